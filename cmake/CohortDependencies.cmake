@@ -1,0 +1,38 @@
+# Finds every third-party dependency once and exposes each as an imported target.
+# CAF 0.17 ships no CMake config, so it gets an imported target here (SYSTEM: its headers warn).
+
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(Boost REQUIRED COMPONENTS program_options)
+find_package(cppzmq REQUIRED)
+find_package(msgpack REQUIRED CONFIG NAMES msgpack msgpackc-cxx msgpack-cxx)
+find_package(Catch2 2 REQUIRED)
+find_package(Torch REQUIRED)
+find_package(Gloo CONFIG)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
+
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+add_library(cohort_caf INTERFACE)
+target_include_directories(cohort_caf SYSTEM INTERFACE ${CAF_INCLUDE_DIR})
+target_link_libraries(cohort_caf INTERFACE ${CAF_CORE_LIBRARY} ${CAF_IO_LIBRARY} Threads::Threads)
+
+# Torch's exported flags (and its own include dirs) as one interface target, marked SYSTEM so
+# libtorch's headers do not trip -Wextra.
+add_library(cohort_torch INTERFACE)
+target_include_directories(cohort_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+target_link_libraries(cohort_torch INTERFACE ${TORCH_LIBRARIES})
+target_compile_options(cohort_torch INTERFACE ${TORCH_CXX_FLAGS})
+
+if(COHORT_CUDA STREQUAL "auto")
+  if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
+    set(COHORT_CUDA ON)
+  else()
+    set(COHORT_CUDA OFF)
+  endif()
+endif()
+message(STATUS "cohort: CUDA backends ${COHORT_CUDA}")

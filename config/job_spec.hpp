@@ -1,0 +1,135 @@
+// The job spec: what a user submits (Ray's ScalingConfig/RunConfig and DeepSpeed's config in one
+// JSON file), as plain structs. parse_job_spec() reads and validates it; every error names the
+// JSON path, the value and what is allowed. No CAF, no torch here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace cohort::config {
+
+// Quantities by resource name: "CPU", "GPU", "memory" (bytes) or any custom tag ("large_cpu_mem").
+using resource_quantities = std::map<std::string, double>;
+
+enum class placement_strategy { pack, spread, strict_pack, strict_spread };
+enum class lr_schedule { constant, cosine, linear };
+enum class precision { fp32, bf16 };
+enum class offload_device { none, cpu };
+enum class score_order { min, max };
+// What the workers run. causal_lm is the training engine; linear_regression is a small built-in
+// job (a data-parallel least-squares fit) used by the quick start and the cluster tests.
+enum class workload_kind { causal_lm, linear_regression };
+
+struct model_spec {
+  std::string hf_dir;             // fine-tune: a Hugging Face directory
+  std::string config_file;        // pretrain: a config.json path ...
+  std::string inline_config_json; // ... or an inline HF-style config object, serialized
+  std::uint64_t init_seed = 0;
+};
+
+struct data_spec {
+  std::string train;  // a directory written by `cohort-data build`
+  std::string eval;   // optional
+};
+
+struct scaling_spec {
+  int num_workers = 1;
+  bool use_gpu = false;
+  resource_quantities resources_per_worker;  // default {"CPU": 1} (+ {"GPU": 1} with use_gpu)
+  resource_quantities trainer_resources;     // default {"CPU": 0}: co-located with rank 0
+  placement_strategy strategy = placement_strategy::pack;
+};
+
+struct train_spec {
+  int seq_len = 512;
+  int micro_batch_size = 1;
+  int grad_accum = 1;
+  int epochs = 1;
+  std::int64_t max_steps = 0;  // 0: run the epochs
+  double lr = 1e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  int warmup_steps = 0;
+  lr_schedule schedule = lr_schedule::constant;
+  double min_lr_ratio = 0.0;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;  // 0: no clipping
+  precision dtype = precision::fp32;
+  std::uint64_t seed = 0;
+  int log_every = 1;
+  bool activation_checkpointing = false;
+  double step_delay_s = 0.0;  // pause after each step (demos and failure drills)
+};
+
+struct zero_spec {
+  int stage = 0;  // 0..3
+  offload_device offload_optimizer = offload_device::none;
+};
+
+struct checkpoint_spec {
+  int every_steps = 0;   // 0: only at the end
+  int num_to_keep = 0;   // 0: keep all
+  std::string score_attribute;
+  score_order order = score_order::min;
+  bool async = false;
+};
+
+struct failure_spec {
+  int max_failures = 0;  // 0 fail at once, n at most n restarts, -1 always restart
+};
+
+struct run_spec {
+  std::string storage_path = "runs";
+  checkpoint_spec checkpoint;
+  failure_spec failure;
+  bool resume = true;
+};
+
+struct job_spec {
+  std::string name;
+  workload_kind workload = workload_kind::causal_lm;
+  model_spec model;
+  data_spec data;
+  scaling_spec scaling;
+  train_spec train;
+  zero_spec zero;
+  run_spec run;
+};
+
+// A spec that cannot be accepted. path is the JSON path ("scaling.num_workers"), what() the whole
+// message: path, offending value and what is allowed.
+class spec_error : public std::runtime_error {
+ public:
+  spec_error(std::string path, const std::string& message)
+      : std::runtime_error(path + ": " + message), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Parses a job spec from JSON text. base_dir resolves relative paths inside the spec (the
+// directory of the JOB.json file). Throws spec_error.
+job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir = ".");
+// Reads and parses a JOB.json file; a missing or unreadable file is a spec_error naming it.
+job_spec load_job_spec(const std::string& path);
+// The spec as canonical JSON text (round-trips through parse_job_spec).
+std::string to_json_text(const job_spec& spec);
+
+// Names as they appear in JSON ("PACK", "cosine", "bf16", ...).
+const char* to_string(placement_strategy s);
+const char* to_string(lr_schedule s);
+const char* to_string(precision p);
+const char* to_string(offload_device d);
+const char* to_string(workload_kind w);
+
+// Global batch in samples: micro_batch_size × grad_accum × num_workers.
+inline std::int64_t global_batch(const job_spec& s) {
+  return std::int64_t{s.train.micro_batch_size} * s.train.grad_accum * s.scaling.num_workers;
+}
+
+}  // namespace cohort::config
