@@ -1,0 +1,43 @@
+// The tokenizer interface the data builders and tools use: text to token ids and back, plus the
+// special tokens a model needs. Implementations: Hugging Face tokenizer.json (byte-level BPE) and
+// sentencepiece tokenizer.model. No torch here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cohort::core::tokenizer {
+
+using token_id = std::int32_t;
+
+class tokenizer {
+ public:
+  virtual ~tokenizer() = default;
+  // Encodes text to ids. Special tokens written literally in the text ("<|endoftext|>") become
+  // their ids, as Hugging Face does for added tokens. No BOS/EOS is added.
+  virtual std::vector<token_id> encode(const std::string& text) const = 0;
+  virtual std::string decode(const std::vector<token_id>& ids) const = 0;
+  virtual std::int64_t vocab_size() const = 0;  // including added tokens
+  virtual std::optional<token_id> bos_id() const = 0;
+  virtual std::optional<token_id> eos_id() const = 0;
+  virtual std::optional<token_id> pad_id() const = 0;
+  // Adds tokens that encode() must treat as indivisible (SFT role markers); returns their ids.
+  virtual std::vector<token_id> add_special_tokens(const std::vector<std::string>& tokens) = 0;
+  // Identity for manifests: kind ("hf-bpe" / "sentencepiece") and a checksum of the file.
+  virtual std::string identity() const = 0;
+};
+
+class tokenizer_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Loads by file: *.json → Hugging Face tokenizer.json, otherwise a sentencepiece model. A
+// directory is searched for tokenizer.json, then tokenizer.model. Throws tokenizer_error.
+std::unique_ptr<tokenizer> load_tokenizer(const std::string& path);
+
+}  // namespace cohort::core::tokenizer
