@@ -1,0 +1,86 @@
+// The CAF-facing declarations of cohort's actors: the state of each and the function that gives
+// its behavior. Each actor is a thin shell; its logic lives in a plain *_state class or in core.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/head_state.hpp"
+#include "actors/job_types.hpp"
+#include "actors/workload_runner.hpp"
+#include "core/comm/tcp_store_server.hpp"
+
+namespace cohort::actors {
+
+// How many lines of worker output the head keeps per job for `submit logs`.
+constexpr std::size_t max_log_lines_per_job = 10000;
+
+struct head_actor_state {
+  head_state logic;
+  std::map<std::string, caf::actor> node_actors;        // by node name
+  std::map<caf::actor_addr, std::string> node_by_addr;
+  struct trainer_ref {
+    std::string job_id;
+    std::int32_t attempt;
+  };
+  std::map<caf::actor_addr, trainer_ref> trainers;
+  std::map<std::string, caf::actor> trainer_of_job;
+  std::map<std::string, std::vector<caf::actor>> followers;  // by job id
+  std::map<std::string, std::vector<log_line>> logs;         // by job id
+  static inline const char* name = "cohort.head";
+};
+caf::behavior head_actor(caf::stateful_actor<head_actor_state>* self);
+
+struct node_actor_state {
+  node_info info;
+  caf::actor head;
+  std::shared_ptr<runner_registry> runners;
+  struct worker_ref {
+    std::string job_id;
+    std::int32_t rank;
+    caf::actor handle;
+  };
+  std::map<caf::actor_addr, worker_ref> workers;
+  static inline const char* name = "cohort.node";
+};
+caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
+                         caf::actor head, std::shared_ptr<runner_registry> runners);
+
+struct trainer_actor_state {
+  trainer_setup setup;
+  std::vector<caf::actor> rank_nodes;
+  caf::actor head;
+  std::vector<caf::actor> workers;              // by rank; null until spawned
+  std::map<caf::actor_addr, std::int32_t> rank_of;
+  std::set<std::int32_t> done;
+  std::int32_t spawned = 0;
+  bool settled = false;
+  // The rendezvous store the attempt's workers bootstrap their collective group through.
+  std::unique_ptr<core::comm::tcp_store_server> store;
+  static inline const char* name = "cohort.trainer";
+};
+caf::behavior trainer_actor(caf::stateful_actor<trainer_actor_state>* self, trainer_setup setup,
+                            std::vector<caf::actor> rank_nodes, caf::actor head);
+
+struct worker_actor_state {
+  worker_setup setup;
+  caf::actor trainer;
+  std::shared_ptr<workload_runner> runner;
+  ~worker_actor_state() {
+    if (runner) runner->cancel();
+  }
+  static inline const char* name = "cohort.worker";
+};
+caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker_setup setup,
+                           caf::actor trainer, std::shared_ptr<runner_registry> runners);
+
+// The text of a CAF error: its message context if it carries one, else CAF's rendering.
+std::string describe(caf::actor_system& sys, const caf::error& err);
+
+}  // namespace cohort::actors

@@ -1,0 +1,226 @@
+// Job table, node registry and failure policy of the head (see head_state.hpp).
+#include "actors/head_state.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "core/resources/placement.hpp"
+
+namespace cohort::actors {
+
+namespace res = cohort::core::resources;
+
+const char* to_string(job_state s) {
+  switch (s) {
+    case job_state::pending: return "PENDING";
+    case job_state::running: return "RUNNING";
+    case job_state::restarting: return "RESTARTING";
+    case job_state::succeeded: return "SUCCEEDED";
+    case job_state::failed: return "FAILED";
+    case job_state::stopped: return "STOPPED";
+  }
+  return "UNKNOWN";
+}
+
+bool is_terminal(job_state s) {
+  return s == job_state::succeeded || s == job_state::failed || s == job_state::stopped;
+}
+
+void head_state::add_node(const node_info& node) {
+  auto it = nodes_.find(node.name);
+  if (it == nodes_.end()) {
+    node_order_.push_back(node.name);
+    nodes_.emplace(node.name, node_entry{node, node.resources});
+    return;
+  }
+  // Re-registration: keep what running jobs hold reserved on it.
+  std::map<std::string, double> held;
+  for (const auto& [id, job] : jobs_)
+    for (const auto& r : job.held)
+      if (r.node == node.name)
+        for (const auto& [k, v] : r.amounts) held[k] += v;
+  it->second.info = node;
+  it->second.available = node.resources;
+  for (const auto& [k, v] : held) it->second.available[k] -= v;
+}
+
+void head_state::remove_node(const std::string& name) {
+  nodes_.erase(name);
+  node_order_.erase(std::remove(node_order_.begin(), node_order_.end(), name), node_order_.end());
+}
+
+bool head_state::has_node(const std::string& name) const { return nodes_.count(name) > 0; }
+
+std::vector<node_info> head_state::nodes() const {
+  std::vector<node_info> out;
+  for (const auto& name : node_order_) out.push_back(nodes_.at(name).info);
+  return out;
+}
+
+std::string head_state::submit(const config::job_spec& spec, const std::string& spec_json) {
+  char id[64];
+  std::snprintf(id, sizeof id, "job-%04lld", static_cast<long long>(next_job_number_++));
+  job_entry job;
+  job.spec = spec;
+  job.record.id = id;
+  job.record.name = spec.name;
+  job.record.state = job_state::pending;
+  job.record.reason = "waiting for placement";
+  job.record.spec_json = spec_json;
+  jobs_.emplace(id, std::move(job));
+  job_order_.push_back(id);
+  return id;
+}
+
+void head_state::restore(const job_record& record) {
+  job_entry job;
+  job.record = record;
+  job.spec = config::parse_job_spec(record.spec_json);
+  if (job.record.state == job_state::running) {
+    job.record.state = job_state::restarting;
+    job.record.reason = "head restarted; the job is placed again";
+  }
+  for (const auto& f : record.failures)
+    if (f.rank >= 0) ++job.failures_counted;
+  // Keep ids unique after a restart: continue numbering after the highest restored.
+  long long n = 0;
+  if (std::sscanf(record.id.c_str(), "job-%lld", &n) == 1 && n >= next_job_number_)
+    next_job_number_ = n + 1;
+  if (jobs_.emplace(record.id, std::move(job)).second) job_order_.push_back(record.id);
+}
+
+std::vector<trainer_setup> head_state::schedule() {
+  std::vector<trainer_setup> starts;
+  for (const auto& id : job_order_) {
+    auto& job = jobs_.at(id);
+    auto s = job.record.state;
+    if (s != job_state::pending && s != job_state::restarting) continue;
+    if (!job.held.empty()) continue;  // placed, its trainer is starting
+    std::vector<res::node_inventory> inventory;
+    for (const auto& name : node_order_) {
+      const auto& n = nodes_.at(name);
+      inventory.push_back(res::node_inventory{name, res::resource_set{n.info.resources},
+                                              res::resource_set{n.available}});
+    }
+    auto result = res::place_job(job.spec, inventory);
+    if (result.status != res::placement_status::placed) {
+      job.record.state = job_state::pending;
+      job.record.reason = result.reason;
+      continue;
+    }
+    for (std::size_t i = 0; i < result.bundles.size(); ++i) {
+      const auto& b = result.bundles[i];
+      auto& avail = nodes_.at(b.node).available;
+      for (const auto& [k, v] : b.resources.quantities()) avail[k] -= v;
+      job.held.push_back(reservation{b.node, b.resources.quantities()});
+    }
+    job.record.attempts += 1;
+    job.record.trainer_node = result.plan.trainer_node;
+    job.record.rank_nodes = result.plan.rank_nodes;
+    job.record.reason = "starting attempt " + std::to_string(job.record.attempts);
+    starts.push_back(trainer_setup{id, job.record.spec_json, job.record.attempts - 1,
+                                   result.plan.trainer_node, result.plan.rank_nodes});
+  }
+  return starts;
+}
+
+void head_state::release(job_entry& job) {
+  for (const auto& r : job.held) {
+    auto it = nodes_.find(r.node);
+    if (it == nodes_.end()) continue;  // the node is gone; nothing to give back
+    for (const auto& [k, v] : r.amounts) it->second.available[k] += v;
+  }
+  job.held.clear();
+}
+
+void head_state::record_failure(job_entry& job, const failure_cause& cause) {
+  job.record.failures.push_back(cause);
+  ++job.failures_counted;
+  const int max_failures = job.spec.run.failure.max_failures;
+  const int restarts_used = job.failures_counted - 1;
+  std::string where = cause.rank >= 0 ? "worker rank " + std::to_string(cause.rank) + " on node " +
+                                            cause.node
+                                      : "trainer on node " + cause.node;
+  if (max_failures == -1 || restarts_used < max_failures) {
+    job.record.state = job_state::restarting;
+    job.record.reason = where + " failed (" + cause.reason + "); restarting the worker group";
+  } else {
+    job.record.state = job_state::failed;
+    job.record.reason = where + " failed: " + cause.reason + " (failure.max_failures=" +
+                        std::to_string(max_failures) + " exhausted)";
+  }
+}
+
+head_state::job_entry& head_state::entry(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) throw std::out_of_range("unknown job " + job_id);
+  return it->second;
+}
+
+const job_record& head_state::on_outcome(const attempt_outcome& outcome) {
+  auto& job = entry(outcome.job_id);
+  if (is_terminal(job.record.state) || outcome.attempt != job.record.attempts - 1)
+    return job.record;  // a late report from an attempt already settled
+  release(job);
+  if (outcome.succeeded) {
+    job.record.state = job_state::succeeded;
+    job.record.reason = "all " + std::to_string(job.spec.scaling.num_workers) +
+                        " workers finished";
+  } else {
+    record_failure(job, outcome.cause);
+  }
+  return job.record;
+}
+
+const job_record& head_state::on_trainer_lost(const std::string& job_id, std::int32_t attempt,
+                                              const std::string& reason) {
+  auto& job = entry(job_id);
+  if (is_terminal(job.record.state) || attempt != job.record.attempts - 1) return job.record;
+  release(job);
+  record_failure(job, failure_cause{attempt, -1, job.record.trainer_node, reason});
+  return job.record;
+}
+
+bool head_state::stop(const std::string& job_id, const std::string& reason) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || is_terminal(it->second.record.state)) return false;
+  release(it->second);
+  it->second.record.state = job_state::stopped;
+  it->second.record.reason = reason;
+  return true;
+}
+
+void head_state::on_running(const std::string& job_id, std::int32_t attempt) {
+  auto& job = entry(job_id);
+  if (is_terminal(job.record.state) || attempt != job.record.attempts - 1) return;
+  job.record.state = job_state::running;
+  job.record.reason = "attempt " + std::to_string(attempt + 1) + ": all " +
+                      std::to_string(job.spec.scaling.num_workers) + " workers running";
+}
+
+void head_state::on_progress(const progress_report& report) {
+  auto it = jobs_.find(report.job_id);
+  if (it == jobs_.end()) return;
+  it->second.record.step = report.step;
+  it->second.record.total_steps = report.total_steps;
+  it->second.record.loss = report.loss;
+}
+
+const job_record* head_state::find(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second.record;
+}
+
+std::vector<job_record> head_state::jobs() const {
+  std::vector<job_record> out;
+  for (const auto& id : job_order_) out.push_back(jobs_.at(id).record);
+  return out;
+}
+
+std::map<std::string, double> head_state::available(const std::string& node) const {
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? std::map<std::string, double>{} : it->second.available;
+}
+
+}  // namespace cohort::actors

@@ -1,0 +1,78 @@
+// The head's logic without CAF: the node registry with free resources, the job table, placement
+// of waiting jobs, and the failure policy (failure.max_failures). The head actor is a thin shell
+// around it; this class is unit-tested alone. Not thread-safe: the head actor owns it.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/job_types.hpp"
+#include "config/job_spec.hpp"
+
+namespace cohort::actors {
+
+class head_state {
+ public:
+  // Registers a node, or replaces the record of one that registers again under the same name.
+  void add_node(const node_info& node);
+  // Forgets a node (it died or left). Its reservations stay until the jobs using it are told.
+  void remove_node(const std::string& name);
+  bool has_node(const std::string& name) const;
+  std::vector<node_info> nodes() const;
+
+  // Accepts a parsed spec; returns the new job's id. The job starts PENDING.
+  std::string submit(const config::job_spec& spec, const std::string& spec_json);
+  // Puts back a job read from the store (head restart). Running jobs become RESTARTING.
+  void restore(const job_record& record);
+
+  // Places every waiting job that fits now, reserves its resources and returns what to start.
+  std::vector<trainer_setup> schedule();
+
+  // The trainer of attempt `outcome.attempt` ended it. Releases the reservation; applies the
+  // failure policy. Returns the job's record after the change.
+  const job_record& on_outcome(const attempt_outcome& outcome);
+  // The trainer died without reporting (its node died, or it crashed). Counted like a failure of
+  // the attempt with rank -1.
+  const job_record& on_trainer_lost(const std::string& job_id, std::int32_t attempt,
+                                    const std::string& reason);
+  // Stops a job: STOPPED, reservation released. Returns false if unknown or already ended.
+  bool stop(const std::string& job_id, const std::string& reason);
+  // The job's trainer has all workers up.
+  void on_running(const std::string& job_id, std::int32_t attempt);
+  void on_progress(const progress_report& report);
+
+  const job_record* find(const std::string& job_id) const;
+  std::vector<job_record> jobs() const;
+  // Free resources of a node (for tests and `submit plan`).
+  std::map<std::string, double> available(const std::string& node) const;
+
+ private:
+  struct node_entry {
+    node_info info;
+    std::map<std::string, double> available;
+  };
+  struct reservation {
+    std::string node;
+    std::map<std::string, double> amounts;
+  };
+  struct job_entry {
+    job_record record;
+    config::job_spec spec;
+    std::vector<reservation> held;
+    std::int32_t failures_counted = 0;
+  };
+
+  void release(job_entry& job);
+  void record_failure(job_entry& job, const failure_cause& cause);
+  job_entry& entry(const std::string& job_id);
+
+  std::map<std::string, node_entry> nodes_;
+  std::vector<std::string> node_order_;  // registration order: placement is deterministic
+  std::map<std::string, job_entry> jobs_;
+  std::vector<std::string> job_order_;   // submission order: first come, first placed
+  std::int64_t next_job_number_ = 1;
+};
+
+}  // namespace cohort::actors

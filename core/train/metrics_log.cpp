@@ -1,0 +1,41 @@
+// metrics.jsonl writer (see metrics_log.hpp).
+#include "core/train/metrics_log.hpp"
+
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace cohort::core::train {
+
+metrics_log::metrics_log(const std::string& path, std::int64_t resume_step) : path_(path) {
+  namespace fs = std::filesystem;
+  auto dir = fs::path(path).parent_path();
+  if (!dir.empty()) fs::create_directories(dir);
+  std::vector<std::string> kept;
+  if (resume_step > 0) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.contains("step") && j["step"].is_number_integer() &&
+          j["step"].get<std::int64_t>() <= resume_step)
+        kept.push_back(line);
+    }
+  }
+  out_.open(path, std::ios::trunc);
+  if (!out_) throw std::runtime_error("cannot write metrics file " + path);
+  for (const auto& line : kept) out_ << line << '\n';
+  out_.flush();
+}
+
+void metrics_log::append(const step_report& r) {
+  nlohmann::json j{{"step", r.step},           {"loss", r.loss},
+                   {"lr", r.lr},               {"grad_norm", r.grad_norm},
+                   {"tokens_per_s", r.tokens_per_s}, {"total_steps", r.total_steps}};
+  if (r.mfu > 0) j["mfu"] = r.mfu;
+  out_ << j.dump() << '\n';
+  out_.flush();
+}
+
+}  // namespace cohort::core::train

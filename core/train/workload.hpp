@@ -1,0 +1,61 @@
+// The workload interface: what a worker runs for its job. It keeps torch out of actors/: a worker
+// actor builds a worker_context, calls run() on a thread it owns, and turns reports and the
+// outcome into messages. Implementations live in core/train (linear_regression, causal_lm).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "config/job_spec.hpp"
+
+namespace cohort::core::train {
+
+// One logged step, as rank 0 reports it (other ranks report only their step, for liveness).
+struct step_report {
+  std::int64_t step = 0;         // 1-based global step just completed
+  std::int64_t total_steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;                // 0 when unknown (CPU)
+};
+
+// Everything a workload needs to know about its place in the job. Owned by the worker; valid for
+// the whole run() call.
+struct worker_context {
+  config::job_spec spec;
+  std::string job_id;
+  int rank = 0;
+  int world_size = 1;
+  int attempt = 0;               // 0 for the first attempt, +1 per restart of the group
+  std::string node;              // name of the node this worker runs on
+  std::string store_address;     // HOST:PORT of the rendezvous store the trainer serves
+  std::string run_dir;           // <storage_path>/<name>: metrics, checkpoints, exports
+  const std::atomic<bool>* cancelled = nullptr;  // set when the worker must stop now
+  std::function<void(const step_report&)> report;  // called after each logged step
+  std::function<void(const std::string&)> log;     // one line of worker output
+};
+
+// Thrown by a workload that noticed cancellation; not a failure of the job.
+class cancelled_error : public std::runtime_error {
+ public:
+  cancelled_error() : std::runtime_error("cancelled") {}
+};
+
+class workload {
+ public:
+  virtual ~workload() = default;
+  // Runs the job's training to completion on this rank. Throws on failure (the message becomes
+  // the failure reason the job records) and cancelled_error when ctx.cancelled was set.
+  virtual void run(const worker_context& ctx) = 0;
+};
+
+// The workload for a job's spec. Throws std::invalid_argument for kinds this build lacks.
+std::unique_ptr<workload> make_workload(const config::job_spec& spec);
+
+}  // namespace cohort::core::train

@@ -1,0 +1,20 @@
+// make_workload: the workload a job's spec asks for.
+#include <stdexcept>
+
+#include "core/train/linear_regression_workload.hpp"
+#include "core/train/workload.hpp"
+
+namespace cohort::core::train {
+
+std::unique_ptr<workload> make_workload(const config::job_spec& spec) {
+  switch (spec.workload) {
+    case config::workload_kind::linear_regression:
+      return std::make_unique<linear_regression_workload>();
+    case config::workload_kind::causal_lm:
+      break;
+  }
+  throw std::invalid_argument(std::string("workload \"") + config::to_string(spec.workload) +
+                              "\" is not available in this build");
+}
+
+}  // namespace cohort::core::train
