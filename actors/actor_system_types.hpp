@@ -10,9 +10,9 @@
 
 #include <caf/all.hpp>
 
-#include "actors/atoms.hpp"
 #include "actors/head_state.hpp"
-#include "actors/job_types.hpp"
+#include "actors/messages.hpp"
+#include "actors/node_directory.hpp"
 #include "actors/workload_runner.hpp"
 #include "core/comm/tcp_store_server.hpp"
 
@@ -23,24 +23,31 @@ constexpr std::size_t max_log_lines_per_job = 10000;
 
 struct head_actor_state {
   head_state logic;
-  std::map<std::string, caf::actor> node_actors;        // by node name
+  std::map<std::string, caf::actor> node_actors;  // by node name
   std::map<caf::actor_addr, std::string> node_by_addr;
   struct trainer_ref {
     std::string job_id;
     std::int32_t attempt;
+    caf::actor handle;
   };
   std::map<caf::actor_addr, trainer_ref> trainers;
-  std::map<std::string, caf::actor> trainer_of_job;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
   std::map<std::string, std::vector<log_line>> logs;         // by job id
   static inline const char* name = "cohort.head";
 };
 caf::behavior head_actor(caf::stateful_actor<head_actor_state>* self);
 
+// How a node runs a worker: an actor with a thread in this process (embedded clusters), or an
+// actor standing for a worker OS process (cluster-worker). Called on the node's thread; returns
+// the spawned actor, which sends worker_started to `trainer` itself.
+using worker_spawner =
+    std::function<caf::actor(caf::local_actor* node, const worker_setup&, const caf::actor& trainer)>;
+
 struct node_actor_state {
   node_info info;
   caf::actor head;
-  std::shared_ptr<runner_registry> runners;
+  std::shared_ptr<node_directory> directory;
+  worker_spawner spawn_worker;
   struct worker_ref {
     std::string job_id;
     std::int32_t rank;
@@ -50,23 +57,23 @@ struct node_actor_state {
   static inline const char* name = "cohort.node";
 };
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
-                         caf::actor head, std::shared_ptr<runner_registry> runners);
+                         caf::actor head, std::shared_ptr<node_directory> directory,
+                         worker_spawner spawn_worker);
 
 struct trainer_actor_state {
   trainer_setup setup;
-  std::vector<caf::actor> rank_nodes;
   caf::actor head;
-  std::vector<caf::actor> workers;              // by rank; null until spawned
+  std::vector<caf::actor> workers;  // by rank; null until started
   std::map<caf::actor_addr, std::int32_t> rank_of;
   std::set<std::int32_t> done;
-  std::int32_t spawned = 0;
+  std::int32_t started = 0;
   bool settled = false;
   // The rendezvous store the attempt's workers bootstrap their collective group through.
   std::unique_ptr<core::comm::tcp_store_server> store;
   static inline const char* name = "cohort.trainer";
 };
 caf::behavior trainer_actor(caf::stateful_actor<trainer_actor_state>* self, trainer_setup setup,
-                            std::vector<caf::actor> rank_nodes, caf::actor head);
+                            caf::actor head, std::shared_ptr<node_directory> directory);
 
 struct worker_actor_state {
   worker_setup setup;
@@ -77,8 +84,11 @@ struct worker_actor_state {
   }
   static inline const char* name = "cohort.worker";
 };
+// A worker that runs its workload on a thread of this process.
 caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker_setup setup,
                            caf::actor trainer, std::shared_ptr<runner_registry> runners);
+// The spawner for in-process workers.
+worker_spawner in_process_workers(std::shared_ptr<runner_registry> runners);
 
 // The text of a CAF error: its message context if it carries one, else CAF's rendering.
 std::string describe(caf::actor_system& sys, const caf::error& err);

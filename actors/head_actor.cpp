@@ -11,52 +11,52 @@ namespace {
 
 using head_ptr = caf::stateful_actor<head_actor_state>*;
 
+caf::error request_error(const std::string& message) {
+  return caf::make_error(caf::sec::invalid_argument, message);
+}
+
 void notify(head_ptr self, const std::string& job_id, const std::string& line) {
   auto it = self->state.followers.find(job_id);
   const auto* record = self->state.logic.find(job_id);
   if (it == self->state.followers.end() || record == nullptr) return;
-  for (auto& f : it->second) self->send(f, event_atom::value, job_event{*record, line});
+  for (auto& f : it->second) self->send(f, job_event{*record, line});
   if (is_terminal(record->state)) self->state.followers.erase(it);
 }
 
-void start_trainers(head_ptr self);
-
-void trainer_lost(head_ptr self, const caf::actor_addr& addr, const std::string& reason) {
-  auto it = self->state.trainers.find(addr);
-  if (it == self->state.trainers.end()) return;
-  auto ref = it->second;
-  self->state.trainers.erase(it);
-  auto t = self->state.trainer_of_job.find(ref.job_id);
-  if (t != self->state.trainer_of_job.end() && t->second.address() == addr)
-    self->state.trainer_of_job.erase(t);
-  const auto& record = self->state.logic.on_trainer_lost(ref.job_id, ref.attempt, reason);
-  notify(self, ref.job_id, std::string(to_string(record.state)) + ": " + record.reason);
-  start_trainers(self);
+void notify_state(head_ptr self, const std::string& job_id) {
+  if (const auto* r = self->state.logic.find(job_id))
+    notify(self, job_id, std::string(to_string(r->state)) + ": " + r->reason);
 }
 
+void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attempt) {
+  for (auto it = self->state.trainers.begin(); it != self->state.trainers.end(); ++it) {
+    if (it->second.job_id == job_id && it->second.attempt == attempt) {
+      self->demonitor(it->second.handle);
+      self->state.trainers.erase(it);
+      return;
+    }
+  }
+}
+
+// Places what fits and asks the nodes to start the trainers.
 void start_trainers(head_ptr self) {
   for (auto& setup : self->state.logic.schedule()) {
-    notify(self, setup.job_id, "placed: trainer on " + setup.trainer_node + ", attempt " +
-                                   std::to_string(setup.attempt + 1));
-    std::vector<caf::actor> rank_nodes;
-    for (const auto& name : setup.rank_nodes) rank_nodes.push_back(self->state.node_actors[name]);
-    auto node = self->state.node_actors[setup.trainer_node];
-    self->request(node, caf::infinite, spawn_trainer_atom::value, setup, rank_nodes)
-        .then(
-            [=](caf::actor& trainer) {
-              self->monitor(trainer);
-              self->state.trainers[trainer.address()] = {setup.job_id, setup.attempt};
-              self->state.trainer_of_job[setup.job_id] = trainer;
-            },
-            [=](caf::error& err) {
-              const auto& record = self->state.logic.on_trainer_lost(
-                  setup.job_id, setup.attempt,
-                  "could not start the trainer on node " + setup.trainer_node + ": " +
-                      describe(self->system(), err));
-              notify(self, setup.job_id, std::string(to_string(record.state)) + ": " +
-                                             record.reason);
-              start_trainers(self);
-            });
+    notify(self, setup.job_id, "placed: trainer on " + setup.trainer_node + ", ranks on [" +
+                                   [&] {
+                                     std::string s;
+                                     for (const auto& n : setup.rank_nodes)
+                                       s += (s.empty() ? "" : ", ") + n;
+                                     return s;
+                                   }() +
+                                   "], attempt " + std::to_string(setup.attempt + 1));
+    auto node = self->state.node_actors.find(setup.trainer_node);
+    if (node == self->state.node_actors.end()) {
+      self->state.logic.on_trainer_lost(setup.job_id, setup.attempt,
+                                        "node " + setup.trainer_node + " is gone");
+      notify_state(self, setup.job_id);
+      continue;
+    }
+    self->send(node->second, start_trainer{setup});
   }
 }
 
@@ -64,88 +64,105 @@ void start_trainers(head_ptr self) {
 
 caf::behavior head_actor(head_ptr self) {
   self->set_down_handler([=](caf::down_msg& msg) {
-    auto node = self->state.node_by_addr.find(msg.source);
-    if (node != self->state.node_by_addr.end()) {
+    auto& st = self->state;
+    if (auto node = st.node_by_addr.find(msg.source); node != st.node_by_addr.end()) {
       auto name = node->second;
-      self->state.node_by_addr.erase(node);
-      self->state.node_actors.erase(name);
-      self->state.logic.remove_node(name);
+      st.node_by_addr.erase(node);
+      st.node_actors.erase(name);
+      st.logic.remove_node(name);
       return;
     }
-    trainer_lost(self, msg.source,
-                 msg.reason ? "trainer died: " + describe(self->system(), msg.reason)
-                            : "trainer exited without reporting an outcome");
+    auto t = st.trainers.find(msg.source);
+    if (t == st.trainers.end()) return;
+    auto ref = t->second;
+    st.trainers.erase(t);
+    st.logic.on_trainer_lost(ref.job_id, ref.attempt,
+                             msg.reason ? "trainer died: " + describe(self->system(), msg.reason)
+                                        : "trainer exited without reporting an outcome");
+    notify_state(self, ref.job_id);
+    start_trainers(self);
   });
   return {
-      [=](register_atom, const node_info& info) {
+      [=](const node_hello& hello) {
+        auto& st = self->state;
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (auto old = self->state.node_actors.find(info.name);
-            old != self->state.node_actors.end() && old->second != sender) {
-          self->state.node_by_addr.erase(old->second.address());
+        if (auto old = st.node_actors.find(hello.info.name);
+            old != st.node_actors.end() && old->second != sender) {
+          st.node_by_addr.erase(old->second.address());
           self->demonitor(old->second);
         }
         self->monitor(sender);
-        self->state.node_actors[info.name] = sender;
-        self->state.node_by_addr[sender.address()] = info.name;
-        self->state.logic.add_node(info);
+        st.node_actors[hello.info.name] = sender;
+        st.node_by_addr[sender.address()] = hello.info.name;
+        st.logic.add_node(hello.info);
         start_trainers(self);
-        return caf::unit;
       },
-      [=](submit_atom, const std::string& spec_json) -> caf::result<std::string> {
+      [=](const submit_job& req) -> caf::result<job_accepted> {
         config::job_spec spec;
         try {
-          spec = config::parse_job_spec(spec_json);
+          spec = config::parse_job_spec(req.spec_json);
         } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::invalid_argument, std::string(e.what()));
+          return request_error(e.what());
         }
         auto id = self->state.logic.submit(spec, config::to_json_text(spec));
         start_trainers(self);
-        return id;
+        return job_accepted{id};
       },
-      [=](status_atom, const std::string& id) -> caf::result<job_record> {
-        if (const auto* r = self->state.logic.find(id)) return *r;
-        return caf::make_error(caf::sec::invalid_argument, "no job with id " + id);
+      [=](const job_query& q) -> caf::result<job_record> {
+        if (const auto* r = self->state.logic.find(q.job_id)) return *r;
+        return request_error("no job with id " + q.job_id);
       },
-      [=](list_atom) { return self->state.logic.jobs(); },
-      [=](stop_atom, const std::string& id) -> caf::result<job_record> {
-        if (self->state.logic.find(id) == nullptr)
-          return caf::make_error(caf::sec::invalid_argument, "no job with id " + id);
-        if (self->state.logic.stop(id, "stopped on request")) {
-          auto t = self->state.trainer_of_job.find(id);
-          if (t != self->state.trainer_of_job.end()) {
-            self->state.trainers.erase(t->second.address());
-            self->send_exit(t->second, caf::exit_reason::user_shutdown);
-            self->state.trainer_of_job.erase(t);
-          }
-          notify(self, id, "STOPPED: stopped on request");
+      [=](const job_list_query&) { return job_list{self->state.logic.jobs()}; },
+      [=](const stop_job& req) -> caf::result<job_record> {
+        auto& st = self->state;
+        const auto* r = st.logic.find(req.job_id);
+        if (r == nullptr) return request_error("no job with id " + req.job_id);
+        const auto attempt = r->attempts - 1;
+        if (st.logic.stop(req.job_id, "stopped on request")) {
+          for (auto& [addr, ref] : st.trainers)
+            if (ref.job_id == req.job_id)
+              self->send(ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
+          forget_trainer(self, req.job_id, attempt);
+          notify_state(self, req.job_id);
           start_trainers(self);
         }
-        return *self->state.logic.find(id);
+        return *st.logic.find(req.job_id);
       },
-      [=](follow_atom, const std::string& id) -> caf::result<job_record> {
-        const auto* r = self->state.logic.find(id);
-        if (r == nullptr) return caf::make_error(caf::sec::invalid_argument, "no job with id " + id);
+      [=](const follow_job& req) -> caf::result<job_record> {
+        const auto* r = self->state.logic.find(req.job_id);
+        if (r == nullptr) return request_error("no job with id " + req.job_id);
         if (!is_terminal(r->state))
-          self->state.followers[id].push_back(
+          self->state.followers[req.job_id].push_back(
               caf::actor_cast<caf::actor>(self->current_sender()));
         return *r;
       },
-      [=](logs_atom, const std::string& id) -> caf::result<std::vector<log_line>> {
-        if (self->state.logic.find(id) == nullptr)
-          return caf::make_error(caf::sec::invalid_argument, "no job with id " + id);
-        return self->state.logs[id];
+      [=](const logs_query& q) -> caf::result<job_logs> {
+        if (self->state.logic.find(q.job_id) == nullptr)
+          return request_error("no job with id " + q.job_id);
+        return job_logs{self->state.logs[q.job_id]};
       },
-      [=](running_atom, const std::string& id, std::int32_t attempt) {
-        self->state.logic.on_running(id, attempt);
-        const auto* r = self->state.logic.find(id);
-        if (r != nullptr && r->state == job_state::running)
-          notify(self, id, std::string("RUNNING: ") + r->reason);
+      [=](const trainer_started& ts) {
+        auto& st = self->state;
+        auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+        const auto* r = st.logic.find(ts.job_id);
+        if (r == nullptr || is_terminal(r->state) || r->attempts - 1 != ts.attempt) {
+          // An attempt the head has given up on (stopped, or failed meanwhile).
+          self->send(trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
+          return;
+        }
+        self->monitor(trainer);
+        st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
       },
-      [=](progress_atom, const progress_report& report) {
+      [=](const attempt_running& ar) {
+        self->state.logic.on_running(ar.job_id, ar.attempt);
+        const auto* r = self->state.logic.find(ar.job_id);
+        if (r != nullptr && r->state == job_state::running) notify_state(self, ar.job_id);
+      },
+      [=](const progress_report& report) {
         self->state.logic.on_progress(report);
         notify(self, report.job_id, "");
       },
-      [=](log_atom, const log_line& line) {
+      [=](const log_line& line) {
         auto& lines = self->state.logs[line.job_id];
         if (lines.size() >= max_log_lines_per_job) lines.erase(lines.begin());
         lines.push_back(line);
@@ -153,14 +170,10 @@ caf::behavior head_actor(head_ptr self) {
                "(worker rank=" + std::to_string(line.rank) + " node=" + line.node +
                    " pid=" + std::to_string(line.pid) + ") " + line.text);
       },
-      [=](outcome_atom, const attempt_outcome& outcome) {
-        auto t = self->state.trainer_of_job.find(outcome.job_id);
-        if (t != self->state.trainer_of_job.end()) {
-          self->state.trainers.erase(t->second.address());
-          self->state.trainer_of_job.erase(t);
-        }
-        const auto& record = self->state.logic.on_outcome(outcome);
-        notify(self, outcome.job_id, std::string(to_string(record.state)) + ": " + record.reason);
+      [=](const attempt_outcome& outcome) {
+        forget_trainer(self, outcome.job_id, outcome.attempt);
+        self->state.logic.on_outcome(outcome);
+        notify_state(self, outcome.job_id);
         start_trainers(self);
       },
   };

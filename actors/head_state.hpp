@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job_types.hpp"
+#include "actors/messages.hpp"
 #include "config/job_spec.hpp"
 
 namespace cohort::actors {

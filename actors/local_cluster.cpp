@@ -16,14 +16,15 @@ struct local_cluster::impl {
   std::unique_ptr<caf::actor_system> sys;
   caf::actor head;
   std::map<std::string, caf::actor> nodes;
+  std::shared_ptr<local_node_directory> directory = std::make_shared<local_node_directory>();
   std::shared_ptr<runner_registry> runners = std::make_shared<runner_registry>();
 
-  template <class T, class... Ts>
-  T ask(Ts&&... xs) {
+  template <class T, class Request>
+  T ask(const Request& req) {
     caf::scoped_actor self{*sys};
     T out{};
     std::string failure;
-    self->request(head, request_timeout, std::forward<Ts>(xs)...)
+    self->request(head, request_timeout, req)
         .receive([&](T& x) { out = std::move(x); },
                  [&](caf::error& err) { failure = describe(*sys, err); });
     if (!failure.empty()) throw cluster_error(failure);
@@ -37,7 +38,7 @@ struct local_cluster::impl {
     caf::scoped_actor self{*sys};
     job_record last;
     std::string failure;
-    self->request(head, request_timeout, follow_atom::value, job_id)
+    self->request(head, request_timeout, follow_job{job_id})
         .receive([&](job_record& r) { last = std::move(r); },
                  [&](caf::error& err) { failure = describe(*sys, err); });
     if (!failure.empty()) throw cluster_error(failure);
@@ -50,7 +51,7 @@ struct local_cluster::impl {
       bool go_on = true;
       bool timed_out = false;
       self->receive(
-          [&](event_atom, job_event& e) {
+          [&](job_event& e) {
             last = e.record;
             go_on = keep_going(e);
           },
@@ -61,12 +62,16 @@ struct local_cluster::impl {
 
   void spawn_node(const node_info& info) {
     if (nodes.count(info.name) != 0) throw cluster_error("a node named " + info.name + " exists");
-    auto node = sys->spawn(node_actor, info, head, runners);
+    auto node = sys->spawn(node_actor, info, head, directory, in_process_workers(runners));
     nodes[info.name] = node;
-    // Registration is a plain send from the node; a status round trip orders us after it.
+    directory->put(info.name, node);
+    // The node introduces itself with a plain send; a round trip through the node and then the
+    // head orders the caller after that introduction.
     caf::scoped_actor self{*sys};
-    self->request(head, request_timeout, list_atom::value)
-        .receive([](std::vector<job_record>&) {}, [](caf::error&) {});
+    self->request(node, request_timeout, kill_worker_drill{"", -1})
+        .receive([](bool) {}, [](caf::error&) {});
+    self->request(head, request_timeout, job_list_query{})
+        .receive([](job_list&) {}, [](caf::error&) {});
   }
 };
 
@@ -84,23 +89,23 @@ local_cluster::~local_cluster() {
 }
 
 std::string local_cluster::submit(const std::string& spec_json) {
-  return impl_->ask<std::string>(submit_atom::value, spec_json);
+  return impl_->ask<job_accepted>(submit_job{spec_json}).job_id;
 }
 
 job_record local_cluster::status(const std::string& job_id) {
-  return impl_->ask<job_record>(status_atom::value, job_id);
+  return impl_->ask<job_record>(job_query{job_id});
 }
 
 std::vector<job_record> local_cluster::list() {
-  return impl_->ask<std::vector<job_record>>(list_atom::value);
+  return impl_->ask<job_list>(job_list_query{}).jobs;
 }
 
 std::vector<log_line> local_cluster::logs(const std::string& job_id) {
-  return impl_->ask<std::vector<log_line>>(logs_atom::value, job_id);
+  return impl_->ask<job_logs>(logs_query{job_id}).lines;
 }
 
 job_record local_cluster::stop(const std::string& job_id) {
-  return impl_->ask<job_record>(stop_atom::value, job_id);
+  return impl_->ask<job_record>(stop_job{job_id});
 }
 
 job_record local_cluster::follow(const std::string& job_id, std::chrono::milliseconds timeout,
@@ -133,6 +138,7 @@ void local_cluster::kill_node(const std::string& name) {
   self->monitor(it->second);
   self->send_exit(it->second, caf::exit_reason::kill);
   self->receive([](caf::down_msg&) {});
+  impl_->directory->remove(name);
   impl_->nodes.erase(it);
 }
 
@@ -140,8 +146,7 @@ bool local_cluster::kill_worker(const std::string& job_id, int rank) {
   for (auto& [name, node] : impl_->nodes) {
     caf::scoped_actor self{*impl_->sys};
     bool killed = false;
-    self->request(node, request_timeout, kill_worker_atom::value, job_id,
-                  static_cast<std::int32_t>(rank))
+    self->request(node, request_timeout, kill_worker_drill{job_id, static_cast<std::int32_t>(rank)})
         .receive([&](bool k) { killed = k; }, [](caf::error&) {});
     if (killed) return true;
   }

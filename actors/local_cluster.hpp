@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job_types.hpp"
+#include "actors/messages.hpp"
 
 namespace cohort::actors {
 

@@ -1,6 +1,6 @@
-// The node actor: one per cluster-worker (or per embedded node). It registers with the head,
-// spawns trainers and workers linked to itself (a node that dies takes them with it), and keeps
-// the list of its live workers.
+// The node actor: one per cluster-worker (or per embedded node). It introduces itself to the
+// head, starts trainers and workers linked to itself (a node that dies takes them with it), and
+// keeps the list of its live workers for drills.
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
@@ -8,30 +8,34 @@
 namespace cohort::actors {
 
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
-                         caf::actor head, std::shared_ptr<runner_registry> runners) {
-  self->state.info = info;
-  self->state.head = head;
-  self->state.runners = std::move(runners);
+                         caf::actor head, std::shared_ptr<node_directory> directory,
+                         worker_spawner spawn_worker) {
+  auto& st = self->state;
+  st.info = info;
+  st.head = head;
+  st.directory = std::move(directory);
+  st.spawn_worker = std::move(spawn_worker);
   // Children are linked so that this node's death ends them; their own exits must not end us.
   self->set_exit_handler([=](caf::exit_msg& msg) {
     if (msg.source == self->state.head.address()) self->quit(msg.reason);
   });
   self->set_down_handler([=](caf::down_msg& msg) { self->state.workers.erase(msg.source); });
-  self->send(head, register_atom::value, info);
+  self->send(head, node_hello{info});
   return {
-      [=](spawn_trainer_atom, const trainer_setup& setup, const std::vector<caf::actor>& nodes) {
-        return self->spawn<caf::linked>(trainer_actor, setup, nodes, self->state.head);
+      [=](const start_trainer& req) {
+        self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
+                                 self->state.directory);
       },
-      [=](spawn_worker_atom, worker_setup setup, const caf::actor& trainer) {
-        setup.node = self->state.info.name;
-        auto worker = self->spawn<caf::linked>(worker_actor, setup, trainer, self->state.runners);
+      [=](start_worker req) {
+        auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+        req.setup.node = self->state.info.name;
+        auto worker = self->state.spawn_worker(self, req.setup, trainer);
         self->monitor(worker);
-        self->state.workers[worker.address()] = {setup.job_id, setup.rank, worker};
-        return worker;
+        self->state.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
       },
-      [=](kill_worker_atom, const std::string& job_id, std::int32_t rank) {
+      [=](const kill_worker_drill& req) {
         for (auto& [addr, w] : self->state.workers) {
-          if (w.job_id == job_id && w.rank == rank) {
+          if (w.job_id == req.job_id && w.rank == req.rank) {
             self->send_exit(w.handle, caf::exit_reason::kill);
             return true;
           }

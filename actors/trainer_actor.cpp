@@ -1,6 +1,6 @@
-// The trainer actor: drives one attempt of one job. It starts the worker group through the
-// nodes, forwards rank 0's progress to the head, and ends the attempt at the first failure
-// (stopping the other workers) or when every rank has finished.
+// The trainer actor: drives one attempt of one job. It serves the attempt's rendezvous store,
+// starts the worker group through the nodes, forwards rank 0's progress to the head, and ends
+// the attempt at the first failure (stopping the other workers) or when every rank has finished.
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
@@ -16,10 +16,9 @@ void settle(trainer_ptr self, bool succeeded, failure_cause cause) {
   if (st.settled) return;
   st.settled = true;
   for (auto& w : st.workers)
-    if (w) self->send_exit(w, caf::exit_reason::kill);
+    if (w) self->send(w, stop_attempt{st.setup.job_id, st.setup.attempt, "the attempt ended"});
   cause.attempt = st.setup.attempt;
-  self->send(st.head, outcome_atom::value,
-             attempt_outcome{st.setup.job_id, st.setup.attempt, succeeded, cause});
+  self->send(st.head, attempt_outcome{st.setup.job_id, st.setup.attempt, succeeded, cause});
   self->quit();
 }
 
@@ -29,64 +28,84 @@ void fail_rank(trainer_ptr self, std::int32_t rank, const std::string& reason) {
   settle(self, false, failure_cause{0, rank, node, reason});
 }
 
+bool is_mine(trainer_ptr self, const std::string& job_id, std::int32_t attempt) {
+  return job_id == self->state.setup.job_id && attempt == self->state.setup.attempt;
+}
+
 }  // namespace
 
-caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup,
-                            std::vector<caf::actor> rank_nodes, caf::actor head) {
+caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor head,
+                            std::shared_ptr<node_directory> directory) {
   auto& st = self->state;
   st.setup = setup;
-  st.rank_nodes = rank_nodes;
   st.head = head;
-  const auto world = static_cast<std::int32_t>(rank_nodes.size());
+  // First of all, so the head supervises this attempt whatever happens next.
+  self->send(head, trainer_started{setup.job_id, setup.attempt});
+  const auto world = static_cast<std::int32_t>(setup.rank_nodes.size());
   st.workers.resize(world);
-  st.store = std::make_unique<core::comm::tcp_store_server>("127.0.0.1", 0);
-  const auto store_address = st.store->host() + ":" + std::to_string(st.store->port());
 
   self->set_down_handler([=](caf::down_msg& msg) {
     auto it = self->state.rank_of.find(msg.source);
     if (it == self->state.rank_of.end()) return;
     auto rank = it->second;
-    if (self->state.done.count(rank) != 0 && !msg.reason) return;
+    if (self->state.done.count(rank) != 0) return;
     fail_rank(self, rank,
               msg.reason ? describe(self->system(), msg.reason)
                          : std::string("exited before finishing"));
   });
 
-  for (std::int32_t rank = 0; rank < world; ++rank) {
-    worker_setup ws{setup.job_id, setup.spec_json, rank, world, setup.attempt,
-                    setup.rank_nodes[rank], store_address};
-    self->request(rank_nodes[rank], caf::infinite, spawn_worker_atom::value, ws,
-                  caf::actor_cast<caf::actor>(self))
-        .then(
-            [=](caf::actor& worker) {
-              auto& st = self->state;
-              if (st.settled) {
-                self->send_exit(worker, caf::exit_reason::kill);
-                return;
-              }
-              self->monitor(worker);
-              st.workers[rank] = worker;
-              st.rank_of[worker.address()] = rank;
-              if (++st.spawned == world)
-                self->send(st.head, running_atom::value, st.setup.job_id, st.setup.attempt);
-            },
-            [=](caf::error& err) {
-              fail_rank(self, rank, "could not start the worker: " + describe(self->system(), err));
-            });
+  std::string store_address;
+  try {
+    st.store = std::make_unique<core::comm::tcp_store_server>("127.0.0.1", 0);
+    store_address = st.store->host() + ":" + std::to_string(st.store->port());
+  } catch (const std::exception& e) {
+    settle(self, false, failure_cause{0, -1, setup.trainer_node,
+                                      std::string("cannot serve the rendezvous store: ") + e.what()});
+    return {};
+  }
+  for (std::int32_t rank = 0; rank < world && !st.settled; ++rank) {
+    auto node = directory->find(setup.rank_nodes[rank]);
+    if (!node) {
+      fail_rank(self, rank, "node " + setup.rank_nodes[rank] + " is not reachable");
+      return {};
+    }
+    self->send(node, start_worker{worker_setup{setup.job_id, setup.spec_json, rank, world,
+                                               setup.attempt, setup.rank_nodes[rank],
+                                               store_address}});
   }
 
   return {
-      [=](progress_atom, const progress_report& report) {
-        if (report.rank == 0) self->send(self->state.head, progress_atom::value, report);
-      },
-      [=](log_atom, const log_line& line) { self->send(self->state.head, log_atom::value, line); },
-      [=](done_atom, std::int32_t rank) {
+      [=](const worker_started& ws) {
         auto& st = self->state;
-        st.done.insert(rank);
+        if (!is_mine(self, ws.job_id, ws.attempt) || ws.rank < 0 || ws.rank >= world) return;
+        auto worker = caf::actor_cast<caf::actor>(self->current_sender());
+        self->monitor(worker);
+        st.workers[ws.rank] = worker;
+        st.rank_of[worker.address()] = ws.rank;
+        if (++st.started == world)
+          self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
+      },
+      [=](const progress_report& report) {
+        if (report.rank == 0) self->send(self->state.head, report);
+      },
+      [=](const log_line& line) { self->send(self->state.head, line); },
+      [=](const worker_finished& wf) {
+        auto& st = self->state;
+        if (!is_mine(self, wf.job_id, wf.attempt)) return;
+        if (!wf.ok) {
+          fail_rank(self, wf.rank, wf.reason);
+          return;
+        }
+        st.done.insert(wf.rank);
         if (static_cast<std::int32_t>(st.done.size()) == world) settle(self, true, {});
       },
-      [=](failed_atom, std::int32_t rank, const std::string& reason) {
-        fail_rank(self, rank, reason);
+      [=](const stop_attempt& req) {
+        auto& st = self->state;
+        if (!is_mine(self, req.job_id, req.attempt)) return;
+        st.settled = true;  // the head asked: no outcome to report
+        for (auto& w : st.workers)
+          if (w) self->send(w, req);
+        self->quit(caf::exit_reason::user_shutdown);
       },
   };
 }

@@ -1,11 +1,29 @@
-// The worker actor: one rank of a job. It runs the workload on a runner thread, turns the
-// thread's reports into messages to its trainer, and stops the workload when the trainer goes.
+// The in-process worker actor: one rank of a job, running its workload on a runner thread. It
+// turns the thread's reports into messages to its trainer and stops the workload when the
+// trainer goes or ends the attempt.
 #include <unistd.h>
 
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
 #include "config/job_spec.hpp"
+
+namespace cohort::actors {
+
+namespace {
+
+// Messages from the runner thread to its actor.
+struct runner_done {};
+struct runner_failed {
+  std::string reason;
+};
+
+}  // namespace
+
+}  // namespace cohort::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::runner_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::runner_failed)
 
 namespace cohort::actors {
 
@@ -17,6 +35,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   self->set_down_handler([=](caf::down_msg& msg) {
     if (msg.source == self->state.trainer.address()) self->quit(caf::exit_reason::user_shutdown);
   });
+  const auto pid = static_cast<std::int64_t>(::getpid());
+  self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
 
   core::train::worker_context ctx;
   ctx.spec = config::parse_job_spec(setup.spec_json);
@@ -28,37 +48,41 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   ctx.store_address = setup.store_address;
   ctx.run_dir = ctx.spec.run.storage_path + "/" + ctx.spec.name;
 
-  // The runner thread talks to this actor only through messages.
+  // The runner thread reaches the trainer through this actor only.
   auto me = caf::actor_cast<caf::actor>(self);
   workload_runner::callbacks cb;
   cb.on_report = [me, setup](const core::train::step_report& r) {
-    caf::anon_send(me, progress_atom::value,
-                   progress_report{setup.job_id, setup.rank, r.step, r.total_steps, r.loss, r.lr,
-                                   r.grad_norm, r.tokens_per_s, r.mfu});
+    caf::anon_send(me, progress_report{setup.job_id, setup.rank, r.step, r.total_steps, r.loss,
+                                       r.lr, r.grad_norm, r.tokens_per_s, r.mfu});
   };
-  cb.on_log = [me, setup](const std::string& text) {
-    caf::anon_send(me, log_atom::value,
-                   log_line{setup.job_id, setup.rank, setup.node,
-                            static_cast<std::int64_t>(::getpid()), text});
+  cb.on_log = [me, setup, pid](const std::string& text) {
+    caf::anon_send(me, log_line{setup.job_id, setup.rank, setup.node, pid, text});
   };
-  cb.on_done = [me] { caf::anon_send(me, done_atom::value); };
-  cb.on_failed = [me](const std::string& reason) { caf::anon_send(me, failed_atom::value, reason); };
+  cb.on_done = [me] { caf::anon_send(me, runner_done{}); };
+  cb.on_failed = [me](const std::string& reason) { caf::anon_send(me, runner_failed{reason}); };
   self->state.runner = std::make_shared<workload_runner>(std::move(ctx), std::move(cb));
   runners->add(self->state.runner);
 
+  auto finish = [=](bool ok, const std::string& reason) {
+    const auto& s = self->state.setup;
+    self->send(self->state.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason});
+    if (ok)
+      self->quit();
+    else
+      self->quit(caf::make_error(caf::sec::runtime_error, reason));
+  };
   return {
-      [=](progress_atom, const progress_report& r) {
-        self->send(self->state.trainer, progress_atom::value, r);
-      },
-      [=](log_atom, const log_line& line) { self->send(self->state.trainer, log_atom::value, line); },
-      [=](done_atom) {
-        self->send(self->state.trainer, done_atom::value, self->state.setup.rank);
-        self->quit();
-      },
-      [=](failed_atom, const std::string& reason) {
-        self->send(self->state.trainer, failed_atom::value, self->state.setup.rank, reason);
-        self->quit(caf::make_error(caf::sec::runtime_error, reason));
-      },
+      [=](const progress_report& r) { self->send(self->state.trainer, r); },
+      [=](const log_line& line) { self->send(self->state.trainer, line); },
+      [=](runner_done) { finish(true, ""); },
+      [=](const runner_failed& f) { finish(false, f.reason); },
+      [=](const stop_attempt&) { self->quit(caf::exit_reason::user_shutdown); },
+  };
+}
+
+worker_spawner in_process_workers(std::shared_ptr<runner_registry> runners) {
+  return [runners](caf::local_actor* node, const worker_setup& setup, const caf::actor& trainer) {
+    return node->spawn<caf::linked>(worker_actor, setup, trainer, runners);
   };
 }
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <ostream>
 
-#include "actors/job_types.hpp"
+#include "actors/messages.hpp"
 
 namespace cohort::tools {
 

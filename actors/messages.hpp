@@ -1,0 +1,368 @@
+// The actor protocol: plain records that describe jobs, nodes and attempts, and the messages
+// (each exactly one struct). Each is declared once, with one field list (its inspect function)
+// that drives CAF messages in-process and the msgpack wire between processes. Only CAF's tiny
+// meta::type_name header is pulled in. Who sends what to whom:
+//   client → head    submit_job → job_accepted | job_query → job_record | job_list_query → job_list
+//                    stop_job → job_record | follow_job → job_record, then job_event…
+//                    logs_query → job_logs
+//   node → head      node_hello (the head monitors the node)
+//   head → node      start_trainer; the trainer → head: trainer_started (monitored)
+//   trainer → node   start_worker; the worker → trainer: worker_started (monitored)
+//   worker → trainer progress_report, log_line, worker_finished
+//   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
+//   head → trainer, trainer → worker   stop_attempt
+//   drills → node    kill_worker_drill → bool
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace cohort::actors {
+
+enum class job_state : std::uint8_t { pending, running, restarting, succeeded, failed, stopped };
+constexpr job_state wire_enum_max(job_state) { return job_state::stopped; }
+
+const char* to_string(job_state s);
+bool is_terminal(job_state s);
+
+// Why an attempt ended: which rank on which node, and what happened. rank -1: the trainer itself
+// or the whole node.
+struct failure_cause {
+  static constexpr std::uint32_t wire_id = 1;
+  std::int32_t attempt = 0;
+  std::int32_t rank = -1;
+  std::string node;
+  std::string reason;
+};
+
+// The head's view of one job; what `submit status` shows.
+struct job_record {
+  static constexpr std::uint32_t wire_id = 2;
+  std::string id;
+  std::string name;
+  job_state state = job_state::pending;
+  std::string reason;
+  std::int32_t attempts = 0;  // attempts started (1 after the first start)
+  std::vector<failure_cause> failures;
+  std::string trainer_node;
+  std::vector<std::string> rank_nodes;
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;
+  double loss = 0;
+  std::string spec_json;
+};
+
+// A node as it registers: name and total resources.
+struct node_info {
+  static constexpr std::uint32_t wire_id = 3;
+  std::string name;
+  std::map<std::string, double> resources;
+};
+
+// What the head gives a trainer: one attempt of one job, placed.
+struct trainer_setup {
+  static constexpr std::uint32_t wire_id = 4;
+  std::string job_id;
+  std::string spec_json;
+  std::int32_t attempt = 0;
+  std::string trainer_node;
+  std::vector<std::string> rank_nodes;
+};
+
+// What a trainer gives a node to start one worker.
+struct worker_setup {
+  static constexpr std::uint32_t wire_id = 5;
+  std::string job_id;
+  std::string spec_json;
+  std::int32_t rank = 0;
+  std::int32_t world_size = 1;
+  std::int32_t attempt = 0;
+  std::string node;
+  std::string store_address;
+};
+
+// A step report from a worker (rank 0's carry the metrics).
+struct progress_report {
+  static constexpr std::uint32_t wire_id = 6;
+  std::string job_id;
+  std::int32_t rank = 0;
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+};
+
+// How an attempt ended, as the trainer tells the head.
+struct attempt_outcome {
+  static constexpr std::uint32_t wire_id = 7;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  bool succeeded = false;
+  failure_cause cause;  // when !succeeded
+};
+
+// One line of worker output, prefixed with where it came from when shown.
+struct log_line {
+  static constexpr std::uint32_t wire_id = 8;
+  std::string job_id;
+  std::int32_t rank = 0;
+  std::string node;
+  std::int64_t pid = 0;
+  std::string text;
+};
+
+// What followers of a job receive: the record after a change, and optionally a line to show.
+struct job_event {
+  static constexpr std::uint32_t wire_id = 9;
+  job_record record;
+  std::string line;
+};
+
+// ---- Requests and replies of the actor protocol (every message is exactly one struct) ----
+
+// A client submits a job spec; the reply is job_accepted or an error naming the bad field.
+struct submit_job {
+  static constexpr std::uint32_t wire_id = 20;
+  std::string spec_json;
+};
+struct job_accepted {
+  static constexpr std::uint32_t wire_id = 21;
+  std::string job_id;
+};
+// Reply: job_record.
+struct job_query {
+  static constexpr std::uint32_t wire_id = 22;
+  std::string job_id;
+};
+// Reply: job_list.
+struct job_list_query {
+  static constexpr std::uint32_t wire_id = 23;
+  bool unused = false;
+};
+struct job_list {
+  static constexpr std::uint32_t wire_id = 24;
+  std::vector<job_record> jobs;
+};
+// Reply: job_record after the stop.
+struct stop_job {
+  static constexpr std::uint32_t wire_id = 25;
+  std::string job_id;
+};
+// Reply: job_record; then job_event messages until the job ends.
+struct follow_job {
+  static constexpr std::uint32_t wire_id = 26;
+  std::string job_id;
+};
+// Reply: job_logs.
+struct logs_query {
+  static constexpr std::uint32_t wire_id = 27;
+  std::string job_id;
+};
+struct job_logs {
+  static constexpr std::uint32_t wire_id = 28;
+  std::vector<log_line> lines;
+};
+
+// node → head: here I am (again). The head monitors the sender.
+struct node_hello {
+  static constexpr std::uint32_t wire_id = 30;
+  node_info info;
+};
+// head → node: start the trainer of one attempt.
+struct start_trainer {
+  static constexpr std::uint32_t wire_id = 31;
+  trainer_setup setup;
+};
+// trainer → head: I run attempt `attempt` of `job_id` (the head monitors the sender).
+struct trainer_started {
+  static constexpr std::uint32_t wire_id = 32;
+  std::string job_id;
+  std::int32_t attempt = 0;
+};
+// trainer → node: start one worker; the node's worker introduces itself with worker_started.
+struct start_worker {
+  static constexpr std::uint32_t wire_id = 33;
+  worker_setup setup;
+};
+// worker → trainer: rank `rank` is up (the trainer monitors the sender).
+struct worker_started {
+  static constexpr std::uint32_t wire_id = 34;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::int32_t rank = 0;
+  std::int64_t pid = 0;
+};
+// worker → trainer: rank `rank` ended its run; ok false carries the reason.
+struct worker_finished {
+  static constexpr std::uint32_t wire_id = 35;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::int32_t rank = 0;
+  bool ok = false;
+  std::string reason;
+};
+// trainer → head: every rank of the attempt is up.
+struct attempt_running {
+  static constexpr std::uint32_t wire_id = 36;
+  std::string job_id;
+  std::int32_t attempt = 0;
+};
+// → trainer or worker: end the attempt now (stop, or the group is torn down after a failure).
+struct stop_attempt {
+  static constexpr std::uint32_t wire_id = 37;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::string reason;
+};
+// → node, for failure drills: kill the worker of rank `rank` of `job_id` as a crash would.
+// Reply: bool (whether this node had it).
+struct kill_worker_drill {
+  static constexpr std::uint32_t wire_id = 38;
+  std::string job_id;
+  std::int32_t rank = 0;
+};
+
+// The field lists: one per record, in wire order.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
+  return f(caf::meta::type_name("failure_cause"), x.attempt, x.rank, x.node, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_record& x) {
+  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.spec_json);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_info& x) {
+  return f(caf::meta::type_name("node_info"), x.name, x.resources);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
+  return f(caf::meta::type_name("trainer_setup"), x.job_id, x.spec_json, x.attempt, x.trainer_node, x.rank_nodes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
+  return f(caf::meta::type_name("worker_setup"), x.job_id, x.spec_json, x.rank, x.world_size, x.attempt, x.node, x.store_address);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
+  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_outcome& x) {
+  return f(caf::meta::type_name("attempt_outcome"), x.job_id, x.attempt, x.succeeded, x.cause);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_line& x) {
+  return f(caf::meta::type_name("log_line"), x.job_id, x.rank, x.node, x.pid, x.text);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_event& x) {
+  return f(caf::meta::type_name("job_event"), x.record, x.line);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, submit_job& x) {
+  return f(caf::meta::type_name("submit_job"), x.spec_json);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_accepted& x) {
+  return f(caf::meta::type_name("job_accepted"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_query& x) {
+  return f(caf::meta::type_name("job_query"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_list_query& x) {
+  return f(caf::meta::type_name("job_list_query"), x.unused);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_list& x) {
+  return f(caf::meta::type_name("job_list"), x.jobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_job& x) {
+  return f(caf::meta::type_name("stop_job"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, follow_job& x) {
+  return f(caf::meta::type_name("follow_job"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, logs_query& x) {
+  return f(caf::meta::type_name("logs_query"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_logs& x) {
+  return f(caf::meta::type_name("job_logs"), x.lines);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
+  return f(caf::meta::type_name("node_hello"), x.info);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, start_trainer& x) {
+  return f(caf::meta::type_name("start_trainer"), x.setup);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trainer_started& x) {
+  return f(caf::meta::type_name("trainer_started"), x.job_id, x.attempt);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, start_worker& x) {
+  return f(caf::meta::type_name("start_worker"), x.setup);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_started& x) {
+  return f(caf::meta::type_name("worker_started"), x.job_id, x.attempt, x.rank, x.pid);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_finished& x) {
+  return f(caf::meta::type_name("worker_finished"), x.job_id, x.attempt, x.rank, x.ok, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_running& x) {
+  return f(caf::meta::type_name("attempt_running"), x.job_id, x.attempt);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_attempt& x) {
+  return f(caf::meta::type_name("stop_attempt"), x.job_id, x.attempt, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kill_worker_drill& x) {
+  return f(caf::meta::type_name("kill_worker_drill"), x.job_id, x.rank);
+}
+
+}  // namespace cohort::actors

@@ -1,0 +1,125 @@
+// Child processes with captured output (see child_process.hpp).
+#include "core/proc/child_process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+extern char** environ;
+
+namespace cohort::core::proc {
+
+std::string exit_status::describe() const {
+  if (!signaled) return "exited with code " + std::to_string(code);
+  const char* name = sigabbrev_np(signal);
+  return "killed by signal " + std::to_string(signal) + (name ? " (SIG" + std::string(name) + ")" : "");
+}
+
+namespace {
+
+// The environment for the child: the parent's, with `extra` added or replacing.
+std::vector<std::string> child_environment(const std::map<std::string, std::string>& extra) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos && extra.count(entry.substr(0, eq)) != 0) continue;
+    out.push_back(entry);
+  }
+  for (const auto& [k, v] : extra) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace
+
+child_process::child_process(const std::vector<std::string>& argv,
+                             const std::map<std::string, std::string>& env, line_handler on_line,
+                             exit_handler on_exit) {
+  if (argv.empty()) throw std::invalid_argument("child_process: empty argv");
+  // Everything the child needs is built before fork: after it only async-signal-safe calls.
+  std::vector<std::string> env_strings = child_environment(env);
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "pipe for child output");
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::system_error(err, std::generic_category(), "fork " + argv[0]);
+  }
+  if (pid_ == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::execve(args[0], args.data(), envp.data());
+    const char msg[] = "child_process: exec failed\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  const int read_fd = fds[0];
+  const pid_t pid = pid_;
+  reader_ = std::thread([this, read_fd, pid, on_line = std::move(on_line),
+                         on_exit = std::move(on_exit)] {
+    std::string pending;
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(read_fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      pending.append(buf, static_cast<std::size_t>(n));
+      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+        if (on_line) on_line(pending.substr(0, nl));
+        pending.erase(0, nl + 1);
+      }
+    }
+    if (!pending.empty() && on_line) on_line(pending);
+    ::close(read_fd);
+    // Wait for the exit without reaping, then reap under the lock that signal() takes.
+    siginfo_t info{};
+    while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+    }
+    int status = 0;
+    {
+      std::lock_guard<std::mutex> lock(reap_mutex_);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      reaped_ = true;
+    }
+    exit_status st;
+    if (WIFSIGNALED(status)) {
+      st.signaled = true;
+      st.signal = WTERMSIG(status);
+    } else {
+      st.code = WEXITSTATUS(status);
+    }
+    if (on_exit) on_exit(st);
+  });
+}
+
+child_process::~child_process() {
+  signal(SIGKILL);
+  if (reader_.joinable()) reader_.join();
+}
+
+void child_process::signal(int sig) {
+  std::lock_guard<std::mutex> lock(reap_mutex_);
+  if (pid_ > 0 && !reaped_) ::kill(pid_, sig);
+}
+
+}  // namespace cohort::core::proc

@@ -1,0 +1,56 @@
+// A child OS process with its output captured line by line: how a cluster-worker runs each worker
+// in a process of its own (a crash, kill -9 or OOM of one takes only that one). The child dies with
+// its parent (PR_SET_PDEATHSIG). One reader thread per child delivers output lines, then the exit.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cohort::core::proc {
+
+struct exit_status {
+  bool signaled = false;
+  int code = 0;    // exit code when !signaled
+  int signal = 0;  // signal number when signaled
+  bool success() const { return !signaled && code == 0; }
+  // "exited with code 3" / "killed by signal 9 (SIGKILL)"
+  std::string describe() const;
+};
+
+class child_process {
+ public:
+  using line_handler = std::function<void(const std::string& line)>;
+  using exit_handler = std::function<void(const exit_status& status)>;
+
+  // Starts argv[0] (a path) with the given arguments; env entries are added to (or replace) the
+  // parent's environment. stdout and stderr both arrive, line by line, at on_line; on_exit is
+  // called once, after the last line. Both run on the reader thread. Throws std::system_error
+  // when the process cannot be started.
+  child_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                line_handler on_line, exit_handler on_exit);
+  // Kills the child (SIGKILL) if it still runs and waits for the reader thread.
+  ~child_process();
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Sends a signal; harmless after the child has ended.
+  void signal(int sig);
+
+ private:
+  pid_t pid_ = -1;
+  // Guards reaping against signal(): the pid is never signalled after it was reaped (and could
+  // belong to another process).
+  std::mutex reap_mutex_;
+  bool reaped_ = false;
+  std::thread reader_;
+};
+
+}  // namespace cohort::core::proc

@@ -1,0 +1,84 @@
+// Child processes: output captured line by line, exit codes and signals reported.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "core/proc/child_process.hpp"
+
+using cohort::core::proc::child_process;
+using cohort::core::proc::exit_status;
+
+namespace {
+
+// Collects a child's lines and waits for its exit.
+struct collector {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  bool ended = false;
+  exit_status status;
+
+  child_process::line_handler on_line() {
+    return [this](const std::string& l) {
+      std::lock_guard<std::mutex> lock(m);
+      lines.push_back(l);
+    };
+  }
+  child_process::exit_handler on_exit() {
+    return [this](const exit_status& s) {
+      std::lock_guard<std::mutex> lock(m);
+      status = s;
+      ended = true;
+      cv.notify_all();
+    };
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> lock(m);
+    return cv.wait_for(lock, std::chrono::seconds(20), [this] { return ended; });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a child's stdout and stderr arrive as lines, then its exit code", "[core]") {
+  collector c;
+  child_process child({"/bin/sh", "-c", "echo one; echo two >&2; printf three; exit 3"},
+                      {}, c.on_line(), c.on_exit());
+  REQUIRE(c.wait());
+  CHECK(c.lines == std::vector<std::string>{"one", "two", "three"});
+  CHECK_FALSE(c.status.signaled);
+  CHECK(c.status.code == 3);
+  CHECK(c.status.describe() == "exited with code 3");
+}
+
+TEST_CASE("a child killed with SIGKILL reports the signal by name", "[core]") {
+  collector c;
+  child_process child({"/bin/sh", "-c", "echo ready; exec sleep 30"}, {}, c.on_line(),
+                      c.on_exit());
+  child.signal(SIGKILL);
+  REQUIRE(c.wait());
+  CHECK(c.status.signaled);
+  CHECK(c.status.signal == SIGKILL);
+  CHECK(c.status.describe() == "killed by signal 9 (SIGKILL)");
+}
+
+TEST_CASE("extra environment reaches the child", "[core]") {
+  collector c;
+  child_process child({"/bin/sh", "-c", "echo $COHORT_TEST_VALUE"}, {{"COHORT_TEST_VALUE", "42"}},
+                      c.on_line(), c.on_exit());
+  REQUIRE(c.wait());
+  CHECK(c.lines == std::vector<std::string>{"42"});
+  CHECK(c.status.success());
+}
+
+TEST_CASE("a program that does not exist exits 127 with a message", "[core]") {
+  collector c;
+  child_process child({"/nonexistent/program"}, {}, c.on_line(), c.on_exit());
+  REQUIRE(c.wait());
+  CHECK(c.status.code == 127);
+  REQUIRE_FALSE(c.lines.empty());
+  CHECK_THAT(c.lines[0], Catch::Contains("exec failed"));
+}
