@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace cohort::config {
 
@@ -39,7 +40,7 @@ struct scaling_spec {
   int num_workers = 1;
   bool use_gpu = false;
   resource_quantities resources_per_worker;  // default {"CPU": 1} (+ {"GPU": 1} with use_gpu)
-  resource_quantities trainer_resources;     // default {"CPU": 0}: co-located with rank 0
+  resource_quantities trainer_resources;     // default {}: merged into rank 0's bundle
   placement_strategy strategy = placement_strategy::pack;
 };
 
@@ -100,12 +101,13 @@ struct job_spec {
   run_spec run;
 };
 
-// A spec that cannot be accepted. path is the JSON path ("scaling.num_workers"), what() the whole
-// message: path, offending value and what is allowed.
+// A spec that cannot be accepted. path is the JSON path ("scaling.num_workers", "" for the whole
+// document), what() the whole message: path, offending value and what is allowed.
 class spec_error : public std::runtime_error {
  public:
   spec_error(std::string path, const std::string& message)
-      : std::runtime_error(path + ": " + message), path_(std::move(path)) {}
+      : std::runtime_error((path.empty() ? std::string("(top level)") : path) + ": " + message),
+        path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
  private:
@@ -117,6 +119,9 @@ class spec_error : public std::runtime_error {
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir = ".");
 // Reads and parses a JOB.json file; a missing or unreadable file is a spec_error naming it.
 job_spec load_job_spec(const std::string& path);
+// What running a job needs beyond a valid spec (`submit plan` does not need it): causal_lm needs
+// model (hf_dir or config) and data.train. Throws spec_error naming the missing field.
+void check_runnable(const job_spec& spec);
 // The spec as canonical JSON text (round-trips through parse_job_spec).
 std::string to_json_text(const job_spec& spec);
 
@@ -126,6 +131,7 @@ const char* to_string(lr_schedule s);
 const char* to_string(precision p);
 const char* to_string(offload_device d);
 const char* to_string(workload_kind w);
+const char* to_string(score_order o);
 
 // Global batch in samples: micro_batch_size × grad_accum × num_workers.
 inline std::int64_t global_batch(const job_spec& s) {

@@ -1,0 +1,271 @@
+// parse_job_spec / load_job_spec / check_runnable and the enum names.
+#include "config/job_spec.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/deepspeed_mapping.hpp"
+#include "config/json_fields.hpp"
+
+namespace cohort::config {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using given_map = std::map<std::string, std::string>;
+
+const std::vector<std::pair<const char*, placement_strategy>> strategy_names = {
+    {"PACK", placement_strategy::pack},
+    {"SPREAD", placement_strategy::spread},
+    {"STRICT_PACK", placement_strategy::strict_pack},
+    {"STRICT_SPREAD", placement_strategy::strict_spread}};
+const std::vector<std::pair<const char*, lr_schedule>> schedule_names = {
+    {"constant", lr_schedule::constant}, {"cosine", lr_schedule::cosine}, {"linear", lr_schedule::linear}};
+const std::vector<std::pair<const char*, precision>> precision_names = {{"fp32", precision::fp32},
+                                                                        {"bf16", precision::bf16}};
+const std::vector<std::pair<const char*, offload_device>> offload_names = {
+    {"none", offload_device::none}, {"cpu", offload_device::cpu}};
+const std::vector<std::pair<const char*, score_order>> order_names = {{"min", score_order::min},
+                                                                      {"max", score_order::max}};
+const std::vector<std::pair<const char*, workload_kind>> workload_names = {
+    {"causal_lm", workload_kind::causal_lm}, {"linear_regression", workload_kind::linear_regression}};
+
+template <class E>
+const char* name_of(E value, const std::vector<std::pair<const char*, E>>& names) {
+  for (const auto& [name, v] : names) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+const number_range positive{0.0, false};
+const number_range non_negative{0.0, true};
+const number_range unit_open{0.0, true, 1.0, false};  // [0, 1)
+const number_range unit_closed{0.0, true, 1.0, true};  // [0, 1]
+
+std::string read_text_file(const std::string& file, const std::string& path, const char* what) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw spec_error(path, std::string("cannot read ") + what + " \"" + file +
+                               "\"; check that the file exists and is readable");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+json parse_json_text(const std::string& text, const std::string& path, const std::string& source) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw spec_error(path, source + " is not valid JSON: " + e.what());
+  }
+}
+
+// Relative paths are taken relative to base_dir (the JOB.json's directory).
+std::string resolve(const std::string& base_dir, const std::string& p) {
+  if (p.empty() || fs::path(p).is_absolute() || base_dir.empty() || base_dir == ".") return p;
+  return (fs::path(base_dir) / p).lexically_normal().string();
+}
+
+void check_name(const json& v, const std::string& path) {
+  const std::string name = as_string(v, path);
+  const bool ok = name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                           c == '-';
+                  });
+  if (!ok) fail_value(path, v, "1-128 characters from [A-Za-z0-9._-]");
+}
+
+void parse_model(const json& v, const std::string& base_dir, model_spec& model) {
+  object_reader r(v, "model");
+  const json* hf_dir = r.find("hf_dir");
+  const json* config = r.find("config");
+  const bool has_seed = r.read("init_seed", model.init_seed);
+  r.finish();
+  if (hf_dir && config) {
+    throw spec_error("model", "has both hf_dir and config; give {\"hf_dir\": DIR} to fine-tune or "
+                              "{\"config\": FILE-or-object, \"init_seed\": S} to pretrain");
+  }
+  if (!hf_dir && !config) {
+    throw spec_error("model", "needs hf_dir (a Hugging Face directory) or config (a config.json "
+                              "path or an inline config object)");
+  }
+  if (hf_dir) {
+    if (has_seed) {
+      throw spec_error("model.init_seed", "only applies to a model built from config; hf_dir "
+                                          "loads trained weights");
+    }
+    model.hf_dir = resolve(base_dir, as_string(*hf_dir, "model.hf_dir"));
+  } else if (config->is_object()) {
+    model.inline_config_json = config->dump();
+  } else if (config->is_string()) {
+    model.config_file = resolve(base_dir, as_string(*config, "model.config"));
+  } else {
+    fail_value("model.config", *config, "a config.json path or an inline config object");
+  }
+}
+
+void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
+  object_reader r(v, "data");
+  if (r.read("train", data.train)) data.train = resolve(base_dir, data.train);
+  if (r.read("eval", data.eval)) data.eval = resolve(base_dir, data.eval);
+  r.finish();
+}
+
+void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
+  object_reader r(v, "scaling", &given);
+  r.read("num_workers", s.num_workers, 1, 65536);
+  r.read("use_gpu", s.use_gpu);
+  const bool explicit_resources = r.read("resources_per_worker", s.resources_per_worker);
+  r.read("trainer_resources", s.trainer_resources);
+  r.read_enum("placement_strategy", s.strategy, strategy_names);
+  r.finish();
+  if (!explicit_resources) {
+    s.resources_per_worker = {{"CPU", 1.0}};
+    if (s.use_gpu) s.resources_per_worker["GPU"] = 1.0;
+    return;
+  }
+  const auto gpu = s.resources_per_worker.find("GPU");
+  if (s.use_gpu) {
+    if (gpu == s.resources_per_worker.end()) {
+      s.resources_per_worker["GPU"] = 1.0;
+    } else if (gpu->second <= 0.0) {
+      throw spec_error("scaling.resources_per_worker.GPU",
+                       "got 0 but scaling.use_gpu is true; give each worker a GPU quantity > 0 "
+                       "or set use_gpu to false");
+    }
+  } else if (gpu != s.resources_per_worker.end() && gpu->second > 0.0) {
+    throw spec_error("scaling.resources_per_worker.GPU",
+                     "got " + describe(gpu->second) +
+                         " but scaling.use_gpu is false; set use_gpu to true or remove GPU");
+  }
+}
+
+void parse_train(const json& v, train_spec& t, given_map& given) {
+  object_reader r(v, "train", &given);
+  r.read("seq_len", t.seq_len, 1);
+  r.read("micro_batch_size", t.micro_batch_size, 1);
+  r.read("grad_accum", t.grad_accum, 1);
+  r.read("epochs", t.epochs, 0);
+  r.read("max_steps", t.max_steps, 0);
+  r.read("lr", t.lr, positive);
+  r.read("beta1", t.beta1, unit_open);
+  r.read("beta2", t.beta2, unit_open);
+  r.read("eps", t.eps, positive);
+  r.read("warmup_steps", t.warmup_steps, 0);
+  r.read_enum("schedule", t.schedule, schedule_names);
+  r.read("min_lr_ratio", t.min_lr_ratio, unit_closed);
+  r.read("weight_decay", t.weight_decay, non_negative);
+  r.read("grad_clip", t.grad_clip, non_negative);
+  r.read_enum("precision", t.dtype, precision_names);
+  r.read("seed", t.seed);
+  r.read("log_every", t.log_every, 1);
+  r.read("activation_checkpointing", t.activation_checkpointing);
+  r.read("step_delay_s", t.step_delay_s, non_negative);
+  r.finish();
+}
+
+void parse_zero(const json& v, zero_spec& z, given_map& given) {
+  object_reader r(v, "zero", &given);
+  r.read("stage", z.stage, 0, 3);
+  r.read_enum("offload_optimizer", z.offload_optimizer, offload_names);
+  r.finish();
+}
+
+void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
+  object_reader r(v, "run");
+  if (r.read("storage_path", run.storage_path)) run.storage_path = resolve(base_dir, run.storage_path);
+  if (const json* c = r.find("checkpoint")) {
+    object_reader cr(*c, "run.checkpoint");
+    cr.read("every_steps", run.checkpoint.every_steps, 0);
+    cr.read("num_to_keep", run.checkpoint.num_to_keep, 0);
+    cr.read("score_attribute", run.checkpoint.score_attribute, true);
+    cr.read_enum("score_order", run.checkpoint.order, order_names);
+    cr.read("async", run.checkpoint.async);
+    cr.finish();
+  }
+  if (const json* f = r.find("failure")) {
+    object_reader fr(*f, "run.failure");
+    fr.read("max_failures", run.failure.max_failures, -1);
+    fr.finish();
+  }
+  r.read("resume", run.resume);
+  r.finish();
+}
+
+// Rules that involve more than one field, checked after the DeepSpeed block is applied.
+void check_cross_fields(const job_spec& spec) {
+  if (spec.train.epochs == 0 && spec.train.max_steps == 0) {
+    throw spec_error("train", "epochs and max_steps are both 0; set epochs >= 1 or max_steps >= 1");
+  }
+  if (spec.zero.offload_optimizer == offload_device::cpu && spec.zero.stage == 0) {
+    throw spec_error("zero.offload_optimizer",
+                     "got \"cpu\" with zero.stage 0; optimizer offload needs zero.stage 1, 2 or 3");
+  }
+}
+
+}  // namespace
+
+job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir) {
+  const json root = parse_json_text(json_text, "", "the job spec");
+  job_spec spec;
+  given_map given;
+  object_reader r(root, "");
+  check_name(r.require("name", "the job name, 1-128 characters from [A-Za-z0-9._-]"), "name");
+  spec.name = root.at("name").get<std::string>();
+  r.read_enum("workload", spec.workload, workload_names);
+  if (const json* v = r.find("model")) parse_model(*v, base_dir, spec.model);
+  if (const json* v = r.find("data")) parse_data(*v, base_dir, spec.data);
+  const json* scaling = r.find("scaling");
+  parse_scaling(scaling ? *scaling : json::object(), spec.scaling, given);
+  if (const json* v = r.find("train")) parse_train(*v, spec.train, given);
+  if (const json* v = r.find("zero")) parse_zero(*v, spec.zero, given);
+  if (const json* v = r.find("run")) parse_run(*v, base_dir, spec.run);
+  const json* deepspeed = r.find("deepspeed");
+  r.finish();
+  if (deepspeed) {
+    if (deepspeed->is_string()) {
+      const std::string file = resolve(base_dir, as_string(*deepspeed, "deepspeed"));
+      const json ds = parse_json_text(read_text_file(file, "deepspeed", "DeepSpeed config"),
+                                      "deepspeed", "DeepSpeed config \"" + file + "\"");
+      apply_deepspeed(ds, "deepspeed", spec, given);
+    } else if (deepspeed->is_object()) {
+      apply_deepspeed(*deepspeed, "deepspeed", spec, given);
+    } else {
+      fail_value("deepspeed", *deepspeed, "a DeepSpeed config file path or an inline object");
+    }
+  }
+  check_cross_fields(spec);
+  return spec;
+}
+
+job_spec load_job_spec(const std::string& path) {
+  const std::string text = read_text_file(path, "", "job spec");
+  return parse_job_spec(text, fs::path(path).parent_path().string());
+}
+
+void check_runnable(const job_spec& spec) {
+  if (spec.workload != workload_kind::causal_lm) return;
+  const model_spec& m = spec.model;
+  if (m.hf_dir.empty() && m.config_file.empty() && m.inline_config_json.empty()) {
+    throw spec_error("model", "missing; workload causal_lm needs {\"hf_dir\": DIR} or "
+                              "{\"config\": FILE-or-object, \"init_seed\": S}");
+  }
+  if (spec.data.train.empty()) {
+    throw spec_error("data.train", "missing; workload causal_lm needs a token-shard directory "
+                                   "written by `cohort-data build`");
+  }
+}
+
+const char* to_string(placement_strategy s) { return name_of(s, strategy_names); }
+const char* to_string(lr_schedule s) { return name_of(s, schedule_names); }
+const char* to_string(precision p) { return name_of(p, precision_names); }
+const char* to_string(offload_device d) { return name_of(d, offload_names); }
+const char* to_string(workload_kind w) { return name_of(w, workload_names); }
+const char* to_string(score_order o) { return name_of(o, order_names); }
+
+}  // namespace cohort::config

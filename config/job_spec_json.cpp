@@ -1,0 +1,68 @@
+// to_json_text: the job spec as canonical JSON (every field, sorted keys, DeepSpeed already mapped).
+#include <nlohmann/json.hpp>
+
+#include "config/job_spec.hpp"
+
+namespace cohort::config {
+
+std::string to_json_text(const job_spec& spec) {
+  using json = nlohmann::json;
+  json out;
+  out["name"] = spec.name;
+  out["workload"] = to_string(spec.workload);
+
+  const model_spec& m = spec.model;
+  if (!m.hf_dir.empty()) {
+    out["model"] = {{"hf_dir", m.hf_dir}};
+  } else if (!m.config_file.empty()) {
+    out["model"] = {{"config", m.config_file}, {"init_seed", m.init_seed}};
+  } else if (!m.inline_config_json.empty()) {
+    out["model"] = {{"config", json::parse(m.inline_config_json)}, {"init_seed", m.init_seed}};
+  }
+  json data = json::object();
+  if (!spec.data.train.empty()) data["train"] = spec.data.train;
+  if (!spec.data.eval.empty()) data["eval"] = spec.data.eval;
+  if (!data.empty()) out["data"] = data;
+
+  const scaling_spec& s = spec.scaling;
+  out["scaling"] = {{"num_workers", s.num_workers},
+                    {"use_gpu", s.use_gpu},
+                    {"resources_per_worker", s.resources_per_worker},
+                    {"trainer_resources", s.trainer_resources},
+                    {"placement_strategy", to_string(s.strategy)}};
+  const train_spec& t = spec.train;
+  out["train"] = {{"seq_len", t.seq_len},
+                  {"micro_batch_size", t.micro_batch_size},
+                  {"grad_accum", t.grad_accum},
+                  {"epochs", t.epochs},
+                  {"max_steps", t.max_steps},
+                  {"lr", t.lr},
+                  {"beta1", t.beta1},
+                  {"beta2", t.beta2},
+                  {"eps", t.eps},
+                  {"warmup_steps", t.warmup_steps},
+                  {"schedule", to_string(t.schedule)},
+                  {"min_lr_ratio", t.min_lr_ratio},
+                  {"weight_decay", t.weight_decay},
+                  {"grad_clip", t.grad_clip},
+                  {"precision", to_string(t.dtype)},
+                  {"seed", t.seed},
+                  {"log_every", t.log_every},
+                  {"activation_checkpointing", t.activation_checkpointing},
+                  {"step_delay_s", t.step_delay_s}};
+  out["zero"] = {{"stage", spec.zero.stage},
+                 {"offload_optimizer", to_string(spec.zero.offload_optimizer)}};
+  const run_spec& r = spec.run;
+  out["run"] = {{"storage_path", r.storage_path},
+                {"checkpoint",
+                 {{"every_steps", r.checkpoint.every_steps},
+                  {"num_to_keep", r.checkpoint.num_to_keep},
+                  {"score_attribute", r.checkpoint.score_attribute},
+                  {"score_order", to_string(r.checkpoint.order)},
+                  {"async", r.checkpoint.async}}},
+                {"failure", {{"max_failures", r.failure.max_failures}}},
+                {"resume", r.resume}};
+  return out.dump(2);
+}
+
+}  // namespace cohort::config

@@ -1,0 +1,15 @@
+#include <nlohmann/json.hpp>
+
+#include "tests/config/spec_error_matchers.hpp"
+
+namespace cohort::config::testing {
+
+std::string patched_spec(const std::string& json_patch) {
+  nlohmann::json spec = {{"name", "job-1"},
+                         {"model", {{"hf_dir", "models/tiny"}}},
+                         {"data", {{"train", "data/train"}}}};
+  spec.merge_patch(nlohmann::json::parse(json_patch));
+  return spec.dump();
+}
+
+}  // namespace cohort::config::testing

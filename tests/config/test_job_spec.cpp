@@ -1,0 +1,179 @@
+// Good job specs: every field read, defaults, path resolution, canonical JSON round trip.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "config/job_spec.hpp"
+#include "tests/config/spec_error_matchers.hpp"
+
+using namespace cohort::config;
+using cohort::config::testing::expect_spec_error;
+using cohort::config::testing::patched_spec;
+
+namespace {
+
+const char* design_example = R"({
+  "name": "llama-gsm8k",
+  "model": {"hf_dir": "models/tiny-llama"},
+  "data": {"train": "data/gsm8k-shards", "eval": "data/gsm8k-test-shards"},
+  "scaling": {"num_workers": 4, "use_gpu": true, "resources_per_worker": {"GPU": 1, "CPU": 4},
+              "trainer_resources": {"large_cpu_mem": 0.01}, "placement_strategy": "PACK"},
+  "train": {"seq_len": 512, "micro_batch_size": 8, "grad_accum": 2, "epochs": 3, "max_steps": 0,
+            "lr": 2e-5, "warmup_steps": 100, "schedule": "cosine", "weight_decay": 0.0,
+            "grad_clip": 1.0, "precision": "bf16", "seed": 1234},
+  "zero": {"stage": 3, "offload_optimizer": "none"},
+  "run": {"storage_path": "/shared/runs",
+          "checkpoint": {"every_steps": 200, "num_to_keep": 3,
+                         "score_attribute": "eval_loss", "score_order": "min"},
+          "failure": {"max_failures": -1}}
+})";
+
+}  // namespace
+
+TEST_CASE("the design document's example spec parses into every field", "[config]") {
+  const job_spec s = parse_job_spec(design_example, "/jobs");
+  CHECK(s.name == "llama-gsm8k");
+  CHECK(s.workload == workload_kind::causal_lm);
+  CHECK(s.model.hf_dir == "/jobs/models/tiny-llama");
+  CHECK(s.data.train == "/jobs/data/gsm8k-shards");
+  CHECK(s.data.eval == "/jobs/data/gsm8k-test-shards");
+  CHECK(s.scaling.num_workers == 4);
+  CHECK(s.scaling.use_gpu);
+  CHECK(s.scaling.resources_per_worker == resource_quantities{{"CPU", 4}, {"GPU", 1}});
+  CHECK(s.scaling.trainer_resources == resource_quantities{{"large_cpu_mem", 0.01}});
+  CHECK(s.scaling.strategy == placement_strategy::pack);
+  CHECK(s.train.seq_len == 512);
+  CHECK(s.train.micro_batch_size == 8);
+  CHECK(s.train.grad_accum == 2);
+  CHECK(s.train.epochs == 3);
+  CHECK(s.train.lr == 2e-5);
+  CHECK(s.train.warmup_steps == 100);
+  CHECK(s.train.schedule == lr_schedule::cosine);
+  CHECK(s.train.grad_clip == 1.0);
+  CHECK(s.train.dtype == precision::bf16);
+  CHECK(s.train.seed == 1234);
+  CHECK(s.zero.stage == 3);
+  CHECK(s.zero.offload_optimizer == offload_device::none);
+  CHECK(s.run.storage_path == "/shared/runs");
+  CHECK(s.run.checkpoint.every_steps == 200);
+  CHECK(s.run.checkpoint.num_to_keep == 3);
+  CHECK(s.run.checkpoint.score_attribute == "eval_loss");
+  CHECK(s.run.checkpoint.order == score_order::min);
+  CHECK(s.run.failure.max_failures == -1);
+  CHECK(global_batch(s) == 8 * 2 * 4);
+}
+
+TEST_CASE("a minimal spec gets the documented defaults", "[config]") {
+  const job_spec s = parse_job_spec(R"({"name": "tiny"})");
+  CHECK(s.workload == workload_kind::causal_lm);
+  CHECK(s.scaling.num_workers == 1);
+  CHECK_FALSE(s.scaling.use_gpu);
+  CHECK(s.scaling.resources_per_worker == resource_quantities{{"CPU", 1}});
+  CHECK(s.scaling.trainer_resources.empty());
+  CHECK(s.scaling.strategy == placement_strategy::pack);
+  CHECK(s.train.lr == 1e-4);
+  CHECK(s.train.dtype == precision::fp32);
+  CHECK(s.zero.stage == 0);
+  CHECK(s.run.failure.max_failures == 0);
+  CHECK(s.run.resume);
+}
+
+TEST_CASE("use_gpu adds one GPU per worker unless resources_per_worker names GPUs", "[config]") {
+  CHECK(parse_job_spec(R"({"name": "g", "scaling": {"use_gpu": true}})").scaling.resources_per_worker ==
+        resource_quantities{{"CPU", 1}, {"GPU", 1}});
+  CHECK(parse_job_spec(R"({"name": "g", "scaling": {"use_gpu": true,
+                          "resources_per_worker": {"CPU": 2}}})")
+            .scaling.resources_per_worker == resource_quantities{{"CPU", 2}, {"GPU", 1}});
+  CHECK(parse_job_spec(R"({"name": "g", "scaling": {"use_gpu": true,
+                          "resources_per_worker": {"GPU": 0.5}}})")
+            .scaling.resources_per_worker == resource_quantities{{"GPU", 0.5}});
+}
+
+TEST_CASE("relative paths resolve against the spec's directory and absolute paths stay",
+          "[config]") {
+  const job_spec s = parse_job_spec(
+      R"({"name": "p", "model": {"config": "cfg/config.json", "init_seed": 7},
+          "data": {"train": "/abs/train"}, "run": {"storage_path": "../runs"}})",
+      "/work/jobs");
+  CHECK(s.model.config_file == "/work/jobs/cfg/config.json");
+  CHECK(s.model.init_seed == 7);
+  CHECK(s.data.train == "/abs/train");
+  CHECK(s.run.storage_path == "/work/runs");
+  CHECK(parse_job_spec(R"({"name": "p", "data": {"train": "d"}})").data.train == "d");
+}
+
+TEST_CASE("an inline model config is kept as serialized JSON", "[config]") {
+  const job_spec s = parse_job_spec(
+      R"({"name": "p", "model": {"config": {"model_type": "gpt2", "n_layer": 2}, "init_seed": 3}})");
+  CHECK(s.model.config_file.empty());
+  CHECK(nlohmann::json::parse(s.model.inline_config_json) ==
+        nlohmann::json({{"model_type", "gpt2"}, {"n_layer", 2}}));
+  CHECK(s.model.init_seed == 3);
+}
+
+TEST_CASE("to_json_text is canonical and round-trips through parse_job_spec", "[config]") {
+  const auto check_round_trip = [](const job_spec& s) {
+    const std::string text = to_json_text(s);
+    const job_spec again = parse_job_spec(text);
+    CHECK(to_json_text(again) == text);
+    return again;
+  };
+  const job_spec full = check_round_trip(parse_job_spec(design_example, "/jobs"));
+  CHECK(full.scaling.trainer_resources == resource_quantities{{"large_cpu_mem", 0.01}});
+  CHECK(full.train.lr == 2e-5);
+  CHECK(full.model.hf_dir == "/jobs/models/tiny-llama");
+
+  const job_spec inline_model = check_round_trip(parse_job_spec(
+      R"({"name": "p", "workload": "causal_lm", "model": {"config": {"n_embd": 64}, "init_seed": 9},
+          "train": {"seed": 18446744073709551615, "step_delay_s": 0.25}})"));
+  CHECK(inline_model.model.init_seed == 9);
+  CHECK(inline_model.train.seed == 18446744073709551615ull);
+  CHECK(inline_model.train.step_delay_s == 0.25);
+
+  const job_spec regression = check_round_trip(parse_job_spec(
+      R"({"name": "lr", "workload": "linear_regression", "scaling": {"num_workers": 3,
+          "placement_strategy": "STRICT_SPREAD"}, "train": {"max_steps": 50, "epochs": 0}})"));
+  CHECK(regression.workload == workload_kind::linear_regression);
+  CHECK(regression.scaling.strategy == placement_strategy::strict_spread);
+  CHECK(regression.train.max_steps == 50);
+}
+
+TEST_CASE("enum names are the JSON spellings", "[config]") {
+  CHECK(std::string(to_string(placement_strategy::strict_spread)) == "STRICT_SPREAD");
+  CHECK(std::string(to_string(placement_strategy::pack)) == "PACK");
+  CHECK(std::string(to_string(lr_schedule::cosine)) == "cosine");
+  CHECK(std::string(to_string(precision::bf16)) == "bf16");
+  CHECK(std::string(to_string(offload_device::cpu)) == "cpu");
+  CHECK(std::string(to_string(workload_kind::linear_regression)) == "linear_regression");
+  CHECK(std::string(to_string(score_order::max)) == "max");
+}
+
+TEST_CASE("check_runnable asks causal_lm jobs for a model and training data", "[config]") {
+  CHECK_NOTHROW(check_runnable(parse_job_spec(patched_spec("{}"))));
+  CHECK_NOTHROW(check_runnable(parse_job_spec(R"({"name": "r", "workload": "linear_regression"})")));
+  CHECK(expect_spec_error([] { check_runnable(parse_job_spec(patched_spec(R"({"model": null})"))); })
+            .path() == "model");
+  CHECK(expect_spec_error([] { check_runnable(parse_job_spec(patched_spec(R"({"data": null})"))); })
+            .path() == "data.train");
+}
+
+TEST_CASE("load_job_spec reads a file and resolves paths against its directory", "[config]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("cohort_test_config_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "job.json") << R"({"name": "file-job", "data": {"train": "shards"}})";
+  }
+  const job_spec s = load_job_spec((dir / "job.json").string());
+  CHECK(s.name == "file-job");
+  CHECK(s.data.train == (dir / "shards").string());
+
+  const spec_error missing = expect_spec_error([&] { load_job_spec((dir / "nope.json").string()); });
+  CHECK_THAT(missing.what(), Catch::Contains("nope.json"));
+  fs::remove_all(dir);
+}

@@ -1,0 +1,147 @@
+// Bad job specs: every class of error names the JSON path, the offending value and what is allowed.
+#include <catch2/catch.hpp>
+
+#include "config/job_spec.hpp"
+#include "tests/config/spec_error_matchers.hpp"
+
+using namespace cohort::config;
+using cohort::config::testing::expect_spec_error;
+using cohort::config::testing::patched_spec;
+
+namespace {
+
+struct bad_case {
+  const char* patch;     // merged into a minimal valid spec
+  const char* path;      // expected spec_error::path()
+  const char* value;     // the offending value as it appears in the message
+  const char* allowed;   // what the message says is allowed
+};
+
+void check_bad(const bad_case& c) {
+  INFO("patch: " << c.patch);
+  const spec_error e = expect_spec_error([&] { parse_job_spec(patched_spec(c.patch)); });
+  INFO("message: " << e.what());
+  CHECK(e.path() == c.path);
+  CHECK_THAT(e.what(), Catch::StartsWith(std::string(c.path) + ": "));
+  CHECK_THAT(e.what(), Catch::Contains(c.value));
+  CHECK_THAT(e.what(), Catch::Contains(c.allowed));
+}
+
+}  // namespace
+
+TEST_CASE("wrong types name the field, the value and the expected type", "[config]") {
+  const bad_case cases[] = {
+      {R"({"scaling": {"num_workers": "4"}})", "scaling.num_workers", "\"4\"", "an integer in [1, 65536]"},
+      {R"({"scaling": {"num_workers": 2.5}})", "scaling.num_workers", "2.5", "an integer"},
+      {R"({"scaling": {"use_gpu": 1}})", "scaling.use_gpu", "1", "true or false"},
+      {R"({"scaling": []})", "scaling", "[]", "a JSON object"},
+      {R"({"train": {"lr": "fast"}})", "train.lr", "\"fast\"", "a number > 0"},
+      {R"({"data": {"train": 3}})", "data.train", "3", "a non-empty string"},
+      {R"({"run": {"checkpoint": {"async": "yes"}}})", "run.checkpoint.async", "\"yes\"", "true or false"},
+      {R"({"model": {"hf_dir": ""}})", "model.hf_dir", "\"\"", "a non-empty string"},
+      {R"({"model": {"hf_dir": null, "config": 5}})", "model.config", "5", "a config.json path or an inline config object"},
+      {R"({"scaling": {"resources_per_worker": [1]}})", "scaling.resources_per_worker", "[1]",
+       "resource name -> quantity"},
+      {R"({"scaling": {"resources_per_worker": {"CPU": "1"}}})", "scaling.resources_per_worker.CPU",
+       "\"1\"", "a number >= 0"},
+      {R"({"train": {"seed": -1}})", "train.seed", "-1", "an integer >= 0"},
+      {R"({"deepspeed": 3})", "deepspeed", "3", "a DeepSpeed config file path or an inline object"},
+  };
+  for (const auto& c : cases) check_bad(c);
+}
+
+TEST_CASE("out-of-range numbers name the field, the value and the allowed range", "[config]") {
+  const bad_case cases[] = {
+      {R"({"scaling": {"num_workers": 0}})", "scaling.num_workers", "0", "an integer in [1, 65536]"},
+      {R"({"scaling": {"num_workers": -2}})", "scaling.num_workers", "-2", "an integer in [1, 65536]"},
+      {R"({"train": {"seq_len": -1}})", "train.seq_len", "-1", "an integer"},
+      {R"({"train": {"micro_batch_size": 0}})", "train.micro_batch_size", "0", "an integer"},
+      {R"({"train": {"grad_accum": -3}})", "train.grad_accum", "-3", "an integer"},
+      {R"({"train": {"epochs": -1}})", "train.epochs", "-1", "an integer >= 0"},
+      {R"({"train": {"max_steps": -5}})", "train.max_steps", "-5", "an integer >= 0"},
+      {R"({"train": {"lr": 0}})", "train.lr", "0", "a number > 0"},
+      {R"({"train": {"lr": -0.001}})", "train.lr", "-0.001", "a number > 0"},
+      {R"({"train": {"beta2": 1.0}})", "train.beta2", "1.0", "a number in [0, 1)"},
+      {R"({"train": {"eps": 0}})", "train.eps", "0", "a number > 0"},
+      {R"({"train": {"warmup_steps": -10}})", "train.warmup_steps", "-10", "an integer"},
+      {R"({"train": {"weight_decay": -0.1}})", "train.weight_decay", "-0.1", "a number >= 0"},
+      {R"({"train": {"grad_clip": -1}})", "train.grad_clip", "-1", "a number >= 0"},
+      {R"({"train": {"min_lr_ratio": 1.5}})", "train.min_lr_ratio", "1.5", "a number in [0, 1]"},
+      {R"({"train": {"log_every": 0}})", "train.log_every", "0", "an integer"},
+      {R"({"train": {"step_delay_s": -1}})", "train.step_delay_s", "-1", "a number >= 0"},
+      {R"({"zero": {"stage": 4}})", "zero.stage", "4", "an integer in [0, 3]"},
+      {R"({"zero": {"stage": -1}})", "zero.stage", "-1", "an integer in [0, 3]"},
+      {R"({"run": {"checkpoint": {"every_steps": -1}}})", "run.checkpoint.every_steps", "-1", "an integer >= 0"},
+      {R"({"run": {"checkpoint": {"num_to_keep": -1}}})", "run.checkpoint.num_to_keep", "-1", "an integer >= 0"},
+      {R"({"run": {"failure": {"max_failures": -2}}})", "run.failure.max_failures", "-2", "an integer >= -1"},
+      {R"({"scaling": {"resources_per_worker": {"CPU": -1}}})", "scaling.resources_per_worker.CPU",
+       "-1", "a number >= 0"},
+      {R"({"scaling": {"trainer_resources": {"large_cpu_mem": -0.01}}})",
+       "scaling.trainer_resources.large_cpu_mem", "-0.01", "a number >= 0"},
+  };
+  for (const auto& c : cases) check_bad(c);
+}
+
+TEST_CASE("unknown enum names list the allowed names", "[config]") {
+  const bad_case cases[] = {
+      {R"({"scaling": {"placement_strategy": "PACKED"}})", "scaling.placement_strategy", "\"PACKED\"",
+       "one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"},
+      {R"({"scaling": {"placement_strategy": "pack"}})", "scaling.placement_strategy", "\"pack\"",
+       "one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"},
+      {R"({"train": {"precision": "fp16"}})", "train.precision", "\"fp16\"", "one of fp32, bf16"},
+      {R"({"train": {"schedule": "step"}})", "train.schedule", "\"step\"", "one of constant, cosine, linear"},
+      {R"({"zero": {"offload_optimizer": "nvme"}})", "zero.offload_optimizer", "\"nvme\"", "one of none, cpu"},
+      {R"({"run": {"checkpoint": {"score_order": "asc"}}})", "run.checkpoint.score_order", "\"asc\"",
+       "one of min, max"},
+      {R"({"workload": "vision"})", "workload", "\"vision\"", "one of causal_lm, linear_regression"},
+  };
+  for (const auto& c : cases) check_bad(c);
+}
+
+TEST_CASE("unknown keys at every level are errors that suggest the closest known key",
+          "[config]") {
+  const bad_case cases[] = {
+      {R"({"nmae": "x"})", "nmae", "unknown key", "did you mean \"name\"?"},
+      {R"({"scaling": {"num_worker": 2}})", "scaling.num_worker", "unknown key", "did you mean \"num_workers\"?"},
+      {R"({"train": {"learning_rate": 0.1}})", "train.learning_rate", "unknown key", "Allowed keys here: seq_len"},
+      {R"({"zero": {"stag": 1}})", "zero.stag", "unknown key", "did you mean \"stage\"?"},
+      {R"({"run": {"checkpoint": {"every_step": 5}}})", "run.checkpoint.every_step", "unknown key",
+       "did you mean \"every_steps\"?"},
+      {R"({"run": {"failure": {"max_failure": 5}}})", "run.failure.max_failure", "unknown key",
+       "did you mean \"max_failures\"?"},
+      {R"({"model": {"hf_dri": "m"}})", "model.hf_dri", "unknown key", "did you mean \"hf_dir\"?"},
+      {R"({"data": {"test": "d"}})", "data.test", "unknown key", "Allowed keys here: train, eval"},
+  };
+  for (const auto& c : cases) check_bad(c);
+}
+
+TEST_CASE("the job name is required and limited to [A-Za-z0-9._-]", "[config]") {
+  check_bad({R"({"name": null})", "name", "missing", "the job name"});
+  check_bad({R"({"name": "my job"})", "name", "\"my job\"", "[A-Za-z0-9._-]"});
+  check_bad({R"({"name": "../etc"})", "name", "\"../etc\"", "[A-Za-z0-9._-]"});
+  check_bad({R"({"name": ""})", "name", "\"\"", "a non-empty string"});
+}
+
+TEST_CASE("rules across fields are checked", "[config]") {
+  check_bad({R"({"scaling": {"resources_per_worker": {"GPU": 1}}})", "scaling.resources_per_worker.GPU",
+             "use_gpu is false", "set use_gpu to true"});
+  check_bad({R"({"scaling": {"use_gpu": true, "resources_per_worker": {"GPU": 0}}})",
+             "scaling.resources_per_worker.GPU", "got 0", "quantity > 0"});
+  check_bad({R"({"train": {"epochs": 0}})", "train", "both 0", "max_steps >= 1"});
+  check_bad({R"({"zero": {"offload_optimizer": "cpu"}})", "zero.offload_optimizer", "\"cpu\"",
+             "zero.stage 1, 2 or 3"});
+  check_bad({R"({"model": {"hf_dir": "a", "config": "b"}})", "model", "both", "hf_dir"});
+  check_bad({R"({"model": {"hf_dir": "a", "init_seed": 1}})", "model.init_seed", "only applies",
+             "config"});
+  check_bad({R"({"model": {"hf_dir": null}})", "model", "needs", "hf_dir"});
+  check_bad({R"({"scaling": {"resources_per_worker": {"bad name": 1}}})",
+             "scaling.resources_per_worker.bad name", "\"bad name\"", "[A-Za-z0-9_.:/-]"});
+}
+
+TEST_CASE("malformed JSON and a non-object document are errors, not crashes", "[config]") {
+  const spec_error syntax = expect_spec_error([] { parse_job_spec("{\"name\": "); });
+  CHECK(syntax.path().empty());
+  CHECK_THAT(syntax.what(), Catch::Contains("not valid JSON"));
+  const spec_error array = expect_spec_error([] { parse_job_spec("[1, 2]"); });
+  CHECK_THAT(array.what(), Catch::Contains("(top level): got [1,2]; expected a JSON object"));
+}
