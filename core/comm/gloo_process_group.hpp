@@ -1,0 +1,71 @@
+// The Gloo backend of process_group for CPU tensors: a full TCP mesh bootstrapped through the
+// store, and one owned worker thread that runs the queued operations in order. abort() fails
+// the queued and running works at once and resets every connection, so peers' operations fail
+// too. The destructor aborts and joins the worker (at most one op timeout when it is stuck).
+#pragma once
+
+#include "core/comm/process_group.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace cohort::core::comm {
+
+class abort_link;
+
+class gloo_process_group final : public process_group {
+ public:
+  explicit gloo_process_group(const group_options& options);
+  ~gloo_process_group() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  backend_kind backend() const override { return backend_kind::gloo; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  std::shared_ptr<work> all_reduce(at::Tensor tensor, reduce_op op) override;
+  std::shared_ptr<work> reduce_scatter(at::Tensor input, at::Tensor output, reduce_op op) override;
+  std::shared_ptr<work> all_gather(at::Tensor input, at::Tensor output) override;
+  std::shared_ptr<work> broadcast(at::Tensor tensor, int root) override;
+  std::shared_ptr<work> barrier() override;
+  void abort(const std::string& reason) override;
+  bool is_aborted() const override { return aborted_; }
+
+ private:
+  struct task {
+    std::shared_ptr<work> handle;
+    std::function<void(std::uint32_t tag)> run;  // runs on the worker thread
+  };
+  std::string where(const char* op) const;
+  std::shared_ptr<work> enqueue(const char* op, std::function<void(std::uint32_t)> run);
+  void worker_loop();
+
+  const int rank_;
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<abort_link> link_;
+
+  std::mutex mutex_;  // guards queue_, running_, stopping_, abort_reason_
+  std::condition_variable queue_cv_;
+  std::deque<task> queue_;
+  std::shared_ptr<work> running_;
+  bool stopping_ = false;
+  std::string abort_reason_;
+  std::atomic<bool> aborted_{false};
+  std::thread worker_;  // last: starts once everything above exists
+};
+
+}  // namespace cohort::core::comm

@@ -1,0 +1,252 @@
+#include "core/comm/tcp_store.hpp"
+
+#include "core/comm/comm_error.hpp"
+#include "core/comm/tcp_store_wire.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <thread>
+
+namespace cohort::core::comm {
+namespace {
+
+using clock = std::chrono::steady_clock;
+// Slack on top of a get()'s own timeout before the client gives up on the server's reply.
+constexpr auto reply_grace = std::chrono::seconds(10);
+constexpr auto plain_reply_timeout = std::chrono::seconds(60);
+
+int remaining_ms(clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+  return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 1 << 30));
+}
+
+// Waits until fd is ready for events; false on deadline.
+bool wait_fd(int fd, short events, clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, remaining_ms(deadline));
+    if (r > 0) return true;
+    if (r == 0) return false;
+    if (errno != EINTR)
+      throw comm_error(comm_errc::store_failure, std::string("tcp_store: poll: ") + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+host_port parse_host_port(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return comm_error(comm_errc::invalid_argument,
+                      "store address '" + text + "': " + why +
+                          " (expected HOST:PORT, e.g. 127.0.0.1:29500 or [::1]:29500)");
+  };
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) throw bad("missing host or port");
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty()) throw bad("empty host");
+  const std::string port_text = text.substr(colon + 1);
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 || value > 65535)
+    throw bad("port must be 1..65535, got '" + port_text + "'");
+  return {host, static_cast<std::uint16_t>(value)};
+}
+
+tcp_store::tcp_store(std::string host, std::uint16_t port, std::chrono::milliseconds connect_timeout)
+    : host_(std::move(host)), port_(port), connect_timeout_(connect_timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  connect_locked(connect_timeout_);
+}
+
+tcp_store::~tcp_store() { close_locked(); }
+
+void tcp_store::close_locked() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void tcp_store::connect_locked(std::chrono::milliseconds timeout) {
+  const auto deadline = clock::now() + timeout;
+  const std::string where = "tcp_store " + host_ + ":" + std::to_string(port_);
+  auto pause = std::chrono::milliseconds(10);
+  std::string last_error = "no address";
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* list = nullptr;
+    const int rc = ::getaddrinfo(host_.c_str(), std::to_string(port_).c_str(), &hints, &list);
+    if (rc != 0)
+      throw comm_error(comm_errc::store_failure,
+                       where + ": cannot resolve host: " + ::gai_strerror(rc));
+    for (addrinfo* ai = list; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
+      const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                              ai->ai_protocol);
+      if (fd < 0) {
+        last_error = std::strerror(errno);
+        continue;
+      }
+      int ok = ::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+      if (ok == EINPROGRESS) {
+        if (!wait_fd(fd, POLLOUT, deadline)) {
+          ok = ETIMEDOUT;
+        } else {
+          socklen_t len = sizeof(ok);
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &ok, &len);
+        }
+      }
+      if (ok == 0) {
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        fd_ = fd;
+      } else {
+        last_error = std::strerror(ok);
+        ::close(fd);
+      }
+    }
+    ::freeaddrinfo(list);
+    if (fd_ >= 0) return;
+    if (clock::now() + pause >= deadline)
+      throw comm_error(comm_errc::store_failure,
+                       where + ": cannot connect within " + std::to_string(timeout.count()) +
+                           " ms: " + last_error + " (is the job's trainer serving the store?)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
+}
+
+std::string tcp_store::request(const std::string& payload, std::chrono::milliseconds reply_timeout,
+                               const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string where = "tcp_store " + host_ + ":" + std::to_string(port_) + " " + what;
+  if (fd_ < 0) connect_locked(connect_timeout_);
+  const auto deadline = clock::now() + reply_timeout;
+  const auto io_fail = [&](const std::string& why) {
+    close_locked();
+    return comm_error(comm_errc::store_failure, where + ": " + why);
+  };
+
+  const std::string out = wire::frame(payload);
+  std::size_t sent = 0;
+  while (sent < out.size()) {
+    const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (!wait_fd(fd_, POLLOUT, deadline)) throw io_fail("timed out sending the request");
+    } else {
+      throw io_fail(std::string("send failed: ") + std::strerror(errno));
+    }
+  }
+
+  std::string in;
+  std::size_t want = 4;
+  bool have_header = false;
+  while (in.size() < want) {
+    char buf[65536];
+    const ssize_t n = ::recv(fd_, buf, std::min(sizeof(buf), want - in.size()), 0);
+    if (n > 0) {
+      in.append(buf, static_cast<std::size_t>(n));
+      if (!have_header && in.size() == 4) {
+        const std::uint32_t len = wire::read_u32_at(in.data());
+        if (len < 1 || len > wire::max_frame_bytes)
+          throw io_fail("server sent a malformed reply length " + std::to_string(len));
+        want = 4 + len;
+        have_header = true;
+      }
+    } else if (n == 0) {
+      throw io_fail("server closed the connection");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      if (!wait_fd(fd_, POLLIN, deadline)) throw io_fail("no reply from the server in time");
+    } else {
+      throw io_fail(std::string("recv failed: ") + std::strerror(errno));
+    }
+  }
+  const auto st = static_cast<wire::status>(static_cast<std::uint8_t>(in[4]));
+  std::string body = in.substr(5);
+  if (st == wire::status::ok) return body;
+  wire::reader r(body.data(), body.size());
+  const std::string message = r.str(wire::max_frame_bytes);
+  if (st == wire::status::timeout) throw comm_error(comm_errc::timeout, where + ": " + message);
+  throw comm_error(comm_errc::store_failure, where + ": server refused: " + message);
+}
+
+void tcp_store::set(const std::string& key, const std::string& value) {
+  validate_store_key(key, "tcp_store::set");
+  validate_store_value(value, "tcp_store::set");
+  std::string p;
+  wire::put_u8(p, static_cast<std::uint8_t>(wire::op::set));
+  wire::put_str(p, key);
+  wire::put_str(p, value);
+  request(p, plain_reply_timeout, "set('" + key + "')");
+}
+
+std::string tcp_store::get(const std::string& key, std::chrono::milliseconds timeout) {
+  validate_store_key(key, "tcp_store::get");
+  std::string p;
+  wire::put_u8(p, static_cast<std::uint8_t>(wire::op::get));
+  wire::put_str(p, key);
+  wire::put_u64(p, static_cast<std::uint64_t>(std::max<std::int64_t>(timeout.count(), 0)));
+  const std::string body = request(p, timeout + reply_grace, "get('" + key + "')");
+  wire::reader r(body.data(), body.size());
+  std::string value = r.str(max_store_value_bytes);
+  if (!r.ok() || !r.at_end())
+    throw comm_error(comm_errc::store_failure, "tcp_store get('" + key + "'): malformed reply");
+  return value;
+}
+
+std::int64_t tcp_store::add(const std::string& key, std::int64_t delta) {
+  validate_store_key(key, "tcp_store::add");
+  std::string p;
+  wire::put_u8(p, static_cast<std::uint8_t>(wire::op::add));
+  wire::put_str(p, key);
+  wire::put_u64(p, static_cast<std::uint64_t>(delta));
+  const std::string body = request(p, plain_reply_timeout, "add('" + key + "')");
+  wire::reader r(body.data(), body.size());
+  const auto v = static_cast<std::int64_t>(r.u64());
+  if (!r.ok() || !r.at_end())
+    throw comm_error(comm_errc::store_failure, "tcp_store add('" + key + "'): malformed reply");
+  return v;
+}
+
+bool tcp_store::check(const std::vector<std::string>& keys) {
+  if (keys.size() > wire::max_check_keys)
+    throw comm_error(comm_errc::invalid_argument,
+                     "tcp_store::check: at most " + std::to_string(wire::max_check_keys) +
+                         " keys per call, got " + std::to_string(keys.size()));
+  std::string p;
+  wire::put_u8(p, static_cast<std::uint8_t>(wire::op::check));
+  wire::put_u32(p, static_cast<std::uint32_t>(keys.size()));
+  for (const auto& k : keys) {
+    validate_store_key(k, "tcp_store::check");
+    wire::put_str(p, k);
+  }
+  const std::string body = request(p, plain_reply_timeout, "check");
+  if (body.size() != 1) throw comm_error(comm_errc::store_failure, "tcp_store check: malformed reply");
+  return body[0] != 0;
+}
+
+bool tcp_store::remove(const std::string& key) {
+  validate_store_key(key, "tcp_store::remove");
+  std::string p;
+  wire::put_u8(p, static_cast<std::uint8_t>(wire::op::remove));
+  wire::put_str(p, key);
+  const std::string body = request(p, plain_reply_timeout, "remove('" + key + "')");
+  if (body.size() != 1)
+    throw comm_error(comm_errc::store_failure, "tcp_store remove('" + key + "'): malformed reply");
+  return body[0] != 0;
+}
+
+}  // namespace cohort::core::comm

@@ -1,0 +1,63 @@
+#include "core/comm/work.hpp"
+
+#include "core/comm/comm_error.hpp"
+
+#include <algorithm>
+
+namespace cohort::core::comm {
+
+work::work(std::string what) : what_(std::move(what)) {}
+
+bool work::is_completed() {
+  poll();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+std::exception_ptr work::exception() {
+  poll();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void work::wait(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::function<void(const std::string&)> on_timeout;
+  for (;;) {
+    poll();
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    const auto until = std::min<std::chrono::steady_clock::time_point>(deadline, now + poll_interval());
+    done_cv_.wait_until(lock, until, [&] { return done_; });
+    if (done_) {
+      if (error_) std::rethrow_exception(error_);
+      return;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      on_timeout = on_timeout_;
+      break;
+    }
+  }
+  const std::string message = what_ + " did not complete within " +
+                              std::to_string(timeout.count()) + " ms";
+  if (on_timeout) on_timeout(message);
+  finish(std::make_exception_ptr(comm_error(comm_errc::timeout, message)));
+  throw comm_error(comm_errc::timeout, message);
+}
+
+void work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;
+    done_ = true;
+    error_ = std::move(error);
+  }
+  done_cv_.notify_all();
+}
+
+void work::set_on_timeout(std::function<void(const std::string&)> on_timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  on_timeout_ = std::move(on_timeout);
+}
+
+}  // namespace cohort::core::comm
