@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "core/resources/placement.hpp"
 
 namespace cohort::actors {
 
@@ -28,33 +27,34 @@ bool is_terminal(job_state s) {
 }
 
 void head_state::add_node(const node_info& node) {
-  auto it = nodes_.find(node.name);
-  if (it == nodes_.end()) {
-    node_order_.push_back(node.name);
-    nodes_.emplace(node.name, node_entry{node, node.resources});
-    return;
+  res::node_inventory inventory(node.name, res::resource_set(node.resources));
+  // What running attempts hold on a node that registers again stays reserved.
+  for (const auto& [id, job] : jobs_) {
+    if (!job.held) continue;
+    for (std::size_t r = 0; r < job.held->rank_nodes.size(); ++r)
+      if (job.held->rank_nodes[r] == node.name) inventory.reserve(job.held->rank_bundles[r]);
   }
-  // Re-registration: keep what running jobs hold reserved on it.
-  std::map<std::string, double> held;
-  for (const auto& [id, job] : jobs_)
-    for (const auto& r : job.held)
-      if (r.node == node.name)
-        for (const auto& [k, v] : r.amounts) held[k] += v;
-  it->second.info = node;
-  it->second.available = node.resources;
-  for (const auto& [k, v] : held) it->second.available[k] -= v;
+  auto it = std::find_if(nodes_.begin(), nodes_.end(),
+                         [&](const auto& n) { return n.name() == node.name; });
+  if (it == nodes_.end())
+    nodes_.push_back(std::move(inventory));
+  else
+    *it = std::move(inventory);
 }
 
 void head_state::remove_node(const std::string& name) {
-  nodes_.erase(name);
-  node_order_.erase(std::remove(node_order_.begin(), node_order_.end(), name), node_order_.end());
+  nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
+                              [&](const auto& n) { return n.name() == name; }),
+               nodes_.end());
 }
 
-bool head_state::has_node(const std::string& name) const { return nodes_.count(name) > 0; }
+bool head_state::has_node(const std::string& name) const {
+  return std::any_of(nodes_.begin(), nodes_.end(), [&](const auto& n) { return n.name() == name; });
+}
 
 std::vector<node_info> head_state::nodes() const {
   std::vector<node_info> out;
-  for (const auto& name : node_order_) out.push_back(nodes_.at(name).info);
+  for (const auto& n : nodes_) out.push_back(node_info{n.name(), n.total().quantities()});
   return out;
 }
 
@@ -95,26 +95,15 @@ std::vector<trainer_setup> head_state::schedule() {
   for (const auto& id : job_order_) {
     auto& job = jobs_.at(id);
     auto s = job.record.state;
-    if (s != job_state::pending && s != job_state::restarting) continue;
-    if (!job.held.empty()) continue;  // placed, its trainer is starting
-    std::vector<res::node_inventory> inventory;
-    for (const auto& name : node_order_) {
-      const auto& n = nodes_.at(name);
-      inventory.push_back(res::node_inventory{name, res::resource_set{n.info.resources},
-                                              res::resource_set{n.available}});
-    }
-    auto result = res::place_job(job.spec, inventory);
+    if ((s != job_state::pending && s != job_state::restarting) || job.held) continue;
+    auto result = res::plan_job(job.spec, nodes_);
     if (result.status != res::placement_status::placed) {
       job.record.state = job_state::pending;
-      job.record.reason = result.reason;
+      job.record.reason = std::string(res::to_string(result.status)) + ": " + result.reason;
       continue;
     }
-    for (std::size_t i = 0; i < result.bundles.size(); ++i) {
-      const auto& b = result.bundles[i];
-      auto& avail = nodes_.at(b.node).available;
-      for (const auto& [k, v] : b.resources.quantities()) avail[k] -= v;
-      job.held.push_back(reservation{b.node, b.resources.quantities()});
-    }
+    res::reserve(result.plan, nodes_);
+    job.held = result.plan;
     job.record.attempts += 1;
     job.record.trainer_node = result.plan.trainer_node;
     job.record.rank_nodes = result.plan.rank_nodes;
@@ -126,12 +115,11 @@ std::vector<trainer_setup> head_state::schedule() {
 }
 
 void head_state::release(job_entry& job) {
-  for (const auto& r : job.held) {
-    auto it = nodes_.find(r.node);
-    if (it == nodes_.end()) continue;  // the node is gone; nothing to give back
-    for (const auto& [k, v] : r.amounts) it->second.available[k] += v;
-  }
-  job.held.clear();
+  if (!job.held) return;
+  // Only nodes still registered get their share back; a node that re-registered meanwhile was
+  // given its reservation again in add_node.
+  res::release(*job.held, nodes_);
+  job.held.reset();
 }
 
 void head_state::record_failure(job_entry& job, const failure_cause& cause) {
@@ -219,8 +207,9 @@ std::vector<job_record> head_state::jobs() const {
 }
 
 std::map<std::string, double> head_state::available(const std::string& node) const {
-  auto it = nodes_.find(node);
-  return it == nodes_.end() ? std::map<std::string, double>{} : it->second.available;
+  for (const auto& n : nodes_)
+    if (n.name() == node) return n.available().quantities();
+  return {};
 }
 
 }  // namespace cohort::actors

@@ -10,6 +10,8 @@
 
 #include "actors/messages.hpp"
 #include "config/job_spec.hpp"
+#include "core/resources/node_inventory.hpp"
+#include "core/resources/placement.hpp"
 
 namespace cohort::actors {
 
@@ -45,22 +47,16 @@ class head_state {
 
   const job_record* find(const std::string& job_id) const;
   std::vector<job_record> jobs() const;
-  // Free resources of a node (for tests and `submit plan`).
+  // Free resources of a node (for tests and `submit plan`); empty when unknown.
   std::map<std::string, double> available(const std::string& node) const;
+  // The inventories of the registered nodes, as placement sees them.
+  const std::vector<core::resources::node_inventory>& inventories() const { return nodes_; }
 
  private:
-  struct node_entry {
-    node_info info;
-    std::map<std::string, double> available;
-  };
-  struct reservation {
-    std::string node;
-    std::map<std::string, double> amounts;
-  };
   struct job_entry {
     job_record record;
     config::job_spec spec;
-    std::vector<reservation> held;
+    std::optional<core::resources::placement> held;  // reserved while an attempt runs
     std::int32_t failures_counted = 0;
   };
 
@@ -68,8 +64,7 @@ class head_state {
   void record_failure(job_entry& job, const failure_cause& cause);
   job_entry& entry(const std::string& job_id);
 
-  std::map<std::string, node_entry> nodes_;
-  std::vector<std::string> node_order_;  // registration order: placement is deterministic
+  std::vector<core::resources::node_inventory> nodes_;  // registration order: deterministic
   std::map<std::string, job_entry> jobs_;
   std::vector<std::string> job_order_;   // submission order: first come, first placed
   std::int64_t next_job_number_ = 1;

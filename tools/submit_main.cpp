@@ -50,28 +50,21 @@ std::vector<config::node_spec> local_machine(double cpus) {
   return {config::node_spec{"local", {{"CPU", cpus}, {"memory", memory}}}};
 }
 
-std::vector<core::resources::node_inventory> inventories(const std::vector<config::node_spec>& nodes) {
-  std::vector<core::resources::node_inventory> out;
-  for (const auto& n : nodes)
-    out.push_back(core::resources::node_inventory{n.name, core::resources::resource_set{n.resources},
-                                                   core::resources::resource_set{n.resources}});
-  return out;
-}
-
 int plan(const std::string& job_path, const std::vector<config::node_spec>& nodes) {
   auto spec = config::load_job_spec(job_path);
-  auto result = core::resources::place_job(spec, inventories(nodes));
+  auto result = core::resources::plan_job(spec, core::resources::inventories_from_specs(nodes));
   if (result.status != core::resources::placement_status::placed) {
-    std::cerr << "submit plan: no placement for job " << spec.name << ": " << result.reason << "\n";
+    std::cerr << "submit plan: no placement for job " << spec.name << " ("
+              << core::resources::to_string(result.status) << "): " << result.reason << "\n";
     return exit_usage;
   }
-  std::cout << core::resources::plan_json(result.plan) << "\n";
+  std::cout << core::resources::plan_json_text(result.plan) << "\n";
   return exit_ok;
 }
 
 int run_local(const std::string& job_path, const std::vector<config::node_spec>& nodes) {
   auto spec = config::load_job_spec(job_path);
-  auto check = core::resources::place_job(spec, inventories(nodes));
+  auto check = core::resources::plan_job(spec, core::resources::inventories_from_specs(nodes));
   if (check.status == core::resources::placement_status::infeasible) {
     std::cerr << "submit: job " << spec.name << " can never run on this local cluster: "
               << check.reason << "\n(give the embedded node more with --num-cpus, or "
