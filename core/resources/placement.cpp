@@ -296,11 +296,12 @@ placement_result plan_placement(const config::scaling_spec& scaling,
   solver ever(names, scaling);
   if (ever.solve(totals)) {
     result.status = placement_status::pending;
-    result.reason = now.why() + " right now; the nodes' total resources can hold the job, so it "
-                                "waits until running jobs free them";
+    result.reason = "with the resources free now, " + now.why() +
+                    "; the alive nodes' total resources can hold the job, so it waits until "
+                    "running jobs free them";
   } else {
     result.status = placement_status::infeasible;
-    result.reason = ever.why() + " even with every node idle";
+    result.reason = ever.why();
   }
   return result;
 }
