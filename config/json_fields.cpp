@@ -228,9 +228,9 @@ bool object_reader::read(const std::string& key, resource_quantities& out) {
 void object_reader::finish() const {
   for (const auto& item : object_.items()) {
     if (std::find(known_.begin(), known_.end(), item.key()) != known_.end()) continue;
-    std::string message = "unknown key";
+    std::string message = "unknown key.";
     const std::string suggestion = closest_key(item.key(), known_);
-    if (!suggestion.empty()) message += "; did you mean \"" + suggestion + "\"?";
+    if (!suggestion.empty()) message = "unknown key; did you mean \"" + suggestion + "\"?";
     std::string allowed;
     for (const auto& k : known_) allowed += (allowed.empty() ? "" : ", ") + k;
     message += " Allowed keys here: " + allowed;
