@@ -15,22 +15,25 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
   st.head = head;
   st.directory = std::move(directory);
   st.spawn_worker = std::move(spawn_worker);
-  // Children are linked so that this node's death ends them; their own exits must not end us.
+  // Children are linked so that this node's death ends them; their own exits must not end us,
+  // any other exit request does.
   self->set_exit_handler([=](caf::exit_msg& msg) {
-    if (msg.source == self->state.head.address()) self->quit(msg.reason);
+    if (self->state.children.erase(msg.source) == 0) self->quit(msg.reason);
   });
   self->set_down_handler([=](caf::down_msg& msg) { self->state.workers.erase(msg.source); });
   self->send(head, node_hello{info});
   return {
       [=](const start_trainer& req) {
-        self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
-                                 self->state.directory);
+        auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
+                                                self->state.directory);
+        self->state.children.insert(trainer.address());
       },
       [=](start_worker req) {
         auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
         req.setup.node = self->state.info.name;
         auto worker = self->state.spawn_worker(self, req.setup, trainer);
         self->monitor(worker);
+        self->state.children.insert(worker.address());
         self->state.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
       },
       [=](const kill_worker_drill& req) {

@@ -6,9 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,14 +32,6 @@ const char* usage_text =
     "usage: submit [--local] [--nodes NODES.json] [--num-cpus N] COMMAND ...\n"
     "  submit plan JOB.json --nodes NODES.json   where the job's trainer and ranks would run\n"
     "  submit --local run JOB.json [--follow]     run on an embedded cluster, follow to the end\n";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw config::spec_error(path, "cannot read the file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The embedded node, when no --nodes is given: this machine's CPUs and memory.
 std::vector<config::node_spec> local_machine(double cpus) {

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <set>
 
 #include "actors/local_cluster.hpp"
 #include "tests/actors/job_specs.hpp"
