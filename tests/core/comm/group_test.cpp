@@ -312,6 +312,7 @@ TEST_CASE("abort unblocks a rank waiting on a collective its peer never joins",
   };
   auto results = run_ranks<out_t>(2, [&](int rank) {
     auto pg = make_process_group(gloo_options(st, rank, 2, prefix, timeout));
+    store_barrier(*st, prefix + "connected", 2, timeout);  // both meshes complete before the abort
     out_t out;
     if (rank == 0) {
       auto w = pg->all_reduce(at::ones({1000}), reduce_op::sum);  // rank 1 never joins this one
@@ -348,6 +349,7 @@ TEST_CASE("abort unblocks a rank waiting on a collective its peer never joins",
     }
     return out;
   });
+  INFO("rank 0: " << results[0].error_text() << " rank 1: " << results[1].error_text());
   REQUIRE(results[0].value);
   REQUIRE(results[1].value);
   CHECK(results[0].value->pending_code == comm_errc::aborted);
@@ -375,10 +377,12 @@ TEST_CASE("a peer whose group is destroyed mid-collective makes the others fail,
     at::Tensor t = at::ones({1 << 16});
     pg->all_reduce(t, reduce_op::sum)->wait(timeout);
     out.warmup_ok = at::equal(t, at::full({1 << 16}, 3.0));
+    store_barrier(*st, prefix + "warm", world, timeout);
     at::Tensor big = at::ones({1 << 22});
     if (rank == 2) {
       pg->all_reduce(big, reduce_op::sum);
-      pg.reset();  // dies mid-collective: its connections go away
+      pg->abort("rank 2 crashes");  // dies mid-collective: its connections are reset
+      pg.reset();
       return out;
     }
     const auto start = std::chrono::steady_clock::now();
@@ -400,5 +404,24 @@ TEST_CASE("a peer whose group is destroyed mid-collective makes the others fail,
     if (r == 2) continue;
     CHECK((results[r].value->code == comm_errc::peer_failure || results[r].value->code == comm_errc::aborted));
     CHECK(results[r].value->waited < timeout);
+  }
+}
+
+TEST_CASE("destroying a group without abort lets its queued operations finish",
+          "[core][comm][gloo]") {
+  auto st = std::make_shared<memory_store>();
+  const auto prefix = unique_prefix("graceful");
+  auto results = run_ranks<std::pair<bool, at::Tensor>>(2, [&](int rank) {
+    auto pg = make_process_group(gloo_options(st, rank, 2, prefix));
+    at::Tensor t = at::full({1 << 18}, static_cast<double>(rank + 1));
+    auto w = pg->all_reduce(t, reduce_op::sum);
+    pg.reset();  // no wait() before: the destructor drains the queue
+    return std::make_pair(w->is_completed() && !w->exception(), t);
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << results[r].error_text());
+    REQUIRE(results[r].value);
+    CHECK(results[r].value->first);
+    CHECK(at::equal(results[r].value->second, at::full({1 << 18}, 3.0)));
   }
 }
