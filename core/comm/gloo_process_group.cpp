@@ -111,7 +111,8 @@ gloo_process_group::gloo_process_group(const group_options& options)
 
 gloo_process_group::~gloo_process_group() {
   link_->detach();
-  abort("process group destroyed on rank " + std::to_string(rank_));
+  // Not aborted: the worker drains the queue and the connections close gracefully (buffered
+  // bytes still reach the peers). Aborted: the queue is already failed and the sockets reset.
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;

@@ -1,7 +1,9 @@
 // The Gloo backend of process_group for CPU tensors: a full TCP mesh bootstrapped through the
 // store, and one owned worker thread that runs the queued operations in order. abort() fails
 // the queued and running works at once and resets every connection, so peers' operations fail
-// too. The destructor aborts and joins the worker (at most one op timeout when it is stuck).
+// too. The destructor lets queued operations finish (each bounded by the timeout) and closes
+// gracefully; call abort() first to tear down at once (a stuck local Gloo call still returns only
+// at its timeout, and the destructor joins it).
 #pragma once
 
 #include "core/comm/process_group.hpp"

@@ -2,6 +2,7 @@
 // holding one instance. Every call enqueues the operation and returns a work handle; operations
 // run in call order, which must be the same on every rank. abort() makes every pending and
 // future operation fail fast, on this rank and (by closing connections) on its peers.
+// Destroying a group without abort() first waits for its queued operations.
 #pragma once
 
 #include "core/comm/store.hpp"
