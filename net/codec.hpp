@@ -75,6 +75,15 @@ constexpr bool unique_wire_ids() {
 
 } // namespace detail
 
+// The name a message's inspect gives in caf::meta::type_name (its C++ type name if none).
+template <class T>
+const char* wire_type_name() {
+  detail::type_name_probe probe;
+  T sample{};
+  inspect(probe, sample);
+  return probe.name ? probe.name : typeid(T).name();
+}
+
 class wire_codec {
 public:
   template <class... Ts>
@@ -124,11 +133,8 @@ private:
   template <class T>
   void add() {
     static_assert(std::is_default_constructible_v<T>, "a wire message must be default-constructible");
-    detail::type_name_probe probe;
-    T sample{};
-    inspect(probe, sample);
-    entries_.push_back(entry{T::wire_id, probe.name ? probe.name : typeid(T).name(), typeid(T),
-                             &decode_as<T>, &encode_as<T>});
+    entries_.push_back(
+      entry{T::wire_id, wire_type_name<T>(), typeid(T), &decode_as<T>, &encode_as<T>});
   }
 
   template <class T>

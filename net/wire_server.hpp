@@ -19,17 +19,12 @@
 #include "net/curve.hpp"
 #include "net/frame_error.hpp"
 #include "net/loop_support.hpp"
+#include "net/peer.hpp"
 #include "net/zap_handler.hpp"
 
 namespace cohort::net {
 
 struct cluster_secrets;
-
-// Who sent a frame: the ROUTER routing id (to reply) and the client's CURVE public key (Z85).
-struct peer {
-  std::string routing_id;
-  std::string client_key;
-};
 
 struct server_options {
   std::string bind_address = "127.0.0.1"; // "*" or "0.0.0.0" for every interface
