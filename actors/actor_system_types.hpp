@@ -2,6 +2,7 @@
 // its behavior. Each actor is a thin shell; its logic lives in a plain *_state class or in core.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -15,14 +16,32 @@
 #include "actors/node_directory.hpp"
 #include "actors/workload_runner.hpp"
 #include "core/comm/tcp_store_server.hpp"
+#include "core/store/cluster_store.hpp"
 
 namespace cohort::actors {
+
+// A node whose link to the head came back introduces itself again (node_hello), and its
+// trainers announce themselves again (trainer_started), so a restarted head adopts them.
+struct reintroduce {};
+// Head timers: give up on restored jobs whose trainers did not return; renew the lease.
+struct adoption_deadline {};
+struct renew_lease {};
 
 // How many lines of worker output the head keeps per job for `submit logs`.
 constexpr std::size_t max_log_lines_per_job = 10000;
 
+// What a head persists to and how long it waits for trainers after a restart.
+struct head_options {
+  std::shared_ptr<core::store::cluster_store> store;  // null: nothing persists (embedded)
+  std::int64_t epoch = 0;                             // the lease epoch every write carries
+  std::chrono::milliseconds adoption_grace{15000};
+  std::chrono::milliseconds lease_ttl{10000};
+};
+
 struct head_actor_state {
   head_state logic;
+  head_options options;
+  std::map<std::string, std::string> persisted_state;  // job → "STATE: reason" last written
   std::map<std::string, caf::actor> node_actors;  // by node name
   std::map<caf::actor_addr, std::string> node_by_addr;
   struct trainer_ref {
@@ -35,7 +54,7 @@ struct head_actor_state {
   std::map<std::string, std::vector<log_line>> logs;         // by job id
   static inline const char* name = "cohort.head";
 };
-caf::behavior head_actor(caf::stateful_actor<head_actor_state>* self);
+caf::behavior head_actor(caf::stateful_actor<head_actor_state>* self, head_options options);
 
 // How a node runs a worker: an actor with a thread in this process (embedded clusters), or an
 // actor standing for a worker OS process (cluster-worker). Called on the node's thread; returns
@@ -90,8 +109,14 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
                            caf::actor trainer, std::shared_ptr<runner_registry> runners);
 // The spawner for in-process workers.
 worker_spawner in_process_workers(std::shared_ptr<runner_registry> runners);
+// The spawner for workers in OS processes of their own, running `program` (cohort-worker).
+worker_spawner process_workers(std::string program);
 
 // The text of a CAF error: its message context if it carries one, else CAF's rendering.
 std::string describe(caf::actor_system& sys, const caf::error& err);
 
 }  // namespace cohort::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::renew_lease)

@@ -2,8 +2,12 @@
 // rank 0's node, and applies the failure policy when an attempt ends (logic in head_state).
 #include <caf/all.hpp>
 
+#include <iostream>
+
 #include "actors/actor_system_types.hpp"
+#include "actors/job_record_json.hpp"
 #include "config/job_spec.hpp"
+#include "core/store/store_error.hpp"
 
 namespace cohort::actors {
 
@@ -15,6 +19,38 @@ caf::error request_error(const std::string& message) {
   return caf::make_error(caf::sec::invalid_argument, message);
 }
 
+// Runs a store write; a fenced write means another head leads now: this one must stop.
+template <class F>
+void store_write(head_ptr self, const char* what, F&& write) {
+  if (!self->state.options.store) return;
+  try {
+    write(*self->state.options.store, self->state.options.epoch);
+  } catch (const core::store::store_error& e) {
+    std::cerr << "cluster-head: cannot " << what << ": " << e.what() << std::endl;
+    if (e.kind() == core::store::store_error_kind::fenced)
+      self->quit(caf::make_error(caf::sec::runtime_error,
+                                 std::string("lost the leadership: ") + e.what()));
+  }
+}
+
+// Writes the records whose state, reason or placement changed since the last write, and a
+// history line for each.
+void persist(head_ptr self) {
+  if (!self->state.options.store) return;
+  for (const auto& r : self->state.logic.jobs()) {
+    auto key = std::string(to_string(r.state)) + "|" + r.reason + "|" +
+               std::to_string(r.attempts) + "|" + r.trainer_node;
+    auto& last = self->state.persisted_state[r.id];
+    if (last == key) continue;
+    last = key;
+    store_write(self, "record the job state", [&](core::store::cluster_store& s, std::int64_t e) {
+      s.write_state(e, r.id, to_json(r));
+      s.append_event(e, r.id, {{"state", to_string(r.state)}, {"reason", r.reason},
+                               {"attempts", r.attempts}});
+    });
+  }
+}
+
 void notify(head_ptr self, const std::string& job_id, const std::string& line) {
   auto it = self->state.followers.find(job_id);
   const auto* record = self->state.logic.find(job_id);
@@ -24,6 +60,7 @@ void notify(head_ptr self, const std::string& job_id, const std::string& line) {
 }
 
 void notify_state(head_ptr self, const std::string& job_id) {
+  persist(self);
   if (const auto* r = self->state.logic.find(job_id))
     notify(self, job_id, std::string(to_string(r->state)) + ": " + r->reason);
 }
@@ -65,11 +102,43 @@ void start_trainers(head_ptr self) {
     }
     self->send(node->second, start_trainer{setup});
   }
+  persist(self);
+}
+
+// Puts back the jobs of the store (a restarted head) and schedules the adoption deadline.
+void restore_jobs(head_ptr self) {
+  auto& st = self->state;
+  if (!st.options.store) return;
+  for (const auto& stored : st.options.store->list_jobs()) {
+    job_record r;
+    try {
+      auto spec = config::parse_job_spec(stored.spec_json);
+      if (stored.state) {
+        r = job_record_from_json(*stored.state);
+      } else {
+        r.id = stored.id;
+        r.name = spec.name;
+        r.reason = "waiting for placement";
+      }
+      r.spec_json = config::to_json_text(spec);
+      st.logic.restore(r);
+    } catch (const std::exception& e) {
+      std::cerr << "cluster-head: cannot restore job " << stored.id << ": " << e.what() << std::endl;
+    }
+  }
+  for (const auto& r : st.logic.jobs())
+    st.persisted_state[r.id] = std::string(to_string(r.state)) + "|" + r.reason + "|" +
+                               std::to_string(r.attempts) + "|" + r.trainer_node;
+  if (!st.logic.awaiting_adoption().empty())
+    self->delayed_send(self, st.options.adoption_grace, adoption_deadline{});
 }
 
 }  // namespace
 
-caf::behavior head_actor(head_ptr self) {
+caf::behavior head_actor(head_ptr self, head_options options) {
+  self->state.options = std::move(options);
+  restore_jobs(self);
+  if (self->state.options.store) self->send(self, renew_lease{});
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
     if (auto node = st.node_by_addr.find(msg.source); node != st.node_by_addr.end()) {
@@ -111,7 +180,17 @@ caf::behavior head_actor(head_ptr self) {
         } catch (const std::exception& e) {
           return request_error(e.what());
         }
-        auto id = self->state.logic.submit(spec, config::to_json_text(spec));
+        std::string id;
+        if (self->state.options.store) {
+          try {
+            id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
+          } catch (const std::exception& e) {
+            return caf::make_error(caf::sec::runtime_error,
+                                   std::string("cannot record the job: ") + e.what());
+          }
+        }
+        id = self->state.logic.submit(spec, config::to_json_text(spec), id);
+        persist(self);
         start_trainers(self);
         return job_accepted{id};
       },
@@ -144,21 +223,70 @@ caf::behavior head_actor(head_ptr self) {
         return *r;
       },
       [=](const logs_query& q) -> caf::result<job_logs> {
-        if (self->state.logic.find(q.job_id) == nullptr)
-          return request_error("no job with id " + q.job_id);
-        return job_logs{self->state.logs[q.job_id]};
+        auto& st = self->state;
+        if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
+        if (!st.options.store) return job_logs{st.logs[q.job_id]};
+        // The store has the output of earlier heads too.
+        job_logs out;
+        try {
+          for (const auto& j : st.options.store->read_logs(q.job_id))
+            out.lines.push_back(log_line{q.job_id, j.value("rank", 0), j.value("node", ""),
+                                         j.value("pid", std::int64_t{0}), j.value("line", "")});
+        } catch (const std::exception& e) {
+          return request_error(std::string("cannot read the job's logs: ") + e.what());
+        }
+        return out;
       },
       [=](const trainer_started& ts) {
         auto& st = self->state;
         auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
-        const auto* r = st.logic.find(ts.job_id);
-        if (r == nullptr || is_terminal(r->state) || r->attempts - 1 != ts.attempt) {
+        if (!st.logic.on_trainer_started(ts.job_id, ts.attempt)) {
           // An attempt the head has given up on (stopped, or failed meanwhile).
           self->send(trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
           return;
         }
+        for (auto it = st.trainers.begin(); it != st.trainers.end(); ++it) {
+          if (it->second.job_id == ts.job_id && it->second.attempt == ts.attempt) {
+            if (it->second.handle == trainer) return;  // announced again; already watched
+            self->demonitor(it->second.handle);
+            st.trainers.erase(it);
+            break;
+          }
+        }
         self->monitor(trainer);
         st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
+        persist(self);
+      },
+      [=](const plan_request& req) -> caf::result<plan_reply> {
+        config::job_spec spec;
+        try {
+          spec = config::parse_job_spec(req.spec_json);
+        } catch (const std::exception& e) {
+          return request_error(e.what());
+        }
+        auto result = self->state.logic.plan(spec);
+        return plan_reply{core::resources::to_string(result.status), result.plan.trainer_node,
+                          result.plan.rank_nodes, result.reason};
+      },
+      [=](adoption_deadline) {
+        for (const auto& id : self->state.logic.awaiting_adoption()) {
+          const auto* r = self->state.logic.find(id);
+          self->state.logic.on_trainer_lost(id, r->attempts - 1,
+                                            "the trainer did not come back after the head restarted");
+          notify_state(self, id);
+        }
+        start_trainers(self);
+      },
+      [=](renew_lease) {
+        auto& st = self->state;
+        auto renewed = st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl);
+        if (!renewed) {
+          std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
+                    << "); another head leads now" << std::endl;
+          self->quit(caf::make_error(caf::sec::runtime_error, "lost the leader lease"));
+          return;
+        }
+        self->delayed_send(self, st.options.lease_ttl / 3, renew_lease{});
       },
       [=](const attempt_running& ar) {
         self->state.logic.on_running(ar.job_id, ar.attempt);
@@ -170,6 +298,11 @@ caf::behavior head_actor(head_ptr self) {
         notify(self, report.job_id, "");
       },
       [=](const log_line& line) {
+        store_write(self, "record worker output", [&](core::store::cluster_store& s, std::int64_t e) {
+          s.append_logs(e, line.job_id,
+                        {{{"rank", line.rank}, {"node", line.node}, {"pid", line.pid},
+                          {"line", line.text}}});
+        });
         auto& lines = self->state.logs[line.job_id];
         if (lines.size() >= max_log_lines_per_job) lines.erase(lines.begin());
         lines.push_back(line);

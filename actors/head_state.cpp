@@ -58,9 +58,11 @@ std::vector<node_info> head_state::nodes() const {
   return out;
 }
 
-std::string head_state::submit(const config::job_spec& spec, const std::string& spec_json) {
-  char id[64];
-  std::snprintf(id, sizeof id, "job-%04lld", static_cast<long long>(next_job_number_++));
+std::string head_state::submit(const config::job_spec& spec, const std::string& spec_json,
+                               const std::string& given_id) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "job-%04lld", static_cast<long long>(next_job_number_++));
+  const std::string id = given_id.empty() ? std::string(buffer) : given_id;
   job_entry job;
   job.spec = spec;
   job.record.id = id;
@@ -77,17 +79,46 @@ void head_state::restore(const job_record& record) {
   job_entry job;
   job.record = record;
   job.spec = config::parse_job_spec(record.spec_json);
-  if (job.record.state == job_state::running) {
+  job.failures_counted = static_cast<std::int32_t>(record.failures.size());
+  if (job.record.state == job_state::running &&
+      record.rank_nodes.size() == static_cast<std::size_t>(job.spec.scaling.num_workers)) {
+    // Its trainer may still run on its node: keep the placement until it comes back.
+    job.held = res::placement{record.trainer_node, record.rank_nodes,
+                              res::job_bundles(job.spec.scaling)};
+    job.awaiting_adoption = true;
+    job.record.reason = "head restarted; waiting for the trainer on " + record.trainer_node;
+  } else if (job.record.state == job_state::running) {
     job.record.state = job_state::restarting;
-    job.record.reason = "head restarted; the job is placed again";
   }
-  for (const auto& f : record.failures)
-    if (f.rank >= 0) ++job.failures_counted;
   // Keep ids unique after a restart: continue numbering after the highest restored.
   long long n = 0;
   if (std::sscanf(record.id.c_str(), "job-%lld", &n) == 1 && n >= next_job_number_)
     next_job_number_ = n + 1;
   if (jobs_.emplace(record.id, std::move(job)).second) job_order_.push_back(record.id);
+}
+
+std::vector<std::string> head_state::awaiting_adoption() const {
+  std::vector<std::string> out;
+  for (const auto& id : job_order_)
+    if (jobs_.at(id).awaiting_adoption) out.push_back(id);
+  return out;
+}
+
+bool head_state::on_trainer_started(const std::string& job_id, std::int32_t attempt) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return false;
+  auto& job = it->second;
+  if (is_terminal(job.record.state) || job.record.attempts - 1 != attempt) return false;
+  if (job.awaiting_adoption) {
+    job.awaiting_adoption = false;
+    job.record.reason = "attempt " + std::to_string(attempt + 1) + ": trainer on " +
+                        job.record.trainer_node + " adopted after the head restarted";
+  }
+  return true;
+}
+
+res::placement_result head_state::plan(const config::job_spec& spec) const {
+  return res::plan_job(spec, nodes_);
 }
 
 std::vector<trainer_setup> head_state::schedule() {
@@ -165,6 +196,7 @@ const job_record& head_state::on_trainer_lost(const std::string& job_id, std::in
                                               const std::string& reason) {
   auto& job = entry(job_id);
   if (is_terminal(job.record.state) || attempt != job.record.attempts - 1) return job.record;
+  job.awaiting_adoption = false;
   release(job);
   record_failure(job, failure_cause{attempt, -1, job.record.trainer_node, reason});
   return job.record;

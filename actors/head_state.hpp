@@ -24,10 +24,21 @@ class head_state {
   bool has_node(const std::string& name) const;
   std::vector<node_info> nodes() const;
 
-  // Accepts a parsed spec; returns the new job's id. The job starts PENDING.
-  std::string submit(const config::job_spec& spec, const std::string& spec_json);
-  // Puts back a job read from the store (head restart). Running jobs become RESTARTING.
+  // Accepts a parsed spec; returns the new job's id (`id` when given: the store allocates ids).
+  // The job starts PENDING.
+  std::string submit(const config::job_spec& spec, const std::string& spec_json,
+                     const std::string& id = "");
+  // Puts back a job read from the store (head restart). A RUNNING job keeps its placement
+  // reserved and waits for its trainer to announce itself again (adopt); one that never does is
+  // ended with on_trainer_lost by the caller.
   void restore(const job_record& record);
+  // Jobs restored RUNNING whose trainer has not announced itself yet.
+  std::vector<std::string> awaiting_adoption() const;
+  // A trainer announced itself for attempt `attempt` of a job: true when that is the attempt the
+  // head expects (a restored job is adopted then).
+  bool on_trainer_started(const std::string& job_id, std::int32_t attempt);
+  // Where a spec would run now (`submit plan` against the live cluster).
+  core::resources::placement_result plan(const config::job_spec& spec) const;
 
   // Places every waiting job that fits now, reserves its resources and returns what to start.
   std::vector<trainer_setup> schedule();
@@ -58,6 +69,7 @@ class head_state {
     config::job_spec spec;
     std::optional<core::resources::placement> held;  // reserved while an attempt runs
     std::int32_t failures_counted = 0;
+    bool awaiting_adoption = false;
   };
 
   void release(job_entry& job);

@@ -77,7 +77,7 @@ struct local_cluster::impl {
 
 local_cluster::local_cluster(const std::vector<node_info>& nodes) : impl_(std::make_unique<impl>()) {
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
-  impl_->head = impl_->sys->spawn(head_actor);
+  impl_->head = impl_->sys->spawn(head_actor, head_options{});
   for (const auto& n : nodes) impl_->spawn_node(n);
 }
 

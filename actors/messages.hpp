@@ -4,7 +4,7 @@
 // meta::type_name header is pulled in. Who sends what to whom:
 //   client → head    submit_job → job_accepted | job_query → job_record | job_list_query → job_list
 //                    stop_job → job_record | follow_job → job_record, then job_event…
-//                    logs_query → job_logs
+//                    logs_query → job_logs | plan_request → plan_reply
 //   node → head      node_hello (the head monitors the node)
 //   head → node      start_trainer; the trainer → head: trainer_started (monitored)
 //   trainer → node   start_worker; the worker → trainer: worker_started (monitored)
@@ -221,6 +221,19 @@ struct stop_attempt {
   std::int32_t attempt = 0;
   std::string reason;
 };
+// client → head: where would this job run now? Reply: plan_reply.
+struct plan_request {
+  static constexpr std::uint32_t wire_id = 39;
+  std::string spec_json;
+};
+struct plan_reply {
+  static constexpr std::uint32_t wire_id = 40;
+  std::string status;  // "placed", "pending" or "infeasible"
+  std::string trainer_node;
+  std::vector<std::string> rank_nodes;
+  std::string reason;
+};
+
 // → node, for failure drills: kill the worker of rank `rank` of `job_id` as a crash would.
 // Reply: bool (whether this node had it).
 struct kill_worker_drill {
@@ -363,6 +376,16 @@ typename Inspector::result_type inspect(Inspector& f, stop_attempt& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kill_worker_drill& x) {
   return f(caf::meta::type_name("kill_worker_drill"), x.job_id, x.rank);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, plan_request& x) {
+  return f(caf::meta::type_name("plan_request"), x.spec_json);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
+  return f(caf::meta::type_name("plan_reply"), x.status, x.trainer_node, x.rank_nodes, x.reason);
 }
 
 }  // namespace cohort::actors

@@ -36,6 +36,14 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
         self->state.children.insert(worker.address());
         self->state.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
       },
+      [=](reintroduce) {
+        auto& st = self->state;
+        self->send(st.head, node_hello{st.info});
+        for (const auto& child : st.children) {
+          if (st.workers.count(child) != 0) continue;
+          if (auto trainer = caf::actor_cast<caf::actor>(child)) self->send(trainer, reintroduce{});
+        }
+      },
       [=](const kill_worker_drill& req) {
         for (auto& [addr, w] : self->state.workers) {
           if (w.job_id == req.job_id && w.rank == req.rank) {

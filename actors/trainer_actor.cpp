@@ -99,6 +99,12 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         st.done.insert(wf.rank);
         if (static_cast<std::int32_t>(st.done.size()) == world) settle(self, true, {});
       },
+      [=](reintroduce) {
+        auto& st = self->state;
+        self->send(st.head, trainer_started{st.setup.job_id, st.setup.attempt});
+        if (st.started == world)
+          self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
+      },
       [=](const stop_attempt& req) {
         auto& st = self->state;
         if (!is_mine(self, req.job_id, req.attempt)) return;

@@ -2,6 +2,7 @@
 #include "core/proc/child_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -38,9 +39,21 @@ std::vector<std::string> child_environment(const std::map<std::string, std::stri
 
 }  // namespace
 
+namespace {
+
+// Splits complete lines off `pending` and hands them over.
+void emit_lines(std::string& pending, const child_process::line_handler& handler) {
+  for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+    if (handler) handler(pending.substr(0, nl));
+    pending.erase(0, nl + 1);
+  }
+}
+
+}  // namespace
+
 child_process::child_process(const std::vector<std::string>& argv,
                              const std::map<std::string, std::string>& env, line_handler on_line,
-                             exit_handler on_exit) {
+                             exit_handler on_exit, line_handler on_control) {
   if (argv.empty()) throw std::invalid_argument("child_process: empty argv");
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   std::vector<std::string> env_strings = child_environment(env);
@@ -50,15 +63,20 @@ child_process::child_process(const std::vector<std::string>& argv,
   for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  int fds[2];
+  int fds[2], ctl[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw std::system_error(errno, std::generic_category(), "pipe for child output");
+  if (::pipe2(ctl, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::system_error(err, std::generic_category(), "pipe for child control lines");
+  }
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) {
     int err = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
+    for (int fd : {fds[0], fds[1], ctl[0], ctl[1]}) ::close(fd);
     throw std::system_error(err, std::generic_category(), "fork " + argv[0]);
   }
   if (pid_ == 0) {
@@ -66,30 +84,49 @@ child_process::child_process(const std::vector<std::string>& argv,
     if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
+    ::dup2(ctl[1], 3);  // dup2 clears close-on-exec on the copy
     ::execve(args[0], args.data(), envp.data());
     const char msg[] = "child_process: exec failed\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
     ::_exit(127);
   }
   ::close(fds[1]);
-  const int read_fd = fds[0];
+  ::close(ctl[1]);
+  const int out_fd = fds[0], ctl_fd = ctl[0];
   const pid_t pid = pid_;
-  reader_ = std::thread([this, read_fd, pid, on_line = std::move(on_line),
-                         on_exit = std::move(on_exit)] {
-    std::string pending;
+  reader_ = std::thread([this, out_fd, ctl_fd, pid, on_line = std::move(on_line),
+                         on_exit = std::move(on_exit), on_control = std::move(on_control)] {
+    // Read both pipes until both are closed (the child and its descendants are gone).
+    struct channel {
+      int fd;
+      const line_handler* handler;
+      std::string pending;
+      bool open = true;
+    } channels[2] = {{out_fd, &on_line, {}}, {ctl_fd, &on_control, {}}};
     char buf[4096];
-    for (;;) {
-      ssize_t n = ::read(read_fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      pending.append(buf, static_cast<std::size_t>(n));
-      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-        if (on_line) on_line(pending.substr(0, nl));
-        pending.erase(0, nl + 1);
+    while (channels[0].open || channels[1].open) {
+      pollfd pfd[2];
+      for (int i = 0; i < 2; ++i) pfd[i] = {channels[i].open ? channels[i].fd : -1, POLLIN, 0};
+      if (::poll(pfd, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (!channels[i].open || pfd[i].revents == 0) continue;
+        ssize_t n = ::read(channels[i].fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          channels[i].open = false;
+          continue;
+        }
+        channels[i].pending.append(buf, static_cast<std::size_t>(n));
+        emit_lines(channels[i].pending, *channels[i].handler);
       }
     }
-    if (!pending.empty() && on_line) on_line(pending);
-    ::close(read_fd);
+    for (auto& ch : channels) {
+      if (!ch.pending.empty() && *ch.handler) (*ch.handler)(ch.pending);
+      ::close(ch.fd);
+    }
     // Wait for the exit without reaping, then reap under the lock that signal() takes.
     siginfo_t info{};
     while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {

@@ -1,6 +1,8 @@
 // A child OS process with its output captured line by line: how a cluster-worker runs each worker
 // in a process of its own (a crash, kill -9 or OOM of one takes only that one). The child dies with
-// its parent (PR_SET_PDEATHSIG). One reader thread per child delivers output lines, then the exit.
+// its parent (PR_SET_PDEATHSIG). Besides stdout/stderr the child may write control lines to file
+// descriptor 3 (the structured channel back to its parent). One reader thread per child delivers
+// output and control lines, then the exit.
 #pragma once
 
 #include <sys/types.h>
@@ -30,11 +32,11 @@ class child_process {
   using exit_handler = std::function<void(const exit_status& status)>;
 
   // Starts argv[0] (a path) with the given arguments; env entries are added to (or replace) the
-  // parent's environment. stdout and stderr both arrive, line by line, at on_line; on_exit is
-  // called once, after the last line. Both run on the reader thread. Throws std::system_error
-  // when the process cannot be started.
+  // parent's environment. stdout and stderr both arrive, line by line, at on_line; lines written
+  // to fd 3 arrive at on_control; on_exit is called once, after the last line. All run on the
+  // reader thread. Throws std::system_error when the process cannot be started.
   child_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                line_handler on_line, exit_handler on_exit);
+                line_handler on_line, exit_handler on_exit, line_handler on_control = {});
   // Kills the child (SIGKILL) if it still runs and waits for the reader thread.
   ~child_process();
   child_process(const child_process&) = delete;

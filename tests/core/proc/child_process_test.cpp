@@ -82,3 +82,18 @@ TEST_CASE("a program that does not exist exits 127 with a message", "[core]") {
   REQUIRE_FALSE(c.lines.empty());
   CHECK_THAT(c.lines[0], Catch::Contains("exec failed"));
 }
+
+TEST_CASE("lines written to fd 3 arrive on the control channel, apart from the output", "[core]") {
+  collector c;
+  std::vector<std::string> control;
+  std::mutex control_mutex;
+  child_process child({"/bin/sh", "-c", "echo out; echo '{\"type\":\"x\"}' >&3; echo more"}, {},
+                      c.on_line(), c.on_exit(), [&](const std::string& l) {
+                        std::lock_guard<std::mutex> lock(control_mutex);
+                        control.push_back(l);
+                      });
+  REQUIRE(c.wait());
+  CHECK(c.lines == std::vector<std::string>{"out", "more"});
+  std::lock_guard<std::mutex> lock(control_mutex);
+  CHECK(control == std::vector<std::string>{"{\"type\":\"x\"}"});
+}

@@ -1,0 +1,100 @@
+// Proxies and exports of the bridge between processes (see bridge.hpp).
+#include "actors/bridge.hpp"
+
+#include "net/bridge_messages.hpp"
+
+namespace cohort::actors {
+
+caf::behavior remote_proxy(caf::event_based_actor* self, std::string endpoint, caf::actor gateway) {
+  return {
+      caf::others >> [=](caf::message_view& view) -> caf::result<caf::message> {
+        self->send(gateway, outgoing_message{endpoint, self->current_sender(),
+                                             view.move_content_to_message()});
+        return caf::message{};
+      },
+  };
+}
+
+void bridge_state::export_as(caf::local_actor* self, const std::string& name,
+                             const caf::actor& actor) {
+  auto endpoint = process_ + "/" + name;
+  exports_[endpoint] = actor;
+  export_names_[actor.address()] = endpoint;
+  self->monitor(actor);
+}
+
+std::string bridge_state::endpoint_of(caf::local_actor* self, const caf::strong_actor_ptr& ptr) {
+  if (!ptr) return process_ + "/anonymous";
+  auto actor = caf::actor_cast<caf::actor>(ptr);
+  // A proxy stands for its remote endpoint: a message relayed through it keeps that identity.
+  if (auto p = proxy_names_.find(actor.address()); p != proxy_names_.end()) return p->second;
+  if (auto e = export_names_.find(actor.address()); e != export_names_.end()) return e->second;
+  export_as(self, "a" + std::to_string(actor.id()), actor);
+  return export_names_.at(actor.address());
+}
+
+caf::actor bridge_state::proxy_for(caf::local_actor* self, const std::string& endpoint) {
+  if (auto it = proxies_.find(endpoint); it != proxies_.end()) return it->second;
+  auto proxy = self->spawn(remote_proxy, endpoint, caf::actor_cast<caf::actor>(self));
+  self->monitor(proxy);
+  proxies_[endpoint] = proxy;
+  proxy_names_[proxy.address()] = endpoint;
+  return proxy;
+}
+
+bool bridge_state::deliver(caf::local_actor* self, const std::string& to, const std::string& from,
+                           const std::string& payload, std::string& problem) {
+  auto target = exports_.find(to);
+  if (target == exports_.end()) {
+    problem = "no endpoint " + to + " in this process";
+    return false;
+  }
+  auto inner = codec_->decode(payload.data(), payload.size());
+  if (!inner.ok()) {
+    problem = "bad payload from " + from + ": " + inner.detail;
+    return false;
+  }
+  auto source = caf::actor_cast<caf::strong_actor_ptr>(proxy_for(self, from));
+  target->second->enqueue(source, caf::make_message_id(), std::move(inner.message), self->context());
+  return true;
+}
+
+std::string bridge_state::encode_outgoing(caf::local_actor* self, const outgoing_message& out,
+                                          std::string& problem) {
+  try {
+    net::routed envelope{out.to, endpoint_of(self, out.sender), codec_->encode(out.content)};
+    return codec_->encode(envelope);
+  } catch (const std::exception& e) {
+    problem = "cannot send " + to_string(out.content) + " to " + out.to + ": " + e.what();
+    return {};
+  }
+}
+
+void bridge_state::proxy_down(const std::string& endpoint, const std::string& reason) {
+  auto it = proxies_.find(endpoint);
+  if (it == proxies_.end()) return;
+  caf::anon_send_exit(it->second, caf::make_error(caf::sec::runtime_error, reason));
+}
+
+void bridge_state::process_lost(const std::string& process, const std::string& reason) {
+  for (auto& [endpoint, proxy] : proxies_)
+    if (net::process_of(endpoint) == process)
+      caf::anon_send_exit(proxy, caf::make_error(caf::sec::runtime_error, reason));
+}
+
+std::string bridge_state::on_down(const caf::down_msg& msg) {
+  if (auto p = proxy_names_.find(msg.source); p != proxy_names_.end()) {
+    proxies_.erase(p->second);
+    proxy_names_.erase(p);
+    return {};
+  }
+  if (auto e = export_names_.find(msg.source); e != export_names_.end()) {
+    auto endpoint = e->second;
+    exports_.erase(endpoint);
+    export_names_.erase(e);
+    return endpoint;
+  }
+  return {};
+}
+
+}  // namespace cohort::actors

@@ -1,0 +1,78 @@
+// The bridge between this process's actors and actors in other processes. Remote endpoints appear
+// here as proxy actors (send to one and the message travels; monitor one and its remote death
+// arrives as a down message); local actors that talk over the wire are exported under an endpoint
+// name. The head's and the node's gateway actors own one bridge_state each.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "net/codec.hpp"
+
+namespace cohort::actors {
+
+// A message a proxy hands its gateway: for remote endpoint `to`, from local actor `sender`.
+struct outgoing_message {
+  std::string to;
+  caf::strong_actor_ptr sender;
+  caf::message content;
+};
+// A decoded frame from the transport thread, with the peer's routing id (empty on a node).
+struct incoming_frame {
+  std::string routing_id;
+  caf::message content;
+};
+// Periodic work of a gateway (heartbeats, liveness checks).
+struct gateway_tick {};
+
+// The proxy of a remote endpoint: forwards everything it receives to the gateway.
+caf::behavior remote_proxy(caf::event_based_actor* self, std::string endpoint, caf::actor gateway);
+
+class bridge_state {
+ public:
+  bridge_state(std::string process, std::shared_ptr<const net::wire_codec> codec)
+      : process_(std::move(process)), codec_(std::move(codec)) {}
+
+  const std::string& process() const { return process_; }
+  const net::wire_codec& codec() const { return *codec_; }
+
+  // Makes a local actor reachable as "<process>/<name>".
+  void export_as(caf::local_actor* self, const std::string& name, const caf::actor& actor);
+  // The endpoint of a local actor, exporting (and monitoring) it on first use.
+  std::string endpoint_of(caf::local_actor* self, const caf::strong_actor_ptr& actor);
+  // The proxy of a remote endpoint, spawned on first use.
+  caf::actor proxy_for(caf::local_actor* self, const std::string& endpoint);
+
+  // A routed frame addressed to a local endpoint: decodes it and delivers it from the sender's
+  // proxy. Returns false (and says why in `problem`) when the frame or the endpoint is bad.
+  bool deliver(caf::local_actor* self, const std::string& to, const std::string& from,
+               const std::string& payload, std::string& problem);
+  // The frame of a routed envelope for `out`, or empty (problem set) when it cannot be encoded.
+  std::string encode_outgoing(caf::local_actor* self, const outgoing_message& out,
+                              std::string& problem);
+
+  // A remote endpoint died: its proxy ends with `reason`.
+  void proxy_down(const std::string& endpoint, const std::string& reason);
+  // Every proxy of a remote process ends with `reason` (the process is lost).
+  void process_lost(const std::string& process, const std::string& reason);
+  // A down message about a local actor or a proxy: forgets it; returns the endpoint of an
+  // exported local actor (whose death peers must hear of), or empty.
+  std::string on_down(const caf::down_msg& msg);
+
+ private:
+  std::string process_;
+  std::shared_ptr<const net::wire_codec> codec_;
+  std::map<std::string, caf::actor> exports_;
+  std::map<caf::actor_addr, std::string> export_names_;
+  std::map<std::string, caf::actor> proxies_;
+  std::map<caf::actor_addr, std::string> proxy_names_;
+};
+
+}  // namespace cohort::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::outgoing_message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::incoming_frame)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::gateway_tick)

@@ -1,0 +1,302 @@
+// The head's and the nodes' gateway actors (see gateways.hpp).
+#include "actors/gateways.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/actor_system_types.hpp"
+#include "actors/bridge.hpp"
+#include "actors/wire_protocol.hpp"
+#include "net/bridge_messages.hpp"
+
+namespace cohort::actors {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+constexpr auto client_request_timeout = std::chrono::seconds(30);
+
+// ---- head side ----
+
+struct head_gateway_state {
+  std::unique_ptr<bridge_state> bridge;
+  std::shared_ptr<net::wire_server> server;
+  caf::actor head;
+  liveness_options liveness;
+  std::map<std::string, std::string> routing_of_process;  // process → routing id
+  std::map<std::string, std::string> process_of_routing;  // routing id → process
+  std::map<std::string, clock::time_point> last_seen;     // by process
+  static inline const char* name = "cohort.head_gateway";
+};
+using head_gw = caf::stateful_actor<head_gateway_state>*;
+
+// Streams a followed job's events to one client until the job ends.
+caf::behavior client_follower(caf::event_based_actor* self, caf::actor head,
+                              std::shared_ptr<net::wire_server> server, std::string routing_id,
+                              std::string job_id) {
+  self->request(head, client_request_timeout, follow_job{job_id})
+      .then(
+          [=](job_record& r) {
+            server->send(routing_id, r);
+            if (is_terminal(r.state)) self->quit();
+          },
+          [=](caf::error& err) {
+            server->send(routing_id, net::request_failed{describe(self->system(), err)});
+            self->quit();
+          });
+  return {
+      [=](const job_event& e) {
+        server->send(routing_id, e);
+        if (is_terminal(e.record.state)) self->quit();
+      },
+  };
+}
+
+template <class Request, class Reply>
+void serve(head_gw self, const std::string& routing_id, const Request& req) {
+  auto server = self->state.server;
+  self->request(self->state.head, client_request_timeout, req)
+      .then([=](Reply& reply) { server->send(routing_id, reply); },
+            [=](caf::error& err) {
+              server->send(routing_id, net::request_failed{describe(self->system(), err)});
+            });
+}
+
+void head_incoming(head_gw self, const incoming_frame& in) {
+  auto& st = self->state;
+  const auto& msg = in.content;
+  auto known = st.process_of_routing.find(in.routing_id);
+  if (msg.match_element<net::process_hello>(0)) {
+    const auto& hello = msg.get_as<net::process_hello>(0);
+    if (auto old = st.routing_of_process.find(hello.process); old != st.routing_of_process.end())
+      st.process_of_routing.erase(old->second);
+    st.routing_of_process[hello.process] = in.routing_id;
+    st.process_of_routing[in.routing_id] = hello.process;
+    st.last_seen[hello.process] = clock::now();
+    return;
+  }
+  if (msg.match_element<net::heartbeat>(0)) {
+    if (known != st.process_of_routing.end()) st.last_seen[known->second] = clock::now();
+    return;
+  }
+  if (msg.match_element<net::routed>(0)) {
+    const auto& r = msg.get_as<net::routed>(0);
+    // Only a process that said hello may route, and only as itself.
+    if (known == st.process_of_routing.end() || net::process_of(r.from) != known->second) return;
+    st.last_seen[known->second] = clock::now();
+    auto target = net::process_of(r.to);
+    if (target == st.bridge->process()) {
+      std::string problem;
+      if (!st.bridge->deliver(self, r.to, r.from, r.payload, problem))
+        st.server->send(in.routing_id, net::endpoint_down{r.to, problem});
+      return;
+    }
+    auto peer = st.routing_of_process.find(target);
+    if (peer == st.routing_of_process.end()) {
+      st.server->send(in.routing_id, net::endpoint_down{r.to, "process " + target + " is not connected"});
+      return;
+    }
+    st.server->send(peer->second, r);
+    return;
+  }
+  if (msg.match_element<net::endpoint_down>(0)) {
+    const auto& d = msg.get_as<net::endpoint_down>(0);
+    if (known == st.process_of_routing.end() || net::process_of(d.endpoint) != known->second) return;
+    st.bridge->proxy_down(d.endpoint, d.reason);
+    for (const auto& [process, routing] : st.routing_of_process)
+      if (routing != in.routing_id) st.server->send(routing, d);
+    return;
+  }
+  // Client requests.
+  if (msg.match_element<submit_job>(0))
+    serve<submit_job, job_accepted>(self, in.routing_id, msg.get_as<submit_job>(0));
+  else if (msg.match_element<job_query>(0))
+    serve<job_query, job_record>(self, in.routing_id, msg.get_as<job_query>(0));
+  else if (msg.match_element<job_list_query>(0))
+    serve<job_list_query, job_list>(self, in.routing_id, msg.get_as<job_list_query>(0));
+  else if (msg.match_element<stop_job>(0))
+    serve<stop_job, job_record>(self, in.routing_id, msg.get_as<stop_job>(0));
+  else if (msg.match_element<logs_query>(0))
+    serve<logs_query, job_logs>(self, in.routing_id, msg.get_as<logs_query>(0));
+  else if (msg.match_element<follow_job>(0))
+    self->spawn(client_follower, st.head, st.server, in.routing_id,
+                msg.get_as<follow_job>(0).job_id);
+  else
+    st.server->send(in.routing_id,
+                    net::request_failed{"the head does not serve " + to_string(msg)});
+}
+
+void head_tick(head_gw self) {
+  auto& st = self->state;
+  const auto now = clock::now();
+  for (auto it = st.last_seen.begin(); it != st.last_seen.end();) {
+    if (now - it->second <= st.liveness.node_timeout) {
+      ++it;
+      continue;
+    }
+    auto process = it->first;
+    auto seconds = std::chrono::duration<double>(now - it->second).count();
+    st.bridge->process_lost(process, process + " lost: no heartbeat for " +
+                                         std::to_string(static_cast<int>(seconds)) + " s");
+    if (auto r = st.routing_of_process.find(process); r != st.routing_of_process.end()) {
+      st.process_of_routing.erase(r->second);
+      st.routing_of_process.erase(r);
+    }
+    it = st.last_seen.erase(it);
+  }
+  self->delayed_send(self, st.liveness.heartbeat_interval, gateway_tick{});
+}
+
+caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::wire_server> server,
+                           liveness_options liveness) {
+  auto& st = self->state;
+  st.bridge = std::make_unique<bridge_state>("head", make_wire_codec());
+  st.head = head;
+  st.liveness = liveness;
+  st.server = std::move(server);
+  st.bridge->export_as(self, "head", head);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    auto endpoint = self->state.bridge->on_down(msg);
+    if (endpoint.empty()) return;
+    net::endpoint_down d{endpoint, msg.reason ? describe(self->system(), msg.reason) : "exited"};
+    for (const auto& [process, routing] : self->state.routing_of_process)
+      self->state.server->send(routing, d);
+  });
+  self->attach_functor([server = st.server] { server->stop(); });
+  self->send(self, gateway_tick{});
+  return {
+      [=](const incoming_frame& in) { head_incoming(self, in); },
+      [=](const outgoing_message& out) {
+        std::string problem;
+        auto frame = self->state.bridge->encode_outgoing(self, out, problem);
+        auto peer = self->state.routing_of_process.find(net::process_of(out.to));
+        if (frame.empty() || peer == self->state.routing_of_process.end()) {
+          self->state.bridge->proxy_down(
+              out.to, frame.empty() ? problem : net::process_of(out.to) + " is not connected");
+          return;
+        }
+        self->state.server->send_frame(peer->second, std::move(frame));
+      },
+      [=](gateway_tick) { head_tick(self); },
+  };
+}
+
+// ---- node side ----
+
+struct node_gateway_state {
+  std::unique_ptr<bridge_state> bridge;
+  std::shared_ptr<net::wire_client> client;
+  caf::actor node;
+  liveness_options liveness;
+  std::uint64_t seq = 0;
+  static inline const char* name = "cohort.node_gateway";
+};
+using node_gw = caf::stateful_actor<node_gateway_state>*;
+
+struct link_change {
+  net::link_state state;
+};
+
+}  // namespace
+}  // namespace cohort::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::link_change)
+
+namespace cohort::actors {
+namespace {
+
+caf::behavior node_gateway(node_gw self, std::string node_name,
+                           std::shared_ptr<net::wire_client> client, liveness_options liveness,
+                           std::function<caf::actor(caf::actor)> make_node) {
+  auto& st = self->state;
+  st.bridge = std::make_unique<bridge_state>("node:" + node_name, make_wire_codec());
+  st.liveness = liveness;
+  auto head_proxy = st.bridge->proxy_for(self, "head/head");
+  st.node = make_node(head_proxy);
+  st.bridge->export_as(self, "node", st.node);
+  self->link_to(st.node);
+  st.client = std::move(client);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    auto endpoint = self->state.bridge->on_down(msg);
+    if (!endpoint.empty())
+      self->state.client->send(
+          net::endpoint_down{endpoint, msg.reason ? describe(self->system(), msg.reason) : "exited"});
+  });
+  self->attach_functor([client = st.client] { client->stop(); });
+  self->send(self, gateway_tick{});
+  return {
+      [=](const link_change& change) {
+        if (change.state != net::link_state::connected) return;
+        auto& st = self->state;
+        st.client->send(net::process_hello{st.bridge->process()});
+        self->send(st.node, reintroduce{});
+      },
+      [=](const incoming_frame& in) {
+        auto& st = self->state;
+        const auto& msg = in.content;
+        if (msg.match_element<net::routed>(0)) {
+          const auto& r = msg.get_as<net::routed>(0);
+          std::string problem;
+          if (!st.bridge->deliver(self, r.to, r.from, r.payload, problem))
+            st.client->send(net::endpoint_down{r.to, problem});
+        } else if (msg.match_element<net::endpoint_down>(0)) {
+          const auto& d = msg.get_as<net::endpoint_down>(0);
+          st.bridge->proxy_down(d.endpoint, d.reason);
+        }
+      },
+      [=](const outgoing_message& out) {
+        std::string problem;
+        auto frame = self->state.bridge->encode_outgoing(self, out, problem);
+        if (frame.empty()) {
+          self->state.bridge->proxy_down(out.to, problem);
+          return;
+        }
+        self->state.client->send_frame(std::move(frame));
+      },
+      [=](gateway_tick) {
+        auto& st = self->state;
+        st.client->send(net::heartbeat{st.bridge->process(), ++st.seq});
+        self->delayed_send(self, st.liveness.heartbeat_interval, gateway_tick{});
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_head_gateway(caf::actor_system& sys, caf::actor head, net::server_options options,
+                              liveness_options liveness, std::uint16_t* bound_port) {
+  // The transport thread delivers to the gateway, which must exist before the server starts.
+  auto gateway = std::make_shared<caf::actor>();
+  auto server = std::make_shared<net::wire_server>(
+      make_wire_codec(), std::move(options), [gateway](const net::peer& from, caf::message msg) {
+        caf::anon_send(*gateway, incoming_frame{from.routing_id, std::move(msg)});
+      });
+  *gateway = sys.spawn(head_gateway, std::move(head), server, liveness);
+  try {
+    server->start();
+  } catch (...) {
+    caf::anon_send_exit(*gateway, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  *bound_port = server->port();
+  return *gateway;
+}
+
+caf::actor spawn_node_gateway(caf::actor_system& sys, const std::string& node_name,
+                              net::client_options options, liveness_options liveness,
+                              std::function<caf::actor(caf::actor)> make_node) {
+  auto gateway = std::make_shared<caf::actor>();
+  auto client = std::make_shared<net::wire_client>(
+      make_wire_codec(), std::move(options),
+      [gateway](caf::message msg) { caf::anon_send(*gateway, incoming_frame{"", std::move(msg)}); },
+      [gateway](net::link_state s) { caf::anon_send(*gateway, link_change{s}); });
+  *gateway = sys.spawn(node_gateway, node_name, client, liveness, std::move(make_node));
+  try {
+    client->start();
+  } catch (...) {
+    caf::anon_send_exit(*gateway, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  return *gateway;
+}
+
+}  // namespace cohort::actors

@@ -1,0 +1,59 @@
+// JSON form of job records (see job_record_json.hpp).
+#include "actors/job_record_json.hpp"
+
+#include <stdexcept>
+
+namespace cohort::actors {
+
+using nlohmann::json;
+
+job_state parse_job_state(const std::string& text) {
+  for (auto s : {job_state::pending, job_state::running, job_state::restarting,
+                 job_state::succeeded, job_state::failed, job_state::stopped})
+    if (text == to_string(s)) return s;
+  throw std::invalid_argument("unknown job state \"" + text + "\"");
+}
+
+json to_json(const job_record& r) {
+  json failures = json::array();
+  for (const auto& f : r.failures)
+    failures.push_back({{"attempt", f.attempt}, {"rank", f.rank}, {"node", f.node},
+                        {"reason", f.reason}});
+  return json{{"id", r.id},
+              {"name", r.name},
+              {"state", to_string(r.state)},
+              {"reason", r.reason},
+              {"attempts", r.attempts},
+              {"failures", failures},
+              {"trainer_node", r.trainer_node},
+              {"rank_nodes", r.rank_nodes},
+              {"step", r.step},
+              {"total_steps", r.total_steps},
+              {"loss", r.loss}};
+}
+
+job_record job_record_from_json(const json& j) {
+  job_record r;
+  try {
+    r.id = j.at("id").get<std::string>();
+    r.name = j.at("name").get<std::string>();
+    r.state = parse_job_state(j.at("state").get<std::string>());
+    r.reason = j.at("reason").get<std::string>();
+    r.attempts = j.at("attempts").get<std::int32_t>();
+    for (const auto& f : j.at("failures"))
+      r.failures.push_back(failure_cause{f.at("attempt").get<std::int32_t>(),
+                                         f.at("rank").get<std::int32_t>(),
+                                         f.at("node").get<std::string>(),
+                                         f.at("reason").get<std::string>()});
+    r.trainer_node = j.at("trainer_node").get<std::string>();
+    r.rank_nodes = j.at("rank_nodes").get<std::vector<std::string>>();
+    r.step = j.at("step").get<std::int64_t>();
+    r.total_steps = j.at("total_steps").get<std::int64_t>();
+    r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : 0.0;
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("job record: ") + e.what());
+  }
+  return r;
+}
+
+}  // namespace cohort::actors

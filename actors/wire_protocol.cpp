@@ -1,0 +1,20 @@
+// The registry of wire messages (see wire_protocol.hpp).
+#include "actors/wire_protocol.hpp"
+
+#include "actors/messages.hpp"
+#include "net/bridge_messages.hpp"
+
+namespace cohort::actors {
+
+std::shared_ptr<const net::wire_codec> make_wire_codec() {
+  using types = net::wire_types<
+      failure_cause, job_record, node_info, trainer_setup, worker_setup, progress_report,
+      attempt_outcome, log_line, job_event, submit_job, job_accepted, job_query, job_list_query,
+      job_list, stop_job, follow_job, logs_query, job_logs, node_hello, start_trainer,
+      trainer_started, start_worker, worker_started, worker_finished, attempt_running,
+      stop_attempt, kill_worker_drill, plan_request, plan_reply, net::routed, net::endpoint_down, net::process_hello,
+      net::heartbeat, net::request_failed>;
+  return std::make_shared<const net::wire_codec>(types{});
+}
+
+}  // namespace cohort::actors

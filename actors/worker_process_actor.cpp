@@ -1,0 +1,117 @@
+// The node-side actor of a worker that runs in its own OS process (cluster-worker). It starts
+// the process, relays its output and control lines to the trainer, and reports how it ended —
+// including a crash or kill -9, which takes only this worker.
+#include <signal.h>
+
+#include <caf/all.hpp>
+
+#include "actors/actor_system_types.hpp"
+#include "actors/worker_process_link.hpp"
+#include "core/proc/child_process.hpp"
+
+namespace cohort::actors {
+
+namespace {
+
+// Events from the child's reader thread.
+struct child_output {
+  std::string line;
+};
+struct child_control {
+  std::string line;
+};
+struct child_exit {
+  core::proc::exit_status status;
+};
+
+}  // namespace
+}  // namespace cohort::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_output)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_control)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_exit)
+
+namespace cohort::actors {
+
+namespace {
+
+struct worker_process_state {
+  worker_setup setup;
+  caf::actor trainer;
+  std::unique_ptr<core::proc::child_process> child;
+  bool finished_ok = false;
+  std::string failure;  // the worker's own account of its failure, if it gave one
+  static inline const char* name = "cohort.worker_process";
+};
+using wp_ptr = caf::stateful_actor<worker_process_state>*;
+
+caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer,
+                             std::string program) {
+  auto& st = self->state;
+  st.setup = setup;
+  st.trainer = trainer;
+  self->monitor(trainer);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (msg.source == self->state.trainer.address()) self->quit(caf::exit_reason::user_shutdown);
+  });
+  auto me = caf::actor_cast<caf::actor>(self);
+  try {
+    st.child = std::make_unique<core::proc::child_process>(
+        std::vector<std::string>{program, "--rank", std::to_string(setup.rank)},
+        std::map<std::string, std::string>{{worker_setup_variable, worker_setup_to_json(setup)}},
+        [me](const std::string& line) { caf::anon_send(me, child_output{line}); },
+        [me](const core::proc::exit_status& s) { caf::anon_send(me, child_exit{s}); },
+        [me](const std::string& line) { caf::anon_send(me, child_control{line}); });
+  } catch (const std::exception& e) {
+    self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, 0});
+    self->send(trainer, worker_finished{setup.job_id, setup.attempt, setup.rank, false,
+                                        std::string("cannot start the worker process: ") + e.what()});
+    self->quit(caf::make_error(caf::sec::runtime_error, e.what()));
+    return {};
+  }
+  const auto pid = static_cast<std::int64_t>(st.child->pid());
+  self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
+  return {
+      [=](const child_output& out) {
+        const auto& s = self->state.setup;
+        self->send(self->state.trainer, log_line{s.job_id, s.rank, s.node, pid, out.line});
+      },
+      [=](const child_control& ctl) {
+        auto parsed = parse_control_line(ctl.line);
+        if (!parsed) return;
+        if (parsed->type == worker_control::kind::progress) {
+          self->send(self->state.trainer, parsed->progress);
+        } else {
+          self->state.finished_ok = parsed->ok;
+          self->state.failure = parsed->reason;
+        }
+      },
+      [=](const child_exit& ended) {
+        auto& st = self->state;
+        const auto& s = st.setup;
+        bool ok = st.finished_ok && ended.status.success();
+        std::string reason = ok ? "" : !st.failure.empty() ? st.failure
+                                                           : "worker process " + std::to_string(pid) +
+                                                                 " " + ended.status.describe();
+        self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason});
+        if (ok)
+          self->quit();
+        else
+          self->quit(caf::make_error(caf::sec::runtime_error, reason));
+      },
+      [=](const stop_attempt&) {
+        self->state.child->signal(SIGTERM);
+        self->quit(caf::exit_reason::user_shutdown);
+      },
+  };
+}
+
+}  // namespace
+
+worker_spawner process_workers(std::string program) {
+  return [program](caf::local_actor* node, const worker_setup& setup, const caf::actor& trainer) {
+    return node->spawn<caf::linked>(worker_process, setup, trainer, program);
+  };
+}
+
+}  // namespace cohort::actors

@@ -1,0 +1,84 @@
+// JSON of the worker-process link (see worker_process_link.hpp).
+#include "actors/worker_process_link.hpp"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace cohort::actors {
+
+using nlohmann::json;
+
+std::string worker_setup_to_json(const worker_setup& s) {
+  return json{{"job_id", s.job_id},   {"spec_json", s.spec_json}, {"rank", s.rank},
+              {"world_size", s.world_size}, {"attempt", s.attempt}, {"node", s.node},
+              {"store_address", s.store_address}}
+      .dump();
+}
+
+worker_setup worker_setup_from_json(const std::string& text) {
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw std::invalid_argument(std::string(worker_setup_variable) + " is not a JSON object");
+  auto field = [&](const char* name) -> const json& {
+    if (!j.contains(name)) throw std::invalid_argument(std::string("worker setup lacks ") + name);
+    return j.at(name);
+  };
+  worker_setup s;
+  try {
+    s.job_id = field("job_id").get<std::string>();
+    s.spec_json = field("spec_json").get<std::string>();
+    s.rank = field("rank").get<std::int32_t>();
+    s.world_size = field("world_size").get<std::int32_t>();
+    s.attempt = field("attempt").get<std::int32_t>();
+    s.node = field("node").get<std::string>();
+    s.store_address = field("store_address").get<std::string>();
+  } catch (const json::type_error& e) {
+    throw std::invalid_argument(std::string("worker setup has a mistyped field: ") + e.what());
+  }
+  return s;
+}
+
+std::string progress_line(const progress_report& r) {
+  return json{{"type", "progress"}, {"job_id", r.job_id}, {"rank", r.rank}, {"step", r.step},
+              {"total_steps", r.total_steps}, {"loss", r.loss}, {"lr", r.lr},
+              {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}}
+      .dump();
+}
+
+std::string finished_line(bool ok, const std::string& reason) {
+  return json{{"type", "finished"}, {"ok", ok}, {"reason", reason}}.dump();
+}
+
+std::optional<worker_control> parse_control_line(const std::string& line) {
+  auto j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string())
+    return std::nullopt;
+  try {
+    worker_control c;
+    if (j["type"] == "progress") {
+      c.type = worker_control::kind::progress;
+      auto& r = c.progress;
+      r.job_id = j.at("job_id").get<std::string>();
+      r.rank = j.at("rank").get<std::int32_t>();
+      r.step = j.at("step").get<std::int64_t>();
+      r.total_steps = j.at("total_steps").get<std::int64_t>();
+      r.loss = j.at("loss").get<double>();
+      r.lr = j.at("lr").get<double>();
+      r.grad_norm = j.at("grad_norm").get<double>();
+      r.tokens_per_s = j.at("tokens_per_s").get<double>();
+      r.mfu = j.at("mfu").get<double>();
+      return c;
+    }
+    if (j["type"] == "finished") {
+      c.type = worker_control::kind::finished;
+      c.ok = j.at("ok").get<bool>();
+      c.reason = j.at("reason").get<std::string>();
+      return c;
+    }
+  } catch (const json::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace cohort::actors

@@ -1,0 +1,34 @@
+// What passes between a cluster-worker and a worker process it starts: the worker's setup (in the
+// environment variable COHORT_WORKER_SETUP, as JSON) and the control lines the worker writes to
+// file descriptor 3 (progress reports and its final word, as JSON lines). Plain output on
+// stdout/stderr becomes the job's log. No CAF here: the worker process links none.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "actors/messages.hpp"
+
+namespace cohort::actors {
+
+inline constexpr const char* worker_setup_variable = "COHORT_WORKER_SETUP";
+inline constexpr int worker_control_fd = 3;
+
+std::string worker_setup_to_json(const worker_setup& setup);
+// Throws std::invalid_argument naming the missing or mistyped field.
+worker_setup worker_setup_from_json(const std::string& text);
+
+// One control line from a worker process.
+struct worker_control {
+  enum class kind { progress, finished } type = kind::progress;
+  progress_report progress;  // when progress
+  bool ok = false;           // when finished
+  std::string reason;        // when finished and !ok
+};
+
+std::string progress_line(const progress_report& report);
+std::string finished_line(bool ok, const std::string& reason);
+// nullopt for a line that is not a valid control line (it is ignored, never fatal).
+std::optional<worker_control> parse_control_line(const std::string& line);
+
+}  // namespace cohort::actors

@@ -1,0 +1,72 @@
+// The messages of the bridge between processes: a routed envelope that carries one encoded frame
+// from an endpoint in one process to an endpoint in another, the death of an endpoint, and the
+// hello and heartbeats of a process. An endpoint is "<process>/<name>": "head/head",
+// "node:n1/node", "node:n1/a42" (an actor of node n1's process that talked over the wire).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/meta/type_name.hpp>
+
+namespace cohort::net {
+
+struct routed {
+  static constexpr std::uint32_t wire_id = 100;
+  std::string to;
+  std::string from;
+  std::string payload;  // one frame of the same codec (the message itself)
+};
+
+struct endpoint_down {
+  static constexpr std::uint32_t wire_id = 101;
+  std::string endpoint;
+  std::string reason;
+};
+
+// A process introduces itself (again, after a reconnect) under its process name.
+struct process_hello {
+  static constexpr std::uint32_t wire_id = 102;
+  std::string process;
+};
+
+struct heartbeat {
+  static constexpr std::uint32_t wire_id = 103;
+  std::string process;
+  std::uint64_t seq = 0;
+};
+
+// A client request the head could not serve: what went wrong, for the user.
+struct request_failed {
+  static constexpr std::uint32_t wire_id = 104;
+  std::string message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, routed& x) {
+  return f(caf::meta::type_name("routed"), x.to, x.from, x.payload);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, endpoint_down& x) {
+  return f(caf::meta::type_name("endpoint_down"), x.endpoint, x.reason);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_hello& x) {
+  return f(caf::meta::type_name("process_hello"), x.process);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
+  return f(caf::meta::type_name("heartbeat"), x.process, x.seq);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_failed& x) {
+  return f(caf::meta::type_name("request_failed"), x.message);
+}
+
+// The process part of an endpoint ("node:n1" of "node:n1/a42").
+inline std::string process_of(const std::string& endpoint) {
+  auto slash = endpoint.find('/');
+  return slash == std::string::npos ? endpoint : endpoint.substr(0, slash);
+}
+
+}  // namespace cohort::net
