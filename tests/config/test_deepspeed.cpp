@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/job_spec.hpp"
-#include "tests/config/spec_error_matchers.hpp"
+#include "tests/config/spec_test_support.hpp"
 
 using namespace cohort::config;
 using cohort::config::testing::expect_spec_error;

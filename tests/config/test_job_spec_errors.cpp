@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "config/job_spec.hpp"
-#include "tests/config/spec_error_matchers.hpp"
+#include "tests/config/spec_test_support.hpp"
 
 using namespace cohort::config;
 using cohort::config::testing::expect_spec_error;

@@ -1,5 +1,5 @@
-// Test helper: runs a parser that must throw spec_error and returns the error for checks on its
-// JSON path and message.
+// Test support for the config tests: expect_spec_error() runs a parser that must throw and returns
+// the spec_error; patched_spec() builds a minimal valid job spec with a JSON merge patch applied.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,6 @@
 #include <nlohmann/json.hpp>
 
-#include "tests/config/spec_error_matchers.hpp"
+#include "tests/config/spec_test_support.hpp"
 
 namespace cohort::config::testing {
 
