@@ -6,12 +6,14 @@
 namespace cohort::actors {
 
 caf::behavior remote_proxy(caf::event_based_actor* self, std::string endpoint, caf::actor gateway) {
-  return {
-      caf::others >> [=](caf::message_view& view) -> caf::result<caf::message> {
+  self->set_default_handler(
+      [=](caf::scheduled_actor*, caf::message_view& view) -> caf::result<caf::message> {
         self->send(gateway, outgoing_message{endpoint, self->current_sender(),
                                              view.move_content_to_message()});
         return caf::message{};
-      },
+      });
+  return {
+      [=](const proxy_quit& q) { self->quit(caf::make_error(caf::sec::runtime_error, q.reason)); },
   };
 }
 
@@ -73,13 +75,13 @@ std::string bridge_state::encode_outgoing(caf::local_actor* self, const outgoing
 void bridge_state::proxy_down(const std::string& endpoint, const std::string& reason) {
   auto it = proxies_.find(endpoint);
   if (it == proxies_.end()) return;
-  caf::anon_send_exit(it->second, caf::make_error(caf::sec::runtime_error, reason));
+  caf::anon_send(it->second, proxy_quit{reason});
 }
 
 void bridge_state::process_lost(const std::string& process, const std::string& reason) {
   for (auto& [endpoint, proxy] : proxies_)
     if (net::process_of(endpoint) == process)
-      caf::anon_send_exit(proxy, caf::make_error(caf::sec::runtime_error, reason));
+      caf::anon_send(proxy, proxy_quit{reason});
 }
 
 std::string bridge_state::on_down(const caf::down_msg& msg) {

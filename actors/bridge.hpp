@@ -27,6 +27,10 @@ struct incoming_frame {
 };
 // Periodic work of a gateway (heartbeats, liveness checks).
 struct gateway_tick {};
+// Tells a proxy its remote endpoint is gone: it ends with `reason` (its monitors learn why).
+struct proxy_quit {
+  std::string reason;
+};
 
 // The proxy of a remote endpoint: forwards everything it receives to the gateway.
 caf::behavior remote_proxy(caf::event_based_actor* self, std::string endpoint, caf::actor gateway);
@@ -76,3 +80,4 @@ class bridge_state {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::outgoing_message)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::incoming_frame)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::gateway_tick)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::proxy_quit)

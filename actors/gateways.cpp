@@ -195,25 +195,24 @@ using node_gw = caf::stateful_actor<node_gateway_state>*;
 struct link_change {
   net::link_state state;
 };
+struct attach_node {
+  caf::actor node;
+};
 
 }  // namespace
 }  // namespace cohort::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::link_change)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::attach_node)
 
 namespace cohort::actors {
 namespace {
 
 caf::behavior node_gateway(node_gw self, std::string node_name,
-                           std::shared_ptr<net::wire_client> client, liveness_options liveness,
-                           std::function<caf::actor(caf::actor)> make_node) {
+                           std::shared_ptr<net::wire_client> client, liveness_options liveness) {
   auto& st = self->state;
   st.bridge = std::make_unique<bridge_state>("node:" + node_name, make_wire_codec());
   st.liveness = liveness;
-  auto head_proxy = st.bridge->proxy_for(self, "head/head");
-  st.node = make_node(head_proxy);
-  st.bridge->export_as(self, "node", st.node);
-  self->link_to(st.node);
   st.client = std::move(client);
   self->set_down_handler([=](caf::down_msg& msg) {
     auto endpoint = self->state.bridge->on_down(msg);
@@ -224,11 +223,17 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
   self->attach_functor([client = st.client] { client->stop(); });
   self->send(self, gateway_tick{});
   return {
+      [=](const attach_node& a) {
+        auto& st = self->state;
+        st.node = a.node;
+        st.bridge->export_as(self, "node", st.node);
+        self->link_to(st.node);
+      },
       [=](const link_change& change) {
         if (change.state != net::link_state::connected) return;
         auto& st = self->state;
         st.client->send(net::process_hello{st.bridge->process()});
-        self->send(st.node, reintroduce{});
+        if (st.node) self->send(st.node, reintroduce{});
       },
       [=](const incoming_frame& in) {
         auto& st = self->state;
@@ -281,22 +286,25 @@ caf::actor spawn_head_gateway(caf::actor_system& sys, caf::actor head, net::serv
   return *gateway;
 }
 
-caf::actor spawn_node_gateway(caf::actor_system& sys, const std::string& node_name,
-                              net::client_options options, liveness_options liveness,
-                              std::function<caf::actor(caf::actor)> make_node) {
+node_process spawn_node_gateway(caf::actor_system& sys, const std::string& node_name,
+                                net::client_options options, liveness_options liveness,
+                                std::function<caf::actor(caf::actor head_proxy)> make_node) {
   auto gateway = std::make_shared<caf::actor>();
   auto client = std::make_shared<net::wire_client>(
       make_wire_codec(), std::move(options),
       [gateway](caf::message msg) { caf::anon_send(*gateway, incoming_frame{"", std::move(msg)}); },
       [gateway](net::link_state s) { caf::anon_send(*gateway, link_change{s}); });
-  *gateway = sys.spawn(node_gateway, node_name, client, liveness, std::move(make_node));
+  *gateway = sys.spawn(node_gateway, node_name, client, liveness);
+  auto node = make_node(sys.spawn(remote_proxy, "head/head", *gateway));
+  // Enqueued before the client starts, so before any link change.
+  caf::anon_send(*gateway, attach_node{node});
   try {
     client->start();
   } catch (...) {
     caf::anon_send_exit(*gateway, caf::exit_reason::user_shutdown);
     throw;
   }
-  return *gateway;
+  return {*gateway, node};
 }
 
 }  // namespace cohort::actors

@@ -4,10 +4,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
-#include <caf/fwd.hpp>
+#include <caf/actor.hpp>
 
 #include "net/credentials.hpp"
 #include "net/wire_client.hpp"
@@ -26,11 +27,16 @@ caf::actor spawn_head_gateway(caf::actor_system& sys, caf::actor head,
                               net::server_options options, liveness_options liveness,
                               std::uint16_t* bound_port);
 
-// Spawns a node process's gateway for node `node_name`. `make_node(head_proxy)` is called once
-// with the proxy of the head and returns the node actor to export as "node:<name>/node"; the
-// gateway tells it to introduce itself again after every reconnect.
-caf::actor spawn_node_gateway(caf::actor_system& sys, const std::string& node_name,
-                              net::client_options options, liveness_options liveness,
-                              std::function<caf::actor(caf::actor head_proxy)> make_node);
+// A node process's gateway and the node actor it serves.
+struct node_process {
+  caf::actor gateway;
+  caf::actor node;
+};
+// Spawns a node process's gateway for node `node_name`: calls `make_node(head_proxy)` (at once,
+// on this thread) for the node actor, exports it as "node:<name>/node", and connects. After
+// every (re)connect the node introduces itself again.
+node_process spawn_node_gateway(caf::actor_system& sys, const std::string& node_name,
+                                net::client_options options, liveness_options liveness,
+                                std::function<caf::actor(caf::actor head_proxy)> make_node);
 
 }  // namespace cohort::actors

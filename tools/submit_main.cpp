@@ -1,11 +1,14 @@
-// submit: the user's client. `submit plan JOB.json --nodes NODES.json` shows where a job would
-// run; `submit --local run JOB.json` runs it on a cluster embedded in this process (a head and
-// one node, or the nodes of --nodes) and follows it to the end.
-// Exit codes: 0 ok (job SUCCEEDED), 1 job failed or cluster error, 2 usage or bad input.
+// submit: the user's client.
+//   submit plan JOB.json [--nodes NODES.json]   where the job would run (offline, or live cluster)
+//   submit run JOB.json [--follow]              submit to the cluster (--local: embedded cluster)
+//   submit status JOB [--json] | list [--json] | logs JOB [-f] | stop JOB
+// The cluster is --address / $COHORT_ADDRESS with --credentials / $COHORT_CREDENTIALS; `run`
+// without any address runs on a cluster embedded in this process.
+// Exit codes: 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage or bad input.
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -13,10 +16,13 @@
 
 #include <boost/program_options.hpp>
 
+#include "actors/job_record_json.hpp"
 #include "actors/local_cluster.hpp"
 #include "config/job_spec.hpp"
 #include "config/nodes_spec.hpp"
 #include "core/resources/placement.hpp"
+#include "net/bridge_messages.hpp"
+#include "tools/cluster_client.hpp"
 #include "tools/progress_printer.hpp"
 
 namespace po = boost::program_options;
@@ -27,33 +33,63 @@ namespace {
 constexpr int exit_ok = 0;
 constexpr int exit_failed = 1;
 constexpr int exit_usage = 2;
+constexpr const char* default_address = "127.0.0.1:7411";
 
 const char* usage_text =
-    "usage: submit [--local] [--nodes NODES.json] [--num-cpus N] COMMAND ...\n"
-    "  submit plan JOB.json --nodes NODES.json   where the job's trainer and ranks would run\n"
-    "  submit --local run JOB.json [--follow]     run on an embedded cluster, follow to the end\n";
+    "usage: submit [options] COMMAND [ARG]\n"
+    "  plan JOB.json [--nodes NODES.json]  where the job's trainer and ranks would run\n"
+    "  run JOB.json [--follow]             submit a job (prints its id first); --local or no\n"
+    "                                      address: run it on an embedded cluster and follow it\n"
+    "  status JOB [--json]                 a job's state, placement, attempts and failures\n"
+    "  list [--json]                       every job\n"
+    "  logs JOB [-f]                       the workers' output (-f: keep following)\n"
+    "  stop JOB                            stop a job\n";
 
-// The embedded node, when no --nodes is given: this machine's CPUs and memory.
+struct options {
+  std::string command, arg, address, credentials, nodes;
+  bool local = false, follow = false, json = false;
+  double num_cpus = 0;
+};
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
 std::vector<config::node_spec> local_machine(double cpus) {
   if (cpus <= 0) cpus = std::max(1u, std::thread::hardware_concurrency());
   double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
   return {config::node_spec{"local", {{"CPU", cpus}, {"memory", memory}}}};
 }
 
-int plan(const std::string& job_path, const std::vector<config::node_spec>& nodes) {
-  auto spec = config::load_job_spec(job_path);
-  auto result = core::resources::plan_job(spec, core::resources::inventories_from_specs(nodes));
-  if (result.status != core::resources::placement_status::placed) {
-    std::cerr << "submit plan: no placement for job " << spec.name << " ("
-              << core::resources::to_string(result.status) << "): " << result.reason << "\n";
-    return exit_usage;
-  }
-  std::cout << core::resources::plan_json_text(result.plan) << "\n";
-  return exit_ok;
+std::unique_ptr<tools::cluster_client> connect(const options& o) {
+  if (o.credentials.empty())
+    throw config::spec_error("--credentials",
+                             "no credentials: give --credentials FILE or set COHORT_CREDENTIALS "
+                             "(cluster-head writes <store>/cluster/credentials.json)");
+  return std::make_unique<tools::cluster_client>(o.address.empty() ? default_address : o.address,
+                                                 o.credentials);
 }
 
-int run_local(const std::string& job_path, const std::vector<config::node_spec>& nodes) {
-  auto spec = config::load_job_spec(job_path);
+int follow_remote(tools::cluster_client& client, const std::string& id) {
+  auto first = client.ask<actors::job_record>(actors::follow_job{id});
+  tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);
+  printer.on_event(actors::job_event{first, ""});
+  auto last = first;
+  while (!actors::is_terminal(last.state)) {
+    auto msg = client.next(std::chrono::hours(1));
+    if (!msg) continue;
+    auto e = tools::cluster_client::unpack<actors::job_event>(*msg);
+    printer.on_event(e);
+    last = e.record;
+  }
+  printer.finish(last);
+  return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
+}
+
+int run_local(const options& o) {
+  auto spec = config::load_job_spec(o.arg);
+  auto nodes = o.nodes.empty() ? local_machine(o.num_cpus) : config::load_nodes_file(o.nodes);
   auto check = core::resources::plan_job(spec, core::resources::inventories_from_specs(nodes));
   if (check.status == core::resources::placement_status::infeasible) {
     std::cerr << "submit: job " << spec.name << " can never run on this local cluster: "
@@ -73,59 +109,158 @@ int run_local(const std::string& job_path, const std::vector<config::node_spec>&
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
 
+int plan(const options& o) {
+  auto spec = config::load_job_spec(o.arg);
+  std::string status, reason;
+  core::resources::placement plan;
+  if (!o.nodes.empty()) {
+    auto result = core::resources::plan_job(
+        spec, core::resources::inventories_from_specs(config::load_nodes_file(o.nodes)));
+    status = core::resources::to_string(result.status);
+    reason = result.reason;
+    plan = result.plan;
+  } else {
+    auto reply = connect(o)->ask<actors::plan_reply>(actors::plan_request{config::to_json_text(spec)});
+    status = reply.status;
+    reason = reply.reason;
+    plan.trainer_node = reply.trainer_node;
+    plan.rank_nodes = reply.rank_nodes;
+  }
+  if (status != "placed") {
+    std::cerr << "submit plan: no placement for job " << spec.name << " (" << status << "): "
+              << reason << "\n";
+    return exit_usage;
+  }
+  std::cout << core::resources::plan_json_text(plan) << "\n";
+  return exit_ok;
+}
+
+void print_record(const actors::job_record& r) {
+  std::cout << r.id << " (" << r.name << ") " << to_string(r.state) << ": " << r.reason << "\n";
+  if (!r.trainer_node.empty()) {
+    std::cout << "  trainer on " << r.trainer_node << "; ranks on";
+    for (std::size_t i = 0; i < r.rank_nodes.size(); ++i)
+      std::cout << " " << i << "=" << r.rank_nodes[i];
+    std::cout << "\n";
+  }
+  std::cout << "  attempts " << r.attempts << ", step " << r.step << "/" << r.total_steps
+            << ", loss " << r.loss << "\n";
+  for (const auto& f : r.failures)
+    std::cout << "  attempt " << f.attempt + 1 << " failed: "
+              << (f.rank >= 0 ? "rank " + std::to_string(f.rank) : std::string("trainer"))
+              << " on " << f.node << ": " << f.reason << "\n";
+}
+
+void print_log(const actors::log_line& l) {
+  std::cout << "(worker rank=" << l.rank << " node=" << l.node << " pid=" << l.pid << ") "
+            << l.text << "\n";
+}
+
+int remote(const options& o) {
+  if (o.command == "run") {
+    auto spec = config::load_job_spec(o.arg);
+    auto client = connect(o);
+    auto accepted = client->ask<actors::job_accepted>(actors::submit_job{config::to_json_text(spec)});
+    std::cout << accepted.job_id << std::endl;
+    return o.follow ? follow_remote(*client, accepted.job_id) : exit_ok;
+  }
+  auto client = connect(o);
+  if (o.command == "status") {
+    auto r = client->ask<actors::job_record>(actors::job_query{o.arg});
+    if (o.json)
+      std::cout << actors::to_json(r).dump() << "\n";
+    else
+      print_record(r);
+    return exit_ok;
+  }
+  if (o.command == "list") {
+    auto list = client->ask<actors::job_list>(actors::job_list_query{});
+    if (o.json) {
+      auto out = nlohmann::json::array();
+      for (const auto& r : list.jobs) out.push_back(actors::to_json(r));
+      std::cout << out.dump() << "\n";
+    } else {
+      for (const auto& r : list.jobs)
+        std::cout << r.id << "  " << r.name << "  " << to_string(r.state) << "  attempts "
+                  << r.attempts << "  " << r.reason << "\n";
+    }
+    return exit_ok;
+  }
+  if (o.command == "stop") {
+    auto r = client->ask<actors::job_record>(actors::stop_job{o.arg});
+    print_record(r);
+    return exit_ok;
+  }
+  if (o.command == "logs") {
+    auto logs = client->ask<actors::job_logs>(actors::logs_query{o.arg});
+    for (const auto& l : logs.lines) print_log(l);
+    std::cout.flush();
+    if (!o.follow) return exit_ok;
+    auto last = client->ask<actors::job_record>(actors::follow_job{o.arg});
+    while (!actors::is_terminal(last.state)) {
+      auto msg = client->next(std::chrono::hours(1));
+      if (!msg) continue;
+      auto e = tools::cluster_client::unpack<actors::job_event>(*msg);
+      if (e.line.rfind("(worker ", 0) == 0) std::cout << e.line << std::endl;
+      last = e.record;
+    }
+    return exit_ok;
+  }
+  std::cerr << "submit: unknown command \"" << o.command << "\"\n" << usage_text;
+  return exit_usage;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  po::options_description global("options");
-  global.add_options()
+  po::options_description desc("options");
+  desc.add_options()
       ("help,h", "show this help")
+      ("address", po::value<std::string>(), "the head, HOST:PORT (default $COHORT_ADDRESS, else 127.0.0.1:7411)")
+      ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
       ("local", "run on a cluster embedded in this process")
-      ("nodes", po::value<std::string>(), "NODES.json: the nodes to plan for or to embed")
+      ("nodes", po::value<std::string>(), "NODES.json: the nodes to plan for, or to embed with --local")
       ("num-cpus", po::value<double>()->default_value(0), "CPUs of the embedded node (0: this machine's)")
-      ("follow", "stream progress until the job ends (always on with --local)")
-      ("command", po::value<std::string>(), "plan | run")
-      ("job", po::value<std::string>(), "JOB.json");
+      ("follow,f", "stream progress (run) or output (logs) until the job ends")
+      ("json", "print JSON (status, list)")
+      ("command", po::value<std::string>(), "")
+      ("arg", po::value<std::string>(), "");
   po::positional_options_description positional;
-  positional.add("command", 1).add("job", 1);
+  positional.add("command", 1).add("arg", 1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(global).positional(positional).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << "submit: " << e.what() << "\n" << usage_text;
     return exit_usage;
   }
   if (vm.count("help") || !vm.count("command")) {
-    std::cout << usage_text << "\n" << global;
+    std::cout << usage_text << "\n" << desc;
     return vm.count("help") ? exit_ok : exit_usage;
   }
-  const auto command = vm["command"].as<std::string>();
-  if (!vm.count("job")) {
-    std::cerr << "submit " << command << ": JOB.json is missing\n" << usage_text;
+  options o;
+  o.command = vm["command"].as<std::string>();
+  o.arg = vm.count("arg") ? vm["arg"].as<std::string>() : "";
+  o.address = vm.count("address") ? vm["address"].as<std::string>() : env_or("COHORT_ADDRESS", "");
+  o.credentials = vm.count("credentials") ? vm["credentials"].as<std::string>()
+                                          : env_or("COHORT_CREDENTIALS", "");
+  o.nodes = vm.count("nodes") ? vm["nodes"].as<std::string>() : "";
+  o.local = vm.count("local") != 0;
+  o.follow = vm.count("follow") != 0;
+  o.json = vm.count("json") != 0;
+  o.num_cpus = vm["num-cpus"].as<double>();
+  const bool needs_arg = o.command != "list";
+  if (needs_arg && o.arg.empty()) {
+    std::cerr << "submit " << o.command << ": "
+              << (o.command == "run" || o.command == "plan" ? "JOB.json" : "JOB (a job id)")
+              << " is missing\n" << usage_text;
     return exit_usage;
   }
-  const auto job = vm["job"].as<std::string>();
   try {
-    std::vector<config::node_spec> nodes =
-        vm.count("nodes") ? config::load_nodes_file(vm["nodes"].as<std::string>())
-                          : local_machine(vm["num-cpus"].as<double>());
-    if (command == "plan") {
-      if (!vm.count("nodes")) {
-        std::cerr << "submit plan: --nodes NODES.json is required (no cluster address given)\n";
-        return exit_usage;
-      }
-      return plan(job, nodes);
-    }
-    if (command == "run") {
-      if (!vm.count("local")) {
-        std::cerr << "submit run: no cluster given; use --local (a cluster address arrives with "
-                     "cluster-head)\n";
-        return exit_usage;
-      }
-      return run_local(job, nodes);
-    }
-    std::cerr << "submit: unknown command \"" << command << "\"\n" << usage_text;
-    return exit_usage;
+    if (o.command == "plan") return plan(o);
+    if (o.command == "run" && (o.local || o.address.empty())) return run_local(o);
+    return remote(o);
   } catch (const config::spec_error& e) {
     std::cerr << "submit: " << e.what() << "\n";
     return exit_usage;

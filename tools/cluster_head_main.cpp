@@ -1,0 +1,110 @@
+// cluster-head: the head of a cluster. Serves nodes and clients over CURVE on 127.0.0.1 (or
+// --bind), keeps every job in the store, and recovers the job table from it when restarted.
+// On first start it creates the cluster's keys and <store>/cluster/credentials.json.
+// A second head on the same store waits as a standby until the leader's lease expires.
+#include <signal.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+#include <caf/all.hpp>
+
+#include "actors/actor_system_types.hpp"
+#include "actors/gateways.hpp"
+#include "core/store/cluster_store.hpp"
+#include "net/credentials.hpp"
+#include "tools/signal_wait.hpp"
+
+namespace po = boost::program_options;
+using namespace cohort;
+
+int main(int argc, char** argv) {
+  tools::block_termination_signals();
+  po::options_description desc("usage: cluster-head --store DIR [options]");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("store", po::value<std::string>(), "the cluster store directory (shared storage)")
+      ("port", po::value<std::uint16_t>()->default_value(7411), "port to serve on (0: any free)")
+      ("bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")
+      ("heartbeat-timeout", po::value<double>()->default_value(6.0),
+       "seconds without a heartbeat before a node counts as lost (at most 10 by default)")
+      ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "cluster-head: " << e.what() << "\n" << desc;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  if (!vm.count("store")) {
+    std::cerr << "cluster-head: --store DIR is required\n" << desc;
+    return 2;
+  }
+  const auto store_dir = vm["store"].as<std::string>();
+  const double timeout_s = vm["heartbeat-timeout"].as<double>();
+  const double lease_s = vm["lease-ttl"].as<double>();
+  if (timeout_s <= 0 || lease_s <= 0) {
+    std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds\n";
+    return 2;
+  }
+  try {
+    auto secrets = net::ensure_cluster_credentials(store_dir);
+    auto store = std::make_shared<core::store::cluster_store>(store_dir);
+    const auto lease_ttl = std::chrono::milliseconds(static_cast<long>(lease_s * 1000));
+    char host[256] = "head";
+    ::gethostname(host, sizeof host - 1);
+    const std::string head_id = std::string(host) + ":" + std::to_string(::getpid());
+    const std::string address =
+        vm["bind"].as<std::string>() + ":" + std::to_string(vm["port"].as<std::uint16_t>());
+    auto lease = store->lease().acquire(head_id, address, lease_ttl);
+    if (!lease) std::cout << "cluster-head: another head leads; waiting as a standby" << std::endl;
+    while (!lease) {
+      std::this_thread::sleep_for(lease_ttl / 4);
+      lease = store->lease().acquire(head_id, address, lease_ttl);
+    }
+
+    auto options = net::server_options::from(secrets);
+    options.bind_address = vm["bind"].as<std::string>();
+    options.port = vm["port"].as<std::uint16_t>();
+    actors::liveness_options liveness;
+    liveness.node_timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    actors::head_options head_opts;
+    head_opts.store = store;
+    head_opts.epoch = lease->epoch;
+    head_opts.lease_ttl = lease_ttl;
+    head_opts.adoption_grace = liveness.node_timeout * 2;
+    auto head = sys.spawn(actors::head_actor, head_opts);
+    std::uint16_t port = 0;
+    auto gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port);
+    std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
+              << store_dir << ", epoch " << lease->epoch << ")\ncluster-head: credentials "
+              << secrets.credentials_file.string() << std::endl;
+
+    // Ends on a signal, or when the head actor quits (it lost the lease).
+    std::thread watcher([&] {
+      caf::scoped_actor self{sys};
+      self->monitor(head);
+      self->receive([](caf::down_msg&) {});
+      ::kill(::getpid(), SIGTERM);
+    });
+    tools::wait_for_termination_signal();
+    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(head, caf::exit_reason::user_shutdown);
+    watcher.join();
+    std::cout << "cluster-head: stopped" << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "cluster-head: " << e.what() << "\n";
+    return 1;
+  }
+}

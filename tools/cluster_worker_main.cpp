@@ -1,0 +1,165 @@
+// cluster-worker: one node of a cluster. Connects to the head with the cluster's credentials,
+// offers its resources, runs the trainers placed on it and starts each worker in an OS process
+// of its own (cohort-worker, next to this program). Reconnects when the head comes back.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/actor_system_types.hpp"
+#include "actors/bridge.hpp"
+#include "actors/gateways.hpp"
+#include "net/credentials.hpp"
+#include "tools/signal_wait.hpp"
+
+namespace po = boost::program_options;
+using namespace cohort;
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// Nodes of other processes, reached through proxies that forward via the gateway.
+class remote_node_directory final : public actors::node_directory {
+ public:
+  remote_node_directory(caf::actor_system& sys, std::string own_name)
+      : sys_(sys), own_name_(std::move(own_name)) {}
+  void set(caf::actor gateway, caf::actor own_node) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gateway_ = std::move(gateway);
+    own_node_ = std::move(own_node);
+  }
+  caf::actor find(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (name == own_name_) return own_node_;
+    auto& proxy = proxies_[name];
+    if (!proxy) proxy = sys_.spawn(actors::remote_proxy, "node:" + name + "/node", gateway_);
+    return proxy;
+  }
+
+ private:
+  caf::actor_system& sys_;
+  std::string own_name_;
+  std::mutex mutex_;
+  caf::actor gateway_, own_node_;
+  std::map<std::string, caf::actor> proxies_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tools::block_termination_signals();
+  char host[256] = "node";
+  ::gethostname(host, sizeof host - 1);
+  po::options_description desc("usage: cluster-worker --address HOST:PORT --credentials FILE [options]");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("address", po::value<std::string>(), "the head (default $COHORT_ADDRESS)")
+      ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
+      ("name", po::value<std::string>()->default_value(host), "this node's name")
+      ("num-cpus", po::value<double>(), "CPUs offered (default: this machine's)")
+      ("num-gpus", po::value<double>()->default_value(0), "GPUs offered")
+      ("memory", po::value<double>(), "bytes of memory offered (default: this machine's)")
+      ("resources", po::value<std::string>(), "custom resources as JSON, e.g. '{\"large_cpu_mem\": 1}'")
+      ("worker-program", po::value<std::string>(), "the worker program (default: cohort-worker next to this one)")
+      ("heartbeat-interval", po::value<double>()->default_value(1.0), "seconds between heartbeats");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "cluster-worker: " << e.what() << "\n" << desc;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  const auto address = vm.count("address") ? vm["address"].as<std::string>() : env_or("COHORT_ADDRESS", "");
+  const auto credentials =
+      vm.count("credentials") ? vm["credentials"].as<std::string>() : env_or("COHORT_CREDENTIALS", "");
+  if (address.empty() || credentials.empty()) {
+    std::cerr << "cluster-worker: --address and --credentials are required (or COHORT_ADDRESS and "
+                 "COHORT_CREDENTIALS)\n";
+    return 2;
+  }
+  actors::node_info info;
+  info.name = vm["name"].as<std::string>();
+  info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>()
+                                               : std::max(1u, std::thread::hardware_concurrency());
+  if (vm["num-gpus"].as<double>() > 0) info.resources["GPU"] = vm["num-gpus"].as<double>();
+  info.resources["memory"] =
+      vm.count("memory") ? vm["memory"].as<double>()
+                         : static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  if (vm.count("resources")) {
+    auto j = nlohmann::json::parse(vm["resources"].as<std::string>(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      std::cerr << "cluster-worker: --resources must be a JSON object of name: quantity\n";
+      return 2;
+    }
+    for (auto& [k, v] : j.items()) {
+      if (!v.is_number() || v.get<double>() < 0) {
+        std::cerr << "cluster-worker: --resources: \"" << k
+                  << "\" must be a non-negative number\n";
+        return 2;
+      }
+      info.resources[k] = v.get<double>();
+    }
+  }
+  for (const auto& [k, v] : info.resources)
+    if (v < 0) {
+      std::cerr << "cluster-worker: resource " << k << " must not be negative\n";
+      return 2;
+    }
+  const auto program =
+      vm.count("worker-program")
+          ? vm["worker-program"].as<std::string>()
+          : (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-worker").string();
+  if (!std::filesystem::exists(program)) {
+    std::cerr << "cluster-worker: worker program " << program << " does not exist\n";
+    return 2;
+  }
+  try {
+    auto creds = net::load_credentials(credentials);
+    auto options = net::client_options::from(creds, address);
+    actors::liveness_options liveness;
+    liveness.heartbeat_interval =
+        std::chrono::milliseconds(static_cast<long>(vm["heartbeat-interval"].as<double>() * 1000));
+
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    auto directory = std::make_shared<remote_node_directory>(sys, info.name);
+    auto process = actors::spawn_node_gateway(
+        sys, info.name, options, liveness, [&](caf::actor head_proxy) {
+          return sys.spawn(actors::node_actor, info, head_proxy, directory,
+                           actors::process_workers(program));
+        });
+    auto gateway = process.gateway;
+    auto node = process.node;
+    directory->set(gateway, node);
+    std::cout << "cluster-worker: node " << info.name << " joining " << address << std::endl;
+    std::thread watcher([&] {
+      caf::scoped_actor self{sys};
+      self->monitor(gateway);
+      self->receive([](caf::down_msg&) {});
+      ::kill(::getpid(), SIGTERM);
+    });
+    tools::wait_for_termination_signal();
+    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+    if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    watcher.join();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "cluster-worker: " << e.what() << "\n";
+    return 1;
+  }
+}
