@@ -13,7 +13,12 @@ caf::behavior remote_proxy(caf::event_based_actor* self, std::string endpoint, c
         return caf::message{};
       });
   return {
-      [=](const proxy_quit& q) { self->quit(caf::make_error(caf::sec::runtime_error, q.reason)); },
+      [=](const proxy_quit& q) {
+        if (q.reason.empty())
+          self->quit();
+        else
+          self->quit(caf::make_error(caf::sec::runtime_error, q.reason));
+      },
   };
 }
 

@@ -27,7 +27,8 @@ struct incoming_frame {
 };
 // Periodic work of a gateway (heartbeats, liveness checks).
 struct gateway_tick {};
-// Tells a proxy its remote endpoint is gone: it ends with `reason` (its monitors learn why).
+// Tells a proxy its remote endpoint is gone: it ends with `reason` (its monitors learn why), or
+// normally when the reason is empty (the remote actor finished).
 struct proxy_quit {
   std::string reason;
 };
@@ -58,7 +59,7 @@ class bridge_state {
   std::string encode_outgoing(caf::local_actor* self, const outgoing_message& out,
                               std::string& problem);
 
-  // A remote endpoint died: its proxy ends with `reason`.
+  // A remote endpoint ended: its proxy ends with `reason` (empty: it finished normally).
   void proxy_down(const std::string& endpoint, const std::string& reason);
   // Every proxy of a remote process ends with `reason` (the process is lost).
   void process_lost(const std::string& process, const std::string& reason);

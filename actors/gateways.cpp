@@ -157,7 +157,7 @@ caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::w
   self->set_down_handler([=](caf::down_msg& msg) {
     auto endpoint = self->state.bridge->on_down(msg);
     if (endpoint.empty()) return;
-    net::endpoint_down d{endpoint, msg.reason ? describe(self->system(), msg.reason) : "exited"};
+    net::endpoint_down d{endpoint, msg.reason ? describe(self->system(), msg.reason) : ""};
     for (const auto& [process, routing] : self->state.routing_of_process)
       self->state.server->send(routing, d);
   });
@@ -218,7 +218,7 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
     auto endpoint = self->state.bridge->on_down(msg);
     if (!endpoint.empty())
       self->state.client->send(
-          net::endpoint_down{endpoint, msg.reason ? describe(self->system(), msg.reason) : "exited"});
+          net::endpoint_down{endpoint, msg.reason ? describe(self->system(), msg.reason) : ""});
   });
   self->attach_functor([client = st.client] { client->stop(); });
   self->send(self, gateway_tick{});

@@ -21,7 +21,7 @@ struct routed {
 struct endpoint_down {
   static constexpr std::uint32_t wire_id = 101;
   std::string endpoint;
-  std::string reason;
+  std::string reason;  // empty: the actor finished normally
 };
 
 // A process introduces itself (again, after a reconnect) under its process name.
