@@ -19,13 +19,13 @@ bool ends_with_word(std::string_view s, std::size_t end) {
   if (end == 0) return false;
   std::size_t begin = 0;
   const char32_t c = last_char(s, end, begin);
-  return c == U'_' || is_alphanumeric(c);
+  return is_word_char(c);
 }
 
 bool starts_with_word(std::string_view s, std::size_t begin) {
   if (begin >= s.size()) return false;
   const char32_t c = utf8_next(s, begin);
-  return c == U'_' || is_alphanumeric(c);
+  return is_word_char(c);
 }
 
 // Start of the whitespace run that ends at `end`.
@@ -87,6 +87,8 @@ std::pair<int, std::size_t> added_vocabulary::trie::longest_at(std::string_view 
 void added_vocabulary::add(const added_token& token, std::string normalized_content) {
   const int index = static_cast<int>(tokens_.size());
   tokens_.push_back(token);
+  by_content_[token.content] = tokens_.size() - 1;
+  by_id_[token.id] = tokens_.size() - 1;
   if (token.normalized) {
     normalized_.insert(normalized_content, index);
   } else {
@@ -95,17 +97,13 @@ void added_vocabulary::add(const added_token& token, std::string normalized_cont
 }
 
 const added_token* added_vocabulary::find_content(std::string_view content) const {
-  for (const auto& t : tokens_) {
-    if (t.content == content) return &t;
-  }
-  return nullptr;
+  const auto it = by_content_.find(std::string(content));
+  return it == by_content_.end() ? nullptr : &tokens_[it->second];
 }
 
 const added_token* added_vocabulary::find_id(token_id id) const {
-  for (const auto& t : tokens_) {
-    if (t.id == id) return &t;
-  }
-  return nullptr;
+  const auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &tokens_[it->second];
 }
 
 // AddedVocabulary::find_matches of Hugging Face tokenizers.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tokenizer/tokenizer.hpp"
@@ -34,7 +35,6 @@ class added_vocabulary {
  public:
   // `normalized_content`: the content as the normalizer turns it (for tokens with normalized=true).
   void add(const added_token& token, std::string normalized_content);
-  const std::vector<added_token>& tokens() const { return tokens_; }
   const added_token* find_content(std::string_view content) const;
   const added_token* find_id(token_id id) const;
 
@@ -54,6 +54,8 @@ class added_vocabulary {
     std::pair<int, std::size_t> longest_at(std::string_view text, std::size_t pos) const;
   };
   std::vector<added_token> tokens_;
+  std::unordered_map<std::string, std::size_t> by_content_;  // index into tokens_
+  std::unordered_map<token_id, std::size_t> by_id_;
   trie raw_, normalized_;
 };
 

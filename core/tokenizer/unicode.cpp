@@ -176,7 +176,11 @@ bool is_numeric(char32_t cp) {
   return type == U_DECIMAL_DIGIT_NUMBER || type == U_LETTER_NUMBER || type == U_OTHER_NUMBER;
 }
 
-bool is_alphanumeric(char32_t cp) { return u_isUAlphabetic(static_cast<UChar32>(cp)) || is_numeric(cp); }
+bool is_word_char(char32_t cp) {
+  const auto c = static_cast<UChar32>(cp);
+  if (u_isUAlphabetic(c) || u_hasBinaryProperty(c, UCHAR_JOIN_CONTROL)) return true;
+  return (U_GET_GC_MASK(c) & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0;
+}
 
 bool is_whitespace(char32_t cp) { return u_isUWhiteSpace(static_cast<UChar32>(cp)); }
 

@@ -30,9 +30,11 @@ enum class normal_form { nfc, nfd, nfkc, nfkd };
 std::string normalize(std::string_view s, normal_form form);
 std::string to_lower(std::string_view s);
 
-// Rust's char::is_alphanumeric / is_numeric / is_whitespace, which Hugging Face uses.
-bool is_alphanumeric(char32_t cp);
+// Rust's char::is_numeric / is_whitespace, which Hugging Face uses.
 bool is_numeric(char32_t cp);
 bool is_whitespace(char32_t cp);
+// A character of Rust regex's Unicode \w (Alphabetic, marks, Nd, Pc, Join_Control): what
+// Hugging Face's single_word rule counts as part of a word.
+bool is_word_char(char32_t cp);
 
 }  // namespace cohort::core::tokenizer

@@ -64,6 +64,13 @@ TEST_CASE("Split behaviours and invert follow Hugging Face's definitions", "[cor
   CHECK(pre_tokenize(literal, "a.b*c") == strings{"a", "b*c"});
 }
 
+TEST_CASE("Digits, Whitespace and WhitespaceSplit split as Hugging Face's do", "[core][tokenizer]") {
+  CHECK(pre_tokenize({{"type", "Digits"}, {"individual_digits", true}}, "a12b3") == strings{"a", "1", "2", "b", "3"});
+  CHECK(pre_tokenize({{"type", "Digits"}, {"individual_digits", false}}, "a12b3") == strings{"a", "12", "b", "3"});
+  CHECK(pre_tokenize({{"type", "Whitespace"}}, "Hey  friend!? ok") == strings{"Hey", "friend", "!?", "ok"});
+  CHECK(pre_tokenize({{"type", "WhitespaceSplit"}}, " a\tb\u3000c ") == strings{"a", "b", "c"});
+}
+
 TEST_CASE("ByteLevel splits with GPT-2's regex and maps bytes to GPT-2's symbols", "[core][tokenizer]") {
   const json spec = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
   CHECK(pre_tokenize(spec, "Hi there\n") == strings{"Hi", "Ġthere", "Ċ"});
