@@ -133,7 +133,7 @@ const bpe_model::merge* bpe_model::find_merge(token_id a, token_id b) const {
   return it == merges_.end() ? nullptr : &it->second;
 }
 
-void bpe_model::encode_word(std::string_view word, std::vector<token_id>& out) const {
+void bpe_model::encode_word(const std::string& word, std::vector<token_id>& out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
     if (const auto id = token_to_id(word)) {
@@ -144,7 +144,7 @@ void bpe_model::encode_word(std::string_view word, std::vector<token_id>& out) c
   const bool cacheable = word.size() < cache_max_word;
   if (cacheable) {
     std::shared_lock<std::shared_mutex> lock(cache_mutex_);
-    const auto it = cache_.find(std::string(word));
+    const auto it = cache_.find(word);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -154,7 +154,7 @@ void bpe_model::encode_word(std::string_view word, std::vector<token_id>& out) c
   out.insert(out.end(), ids.begin(), ids.end());
   if (cacheable) {
     std::unique_lock<std::shared_mutex> lock(cache_mutex_);
-    if (cache_.size() < cache_capacity) cache_.emplace(std::string(word), std::move(ids));
+    if (cache_.size() < cache_capacity) cache_.emplace(word, std::move(ids));
   }
 }
 

@@ -27,7 +27,7 @@ class bpe_model {
   bpe_model& operator=(const bpe_model&) = delete;
 
   // Appends the ids of one pre-tokenized word to `out`.
-  void encode_word(std::string_view word, std::vector<token_id>& out) const;
+  void encode_word(const std::string& word, std::vector<token_id>& out) const;
 
   std::optional<token_id> token_to_id(std::string_view token) const;
   // nullptr for an id the vocab does not have.

@@ -40,8 +40,12 @@ std::vector<std::pair<std::size_t, std::size_t>> compiled_regex::find_all(std::s
   bool have_last = false;
   std::size_t last_end = 0;
   while (start <= text.size()) {
-    const int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), start, 0, data, nullptr)
-                              : pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
+    int rc = impl_->jit ? pcre2_jit_match(impl_->code, subject, text.size(), start, 0, data, nullptr)
+                        : PCRE2_ERROR_JIT_BADOPTION;
+    if (rc == PCRE2_ERROR_JIT_BADOPTION || rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      // No JIT, or its 32 KiB stack ran out: the interpreter keeps its backtracking on the heap.
+      rc = pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
+    }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       pcre2_match_data_free(data);
