@@ -87,6 +87,7 @@ std::pair<int, std::size_t> added_vocabulary::trie::longest_at(std::string_view 
 void added_vocabulary::add(const added_token& token, std::string normalized_content) {
   const int index = static_cast<int>(tokens_.size());
   tokens_.push_back(token);
+  tokens_.back().decoded = token.normalized ? normalized_content : token.content;
   by_content_[token.content] = tokens_.size() - 1;
   by_id_[token.id] = tokens_.size() - 1;
   if (token.normalized) {

@@ -22,6 +22,9 @@ struct added_token {
   bool rstrip = false;
   bool single_word = false;
   bool normalized = false;
+  // What decode() prints: the content, or for a normalized token the normalized content (as
+  // Hugging Face's id_to_token returns it). Set by added_vocabulary::add.
+  std::string decoded;
 };
 
 // A run of text that still needs encoding (id empty) or one added token (id set).

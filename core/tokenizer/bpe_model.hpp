@@ -33,6 +33,8 @@ class bpe_model {
   // nullptr for an id the vocab does not have.
   const std::string* id_to_token(token_id id) const;
   token_id max_id() const { return static_cast<token_id>(tokens_.size()) - 1; }
+  // Number of vocab entries (Hugging Face's get_vocab_size; ids may have gaps).
+  token_id size() const { return static_cast<token_id>(vocab_.size()); }
 
  private:
   struct merge {

@@ -55,14 +55,14 @@ hf_tokenizer::hf_tokenizer(const std::string& path) : where_(path) {
       if (!t.contains("id") || !t["id"].is_number_unsigned() || t["id"].get<std::uint64_t>() > INT32_MAX) {
         throw tokenizer_error(here + ": \"id\" must be a non-negative integer");
       }
-      a.id = t["id"].get<token_id>();
       a.special = optional_bool(t, "special", false, here);
       a.lstrip = optional_bool(t, "lstrip", false, here);
       a.rstrip = optional_bool(t, "rstrip", false, here);
       a.single_word = optional_bool(t, "single_word", false, here);
       a.normalized = optional_bool(t, "normalized", !a.special, here);
-      added_.add(a, a.normalized && normalizer_ ? normalizer_->apply(a.content) : a.content);
-      max_id_ = std::max(max_id_, a.id);
+      // Like Hugging Face, the file's "id" is not trusted: the id follows from the vocab and the
+      // order of added_tokens (they agree in every consistent file).
+      register_added(std::move(a));
     }
   }
   resolve_special_tokens(path);
@@ -93,6 +93,21 @@ void hf_tokenizer::resolve_special_tokens(const std::string& path) {
   bos_ = first_special({"<s>", "<|begin_of_text|>", "<bos>", "<|startoftext|>"});
   eos_ = first_special({"</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>"});
   pad_ = first_special({"<pad>", "<|pad|>", "<|padding|>"});
+}
+
+token_id hf_tokenizer::register_added(added_token token) {
+  if (const auto existing = token_to_id(token.content)) {
+    token.id = *existing;
+  } else {
+    const token_id model_size = model_->size();
+    token.id = max_added_id_ && *max_added_id_ >= model_size ? *max_added_id_ + 1 : model_size;
+  }
+  max_added_id_ = std::max(max_added_id_.value_or(token.id), token.id);
+  max_id_ = std::max(max_id_, token.id);
+  const std::string normalized =
+      token.normalized && normalizer_ ? normalizer_->apply(token.content) : token.content;
+  added_.add(token, normalized);
+  return token.id;
 }
 
 std::optional<token_id> hf_tokenizer::token_to_id(const std::string& token) const {
@@ -132,7 +147,7 @@ std::string hf_tokenizer::decode(const std::vector<token_id>& ids) const {
   tokens.reserve(ids.size());
   for (const token_id id : ids) {
     if (const added_token* t = added_.find_id(id)) {
-      tokens.push_back(t->content);
+      tokens.push_back(t->decoded);
     } else if (const std::string* s = model_->id_to_token(id)) {
       tokens.push_back(*s);
     } else {
@@ -155,11 +170,9 @@ std::vector<token_id> hf_tokenizer::add_special_tokens(const std::vector<std::st
     added_token a;
     a.content = content;
     a.special = true;
-    const auto existing = model_->token_to_id(content);
-    a.id = existing ? *existing : ++max_id_;
-    added_.add(a, content);
+    const token_id id = register_added(std::move(a));
     runtime_added_.push_back(content);
-    ids.push_back(a.id);
+    ids.push_back(id);
   }
   return ids;
 }

@@ -35,6 +35,9 @@ class hf_tokenizer final : public tokenizer {
  private:
   void encode_segment(const text_segment& segment, std::vector<token_id>& out) const;
   void resolve_special_tokens(const std::string& path);
+  // Registers an added token under the id Hugging Face's AddedVocabulary gives it: its existing
+  // id when the vocab or the added tokens have it, otherwise the next id after both.
+  token_id register_added(added_token token);
 
   std::string where_;
   std::string digest_;
@@ -44,6 +47,7 @@ class hf_tokenizer final : public tokenizer {
   std::unique_ptr<decoder> decoder_;
   added_vocabulary added_;
   token_id max_id_ = -1;
+  std::optional<token_id> max_added_id_;
   std::optional<token_id> bos_, eos_, pad_;
   std::vector<std::string> runtime_added_;  // tokens added after loading, for identity()
 };

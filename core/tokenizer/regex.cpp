@@ -8,6 +8,75 @@
 
 namespace cohort::core::tokenizer {
 
+namespace {
+
+// Oniguruma (which Hugging Face uses for Split / Replace) and PCRE2 disagree on two Unicode
+// classes: onig's \s is the White_Space property (PCRE2 adds U+180E) and onig's \w is
+// Alphabetic + marks + Nd + Pc + Join_Control (PCRE2: letters, all numbers, '_'). Rewrite them,
+// and \b / \B, which are defined by \w.
+constexpr const char* word_set = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control})";
+
+std::string onig_to_pcre2(const std::string& pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 32);
+  bool in_class = false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[i + 1];
+      if (e == 'Q') {  // \Q...\E: literal text, copied as is
+        const std::size_t end = pattern.find("\\E", i + 2);
+        const std::size_t stop = end == std::string::npos ? pattern.size() : end + 2;
+        out.append(pattern, i, stop - i);
+        i = stop - 1;
+      } else if (e == 's') {
+        out += R"(\p{White_Space})";
+        ++i;
+      } else if (e == 'S') {
+        out += R"(\P{White_Space})";
+        ++i;
+      } else if (e == 'w') {
+        out += in_class ? std::string(word_set) : "[" + std::string(word_set) + "]";
+        ++i;
+      } else if (e == 'W' && !in_class) {
+        out += "[^" + std::string(word_set) + "]";
+        ++i;
+      } else if ((e == 'b' || e == 'B') && !in_class) {  // word boundaries over the same \w
+        const std::string w = "[" + std::string(word_set) + "]";
+        out += e == 'b' ? "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))"
+                        : "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
+        ++i;
+      } else {
+        out += c;
+        out += e;
+        ++i;
+      }
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {  // [:alpha:]
+      const std::size_t end = pattern.find(":]", i + 2);
+      if (end != std::string::npos) {
+        out.append(pattern, i, end + 2 - i);
+        i = end + 1;
+        continue;
+      }
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal member, not the end of the class.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 struct compiled_regex::impl {
   pcre2_code* code = nullptr;
   bool jit = false;
@@ -18,7 +87,8 @@ compiled_regex::compiled_regex(const std::string& pattern, bool literal, const s
   int error = 0;
   PCRE2_SIZE offset = 0;
   const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  // LITERAL refuses UCP
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
+  const std::string translated = literal ? pattern : onig_to_pcre2(pattern);
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(), options,
                               &error, &offset, nullptr);
   if (impl_->code == nullptr) {
     PCRE2_UCHAR message[256];

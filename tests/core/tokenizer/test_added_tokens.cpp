@@ -29,28 +29,40 @@ std::unique_ptr<tok::tokenizer> tokenizer_with(const json& added_tokens, const j
 
 TEST_CASE("added tokens honour lstrip, rstrip and single_word", "[core][tokenizer]") {
   cohort::test::scratch_dir dir;
-  const auto t = tokenizer_with(json::array({added(300, "<L>", true, false, false), added(301, "<R>", false, true, false),
-                                             added(302, "<W>", false, false, true)}),
+  const auto t = tokenizer_with(json::array({added(256, "<L>", true, false, false), added(257, "<R>", false, true, false),
+                                             added(258, "<W>", false, false, true)}),
                                 nullptr, dir);
-  CHECK(t->encode("a  <L>b") == ids{'a', 300, 'b'});          // spaces before <L> are absorbed
-  CHECK(t->encode("a<R> \t b") == ids{'a', 301, 'b'});        // whitespace after <R> is absorbed
-  CHECK(t->encode("x <W> y") == ids{'x', 32, 302, 32, 'y'});  // a whole word: matched
+  CHECK(t->encode("a  <L>b") == ids{'a', 256, 'b'});          // spaces before <L> are absorbed
+  CHECK(t->encode("a<R> \t b") == ids{'a', 257, 'b'});        // whitespace after <R> is absorbed
+  CHECK(t->encode("x <W> y") == ids{'x', 32, 258, 32, 'y'});  // a whole word: matched
   CHECK(t->encode("x<W>") == ids{'x', '<', 'W', '>'});        // glued to a word: plain text
-  CHECK(t->vocab_size() == 303);
+  CHECK(t->vocab_size() == 259);
+}
+
+TEST_CASE("added tokens take ids after the vocab in file order, or their vocab id, as Hugging Face assigns them",
+          "[core][tokenizer]") {
+  cohort::test::scratch_dir dir;
+  // The file's ids are inconsistent (7 is the byte '\a', 900 leaves a gap); Hugging Face ignores them.
+  const auto t = tokenizer_with(json::array({added(900, "<x>", false, false, false), added(7, "<y>", false, false, false),
+                                             added(1, "a", false, false, false)}),
+                                nullptr, dir);
+  CHECK(t->encode("<y>a<x>") == ids{257, 'a', 256});
+  CHECK(t->vocab_size() == 258);
 }
 
 TEST_CASE("added tokens match leftmost-longest", "[core][tokenizer]") {
   cohort::test::scratch_dir dir;
-  const auto t = tokenizer_with(json::array({added(300, "<a>", false, false, false), added(301, "<a><b>", false, false, false)}),
+  const auto t = tokenizer_with(json::array({added(256, "<a>", false, false, false), added(257, "<a><b>", false, false, false)}),
                                 nullptr, dir);
-  CHECK(t->encode("<a><b><a>") == ids{301, 300});
+  CHECK(t->encode("<a><b><a>") == ids{257, 256});
 }
 
 TEST_CASE("normalized added tokens are matched after the normalizer ran", "[core][tokenizer]") {
   cohort::test::scratch_dir dir;
   const json lowercase = {{"type", "Lowercase"}};
-  const auto t = tokenizer_with(json::array({added(300, "Hey", false, false, false, true), added(301, "<X>", false, false, false)}),
+  const auto t = tokenizer_with(json::array({added(256, "Hey", false, false, false, true), added(257, "<X>", false, false, false)}),
                                 lowercase, dir);
-  CHECK(t->encode("HEY<X>") == ids{300, 301});  // "HEY" lowercases to "hey", which matches "Hey" normalized
+  CHECK(t->encode("HEY<X>") == ids{256, 257});  // "HEY" lowercases to "hey", which matches "Hey" normalized
+  CHECK(t->decode({256, 257}) == "hey<X>");      // a normalized token decodes to its normalized form
   CHECK(t->encode("<x>") == ids{'<', 'x', '>'});  // non-normalized tokens match the raw text only
 }

@@ -64,6 +64,16 @@ TEST_CASE("Split behaviours and invert follow Hugging Face's definitions", "[cor
   CHECK(pre_tokenize(literal, "a.b*c") == strings{"a", "b*c"});
 }
 
+TEST_CASE("regex classes follow Oniguruma's Unicode \\s and \\w, as Hugging Face's Split does", "[core][tokenizer]") {
+  // U+180E is not White_Space (onig), though PCRE2's own \s would take it.
+  CHECK(pre_tokenize(split_spec(R"(\s+)", "Removed"), "a\u180eb c\u2000d") == strings{"a\u180eb", "c", "d"});
+  CHECK(pre_tokenize(split_spec(R"([^\s]+)", "Removed", true), "a\u180eb c") == strings{"a\u180eb", "c"});
+  // Combining marks are word characters; U+00B2 (superscript two, No) is not.
+  CHECK(pre_tokenize(split_spec(R"(\w+)", "Isolated"), "e\u0301x\u00b2") == strings{"e\u0301x", "\u00b2"});
+  CHECK(pre_tokenize(split_spec(R"(\W)", "Removed"), "a-b") == strings{"a", "b"});
+  CHECK(pre_tokenize(split_spec(R"([\w\]]+)", "Isolated"), "a]b c") == strings{"a]b", " ", "c"});
+}
+
 TEST_CASE("Digits, Whitespace and WhitespaceSplit split as Hugging Face's do", "[core][tokenizer]") {
   CHECK(pre_tokenize({{"type", "Digits"}, {"individual_digits", true}}, "a12b3") == strings{"a", "1", "2", "b", "3"});
   CHECK(pre_tokenize({{"type", "Digits"}, {"individual_digits", false}}, "a12b3") == strings{"a", "12", "b", "3"});
