@@ -67,12 +67,8 @@ bpe_model::bpe_model(const nlohmann::json& model, const std::string& where) {
   };
   continuing_subword_prefix_ = optional_string("continuing_subword_prefix");
   end_of_word_suffix_ = optional_string("end_of_word_suffix");
-  const std::string unk = optional_string("unk_token");
-  if (!unk.empty()) {
-    const auto id = token_to_id(unk);
-    if (!id) throw tokenizer_error(here + ": \"unk_token\" \"" + unk + "\" is not in the vocab");
-    unk_id_ = *id;
-  }
+  unk_token_ = optional_string("unk_token");
+  if (!unk_token_.empty()) unk_id_ = token_to_id(unk_token_);  // checked when needed, as in Hugging Face
   fuse_unk_ = optional_bool(model, "fuse_unk", false, here);
   byte_fallback_ = optional_bool(model, "byte_fallback", false, here);
   ignore_merges_ = optional_bool(model, "ignore_merges", false, here);
@@ -206,7 +202,11 @@ std::vector<token_id> bpe_model::merge_word(std::string_view word) const {
         continue;
       }
     }
-    if (unk_id_) {
+    if (!unk_token_.empty()) {
+      if (!unk_id_) {
+        throw tokenizer_error("cannot encode \"" + std::string(ch) + "\": it is not in the vocab and the unk_token \"" +
+                              unk_token_ + "\" is not either; fix the tokenizer.json");
+      }
       if (pending_unk >= 0 && !fuse_unk_) push(pending_unk);
       pending_unk = *unk_id_;
     }

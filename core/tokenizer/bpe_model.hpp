@@ -48,7 +48,8 @@ class bpe_model {
   std::vector<bool> present_;
   std::unordered_map<std::string_view, token_id> vocab_;  // views into tokens_
   std::unordered_map<std::uint64_t, merge> merges_;
-  std::optional<token_id> unk_id_;
+  std::string unk_token_;           // empty: none
+  std::optional<token_id> unk_id_;  // empty when the vocab lacks unk_token_
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
