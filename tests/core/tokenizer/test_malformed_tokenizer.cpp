@@ -44,6 +44,16 @@ TEST_CASE("malformed merges are refused with their index", "[core][tokenizer]") 
   REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("merges[0]"));
 }
 
+TEST_CASE("an unk_token missing from the vocab fails only the texts that need it, naming it", "[core][tokenizer]") {
+  cohort::test::scratch_dir dir;
+  json doc = valid();
+  doc["pre_tokenizer"] = nullptr;  // without ByteLevel, characters outside the byte symbols are unknown
+  doc["model"]["unk_token"] = "<unk>";
+  const auto t = tok::load_tokenizer(write(dir, doc));
+  CHECK(t->encode("ab") == std::vector<tok::token_id>{256});
+  REQUIRE_THROWS_WITH(t->encode("a\u2603"), Contains("\"<unk>\" is not either"));
+}
+
 TEST_CASE("unsupported normalizers, pre-tokenizers, decoders and models are refused by name", "[core][tokenizer]") {
   cohort::test::scratch_dir dir;
   json doc = valid();
