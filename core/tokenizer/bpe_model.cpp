@@ -12,7 +12,7 @@
 namespace cohort::core::tokenizer {
 namespace {
 
-constexpr std::size_t cache_capacity = 200000;  // words; beyond it new words are not cached
+constexpr std::size_t cache_capacity = 256000;  // words; beyond it new words are not cached
 constexpr std::size_t cache_max_word = 256;     // bytes; longer words are not cached
 
 std::uint64_t pair_key(token_id a, token_id b) {
@@ -138,10 +138,14 @@ void bpe_model::encode_word(const std::string& word, std::vector<token_id>& out)
     }
   }
   const bool cacheable = word.size() < cache_max_word;
+  // A cheap shard choice (length and end bytes) that spreads words well enough.
+  cache_shard& shard = cache_[(word.size() * 31 + static_cast<unsigned char>(word.front()) * 7 +
+                               static_cast<unsigned char>(word.back())) %
+                              cache_shards];
   if (cacheable) {
-    std::shared_lock<std::shared_mutex> lock(cache_mutex_);
-    const auto it = cache_.find(word);
-    if (it != cache_.end()) {
+    std::shared_lock<std::shared_mutex> lock(shard.mutex);
+    const auto it = shard.words.find(word);
+    if (it != shard.words.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
     }
@@ -149,8 +153,8 @@ void bpe_model::encode_word(const std::string& word, std::vector<token_id>& out)
   std::vector<token_id> ids = merge_word(word);
   out.insert(out.end(), ids.begin(), ids.end());
   if (cacheable) {
-    std::unique_lock<std::shared_mutex> lock(cache_mutex_);
-    if (cache_.size() < cache_capacity) cache_.emplace(word, std::move(ids));
+    std::unique_lock<std::shared_mutex> lock(shard.mutex);
+    if (shard.words.size() < cache_capacity / cache_shards) shard.words.emplace(word, std::move(ids));
   }
 }
 

@@ -4,6 +4,7 @@
 // run on several threads at once. Not movable (the vocab index points into its own storage).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <shared_mutex>
@@ -57,8 +58,13 @@ class bpe_model {
   std::string end_of_word_suffix_;
   token_id byte_ids_[256] = {};  // ids of "<0x00>".."<0xFF>", -1 where the vocab lacks one
 
-  mutable std::shared_mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<token_id>> cache_;
+  // Word -> ids, split in shards so that threads encoding in parallel rarely share a lock.
+  struct cache_shard {
+    std::shared_mutex mutex;
+    std::unordered_map<std::string, std::vector<token_id>> words;
+  };
+  static constexpr std::size_t cache_shards = 64;
+  mutable std::array<cache_shard, cache_shards> cache_;
 };
 
 }  // namespace cohort::core::tokenizer
