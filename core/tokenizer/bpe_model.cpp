@@ -40,6 +40,11 @@ bpe_model::bpe_model(const nlohmann::json& model, const std::string& where) {
     }
     max = std::max(max, id.get<token_id>());
   }
+  // Ids index a table, so they must be dense enough; real vocabularies number 0..size-1.
+  if (static_cast<std::size_t>(max) >= 2 * vocab.size() + 65536) {
+    throw tokenizer_error(here + ".vocab: the largest id is " + std::to_string(max) + " for only " +
+                          std::to_string(vocab.size()) + " tokens; ids must be (nearly) contiguous from 0");
+  }
   tokens_.resize(static_cast<std::size_t>(max + 1));
   present_.assign(static_cast<std::size_t>(max + 1), false);
   for (const auto& [token, id] : vocab.items()) {

@@ -1,7 +1,6 @@
-// The Hugging Face "BPE" model: vocab, merges by rank (Word::merge_all's order), byte_fallback,
-// unk_token / fuse_unk, continuing_subword_prefix / end_of_word_suffix, ignore_merges, and a
-// word cache. Immutable after construction except the cache, which is guarded: encode_word may
-// run on several threads at once. Not movable (the vocab index points into its own storage).
+// The Hugging Face "BPE" model (merges by rank, byte_fallback, unk, subword prefix/suffix,
+// ignore_merges) with a word cache. encode_word may run on several threads at once (the cache is
+// locked); not movable, as the vocab index points into its own storage.
 #pragma once
 
 #include <array>

@@ -12,10 +12,11 @@
 
 namespace cohort::core::tokenizer {
 
-const char* const gpt2_split_pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
 namespace {
+
+// GPT-2's split pattern, used by ByteLevel with use_regex.
+constexpr const char* gpt2_split_pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 enum class split_behavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
 

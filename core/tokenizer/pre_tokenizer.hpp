@@ -28,7 +28,4 @@ class pre_tokenizer {
 // `spec` is the "pre_tokenizer" value of tokenizer.json; null gives nullptr (no splitting).
 std::unique_ptr<pre_tokenizer> make_pre_tokenizer(const nlohmann::json& spec, const std::string& where);
 
-// GPT-2's split pattern, used by ByteLevel with use_regex.
-extern const char* const gpt2_split_pattern;
-
 }  // namespace cohort::core::tokenizer

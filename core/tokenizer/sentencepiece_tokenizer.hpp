@@ -1,6 +1,5 @@
-// A sentencepiece tokenizer.model (Llama, Mistral) through libsentencepiece: encode() is
-// libsentencepiece's own encoding, except that tokens given to add_special_tokens are split out
-// first. Control pieces written in the text ("<s>") stay text, as libsentencepiece does.
+// A sentencepiece tokenizer.model (Llama, Mistral) through libsentencepiece: its own encoding,
+// after splitting out the tokens given to add_special_tokens ("<s>" in the text stays text).
 // encode/decode are safe from several threads; add_special_tokens is not.
 #pragma once
 

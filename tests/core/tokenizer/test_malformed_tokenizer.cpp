@@ -89,4 +89,6 @@ TEST_CASE("files that are not tokenizers are refused", "[core][tokenizer]") {
   json doc = valid();
   doc["model"]["vocab"]["c"] = "seven";
   REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("\"c\"") && Contains("non-negative integers"));
+  doc["model"]["vocab"]["c"] = 2000000000;
+  REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("largest id is 2000000000"));
 }
