@@ -2,7 +2,10 @@
 #include <catch2/catch.hpp>
 #include <sentencepiece_processor.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
+#include <fstream>
 
 #include "core/tokenizer/tokenizer.hpp"
 #include "tests/core/tokenizer/tokenizer_test_support.hpp"
@@ -41,6 +44,28 @@ TEST_CASE("sentencepiece encoding matches libsentencepiece on every text", "[cor
     REQUIRE(sp.Decode(expected, &decoded).ok());
     CHECK(t->decode(t->encode(text)) == decoded);
   }
+}
+
+TEST_CASE("sentencepiece encoding matches libsentencepiece on GSM8K records", "[core][tokenizer]") {
+  const std::string path = shared_file("data/llama2-tokenizer.model");
+  const auto t = tok::load_tokenizer(path);
+  sentencepiece::SentencePieceProcessor sp;
+  REQUIRE(sp.Load(path).ok());
+  std::ifstream in(shared_file("data/gsm8k-test.jsonl"));
+  std::string line;
+  int records = 0;
+  while (records < 100 && std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line);
+    for (const char* field : {"question", "answer"}) {
+      const auto text = record.at(field).get<std::string>();
+      std::vector<int> expected;
+      REQUIRE(sp.Encode(text, &expected).ok());
+      INFO("record " << records << " " << field);
+      CHECK(t->encode(text) == ids(expected.begin(), expected.end()));
+    }
+    ++records;
+  }
+  CHECK(records == 100);
 }
 
 TEST_CASE("sentencepiece gives the known Llama-2 ids and special tokens", "[core][tokenizer]") {
