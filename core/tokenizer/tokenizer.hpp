@@ -26,7 +26,11 @@ class tokenizer {
   virtual std::optional<token_id> eos_id() const = 0;
   virtual std::optional<token_id> pad_id() const = 0;
   // Adds tokens that encode() must treat as indivisible (SFT role markers); returns their ids.
+  // A token already in the vocabulary keeps its id (and is matched as a whole from then on);
+  // others get ids from vocab_size() upwards. Not thread-safe against concurrent encode().
   virtual std::vector<token_id> add_special_tokens(const std::vector<std::string>& tokens) = 0;
+  // The id of one token string (a vocabulary entry, sentencepiece piece or added token).
+  virtual std::optional<token_id> token_to_id(const std::string& token) const = 0;
   // Identity for manifests: kind ("hf-bpe" / "sentencepiece") and a checksum of the file.
   virtual std::string identity() const = 0;
 };

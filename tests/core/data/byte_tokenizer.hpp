@@ -55,6 +55,12 @@ class byte_tokenizer : public cohort::core::tokenizer::tokenizer {
     }
     return ids;
   }
+  std::optional<token_id> token_to_id(const std::string& token) const override {
+    for (std::size_t s = 0; s < specials_.size(); ++s)
+      if (specials_[s] == token) return static_cast<token_id>(259 + s);
+    if (token.size() == 1) return 3 + static_cast<unsigned char>(token[0]);
+    return std::nullopt;
+  }
   std::string identity() const override { return "test-bytes"; }
 
  private:

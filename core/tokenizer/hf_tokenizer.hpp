@@ -1,0 +1,51 @@
+// A Hugging Face tokenizer.json with a BPE model (GPT-2 / Qwen2 / Llama-3 byte-level style and
+// sentencepiece-style BPE with byte_fallback): added tokens, normalizer, pre-tokenizer, model,
+// decoder. encode/decode are safe to call from several threads; add_special_tokens is not.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tokenizer/added_vocabulary.hpp"
+#include "core/tokenizer/bpe_model.hpp"
+#include "core/tokenizer/decoder.hpp"
+#include "core/tokenizer/normalizer.hpp"
+#include "core/tokenizer/pre_tokenizer.hpp"
+#include "core/tokenizer/tokenizer.hpp"
+
+namespace cohort::core::tokenizer {
+
+class hf_tokenizer final : public tokenizer {
+ public:
+  // Reads tokenizer.json at `path` (and tokenizer_config.json / special_tokens_map.json next to
+  // it). Throws tokenizer_error naming the file and field for anything malformed or unsupported.
+  explicit hf_tokenizer(const std::string& path);
+
+  std::vector<token_id> encode(const std::string& text) const override;
+  std::string decode(const std::vector<token_id>& ids) const override;
+  std::int64_t vocab_size() const override { return static_cast<std::int64_t>(max_id_) + 1; }
+  std::optional<token_id> bos_id() const override { return bos_; }
+  std::optional<token_id> eos_id() const override { return eos_; }
+  std::optional<token_id> pad_id() const override { return pad_; }
+  std::vector<token_id> add_special_tokens(const std::vector<std::string>& tokens) override;
+  std::optional<token_id> token_to_id(const std::string& token) const override;
+  std::string identity() const override;
+
+ private:
+  void encode_segment(const text_segment& segment, std::vector<token_id>& out) const;
+  void resolve_special_tokens(const std::string& path);
+
+  std::string where_;
+  std::string digest_;
+  std::unique_ptr<normalizer> normalizer_;
+  std::unique_ptr<pre_tokenizer> pre_tokenizer_;
+  std::unique_ptr<bpe_model> model_;
+  std::unique_ptr<decoder> decoder_;
+  added_vocabulary added_;
+  token_id max_id_ = -1;
+  std::optional<token_id> bos_, eos_, pad_;
+  std::vector<std::string> runtime_added_;  // tokens added after loading, for identity()
+};
+
+}  // namespace cohort::core::tokenizer

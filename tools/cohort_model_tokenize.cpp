@@ -1,0 +1,79 @@
+#include "tools/cohort_model_tokenize.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "core/tokenizer/tokenizer.hpp"
+
+namespace cohort::tools {
+namespace {
+
+constexpr const char* usage =
+    "usage: cohort-model tokenize --tokenizer FILE|DIR --text STRING [--add-bos] [--add-eos]\n"
+    "  --tokenizer  tokenizer.json (Hugging Face BPE), tokenizer.model (sentencepiece) or a directory\n"
+    "               holding one of them\n"
+    "  --text       the text to encode; literal special tokens become their ids\n"
+    "  --add-bos    prepend the tokenizer's BOS id; --add-eos appends its EOS id\n"
+    "Prints the token ids as a JSON list.\n";
+
+}  // namespace
+
+int run_tokenize_command(int argc, char** argv) {
+  std::optional<std::string> tokenizer_path, text;
+  bool add_bos = false, add_eos = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&](const char* name) -> std::optional<std::string> {
+      if (i + 1 >= argc) {
+        std::cerr << "tokenize: " << name << " needs a value\n" << usage;
+        return std::nullopt;
+      }
+      return std::string(argv[++i]);
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << usage;
+      return 0;
+    } else if (arg == "--tokenizer") {
+      if (!(tokenizer_path = value("--tokenizer"))) return 2;
+    } else if (arg == "--text") {
+      if (!(text = value("--text"))) return 2;
+    } else if (arg == "--add-bos") {
+      add_bos = true;
+    } else if (arg == "--add-eos") {
+      add_eos = true;
+    } else {
+      std::cerr << "tokenize: unknown argument \"" << arg << "\"\n" << usage;
+      return 2;
+    }
+  }
+  if (!tokenizer_path || !text) {
+    std::cerr << "tokenize: " << (!tokenizer_path ? "--tokenizer" : "--text") << " is required\n" << usage;
+    return 2;
+  }
+  try {
+    const auto tok = core::tokenizer::load_tokenizer(*tokenizer_path);
+    std::vector<core::tokenizer::token_id> ids;
+    if (add_bos) {
+      const auto bos = tok->bos_id();
+      if (!bos) throw core::tokenizer::tokenizer_error(*tokenizer_path + " defines no BOS token; drop --add-bos");
+      ids.push_back(*bos);
+    }
+    const auto body = tok->encode(*text);
+    ids.insert(ids.end(), body.begin(), body.end());
+    if (add_eos) {
+      const auto eos = tok->eos_id();
+      if (!eos) throw core::tokenizer::tokenizer_error(*tokenizer_path + " defines no EOS token; drop --add-eos");
+      ids.push_back(*eos);
+    }
+    std::cout << nlohmann::json(ids).dump() << '\n';
+    return 0;
+  } catch (const core::tokenizer::tokenizer_error& e) {
+    std::cerr << "tokenize: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace cohort::tools
