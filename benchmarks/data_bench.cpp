@@ -1,6 +1,9 @@
 // data_bench: builds a generated text corpus of at least --gb GB of tokens into token shards and
 // prints build throughput, cold and warm read throughput beside dd on the same files, and the
 // latency of resuming a loader at step 0 versus step 1,000,000. Deletes what it wrote unless --keep.
+// The large corpus is tokenized byte-level (one token per byte, ByT5-style) so the number measures
+// the pipeline (reading, threads, packing, shard writing, checksums); with --tokenizer, a further
+// --sample-mb of the same text is built end to end with that tokenizer.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <iostream>
 #include <memory>
 #include <random>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,6 +114,61 @@ double read_all_seconds(const std::string& dir, std::int64_t& tokens_read) {
   return seconds_since(t);
 }
 
+// One token per byte (3..258), PAD 0, BOS 1, EOS 2: the cheapest real tokenization.
+class byte_level_tokenizer : public cohort::core::tokenizer::tokenizer {
+ public:
+  using token_id = cohort::core::tokenizer::token_id;
+  std::vector<token_id> encode(const std::string& text) const override {
+    std::vector<token_id> out(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) out[i] = 3 + static_cast<unsigned char>(text[i]);
+    return out;
+  }
+  std::string decode(const std::vector<token_id>& ids) const override {
+    std::string out;
+    for (auto id : ids)
+      if (id >= 3 && id < 259) out += static_cast<char>(id - 3);
+    return out;
+  }
+  std::int64_t vocab_size() const override { return 259; }
+  std::optional<token_id> bos_id() const override { return 1; }
+  std::optional<token_id> eos_id() const override { return 2; }
+  std::optional<token_id> pad_id() const override { return 0; }
+  std::vector<token_id> add_special_tokens(const std::vector<std::string>&) override {
+    throw cohort::core::tokenizer::tokenizer_error("byte-level benchmark tokenizer: special tokens are not supported");
+  }
+  std::optional<token_id> token_to_id(const std::string& token) const override {
+    if (token.size() == 1) return 3 + static_cast<unsigned char>(token[0]);
+    return std::nullopt;
+  }
+  std::string identity() const override { return "byte-level"; }
+};
+
+void write_corpus(text_generator& gen, const fs::path& dir, double bytes) {
+  fs::create_directories(dir);
+  std::uint64_t written = 0;
+  for (int part = 0; static_cast<double>(written) < bytes; ++part) {
+    std::string chunk;
+    gen.append(chunk, std::min<std::size_t>(64 << 20, static_cast<std::size_t>(bytes - static_cast<double>(written)) + 1));
+    char name[32];
+    std::snprintf(name, sizeof name, "part-%04d.txt", part);
+    std::FILE* f = std::fopen((dir / name).c_str(), "wb");
+    if (f == nullptr || std::fwrite(chunk.data(), 1, chunk.size(), f) != chunk.size())
+      throw std::runtime_error("cannot write the corpus under " + dir.string());
+    std::fclose(f);
+    written += chunk.size();
+  }
+}
+
+void print_build(const char* what, const cd::build_report& r, int threads) {
+  const auto& m = r.result;
+  std::printf("build (%s): %lld tokens (%.2f GB as %s) in %lld samples, %zu shards, %.1fs: %.1f MB/s of text, "
+              "%.2fM tokens/s (%d threads)\n",
+              what, static_cast<long long>(m.tokens), static_cast<double>(m.tokens) * m.token_bytes / 1e9,
+              cd::token_dtype_name(m.token_bytes).c_str(), static_cast<long long>(m.samples), m.shards.size(), r.seconds,
+              static_cast<double>(r.input_bytes) / 1e6 / r.seconds, static_cast<double>(m.tokens) / 1e6 / r.seconds,
+              threads);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -121,12 +180,14 @@ int main(int argc, char** argv) {
   namespace po = boost::program_options;
   std::string tokenizer_path, work;
   double gb = 1.0;
+  double sample_mb = 20;
   int threads = 0;
   std::int64_t seq_len = 2048;
   bool keep = false;
   po::options_description desc("data_bench options");
-  desc.add_options()("help,h", "show this help")("tokenizer", po::value(&tokenizer_path)->required(),
-                                                  "tokenizer file (e.g. ../shared/data/llama2-tokenizer.model)")(
+  desc.add_options()("help,h", "show this help")("tokenizer", po::value(&tokenizer_path),
+                                                  "also build --sample-mb of text with this tokenizer file")(
+      "sample-mb", po::value(&sample_mb), "megabytes of text for the --tokenizer build (default 20)")(
       "work", po::value(&work)->required(), "scratch directory (corpus + dataset; removed afterwards)")(
       "gb", po::value(&gb), "gigabytes of token data to build (default 1.0)")(
       "threads", po::value(&threads), "tokenizer threads (default: all cores)")(
@@ -145,49 +206,41 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto tok = cohort::core::tokenizer::load_tokenizer(tokenizer_path);
     const fs::path root(work), corpus = root / "corpus", out = root / "dataset";
-    fs::create_directories(corpus);
-
-    // 1. Corpus: estimate bytes per token on a sample, then write enough text for `gb` GB of tokens.
+    const int used_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
     text_generator gen(12345);
-    std::string sample;
-    gen.append(sample, 1 << 20);
-    const double bytes_per_token = static_cast<double>(sample.size()) / static_cast<double>(tok->encode(sample).size());
-    const int token_bytes = cd::token_bytes_for_vocab(tok->vocab_size());
-    const double text_bytes = gb * 1e9 / token_bytes * bytes_per_token * 1.03;
-    auto t = clock_type::now();
-    std::uint64_t written = 0;
-    for (int part = 0; static_cast<double>(written) < text_bytes; ++part) {
-      std::string chunk;
-      gen.append(chunk, std::min<std::size_t>(64 << 20, static_cast<std::size_t>(text_bytes - written) + 1));
-      char name[32];
-      std::snprintf(name, sizeof name, "part-%04d.txt", part);
-      std::FILE* f = std::fopen((corpus / name).c_str(), "wb");
-      if (f == nullptr || std::fwrite(chunk.data(), 1, chunk.size(), f) != chunk.size())
-        throw std::runtime_error("cannot write the corpus under " + corpus.string());
-      std::fclose(f);
-      written += chunk.size();
-    }
-    std::printf("corpus: %.2f GB of generated text (%.2f bytes/token) in %.1fs\n", written / 1e9, bytes_per_token,
-                seconds_since(t));
 
-    // 2. Build.
+    // 1. Corpus: gb GB of uint16 byte-level tokens is gb/2 GB of text.
+    auto t = clock_type::now();
+    write_corpus(gen, corpus, gb * 1e9 / 2 * 1.01);
+    std::printf("corpus: generated text for %.2f GB of tokens in %.1fs\n", gb, seconds_since(t));
+
+    // 2. Build the large corpus (byte-level), then a sample end to end with the real tokenizer.
     cd::build_options o;
     o.input = corpus.string();
-    o.tokenizer_path = tokenizer_path;
+    o.tokenizer_path = "byte-level";
     o.out_dir = out.string();
     o.seq_len = seq_len;
     o.threads = threads;
-    const auto report = cd::build_dataset(o, *tok);
-    const auto& m = report.result;
-    const double token_gb = static_cast<double>(m.tokens) * m.token_bytes / 1e9;
-    std::printf("build: %lld tokens (%.2f GB as %s) in %lld samples, %zu shards, %.1fs: %.1f MB/s of text, %.2fM tokens/s (%d threads)\n",
-                static_cast<long long>(m.tokens), token_gb, cd::token_dtype_name(m.token_bytes).c_str(),
-                static_cast<long long>(m.samples), m.shards.size(), report.seconds, written / 1e6 / report.seconds,
-                static_cast<double>(m.tokens) / 1e6 / report.seconds,
-                threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+    byte_level_tokenizer bytes_tok;
+    const auto report = cd::build_dataset(o, bytes_tok);
+    print_build("byte-level tokens, pipeline-bound", report, used_threads);
+    const auto m = report.result;
     fs::remove_all(corpus);
+    if (!tokenizer_path.empty()) {
+      auto tok = cohort::core::tokenizer::load_tokenizer(tokenizer_path);
+      const fs::path sample_corpus = root / "sample", sample_out = root / "sample-dataset";
+      write_corpus(gen, sample_corpus, sample_mb * 1e6);
+      cd::build_options so = o;
+      so.input = sample_corpus.string();
+      so.tokenizer_path = tokenizer_path;
+      so.out_dir = sample_out.string();
+      const auto sample_report = cd::build_dataset(so, *tok);
+      print_build(("end to end with " + fs::path(tokenizer_path).filename().string() + ", tokenizer-bound").c_str(),
+                  sample_report, used_threads);
+      fs::remove_all(sample_corpus);
+      fs::remove_all(sample_out);
+    }
 
     // 3. Reads: dd versus the mmap reader, from disk (pages evicted) and from the page cache.
     const auto token_files = files_with(out, ".tokens");

@@ -227,3 +227,22 @@ TEST_CASE("templates understand escapes, literal braces and non-string values", 
   CHECK_THROWS_WITH(t.render(nlohmann::json{{"id", 1}, {"q", "x"}, {"a", nullptr}}, "f.jsonl:3"),
                     Catch::Contains("f.jsonl:3") && Catch::Contains("\"a\""));
 }
+
+TEST_CASE("padded pretraining keeps one document per sample and counts the truncated ones", "[core][data]") {
+  temp_dir tmp;
+  tmp.write("docs/a.txt", "short");
+  tmp.write("docs/b.txt", "this document is longer than the sequence");
+  byte_tokenizer tok;
+  auto o = options_for(tmp.path("docs"), tmp.path("out"), 10);
+  o.layout = "pad";
+  const auto report = build_dataset(o, tok);
+  dataset ds(tmp.path("out"));
+  REQUIRE(ds.size() == 2);
+  std::vector<std::int64_t> first{1};
+  for (auto t : bytes_of("short")) first.push_back(t);
+  first.push_back(2);
+  CHECK(ds.sample_tokens(0) == first);
+  CHECK(ds.sample_length(1) == 10);
+  CHECK(report.result.truncated_samples == 1);
+  CHECK(report.result.truncated_tokens == 1 + 41 + 1 - 10);
+}
