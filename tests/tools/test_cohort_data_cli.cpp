@@ -183,3 +183,41 @@ TEST_CASE("cohort-data rejects usage errors and bad input with exit code 2", "[t
   CHECK(run(tmp, "build --input x").code == 2);
   CHECK(run(tmp, "plan --help").code == 0);
 }
+
+TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with a real tokenizer", "[tools][data]") {
+  const std::string shared = env_or_fail("COHORT_SHARED");
+  const std::string model = shared + "/data/llama2-tokenizer.model";
+  if (!std::ifstream(model)) FAIL(model + " is missing: the shared data set is required by this test");
+  temp_dir tmp;
+  tmp.write("sft.jsonl",
+            "{\"q\": \"What is 2+2?\", \"a\": \"<BOT> 4\"}\n{\"q\": \"Name a colour.\", \"a\": \"Blue.\"}\n"
+            "{\"q\": \"" + std::string(300, 'x') + "\", \"a\": \"cut\"}\n");
+  tmp.write("tokens.json", "{\"tokens\": [\"<USER>\", \"<BOT>\"]}");
+  const auto sft = run(tmp, "build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
+                                " --template '<USER>{q}\\n{a}' --special-tokens " + tmp.path("tokens.json") +
+                                " --seq-len 64 --pad --out " + tmp.path("sft"));
+  REQUIRE(sft.code == 0);
+  CHECK_THAT(sft.err, Catch::Contains("1 samples longer than --seq-len 64 were truncated"));
+  const auto info = json::parse(run(tmp, "inspect " + tmp.path("sft")).out);
+  CHECK(info["samples"] == 3);
+  CHECK(info["seq_len"] == 64);
+  CHECK(info["vocab_size"] == 32002);
+  CHECK(info["truncated_samples"] == 1);
+  CHECK(info["has_loss_mask"] == true);
+  CHECK(run(tmp, "verify " + tmp.path("sft")).code == 0);
+
+  tmp.write("book.txt", "It was the best of times, it was the worst of times.\n");
+  const auto text = run(tmp, "build --input " + tmp.path("book.txt") + " --tokenizer " + model +
+                                 " --seq-len 8 --pack --quiet --out " + tmp.path("text"));
+  REQUIRE(text.code == 0);
+  const auto t = json::parse(run(tmp, "inspect " + tmp.path("text")).out);
+  CHECK(t["kind"] == "pretrain");
+  CHECK(t["samples"] == (t["tokens"].get<int>() + 7) / 8);
+
+  CHECK(run(tmp, "build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
+                     " --template '{q' --seq-len 8 --out " + tmp.path("bad")).code == 2);
+  CHECK(run(tmp, "build --input " + tmp.path("book.txt") + " --tokenizer " + tmp.path("none.model") +
+                     " --seq-len 8 --out " + tmp.path("bad")).code == 2);
+  CHECK(run(tmp, "build --input " + tmp.path("book.txt") + " --tokenizer " + model +
+                     " --seq-len 8 --pack --pad --out " + tmp.path("bad")).code == 2);
+}
