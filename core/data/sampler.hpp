@@ -1,8 +1,5 @@
-// The deterministic distributed sampler. Global step k reads slots [s*G, (s+1)*G) of epoch e's
-// seeded permutation (e = k / steps_per_epoch, s = k % steps_per_epoch, G = global batch), so the
-// samples of step k depend only on (seed, e, k, G), never on the world size. Rank r takes slots
-// [r*B*A, (r+1)*B*A) of that slice; its micro-batch m is the m-th run of B slots. The last partial
-// global batch of each epoch is dropped. Everything is O(1) per sample; immutable, thread-safe.
+// The deterministic distributed sampler: which samples make global step k, and each rank's and
+// micro-batch's part of them, from (seed, k, global batch) alone, in O(1) per sample. Immutable.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +20,10 @@ struct batch_geometry {
 // Throws data_error unless every field is positive.
 void validate(const batch_geometry& g);
 
+// Global step k reads slots [s*G, (s+1)*G) of epoch e's seeded permutation (e = k / steps_per_epoch,
+// s = k % steps_per_epoch, G = global batch), so it never depends on the world size. Rank r takes
+// slots [r*B*A, (r+1)*B*A) of that slice; its micro-batch m is the m-th run of B slots. The last
+// partial global batch of each epoch is dropped.
 class sampler {
  public:
   // Throws data_error when global_batch < 1 or num_samples < global_batch (no full step).

@@ -1,7 +1,6 @@
-// Builds a token-shard dataset from text or jsonl: one reader thread streams bounded chunks,
-// `threads` workers parse and tokenize them in parallel, and the calling thread packs and writes
-// the results strictly in input order (so output never depends on the thread count). Memory is
-// bounded by a fixed number of chunks in flight.
+// Builds a token-shard dataset from text or jsonl: a reader thread streams bounded chunks, workers
+// tokenize them in parallel, the calling thread packs and writes them in input order (output never
+// depends on the thread count). Memory is bounded by a fixed number of chunks in flight.
 #pragma once
 
 #include <cstdint>

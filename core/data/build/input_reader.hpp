@@ -41,7 +41,6 @@ class chunk_reader {
   chunk_reader(std::vector<input_file> files, input_kind kind, std::size_t chunk_bytes);
   // Fills the next chunk; returns false at the end of the input.
   bool next(raw_chunk& out);
-  const std::vector<input_file>& files() const { return files_; }
 
  private:
   bool open_next_file();

@@ -1,8 +1,6 @@
-// Turns tokenized records into samples, in input order, and hands them to the shard writer:
-// pretraining records are BOS/EOS-delimited documents, packed into seq_len blocks (pack) or one
-// document per sample (pad); SFT records are BOS prompt completion EOS with the prompt masked out,
-// one per sample (pad) or greedily packed whole into seq_len blocks (pack). Over-long samples are
-// truncated to seq_len and counted. Single-threaded (the builder's writer thread).
+// Turns tokenized records into samples, in input order, for the shard writer: pack or pad, BOS/EOS
+// around documents, SFT prompts masked out, over-long samples truncated and counted.
+// Single-threaded (the builder's writer thread).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +28,9 @@ struct encoded_record {
   bool doc_end = true;            // pretraining text: the document ends after these ids
 };
 
+// Pretraining records are BOS/EOS-delimited documents, packed into seq_len blocks (pack; the last
+// block may be short) or one document per sample (pad). SFT records become BOS prompt completion EOS
+// with the prompt masked out, one per sample (pad) or greedily packed whole into seq_len blocks (pack).
 class sample_packer {
  public:
   sample_packer(shard_writer& writer, const packer_config& config);
