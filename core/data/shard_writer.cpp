@@ -3,9 +3,22 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <regex>
 
 namespace cohort::core::data {
+namespace {
+
+// Files a dataset directory may hold: manifest.json(.tmp) and shard-NNNNN.{tokens,index,mask}.
+bool is_dataset_file(const std::string& name) {
+  if (name == manifest_name || name == std::string(manifest_name) + ".tmp") return true;
+  const auto dot = name.rfind('.');
+  if (name.rfind("shard-", 0) != 0 || dot == std::string::npos || dot < 11) return false;
+  for (std::size_t i = 6; i < dot; ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  const auto ext = name.substr(dot + 1);
+  return ext == "tokens" || ext == "index" || ext == "mask";
+}
+
+}  // namespace
 
 void prepare_output_dir(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -14,11 +27,10 @@ void prepare_output_dir(const std::string& dir) {
     throw data_error(dir + ": exists and is not a directory; choose another --out");
   fs::create_directories(dir, ec);
   if (ec) throw data_error(dir + ": cannot create directory: " + ec.message());
-  static const std::regex ours(R"(shard-\d{5,}\.(tokens|index|mask)|manifest\.json(\.tmp)?)");
   std::vector<fs::path> old;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const auto name = entry.path().filename().string();
-    if (!entry.is_regular_file() || !std::regex_match(name, ours))
+    if (!entry.is_regular_file() || !is_dataset_file(name))
       throw data_error(dir + ": not empty and not a cohort dataset (found \"" + name +
                        "\"); choose an empty or new --out directory");
     old.push_back(entry.path());
