@@ -1,0 +1,105 @@
+#include "core/data/dataset.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+namespace cohort::core::data {
+namespace {
+
+mapped_file open_checked(const std::filesystem::path& path, std::uint64_t expected_bytes) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw data_error(path.string() + ": missing or unreadable (" + ec.message() + "); rebuild the dataset");
+  if (size != expected_bytes)
+    throw data_error(path.string() + ": " + std::to_string(size) + " bytes on disk but the manifest says " +
+                     std::to_string(expected_bytes) + (size < expected_bytes ? " (truncated)" : " (wrong size)") +
+                     "; rebuild the dataset or restore the shard");
+  return mapped_file(path.string());
+}
+
+}  // namespace
+
+dataset::dataset(const std::string& dir) : dir_(dir), manifest_(read_manifest(dir)) {
+  const std::filesystem::path root(dir);
+  shards_.reserve(manifest_.shards.size());
+  first_sample_.push_back(0);
+  for (const auto& info : manifest_.shards) {
+    shard s;
+    const auto tokens_path = root / (info.name + ".tokens");
+    const auto index_path = root / (info.name + ".index");
+    if (info.tokens_file.bytes != static_cast<std::uint64_t>(info.tokens) * manifest_.token_bytes)
+      throw data_error(tokens_path.string() + ": manifest size disagrees with its token count; rebuild the dataset");
+    if (info.index_file.bytes != static_cast<std::uint64_t>(info.samples + 1) * 8)
+      throw data_error(index_path.string() + ": manifest size disagrees with its sample count; rebuild the dataset");
+    s.tokens = open_checked(tokens_path, info.tokens_file.bytes);
+    s.index = open_checked(index_path, info.index_file.bytes);
+    if (manifest_.has_loss_mask) s.mask = open_checked(root / (info.name + ".mask"), info.mask_file->bytes);
+    s.offsets = reinterpret_cast<const std::uint64_t*>(s.index.data());
+    // Two cheap reads that catch an index that does not belong to its tokens file.
+    if (s.offsets[0] != 0 || s.offsets[info.samples] != static_cast<std::uint64_t>(info.tokens))
+      throw data_error(index_path.string() + ": offsets do not span the shard's " + std::to_string(info.tokens) +
+                       " tokens (corrupt index); run `cohort-data verify` and rebuild");
+    shards_.push_back(std::move(s));
+    first_sample_.push_back(first_sample_.back() + info.samples);
+  }
+}
+
+dataset::location dataset::locate(std::int64_t i) const {
+  if (i < 0 || i >= manifest_.samples)
+    throw data_error(dir_ + ": sample " + std::to_string(i) + " out of range [0, " +
+                     std::to_string(manifest_.samples) + ")");
+  const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), i);
+  const auto k = static_cast<std::size_t>(it - first_sample_.begin() - 1);
+  const auto local = static_cast<std::size_t>(i - first_sample_[k]);
+  const shard& s = shards_[k];
+  const std::uint64_t begin = s.offsets[local];
+  const std::uint64_t end = s.offsets[local + 1];
+  if (end < begin || end > static_cast<std::uint64_t>(manifest_.shards[k].tokens))
+    throw data_error((std::filesystem::path(dir_) / (manifest_.shards[k].name + ".index")).string() +
+                     ": bad offsets for sample " + std::to_string(i) + " (corrupt index); rebuild the dataset");
+  return {&s, begin, end - begin};
+}
+
+std::int64_t dataset::sample_length(std::int64_t i) const { return static_cast<std::int64_t>(locate(i).length); }
+
+std::int64_t dataset::read_sample(std::int64_t i, std::int64_t* tokens, std::uint8_t* loss_mask,
+                                  std::int64_t capacity) const {
+  const location loc = locate(i);
+  const auto n = static_cast<std::uint64_t>(std::min<std::int64_t>(capacity, static_cast<std::int64_t>(loc.length)));
+  if (manifest_.token_bytes == 2) {
+    const auto* src = reinterpret_cast<const std::uint16_t*>(loc.s->tokens.data()) + loc.begin;
+    for (std::uint64_t t = 0; t < n; ++t) tokens[t] = src[t];
+  } else {
+    const auto* src = reinterpret_cast<const std::uint32_t*>(loc.s->tokens.data()) + loc.begin;
+    for (std::uint64_t t = 0; t < n; ++t) tokens[t] = src[t];
+  }
+  if (loss_mask != nullptr) {
+    if (manifest_.has_loss_mask) {
+      const std::uint8_t* bits = loc.s->mask.data();
+      for (std::uint64_t t = 0; t < n; ++t) {
+        const std::uint64_t bit = loc.begin + t;
+        loss_mask[t] = (bits[bit >> 3] >> (bit & 7)) & 1;
+      }
+    } else {
+      std::memset(loss_mask, 1, n);
+    }
+  }
+  return static_cast<std::int64_t>(n);
+}
+
+std::vector<std::int64_t> dataset::sample_tokens(std::int64_t i) const {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(sample_length(i)));
+  read_sample(i, out.data(), nullptr, static_cast<std::int64_t>(out.size()));
+  return out;
+}
+
+std::vector<std::uint8_t> dataset::sample_loss_mask(std::int64_t i) const {
+  const auto n = static_cast<std::size_t>(sample_length(i));
+  std::vector<std::int64_t> tokens(n);
+  std::vector<std::uint8_t> mask(n);
+  read_sample(i, tokens.data(), mask.data(), static_cast<std::int64_t>(n));
+  return mask;
+}
+
+}  // namespace cohort::core::data
