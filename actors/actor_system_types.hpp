@@ -84,6 +84,7 @@ struct node_actor_state {
   };
   std::map<caf::actor_addr, worker_ref> workers;
   std::set<caf::actor_addr> children;  // linked trainers and workers, until their exit arrives
+  std::map<std::string, caf::actor> trainer_of_job;
   static inline const char* name = "cohort.node";
 };
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,

@@ -153,6 +153,17 @@ bool local_cluster::kill_worker(const std::string& job_id, int rank) {
   return false;
 }
 
+bool local_cluster::kill_trainer(const std::string& job_id) {
+  for (auto& [name, node] : impl_->nodes) {
+    caf::scoped_actor self{*impl_->sys};
+    bool killed = false;
+    self->request(node, request_timeout, kill_trainer_drill{job_id})
+        .receive([&](bool k) { killed = k; }, [](caf::error&) {});
+    if (killed) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> local_cluster::node_names() const {
   std::vector<std::string> out;
   for (const auto& [name, node] : impl_->nodes) out.push_back(name);

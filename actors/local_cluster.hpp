@@ -48,6 +48,7 @@ class local_cluster {
   void add_node(const node_info& node);
   void kill_node(const std::string& name);
   bool kill_worker(const std::string& job_id, int rank);
+  bool kill_trainer(const std::string& job_id);
   std::vector<std::string> node_names() const;
 
  private:

@@ -11,7 +11,7 @@
 //   worker → trainer progress_report, log_line, worker_finished
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
-//   drills → node    kill_worker_drill → bool
+//   drills → node    kill_worker_drill → bool | kill_trainer_drill → bool
 #pragma once
 
 #include <cstdint>
@@ -241,6 +241,11 @@ struct kill_worker_drill {
   std::string job_id;
   std::int32_t rank = 0;
 };
+// → node, for failure drills: kill the trainer of `job_id` as a crash would. Reply: bool.
+struct kill_trainer_drill {
+  static constexpr std::uint32_t wire_id = 41;
+  std::string job_id;
+};
 
 // The field lists: one per record, in wire order.
 template <class Inspector>
@@ -386,6 +391,11 @@ typename Inspector::result_type inspect(Inspector& f, plan_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
   return f(caf::meta::type_name("plan_reply"), x.status, x.trainer_node, x.rank_nodes, x.reason);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kill_trainer_drill& x) {
+  return f(caf::meta::type_name("kill_trainer_drill"), x.job_id);
 }
 
 }  // namespace cohort::actors

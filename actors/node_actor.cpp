@@ -27,6 +27,7 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
         auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
                                                 self->state.directory);
         self->state.children.insert(trainer.address());
+        self->state.trainer_of_job[req.setup.job_id] = trainer;
       },
       [=](start_worker req) {
         auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
@@ -43,6 +44,13 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
           if (st.workers.count(child) != 0) continue;
           if (auto trainer = caf::actor_cast<caf::actor>(child)) self->send(trainer, reintroduce{});
         }
+      },
+      [=](const kill_trainer_drill& req) {
+        auto it = self->state.trainer_of_job.find(req.job_id);
+        if (it == self->state.trainer_of_job.end()) return false;
+        self->send_exit(it->second, caf::exit_reason::kill);
+        self->state.trainer_of_job.erase(it);
+        return true;
       },
       [=](const kill_worker_drill& req) {
         for (auto& [addr, w] : self->state.workers) {

@@ -130,3 +130,28 @@ TEST_CASE("a restored running job is placed again", "[actors]") {
   auto next = submit(head, {});
   CHECK(next == "job-0008");
 }
+
+TEST_CASE("a restored RUNNING job keeps its placement until its trainer announces itself",
+          "[actors]") {
+  head_state head;
+  job_record r;
+  r.id = "job-0003";
+  r.name = "lr";
+  r.state = job_state::running;
+  r.attempts = 1;
+  r.trainer_node = "n1";
+  r.rank_nodes = {"n1", "n1"};
+  r.spec_json = cohort::test::linear_regression_job({});
+  head.restore(r);
+  CHECK(head.awaiting_adoption() == std::vector<std::string>{"job-0003"});
+  head.add_node({"n1", {{"CPU", 2}}});
+  CHECK(free_cpu(head, "n1") == Approx(0));  // still held for the running attempt
+  CHECK(head.schedule().empty());
+  CHECK_FALSE(head.on_trainer_started("job-0003", 1));  // not the running attempt
+  CHECK(head.on_trainer_started("job-0003", 0));
+  CHECK(head.awaiting_adoption().empty());
+  CHECK(head.find("job-0003")->state == job_state::running);
+  head.on_outcome({"job-0003", 0, true, {}});
+  CHECK(head.find("job-0003")->state == job_state::succeeded);
+  CHECK(free_cpu(head, "n1") == Approx(2));
+}

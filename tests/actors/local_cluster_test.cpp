@@ -131,6 +131,25 @@ TEST_CASE("a job whose node dies waits PENDING and finishes on a node that joins
   CHECK(last.attempts == 2);
 }
 
+TEST_CASE("a killed trainer is restarted by the head and the job succeeds", "[actors]") {
+  cohort::test::temp_dir dir;
+  local_cluster cluster({node("n1", 2)});
+  lr_job_options o;
+  o.storage_path = dir.str();
+  o.max_failures = 1;
+  o.steps = 30;
+  o.step_delay_s = 0.02;
+  auto id = cluster.submit(linear_regression_job(o));
+  cluster.wait_until(id, [](const job_record& r) { return is_running_past(r, 2); }, 60s);
+  REQUIRE(cluster.kill_trainer(id));
+  auto last = cluster.follow(id, 60s);
+  REQUIRE(last.state == job_state::succeeded);
+  CHECK(last.attempts == 2);
+  REQUIRE(last.failures.size() == 1);
+  CHECK(last.failures[0].rank == -1);
+  CHECK_THAT(last.failures[0].reason, Catch::Contains("trainer died: killed"));
+}
+
 TEST_CASE("a stopped job ends STOPPED and frees its resources for the next job", "[actors]") {
   cohort::test::temp_dir dir;
   local_cluster cluster({node("n1", 2)});

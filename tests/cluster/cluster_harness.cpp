@@ -1,0 +1,232 @@
+// Real cluster processes for the multi-process tests (see cluster_harness.hpp).
+#include "tests/cluster/cluster_harness.hpp"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace cohort::test {
+
+namespace {
+
+std::string required_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0')
+    throw std::runtime_error(std::string("$") + name + " is not set (run the test through ctest)");
+  return v;
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+running_process::running_process(const std::vector<std::string>& argv,
+                                 const std::map<std::string, std::string>& env) {
+  child_ = std::make_unique<core::proc::child_process>(
+      argv, env,
+      [this](const std::string& line) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        lines_.push_back(line);
+      },
+      [this](const core::proc::exit_status&) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ended_ = true;
+      });
+}
+
+running_process::~running_process() {
+  child_->signal(SIGTERM);
+  wait_for_exit(std::chrono::seconds(10));
+}
+
+bool running_process::ended() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ended_;
+}
+
+std::string running_process::output() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string out;
+  for (const auto& l : lines_) out += l + "\n";
+  return out;
+}
+
+std::string running_process::wait_for_line(const std::string& text,
+                                           std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& l : lines_)
+        if (l.find(text) != std::string::npos) return l;
+      if (ended_) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("no line with \"" + text + "\" in:\n" + output());
+}
+
+bool running_process::wait_for_exit(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ended()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ended();
+}
+
+test_cluster::test_cluster() : bin_(required_env("COHORT_BIN")), port_(free_port()) {}
+
+test_cluster::~test_cluster() {
+  workers_.clear();
+  head_.reset();
+}
+
+void test_cluster::start_head() {
+  head_ = std::make_unique<running_process>(
+      std::vector<std::string>{bin_ + "/cluster-head", "--store", store(), "--port",
+                               std::to_string(port_), "--heartbeat-timeout", "3", "--lease-ttl",
+                               "3"},
+      std::map<std::string, std::string>{});
+  head_->wait_for_line("serving on", std::chrono::seconds(30));
+}
+
+void test_cluster::kill_head() {
+  head_->kill(SIGKILL);
+  head_->wait_for_exit(std::chrono::seconds(10));
+}
+
+running_process& test_cluster::start_worker(const std::string& name, int cpus,
+                                            const std::string& resources) {
+  std::vector<std::string> argv{bin_ + "/cluster-worker", "--address", address(), "--credentials",
+                                credentials(), "--name", name, "--num-cpus",
+                                std::to_string(cpus)};
+  if (!resources.empty()) {
+    argv.push_back("--resources");
+    argv.push_back(resources);
+  }
+  auto& slot = workers_[name];
+  slot = std::make_unique<running_process>(argv, std::map<std::string, std::string>{});
+  slot->wait_for_line("joining", std::chrono::seconds(30));
+  return *slot;
+}
+
+void test_cluster::kill_worker_process(const std::string& name) {
+  auto& w = workers_.at(name);
+  w->kill(SIGKILL);
+  w->wait_for_exit(std::chrono::seconds(10));
+}
+
+command_result test_cluster::submit(const std::vector<std::string>& args,
+                                    const std::map<std::string, std::string>& env_override) {
+  static int counter = 0;
+  const std::string err_file = dir_.str() + "/submit-" + std::to_string(++counter) + ".err";
+  std::string cmd = "exec '" + bin_ + "/submit'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>'" + err_file + "'";
+  std::map<std::string, std::string> env{{"COHORT_ADDRESS", address()},
+                                         {"COHORT_CREDENTIALS", credentials()}};
+  for (const auto& [k, v] : env_override) env[k] = v;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  command_result result;
+  core::proc::child_process child(
+      {"/bin/sh", "-c", cmd}, env,
+      [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(m);
+        result.out += line + "\n";
+      },
+      [&](const core::proc::exit_status& s) {
+        std::lock_guard<std::mutex> lock(m);
+        result.exit_code = s.signaled ? 128 + s.signal : s.code;
+        done = true;
+        cv.notify_all();
+      });
+  std::unique_lock<std::mutex> lock(m);
+  if (!cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; }))
+    throw std::runtime_error("submit did not finish within 120 s: " + cmd);
+  result.err = slurp(err_file);
+  return result;
+}
+
+nlohmann::json test_cluster::status(const std::string& job_id) {
+  auto r = submit({"status", job_id, "--json"});
+  if (r.exit_code != 0) throw std::runtime_error("submit status failed: " + r.err);
+  return nlohmann::json::parse(r.out);
+}
+
+nlohmann::json test_cluster::wait_for(const std::string& job_id,
+                                      const std::function<bool(const nlohmann::json&)>& pred,
+                                      std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  nlohmann::json last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = submit({"status", job_id, "--json"});
+    if (r.exit_code == 0) {
+      last = nlohmann::json::parse(r.out);
+      if (pred(last)) return last;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw std::runtime_error("job " + job_id + " did not reach the awaited state; last status: " +
+                           last.dump());
+}
+
+int test_cluster::worker_pid(const std::string& job_id, int rank, const std::string& node) {
+  auto logs = submit({"logs", job_id});
+  std::regex prefix("\\(worker rank=" + std::to_string(rank) + " node=" + node +
+                    " pid=([0-9]+)\\)");
+  int pid = -1;
+  std::smatch m;
+  std::istringstream in(logs.out);
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, m, prefix)) pid = std::stoi(m[1]);
+  if (pid < 0) throw std::runtime_error("no output of rank " + std::to_string(rank) + " in logs");
+  return pid;
+}
+
+std::string test_cluster::write_job(const std::string& json_text) {
+  auto path = dir_.str() + "/job-" + std::to_string(++jobs_written_) + ".json";
+  std::ofstream(path) << json_text;
+  return path;
+}
+
+std::string lr_job(const std::string& name, int workers, int steps, double step_delay_s,
+                   int max_failures, const std::string& storage, const std::string& extra_scaling) {
+  return R"({"name": ")" + name + R"(", "workload": "linear_regression",
+    "scaling": {"num_workers": )" + std::to_string(workers) +
+         R"(, "resources_per_worker": {"CPU": 1})" + extra_scaling + R"(},
+    "train": {"micro_batch_size": 16, "max_steps": )" + std::to_string(steps) +
+         R"(, "lr": 0.1, "seed": 5, "step_delay_s": )" + std::to_string(step_delay_s) + R"(},
+    "run": {"storage_path": ")" + storage + R"(", "failure": {"max_failures": )" +
+         std::to_string(max_failures) + "}}}";
+}
+
+}  // namespace cohort::test

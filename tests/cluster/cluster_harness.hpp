@@ -1,0 +1,90 @@
+// Real cluster processes on 127.0.0.1 for the multi-process tests: a cluster-head on a fresh
+// store, cluster-workers, and `submit` runs, started the way a user starts them (binaries from
+// $COHORT_BIN). Conditions are awaited by polling `submit status` against a deadline.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/proc/child_process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace cohort::test {
+
+// A long-running process whose output is kept for inspection.
+class running_process {
+ public:
+  running_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  ~running_process();
+  pid_t pid() const { return child_->pid(); }
+  void kill(int sig) { child_->signal(sig); }
+  bool ended() const;
+  std::string output() const;
+  // Waits until a line containing `text` appeared; returns that line or throws after timeout.
+  std::string wait_for_line(const std::string& text, std::chrono::milliseconds timeout) const;
+  // Waits for the process to end; true if it did in time.
+  bool wait_for_exit(std::chrono::milliseconds timeout) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+  bool ended_ = false;
+  std::unique_ptr<core::proc::child_process> child_;
+};
+
+struct command_result {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+class test_cluster {
+ public:
+  test_cluster();
+  ~test_cluster();
+
+  // Starts (or restarts, on the same store and port) the head.
+  void start_head();
+  void kill_head();
+  running_process& start_worker(const std::string& name, int cpus, const std::string& resources = "");
+  void kill_worker_process(const std::string& name);
+
+  // Runs `submit ARGS...` with the cluster's address and credentials in the environment.
+  command_result submit(const std::vector<std::string>& args,
+                        const std::map<std::string, std::string>& env_override = {});
+  nlohmann::json status(const std::string& job_id);
+  // Polls `submit status` until pred holds; returns the record, or throws with the last one.
+  nlohmann::json wait_for(const std::string& job_id,
+                          const std::function<bool(const nlohmann::json&)>& pred,
+                          std::chrono::seconds timeout);
+  // The pid of a job's worker of rank `rank` from `submit logs` (its line prefix), newest first.
+  int worker_pid(const std::string& job_id, int rank, const std::string& node);
+
+  // A job file in the test's directory; returns its path.
+  std::string write_job(const std::string& json_text);
+  std::string store() const { return dir_.str() + "/store"; }
+  std::string credentials() const { return store() + "/cluster/credentials.json"; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  const temp_dir& dir() const { return dir_; }
+
+ private:
+  temp_dir dir_{"cohort-cluster"};
+  std::string bin_;
+  int port_ = 0;
+  std::unique_ptr<running_process> head_;
+  std::map<std::string, std::unique_ptr<running_process>> workers_;
+  int jobs_written_ = 0;
+};
+
+// A linear-regression job spec (the built-in data-parallel workload).
+std::string lr_job(const std::string& name, int workers, int steps, double step_delay_s,
+                   int max_failures, const std::string& storage, const std::string& extra_scaling = "");
+
+}  // namespace cohort::test

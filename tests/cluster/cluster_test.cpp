@@ -1,0 +1,183 @@
+// The cluster over the network, as users run it: cluster-head, cluster-workers and submit as real
+// processes on 127.0.0.1, with failures made the way they happen (kill -9).
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "tests/cluster/cluster_harness.hpp"
+
+using namespace std::chrono_literals;
+using cohort::test::lr_job;
+using cohort::test::test_cluster;
+using json = nlohmann::json;
+
+namespace {
+
+bool running_past(const json& s, int step) {
+  return s["state"] == "RUNNING" && s["step"].get<int>() >= step;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+TEST_CASE("a three-worker job runs with rank 0 and the trainer on the large_cpu_mem node",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("plain", 2);
+  c.start_worker("bigmem", 2, R"({"large_cpu_mem": 1})");
+  auto job = c.write_job(lr_job("tagged", 3, 20, 0.0, 0, c.dir().str() + "/runs",
+                                R"(, "trainer_resources": {"large_cpu_mem": 0.01}, "placement_strategy": "SPREAD")"));
+  auto run = c.submit({"run", job, "--follow"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  auto id = first_line(run.out);
+  CHECK(id.rfind("job-", 0) == 0);
+  auto s = c.status(id);
+  CHECK(s["state"] == "SUCCEEDED");
+  CHECK(s["trainer_node"] == "bigmem");
+  CHECK(s["rank_nodes"][0] == "bigmem");
+  auto logs = c.submit({"logs", id});
+  REQUIRE(logs.exit_code == 0);
+  for (int rank = 0; rank < 3; ++rank)
+    CHECK(logs.out.find("(worker rank=" + std::to_string(rank) + " node=") != std::string::npos);
+  auto list = c.submit({"list", "--json"});
+  REQUIRE(list.exit_code == 0);
+  CHECK(json::parse(list.out).size() == 1);
+}
+
+TEST_CASE("kill -9 of a worker process restarts the group and the job succeeds", "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto job = c.write_job(lr_job("resilient", 2, 60, 0.05, -1, c.dir().str() + "/runs"));
+  auto run = c.submit({"run", job});
+  REQUIRE(run.exit_code == 0);
+  auto id = first_line(run.out);
+  c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
+  REQUIRE(::kill(c.worker_pid(id, 1, "n1"), SIGKILL) == 0);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["attempts"] == 2);
+  REQUIRE(s["failures"].size() == 1);
+  CHECK(s["failures"][0]["rank"] == 1);
+  CHECK(s["failures"][0]["node"] == "n1");
+  CHECK_THAT(s["failures"][0]["reason"].get<std::string>(), Catch::Contains("SIGKILL"));
+}
+
+TEST_CASE("with max_failures 0 a worker killed with kill -9 fails the job, naming rank, node and "
+          "signal",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto job = c.write_job(lr_job("fragile", 2, 400, 0.05, 0, c.dir().str() + "/runs"));
+  auto run = c.submit({"run", job});
+  REQUIRE(run.exit_code == 0);
+  auto id = first_line(run.out);
+  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  REQUIRE(::kill(c.worker_pid(id, 0, "n1"), SIGKILL) == 0);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 60s);
+  REQUIRE(s["failures"].size() == 1);
+  CHECK(s["failures"][0]["rank"] == 0);
+  CHECK(s["failures"][0]["node"] == "n1");
+  CHECK_THAT(s["failures"][0]["reason"].get<std::string>(), Catch::Contains("signal 9"));
+  auto text = c.submit({"status", id});
+  CHECK_THAT(text.out, Catch::Contains("rank 0 on n1") && Catch::Contains("SIGKILL"));
+}
+
+TEST_CASE("kill -9 of a cluster-worker makes its job wait PENDING until a new node joins",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("a", 2);
+  auto job = c.write_job(lr_job("elastic", 2, 60, 0.05, -1, c.dir().str() + "/runs"));
+  auto run = c.submit({"run", job});
+  REQUIRE(run.exit_code == 0);
+  auto id = first_line(run.out);
+  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  c.kill_worker_process("a");
+  auto pending = c.wait_for(id, [](const json& s) { return s["state"] == "PENDING"; }, 60s);
+  CHECK_THAT(pending["reason"].get<std::string>(), Catch::Contains("CPU"));
+  c.start_worker("b", 2);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["trainer_node"] == "b");
+  CHECK(s["attempts"].get<int>() >= 2);
+}
+
+TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, which finishes",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto job = c.write_job(lr_job("survivor", 2, 100, 0.05, -1, c.dir().str() + "/runs"));
+  auto run = c.submit({"run", job});
+  REQUIRE(run.exit_code == 0);
+  auto id = first_line(run.out);
+  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  c.kill_head();
+  c.start_head();
+  auto list = c.submit({"list", "--json"});
+  REQUIRE(list.exit_code == 0);
+  auto jobs = json::parse(list.out);
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0]["id"] == id);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["step"] == 100);
+  std::ifstream events(c.store() + "/jobs/" + id + "/events.jsonl");
+  std::set<std::string> states;
+  for (std::string line; std::getline(events, line);) states.insert(json::parse(line)["state"]);
+  CHECK(states.count("RUNNING") == 1);
+  CHECK(states.count("SUCCEEDED") == 1);
+}
+
+TEST_CASE("clients without the cluster's credentials are refused", "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  SECTION("no credentials at all") {
+    auto r = c.submit({"list"}, {{"COHORT_CREDENTIALS", ""}});
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("credentials"));
+  }
+  SECTION("another cluster's credentials") {
+    test_cluster other;
+    other.start_head();
+    auto r = c.submit({"list"}, {{"COHORT_CREDENTIALS", other.credentials()}});
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("refused") || Catch::Contains("handshake") ||
+                          Catch::Contains("no answer"));
+  }
+  auto ok = c.submit({"list", "--json"});
+  CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("garbage, truncated and oversized bytes sent to the head's port do not stop it serving",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const int port = std::stoi(c.address().substr(c.address().rfind(':') + 1));
+  auto blast = [&](const std::string& bytes) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    ::close(fd);
+  };
+  blast("this is not ZMTP at all\r\n\r\n");
+  blast(std::string("\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f", 10));  // a truncated greeting
+  blast(std::string(4 << 20, '\xab'));                                  // 4 MiB of noise
+  auto r = c.submit({"list", "--json"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(json::parse(r.out).is_array());
+}
