@@ -1,6 +1,7 @@
 #include "net/credentials.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -144,6 +145,16 @@ cluster_credentials load_credentials(const fs::path& file) {
   decode_z85_key(c.server_public_key, file.string() + ": field 'server_public_key'");
   check_keypair(c.client, file.string() + ": client keys");
   return c;
+}
+
+cluster_credentials load_credentials_from(const std::string& flag) {
+  if (!flag.empty())
+    return load_credentials(flag);
+  const char* env = std::getenv("COHORT_CREDENTIALS");
+  if (env != nullptr && *env != '\0')
+    return load_credentials(env);
+  throw credentials_error("no credentials: pass --credentials FILE or set COHORT_CREDENTIALS to "
+                          "the file cluster-head wrote to <store>/cluster/credentials.json");
 }
 
 void save_credentials(const fs::path& file, const cluster_credentials& creds) {

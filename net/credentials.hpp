@@ -21,6 +21,10 @@ struct cluster_credentials {
 // Reads and checks a credentials file. Throws credentials_error naming the file and the field.
 cluster_credentials load_credentials(const std::filesystem::path& file);
 
+// The credentials a node or client presents: the file given by `flag` (--credentials), else
+// $COHORT_CREDENTIALS. Throws credentials_error saying how to pass one when neither is set.
+cluster_credentials load_credentials_from(const std::string& flag);
+
 // Writes a credentials file with mode 0600, replacing any file there (write, fsync, rename).
 void save_credentials(const std::filesystem::path& file, const cluster_credentials& creds);
 

@@ -111,8 +111,12 @@ void wire_server::send_now(const std::string& routing_id, const std::string& fra
 void wire_server::refuse(const std::string& routing_id, frame_error reason,
                          std::uint32_t type_id, const std::string& detail) {
   counters_.count_refused(reason);
-  wire_error reply{reason, type_id, detail.substr(0, 512)};
-  send_now(routing_id, codec_->encode(reply));
+  wire_error reply{reason, type_id, detail.substr(0, 200)};
+  try {
+    send_now(routing_id, codec_->encode(reply));
+  } catch (const encode_error&) {
+    counters_.count_send_dropped(); // limits too tight for the reply itself
+  }
 }
 
 void wire_server::receive_ready() {

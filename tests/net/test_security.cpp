@@ -1,6 +1,7 @@
 // Credentials files and CURVE + ZAP: only clients holding this cluster's credentials are served.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
 
 #include <sys/stat.h>
@@ -85,6 +86,20 @@ TEST_CASE("bad credentials files are refused with a message naming the file and 
                     Catch::Contains("the secret key does not belong to the public key"));
   write_text(file, R"({"format": "something-else"})");
   CHECK_THROWS_WITH(load_credentials(file), Catch::Contains("field 'format'"));
+}
+
+TEST_CASE("credentials come from the flag, else from COHORT_CREDENTIALS", "[net][security]") {
+  temp_dir store;
+  auto secrets = ensure_cluster_credentials(store.path());
+  ::unsetenv("COHORT_CREDENTIALS");
+  CHECK_THROWS_WITH(load_credentials_from(""), Catch::Contains("pass --credentials FILE"));
+  CHECK(load_credentials_from(secrets.credentials_file.string()).client.public_key
+        == secrets.credentials.client.public_key);
+  ::setenv("COHORT_CREDENTIALS", secrets.credentials_file.c_str(), 1);
+  CHECK(load_credentials_from("").server_public_key == secrets.server.public_key);
+  CHECK_THROWS_WITH(load_credentials_from((store.path() / "nope.json").string()),
+                    Catch::Contains("does not exist"));
+  ::unsetenv("COHORT_CREDENTIALS");
 }
 
 TEST_CASE("a store whose server key went missing is refused rather than silently re-keyed",
