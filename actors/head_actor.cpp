@@ -146,6 +146,17 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       st.node_by_addr.erase(node);
       st.node_actors.erase(name);
       st.logic.remove_node(name);
+      // Attempts placed there whose trainer never started will never report: end them now.
+      for (const auto& id : st.logic.jobs_placed_on(name)) {
+        const auto attempt = st.logic.find(id)->attempts - 1;
+        bool watched = false;
+        for (const auto& [addr, ref] : st.trainers)
+          watched = watched || (ref.job_id == id && ref.attempt == attempt);
+        if (watched) continue;  // its trainer reports the lost workers
+        st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost before the attempt started");
+        notify_state(self, id);
+      }
+      start_trainers(self);
       return;
     }
     auto t = st.trainers.find(msg.source);

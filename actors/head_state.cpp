@@ -117,6 +117,17 @@ bool head_state::on_trainer_started(const std::string& job_id, std::int32_t atte
   return true;
 }
 
+std::vector<std::string> head_state::jobs_placed_on(const std::string& node) const {
+  std::vector<std::string> out;
+  for (const auto& id : job_order_) {
+    const auto& job = jobs_.at(id);
+    if (!job.held || is_terminal(job.record.state)) continue;
+    const auto& nodes = job.held->rank_nodes;
+    if (std::find(nodes.begin(), nodes.end(), node) != nodes.end()) out.push_back(id);
+  }
+  return out;
+}
+
 res::placement_result head_state::plan(const config::job_spec& spec) const {
   return res::plan_job(spec, nodes_);
 }

@@ -37,6 +37,8 @@ class head_state {
   // A trainer announced itself for attempt `attempt` of a job: true when that is the attempt the
   // head expects (a restored job is adopted then).
   bool on_trainer_started(const std::string& job_id, std::int32_t attempt);
+  // Unfinished jobs whose current placement uses `node`.
+  std::vector<std::string> jobs_placed_on(const std::string& node) const;
   // Where a spec would run now (`submit plan` against the live cluster).
   core::resources::placement_result plan(const config::job_spec& spec) const;
 
