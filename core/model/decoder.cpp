@@ -133,7 +133,8 @@ attention_impl::attention_impl(const model_config& c, std::int64_t layer,
       head_dim_(c.head_dim),
       rotary_dim_(c.rotary_dim),
       window_(c.sliding_window.at(static_cast<std::size_t>(layer))),
-      rotary_(c.rotary) {
+      rotary_(c.rotary),
+      fp32_scores_(c.fam == family::gptj) {
   const std::int64_t q_out = heads_ * head_dim_, kv_out = kv_heads_ * head_dim_;
   if (c.conv1d) {
     qkv = register_module("qkv", projection(c.hidden_size, q_out + 2 * kv_out, c.qkv_bias, true, options));
@@ -180,7 +181,14 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     vs = vs.repeat_interleave(heads_ / kv_heads_, 1);
   }
   const torch::Tensor no_mask;
-  auto y = compat::attention(qs, ks, vs, window_ > 0 ? ctx.mask(window_) : no_mask, scale_);
+  const torch::Tensor& mask = window_ > 0 ? ctx.mask(window_) : no_mask;
+  torch::Tensor y;
+  if (fp32_scores_ && x.scalar_type() != torch::kFloat) {
+    y = compat::attention(qs.to(torch::kFloat), ks.to(torch::kFloat), vs.to(torch::kFloat), mask,
+                          scale_).to(x.scalar_type());
+  } else {
+    y = compat::attention(qs, ks, vs, mask, scale_);
+  }
   return o->forward(y.transpose(1, 2).reshape({B, T, heads_ * head_dim_}));
 }
 

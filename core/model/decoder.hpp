@@ -64,6 +64,7 @@ class attention_impl : public torch::nn::Module {
   std::int64_t heads_, kv_heads_, head_dim_, rotary_dim_, window_;
   rotary_style rotary_;
   double scale_;
+  bool fp32_scores_;  // GPT-J computes attention in fp32 whatever the weights' dtype
 };
 TORCH_MODULE_IMPL(attention, attention_impl);
 
