@@ -134,6 +134,8 @@ attention_impl::attention_impl(const model_config& c, std::int64_t layer,
       rotary_dim_(c.rotary_dim),
       window_(c.sliding_window.at(static_cast<std::size_t>(layer))),
       rotary_(c.rotary),
+      attn_dropout_(c.attention_dropout),
+      resid_dropout_(c.residual_dropout),
       fp32_scores_(c.fam == family::gptj) {
   const std::int64_t q_out = heads_ * head_dim_, kv_out = kv_heads_ * head_dim_;
   if (c.conv1d) {
@@ -182,18 +184,22 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
   }
   const torch::Tensor no_mask;
   const torch::Tensor& mask = window_ > 0 ? ctx.mask(window_) : no_mask;
+  const double p = is_training() ? attn_dropout_ : 0.0;
   torch::Tensor y;
   if (fp32_scores_ && x.scalar_type() != torch::kFloat) {
     y = compat::attention(qs.to(torch::kFloat), ks.to(torch::kFloat), vs.to(torch::kFloat), mask,
-                          scale_).to(x.scalar_type());
+                          scale_, p).to(x.scalar_type());
   } else {
-    y = compat::attention(qs, ks, vs, mask, scale_);
+    y = compat::attention(qs, ks, vs, mask, scale_, p);
   }
-  return o->forward(y.transpose(1, 2).reshape({B, T, heads_ * head_dim_}));
+  y = o->forward(y.transpose(1, 2).reshape({B, T, heads_ * head_dim_}));
+  return torch::dropout(y, resid_dropout_, is_training() && resid_dropout_ > 0.0);
 }
 
 mlp_impl::mlp_impl(const model_config& c, const torch::TensorOptions& options)
-    : activation_(c.activation) {
+    : activation_(c.activation),
+      act_dropout_(c.activation_dropout),
+      resid_dropout_(c.residual_dropout) {
   const std::int64_t h = c.hidden_size, i = c.intermediate_size;
   if (c.gated_mlp) gate = register_module("gate", projection(h, i, c.mlp_bias, false, options));
   up = register_module("up", projection(h, i, c.mlp_bias, c.conv1d, options));
@@ -201,8 +207,11 @@ mlp_impl::mlp_impl(const model_config& c, const torch::TensorOptions& options)
 }
 
 torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
-  if (gate) return down->forward(activate(activation_, gate->forward(x)) * up->forward(x));
-  return down->forward(activate(activation_, up->forward(x)));
+  const bool train = is_training();
+  torch::Tensor h = gate ? activate(activation_, gate->forward(x)) * up->forward(x)
+                         : activate(activation_, up->forward(x));
+  h = torch::dropout(h, act_dropout_, train && act_dropout_ > 0.0);
+  return torch::dropout(down->forward(h), resid_dropout_, train && resid_dropout_ > 0.0);
 }
 
 decoder_layer_impl::decoder_layer_impl(const model_config& c, std::int64_t layer,
@@ -360,7 +369,7 @@ torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids) {
                              input_ids.options());
     x = x + torch::embedding(embed_positions_, pos);  // (T, C) broadcast over B
   }
-  return x;
+  return torch::dropout(x, config_.embed_dropout, is_training() && config_.embed_dropout > 0.0);
 }
 
 attention_context decoder_impl::context(std::int64_t T, const torch::Device& device) const {

@@ -63,7 +63,7 @@ class attention_impl : public torch::nn::Module {
  private:
   std::int64_t heads_, kv_heads_, head_dim_, rotary_dim_, window_;
   rotary_style rotary_;
-  double scale_;
+  double scale_, attn_dropout_, resid_dropout_;
   bool fp32_scores_;  // GPT-J computes attention in fp32 whatever the weights' dtype
 };
 TORCH_MODULE_IMPL(attention, attention_impl);
@@ -76,6 +76,7 @@ class mlp_impl : public torch::nn::Module {
 
  private:
   std::string activation_;
+  double act_dropout_, resid_dropout_;
 };
 TORCH_MODULE_IMPL(mlp, mlp_impl);
 
@@ -104,7 +105,8 @@ class decoder_impl : public torch::nn::Module {
  public:
   // `options` gives dtype and device (kMeta builds shapes only). With `initialize`, weights are
   // drawn as transformers' _init_weights does (normal(0, initializer_range), norms 1, biases 0)
-  // from torch's global generator; otherwise they are left uninitialised for a load.
+  // from torch's global generator; otherwise they are left uninitialised for a load. Like any
+  // torch module it starts in training mode, where the config's dropout applies; eval() stops it.
   explicit decoder_impl(model_config config, const torch::TensorOptions& options = {},
                         bool initialize = true);
 

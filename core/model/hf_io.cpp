@@ -193,6 +193,7 @@ decoder load_hf_model(const std::string& dir, const load_options& options) {
   cfg.dtype = config_dtype(dtype);
   decoder model(cfg, torch::TensorOptions().dtype(dtype).device(options.device), false);
   load_hf_weights(*model, dir);
+  model->eval();  // as from_pretrained returns it; train() turns dropout on
   return model;
 }
 

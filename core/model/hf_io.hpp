@@ -18,6 +18,7 @@ struct load_options {
 };
 
 // Builds the model config.json describes and fills every weight from the safetensors files.
+// The model comes back in eval mode (no dropout), as from_pretrained returns it.
 // Throws model_error naming the file and tensor for a missing, malformed or misshapen tensor.
 decoder load_hf_model(const std::string& dir, const load_options& options = {});
 

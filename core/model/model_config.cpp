@@ -59,6 +59,11 @@ class reader {
     if (!v->is_number()) fail("key '" + key + "' must be a number, got " + v->dump());
     return v->get<double>();
   }
+  double probability(const char* key, double def) const {
+    const double p = number({key}, def);
+    if (p < 0.0 || p >= 1.0) fail("key '" + std::string(key) + "' must be in [0, 1)");
+    return p;
+  }
   bool boolean(const char* key, bool def) const {
     const json* v = find({key});
     if (!v) return def;
@@ -147,6 +152,7 @@ void read_llama_like(const reader& r, model_config& c) {
   c.pad_token_id = r.optional_integer("pad_token_id");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
+  c.attention_dropout = r.probability("attention_dropout", 0.0);
 }
 
 void read_family(const reader& r, model_config& c) {
@@ -167,6 +173,9 @@ void read_family(const reader& r, model_config& c) {
       c.norm_eps = r.number({"layer_norm_epsilon"}, 1e-5);
       c.tie_word_embeddings = r.boolean("tie_word_embeddings", !j);
       c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
+      c.embed_dropout = r.probability("embd_pdrop", j ? 0.0 : 0.1);
+      c.attention_dropout = r.probability("attn_pdrop", j ? 0.0 : 0.1);
+      c.residual_dropout = r.probability("resid_pdrop", j ? 0.0 : 0.1);
       if (j) {
         c.rotary = rotary_style::interleaved;
         c.rotary_dim = r.integer({"rotary_dim"}, c.head_dim);
@@ -233,6 +242,9 @@ void read_family(const reader& r, model_config& c) {
                                                 : std::optional<std::int64_t>(1);
       c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
       c.sliding_window.assign(static_cast<std::size_t>(c.num_layers), 0);
+      c.embed_dropout = c.residual_dropout = r.probability("dropout", 0.1);
+      c.attention_dropout = r.probability("attention_dropout", 0.0);
+      c.activation_dropout = r.probability("activation_dropout", 0.0);
       break;
   }
 }
@@ -385,6 +397,9 @@ json to_hf_json(const model_config& c) {
                          : json(c.intermediate_size);
       j["activation_function"] = c.activation;
       j["layer_norm_epsilon"] = c.norm_eps;
+      j["embd_pdrop"] = c.embed_dropout;
+      j["attn_pdrop"] = c.attention_dropout;
+      j["resid_pdrop"] = c.residual_dropout;
       if (c.fam == family::gptj) {
         j["rotary_dim"] = c.rotary_dim;
       } else {
@@ -406,6 +421,7 @@ json to_hf_json(const model_config& c) {
       j["rms_norm_eps"] = c.norm_eps;
       set_rope();
       pad();
+      j["attention_dropout"] = c.attention_dropout;
       if (c.fam == family::llama) {
         j["attention_bias"] = c.qkv_bias;
         j["mlp_bias"] = c.mlp_bias;
@@ -438,6 +454,9 @@ json to_hf_json(const model_config& c) {
       j["word_embed_proj_dim"] = c.word_embed_proj_dim;
       j["enable_bias"] = c.qkv_bias;
       j["layer_norm_elementwise_affine"] = c.norm_affine;
+      j["dropout"] = c.residual_dropout;
+      j["attention_dropout"] = c.attention_dropout;
+      j["activation_dropout"] = c.activation_dropout;
       pad();
       break;
   }

@@ -64,6 +64,11 @@ struct model_config {
   std::vector<std::int64_t> sliding_window;  // per layer; 0 = full causal attention
   bool scale_attn_weights = true;              // GPT-2
   bool scale_attn_by_inverse_layer_idx = false;  // GPT-2
+  // Dropout probabilities, applied only while the module is in training mode.
+  double embed_dropout = 0.0;       // on the input embeddings (GPT-2/GPT-J embd_pdrop, OPT dropout)
+  double attention_dropout = 0.0;   // on the attention probabilities
+  double residual_dropout = 0.0;    // on each branch before its residual add (resid_pdrop, OPT dropout)
+  double activation_dropout = 0.0;  // inside the MLP after the activation (OPT)
   double initializer_range = 0.02;
   std::string dtype = "float32";  // float32 | float16 | bfloat16, as written in config.json
 

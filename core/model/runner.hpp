@@ -35,7 +35,8 @@ struct step_result {
   double grad_norm = 0.0;  // before clipping
 };
 
-// Loads DIR in fp32, takes one AdamW step on labels = input ids after clip_grad_norm_, and
+// Loads DIR in fp32, takes one AdamW step on labels = input ids after clip_grad_norm_ (dropout
+// off, so the step is reproducible), and
 // writes OUT_DIR as a Hugging Face directory (in DIR's dtype, with DIR's tokenizer files).
 step_result train_one_step(const std::string& hf_dir, const token_rows& ids,
                            const step_settings& settings, const std::string& out_dir);

@@ -65,6 +65,7 @@ TEST_CASE("every family builds, runs forward and backward, saves and reloads exa
     scratch_dir dir;
     save_hf_model(*model, dir.path());
     auto again = load_hf_model(dir.path());
+    model->eval();
     torch::NoGradGuard no_grad;
     CHECK(torch::equal(again->forward(ids).logits, model->forward(ids).logits));
     CHECK(again->parameter_count() == model->parameter_count());
@@ -100,6 +101,25 @@ TEST_CASE("weights are listed once under their Hugging Face names", "[core][mode
   decoder g(parse_config(cfgs[0], "t"));
   CHECK(g->hf_tensor("transformer.h.0.attn.c_attn.weight").sizes() == torch::IntArrayRef({16, 48}));
   CHECK_THROWS_AS(g->hf_tensor("nope"), model_error);
+}
+
+TEST_CASE("dropout from the config applies in training mode only", "[core][model]") {
+  torch::manual_seed(5);
+  json j = family_configs()[0];  // gpt2: embd/attn/resid dropout default to 0.1
+  const auto cfg = parse_config(j, "t");
+  CHECK(cfg.embed_dropout == 0.1);
+  CHECK(cfg.attention_dropout == 0.1);
+  decoder model(cfg);
+  auto ids = random_ids(40, 2, 8);
+  torch::NoGradGuard no_grad;
+  CHECK_FALSE(torch::equal(model->forward(ids).logits, model->forward(ids).logits));
+  model->eval();
+  CHECK(torch::equal(model->forward(ids).logits, model->forward(ids).logits));
+  j["embd_pdrop"] = j["attn_pdrop"] = j["resid_pdrop"] = 0.0;
+  decoder plain(parse_config(j, "t"));  // training mode, but nothing to drop
+  CHECK(torch::equal(plain->forward(ids).logits, plain->forward(ids).logits));
+  j["attn_pdrop"] = 1.5;
+  CHECK_THROWS_WITH(parse_config(j, "t"), Catch::Contains("attn_pdrop"));
 }
 
 TEST_CASE("a sliding window hides tokens further back than the window", "[core][model]") {
