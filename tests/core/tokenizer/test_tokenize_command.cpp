@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "tests/core/tokenizer/tokenizer_test_support.hpp"
-#include "tools/cohort_model_tokenize.hpp"
+#include "tools/cohort-model/tokenize_command.hpp"
 
 namespace {
 

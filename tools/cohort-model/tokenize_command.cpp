@@ -1,4 +1,5 @@
-#include "tools/cohort_model_tokenize.hpp"
+#include "tools/cohort-model/tokenize_command.hpp"
+#include "tools/cohort-model/commands.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -74,6 +75,18 @@ int run_tokenize_command(int argc, char** argv) {
     std::cerr << "tokenize: " << e.what() << '\n';
     return 1;
   }
+}
+
+}  // namespace cohort::tools
+
+namespace cohort::tools {
+
+int run_tokenize(const arg_list& args) {
+  std::vector<std::string> words{"tokenize"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  return run_tokenize_command(static_cast<int>(argv.size()), argv.data());
 }
 
 }  // namespace cohort::tools

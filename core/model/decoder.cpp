@@ -1,0 +1,427 @@
+// The decoder's modules. Formulas follow transformers' modeling_{gpt2,llama,mistral,qwen2,opt,
+// gptj}.py; comments name the places where families differ.
+#include "core/model/decoder.hpp"
+
+#include <cmath>
+
+#include <torch/utils.h>
+
+#include "core/model/model_error.hpp"
+#include "core/model/torch_compat.hpp"
+
+namespace cohort::core::model {
+namespace {
+
+struct hf_layout {
+  std::string embed, positions, project_in, project_out, final_norm, layers;
+  std::string norm1, norm2, qkv, q, k, v, o, gate, up, down;
+};
+
+hf_layout layout_of(family f) {
+  switch (f) {
+    case family::gpt2:
+      return {"transformer.wte", "transformer.wpe", "", "", "transformer.ln_f", "transformer.h.",
+              "ln_1", "ln_2", "attn.c_attn", "", "", "", "attn.c_proj", "", "mlp.c_fc", "mlp.c_proj"};
+    case family::gptj:
+      return {"transformer.wte", "", "", "", "transformer.ln_f", "transformer.h.",
+              "ln_1", "", "", "attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj", "",
+              "mlp.fc_in", "mlp.fc_out"};
+    case family::opt:
+      return {"model.decoder.embed_tokens", "model.decoder.embed_positions",
+              "model.decoder.project_in", "model.decoder.project_out",
+              "model.decoder.final_layer_norm", "model.decoder.layers.", "self_attn_layer_norm",
+              "final_layer_norm", "", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+              "self_attn.out_proj", "", "fc1", "fc2"};
+    case family::llama:
+    case family::mistral:
+    case family::qwen2:
+      break;
+  }
+  return {"model.embed_tokens", "", "", "", "model.norm", "model.layers.", "input_layernorm",
+          "post_attention_layernorm", "", "self_attn.q_proj", "self_attn.k_proj",
+          "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+}
+
+torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
+  if (name == "gelu_new") {  // NewGELUActivation, written as transformers writes it
+    return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
+  }
+  if (name == "gelu_fast") {
+    return 0.5 * x * (1.0 + torch::tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)));
+  }
+  if (name == "gelu") return torch::gelu(x);
+  if (name == "gelu_pytorch_tanh") return torch::gelu(x, "tanh");
+  if (name == "quick_gelu") return x * torch::sigmoid(1.702 * x);
+  if (name == "relu") return torch::relu(x);
+  return torch::silu(x);  // silu / swish; parse_config admits no other name
+}
+
+// Llama's rotate_half pairs dimension i with i + d/2; GPT-J's rotate_every_two pairs 2i with 2i+1.
+torch::Tensor rotate(const torch::Tensor& x, rotary_style style) {  // (..., d)
+  const std::int64_t d = x.size(-1);
+  if (style == rotary_style::half) {
+    return torch::cat({-x.slice(-1, d / 2, d), x.slice(-1, 0, d / 2)}, -1);
+  }
+  auto even = x.slice(-1, 0, d, 2);
+  auto odd = x.slice(-1, 1, d, 2);
+  return torch::stack({-odd, even}, -1).flatten(-2);
+}
+
+// transformers' rope init functions: default, linear and llama3 (all with attention_scaling 1).
+torch::Tensor inverse_frequencies(const model_config& c) {
+  const std::int64_t dim = c.rotary_dim;
+  auto exps = torch::arange(0, dim, 2, torch::kInt64).to(torch::kFloat) / static_cast<double>(dim);
+  auto inv = 1.0 / torch::pow(c.rope_theta, exps);  // (dim / 2,) fp32
+  const auto& s = c.scaling;
+  if (s.type == "linear") return inv / s.factor;
+  if (s.type != "llama3") return inv;
+  const double old_len = static_cast<double>(s.original_max_positions);
+  const double low_wavelen = old_len / s.low_freq_factor;
+  const double high_wavelen = old_len / s.high_freq_factor;
+  auto wavelen = 2 * M_PI / inv;
+  auto scaled = torch::where(wavelen > low_wavelen, inv / s.factor, inv);
+  auto smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+  auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+  return torch::where(medium, smoothed, scaled);
+}
+
+}  // namespace
+
+const torch::Tensor& attention_context::mask(std::int64_t window) const {
+  for (const auto& [w, m] : masks) {
+    if (w == window) return m;
+  }
+  throw model_error(model_errc::bad_input, "attention context has no mask for window " +
+                                               std::to_string(window));
+}
+
+projection_impl::projection_impl(std::int64_t in, std::int64_t out, bool with_bias, bool conv,
+                                 const torch::TensorOptions& options)
+    : conv1d(conv) {
+  weight = register_parameter("weight", conv ? torch::empty({in, out}, options)
+                                              : torch::empty({out, in}, options));
+  if (with_bias) bias = register_parameter("bias", torch::empty({out}, options));
+}
+
+torch::Tensor projection_impl::forward(const torch::Tensor& x) {
+  if (!conv1d) return torch::linear(x, weight, bias);
+  auto y = torch::matmul(x, weight);  // Conv1D: x @ W + b with W (in, out)
+  return bias.defined() ? y + bias : y;
+}
+
+norm_impl::norm_impl(const model_config& c, const torch::TensorOptions& options)
+    : kind(c.norm), eps(c.norm_eps) {
+  if (!c.norm_affine) return;
+  weight = register_parameter("weight", torch::empty({c.hidden_size}, options));
+  if (kind == norm_kind::layer_norm) {
+    bias = register_parameter("bias", torch::empty({c.hidden_size}, options));
+  }
+}
+
+torch::Tensor norm_impl::forward(const torch::Tensor& x) {
+  if (kind == norm_kind::layer_norm) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  auto h = x.to(torch::kFloat);
+  h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps);
+  return weight * h.to(x.scalar_type());
+}
+
+attention_impl::attention_impl(const model_config& c, std::int64_t layer,
+                               const torch::TensorOptions& options)
+    : heads_(c.num_heads),
+      kv_heads_(c.num_kv_heads),
+      head_dim_(c.head_dim),
+      rotary_dim_(c.rotary_dim),
+      window_(c.sliding_window.at(static_cast<std::size_t>(layer))),
+      rotary_(c.rotary),
+      attn_dropout_(c.attention_dropout),
+      resid_dropout_(c.residual_dropout),
+      fp32_scores_(c.fam == family::gptj) {
+  const std::int64_t q_out = heads_ * head_dim_, kv_out = kv_heads_ * head_dim_;
+  if (c.conv1d) {
+    qkv = register_module("qkv", projection(c.hidden_size, q_out + 2 * kv_out, c.qkv_bias, true, options));
+  } else {
+    q = register_module("q", projection(c.hidden_size, q_out, c.qkv_bias, false, options));
+    k = register_module("k", projection(c.hidden_size, kv_out, c.qkv_bias, false, options));
+    v = register_module("v", projection(c.hidden_size, kv_out, c.qkv_bias, false, options));
+  }
+  o = register_module("o", projection(q_out, c.hidden_size, c.o_bias, c.conv1d, options));
+  scale_ = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  if (c.fam == family::gpt2) {  // GPT2Attention: optional 1/sqrt(d) and 1/(layer_idx + 1)
+    if (!c.scale_attn_weights) scale_ = 1.0;
+    if (c.scale_attn_by_inverse_layer_idx) scale_ /= static_cast<double>(layer + 1);
+  }
+}
+
+torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_context& ctx) {
+  const std::int64_t B = x.size(0), T = x.size(1);
+  torch::Tensor qs, ks, vs;
+  if (qkv) {
+    auto parts = qkv->forward(x).split_with_sizes(
+        {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
+    qs = parts[0], ks = parts[1], vs = parts[2];
+  } else {
+    qs = q->forward(x), ks = k->forward(x), vs = v->forward(x);
+  }
+  qs = qs.view({B, T, heads_, head_dim_});  // (B, T, H, D)
+  ks = ks.view({B, T, kv_heads_, head_dim_});
+  vs = vs.view({B, T, kv_heads_, head_dim_});
+  if (rotary_ != rotary_style::none) {
+    auto cos = ctx.cos.to(x.scalar_type()).view({1, T, 1, rotary_dim_});
+    auto sin = ctx.sin.to(x.scalar_type()).view({1, T, 1, rotary_dim_});
+    const auto apply = [&](const torch::Tensor& t) {
+      auto r = t.slice(-1, 0, rotary_dim_);
+      auto rotated = r * cos + rotate(r, rotary_) * sin;
+      if (rotary_dim_ == head_dim_) return rotated;
+      return torch::cat({rotated, t.slice(-1, rotary_dim_, head_dim_)}, -1);
+    };
+    qs = apply(qs), ks = apply(ks);
+  }
+  qs = qs.transpose(1, 2), ks = ks.transpose(1, 2), vs = vs.transpose(1, 2);  // (B, H, T, D)
+  if (kv_heads_ != heads_) {  // repeat_kv: each key/value head serves heads/kv_heads queries
+    ks = ks.repeat_interleave(heads_ / kv_heads_, 1);
+    vs = vs.repeat_interleave(heads_ / kv_heads_, 1);
+  }
+  const torch::Tensor no_mask;
+  const torch::Tensor& mask = window_ > 0 ? ctx.mask(window_) : no_mask;
+  const double p = is_training() ? attn_dropout_ : 0.0;
+  torch::Tensor y;
+  if (fp32_scores_ && x.scalar_type() != torch::kFloat) {
+    y = compat::attention(qs.to(torch::kFloat), ks.to(torch::kFloat), vs.to(torch::kFloat), mask,
+                          scale_, p).to(x.scalar_type());
+  } else {
+    y = compat::attention(qs, ks, vs, mask, scale_, p);
+  }
+  y = o->forward(y.transpose(1, 2).reshape({B, T, heads_ * head_dim_}));
+  return torch::dropout(y, resid_dropout_, is_training() && resid_dropout_ > 0.0);
+}
+
+mlp_impl::mlp_impl(const model_config& c, const torch::TensorOptions& options)
+    : activation_(c.activation),
+      act_dropout_(c.activation_dropout),
+      resid_dropout_(c.residual_dropout) {
+  const std::int64_t h = c.hidden_size, i = c.intermediate_size;
+  if (c.gated_mlp) gate = register_module("gate", projection(h, i, c.mlp_bias, false, options));
+  up = register_module("up", projection(h, i, c.mlp_bias, c.conv1d, options));
+  down = register_module("down", projection(i, h, c.mlp_bias, c.conv1d, options));
+}
+
+torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
+  const bool train = is_training();
+  torch::Tensor h = gate ? activate(activation_, gate->forward(x)) * up->forward(x)
+                         : activate(activation_, up->forward(x));
+  h = torch::dropout(h, act_dropout_, train && act_dropout_ > 0.0);
+  return torch::dropout(down->forward(h), resid_dropout_, train && resid_dropout_ > 0.0);
+}
+
+decoder_layer_impl::decoder_layer_impl(const model_config& c, std::int64_t layer,
+                                       const torch::TensorOptions& options)
+    : parallel_residual_(c.parallel_residual), norm_before_(c.norm_before) {
+  norm1 = register_module("norm1", norm(c, options));
+  attn = register_module("attn", attention(c, layer, options));
+  if (!c.parallel_residual) norm2 = register_module("norm2", norm(c, options));
+  ffn = register_module("ffn", mlp(c, options));
+}
+
+torch::Tensor decoder_layer_impl::forward(const torch::Tensor& x, const attention_context& ctx) {
+  if (parallel_residual_) {  // GPT-J: one norm feeds both branches
+    auto h = norm1->forward(x);
+    return attn->forward(h, ctx) + ffn->forward(h) + x;
+  }
+  if (!norm_before_) {  // OPT with do_layer_norm_before = false (opt-350m): post-norm
+    auto h = norm1->forward(x + attn->forward(x, ctx));
+    return norm2->forward(h + ffn->forward(h));
+  }
+  auto h = x + attn->forward(norm1->forward(x), ctx);
+  return h + ffn->forward(norm2->forward(h));
+}
+
+decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, bool initialize)
+    : config_(std::move(c)) {
+  const auto& cfg = config_;
+  const hf_layout names = layout_of(cfg.fam);
+  const bool project = cfg.word_embed_proj_dim > 0 && cfg.word_embed_proj_dim != cfg.hidden_size;
+  const std::int64_t embed_dim = project ? cfg.word_embed_proj_dim : cfg.hidden_size;
+  embed_tokens_ = register_parameter("embed_tokens", torch::empty({cfg.vocab_size, embed_dim}, options));
+  list(names.embed + ".weight", embed_tokens_, -1);
+  if (cfg.learned_positions) {
+    embed_positions_ = register_parameter(
+        "embed_positions",
+        torch::empty({cfg.max_positions + cfg.position_offset, cfg.hidden_size}, options));
+    list(names.positions + ".weight", embed_positions_, -1);
+  }
+  if (project) {
+    project_in_ = register_module("project_in", projection(embed_dim, cfg.hidden_size, false, false, options));
+    list(names.project_in + ".weight", project_in_->weight, -1);
+  }
+  for (std::int64_t i = 0; i < cfg.num_layers; ++i) {
+    auto layer = register_module("layer" + std::to_string(i), decoder_layer(cfg, i, options));
+    layers_.push_back(layer);
+    const std::string prefix = names.layers + std::to_string(i) + ".";
+    const auto add_norm = [&](const norm& n, const std::string& name) {
+      if (n && n->weight.defined()) list(prefix + name + ".weight", n->weight, i);
+      if (n && n->bias.defined()) list(prefix + name + ".bias", n->bias, i);
+    };
+    const auto add_proj = [&](const projection& p, const std::string& name) {
+      if (!p) return;
+      list(prefix + name + ".weight", p->weight, i);
+      if (p->bias.defined()) list(prefix + name + ".bias", p->bias, i);
+    };
+    add_norm(layer->norm1, names.norm1);
+    add_proj(layer->attn->qkv, names.qkv);
+    add_proj(layer->attn->q, names.q);
+    add_proj(layer->attn->k, names.k);
+    add_proj(layer->attn->v, names.v);
+    add_proj(layer->attn->o, names.o);
+    add_norm(layer->norm2, names.norm2);
+    add_proj(layer->ffn->gate, names.gate);
+    add_proj(layer->ffn->up, names.up);
+    add_proj(layer->ffn->down, names.down);
+  }
+  if (cfg.final_norm) {
+    final_norm_ = register_module("final_norm", norm(cfg, options));
+    if (final_norm_->weight.defined()) list(names.final_norm + ".weight", final_norm_->weight, -1);
+    if (final_norm_->bias.defined()) list(names.final_norm + ".bias", final_norm_->bias, -1);
+  }
+  if (project) {
+    project_out_ = register_module("project_out", projection(cfg.hidden_size, embed_dim, false, false, options));
+    list(names.project_out + ".weight", project_out_->weight, -1);
+  }
+  if (cfg.tie_word_embeddings) {
+    lm_head_weight_ = embed_tokens_;
+  } else {
+    lm_head_weight_ = register_parameter("lm_head", torch::empty({cfg.vocab_size, embed_dim}, options));
+    list("lm_head.weight", lm_head_weight_, -1);
+  }
+  if (cfg.lm_head_bias) {
+    lm_head_bias_ = register_parameter("lm_head_bias", torch::empty({cfg.vocab_size}, options));
+    list("lm_head.bias", lm_head_bias_, -1);
+  }
+  if (!initialize || embed_tokens_.is_meta()) return;
+  torch::NoGradGuard no_grad;  // transformers' _init_weights
+  const double std = cfg.initializer_range;
+  for (const auto& m : modules(false)) {
+    if (auto* p = m->as<projection_impl>()) {
+      p->weight.normal_(0.0, std);
+      if (p->bias.defined()) p->bias.zero_();
+    } else if (auto* n = m->as<norm_impl>()) {
+      if (n->weight.defined()) n->weight.fill_(1.0);
+      if (n->bias.defined()) n->bias.zero_();
+    }
+  }
+  embed_tokens_.normal_(0.0, std);
+  if (cfg.pad_token_id) embed_tokens_[*cfg.pad_token_id].zero_();
+  if (embed_positions_.defined()) embed_positions_.normal_(0.0, std);
+  if (!cfg.tie_word_embeddings) lm_head_weight_.normal_(0.0, std);
+  if (lm_head_bias_.defined()) lm_head_bias_.zero_();
+}
+
+void decoder_impl::list(const std::string& name, const torch::Tensor& t, std::int64_t layer) {
+  hf_params_.push_back({name, t, layer});
+}
+
+const torch::Tensor& decoder_impl::hf_tensor(const std::string& name) const {
+  for (const auto& p : hf_params_) {
+    if (p.name == name) return p.tensor;
+  }
+  throw model_error(model_errc::bad_weights, std::string("a ") + family_name(config_.fam) +
+                                                 " model has no weight named '" + name + "'");
+}
+
+std::int64_t decoder_impl::parameter_count() const {
+  std::int64_t n = 0;
+  for (const auto& p : hf_params_) n += p.tensor.numel();
+  return n;
+}
+
+void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const {
+  if (!ids.defined() || ids.dim() != 2 || ids.scalar_type() != torch::kInt64) {
+    throw model_error(model_errc::bad_input, std::string(what) + " must be a (batch, time) int64 tensor");
+  }
+  if (ids.numel() == 0) throw model_error(model_errc::bad_input, std::string(what) + " is empty");
+  auto bad = ids.ge(config_.vocab_size).logical_or(ids.lt(0));
+  if (allow_ignore) bad = bad.logical_and(ids.ne(-100));
+  if (bad.any().item<bool>()) {
+    auto idx = bad.nonzero()[0];
+    const auto b = idx[0].item<std::int64_t>(), t = idx[1].item<std::int64_t>();
+    throw model_error(model_errc::bad_input,
+                      std::string(what) + "[" + std::to_string(b) + "][" + std::to_string(t) + "] = " +
+                          std::to_string(ids[b][t].item<std::int64_t>()) +
+                          " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")" +
+                          (allow_ignore ? " and is not -100" : ""));
+  }
+  if (config_.learned_positions && ids.size(1) > config_.max_positions) {
+    throw model_error(model_errc::bad_input,
+                      std::string(what) + " has " + std::to_string(ids.size(1)) +
+                          " positions; this model has learned positions for at most " +
+                          std::to_string(config_.max_positions));
+  }
+}
+
+torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids) {
+  check_ids(input_ids, "input_ids", false);
+  const std::int64_t pad = config_.pad_token_id ? *config_.pad_token_id : -1;
+  auto x = torch::embedding(embed_tokens_, input_ids, pad);  // (B, T, E); pad row gets no grad
+  if (project_in_) x = project_in_->forward(x);
+  if (embed_positions_.defined()) {
+    const std::int64_t T = input_ids.size(1);
+    auto pos = torch::arange(config_.position_offset, config_.position_offset + T,
+                             input_ids.options());
+    x = x + torch::embedding(embed_positions_, pos);  // (T, C) broadcast over B
+  }
+  return torch::dropout(x, config_.embed_dropout, is_training() && config_.embed_dropout > 0.0);
+}
+
+attention_context decoder_impl::context(std::int64_t T, const torch::Device& device) const {
+  attention_context ctx;
+  if (config_.rotary != rotary_style::none) {
+    auto inv = inverse_frequencies(config_).to(device);
+    auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    auto freqs = torch::outer(pos, inv);  // (T, rot / 2)
+    auto emb = config_.rotary == rotary_style::half ? torch::cat({freqs, freqs}, -1)
+                                                    : freqs.repeat_interleave(2, -1);
+    ctx.cos = emb.cos();
+    ctx.sin = emb.sin();
+  }
+  for (std::int64_t w : config_.sliding_window) {
+    bool have = w == 0;
+    for (const auto& m : ctx.masks) have = have || m.first == w;
+    if (have) continue;
+    auto idx = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device));
+    auto diff = idx.view({T, 1}) - idx.view({1, T});  // query - key
+    ctx.masks.emplace_back(w, diff.ge(0).logical_and(diff.lt(w)));  // sliding_window_overlay
+  }
+  return ctx;
+}
+
+torch::Tensor decoder_impl::head(const torch::Tensor& hidden) {
+  auto x = hidden;
+  if (final_norm_) x = final_norm_->forward(x);
+  if (project_out_) x = project_out_->forward(x);
+  return torch::linear(x, lm_head_weight_, lm_head_bias_);
+}
+
+decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& labels) {
+  auto x = embed(input_ids);
+  const auto ctx = context(input_ids.size(1), input_ids.device());
+  for (auto& layer : layers_) x = layer->forward(x, ctx);
+  decoder_output out;
+  out.logits = head(x);
+  if (labels.defined()) {
+    check_ids(labels, "labels", true);
+    if (labels.sizes() != input_ids.sizes()) {
+      throw model_error(model_errc::bad_input, "labels must have the shape of input_ids");
+    }
+    out.loss = causal_lm_loss(out.logits, labels);
+  }
+  return out;
+}
+
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  const std::int64_t V = logits.size(-1), T = logits.size(1);
+  auto shift_logits = logits.slice(1, 0, T - 1).to(torch::kFloat).reshape({-1, V});
+  auto shift_labels = labels.slice(1, 1, T).reshape({-1});
+  return at::cross_entropy_loss(shift_logits, shift_labels, {}, at::Reduction::Mean, -100);
+}
+
+}  // namespace cohort::core::model

@@ -1,0 +1,263 @@
+// Hugging Face directory I/O: name mapping checks, dtype conversion and sharding.
+#include "core/model/hf_io.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include <torch/utils.h>
+
+#include "core/model/model_error.hpp"
+#include "core/model/safetensors.hpp"
+
+namespace cohort::core::model {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const char* safetensors_dtype(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return "F32";
+    case torch::kHalf: return "F16";
+    case torch::kBFloat16: return "BF16";
+    default: break;
+  }
+  throw model_error(model_errc::bad_input, std::string("cannot save weights of dtype ") +
+                                               c10::toString(t) + " (use float32, float16 or bfloat16)");
+}
+
+const char* config_dtype(torch::ScalarType t) {
+  switch (t) {
+    case torch::kHalf: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    default: return "float32";
+  }
+}
+
+// Tensors that transformers keeps as non-persistent buffers or drops on load.
+bool ignorable(const std::string& name, const model_config& c) {
+  const auto ends = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq") ||
+         ends("attn.embed_positions") || (c.tie_word_embeddings && name == "lm_head.weight");
+}
+
+std::string base_prefix(family f) {
+  return f == family::gpt2 || f == family::gptj ? "transformer." : "model.";
+}
+
+// Where each tensor lives: the index's weight_map, or the one model.safetensors.
+std::map<std::string, std::string> weight_files(const std::string& dir,
+                                                std::vector<std::string>& files) {
+  std::map<std::string, std::string> where;
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    std::ifstream in(index);
+    std::stringstream text;
+    text << in.rdbuf();
+    json j = json::parse(text.str(), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+      throw model_error(model_errc::bad_safetensors,
+                        index.string() + ": not a JSON object with a 'weight_map' object");
+    }
+    std::set<std::string> seen;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it->is_string()) {
+        throw model_error(model_errc::bad_safetensors,
+                          index.string() + ": weight_map entry '" + it.key() + "' is not a file name");
+      }
+      const std::string file = it->get<std::string>();
+      if (file.find('/') != std::string::npos || file == ".." ) {
+        throw model_error(model_errc::bad_safetensors,
+                          index.string() + ": weight_map entry '" + it.key() + "' names '" + file +
+                              "', which is not a file in the directory");
+      }
+      where[it.key()] = (fs::path(dir) / file).string();
+      if (seen.insert(file).second) files.push_back(where[it.key()]);
+    }
+    return where;
+  }
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  if (!fs::exists(single)) {
+    throw model_error(model_errc::bad_weights,
+                      dir + ": no model.safetensors or model.safetensors.index.json (only "
+                            "safetensors weights are read; convert pytorch_model.bin first)");
+  }
+  files.push_back(single.string());
+  return where;  // empty: every tensor is in the single file
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  const std::string tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw model_error(model_errc::io, tmp + ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+std::string shape_text(const std::vector<std::int64_t>& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+}  // namespace
+
+torch::ScalarType dtype_from_name(const std::string& n) {
+  if (n == "float32" || n == "F32" || n == "fp32") return torch::kFloat;
+  if (n == "float16" || n == "F16" || n == "fp16") return torch::kHalf;
+  if (n == "bfloat16" || n == "BF16" || n == "bf16") return torch::kBFloat16;
+  throw model_error(model_errc::bad_input,
+                    "unsupported dtype '" + n + "' (supported: float32, float16, bfloat16)");
+}
+
+void load_hf_weights(decoder_impl& model, const std::string& dir) {
+  const model_config& cfg = model.config();
+  std::vector<std::string> files;
+  const auto where = weight_files(dir, files);
+  std::map<std::string, std::unique_ptr<safetensors_reader>> readers;
+  for (const auto& f : files) readers[f] = std::make_unique<safetensors_reader>(f);
+  const std::string prefix = base_prefix(cfg.fam);
+
+  std::set<std::string> used;  // file + "\n" + tensor
+  torch::NoGradGuard no_grad;
+  for (const auto& p : model.hf_parameters()) {
+    // A checkpoint saved from the base model (openai-community/gpt2) drops the prefix.
+    std::string name = p.name;
+    std::string file = files.front();
+    const std::string bare = p.name.rfind(prefix, 0) == 0 ? p.name.substr(prefix.size()) : p.name;
+    if (!where.empty()) {
+      auto it = where.find(name);
+      if (it == where.end()) it = where.find(name = bare);
+      if (it == where.end()) {
+        throw model_error(model_errc::bad_weights,
+                          dir + "/model.safetensors.index.json: missing tensor '" + p.name +
+                              "' (a weight of this " + family_name(cfg.fam) + " config)");
+      }
+      file = it->second;
+      if (!readers.at(file)->find(name)) {
+        throw model_error(model_errc::bad_weights, file + ": missing tensor '" + name +
+                                                       "' (the index says it is in this file)");
+      }
+    } else if (!readers.at(file)->find(name)) {
+      if (readers.at(file)->find(bare)) {
+        name = bare;
+      } else {
+        throw model_error(model_errc::bad_weights,
+                          file + ": missing tensor '" + p.name + "' (a weight of this " +
+                              family_name(cfg.fam) + " config)");
+      }
+    }
+    const safetensors_reader& reader = *readers.at(file);
+    const tensor_entry& e = reader.at(name);
+    const auto expected = p.tensor.sizes().vec();
+    if (e.shape != expected) {
+      throw model_error(model_errc::bad_weights,
+                        file + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
+                            " but config.json implies " + shape_text(expected));
+    }
+    torch::ScalarType src;
+    try {
+      src = dtype_from_name(e.dtype);
+    } catch (const model_error&) {
+      throw model_error(model_errc::bad_weights, file + ": tensor '" + name + "' has dtype " +
+                                                     e.dtype + "; weights must be F32, F16 or BF16");
+    }
+    auto staging = torch::empty(e.shape, torch::TensorOptions().dtype(src));
+    reader.read(e, staging.data_ptr());
+    auto target = p.tensor;
+    target.copy_(staging);
+    used.insert(file + "\n" + name);
+  }
+  for (const auto& [file, reader] : readers) {
+    for (const auto& e : reader->tensors()) {
+      if (used.count(file + "\n" + e.name) || ignorable(e.name, cfg)) continue;
+      throw model_error(model_errc::bad_weights,
+                        file + ": unexpected tensor '" + e.name + "': not a weight of a " +
+                            family_name(cfg.fam) + " model with this config.json");
+    }
+  }
+}
+
+decoder load_hf_model(const std::string& dir, const load_options& options) {
+  model_config cfg = read_config(dir);
+  const torch::ScalarType dtype = options.dtype ? *options.dtype : dtype_from_name(cfg.dtype);
+  cfg.dtype = config_dtype(dtype);
+  decoder model(cfg, torch::TensorOptions().dtype(dtype).device(options.device), false);
+  load_hf_weights(*model, dir);
+  model->eval();  // as from_pretrained returns it; train() turns dropout on
+  return model;
+}
+
+void save_hf_model(const decoder_impl& model, const std::string& dir, const save_options& options) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw model_error(model_errc::io, dir + ": cannot create directory: " + ec.message());
+  for (const auto& entry : fs::directory_iterator(dir)) {  // stale weights would confuse loaders
+    const std::string n = entry.path().filename().string();
+    const bool shard = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
+                       n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
+    if (n == "model.safetensors" || n == "model.safetensors.index.json" || shard) fs::remove(entry.path());
+  }
+
+  const auto& params = model.hf_parameters();
+  const torch::ScalarType dtype =
+      options.dtype ? *options.dtype
+                    : (params.empty() ? torch::kFloat : params.front().tensor.scalar_type());
+  model_config cfg = model.config();
+  cfg.dtype = config_dtype(dtype);
+  write_text(fs::path(dir) / "config.json", to_hf_json(cfg).dump(2) + "\n");
+
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& p : params) {
+    tensors.emplace_back(p.name, p.tensor.detach().to(torch::kCPU, dtype).contiguous());
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::vector<tensor_blob>> shards(1);
+  std::uint64_t shard_bytes = 0, total = 0;
+  for (const auto& [name, t] : tensors) {
+    const std::uint64_t n = t.numel() * t.element_size();
+    if (!shards.back().empty() && shard_bytes + n > options.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back({name, safetensors_dtype(dtype), t.sizes().vec(), t.data_ptr(), n});
+    shard_bytes += n;
+    total += n;
+  }
+  if (shards.size() == 1) {
+    write_safetensors((fs::path(dir) / "model.safetensors").string(), shards.front());
+  } else {
+    json map = json::object();
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      char file[64];
+      std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+      write_safetensors((fs::path(dir) / file).string(), shards[i]);
+      for (const auto& b : shards[i]) map[b.name] = file;
+    }
+    json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+    write_text(fs::path(dir) / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+
+  if (options.copy_files_from.empty()) return;
+  const fs::path from(options.copy_files_from);
+  if (fs::exists(from) && fs::equivalent(from, dir)) return;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model",
+                           "special_tokens_map.json", "vocab.json", "merges.txt",
+                           "added_tokens.json", "chat_template.jinja", "generation_config.json"}) {
+    if (!fs::exists(from / name)) continue;
+    fs::copy_file(from / name, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw model_error(model_errc::io, (from / name).string() + ": cannot copy: " + ec.message());
+  }
+}
+
+}  // namespace cohort::core::model

@@ -1,0 +1,65 @@
+// The safetensors file format (8-byte little-endian header length, JSON header, raw data): a
+// validating reader and a writer. Works on raw bytes, no torch. A reader owns its open file
+// descriptor; read() uses pread, so several threads may read from one reader at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cohort::core::model {
+
+struct tensor_entry {
+  std::string name;
+  std::string dtype;  // safetensors spelling: F32, F16, BF16, I64, ...
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;  // byte offsets into the data section
+  std::uint64_t end = 0;
+  std::uint64_t nbytes() const { return end - begin; }
+};
+
+// Bytes per element of a safetensors dtype, or 0 when the dtype is unknown.
+std::size_t safetensors_dtype_size(const std::string& dtype);
+
+class safetensors_reader {
+ public:
+  // Opens and validates the whole header. Throws model_error (bad_safetensors, or io when the
+  // file cannot be opened) naming the file and, where one is at fault, the tensor.
+  explicit safetensors_reader(const std::string& path);
+  ~safetensors_reader();
+  safetensors_reader(const safetensors_reader&) = delete;
+  safetensors_reader& operator=(const safetensors_reader&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::vector<tensor_entry>& tensors() const { return tensors_; }  // sorted by name
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const tensor_entry* find(const std::string& name) const;
+  // Throws model_error (bad_weights) naming the file and the missing tensor.
+  const tensor_entry& at(const std::string& name) const;
+  // Copies the tensor's bytes (entry.nbytes() of them) into dst.
+  void read(const tensor_entry& entry, void* dst) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t data_start_ = 0;
+  std::vector<tensor_entry> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+struct tensor_blob {
+  std::string name;
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  const void* data = nullptr;
+  std::size_t nbytes = 0;
+};
+
+// Writes tensors in the given order with __metadata__ (default {"format": "pt"}, what
+// transformers expects). Written to PATH.tmp and renamed, so a reader never sees half a file.
+void write_safetensors(const std::string& path, const std::vector<tensor_blob>& tensors,
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+}  // namespace cohort::core::model

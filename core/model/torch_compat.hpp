@@ -1,0 +1,38 @@
+// The one place that knows which libtorch it is built against: attention is the fused
+// at::scaled_dot_product_attention on libtorch 2.x and an explicit equivalent on 1.13.
+#pragma once
+
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+namespace cohort::core::model::compat {
+
+// Softmax attention as transformers' eager path computes it: scores in the input dtype, softmax
+// in fp32. q (B, H, T, D), k and v (B, H, S, D); mask (T, S) bool, true = may attend; an
+// undefined mask means causal; dropout_p > 0 drops attention probabilities. Returns (B, H, T, D).
+inline at::Tensor attention_math(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const at::Tensor& mask, double scale, double dropout_p = 0.0) {
+  at::Tensor allowed = mask.defined()
+                           ? mask
+                           : at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril();
+  at::Tensor w = at::matmul(q, k.transpose(-2, -1)) * scale;  // (B, H, T, S)
+  w = w.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+  w = at::softmax(w, -1, at::kFloat).to(q.scalar_type());
+  if (dropout_p > 0.0) w = at::dropout(w, dropout_p, true);
+  return at::matmul(w, v);
+}
+
+// Same contract; fused kernels where the library has them.
+inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& mask, double scale, double dropout_p = 0.0) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (mask.defined()) return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, false, scale);
+  return at::scaled_dot_product_attention(q, k, v, {}, dropout_p, true, scale);
+#else
+  return attention_math(q, k, v, mask, scale, dropout_p);
+#endif
+}
+
+}  // namespace cohort::core::model::compat
