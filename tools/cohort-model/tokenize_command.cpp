@@ -1,5 +1,4 @@
 #include "tools/cohort-model/tokenize_command.hpp"
-#include "tools/cohort-model/commands.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -79,14 +78,3 @@ int run_tokenize_command(int argc, char** argv) {
 
 }  // namespace cohort::tools
 
-namespace cohort::tools {
-
-int run_tokenize(const arg_list& args) {
-  std::vector<std::string> words{"tokenize"};
-  words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  return run_tokenize_command(static_cast<int>(argv.size()), argv.data());
-}
-
-}  // namespace cohort::tools
