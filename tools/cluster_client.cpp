@@ -1,6 +1,7 @@
 // Blocking wire client for `submit` (see cluster_client.hpp).
 #include "tools/cluster_client.hpp"
 
+#include "actors/messages.hpp"
 #include "actors/wire_protocol.hpp"
 #include "net/bridge_messages.hpp"
 #include "net/credentials.hpp"
@@ -47,6 +48,10 @@ std::optional<caf::message> cluster_client::next(std::chrono::milliseconds timeo
 
 std::string cluster_client::seconds(std::chrono::milliseconds d) {
   return std::to_string(d.count() / 1000) + " s";
+}
+
+bool cluster_client::is_event(const caf::message& msg) {
+  return msg.match_element<actors::job_event>(0);
 }
 
 void cluster_client::fail_with(const caf::message& msg) {

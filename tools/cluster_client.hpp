@@ -32,15 +32,23 @@ class cluster_client {
                  std::chrono::milliseconds connect_timeout = std::chrono::seconds(10));
   ~cluster_client();
 
-  // Sends `request` and returns the first reply of type Reply; a request_failed from the head
-  // becomes client_error with its message.
+  // Sends `request` and returns the first reply of type Reply, passing over events of a followed
+  // job that arrive meanwhile; a request_failed from the head becomes client_error.
   template <class Reply, class Request>
   Reply ask(const Request& request, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
     client_->send(request);
-    auto msg = next(timeout);
-    if (!msg) throw client_error("the head did not answer within " + seconds(timeout));
-    return unpack<Reply>(*msg);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      auto msg = left.count() > 0 ? next(left) : std::nullopt;
+      if (!msg) throw client_error("the head did not answer within " + seconds(timeout));
+      if (is_event(*msg)) continue;
+      return unpack<Reply>(*msg);
+    }
   }
+  // How many times the link to the head was (re)established; grows when the head came back.
+  std::uint64_t connections() const { return client_->status().handshakes; }
   // The next message from the head, or nullopt after the timeout.
   std::optional<caf::message> next(std::chrono::milliseconds timeout);
   template <class Reply>
@@ -48,6 +56,7 @@ class cluster_client {
 
  private:
   static std::string seconds(std::chrono::milliseconds d);
+  static bool is_event(const caf::message& msg);
   [[noreturn]] static void fail_with(const caf::message& msg);
 
   std::unique_ptr<net::wire_client> client_;

@@ -71,18 +71,37 @@ std::unique_ptr<tools::cluster_client> connect(const options& o) {
                                                  o.credentials);
 }
 
-int follow_remote(tools::cluster_client& client, const std::string& id) {
-  auto first = client.ask<actors::job_record>(actors::follow_job{id});
-  tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);
-  printer.on_event(actors::job_event{first, ""});
-  auto last = first;
+// Streams a job's events until it ends. A head that restarts forgets its followers: after a quiet
+// spell the client asks again, and follows anew once the link was re-established.
+template <class OnEvent>
+actors::job_record follow_events(tools::cluster_client& client, const std::string& id,
+                                 OnEvent on_event) {
+  auto last = client.ask<actors::job_record>(actors::follow_job{id});
+  on_event(actors::job_event{last, ""});
+  auto connections = client.connections();
   while (!actors::is_terminal(last.state)) {
-    auto msg = client.next(std::chrono::hours(1));
-    if (!msg) continue;
-    auto e = tools::cluster_client::unpack<actors::job_event>(*msg);
-    printer.on_event(e);
-    last = e.record;
+    auto msg = client.next(std::chrono::seconds(5));
+    if (msg) {
+      if (!msg->match_element<actors::job_event>(0)) continue;  // a stale reply
+      auto e = msg->get_as<actors::job_event>(0);
+      on_event(e);
+      last = e.record;
+      continue;
+    }
+    if (client.connections() != connections) {
+      connections = client.connections();
+      last = client.ask<actors::job_record>(actors::follow_job{id});
+    } else {
+      last = client.ask<actors::job_record>(actors::job_query{id});
+    }
+    on_event(actors::job_event{last, ""});
   }
+  return last;
+}
+
+int follow_remote(tools::cluster_client& client, const std::string& id) {
+  tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);
+  auto last = follow_events(client, id, [&](const actors::job_event& e) { printer.on_event(e); });
   printer.finish(last);
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
@@ -196,14 +215,9 @@ int remote(const options& o) {
     for (const auto& l : logs.lines) print_log(l);
     std::cout.flush();
     if (!o.follow) return exit_ok;
-    auto last = client->ask<actors::job_record>(actors::follow_job{o.arg});
-    while (!actors::is_terminal(last.state)) {
-      auto msg = client->next(std::chrono::hours(1));
-      if (!msg) continue;
-      auto e = tools::cluster_client::unpack<actors::job_event>(*msg);
+    follow_events(*client, o.arg, [](const actors::job_event& e) {
       if (e.line.rfind("(worker ", 0) == 0) std::cout << e.line << std::endl;
-      last = e.record;
-    }
+    });
     return exit_ok;
   }
   std::cerr << "submit: unknown command \"" << o.command << "\"\n" << usage_text;
