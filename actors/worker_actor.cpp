@@ -6,7 +6,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
-#include "config/job_spec.hpp"
+#include "actors/worker_process_link.hpp"
 
 namespace cohort::actors {
 
@@ -38,15 +38,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   const auto pid = static_cast<std::int64_t>(::getpid());
   self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
 
-  core::train::worker_context ctx;
-  ctx.spec = config::parse_job_spec(setup.spec_json);
-  ctx.job_id = setup.job_id;
-  ctx.rank = setup.rank;
-  ctx.world_size = setup.world_size;
-  ctx.attempt = setup.attempt;
-  ctx.node = setup.node;
-  ctx.store_address = setup.store_address;
-  ctx.run_dir = ctx.spec.run.storage_path + "/" + ctx.spec.name;
+  auto ctx = worker_context_for(setup);
 
   // The runner thread reaches the trainer through this actor only.
   auto me = caf::actor_cast<caf::actor>(self);

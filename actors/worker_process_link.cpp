@@ -39,6 +39,19 @@ worker_setup worker_setup_from_json(const std::string& text) {
   return s;
 }
 
+core::train::worker_context worker_context_for(const worker_setup& setup) {
+  core::train::worker_context ctx;
+  ctx.spec = config::parse_job_spec(setup.spec_json);
+  ctx.job_id = setup.job_id;
+  ctx.rank = setup.rank;
+  ctx.world_size = setup.world_size;
+  ctx.attempt = setup.attempt;
+  ctx.node = setup.node;
+  ctx.store_address = setup.store_address;
+  ctx.run_dir = ctx.spec.run.storage_path + "/" + ctx.spec.name;
+  return ctx;
+}
+
 std::string progress_line(const progress_report& r) {
   return json{{"type", "progress"}, {"job_id", r.job_id}, {"rank", r.rank}, {"step", r.step},
               {"total_steps", r.total_steps}, {"loss", r.loss}, {"lr", r.lr},

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/messages.hpp"
+#include "core/train/workload.hpp"
 
 namespace cohort::actors {
 
@@ -17,6 +18,11 @@ inline constexpr int worker_control_fd = 3;
 std::string worker_setup_to_json(const worker_setup& setup);
 // Throws std::invalid_argument naming the missing or mistyped field.
 worker_setup worker_setup_from_json(const std::string& text);
+
+// The workload's view of a worker's setup: spec parsed, place in the group, run directory.
+// Throws config::spec_error for a spec that does not parse. Callbacks and the cancel flag are
+// left for the caller.
+core::train::worker_context worker_context_for(const worker_setup& setup);
 
 // One control line from a worker process.
 struct worker_control {

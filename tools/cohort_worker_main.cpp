@@ -12,7 +12,6 @@
 #include <string>
 
 #include "actors/worker_process_link.hpp"
-#include "config/job_spec.hpp"
 #include "core/train/workload.hpp"
 
 using namespace cohort;
@@ -54,7 +53,7 @@ int main(int argc, char** argv) {
   core::train::worker_context ctx;
   try {
     setup = actors::worker_setup_from_json(setup_text);
-    ctx.spec = config::parse_job_spec(setup.spec_json);
+    ctx = actors::worker_context_for(setup);
   } catch (const std::exception& e) {
     std::cerr << "cohort-worker: bad setup: " << e.what() << "\n";
     return 2;
@@ -63,13 +62,6 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_sigterm;
   ::sigaction(SIGTERM, &sa, nullptr);
 
-  ctx.job_id = setup.job_id;
-  ctx.rank = setup.rank;
-  ctx.world_size = setup.world_size;
-  ctx.attempt = setup.attempt;
-  ctx.node = setup.node;
-  ctx.store_address = setup.store_address;
-  ctx.run_dir = ctx.spec.run.storage_path + "/" + ctx.spec.name;
   ctx.cancelled = &stop_requested;
   ctx.report = [&](const core::train::step_report& r) {
     control(actors::progress_line(actors::progress_report{setup.job_id, setup.rank, r.step,
