@@ -103,8 +103,10 @@ struct trainer_actor_state {
   std::unique_ptr<core::comm::tcp_store_server> store;
   static inline const char* name = "cohort.trainer";
 };
+// `bind_address`: where this node is reached; the attempt's rendezvous store listens there.
 caf::behavior trainer_actor(caf::stateful_actor<trainer_actor_state>* self, trainer_setup setup,
-                            caf::actor head, std::shared_ptr<node_directory> directory);
+                            caf::actor head, std::shared_ptr<node_directory> directory,
+                            std::string bind_address);
 
 struct worker_actor_state {
   worker_setup setup;

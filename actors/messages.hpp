@@ -61,6 +61,9 @@ struct node_info {
   static constexpr std::uint32_t wire_id = 3;
   std::string name;
   std::map<std::string, double> resources;
+  // Where the node's trainers and workers are reached by the other nodes' workers (rendezvous
+  // store, Gloo); 127.0.0.1 for a cluster on one machine.
+  std::string address = "127.0.0.1";
 };
 
 // What the head gives a trainer: one attempt of one job, placed.
@@ -83,6 +86,7 @@ struct worker_setup {
   std::int32_t attempt = 0;
   std::string node;
   std::string store_address;
+  std::string node_address = "127.0.0.1";  // this worker's node, for its collective transport
 };
 
 // A step report from a worker (rank 0's carry the metrics).
@@ -260,7 +264,7 @@ typename Inspector::result_type inspect(Inspector& f, job_record& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-  return f(caf::meta::type_name("node_info"), x.name, x.resources);
+  return f(caf::meta::type_name("node_info"), x.name, x.resources, x.address);
 }
 
 template <class Inspector>
@@ -270,7 +274,7 @@ typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
-  return f(caf::meta::type_name("worker_setup"), x.job_id, x.spec_json, x.rank, x.world_size, x.attempt, x.node, x.store_address);
+  return f(caf::meta::type_name("worker_setup"), x.job_id, x.spec_json, x.rank, x.world_size, x.attempt, x.node, x.store_address, x.node_address);
 }
 
 template <class Inspector>

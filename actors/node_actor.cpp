@@ -25,13 +25,14 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
   return {
       [=](const start_trainer& req) {
         auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
-                                                self->state.directory);
+                                                self->state.directory, self->state.info.address);
         self->state.children.insert(trainer.address());
         self->state.trainer_of_job[req.setup.job_id] = trainer;
       },
       [=](start_worker req) {
         auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
         req.setup.node = self->state.info.name;
+        req.setup.node_address = self->state.info.address;
         auto worker = self->state.spawn_worker(self, req.setup, trainer);
         self->monitor(worker);
         self->state.children.insert(worker.address());

@@ -35,7 +35,7 @@ bool is_mine(trainer_ptr self, const std::string& job_id, std::int32_t attempt) 
 }  // namespace
 
 caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor head,
-                            std::shared_ptr<node_directory> directory) {
+                            std::shared_ptr<node_directory> directory, std::string bind_address) {
   auto& st = self->state;
   st.setup = setup;
   st.head = head;
@@ -58,7 +58,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
 
   std::string store_address;
   try {
-    st.store = std::make_unique<core::comm::tcp_store_server>("127.0.0.1", 0);
+    st.store = std::make_unique<core::comm::tcp_store_server>(bind_address, 0);
     store_address = st.store->host() + ":" + std::to_string(st.store->port());
   } catch (const std::exception& e) {
     settle(self, false, failure_cause{0, -1, setup.trainer_node,
@@ -73,7 +73,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
     }
     self->send(node, start_worker{worker_setup{setup.job_id, setup.spec_json, rank, world,
                                                setup.attempt, setup.rank_nodes[rank],
-                                               store_address}});
+                                               store_address, ""}});
   }
 
   return {

@@ -12,7 +12,7 @@ using nlohmann::json;
 std::string worker_setup_to_json(const worker_setup& s) {
   return json{{"job_id", s.job_id},   {"spec_json", s.spec_json}, {"rank", s.rank},
               {"world_size", s.world_size}, {"attempt", s.attempt}, {"node", s.node},
-              {"store_address", s.store_address}}
+              {"store_address", s.store_address}, {"node_address", s.node_address}}
       .dump();
 }
 
@@ -33,6 +33,7 @@ worker_setup worker_setup_from_json(const std::string& text) {
     s.attempt = field("attempt").get<std::int32_t>();
     s.node = field("node").get<std::string>();
     s.store_address = field("store_address").get<std::string>();
+    s.node_address = field("node_address").get<std::string>();
   } catch (const json::type_error& e) {
     throw std::invalid_argument(std::string("worker setup has a mistyped field: ") + e.what());
   }
@@ -48,6 +49,7 @@ core::train::worker_context worker_context_for(const worker_setup& setup) {
   ctx.attempt = setup.attempt;
   ctx.node = setup.node;
   ctx.store_address = setup.store_address;
+  ctx.node_address = setup.node_address;
   ctx.run_dir = ctx.spec.run.storage_path + "/" + ctx.spec.name;
   return ctx;
 }

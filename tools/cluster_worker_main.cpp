@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
       ("address", po::value<std::string>(), "the head (default $COHORT_ADDRESS)")
       ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
       ("name", po::value<std::string>()->default_value(host), "this node's name")
+      ("node-address", po::value<std::string>()->default_value("127.0.0.1"),
+       "the address other nodes reach this one at (rendezvous store, Gloo)")
       ("num-cpus", po::value<double>(), "CPUs offered (default: this machine's)")
       ("num-gpus", po::value<double>()->default_value(0), "GPUs offered")
       ("memory", po::value<double>(), "bytes of memory offered (default: this machine's)")
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
   }
   actors::node_info info;
   info.name = vm["name"].as<std::string>();
+  info.address = vm["node-address"].as<std::string>();
   info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>()
                                                : std::max(1u, std::thread::hardware_concurrency());
   if (vm["num-gpus"].as<double>() > 0) info.resources["GPU"] = vm["num-gpus"].as<double>();

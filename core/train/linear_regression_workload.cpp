@@ -107,6 +107,7 @@ void linear_regression_workload::run(const worker_context& ctx) {
   options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port);
   options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/dp/";
   options.timeout = std::chrono::seconds(30);
+  options.gloo_hostname = ctx.node_address;
   auto group = comm::make_process_group(options);
 
   auto data = make_dataset(train.seed);
