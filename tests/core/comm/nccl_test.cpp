@@ -3,11 +3,13 @@
 #include "core/comm/comm_error.hpp"
 #include "tests/core/comm/rank_threads.hpp"
 
-#include <catch2/catch.hpp>
-
+// Torch first: its glog CHECK macro would replace Catch's if it came after.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#undef CHECK
+
+#include <catch2/catch.hpp>
 
 #include <future>
 

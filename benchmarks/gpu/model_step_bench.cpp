@@ -1,0 +1,192 @@
+// model_step_bench: times cohort's training step on one GPU — the core/model decoder with bf16
+// weights (fused attention through torch_compat), fp32 master weights and AdamW moments, the
+// optimizer either core/model's adamw_step (what the engine runs) or ATen's fused AdamW kernel —
+// and prints one JSON line: tokens/s, step time, peak GPU memory, parameter count, last loss.
+// scripts/gpu-bench runs it beside benchmarks/gpu/torch_reference.py on the same config JSON.
+//
+//   model_step_bench --config benchmarks/gpu/tinyllama-1.1b.json --batch 8 --seq 2048
+//                    [--steps 10] [--warmup 3] [--optimizer cohort|fused] [--device cuda:0]
+#include "core/model/adamw.hpp"
+#include "core/model/decoder.hpp"
+#include "core/model/model_config.hpp"
+
+#include <ATen/ATen.h>
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+#include <torch/version.h>
+#ifdef COHORT_BENCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace po = boost::program_options;
+namespace model = cohort::core::model;
+
+namespace {
+
+struct bench_options {
+  std::string config;
+  std::int64_t batch = 8;
+  std::int64_t seq = 1024;
+  int steps = 10;
+  int warmup = 3;
+  std::string optimizer = "cohort";
+  std::string device = "cuda:0";
+  double lr = 1e-4;
+};
+
+// fp32 master copy of every bf16 weight, with its AdamW state; the bf16 weight is refreshed
+// from the master after each update (bf16 compute, fp32 master weights, as the engine does).
+class mixed_precision_adamw {
+ public:
+  mixed_precision_adamw(const std::vector<model::hf_parameter>& params, const std::string& kind,
+                        double lr)
+      : fused_(kind == "fused") {
+    if (kind != "cohort" && kind != "fused") {
+      throw std::invalid_argument("--optimizer '" + kind + "' is not known (allowed: cohort, fused)");
+    }
+#if TORCH_VERSION_MAJOR < 2
+    if (fused_) throw std::invalid_argument("--optimizer fused needs libtorch 2.x (_fused_adamw_)");
+#endif
+    options_.lr = lr;
+    for (const auto& p : params) {
+      weights_.push_back(p.tensor);
+      masters_.push_back(p.tensor.detach().to(torch::kFloat));
+      states_.emplace_back();
+      exp_avg_.push_back(torch::zeros_like(masters_.back()));
+      exp_avg_sq_.push_back(torch::zeros_like(masters_.back()));
+      steps_.push_back(torch::zeros({}, masters_.back().options()));
+    }
+  }
+
+  void step() {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> grads;
+    grads.reserve(weights_.size());
+    for (auto& w : weights_) grads.push_back(w.grad().to(torch::kFloat));
+    if (fused_) {
+#if TORCH_VERSION_MAJOR >= 2
+      at::_foreach_add_(steps_, 1.0);  // the kernel reads the step count; torch.optim bumps it first
+      at::_fused_adamw_(masters_, grads, exp_avg_, exp_avg_sq_, {}, steps_, options_.lr,
+                        options_.beta1, options_.beta2, options_.weight_decay, options_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+#endif
+    } else {
+      for (std::size_t i = 0; i < masters_.size(); ++i) {
+        model::adamw_step(masters_[i], grads[i], states_[i], options_);
+      }
+    }
+    for (std::size_t i = 0; i < weights_.size(); ++i) {
+      weights_[i].copy_(masters_[i]);
+      weights_[i].mutable_grad() = torch::Tensor();
+    }
+  }
+
+ private:
+  bool fused_;
+  model::adamw_options options_;
+  std::vector<torch::Tensor> weights_, masters_, exp_avg_, exp_avg_sq_, steps_;
+  std::vector<model::adamw_state> states_;
+};
+
+double peak_gpu_gib(const torch::Device& device) {
+#ifdef COHORT_BENCH_CUDA
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto aggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return static_cast<double>(stats.allocated_bytes[aggregate].peak) / (1024.0 * 1024.0 * 1024.0);
+#else
+  (void)device;
+  return std::nan("");
+#endif
+}
+
+int run(const bench_options& o) {
+  const torch::Device device(o.device);
+  const model::model_config config = model::read_config(o.config);
+  if (o.seq > config.max_positions) {
+    throw std::invalid_argument("--seq " + std::to_string(o.seq) + " exceeds the config's " +
+                                std::to_string(config.max_positions) + " positions");
+  }
+  torch::manual_seed(0);
+  model::decoder net(config, torch::TensorOptions().dtype(torch::kBFloat16).device(device), true);
+  net->train();
+  mixed_precision_adamw optimizer(net->hf_parameters(), o.optimizer, o.lr);
+
+  auto ids = torch::randint(0, config.vocab_size, {o.batch, o.seq},
+                            torch::TensorOptions().dtype(torch::kInt64).device(device));
+  float loss = 0.0F;
+  auto train_step = [&] {
+    auto out = net->forward(ids, ids);
+    out.loss.backward();
+    optimizer.step();
+    return out.loss;
+  };
+  torch::Tensor last;
+  for (int i = 0; i < o.warmup; ++i) last = train_step();
+  loss = last.item<float>();  // waits for the warmup steps
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.steps; ++i) last = train_step();
+  loss = last.item<float>();  // waits for the timed steps
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  if (!std::isfinite(loss)) throw std::runtime_error("loss is not finite after the timed steps");
+
+  const double step_s = took.count() / o.steps;
+  nlohmann::json result = {
+      {"impl", std::string("cohort-") + o.optimizer},
+      {"config", o.config},
+      {"params", net->parameter_count()},
+      {"layers", config.num_layers},
+      {"hidden", config.hidden_size},
+      {"batch", o.batch},
+      {"seq", o.seq},
+      {"steps", o.steps},
+      {"step_ms", step_s * 1e3},
+      {"tokens_per_s", static_cast<double>(o.batch * o.seq) / step_s},
+      {"peak_mem_gib", peak_gpu_gib(device)},
+      {"loss", loss},
+      {"torch", TORCH_VERSION},
+  };
+  std::cout << result.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench_options o;
+  po::options_description desc("model_step_bench options");
+  desc.add_options()("help", "show this help")(
+      "config", po::value(&o.config)->required(), "Hugging Face style config.json of the model")(
+      "batch", po::value(&o.batch)->default_value(o.batch), "micro-batch size")(
+      "seq", po::value(&o.seq)->default_value(o.seq), "sequence length")(
+      "steps", po::value(&o.steps)->default_value(o.steps), "timed steps")(
+      "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed steps first")(
+      "optimizer", po::value(&o.optimizer)->default_value(o.optimizer),
+      "cohort (core/model adamw_step per tensor) or fused (ATen _fused_adamw_)")(
+      "device", po::value(&o.device)->default_value(o.device), "torch device")(
+      "lr", po::value(&o.lr)->default_value(o.lr), "AdamW learning rate");
+  try {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+    if (o.batch < 1 || o.seq < 2 || o.steps < 1 || o.warmup < 1) {
+      throw std::invalid_argument("--batch and --steps and --warmup must be >= 1, --seq >= 2");
+    }
+    return run(o);
+  } catch (const std::exception& e) {
+    std::cerr << "model_step_bench: " << e.what() << "\n";
+    return 1;
+  }
+}
