@@ -166,6 +166,7 @@ struct causal_lm_engine::impl {
       for (std::size_t l = 0; l < layers.size(); ++l) {
         const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
         optimizer->gather(unit);
+        optimizer->prefetch(unit + 1);  // the next layer's gather overlaps this layer
         inputs.push_back(x);
         if (save_rng) rng_states.push_back(generator.get_state());
         auto layer = layers[l];
@@ -181,6 +182,7 @@ struct causal_lm_engine::impl {
     for (std::size_t l = layers.size(); l-- > 0;) {
       const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
       optimizer->gather(unit);
+      if (l > 0) optimizer->prefetch(unit - 1);
       if (save_rng) generator.set_state(rng_states[l]);
       auto in = inputs[l].detach().requires_grad_(true);
       auto layer = layers[l];

@@ -74,8 +74,30 @@ void zero_optimizer::assign(unit& u, const torch::Tensor& full) {
   }
 }
 
+void zero_optimizer::prefetch(std::size_t u) {
+  if (options_.stage != 3 || u >= units_.size()) return;
+  for (const auto& p : pending_) {
+    if (p.unit == u) return;
+  }
+  pending_gather p;
+  p.unit = u;
+  p.shard = units_[u].master.to(options_.device);
+  p.full = torch::empty({parts() * units_[u].shard}, p.shard.options());
+  p.work = group_.all_gather(p.shard, p.full);
+  pending_.push_back(std::move(p));
+}
+
 void zero_optimizer::gather(std::size_t u) {
-  if (options_.stage == 3) assign(units_.at(u), gather_full(units_.at(u)));
+  if (options_.stage != 3) return;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->unit != u) continue;
+    auto p = std::move(*it);
+    pending_.erase(it);
+    wait_(p.work);
+    assign(units_.at(u), p.full);
+    return;
+  }
+  assign(units_.at(u), gather_full(units_.at(u)));
 }
 
 void zero_optimizer::release(std::size_t u) {

@@ -43,7 +43,10 @@ class zero_optimizer {
   std::int64_t parameter_count() const { return parameter_count_; }
 
   // Stage 3: makes unit u's weights whole in the model (all-gather of the shards) / frees them.
-  // No-ops for stages 0-2, whose weights stay whole.
+  // prefetch(u) starts that all-gather so it overlaps the compute before gather(u) (which then
+  // only waits); every rank must prefetch the same units in the same order. No-ops for stages
+  // 0-2, whose weights stay whole; an index past the last unit is ignored by prefetch.
+  void prefetch(std::size_t u);
   void gather(std::size_t u);
   void release(std::size_t u);
 
@@ -80,6 +83,11 @@ class zero_optimizer {
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
   torch::Tensor flatten(const unit& u, bool grads) const;  // (parts * shard) fp32 on device
   torch::Tensor gather_full(const unit& u);                // (parts * shard) fp32 on device
+  struct pending_gather {
+    std::size_t unit = 0;
+    std::shared_ptr<comm::work> work;
+    torch::Tensor shard, full;  // kept alive until the work completes
+  };
   void assign(unit& u, const torch::Tensor& full);         // full -> the model's weights
 
   comm::process_group& group_;
@@ -87,6 +95,7 @@ class zero_optimizer {
   wait_function wait_;
   torch::Device opt_device_;
   std::vector<unit> units_;
+  std::vector<pending_gather> pending_;
   std::vector<std::pair<std::size_t, std::size_t>> order_;  // hf_parameters() index -> (unit, slot)
   std::int64_t parameter_count_ = 0;
 };
