@@ -94,6 +94,9 @@ struct causal_lm_engine::impl {
   std::int64_t total_steps = 0;
   std::int64_t steps_done = 0;
   bool recompute = false;
+  // Stages 2-3 on the layer-by-layer path reduce-scatter each layer's gradients right after its
+  // backward (so a rank never holds all of them); otherwise they are reduced once per step.
+  bool layers_reduced_in_backward = false;
   bool save_rng = false;
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
@@ -126,6 +129,7 @@ struct causal_lm_engine::impl {
         net->hf_parameters(), group, zo,
         [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); });
     recompute = spec.zero.stage == 3 || train.activation_checkpointing;
+    layers_reduced_in_backward = recompute && spec.zero.stage >= 2;
     save_rng = recompute && has_dropout(net->config());
   }
 
@@ -188,7 +192,7 @@ struct causal_lm_engine::impl {
       auto layer = layers[l];
       layer->forward(in, ctx).backward(grad);
       grad = in.grad();
-      if (spec.zero.stage == 3) optimizer->reduce_grads(unit);
+      if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
       optimizer->release(unit);
     }
     net->embed(b.ids).backward(grad);
@@ -225,9 +229,8 @@ struct causal_lm_engine::impl {
     optimizer->gather(0);
     double local_loss = 0;
     for (const auto& b : batches) local_loss += forward_backward(b, 1.0 / global_labels);
-    const bool stage3 = spec.zero.stage == 3;
     for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
-      if (!stage3 || u == 0) optimizer->reduce_grads(u);
+      if (u == 0 || !layers_reduced_in_backward) optimizer->reduce_grads(u);
     }
     optimizer->release(0);
 

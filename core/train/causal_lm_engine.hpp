@@ -18,7 +18,7 @@ namespace cohort::core::train {
 
 struct step_result {
   std::int64_t step = 0;     // 1-based step just completed
-  double loss = 0;           // mean over the global batch's label tokens
+  double loss = 0;           // mean over the global batch's label tokens (0 if it has none)
   double lr = 0;             // the learning rate this step used
   double grad_norm = 0;      // global L2 norm before clipping
   std::int64_t tokens = 0;   // real (non-padding) tokens in the global batch
