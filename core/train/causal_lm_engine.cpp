@@ -161,11 +161,15 @@ struct causal_lm_engine::impl {
     }
     // Layer by layer: a forward without autograd keeps each layer's input, then each layer is
     // recomputed with autograd just before its backward (with the weights of its unit gathered).
+    // With dropout the generator's state before each piece is kept, so the recomputation drops
+    // what the first pass dropped, and the state after the first pass is restored at the end.
     const auto& layers = net->layers();
-    std::vector<torch::Tensor> inputs, rng_states;
+    std::vector<torch::Tensor> inputs, rng_states;  // rng_states: before embed, before layer l
     auto generator = at::globalContext().defaultGenerator(device);
+    torch::Tensor rng_after_forward;
     {
       torch::NoGradGuard no_grad;
+      if (save_rng) rng_states.push_back(generator.get_state());
       auto x = net->embed(b.ids);
       for (std::size_t l = 0; l < layers.size(); ++l) {
         const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
@@ -178,6 +182,7 @@ struct causal_lm_engine::impl {
         optimizer->release(unit);
       }
       inputs.push_back(x);
+      if (save_rng) rng_after_forward = generator.get_state();
     }
     auto last = inputs.back().detach().requires_grad_(true);
     auto sum = loss_sum(net->head(last), b.labels);
@@ -187,7 +192,7 @@ struct causal_lm_engine::impl {
       const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
       optimizer->gather(unit);
       if (l > 0) optimizer->prefetch(unit - 1);
-      if (save_rng) generator.set_state(rng_states[l]);
+      if (save_rng) generator.set_state(rng_states[l + 1]);
       auto in = inputs[l].detach().requires_grad_(true);
       auto layer = layers[l];
       layer->forward(in, ctx).backward(grad);
@@ -195,7 +200,9 @@ struct causal_lm_engine::impl {
       if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
       optimizer->release(unit);
     }
+    if (save_rng) generator.set_state(rng_states[0]);
     net->embed(b.ids).backward(grad);
+    if (save_rng) generator.set_state(rng_after_forward);
     return sum.item<double>();
   }
 

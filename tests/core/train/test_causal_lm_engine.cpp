@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/core/train/engine_fixture.hpp"
 
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
@@ -144,4 +146,27 @@ TEST_CASE("a malformed inline model config is refused, naming model.config", "[c
   auto spec = test::tiny_job(data, 1, 0, false);
   spec.model.inline_config_json = "{not json";
   CHECK_THROWS_WITH(test::run_job(spec), Catch::Contains("model.config"));
+}
+
+TEST_CASE("with dropout, layer recomputation drops what the first pass dropped", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  // One rank: dropout draws from torch's global generator, which rank threads would share.
+  auto spec = test::tiny_job(data, 1, 0, false);
+  spec.train.max_steps = 5;
+  const auto no_dropout = test::run_job(spec);
+  auto config = nlohmann::json::parse(spec.model.inline_config_json);
+  config["attention_dropout"] = 0.2;
+  spec.model.inline_config_json = config.dump();
+  const auto plain = test::run_job(spec);
+  CHECK(plain[0].steps[4].loss != no_dropout[0].steps[4].loss);  // dropout is on
+  for (int stage : {0, 3}) {
+    INFO("stage " << stage << " with activation checkpointing");
+    auto checkpointed = spec;
+    checkpointed.zero.stage = stage;
+    checkpointed.train.activation_checkpointing = true;
+    const auto out = test::run_job(checkpointed);
+    for (std::size_t k = 0; k < 5; ++k) CHECK(relative(out[0].steps[k].loss, plain[0].steps[k].loss) <= 1e-6);
+    CHECK(weight_difference(out[0].weights, plain[0].weights).max_relative <= 1e-6);
+  }
 }
