@@ -56,10 +56,10 @@ model::decoder build_model(const config::model_spec& m) {
 
 torch::Device compute_device(const config::job_spec& spec, int rank) {
   if (!spec.scaling.use_gpu) return torch::kCPU;
-  const auto count = static_cast<int>(torch::cuda::device_count());
-  if (count == 0)
+  const int index = causal_lm_engine::cuda_device_for(rank);
+  if (index < 0)
     throw std::invalid_argument("scaling.use_gpu is true but this worker sees no CUDA device");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rank % count));
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 bool has_dropout(const model::model_config& c) {
@@ -272,6 +272,11 @@ causal_lm_engine::causal_lm_engine(const config::job_spec& spec, comm::process_g
     : impl_(std::make_unique<impl>(spec, group, cancelled)) {}
 
 causal_lm_engine::~causal_lm_engine() = default;
+
+int causal_lm_engine::cuda_device_for(int rank) {
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  return count == 0 ? -1 : rank % count;
+}
 
 std::int64_t causal_lm_engine::total_steps() const { return impl_->total_steps; }
 std::int64_t causal_lm_engine::steps_done() const { return impl_->steps_done; }

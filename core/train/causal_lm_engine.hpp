@@ -35,6 +35,10 @@ class causal_lm_engine {
   causal_lm_engine(const causal_lm_engine&) = delete;
   causal_lm_engine& operator=(const causal_lm_engine&) = delete;
 
+  // The CUDA device a rank computes on with scaling.use_gpu: rank % (devices visible), so ranks
+  // sharing a host spread over its GPUs; -1 when none is visible. Give it to the NCCL group.
+  static int cuda_device_for(int rank);
+
   std::int64_t total_steps() const;   // train.max_steps, else epochs × steps per epoch
   std::int64_t steps_done() const;
   std::int64_t parameter_count() const;

@@ -13,7 +13,9 @@ namespace cohort::core::train {
 void causal_lm_workload::run(const worker_context& ctx) {
   config::check_runnable(ctx.spec);
   const bool gpu = ctx.spec.scaling.use_gpu;
-  auto group = join_group(ctx, gpu ? comm::backend_kind::nccl : comm::backend_kind::gloo);
+  auto group = gpu ? join_group(ctx, comm::backend_kind::nccl,
+                               causal_lm_engine::cuda_device_for(ctx.rank))
+                   : join_group(ctx, comm::backend_kind::gloo);
   causal_lm_engine engine(ctx.spec, *group, ctx.cancelled);
   std::unique_ptr<metrics_log> metrics;
   if (ctx.rank == 0) metrics = std::make_unique<metrics_log>(ctx.run_dir + "/metrics.jsonl");

@@ -35,7 +35,8 @@ void pause_between_steps(const worker_context& ctx) {
   }
 }
 
-std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend) {
+std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
+                                                int cuda_device) {
   auto address = comm::parse_host_port(ctx.store_address);
   comm::group_options options;
   options.backend = backend;
@@ -44,6 +45,7 @@ std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm:
   options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port);
   options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/dp/";
   options.timeout = std::chrono::seconds(30);
+  options.cuda_device = cuda_device;
   return comm::make_process_group(options);
 }
 

@@ -23,6 +23,8 @@ void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
 void pause_between_steps(const worker_context& ctx);
 
 // The data-parallel group of a job attempt, joined through the trainer's store (ctx.store_address).
-std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend);
+// cuda_device: NCCL's device for this rank (-1: the current device).
+std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
+                                                int cuda_device = -1);
 
 }  // namespace cohort::core::train

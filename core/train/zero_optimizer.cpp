@@ -28,13 +28,14 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
   }
   torch::NoGradGuard no_grad;
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
-  for (auto& u : units_) {
+  for (std::size_t i = 0; i < units_.size(); ++i) {
+    auto& u = units_[i];
     u.shard = (u.numel + parts() - 1) / parts();
     auto full = flatten(u, false);
     u.master = full.narrow(0, part() * u.shard, u.shard).to(opt_device_, torch::kFloat, false, true);
     u.grad = torch::zeros({u.shard}, on_device);
     if (options_.stage == 3) {
-      for (auto& s : u.slots) s.param.set_data(torch::empty({0}, on_device.dtype(options_.compute_dtype)));
+      release(i);
     } else {
       for (auto& s : u.slots) s.param.set_data(s.param.data().to(options_.compute_dtype));
     }

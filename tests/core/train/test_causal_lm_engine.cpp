@@ -99,7 +99,8 @@ TEST_CASE("all ZeRO stages and activation checkpointing compute the same trainin
   for (int stage = 1; stage <= 3; ++stage) {
     INFO("stage " << stage);
     const auto out = test::run_job(test::tiny_job(data, 2, stage, stage == 1));
-    for (std::size_t k = 0; k < 20; ++k) CHECK(relative(out[0].steps[k].loss, base[0].steps[k].loss) <= 1e-5);
+    for (std::size_t k = 0; k < 20; ++k)
+      CHECK(relative(out[0].steps[k].loss, base[0].steps[k].loss) <= 1e-5);
     const auto gap = weight_difference(out[0].weights, base[0].weights);
     CAPTURE(gap.max_relative, gap.l2_relative);
     CHECK(gap.max_relative <= 1e-5);
@@ -123,13 +124,15 @@ TEST_CASE("bf16 compute with fp32 master weights tracks the fp32 loss", "[core][
   spec.train.dtype = config::precision::bf16;
   const auto bf16 = test::run_job(spec);
   double worst = 0;
-  for (std::size_t k = 0; k < 20; ++k) worst = std::max(worst, relative(bf16[0].steps[k].loss, fp32[0].steps[k].loss));
+  for (std::size_t k = 0; k < 20; ++k)
+    worst = std::max(worst, relative(bf16[0].steps[k].loss, fp32[0].steps[k].loss));
   CHECK(worst > 0);      // it really computed in bf16
   CHECK(worst < 0.03);   // and stayed close
   CHECK(bf16[0].steps[19].loss < bf16[0].steps[0].loss - 0.5);
 }
 
-TEST_CASE("a data set whose ids exceed the model's vocabulary is refused, naming both", "[core][train]") {
+TEST_CASE("a data set whose ids exceed the model's vocabulary is refused, naming both",
+          "[core][train]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"), 400);
   try {
@@ -166,7 +169,8 @@ TEST_CASE("with dropout, layer recomputation drops what the first pass dropped",
     checkpointed.zero.stage = stage;
     checkpointed.train.activation_checkpointing = true;
     const auto out = test::run_job(checkpointed);
-    for (std::size_t k = 0; k < 5; ++k) CHECK(relative(out[0].steps[k].loss, plain[0].steps[k].loss) <= 1e-6);
+    for (std::size_t k = 0; k < 5; ++k)
+      CHECK(relative(out[0].steps[k].loss, plain[0].steps[k].loss) <= 1e-6);
     CHECK(weight_difference(out[0].weights, plain[0].weights).max_relative <= 1e-6);
   }
 }

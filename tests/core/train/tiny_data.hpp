@@ -28,7 +28,8 @@ inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab 
     std::vector<std::uint8_t> mask;
     for (std::int64_t t = 0; t < n; ++t) {
       // A learnable pattern: mostly the previous id + 1, sometimes random.
-      const std::int64_t id = (t > 0 && next() % 4 != 0) ? 3 + (ids.back() - 3 + 1) % 256 : 3 + next() % 256;
+      const bool follow = t > 0 && next() % 4 != 0;
+      const std::int64_t id = follow ? 3 + (ids.back() - 3 + 1) % 256 : 3 + next() % 256;
       ids.push_back(static_cast<std::int32_t>(id));
       mask.push_back(t >= 3 ? 1 : 0);
     }
