@@ -4,14 +4,13 @@
 
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "core/comm/process_group.hpp"
-#include "core/comm/tcp_store.hpp"
 #include "core/train/metrics_log.hpp"
+#include "core/train/run_control.hpp"
 
 namespace cohort::core::train {
 
@@ -59,33 +58,6 @@ dataset make_dataset(std::uint64_t seed) {
           torch::from_blob(ys.data(), {dataset_samples, 1}).clone()};
 }
 
-void check_cancelled(const worker_context& ctx) {
-  if (ctx.cancelled != nullptr && ctx.cancelled->load()) throw cancelled_error();
-}
-
-// Waits for a collective, aborting the group if the worker is told to stop meanwhile.
-void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
-              const worker_context& ctx) {
-  while (!w->is_completed()) {
-    if (ctx.cancelled != nullptr && ctx.cancelled->load()) {
-      group.abort("worker rank " + std::to_string(ctx.rank) + " was stopped");
-      throw cancelled_error();
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  w->wait(group.timeout());
-}
-
-void pause_between_steps(const worker_context& ctx) {
-  auto left = std::chrono::duration<double>(ctx.spec.train.step_delay_s);
-  while (left.count() > 0) {
-    check_cancelled(ctx);
-    auto slice = std::min(left, std::chrono::duration<double>(0.01));
-    std::this_thread::sleep_for(slice);
-    left -= slice;
-  }
-}
-
 }  // namespace
 
 void linear_regression_workload::run(const worker_context& ctx) {
@@ -100,15 +72,7 @@ void linear_regression_workload::run(const worker_context& ctx) {
   const std::int64_t total_steps =
       train.max_steps > 0 ? train.max_steps : steps_per_epoch * train.epochs;
 
-  auto address = comm::parse_host_port(ctx.store_address);
-  comm::group_options options;
-  options.rank = ctx.rank;
-  options.world_size = ctx.world_size;
-  options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port);
-  options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/dp/";
-  options.timeout = std::chrono::seconds(30);
-  options.gloo_hostname = ctx.node_address;
-  auto group = comm::make_process_group(options);
+  auto group = join_group(ctx, comm::backend_kind::gloo);
 
   auto data = make_dataset(train.seed);
   torch::NoGradGuard outer_no_grad;
@@ -124,7 +88,7 @@ void linear_regression_workload::run(const worker_context& ctx) {
 
   double loss_value = 0;
   for (std::int64_t step = 0; step < total_steps; ++step) {
-    check_cancelled(ctx);
+    check_cancelled(ctx.cancelled);
     auto started = std::chrono::steady_clock::now();
     const std::int64_t first = (step % steps_per_epoch) * global + ctx.rank * per_rank;
     auto x = data.x.narrow(0, first, per_rank);
@@ -135,7 +99,7 @@ void linear_regression_workload::run(const worker_context& ctx) {
     auto packed = torch::cat({(2.0 * torch::matmul(x.t(), residual)).flatten(),
                               (2.0 * residual.sum()).reshape({1}),
                               residual.pow(2).sum().reshape({1})});
-    wait_for(group->all_reduce(packed, comm::reduce_op::sum), *group, ctx);
+    wait_for(group->all_reduce(packed, comm::reduce_op::sum), *group, ctx.cancelled);
     packed /= static_cast<double>(global);
     auto grad_w = packed.narrow(0, 0, features).reshape({features, 1});
     auto grad_b = packed.narrow(0, features, 1);

@@ -1,6 +1,7 @@
 // make_workload: the workload a job's spec asks for.
 #include <stdexcept>
 
+#include "core/train/causal_lm_workload.hpp"
 #include "core/train/linear_regression_workload.hpp"
 #include "core/train/workload.hpp"
 
@@ -11,7 +12,7 @@ std::unique_ptr<workload> make_workload(const config::job_spec& spec) {
     case config::workload_kind::linear_regression:
       return std::make_unique<linear_regression_workload>();
     case config::workload_kind::causal_lm:
-      break;
+      return std::make_unique<causal_lm_workload>();
   }
   throw std::invalid_argument(std::string("workload \"") + config::to_string(spec.workload) +
                               "\" is not available in this build");

@@ -1,0 +1,296 @@
+// causal_lm_engine: model and data set-up, the step (micro-batches, forward/backward, ZeRO
+// reduction, clipping, AdamW) and the weights' gathering.
+#include "core/train/causal_lm_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "core/data/batch_loader.hpp"
+#include "core/model/adamw.hpp"
+#include "core/model/decoder.hpp"
+#include "core/model/hf_io.hpp"
+#include "core/model/model_config.hpp"
+#include "core/train/lr_schedule.hpp"
+#include "core/train/run_control.hpp"
+#include "core/train/zero_optimizer.hpp"
+
+namespace cohort::core::train {
+
+namespace {
+
+// Serialises seeding and drawing of initial weights: ranks that share a process (threads) share
+// torch's global generator.
+std::mutex init_mutex;
+
+model::decoder build_model(const config::model_spec& m) {
+  if (!m.hf_dir.empty()) {
+    model::load_options o;
+    o.dtype = torch::kFloat;
+    auto d = model::load_hf_model(m.hf_dir, o);
+    d->train();
+    return d;
+  }
+  model::model_config cfg;
+  if (!m.config_file.empty()) {
+    cfg = model::read_config(m.config_file);
+  } else {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(m.inline_config_json);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::invalid_argument(std::string("model.config: not a JSON object: ") + e.what());
+    }
+    cfg = model::parse_config(j, "model.config");
+  }
+  std::lock_guard<std::mutex> lock(init_mutex);
+  torch::manual_seed(m.init_seed);
+  return model::decoder(cfg, torch::TensorOptions().dtype(torch::kFloat));
+}
+
+torch::Device compute_device(const config::job_spec& spec, int rank) {
+  if (!spec.scaling.use_gpu) return torch::kCPU;
+  const int index = causal_lm_engine::cuda_device_for(rank);
+  if (index < 0)
+    throw std::invalid_argument("scaling.use_gpu is true but this worker sees no CUDA device");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+bool has_dropout(const model::model_config& c) {
+  return c.embed_dropout > 0 || c.attention_dropout > 0 || c.residual_dropout > 0 ||
+         c.activation_dropout > 0;
+}
+
+// Summed (not averaged) causal LM loss: logits[:, :-1] against labels[:, 1:], fp32.
+torch::Tensor loss_sum(const torch::Tensor& logits, const torch::Tensor& labels) {
+  const std::int64_t V = logits.size(-1), T = logits.size(1);
+  auto shift_logits = logits.slice(1, 0, T - 1).to(torch::kFloat).reshape({-1, V});
+  auto shift_labels = labels.slice(1, 1, T).reshape({-1});
+  return at::cross_entropy_loss(shift_logits, shift_labels, {}, at::Reduction::Sum, -100);
+}
+
+struct batch_tensors {
+  torch::Tensor ids;     // (B, T) int64
+  torch::Tensor labels;  // (B, T) int64, -100 where not a label
+};
+
+}  // namespace
+
+struct causal_lm_engine::impl {
+  config::job_spec spec;
+  comm::process_group& group;
+  const std::atomic<bool>* cancelled;
+  torch::Device device;
+  model::decoder net{nullptr};
+  std::shared_ptr<const data::dataset> data;
+  std::unique_ptr<data::batch_loader> loader;
+  std::unique_ptr<zero_optimizer> optimizer;
+  std::int64_t total_steps = 0;
+  std::int64_t steps_done = 0;
+  bool recompute = false;
+  // Stages 2-3 on the layer-by-layer path reduce-scatter each layer's gradients right after its
+  // backward (so a rank never holds all of them); otherwise they are reduced once per step.
+  bool layers_reduced_in_backward = false;
+  bool save_rng = false;
+
+  impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
+      : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
+    const auto& train = spec.train;
+    if (spec.data.train.empty())
+      throw std::invalid_argument("data.train: missing; causal_lm needs a directory written by "
+                                  "`cohort-data build`");
+    net = build_model(spec.model);
+    data = std::make_shared<const data::dataset>(spec.data.train);
+    if (data->info().vocab_size > net->config().vocab_size)
+      throw std::invalid_argument("data.train: the data set's vocabulary (" +
+                                  std::to_string(data->info().vocab_size) +
+                                  " ids) exceeds the model's vocab_size " +
+                                  std::to_string(net->config().vocab_size));
+    data::loader_options lo;
+    lo.geometry = {group.size(), train.micro_batch_size, train.grad_accum};
+    lo.rank = group.rank();
+    lo.seed = train.seed;
+    loader = std::make_unique<data::batch_loader>(data, lo);
+    total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
+
+    net->to(device);
+    zero_options zo;
+    zo.stage = spec.zero.stage;
+    zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
+    zo.device = device;
+    zo.compute_dtype = train.dtype == config::precision::bf16 ? torch::kBFloat16 : torch::kFloat;
+    optimizer = std::make_unique<zero_optimizer>(
+        net->hf_parameters(), group, zo,
+        [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); });
+    recompute = spec.zero.stage == 3 || train.activation_checkpointing;
+    layers_reduced_in_backward = recompute && spec.zero.stage >= 2;
+    save_rng = recompute && has_dropout(net->config());
+  }
+
+  batch_tensors to_tensors(const data::micro_batch& mb) const {
+    const std::int64_t B = mb.batch_size, T = mb.seq_len;
+    const std::int64_t used = std::min<std::int64_t>(T, spec.train.seq_len);
+    auto ids = torch::from_blob(const_cast<std::int64_t*>(mb.tokens.data()), {B, T}, torch::kInt64)
+                   .slice(1, 0, used)
+                   .clone();
+    auto mask = torch::from_blob(const_cast<std::uint8_t*>(mb.loss_mask.data()), {B, T}, torch::kUInt8)
+                    .slice(1, 0, used)
+                    .to(torch::kBool);
+    auto lengths = torch::from_blob(const_cast<std::int64_t*>(mb.lengths.data()), {B, 1}, torch::kInt64);
+    auto real = torch::arange(used, torch::kInt64).unsqueeze(0) < lengths;  // (B, T)
+    auto labels = torch::where(mask.logical_and(real), ids, torch::full_like(ids, -100));
+    return {ids.to(device), labels.to(device)};
+  }
+
+  // Forward and backward of one micro-batch; the gradient is that of loss_sum × scale. Returns
+  // the summed loss.
+  double forward_backward(const batch_tensors& b, double scale) {
+    const auto ctx = net->context(b.ids.size(1), device);
+    if (!recompute) {
+      auto x = net->embed(b.ids);
+      for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
+      auto sum = loss_sum(net->head(x), b.labels);
+      (sum * scale).backward();
+      return sum.item<double>();
+    }
+    // Layer by layer: a forward without autograd keeps each layer's input, then each layer is
+    // recomputed with autograd just before its backward (with the weights of its unit gathered).
+    // With dropout the generator's state before each piece is kept, so the recomputation drops
+    // what the first pass dropped, and the state after the first pass is restored at the end.
+    const auto& layers = net->layers();
+    std::vector<torch::Tensor> inputs, rng_states;  // rng_states: before embed, before layer l
+    auto generator = at::globalContext().defaultGenerator(device);
+    torch::Tensor rng_after_forward;
+    {
+      torch::NoGradGuard no_grad;
+      if (save_rng) rng_states.push_back(generator.get_state());
+      auto x = net->embed(b.ids);
+      for (std::size_t l = 0; l < layers.size(); ++l) {
+        const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
+        optimizer->gather(unit);
+        optimizer->prefetch(unit + 1);  // the next layer's gather overlaps this layer
+        inputs.push_back(x);
+        if (save_rng) rng_states.push_back(generator.get_state());
+        auto layer = layers[l];
+        x = layer->forward(x, ctx);
+        optimizer->release(unit);
+      }
+      inputs.push_back(x);
+      if (save_rng) rng_after_forward = generator.get_state();
+    }
+    auto last = inputs.back().detach().requires_grad_(true);
+    auto sum = loss_sum(net->head(last), b.labels);
+    (sum * scale).backward();
+    auto grad = last.grad();
+    for (std::size_t l = layers.size(); l-- > 0;) {
+      const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
+      optimizer->gather(unit);
+      if (l > 0) optimizer->prefetch(unit - 1);
+      if (save_rng) generator.set_state(rng_states[l + 1]);
+      auto in = inputs[l].detach().requires_grad_(true);
+      auto layer = layers[l];
+      layer->forward(in, ctx).backward(grad);
+      grad = in.grad();
+      if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
+      optimizer->release(unit);
+    }
+    if (save_rng) generator.set_state(rng_states[0]);
+    net->embed(b.ids).backward(grad);
+    if (save_rng) generator.set_state(rng_after_forward);
+    return sum.item<double>();
+  }
+
+  torch::Tensor all_reduce_sum(std::vector<double> values) {
+    auto t = torch::tensor(values, torch::kDouble).to(device);
+    wait_for(group.all_reduce(t, comm::reduce_op::sum), group, cancelled);
+    return t.cpu();
+  }
+
+  step_result step() {
+    check_cancelled(cancelled);
+    const auto started = std::chrono::steady_clock::now();
+    const auto& train = spec.train;
+    const std::int64_t step_index = loader->step();
+
+    std::vector<batch_tensors> batches;
+    double labels = 0, tokens = 0;
+    data::micro_batch mb;
+    for (int m = 0; m < train.grad_accum; ++m) {
+      loader->next(mb);
+      batches.push_back(to_tensors(mb));
+      labels += batches.back().labels.slice(1, 1).ne(-100).sum().item<double>();
+      for (auto n : mb.lengths) tokens += static_cast<double>(std::min<std::int64_t>(n, train.seq_len));
+    }
+    // Every rank weighs its summed loss by 1 / (label tokens of the global batch), so the reduced
+    // gradient is that of the global mean whatever the world size.
+    const auto counts = all_reduce_sum({labels, tokens});
+    const double global_labels = std::max(1.0, counts[0].item<double>());
+
+    optimizer->zero_grad_shards();
+    optimizer->gather(0);
+    double local_loss = 0;
+    for (const auto& b : batches) local_loss += forward_backward(b, 1.0 / global_labels);
+    for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
+      if (u == 0 || !layers_reduced_in_backward) optimizer->reduce_grads(u);
+    }
+    optimizer->release(0);
+
+    const double local_squares = optimizer->grad_square_sum();
+    const auto sums = all_reduce_sum({local_loss, spec.zero.stage == 0 ? 0.0 : local_squares});
+    const double squares = spec.zero.stage == 0 ? local_squares : sums[1].item<double>();
+    const double grad_norm = std::sqrt(squares);
+    const double coef = train.grad_clip > 0 ? model::clip_coefficient(grad_norm, train.grad_clip) : 1.0;
+
+    model::adamw_options ao;
+    ao.lr = learning_rate(train, step_index, total_steps);
+    ao.beta1 = train.beta1;
+    ao.beta2 = train.beta2;
+    ao.eps = train.eps;
+    ao.weight_decay = train.weight_decay;
+    optimizer->step(ao, coef);
+    ++steps_done;
+
+    step_result r;
+    r.step = step_index + 1;
+    r.loss = sums[0].item<double>() / global_labels;
+    r.lr = ao.lr;
+    r.grad_norm = grad_norm;
+    r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return r;
+  }
+};
+
+causal_lm_engine::causal_lm_engine(const config::job_spec& spec, comm::process_group& group,
+                                   const std::atomic<bool>* cancelled)
+    : impl_(std::make_unique<impl>(spec, group, cancelled)) {}
+
+causal_lm_engine::~causal_lm_engine() = default;
+
+int causal_lm_engine::cuda_device_for(int rank) {
+  const auto count = static_cast<int>(torch::cuda::device_count());
+  return count == 0 ? -1 : rank % count;
+}
+
+std::int64_t causal_lm_engine::total_steps() const { return impl_->total_steps; }
+std::int64_t causal_lm_engine::steps_done() const { return impl_->steps_done; }
+std::int64_t causal_lm_engine::parameter_count() const { return impl_->optimizer->parameter_count(); }
+std::int64_t causal_lm_engine::global_batch() const {
+  return std::int64_t{impl_->spec.train.micro_batch_size} * impl_->spec.train.grad_accum *
+         impl_->group.size();
+}
+
+step_result causal_lm_engine::train_step() { return impl_->step(); }
+
+std::vector<float> causal_lm_engine::full_weights() {
+  auto w = impl_->optimizer->full_weights().contiguous();
+  return std::vector<float>(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+}
+
+}  // namespace cohort::core::train

@@ -1,0 +1,56 @@
+// The training engine of a causal LM job on one rank of a data-parallel group: builds the model
+// (a Hugging Face directory, or a config and init_seed: the same weights on any world size), reads
+// this rank's micro-batches, runs forward/backward (layer by layer with recomputation under ZeRO-3
+// or activation checkpointing), reduces gradients and updates the ZeRO-sharded fp32 master weights
+// with AdamW. The loss and gradients are those of the mean over every label token of the global
+// batch, so results do not depend on the world size. One per rank, used by one thread; no torch here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "core/comm/process_group.hpp"
+
+namespace cohort::core::train {
+
+struct step_result {
+  std::int64_t step = 0;     // 1-based step just completed
+  double loss = 0;           // mean over the global batch's label tokens (0 if it has none)
+  double lr = 0;             // the learning rate this step used
+  double grad_norm = 0;      // global L2 norm before clipping
+  std::int64_t tokens = 0;   // real (non-padding) tokens in the global batch
+  double seconds = 0;
+};
+
+class causal_lm_engine {
+ public:
+  // `group` spans the job's ranks (world size = group.size()); `spec.scaling.num_workers` is not
+  // read. Throws on a bad model or data set, naming the field and file.
+  causal_lm_engine(const config::job_spec& spec, comm::process_group& group,
+                   const std::atomic<bool>* cancelled = nullptr);
+  ~causal_lm_engine();
+  causal_lm_engine(const causal_lm_engine&) = delete;
+  causal_lm_engine& operator=(const causal_lm_engine&) = delete;
+
+  // The CUDA device a rank computes on with scaling.use_gpu: rank % (devices visible), so ranks
+  // sharing a host spread over its GPUs; -1 when none is visible. Give it to the NCCL group.
+  static int cuda_device_for(int rank);
+
+  std::int64_t total_steps() const;   // train.max_steps, else epochs × steps per epoch
+  std::int64_t steps_done() const;
+  std::int64_t parameter_count() const;
+  std::int64_t global_batch() const;  // samples per step
+  // Runs the next step (a collective: every rank calls it). Throws cancelled_error when cancelled.
+  step_result train_step();
+  // Every weight in fp32, flattened in hf_parameters() order (a collective).
+  std::vector<float> full_weights();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace cohort::core::train

@@ -1,0 +1,53 @@
+// check_cancelled / wait_for / pause_between_steps / join_group.
+#include "core/train/run_control.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/comm/tcp_store.hpp"
+
+namespace cohort::core::train {
+
+void check_cancelled(const std::atomic<bool>* cancelled) {
+  if (cancelled != nullptr && cancelled->load()) throw cancelled_error();
+}
+
+void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
+              const std::atomic<bool>* cancelled) {
+  while (!w->is_completed()) {
+    if (cancelled != nullptr && cancelled->load()) {
+      group.abort("worker rank " + std::to_string(group.rank()) + " was stopped");
+      throw cancelled_error();
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  w->wait(group.timeout());
+}
+
+void pause_between_steps(const worker_context& ctx) {
+  auto left = std::chrono::duration<double>(ctx.spec.train.step_delay_s);
+  while (left.count() > 0) {
+    check_cancelled(ctx.cancelled);
+    auto slice = std::min(left, std::chrono::duration<double>(0.01));
+    std::this_thread::sleep_for(slice);
+    left -= slice;
+  }
+}
+
+std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
+                                                int cuda_device) {
+  auto address = comm::parse_host_port(ctx.store_address);
+  comm::group_options options;
+  options.backend = backend;
+  options.rank = ctx.rank;
+  options.world_size = ctx.world_size;
+  options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port);
+  options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/dp/";
+  options.timeout = std::chrono::seconds(30);
+  options.cuda_device = cuda_device;
+  options.gloo_hostname = ctx.node_address;
+  return comm::make_process_group(options);
+}
+
+}  // namespace cohort::core::train

@@ -1,0 +1,30 @@
+// What every workload does while it waits: notice cancellation between steps, and wait for a
+// collective while aborting the group when the worker is told to stop meanwhile.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "core/comm/process_group.hpp"
+#include "core/train/workload.hpp"
+
+namespace cohort::core::train {
+
+// Throws cancelled_error once *cancelled is set (null: never).
+void check_cancelled(const std::atomic<bool>* cancelled);
+
+// Waits for `w` within the group's timeout; when *cancelled is set first, aborts the group (so
+// peers fail instead of hanging) and throws cancelled_error.
+void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
+              const std::atomic<bool>* cancelled);
+
+// Sleeps train.step_delay_s in small slices, checking cancellation.
+void pause_between_steps(const worker_context& ctx);
+
+// The data-parallel group of a job attempt, joined through the trainer's store (ctx.store_address).
+// cuda_device: NCCL's device for this rank (-1: the current device).
+std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
+                                                int cuda_device = -1);
+
+}  // namespace cohort::core::train

@@ -1,0 +1,158 @@
+// zero_optimizer: unit shards, gradient reduction, the sharded AdamW step and gathering.
+#include "core/train/zero_optimizer.hpp"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace cohort::core::train {
+
+zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
+                               comm::process_group& group, const zero_options& options,
+                               wait_function wait)
+    : group_(group),
+      options_(options),
+      wait_(std::move(wait)),
+      opt_device_(options.offload ? torch::Device(torch::kCPU) : options.device) {
+  if (options.stage < 0 || options.stage > 3)
+    throw std::invalid_argument("zero.stage: " + std::to_string(options.stage) +
+                                " is not a ZeRO stage (allowed: 0, 1, 2, 3)");
+  for (const auto& p : params) {
+    const auto u = layer_unit(p.layer);
+    if (u >= units_.size()) units_.resize(u + 1);
+    auto& un = units_[u];
+    order_.emplace_back(u, un.slots.size());
+    un.slots.push_back({p.tensor, p.tensor.sizes().vec(), un.numel, p.tensor.numel()});
+    un.numel += p.tensor.numel();
+    parameter_count_ += p.tensor.numel();
+  }
+  torch::NoGradGuard no_grad;
+  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
+  for (std::size_t i = 0; i < units_.size(); ++i) {
+    auto& u = units_[i];
+    u.shard = (u.numel + parts() - 1) / parts();
+    auto full = flatten(u, false);
+    u.master = full.narrow(0, part() * u.shard, u.shard).to(opt_device_, torch::kFloat, false, true);
+    u.grad = torch::zeros({u.shard}, on_device);
+    if (options_.stage == 3) {
+      release(i);
+    } else {
+      for (auto& s : u.slots) s.param.set_data(s.param.data().to(options_.compute_dtype));
+    }
+  }
+}
+
+torch::Tensor zero_optimizer::flatten(const unit& u, bool grads) const {
+  std::vector<torch::Tensor> pieces;
+  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
+  for (const auto& s : u.slots) {
+    const torch::Tensor& t = grads ? s.param.grad() : s.param;
+    pieces.push_back(t.defined() ? t.detach().reshape({-1}).to(torch::kFloat)
+                                 : torch::zeros({s.numel}, on_device));
+  }
+  const std::int64_t padding = parts() * u.shard - u.numel;
+  if (padding > 0) pieces.push_back(torch::zeros({padding}, on_device));
+  return torch::cat(pieces);
+}
+
+torch::Tensor zero_optimizer::gather_full(const unit& u) {
+  auto shard = u.master.to(options_.device);
+  if (parts() == 1) return shard;
+  auto full = torch::empty({parts() * u.shard}, shard.options());
+  wait_(group_.all_gather(shard, full));
+  return full;
+}
+
+void zero_optimizer::assign(unit& u, const torch::Tensor& full) {
+  torch::NoGradGuard no_grad;
+  for (auto& s : u.slots) {
+    auto value = full.narrow(0, s.offset, s.numel).view(s.shape);
+    if (options_.stage == 3) {
+      s.param.set_data(value.to(options_.compute_dtype));
+    } else {
+      s.param.copy_(value);
+    }
+  }
+}
+
+void zero_optimizer::prefetch(std::size_t u) {
+  if (options_.stage != 3 || u >= units_.size()) return;
+  for (const auto& p : pending_) {
+    if (p.unit == u) return;
+  }
+  pending_gather p;
+  p.unit = u;
+  p.shard = units_[u].master.to(options_.device);
+  p.full = torch::empty({parts() * units_[u].shard}, p.shard.options());
+  p.work = group_.all_gather(p.shard, p.full);
+  pending_.push_back(std::move(p));
+}
+
+void zero_optimizer::gather(std::size_t u) {
+  if (options_.stage != 3) return;
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->unit != u) continue;
+    auto p = std::move(*it);
+    pending_.erase(it);
+    wait_(p.work);
+    assign(units_.at(u), p.full);
+    return;
+  }
+  assign(units_.at(u), gather_full(units_.at(u)));
+}
+
+void zero_optimizer::release(std::size_t u) {
+  if (options_.stage != 3) return;
+  const auto empty = torch::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
+  for (auto& s : units_.at(u).slots) s.param.set_data(torch::empty({0}, empty));
+}
+
+void zero_optimizer::zero_grad_shards() {
+  for (auto& u : units_) u.grad.zero_();
+}
+
+void zero_optimizer::reduce_grads(std::size_t index) {
+  torch::NoGradGuard no_grad;
+  auto& u = units_.at(index);
+  auto flat = flatten(u, true);  // (parts * shard)
+  if (options_.stage <= 1) {
+    wait_(group_.all_reduce(flat, comm::reduce_op::sum));
+    u.grad.add_(flat.narrow(0, part() * u.shard, u.shard));
+  } else {
+    auto mine = torch::empty({u.shard}, flat.options());
+    wait_(group_.reduce_scatter(flat, mine, comm::reduce_op::sum));
+    u.grad.add_(mine);
+  }
+  for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
+}
+
+double zero_optimizer::grad_square_sum() const {
+  double sum = 0;
+  for (const auto& u : units_) sum += u.grad.to(torch::kDouble).pow(2).sum().item<double>();
+  return sum;
+}
+
+void zero_optimizer::step(const model::adamw_options& options, double clip_coef) {
+  torch::NoGradGuard no_grad;
+  for (auto& u : units_) {
+    if (clip_coef != 1.0) u.grad.mul_(clip_coef);
+    // With offload this copies the gradient shard to the host, updates there and (below, in
+    // gather_full) copies the new weights back to the device.
+    auto grad = u.grad.to(opt_device_);
+    model::adamw_step(u.master, grad, u.adam, options);
+    if (options_.stage < 3) assign(u, gather_full(u));
+  }
+}
+
+torch::Tensor zero_optimizer::full_weights() {
+  std::vector<torch::Tensor> fulls;
+  for (auto& u : units_) fulls.push_back(gather_full(u).to(torch::kCPU));
+  std::vector<torch::Tensor> pieces;
+  for (const auto& [u, s] : order_) {
+    const auto& sl = units_[u].slots[s];
+    pieces.push_back(fulls[u].narrow(0, sl.offset, sl.numel));
+  }
+  return torch::cat(pieces);
+}
+
+}  // namespace cohort::core::train

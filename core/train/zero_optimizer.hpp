@@ -1,0 +1,103 @@
+// ZeRO partitioning of a decoder's weights and the AdamW update over the shards. The weights are
+// grouped in units (unit 0: everything outside the decoder layers; unit 1 + l: layer l), each
+// flattened to fp32 and split into equal shards, one per rank (stage 0: one shard, the whole unit,
+// on every rank). Each rank keeps the fp32 master copy and AdamW moments of its shards only (on the
+// host with offload), reduces gradients into its shards (all-reduce for stages 0-1,
+// reduce-scatter for 2-3) and gathers weights back (stages 1-2 after each update; stage 3 one unit
+// at a time, on demand). One per rank, used by one thread; holds the model's parameter tensors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "core/comm/process_group.hpp"
+#include "core/model/adamw.hpp"
+#include "core/model/decoder.hpp"
+
+namespace cohort::core::train {
+
+struct zero_options {
+  int stage = 0;                          // 0..3
+  bool offload = false;                   // master shard + moments in host memory, update there
+  torch::Device device = torch::kCPU;     // where the model computes
+  torch::ScalarType compute_dtype = torch::kFloat;  // the model's weights (fp32 or bf16)
+};
+
+// Waits for one collective (cancellation-aware; see run_control.hpp).
+using wait_function = std::function<void(const std::shared_ptr<comm::work>&)>;
+
+class zero_optimizer {
+ public:
+  // `params` are the model's weights (decoder_impl::hf_parameters()) holding the initial values,
+  // identical on every rank; with stage 3 they are released after the master shards are taken.
+  zero_optimizer(const std::vector<model::hf_parameter>& params, comm::process_group& group,
+                 const zero_options& options, wait_function wait);
+
+  std::size_t unit_count() const { return units_.size(); }
+  static std::size_t layer_unit(std::int64_t layer) { return static_cast<std::size_t>(layer + 1); }
+  std::int64_t parameter_count() const { return parameter_count_; }
+
+  // Stage 3: makes unit u's weights whole in the model (all-gather of the shards) / frees them.
+  // prefetch(u) starts that all-gather so it overlaps the compute before gather(u) (which then
+  // only waits); every rank must prefetch the same units in the same order. No-ops for stages
+  // 0-2, whose weights stay whole; an index past the last unit is ignored by prefetch.
+  void prefetch(std::size_t u);
+  void gather(std::size_t u);
+  void release(std::size_t u);
+
+  // Sets this rank's gradient shards to zero (start of a step).
+  void zero_grad_shards();
+  // Reduces the gradients accumulated in unit u's weights (.grad) across ranks, adds this rank's
+  // part to its gradient shard and clears the weights' .grad.
+  void reduce_grads(std::size_t u);
+  // Sum of squares of this rank's gradient shards (fp64). Stage 0: of the whole gradient.
+  double grad_square_sum() const;
+  // Scales the gradient shards by clip_coef, runs AdamW on the master shards and brings the
+  // model's weights up to date (stages 0-2; stage 3 gathers on demand).
+  void step(const model::adamw_options& options, double clip_coef);
+
+  // Every weight in fp32, flattened in hf_parameters() order (a collective for stages 1-3).
+  torch::Tensor full_weights();
+
+ private:
+  struct slot {
+    torch::Tensor param;  // the model's parameter (its data is swapped for stage 3)
+    std::vector<std::int64_t> shape;
+    std::int64_t offset = 0;  // within the unit
+    std::int64_t numel = 0;
+  };
+  struct unit {
+    std::vector<slot> slots;
+    std::int64_t numel = 0;
+    std::int64_t shard = 0;  // elements per rank's shard (padded)
+    torch::Tensor master;    // (shard) fp32, on the optimizer's device
+    model::adamw_state adam;  // moments like master
+    torch::Tensor grad;      // (shard) fp32 gradient accumulator, on the compute device
+  };
+  int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
+  int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
+  torch::Tensor flatten(const unit& u, bool grads) const;  // (parts * shard) fp32 on device
+  torch::Tensor gather_full(const unit& u);                // (parts * shard) fp32 on device
+  struct pending_gather {
+    std::size_t unit = 0;
+    std::shared_ptr<comm::work> work;
+    torch::Tensor shard, full;  // kept alive until the work completes
+  };
+  void assign(unit& u, const torch::Tensor& full);         // full -> the model's weights
+
+  comm::process_group& group_;
+  zero_options options_;
+  wait_function wait_;
+  torch::Device opt_device_;
+  std::vector<unit> units_;
+  std::vector<pending_gather> pending_;
+  std::vector<std::pair<std::size_t, std::size_t>> order_;  // hf_parameters() index -> (unit, slot)
+  std::int64_t parameter_count_ = 0;
+};
+
+}  // namespace cohort::core::train

@@ -1,0 +1,71 @@
+// Shared set-up of the engine tests: a tiny job spec on tiny_data.hpp's data set and model, and a
+// helper that runs a job on W ranks as threads (Gloo through an in-process store) and returns each
+// rank's losses and final weights.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "core/comm/memory_store.hpp"
+#include "core/train/causal_lm_engine.hpp"
+#include "tests/core/comm/rank_threads.hpp"
+#include "tests/core/data/temp_dir.hpp"
+#include "tests/core/train/tiny_data.hpp"
+
+namespace cohort::test {
+
+// A 20-step job with global batch 8 (micro-batches of 2).
+inline config::job_spec tiny_job(const std::string& data_dir, int world_size, int stage, bool offload) {
+  config::job_spec s;
+  s.name = "tiny";
+  s.workload = config::workload_kind::causal_lm;
+  s.model.inline_config_json = tiny_llama_config();
+  s.model.init_seed = 7;
+  s.data.train = data_dir;
+  s.scaling.num_workers = world_size;
+  s.train.seq_len = 16;
+  s.train.micro_batch_size = 2;
+  s.train.grad_accum = 4 / world_size;
+  s.train.max_steps = 20;
+  s.train.lr = 1e-2;
+  s.train.warmup_steps = 3;
+  s.train.schedule = config::lr_schedule::cosine;
+  s.train.min_lr_ratio = 0.1;
+  s.train.weight_decay = 0.01;
+  s.train.grad_clip = 1.0;
+  s.train.seed = 3;
+  s.zero.stage = stage;
+  s.zero.offload_optimizer = offload ? config::offload_device::cpu : config::offload_device::none;
+  return s;
+}
+
+struct run_output {
+  std::vector<core::train::step_result> steps;
+  std::vector<float> weights;
+};
+
+// Runs `spec` on spec.scaling.num_workers ranks; throws the first rank's error.
+inline std::vector<run_output> run_job(const config::job_spec& spec) {
+  const int world = spec.scaling.num_workers;
+  auto store = std::make_shared<core::comm::memory_store>();
+  const auto prefix = unique_prefix("engine");
+  auto results = run_ranks<run_output>(world, [&](int rank) {
+    auto group = core::comm::make_process_group(gloo_options(store, rank, world, prefix));
+    core::train::causal_lm_engine engine(spec, *group);
+    run_output out;
+    while (engine.steps_done() < engine.total_steps()) out.steps.push_back(engine.train_step());
+    out.weights = engine.full_weights();
+    return out;
+  });
+  std::vector<run_output> outputs;
+  for (auto& r : results) {
+    if (r.error) throw std::runtime_error("rank failed: " + r.error_text());
+    outputs.push_back(std::move(*r.value));
+  }
+  return outputs;
+}
+
+}  // namespace cohort::test

@@ -1,0 +1,176 @@
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/core/train/engine_fixture.hpp"
+
+#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+
+using namespace cohort;
+using cohort::core::data::testing::temp_dir;
+
+namespace {
+
+double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+
+// Largest |a - b| relative to the largest weight (norm weights start at 1, so this is close to
+// the absolute difference), and the relative L2 distance ||a - b|| / ||b||.
+struct weight_gap {
+  double max_relative = 0;
+  double l2_relative = 0;
+};
+weight_gap weight_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0, largest = 0, diff2 = 0, norm2 = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    worst = std::max(worst, std::abs(d));
+    largest = std::max(largest, std::abs(static_cast<double>(b[i])));
+    diff2 += d * d;
+    norm2 += static_cast<double>(b[i]) * b[i];
+  }
+  return {worst / largest, std::sqrt(diff2 / norm2)};
+}
+
+// Runs the job on each world size and checks every step's loss and the final weights against
+// the first world size's run (and that all ranks of a run agree).
+void check_world_size_invariance(int stage, bool offload, const std::vector<int>& worlds) {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  std::vector<test::run_output> reference;
+  for (int world : worlds) {
+    INFO("stage " << stage << (offload ? " with offload" : "") << ", world size " << world);
+    auto outputs = test::run_job(test::tiny_job(data, world, stage, offload));
+    REQUIRE(outputs.size() == static_cast<std::size_t>(world));
+    REQUIRE(outputs[0].steps.size() == 20);
+    for (std::size_t r = 1; r < outputs.size(); ++r) {
+      CHECK(outputs[r].weights == outputs[0].weights);
+      for (std::size_t k = 0; k < 20; ++k) CHECK(outputs[r].steps[k].loss == outputs[0].steps[k].loss);
+    }
+    if (reference.empty()) {
+      reference = outputs;
+      continue;
+    }
+    for (std::size_t k = 0; k < 20; ++k) {
+      INFO("step " << k + 1);
+      CHECK(relative(outputs[0].steps[k].loss, reference[0].steps[k].loss) <= 1e-5);
+      CHECK(relative(outputs[0].steps[k].grad_norm, reference[0].steps[k].grad_norm) <= 1e-4);
+      CHECK(outputs[0].steps[k].lr == reference[0].steps[k].lr);
+      CHECK(outputs[0].steps[k].tokens == reference[0].steps[k].tokens);
+    }
+    const auto gap = weight_difference(outputs[0].weights, reference[0].weights);
+    CAPTURE(gap.max_relative, gap.l2_relative);
+    CHECK(gap.max_relative <= 1e-5);
+    CHECK(gap.l2_relative <= 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a tiny Llama learns: loss starts near ln(vocab) and falls over 20 steps", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const auto out = test::run_job(test::tiny_job(data, 1, 0, false));
+  const auto& steps = out[0].steps;
+  REQUIRE(steps.size() == 20);
+  CHECK(steps[0].step == 1);
+  CHECK(steps[19].step == 20);
+  CHECK(std::abs(steps[0].loss - std::log(300.0)) < 0.1);
+  CHECK(steps[19].loss < steps[0].loss - 0.5);
+  CHECK(steps[0].lr == 0.0);  // warmup starts at 0
+  CHECK(steps[3].lr == Approx(1e-2));
+  CHECK(steps[19].grad_norm > 0);
+  CHECK(steps[0].tokens > 0);
+}
+
+TEST_CASE("every ZeRO stage, with and without offload, gives the same losses and weights on 1, 2 "
+          "and 4 ranks", "[core][train]") {
+  for (int stage = 0; stage <= 3; ++stage)
+    for (bool offload : {false, true}) check_world_size_invariance(stage, offload, {1, 2, 4});
+}
+
+TEST_CASE("all ZeRO stages and activation checkpointing compute the same training", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const auto base = test::run_job(test::tiny_job(data, 2, 0, false));
+  for (int stage = 1; stage <= 3; ++stage) {
+    INFO("stage " << stage);
+    const auto out = test::run_job(test::tiny_job(data, 2, stage, stage == 1));
+    for (std::size_t k = 0; k < 20; ++k)
+      CHECK(relative(out[0].steps[k].loss, base[0].steps[k].loss) <= 1e-5);
+    const auto gap = weight_difference(out[0].weights, base[0].weights);
+    CAPTURE(gap.max_relative, gap.l2_relative);
+    CHECK(gap.max_relative <= 1e-5);
+  }
+  for (int stage : {0, 2}) {
+    INFO("activation checkpointing, stage " << stage);
+    auto spec = test::tiny_job(data, 2, stage, false);
+    spec.train.activation_checkpointing = true;
+    const auto checkpointed = test::run_job(spec);
+    for (std::size_t k = 0; k < 20; ++k)
+      CHECK(relative(checkpointed[0].steps[k].loss, base[0].steps[k].loss) <= 1e-5);
+    CHECK(weight_difference(checkpointed[0].weights, base[0].weights).max_relative <= 1e-5);
+  }
+}
+
+TEST_CASE("bf16 compute with fp32 master weights tracks the fp32 loss", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const auto fp32 = test::run_job(test::tiny_job(data, 2, 1, false));
+  auto spec = test::tiny_job(data, 2, 1, false);
+  spec.train.dtype = config::precision::bf16;
+  const auto bf16 = test::run_job(spec);
+  double worst = 0;
+  for (std::size_t k = 0; k < 20; ++k)
+    worst = std::max(worst, relative(bf16[0].steps[k].loss, fp32[0].steps[k].loss));
+  CHECK(worst > 0);      // it really computed in bf16
+  CHECK(worst < 0.03);   // and stayed close
+  CHECK(bf16[0].steps[19].loss < bf16[0].steps[0].loss - 0.5);
+}
+
+TEST_CASE("a data set whose ids exceed the model's vocabulary is refused, naming both",
+          "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"), 400);
+  try {
+    test::run_job(test::tiny_job(data, 1, 0, false));
+    FAIL("expected an error");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Catch::Contains("data.train") && Catch::Contains("vocab_size 300"));
+  }
+}
+
+TEST_CASE("a malformed inline model config is refused, naming model.config", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  auto spec = test::tiny_job(data, 1, 0, false);
+  spec.model.inline_config_json = "{not json";
+  CHECK_THROWS_WITH(test::run_job(spec), Catch::Contains("model.config"));
+}
+
+TEST_CASE("with dropout, layer recomputation drops what the first pass dropped", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  // One rank: dropout draws from torch's global generator, which rank threads would share.
+  auto spec = test::tiny_job(data, 1, 0, false);
+  spec.train.max_steps = 5;
+  const auto no_dropout = test::run_job(spec);
+  auto config = nlohmann::json::parse(spec.model.inline_config_json);
+  config["attention_dropout"] = 0.2;
+  spec.model.inline_config_json = config.dump();
+  const auto plain = test::run_job(spec);
+  CHECK(plain[0].steps[4].loss != no_dropout[0].steps[4].loss);  // dropout is on
+  for (int stage : {0, 3}) {
+    INFO("stage " << stage << " with activation checkpointing");
+    auto checkpointed = spec;
+    checkpointed.zero.stage = stage;
+    checkpointed.train.activation_checkpointing = true;
+    const auto out = test::run_job(checkpointed);
+    for (std::size_t k = 0; k < 5; ++k)
+      CHECK(relative(out[0].steps[k].loss, plain[0].steps[k].loss) <= 1e-6);
+    CHECK(weight_difference(out[0].weights, plain[0].weights).max_relative <= 1e-6);
+  }
+}

@@ -1,0 +1,57 @@
+// A tiny SFT-style data set (byte ids with a learnable pattern, loss mask off on each sample's
+// first tokens) and a tiny Llama config for it: engine and end-to-end tests. No torch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/data/shard_writer.hpp"
+
+namespace cohort::test {
+
+// 96 samples of 6..16 ids in [3, 259) from a fixed generator; mask 0 on the first 3 tokens.
+inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab = 300) {
+  core::data::prepare_output_dir(dir);
+  core::data::shard_writer_options o;
+  o.vocab_size = vocab;
+  o.loss_mask = true;
+  core::data::shard_writer w(dir, o);
+  std::uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int64_t>(state >> 33);
+  };
+  for (int i = 0; i < 96; ++i) {
+    const std::int64_t n = 6 + next() % 11;
+    std::vector<std::int32_t> ids;
+    std::vector<std::uint8_t> mask;
+    for (std::int64_t t = 0; t < n; ++t) {
+      // A learnable pattern: mostly the previous id + 1, sometimes random.
+      const bool follow = t > 0 && next() % 4 != 0;
+      const std::int64_t id = follow ? 3 + (ids.back() - 3 + 1) % 256 : 3 + next() % 256;
+      ids.push_back(static_cast<std::int32_t>(id));
+      mask.push_back(t >= 3 ? 1 : 0);
+    }
+    w.append(ids.data(), n, mask.data());
+  }
+  core::data::manifest m;
+  m.kind = "sft";
+  m.layout = "pad";
+  m.seq_len = 16;
+  m.pad_id = 0;
+  m.eos_id = 2;
+  m.vocab_size = vocab;
+  w.finish(m);
+  return dir;
+}
+
+inline std::string tiny_llama_config(std::int64_t vocab = 300) {
+  return R"({"model_type": "llama", "vocab_size": )" + std::to_string(vocab) +
+         R"(, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
+            "rms_norm_eps": 1e-6, "hidden_act": "silu", "tie_word_embeddings": false,
+            "pad_token_id": 0})";
+}
+
+}  // namespace cohort::test
