@@ -92,7 +92,17 @@ verify_result verify_checkpoint(const std::string& ckpt_dir) {
     result.problems.push_back(e.what());
     return result;
   }
-  for (const auto& f : result.manifest_read->files) {
+  const manifest& m = *result.manifest_read;
+  for (int rank = 0; rank < m.world_size; ++rank) {
+    for (const std::string& name : {rank_shard_name(rank), rank_state_name(rank)}) {
+      const bool listed = std::any_of(m.files.begin(), m.files.end(), [&](const file_record& f) { return f.name == name; });
+      if (!listed) {
+        result.problems.push_back((fs::path(ckpt_dir) / manifest_name).string() + ": does not list " + name +
+                                  " of rank " + std::to_string(rank) + " (world size " + std::to_string(m.world_size) + ")");
+      }
+    }
+  }
+  for (const auto& f : m.files) {
     const std::string path = (fs::path(ckpt_dir) / f.name).string();
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {

@@ -118,6 +118,7 @@ rank_report write_rank_shard(const std::string& dir, int rank, const std::vector
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw ckpt_error(ckpt_errc::io, dir + ": cannot create checkpoint directory: " + ec.message());
+  fsync_path(std::filesystem::path(dir).parent_path().string());  // the new step directory's entry
 
   const std::string shard_path = (std::filesystem::path(dir) / rank_shard_name(rank)).string();
   try {
@@ -150,6 +151,11 @@ manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world
     if (r.step != step) {
       bad_input(dir + ": rank " + std::to_string(r.rank) + " reported step " + std::to_string(r.step) +
                 ", committing step " + std::to_string(step));
+    }
+    for (const std::string& name : {rank_shard_name(r.rank), rank_state_name(r.rank)}) {
+      if (std::none_of(r.files.begin(), r.files.end(), [&](const file_record& f) { return f.name == name; })) {
+        bad_input(dir + ": rank " + std::to_string(r.rank) + " did not report its file " + name);
+      }
     }
     by_rank[static_cast<std::size_t>(r.rank)] = &r;
   }

@@ -1,6 +1,7 @@
 // Checkpoint write, commit, list, verify, fallback and loading.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -8,6 +9,7 @@
 #include "core/ckpt/ckpt_error.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/reader.hpp"
+#include "core/data/checksum.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
 #include "tests/core/ckpt/temp_dir.hpp"
 
@@ -201,4 +203,29 @@ TEST_CASE("Malformed manifests are refused naming the field", "[core][ckpt]") {
   j["tensors"][0]["dtype"] = "F32";
   j["format_version"] = 9;
   CHECK_THROWS_WITH(manifest_from_json(j, "m.json"), Catch::Contains("format_version 9"));
+}
+
+TEST_CASE("A manifest that leaves out a rank's files fails verification naming the rank", "[core][ckpt]") {
+  temp_dir tmp;
+  const std::string dir = step_dir(tmp.path(), 3);
+  const rank_report r0 = write_fake_rank(dir, 3, 2, 0);
+  rank_report r1 = write_fake_rank(dir, 3, 2, 1);
+  rank_report forgetful = r1;
+  forgetful.files.erase(forgetful.files.begin());
+  CHECK_THROWS_WITH(commit_checkpoint(dir, 3, 2, {r0, forgetful}),
+                    Catch::Contains("rank 1 did not report its file rank-00001.safetensors"));
+  // A manifest written by something else that lists no shard for rank 1, sealed consistently.
+  manifest m = commit_checkpoint(dir, 3, 2, {r0, r1});
+  m.files.erase(std::remove_if(m.files.begin(), m.files.end(),
+                               [](const file_record& f) { return f.name == "rank-00001.safetensors"; }),
+                m.files.end());
+  const std::string text = manifest_to_json(m).dump();
+  write_file_durable((fs::path(dir) / "manifest.json").string(), text);
+  write_file_durable((fs::path(dir) / "COMMITTED").string(),
+                     nlohmann::json{{"step", 3}, {"manifest_xxh64", cohort::core::data::to_hex64(
+                                                                        cohort::core::data::xxh64(text.data(), text.size()))}}
+                         .dump());
+  const verify_result v = verify_checkpoint(dir);
+  REQUIRE(v.problems.size() == 1);
+  CHECK_THAT(v.problems[0], Catch::Contains("rank-00001.safetensors") && Catch::Contains("rank 1"));
 }
