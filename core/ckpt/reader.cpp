@@ -86,6 +86,11 @@ manifest read_manifest(const std::string& ckpt_dir) {
 
 verify_result verify_checkpoint(const std::string& ckpt_dir) {
   verify_result result;
+  std::error_code ec;
+  if (!fs::is_directory(ckpt_dir, ec)) {
+    result.problems.push_back(ckpt_dir + ": not a checkpoint directory (it does not exist or is not a directory)");
+    return result;
+  }
   try {
     result.manifest_read = read_manifest(ckpt_dir);
   } catch (const ckpt_error& e) {

@@ -186,6 +186,9 @@ TEST_CASE("No valid checkpoint gives an empty result, not an error", "[core][ckp
   temp_dir tmp;
   CHECK(list_checkpoints(tmp.path()).empty());
   CHECK_FALSE(latest_valid(tmp.path()).checkpoint);
+  const verify_result v = verify_checkpoint(tmp.path() + "/nowhere");
+  REQUIRE(v.problems.size() == 1);
+  CHECK_THAT(v.problems[0], Catch::Contains("nowhere: not a checkpoint directory"));
 }
 
 TEST_CASE("Malformed manifests are refused naming the field", "[core][ckpt]") {
