@@ -173,6 +173,20 @@ void safetensors_reader::read(const tensor_entry& e, void* dst) const {
   }
 }
 
+void safetensors_reader::read_range(const tensor_entry& e, std::uint64_t offset,
+                                    std::uint64_t length, void* dst) const {
+  if (offset > e.nbytes() || length > e.nbytes() - offset) {
+    throw model_error(model_errc::bad_input,
+                      path_ + ": byte range [" + std::to_string(offset) + ", +" +
+                          std::to_string(length) + ") runs past tensor '" + e.name + "' of " +
+                          std::to_string(e.nbytes()) + " bytes");
+  }
+  if (!read_exact(fd_, dst, length, data_start_ + e.begin + offset)) {
+    throw model_error(model_errc::io, path_ + ": cannot read tensor '" + e.name +
+                                          "' (file truncated while open?)");
+  }
+}
+
 void write_safetensors(const std::string& path, const std::vector<tensor_blob>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   json header = json::object();

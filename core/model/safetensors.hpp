@@ -40,6 +40,10 @@ class safetensors_reader {
   const tensor_entry& at(const std::string& name) const;
   // Copies the tensor's bytes (entry.nbytes() of them) into dst.
   void read(const tensor_entry& entry, void* dst) const;
+  // Copies `length` bytes starting `offset` bytes into the tensor into dst. Throws model_error
+  // (bad_input) when the range runs past the tensor.
+  void read_range(const tensor_entry& entry, std::uint64_t offset, std::uint64_t length,
+                  void* dst) const;
 
  private:
   std::string path_;

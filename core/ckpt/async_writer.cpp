@@ -1,0 +1,41 @@
+// One background thread per write; a submit joins the previous one first.
+#include "core/ckpt/async_writer.hpp"
+
+#include <chrono>
+
+namespace cohort::core::ckpt {
+
+async_rank_writer::~async_rank_writer() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void async_rank_writer::submit(std::string dir, int rank, std::vector<owned_shard_tensor> tensors, rank_state state,
+                               std::function<void(const rank_report&)> on_written) {
+  wait();
+  std::packaged_task<rank_report()> task(
+      [dir = std::move(dir), rank, tensors = std::move(tensors), state = std::move(state),
+       on_written = std::move(on_written)]() {
+        std::vector<shard_tensor> views;
+        views.reserve(tensors.size());
+        for (const auto& t : tensors) {
+          views.push_back({t.key, t.dtype, t.shape, t.bytes.data(), t.bytes.size(), t.slices});
+        }
+        rank_report report = write_rank_shard(dir, rank, views, state);
+        if (on_written) on_written(report);
+        return report;
+      });
+  result_ = task.get_future();
+  thread_ = std::thread(std::move(task));
+}
+
+std::optional<rank_report> async_rank_writer::wait() {
+  if (thread_.joinable()) thread_.join();
+  if (!result_.valid()) return std::nullopt;
+  return result_.get();
+}
+
+bool async_rank_writer::busy() const {
+  return result_.valid() && result_.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+}
+
+}  // namespace cohort::core::ckpt

@@ -1,0 +1,211 @@
+// Rank shard writing and the commit step.
+#include "core/ckpt/writer.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "core/ckpt/base64.hpp"
+#include "core/ckpt/ckpt_error.hpp"
+#include "core/ckpt/layout.hpp"
+#include "core/data/checksum.hpp"
+#include "core/model/model_error.hpp"
+#include "core/model/safetensors.hpp"
+
+namespace cohort::core::ckpt {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad_input(const std::string& what) { throw ckpt_error(ckpt_errc::bad_input, what); }
+
+std::uint64_t numel_of(const std::vector<std::int64_t>& shape, const std::string& where) {
+  std::uint64_t n = 1;
+  for (auto d : shape) {
+    if (d < 0) bad_input(where + ": negative dimension in shape");
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return n;
+}
+
+json state_to_json(const rank_state& s, int rank) {
+  return {{"rank", rank}, {"step", s.step}, {"scheduler", s.scheduler},
+          {"rng", base64_encode(s.rng)}, {"sampler", s.sampler}, {"extra", s.extra}};
+}
+
+}  // namespace
+
+json rank_report_to_json(const rank_report& r) {
+  json files = json::array();
+  for (const auto& f : r.files) {
+    files.push_back({{"name", f.name}, {"rank", f.rank}, {"size", f.size}, {"xxh64", data::to_hex64(f.xxh64)}});
+  }
+  json pieces = json::array();
+  for (const auto& p : r.pieces) {
+    pieces.push_back({{"tensor", p.tensor}, {"dtype", p.dtype}, {"full_shape", p.full_shape},
+                      {"key", p.piece.key}, {"offset", p.piece.offset}, {"length", p.piece.length},
+                      {"key_offset", p.piece.key_offset}});
+  }
+  return {{"rank", r.rank}, {"step", r.step}, {"files", files}, {"pieces", pieces}};
+}
+
+rank_report rank_report_from_json(const json& j) {
+  try {
+    rank_report r;
+    r.rank = j.at("rank").get<int>();
+    r.step = j.at("step").get<std::uint64_t>();
+    for (const json& f : j.at("files")) {
+      file_record rec;
+      rec.name = f.at("name").get<std::string>();
+      rec.rank = f.at("rank").get<int>();
+      rec.size = f.at("size").get<std::uint64_t>();
+      rec.xxh64 = std::stoull(f.at("xxh64").get<std::string>(), nullptr, 16);
+      r.files.push_back(rec);
+    }
+    for (const json& p : j.at("pieces")) {
+      reported_piece rp;
+      rp.tensor = p.at("tensor").get<std::string>();
+      rp.dtype = p.at("dtype").get<std::string>();
+      rp.full_shape = p.at("full_shape").get<std::vector<std::int64_t>>();
+      rp.piece.rank = r.rank;
+      rp.piece.key = p.at("key").get<std::string>();
+      rp.piece.offset = p.at("offset").get<std::uint64_t>();
+      rp.piece.length = p.at("length").get<std::uint64_t>();
+      rp.piece.key_offset = p.at("key_offset").get<std::uint64_t>();
+      r.pieces.push_back(rp);
+    }
+    return r;
+  } catch (const std::exception& e) {
+    bad_input(std::string("rank report is malformed (fields rank, step, files, pieces): ") + e.what());
+  }
+}
+
+rank_report write_rank_shard(const std::string& dir, int rank, const std::vector<shard_tensor>& tensors,
+                             const rank_state& state) {
+  if (rank < 0) bad_input("write_rank_shard: rank " + std::to_string(rank) + " is negative");
+  rank_report report;
+  report.rank = rank;
+  report.step = state.step;
+  std::vector<model::tensor_blob> blobs;
+  for (const auto& t : tensors) {
+    const std::string where = "rank " + std::to_string(rank) + " tensor '" + t.key + "'";
+    const std::size_t elem = model::safetensors_dtype_size(t.dtype);
+    if (elem == 0) bad_input(where + ": unknown dtype '" + t.dtype + "' (use F32, BF16, F16, I64, U8, ...)");
+    const std::uint64_t numel = numel_of(t.shape, where);
+    if (numel * elem != t.nbytes) {
+      bad_input(where + ": " + std::to_string(t.nbytes) + " bytes given but shape and dtype need " +
+                std::to_string(numel * elem));
+    }
+    if (t.nbytes > 0 && t.data == nullptr) bad_input(where + ": data is null");
+    blobs.push_back({t.key, t.dtype, t.shape, t.data, t.nbytes});
+    std::vector<logical_slice> slices = t.slices;
+    if (slices.empty()) slices.push_back({t.key, t.shape, 0, numel, 0});
+    for (const auto& s : slices) {
+      const std::uint64_t full = numel_of(s.full_shape, where);
+      if (s.key_offset > numel || s.length > numel - s.key_offset) {
+        bad_input(where + ": slice of '" + s.tensor + "' reads elements past the stored tensor's " +
+                  std::to_string(numel));
+      }
+      if (s.offset > full || s.length > full - s.offset) {
+        bad_input(where + ": slice [" + std::to_string(s.offset) + ", +" + std::to_string(s.length) +
+                  ") runs past logical tensor '" + s.tensor + "' of " + std::to_string(full) + " elements");
+      }
+      report.pieces.push_back({s.tensor, t.dtype, s.full_shape, {rank, t.key, s.offset, s.length, s.key_offset}});
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw ckpt_error(ckpt_errc::io, dir + ": cannot create checkpoint directory: " + ec.message());
+  fsync_path(std::filesystem::path(dir).parent_path().string());  // the new step directory's entry
+
+  const std::string shard_path = (std::filesystem::path(dir) / rank_shard_name(rank)).string();
+  try {
+    model::write_safetensors(shard_path, blobs, {{"format", "cohort-ckpt"}, {"rank", std::to_string(rank)}});
+  } catch (const model::model_error& e) {
+    throw ckpt_error(ckpt_errc::io, e.what());
+  }
+  fsync_path(shard_path);
+  const file_digest shard = digest_file(shard_path);
+  report.files.push_back({rank_shard_name(rank), rank, shard.size, shard.xxh64});
+
+  const std::string state_path = (std::filesystem::path(dir) / rank_state_name(rank)).string();
+  const std::string state_text = state_to_json(state, rank).dump(1);
+  write_file_durable(state_path, state_text);
+  report.files.push_back({rank_state_name(rank), rank, state_text.size(),
+                          data::xxh64(state_text.data(), state_text.size())});
+  return report;
+}
+
+manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
+                           const std::vector<rank_report>& reports, const json& metrics, const json& extra) {
+  if (world_size <= 0) bad_input("commit_checkpoint: world_size must be positive, got " + std::to_string(world_size));
+  if (!metrics.is_object()) bad_input("commit_checkpoint: metrics must be a JSON object");
+  std::vector<const rank_report*> by_rank(static_cast<std::size_t>(world_size), nullptr);
+  for (const auto& r : reports) {
+    if (r.rank < 0 || r.rank >= world_size) {
+      bad_input(dir + ": report from rank " + std::to_string(r.rank) + " outside world size " + std::to_string(world_size));
+    }
+    if (by_rank[static_cast<std::size_t>(r.rank)]) bad_input(dir + ": rank " + std::to_string(r.rank) + " reported twice");
+    if (r.step != step) {
+      bad_input(dir + ": rank " + std::to_string(r.rank) + " reported step " + std::to_string(r.step) +
+                ", committing step " + std::to_string(step));
+    }
+    for (const std::string& name : {rank_shard_name(r.rank), rank_state_name(r.rank)}) {
+      if (std::none_of(r.files.begin(), r.files.end(), [&](const file_record& f) { return f.name == name; })) {
+        bad_input(dir + ": rank " + std::to_string(r.rank) + " did not report its file " + name);
+      }
+    }
+    by_rank[static_cast<std::size_t>(r.rank)] = &r;
+  }
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (!by_rank[static_cast<std::size_t>(rank)]) {
+      bad_input(dir + ": rank " + std::to_string(rank) + " has not reported; cannot commit step " + std::to_string(step));
+    }
+  }
+  manifest m;
+  m.step = step;
+  m.world_size = world_size;
+  m.metrics = metrics;
+  m.extra = extra;
+  std::map<std::string, logical_tensor> tensors;
+  for (const auto& r : reports) {
+    for (const auto& f : r.files) {
+      struct stat st {};
+      const std::string path = (std::filesystem::path(dir) / f.name).string();
+      if (::stat(path.c_str(), &st) != 0) {
+        throw ckpt_error(ckpt_errc::missing_file, path + ": reported by rank " + std::to_string(r.rank) + " but missing");
+      }
+      if (static_cast<std::uint64_t>(st.st_size) != f.size) {
+        throw ckpt_error(ckpt_errc::truncated, path + ": is " + std::to_string(st.st_size) + " bytes, rank " +
+                                                   std::to_string(r.rank) + " reported " + std::to_string(f.size));
+      }
+      m.files.push_back(f);
+    }
+    for (const auto& p : r.pieces) {
+      auto [it, fresh] = tensors.try_emplace(p.tensor);
+      logical_tensor& t = it->second;
+      if (fresh) {
+        t.name = p.tensor;
+        t.dtype = p.dtype;
+        t.shape = p.full_shape;
+      } else if (t.dtype != p.dtype || t.shape != p.full_shape) {
+        bad_input(dir + ": rank " + std::to_string(r.rank) + " reports tensor '" + p.tensor +
+                  "' with a dtype or full shape other ranks do not");
+      }
+      t.pieces.push_back(p.piece);
+    }
+  }
+  for (auto& [name, t] : tensors) m.tensors.push_back(std::move(t));
+  // Round-trip through the validator: coverage, bounds and ranks are checked in one place.
+  json j = manifest_to_json(m);
+  m = manifest_from_json(j, (std::filesystem::path(dir) / manifest_name).string());
+  const std::string text = j.dump(1);
+  write_file_durable((std::filesystem::path(dir) / manifest_name).string(), text);
+  const json committed = {{"step", step}, {"manifest_xxh64", data::to_hex64(data::xxh64(text.data(), text.size()))}};
+  write_file_durable((std::filesystem::path(dir) / committed_name).string(), committed.dump());
+  return m;
+}
+
+}  // namespace cohort::core::ckpt
