@@ -21,6 +21,8 @@ namespace po = boost::program_options;
 using namespace cohort;
 
 int main(int argc, char** argv) {
+  // A peer that went away must show up as EPIPE on its connection, not end this process.
+  ::signal(SIGPIPE, SIG_IGN);
   tools::block_termination_signals();
   po::options_description desc("usage: cluster-head --store DIR [options]");
   desc.add_options()

@@ -57,6 +57,8 @@ class remote_node_directory final : public actors::node_directory {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A peer that went away must show up as EPIPE on its connection, not end this process.
+  ::signal(SIGPIPE, SIG_IGN);
   tools::block_termination_signals();
   char host[256] = "node";
   ::gethostname(host, sizeof host - 1);

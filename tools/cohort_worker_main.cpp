@@ -38,6 +38,8 @@ void control(const std::string& line) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A peer that went away must show up as EPIPE on its connection, not end this process.
+  ::signal(SIGPIPE, SIG_IGN);
   if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::cout << "cohort-worker: started by cluster-worker for one rank of a job; reads its "
                  "setup from $" << actors::worker_setup_variable << "\n";

@@ -5,6 +5,7 @@
 // The cluster is --address / $COHORT_ADDRESS with --credentials / $COHORT_CREDENTIALS; `run`
 // without any address runs on a cluster embedded in this process.
 // Exit codes: 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage or bad input.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -227,6 +228,8 @@ int remote(const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A peer that went away must show up as EPIPE on its connection, not end this process.
+  ::signal(SIGPIPE, SIG_IGN);
   po::options_description desc("options");
   desc.add_options()
       ("help,h", "show this help")
