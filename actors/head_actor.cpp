@@ -191,6 +191,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         config::job_spec spec;
         try {
           spec = config::parse_job_spec(req.spec_json);
+          config::check_runnable(spec);
         } catch (const std::exception& e) {
           return request_error(e.what());
         }

@@ -56,7 +56,7 @@ class workload {
   virtual void run(const worker_context& ctx) = 0;
 };
 
-// The workload for a job's spec. Throws std::invalid_argument for kinds this build lacks.
+// The workload for a job's spec (causal_lm: the training engine).
 std::unique_ptr<workload> make_workload(const config::job_spec& spec);
 
 }  // namespace cohort::core::train

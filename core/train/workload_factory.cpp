@@ -14,8 +14,8 @@ std::unique_ptr<workload> make_workload(const config::job_spec& spec) {
     case config::workload_kind::causal_lm:
       return std::make_unique<causal_lm_workload>();
   }
-  throw std::invalid_argument(std::string("workload \"") + config::to_string(spec.workload) +
-                              "\" is not available in this build");
+  throw std::invalid_argument("unknown workload kind " +
+                              std::to_string(static_cast<int>(spec.workload)));
 }
 
 }  // namespace cohort::core::train

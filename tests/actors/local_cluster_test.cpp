@@ -176,3 +176,9 @@ TEST_CASE("a malformed job spec is refused with the validation message", "[actor
   CHECK_THROWS_WITH(cluster.submit(R"({"name": "x", "scaling": {"num_workers": 0}})"),
                     Catch::Contains("scaling.num_workers"));
 }
+
+TEST_CASE("a causal_lm job without a model or training data is refused at submit", "[actors]") {
+  local_cluster cluster({node("n1", 1)});
+  CHECK_THROWS_WITH(cluster.submit(R"({"name": "lm", "workload": "causal_lm"})"),
+                    Catch::Contains("model"));
+}
