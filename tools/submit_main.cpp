@@ -22,6 +22,7 @@
 #include "config/job_spec.hpp"
 #include "config/nodes_spec.hpp"
 #include "core/resources/placement.hpp"
+#include "core/train/memory_estimate.hpp"
 #include "net/bridge_messages.hpp"
 #include "tools/cluster_client.hpp"
 #include "tools/progress_printer.hpp"
@@ -129,13 +130,49 @@ int run_local(const options& o) {
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
 
+// The plan's memory section: per-rank bytes, rank 0's consolidation; warnings on stderr for nodes
+// whose "memory" resource will not hold their ranks. Without a readable model: nothing.
+nlohmann::json memory_section(const config::job_spec& spec, const core::resources::placement& plan,
+                              const std::vector<config::node_spec>& nodes) {
+  if (spec.model.hf_dir.empty() && spec.model.config_file.empty() &&
+      spec.model.inline_config_json.empty())
+    return nullptr;
+  core::train::memory_estimate e;
+  try {
+    e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model));
+  } catch (const std::exception& ex) {
+    std::cerr << "submit plan: no memory estimate: " << ex.what() << "\n";
+    return nullptr;
+  }
+  const auto& r = e.per_rank;
+  nlohmann::json out{{"parameters", e.model.parameters},
+                     {"per_rank", {{"device_bytes", r.device_bytes}, {"host_bytes", r.host_bytes},
+                                   {"weights", r.weights}, {"gradients", r.gradients},
+                                   {"master_weights", r.master}, {"optimizer_state", r.optimizer},
+                                   {"activations", r.activations}}},
+                     {"rank0_consolidation_host_bytes", e.rank0_consolidation_bytes}};
+  std::map<std::string, double> host_need;
+  for (std::size_t i = 0; i < plan.rank_nodes.size(); ++i)
+    host_need[plan.rank_nodes[i]] += r.host_bytes + (i == 0 ? e.rank0_consolidation_bytes : 0);
+  for (const auto& n : nodes) {
+    auto need = host_need.find(n.name);
+    auto have = n.resources.find("memory");
+    if (need == host_need.end() || have == n.resources.end() || need->second <= have->second)
+      continue;
+    std::cerr << "submit plan: warning: node " << n.name << " has " << have->second / 1e9
+              << " GB of memory; its ranks need about " << need->second / 1e9 << " GB of host RAM\n";
+  }
+  return out;
+}
+
 int plan(const options& o) {
   auto spec = config::load_job_spec(o.arg);
   std::string status, reason;
   core::resources::placement plan;
+  std::vector<config::node_spec> nodes;
   if (!o.nodes.empty()) {
-    auto result = core::resources::plan_job(
-        spec, core::resources::inventories_from_specs(config::load_nodes_file(o.nodes)));
+    nodes = config::load_nodes_file(o.nodes);
+    auto result = core::resources::plan_job(spec, core::resources::inventories_from_specs(nodes));
     status = core::resources::to_string(result.status);
     reason = result.reason;
     plan = result.plan;
@@ -151,7 +188,10 @@ int plan(const options& o) {
               << reason << "\n";
     return exit_usage;
   }
-  std::cout << core::resources::plan_json_text(plan) << "\n";
+  auto out = nlohmann::json::parse(core::resources::plan_json_text(plan));
+  auto memory = memory_section(spec, plan, nodes);
+  if (!memory.is_null()) out["memory"] = memory;
+  std::cout << out.dump() << "\n";
   return exit_ok;
 }
 
