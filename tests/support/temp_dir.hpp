@@ -1,18 +1,24 @@
-// A fresh directory under the system temp dir, removed when the test ends.
+// A fresh directory under the system temp dir, removed with everything in it when the test ends.
+// One per test; the shared test fixtures of every area use it.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
+
+#include <unistd.h>
 
 namespace cohort::test {
 
 class temp_dir {
  public:
   explicit temp_dir(const std::string& tag = "cohort-test") {
-    std::random_device rd;
+    static std::atomic<int> counter{0};
     path_ = std::filesystem::temp_directory_path() /
-            (tag + "-" + std::to_string(rd()) + std::to_string(rd()));
+            (tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
+             std::to_string(std::random_device{}()));
     std::filesystem::create_directories(path_);
   }
   ~temp_dir() {
@@ -21,8 +27,17 @@ class temp_dir {
   }
   temp_dir(const temp_dir&) = delete;
   temp_dir& operator=(const temp_dir&) = delete;
+
   const std::filesystem::path& path() const { return path_; }
   std::string str() const { return path_.string(); }
+  // The path of `child` inside the directory.
+  std::string path(const std::string& child) const { return (path_ / child).string(); }
+  // Writes `content` to `name` (creating its directories); returns the file's path.
+  std::string write(const std::string& name, const std::string& content) const {
+    std::filesystem::create_directories(std::filesystem::path(path(name)).parent_path());
+    std::ofstream(path(name), std::ios::binary) << content;
+    return path(name);
+  }
 
  private:
   std::filesystem::path path_;

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/data/shard_writer.hpp"
-#include "tests/core/data/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
-using cohort::core::data::testing::temp_dir;
+using cohort::test::temp_dir;
 using nlohmann::json;
 namespace cd = cohort::core::data;
 

@@ -11,11 +11,12 @@
 #include "core/ckpt/reader.hpp"
 #include "core/data/checksum.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
-#include "tests/core/ckpt/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace cohort::core::ckpt;
 using namespace cohort::core::ckpt::testing;
+using cohort::test::temp_dir;
 
 namespace {
 
@@ -186,7 +187,7 @@ TEST_CASE("No valid checkpoint gives an empty result, not an error", "[core][ckp
   temp_dir tmp;
   CHECK(list_checkpoints(tmp.path()).empty());
   CHECK_FALSE(latest_valid(tmp.path()).checkpoint);
-  const verify_result v = verify_checkpoint(tmp.path() + "/nowhere");
+  const verify_result v = verify_checkpoint(tmp.path("nowhere"));
   REQUIRE(v.problems.size() == 1);
   CHECK_THAT(v.problems[0], Catch::Contains("nowhere: not a checkpoint directory"));
 }

@@ -19,11 +19,12 @@
 #include "core/ckpt/reshard.hpp"
 #include "core/ckpt/retention.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
-#include "tests/core/ckpt/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace cohort::core::ckpt;
 using namespace cohort::core::ckpt::testing;
+using cohort::test::temp_dir;
 
 namespace {
 
@@ -240,7 +241,7 @@ TEST_CASE("cohort-ckpt verify names each problem and exits 1; ls lists steps", "
   CHECK(flipped.status == 1);
   CHECK_THAT(flipped.output, Catch::Contains("rank-00000.safetensors") && Catch::Contains("checksum mismatch"));
 
-  const run_result ls = run_tool("ls " + tmp.path() + " --score loss");
+  const run_result ls = run_tool("ls " + tmp.str() + " --score loss");
   CHECK(ls.status == 0);
   CHECK_THAT(ls.output, Catch::Contains("40") && Catch::Contains("incomplete") && Catch::Contains("committed") &&
                             Catch::Contains("0.5"));

@@ -9,11 +9,11 @@
 #include "core/data/dataset.hpp"
 #include "core/data/verify.hpp"
 #include "tests/core/data/byte_tokenizer.hpp"
-#include "tests/core/data/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::data;
 using cohort::core::data::testing::byte_tokenizer;
-using cohort::core::data::testing::temp_dir;
+using cohort::test::temp_dir;
 
 namespace {
 

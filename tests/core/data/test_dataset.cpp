@@ -7,10 +7,10 @@
 #include "core/data/dataset.hpp"
 #include "core/data/shard_writer.hpp"
 #include "core/data/verify.hpp"
-#include "tests/core/data/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::data;
-using cohort::core::data::testing::temp_dir;
+using cohort::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {

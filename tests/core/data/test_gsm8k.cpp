@@ -13,10 +13,10 @@
 #include "core/data/dataset.hpp"
 #include "core/data/verify.hpp"
 #include "core/tokenizer/tokenizer.hpp"
-#include "tests/core/data/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::data;
-using cohort::core::data::testing::temp_dir;
+using cohort::test::temp_dir;
 
 namespace {
 

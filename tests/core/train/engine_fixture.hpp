@@ -12,7 +12,7 @@
 #include "core/comm/memory_store.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "tests/core/comm/rank_threads.hpp"
-#include "tests/core/data/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "tests/core/train/tiny_data.hpp"
 
 namespace cohort::test {

@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
 
 using namespace cohort;
-using cohort::core::data::testing::temp_dir;
+using cohort::test::temp_dir;
 
 namespace {
 

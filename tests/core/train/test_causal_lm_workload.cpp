@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 using namespace cohort;
-using cohort::core::data::testing::temp_dir;
+using cohort::test::temp_dir;
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <fstream>
 
 using namespace cohort;
-using cohort::core::data::testing::temp_dir;
+using cohort::test::temp_dir;
 
 TEST_CASE("hf_dir, a config file and an inline config with the same seed train identically",
           "[core][train]") {
