@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -37,7 +38,7 @@ struct trainer_exit_check {
 constexpr auto final_report_grace = std::chrono::seconds(3);
 struct renew_lease {};
 
-// How many lines of worker output the head keeps per job for `submit logs`.
+// How many lines of worker output an embedded head (no store) keeps per job for `submit logs`.
 constexpr std::size_t max_log_lines_per_job = 10000;
 
 // What a head persists to and how long it waits for trainers after a restart.
@@ -61,7 +62,7 @@ struct head_actor_state {
   };
   std::map<caf::actor_addr, trainer_ref> trainers;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
-  std::map<std::string, std::vector<log_line>> logs;         // by job id
+  std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
   static inline const char* name = "cohort.head";
 };
 caf::behavior head_actor(caf::stateful_actor<head_actor_state>* self, head_options options);

@@ -33,13 +33,18 @@ void store_write(head_ptr self, const char* what, F&& write) {
   }
 }
 
+// What of a record, when changed, is written to the store again.
+std::string persisted_key(const job_record& r) {
+  return std::string(to_string(r.state)) + "|" + r.reason + "|" + std::to_string(r.attempts) + "|" +
+         r.trainer_node;
+}
+
 // Writes the records whose state, reason or placement changed since the last write, and a
 // history line for each.
 void persist(head_ptr self) {
   if (!self->state.options.store) return;
   for (const auto& r : self->state.logic.jobs()) {
-    auto key = std::string(to_string(r.state)) + "|" + r.reason + "|" +
-               std::to_string(r.attempts) + "|" + r.trainer_node;
+    auto key = persisted_key(r);
     auto& last = self->state.persisted_state[r.id];
     if (last == key) continue;
     last = key;
@@ -127,8 +132,7 @@ void restore_jobs(head_ptr self) {
     }
   }
   for (const auto& r : st.logic.jobs())
-    st.persisted_state[r.id] = std::string(to_string(r.state)) + "|" + r.reason + "|" +
-                               std::to_string(r.attempts) + "|" + r.trainer_node;
+    st.persisted_state[r.id] = persisted_key(r);
   if (!st.logic.awaiting_adoption().empty())
     self->delayed_send(self, st.options.adoption_grace, adoption_deadline{});
 }
@@ -240,7 +244,10 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       [=](const logs_query& q) -> caf::result<job_logs> {
         auto& st = self->state;
         if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
-        if (!st.options.store) return job_logs{st.logs[q.job_id]};
+        if (!st.options.store) {
+          const auto& lines = st.logs[q.job_id];
+          return job_logs{std::vector<log_line>(lines.begin(), lines.end())};
+        }
         // The store has the output of earlier heads too.
         job_logs out;
         try {
@@ -320,14 +327,19 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         notify(self, report.job_id, "");
       },
       [=](const log_line& line) {
-        store_write(self, "record worker output", [&](core::store::cluster_store& s, std::int64_t e) {
-          s.append_logs(e, line.job_id,
-                        {{{"rank", line.rank}, {"node", line.node}, {"pid", line.pid},
-                          {"line", line.text}}});
-        });
-        auto& lines = self->state.logs[line.job_id];
-        if (lines.size() >= max_log_lines_per_job) lines.erase(lines.begin());
-        lines.push_back(line);
+        // With a store the output lives there (logs_query reads it back); without, in memory.
+        if (self->state.options.store) {
+          store_write(self, "record worker output",
+                      [&](core::store::cluster_store& s, std::int64_t e) {
+                        s.append_logs(e, line.job_id,
+                                      {{{"rank", line.rank}, {"node", line.node},
+                                        {"pid", line.pid}, {"line", line.text}}});
+                      });
+        } else {
+          auto& lines = self->state.logs[line.job_id];
+          if (lines.size() >= max_log_lines_per_job) lines.pop_front();
+          lines.push_back(line);
+        }
         notify(self, line.job_id,
                "(worker rank=" + std::to_string(line.rank) + " node=" + line.node +
                    " pid=" + std::to_string(line.pid) + ") " + line.text);
