@@ -33,4 +33,15 @@ std::string sha256_hex(const std::string& bytes) {
   return out;
 }
 
+std::string tokenizer_identity(const std::string& kind, const std::string& file_digest,
+                               const std::vector<std::string>& runtime_added) {
+  std::string id = kind + ":" + file_digest;
+  if (!runtime_added.empty()) {
+    std::string joined;
+    for (const auto& t : runtime_added) joined += t + '\n';
+    id += "+added:" + sha256_hex(joined).substr(0, 16);
+  }
+  return id;
+}
+
 }  // namespace cohort::core::tokenizer

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace cohort::core::tokenizer {
 
@@ -9,5 +10,9 @@ namespace cohort::core::tokenizer {
 std::string read_file(const std::string& path);
 // Lower-case hex SHA-256 of `bytes`.
 std::string sha256_hex(const std::string& bytes);
+// identity() of a tokenizer: "<kind>:<file digest>", plus "+added:<hash>" naming the tokens
+// added at run time (in order), so data built with extra tokens never passes for plain data.
+std::string tokenizer_identity(const std::string& kind, const std::string& file_digest,
+                               const std::vector<std::string>& runtime_added);
 
 }  // namespace cohort::core::tokenizer

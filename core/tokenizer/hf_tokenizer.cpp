@@ -178,13 +178,7 @@ std::vector<token_id> hf_tokenizer::add_special_tokens(const std::vector<std::st
 }
 
 std::string hf_tokenizer::identity() const {
-  std::string id = "hf-bpe:" + digest_;
-  if (!runtime_added_.empty()) {
-    std::string joined;
-    for (const auto& t : runtime_added_) joined += t + '\n';
-    id += "+added:" + sha256_hex(joined).substr(0, 16);
-  }
-  return id;
+  return tokenizer_identity("hf-bpe", digest_, runtime_added_);
 }
 
 }  // namespace cohort::core::tokenizer

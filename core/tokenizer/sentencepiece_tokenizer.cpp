@@ -112,13 +112,7 @@ std::vector<token_id> sentencepiece_tokenizer::add_special_tokens(const std::vec
 }
 
 std::string sentencepiece_tokenizer::identity() const {
-  std::string id = "sentencepiece:" + digest_;
-  if (!runtime_added_.empty()) {
-    std::string joined;
-    for (const auto& t : runtime_added_) joined += t + '\n';
-    id += "+added:" + sha256_hex(joined).substr(0, 16);
-  }
-  return id;
+  return tokenizer_identity("sentencepiece", digest_, runtime_added_);
 }
 
 }  // namespace cohort::core::tokenizer
