@@ -10,23 +10,19 @@
 
 #include <boost/program_options.hpp>
 #include <caf/all.hpp>
-#include <nlohmann/json.hpp>
 
 #include "actors/actor_system_types.hpp"
 #include "actors/bridge.hpp"
 #include "actors/gateways.hpp"
 #include "net/credentials.hpp"
+#include "config/nodes_spec.hpp"
+#include "tools/machine.hpp"
 #include "tools/signal_wait.hpp"
 
 namespace po = boost::program_options;
 using namespace cohort;
 
 namespace {
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
 
 // Nodes of other processes, reached through proxies that forward via the gateway.
 class remote_node_directory final : public actors::node_directory {
@@ -88,9 +84,9 @@ int main(int argc, char** argv) {
     std::cout << desc;
     return 0;
   }
-  const auto address = vm.count("address") ? vm["address"].as<std::string>() : env_or("COHORT_ADDRESS", "");
+  const auto address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
   const auto credentials =
-      vm.count("credentials") ? vm["credentials"].as<std::string>() : env_or("COHORT_CREDENTIALS", "");
+      vm.count("credentials") ? vm["credentials"].as<std::string>() : tools::env_or("COHORT_CREDENTIALS", "");
   if (address.empty() || credentials.empty()) {
     std::cerr << "cluster-worker: --address and --credentials are required (or COHORT_ADDRESS and "
                  "COHORT_CREDENTIALS)\n";
@@ -99,26 +95,18 @@ int main(int argc, char** argv) {
   actors::node_info info;
   info.name = vm["name"].as<std::string>();
   info.address = vm["node-address"].as<std::string>();
-  info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>()
-                                               : std::max(1u, std::thread::hardware_concurrency());
+  info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>() : tools::machine_cpus();
   if (vm["num-gpus"].as<double>() > 0) info.resources["GPU"] = vm["num-gpus"].as<double>();
   info.resources["memory"] =
-      vm.count("memory") ? vm["memory"].as<double>()
-                         : static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
-  if (vm.count("resources")) {
-    auto j = nlohmann::json::parse(vm["resources"].as<std::string>(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      std::cerr << "cluster-worker: --resources must be a JSON object of name: quantity\n";
-      return 2;
-    }
-    for (auto& [k, v] : j.items()) {
-      if (!v.is_number() || v.get<double>() < 0) {
-        std::cerr << "cluster-worker: --resources: \"" << k
-                  << "\" must be a non-negative number\n";
-        return 2;
-      }
-      info.resources[k] = v.get<double>();
-    }
+      vm.count("memory") ? vm["memory"].as<double>() : tools::machine_memory_bytes();
+  try {
+    if (vm.count("resources"))
+      for (const auto& [k, v] :
+           config::parse_resources_json(vm["resources"].as<std::string>(), "--resources"))
+        info.resources[k] = v;
+  } catch (const config::spec_error& e) {
+    std::cerr << "cluster-worker: " << e.what() << "\n";
+    return 2;
   }
   for (const auto& [k, v] : info.resources)
     if (v < 0) {

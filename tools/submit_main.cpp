@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -25,6 +24,7 @@
 #include "core/train/memory_estimate.hpp"
 #include "net/bridge_messages.hpp"
 #include "tools/cluster_client.hpp"
+#include "tools/machine.hpp"
 #include "tools/progress_printer.hpp"
 
 namespace po = boost::program_options;
@@ -53,15 +53,9 @@ struct options {
   double num_cpus = 0;
 };
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-
 std::vector<config::node_spec> local_machine(double cpus) {
-  if (cpus <= 0) cpus = std::max(1u, std::thread::hardware_concurrency());
-  double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
-  return {config::node_spec{"local", {{"CPU", cpus}, {"memory", memory}}}};
+  if (cpus <= 0) cpus = tools::machine_cpus();
+  return {config::node_spec{"local", {{"CPU", cpus}, {"memory", tools::machine_memory_bytes()}}}};
 }
 
 std::unique_ptr<tools::cluster_client> connect(const options& o) {
@@ -299,9 +293,9 @@ int main(int argc, char** argv) {
   options o;
   o.command = vm["command"].as<std::string>();
   o.arg = vm.count("arg") ? vm["arg"].as<std::string>() : "";
-  o.address = vm.count("address") ? vm["address"].as<std::string>() : env_or("COHORT_ADDRESS", "");
+  o.address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
   o.credentials = vm.count("credentials") ? vm["credentials"].as<std::string>()
-                                          : env_or("COHORT_CREDENTIALS", "");
+                                          : tools::env_or("COHORT_CREDENTIALS", "");
   o.nodes = vm.count("nodes") ? vm["nodes"].as<std::string>() : "";
   o.local = vm.count("local") != 0;
   o.follow = vm.count("follow") != 0;
