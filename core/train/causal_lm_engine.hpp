@@ -11,7 +11,11 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/job_spec.hpp"
+#include "core/ckpt/async_writer.hpp"
+#include "core/ckpt/manifest.hpp"
 #include "core/comm/process_group.hpp"
 
 namespace cohort::core::train {
@@ -47,6 +51,22 @@ class causal_lm_engine {
   step_result train_step();
   // Every weight in fp32, flattened in hf_parameters() order (a collective).
   std::vector<float> full_weights();
+
+  // This rank's part of a checkpoint of the state after steps_done() steps: host copies of the
+  // master weights and AdamW moments it keeps (see engine_checkpoint.hpp), and its step, sampler
+  // position, LR schedule position and RNG state.
+  struct checkpoint_part {
+    std::vector<ckpt::owned_shard_tensor> tensors;
+    ckpt::rank_state state;
+  };
+  checkpoint_part checkpoint();
+  // What every checkpoint's manifest records besides tensors: the model's config.json, the
+  // global batch and the ZeRO stage (checked on restore, used by export).
+  nlohmann::json checkpoint_extra() const;
+  // Continues from committed checkpoint `dir` (manifest `m`) written by any world size with the
+  // same global batch: weights, moments, step, sampler position and (same world size) RNG.
+  // A collective. Throws std::invalid_argument naming the checkpoint and what does not match.
+  void restore(const std::string& dir, const ckpt::manifest& m);
 
  private:
   struct impl;

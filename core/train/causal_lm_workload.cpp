@@ -1,14 +1,25 @@
-// causal_lm_workload::run: group, engine, the step loop, metrics and reports.
+// causal_lm_workload::run: group, engine, resume, the step loop, checkpoints, metrics and reports.
 #include "core/train/causal_lm_workload.hpp"
 
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/train/causal_lm_engine.hpp"
+#include "core/train/checkpointer.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/run_control.hpp"
 
 namespace cohort::core::train {
+
+namespace {
+
+nlohmann::json metrics_of(const step_report& r) {
+  return {{"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}};
+}
+
+}  // namespace
 
 void causal_lm_workload::run(const worker_context& ctx) {
   config::check_runnable(ctx.spec);
@@ -17,27 +28,40 @@ void causal_lm_workload::run(const worker_context& ctx) {
                                causal_lm_engine::cuda_device_for(ctx.rank))
                    : join_group(ctx, comm::backend_kind::gloo);
   causal_lm_engine engine(ctx.spec, *group, ctx.cancelled);
+  checkpointer checkpoints(ctx);
+  if (auto from = checkpoints.choose_resume()) engine.restore(from->dir, from->manifest);
   std::unique_ptr<metrics_log> metrics;
-  if (ctx.rank == 0) metrics = std::make_unique<metrics_log>(ctx.run_dir + "/metrics.jsonl");
+  if (ctx.rank == 0)
+    metrics = std::make_unique<metrics_log>(ctx.run_dir + "/metrics.jsonl", engine.steps_done());
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + "/" + std::to_string(ctx.world_size) + " on node " +
             ctx.node + ": causal_lm, " + std::to_string(engine.parameter_count()) + " parameters, " +
             std::to_string(engine.total_steps()) + " steps of " +
             std::to_string(engine.global_batch()) + " samples, ZeRO stage " +
-            std::to_string(ctx.spec.zero.stage));
+            std::to_string(ctx.spec.zero.stage) +
+            (engine.steps_done() > 0 ? ", resuming after step " + std::to_string(engine.steps_done()) : ""));
 
+  const auto extra = engine.checkpoint_extra();
   const std::int64_t total = engine.total_steps();
   step_result last;
   while (engine.steps_done() < total) {
     last = engine.train_step();
+    const step_report report{last.step, total, last.loss, last.lr, last.grad_norm,
+                             last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0, 0};
+    // Logged before it is saved: a crash in between resumes from an older checkpoint, whose
+    // resume drops the later lines, so metrics.jsonl never misses a step.
     if (last.step % ctx.spec.train.log_every == 0 || last.step == total) {
-      step_report report{last.step, total, last.loss, last.lr, last.grad_norm,
-                         last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0, 0};
       if (metrics) metrics->append(report);
       if (ctx.report) ctx.report(report);
     }
+    if (checkpoints.due(last.step, total)) {
+      auto part = engine.checkpoint();
+      checkpoints.save(static_cast<std::uint64_t>(last.step), std::move(part.tensors), std::move(part.state),
+                       metrics_of(report), extra);
+    }
     pause_between_steps(ctx);
   }
+  checkpoints.finish();
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(last.loss));
 }

@@ -1,6 +1,7 @@
 // zero_optimizer: unit shards, gradient reduction, the sharded AdamW step and gathering.
 #include "core/train/zero_optimizer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -22,7 +23,7 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
     if (u >= units_.size()) units_.resize(u + 1);
     auto& un = units_[u];
     order_.emplace_back(u, un.slots.size());
-    un.slots.push_back({p.tensor, p.tensor.sizes().vec(), un.numel, p.tensor.numel()});
+    un.slots.push_back({p.name, p.tensor, p.tensor.sizes().vec(), un.numel, p.tensor.numel()});
     un.numel += p.tensor.numel();
     parameter_count_ += p.tensor.numel();
   }
@@ -153,6 +154,23 @@ torch::Tensor zero_optimizer::full_weights() {
     pieces.push_back(fulls[u].narrow(0, sl.offset, sl.numel));
   }
   return torch::cat(pieces);
+}
+
+std::vector<zero_optimizer::parameter_place> zero_optimizer::parameters_of(std::size_t u) const {
+  std::vector<parameter_place> out;
+  for (const auto& s : units_.at(u).slots) out.push_back({s.name, s.shape, s.offset, s.numel});
+  return out;
+}
+
+std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) const {
+  const auto& un = units_.at(u);
+  const std::int64_t begin = std::min(un.numel, part() * un.shard);
+  return {begin, std::min(un.shard, un.numel - begin)};
+}
+
+void zero_optimizer::refresh_weights() {
+  if (options_.stage == 3) return;
+  for (auto& u : units_) assign(u, gather_full(u));
 }
 
 }  // namespace cohort::core::train

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -64,8 +65,27 @@ class zero_optimizer {
   // Every weight in fp32, flattened in hf_parameters() order (a collective for stages 1-3).
   torch::Tensor full_weights();
 
+  // For checkpoints. A parameter of a unit: elements [offset, offset + numel) of the unit.
+  struct parameter_place {
+    std::string name;  // Hugging Face name
+    std::vector<std::int64_t> shape;
+    std::int64_t offset = 0;
+    std::int64_t numel = 0;
+  };
+  std::vector<parameter_place> parameters_of(std::size_t u) const;
+  // The elements of unit u whose master and moments this rank keeps (padding excluded): every
+  // element for stage 0 (replicated), this rank's shard otherwise.
+  std::pair<std::int64_t, std::int64_t> kept_range(std::size_t u) const;  // (begin, length)
+  bool replicated() const { return options_.stage == 0; }
+  torch::Tensor& master(std::size_t u) { return units_.at(u).master; }  // (shard) fp32
+  model::adamw_state& adam(std::size_t u) { return units_.at(u).adam; }
+  // After the masters were overwritten (a restore): brings the model's weights up to date
+  // (stages 0-2, a collective; stage 3 gathers on demand anyway).
+  void refresh_weights();
+
  private:
   struct slot {
+    std::string name;
     torch::Tensor param;  // the model's parameter (its data is swapped for stage 3)
     std::vector<std::int64_t> shape;
     std::int64_t offset = 0;  // within the unit

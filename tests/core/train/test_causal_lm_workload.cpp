@@ -1,48 +1,16 @@
 // The causal_lm workload as a worker runs it: make_workload, rendezvous through a TCP store
 // server, rank 0's metrics.jsonl and reports, cancellation.
-#include "core/comm/tcp_store_server.hpp"
-#include "core/train/workload.hpp"
 #include "tests/core/train/engine_fixture.hpp"
+#include "tests/core/train/workload_runs.hpp"
 
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
 
 #include <fstream>
-#include <mutex>
 
 #include <nlohmann/json.hpp>
 
 using namespace cohort;
 using cohort::test::temp_dir;
-
-namespace {
-
-struct rank_run {
-  std::vector<core::train::step_report> reports;
-};
-
-std::vector<test::rank_result<rank_run>> run_workload(const config::job_spec& spec,
-                                                      const std::string& run_dir,
-                                                      const std::atomic<bool>* cancelled = nullptr) {
-  core::comm::tcp_store_server server;
-  const int world = spec.scaling.num_workers;
-  return test::run_ranks<rank_run>(world, [&](int rank) {
-    core::train::worker_context ctx;
-    ctx.spec = spec;
-    ctx.job_id = "job-1";
-    ctx.rank = rank;
-    ctx.world_size = world;
-    ctx.node = "local";
-    ctx.store_address = server.host() + ":" + std::to_string(server.port());
-    ctx.run_dir = run_dir;
-    ctx.cancelled = cancelled;
-    rank_run out;
-    ctx.report = [&](const core::train::step_report& r) { out.reports.push_back(r); };
-    core::train::make_workload(spec)->run(ctx);
-    return out;
-  });
-}
-
-}  // namespace
 
 TEST_CASE("the causal_lm workload trains on two ranks and rank 0 writes metrics.jsonl every log step",
           "[core][train]") {
@@ -50,7 +18,7 @@ TEST_CASE("the causal_lm workload trains on two ranks and rank 0 writes metrics.
   auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 2, false);
   spec.train.max_steps = 6;
   spec.train.log_every = 2;
-  const auto results = run_workload(spec, tmp.path("run"));
+  const auto results = test::run_workload(spec, tmp.path("run"));
   for (const auto& r : results) REQUIRE(r.error_text() == "");
   REQUIRE(results[0].value->reports.size() == 3);
   CHECK(results[0].value->reports[2].step == 6);
@@ -76,7 +44,9 @@ TEST_CASE("a cancelled causal_lm workload stops with cancelled_error", "[core][t
   temp_dir tmp;
   const auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 0, false);
   std::atomic<bool> cancelled{true};
-  const auto results = run_workload(spec, tmp.path("run"), &cancelled);
+  test::run_options options;
+  options.cancelled = &cancelled;
+  const auto results = test::run_workload(spec, tmp.path("run"), options);
   for (const auto& r : results) {
     REQUIRE(r.error);
     CHECK_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);

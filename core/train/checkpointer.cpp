@@ -1,0 +1,193 @@
+// checkpointer: the resume choice, saves, store-carried reports and rank 0's commit + retention.
+#include "core/train/checkpointer.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+
+#include "core/ckpt/ckpt_error.hpp"
+#include "core/ckpt/layout.hpp"
+#include "core/ckpt/reader.hpp"
+#include "core/ckpt/retention.hpp"
+#include "core/comm/tcp_store.hpp"
+#include "core/train/run_control.hpp"
+
+namespace cohort::core::train {
+
+namespace {
+
+// How long rank 0 waits for the other ranks' reports of one checkpoint (large shards on slow disks).
+constexpr auto report_wait_limit = std::chrono::hours(1);
+constexpr auto resume_wait_limit = std::chrono::minutes(30);
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Polls until `key` is set; throws when `stop` returns a reason or the limit passes.
+template <class Stop>
+std::string wait_key(comm::store& store, const std::string& key, std::chrono::milliseconds limit, Stop stop) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!store.check({key})) {
+    stop();
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("checkpoint: no answer under store key " + key + " in time");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return store.get(key, std::chrono::seconds(10));
+}
+
+}  // namespace
+
+checkpointer::checkpointer(const worker_context& ctx) : ctx_(ctx) {
+  const auto address = comm::parse_host_port(ctx.store_address);
+  store_ = std::make_unique<comm::tcp_store>(address.host, address.port);
+}
+
+checkpointer::~checkpointer() {
+  abandoned_ = true;
+  try {
+    writer_.wait();
+  } catch (const std::exception&) {
+    // The attempt is ending on another error; an unfinished checkpoint stays uncommitted.
+  }
+}
+
+std::string checkpointer::key(const std::string& name) const {
+  return ctx_.job_id + "/attempt-" + std::to_string(ctx_.attempt) + "/ckpt/" + name;
+}
+
+ckpt::retention_policy checkpointer::policy(bool writer_running) const {
+  const auto& c = ctx_.spec.run.checkpoint;
+  ckpt::retention_policy p;
+  p.num_to_keep = c.num_to_keep;
+  p.score_attribute = c.score_attribute;
+  p.score_order = config::to_string(c.order);
+  if (restored_step_) p.protect_steps.insert(*restored_step_);
+  p.writer_running = writer_running;
+  return p;
+}
+
+void checkpointer::log(const std::string& line) const {
+  if (ctx_.log) ctx_.log(line);
+}
+
+std::optional<resume_point> checkpointer::choose_resume() {
+  nlohmann::json choice = nlohmann::json::object();
+  if (ctx_.rank == 0) {
+    try {
+      choice = pick_resume();
+    } catch (const std::exception& e) {
+      store_->set(key("resume"), nlohmann::json{{"error", e.what()}}.dump());
+      throw;
+    }
+    store_->set(key("resume"), choice.dump());
+  } else {
+    choice = nlohmann::json::parse(wait_key(*store_, key("resume"), resume_wait_limit,
+                                            [this] { check_cancelled(ctx_.cancelled); }));
+    if (choice.contains("error"))
+      throw std::runtime_error("rank 0 could not choose a checkpoint: " + choice["error"].get<std::string>());
+  }
+  if (!choice.contains("dir")) return std::nullopt;
+  resume_point r{choice["dir"].get<std::string>(), {}};
+  r.manifest = ckpt::read_manifest(r.dir);
+  restored_step_ = r.manifest.step;
+  return r;
+}
+
+nlohmann::json checkpointer::pick_resume() {
+  nlohmann::json choice = nlohmann::json::object();
+  const bool resume = ctx_.attempt > 0 || ctx_.spec.run.resume;
+  if (!resume) {
+    const auto committed = ckpt::list_checkpoints(ctx_.run_dir);
+    if (!committed.empty())
+      throw std::invalid_argument(
+          "run.resume is false, but " + ckpt::checkpoints_dir(ctx_.run_dir) +
+          " holds committed checkpoints (newest " + ckpt::step_dir_name(committed.back().step) +
+          "); choose another run.name or run.storage_path, or remove them");
+  } else {
+    const auto latest = ckpt::latest_valid(ctx_.run_dir);
+    for (const auto& r : latest.rejected) {
+      if (!file_exists(r.path + "/" + ckpt::committed_name)) {  // an unfinished save: removed below
+        log("checkpoint " + r.path + " skipped: " + r.reason);
+        continue;
+      }
+      // A committed but damaged checkpoint is kept for inspection, out of the way of the step
+      // that will be written again.
+      const std::string aside = r.path + ".rejected";
+      if (std::rename(r.path.c_str(), aside.c_str()) != 0)
+        throw std::runtime_error("cannot move rejected checkpoint " + r.path + " aside to " + aside);
+      log("checkpoint " + r.path + " rejected: " + r.reason + " (moved to " + aside + ")");
+    }
+    if (latest.checkpoint) {
+      choice["dir"] = latest.checkpoint->path;
+      restored_step_ = latest.checkpoint->step;
+      log("resuming from " + latest.checkpoint->path);
+    }
+  }
+  ckpt::apply_retention(ctx_.run_dir, policy(false));  // dead attempts' unfinished directories
+  return choice;
+}
+
+bool checkpointer::due(std::int64_t step, std::int64_t total_steps) const {
+  const int every = ctx_.spec.run.checkpoint.every_steps;
+  return step == total_steps || (every > 0 && step % every == 0);
+}
+
+void checkpointer::save(std::uint64_t step, std::vector<ckpt::owned_shard_tensor> tensors,
+                        ckpt::rank_state state, const nlohmann::json& metrics, const nlohmann::json& extra) {
+  flush_notes();
+  writer_.submit(ckpt::step_dir(ctx_.run_dir, step), ctx_.rank, std::move(tensors), std::move(state),
+                 [this, metrics, extra](const ckpt::rank_report& r) { publish_and_commit(r, metrics, extra); });
+  last_saved_ = step;
+  if (!ctx_.spec.run.checkpoint.async) {
+    writer_.wait();
+    flush_notes();
+  }
+}
+
+std::optional<std::uint64_t> checkpointer::finish() {
+  writer_.wait();
+  flush_notes();
+  return last_saved_;
+}
+
+void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlohmann::json& metrics,
+                                      const nlohmann::json& extra) {
+  const std::string step_name = ckpt::step_dir_name(report.step);
+  store_->set(key(step_name + "/rank-" + std::to_string(report.rank)), ckpt::rank_report_to_json(report).dump());
+  if (ctx_.rank != 0) return;
+  std::vector<ckpt::rank_report> reports;
+  for (int r = 0; r < ctx_.world_size; ++r) {
+    const auto text = wait_key(*store_, key(step_name + "/rank-" + std::to_string(r)), report_wait_limit, [&] {
+      if (abandoned_ || (ctx_.cancelled != nullptr && ctx_.cancelled->load()))
+        throw std::runtime_error("checkpoint " + step_name + " abandoned: the attempt ended");
+    });
+    reports.push_back(ckpt::rank_report_from_json(nlohmann::json::parse(text)));
+  }
+  const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
+  const auto m = ckpt::commit_checkpoint(dir, report.step, ctx_.world_size, reports, metrics, extra);
+  std::uint64_t bytes = 0;
+  for (const auto& f : m.files) bytes += f.size;
+  const auto kept = ckpt::apply_retention(ctx_.run_dir, policy(true));
+  std::string note = "checkpoint " + dir + " committed (" + std::to_string(bytes >> 10) + " KiB, " +
+                     std::to_string(m.files.size()) + " files)";
+  if (!kept.deleted.empty()) note += "; retention removed " + std::to_string(kept.deleted.size()) + " older";
+  std::lock_guard<std::mutex> lock(notes_mutex_);
+  notes_.push_back(note);
+}
+
+void checkpointer::flush_notes() {
+  std::vector<std::string> notes;
+  {
+    std::lock_guard<std::mutex> lock(notes_mutex_);
+    notes.swap(notes_);
+  }
+  for (const auto& n : notes) log(n);
+}
+
+}  // namespace cohort::core::train

@@ -1,0 +1,80 @@
+// A job's checkpoints as one rank of it takes part: choosing where to resume (rank 0 walks the
+// committed checkpoints and tells the others through the attempt's store), saving this rank's
+// part (optionally in the background) and reporting it through the store, and, on rank 0,
+// committing once every rank reported and applying retention. One per rank per attempt; used by
+// the rank's thread (the commit runs on the writer's thread).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/ckpt/async_writer.hpp"
+#include "core/ckpt/manifest.hpp"
+#include "core/ckpt/retention.hpp"
+#include "core/train/workload.hpp"
+
+namespace cohort::core::comm {
+class store;
+}
+
+namespace cohort::core::train {
+
+struct resume_point {
+  std::string dir;
+  ckpt::manifest manifest;
+};
+
+class checkpointer {
+ public:
+  // Connects to the attempt's store (ctx.store_address) for reports and the resume choice.
+  explicit checkpointer(const worker_context& ctx);
+  ~checkpointer();  // abandons a commit still waiting for reports, then joins the writer
+  checkpointer(const checkpointer&) = delete;
+  checkpointer& operator=(const checkpointer&) = delete;
+
+  // Where this attempt continues from (the same answer on every rank), or nullopt to start
+  // fresh. Resumes on a restarted attempt, and on a first attempt unless run.resume is false;
+  // a first attempt with resume false refuses a run directory that holds committed checkpoints.
+  // Rank 0 logs each rejected checkpoint with its reason and removes dead attempts' incomplete
+  // directories.
+  std::optional<resume_point> choose_resume();
+
+  bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step
+  // Saves this rank's part of step `step`'s checkpoint. Rank 0 commits it with `metrics` (the
+  // step's reported figures, for retention scores) and `extra` once every rank reported. Blocks
+  // until written (and, on rank 0, committed) unless run.checkpoint.async; then only the
+  // previous save is waited for.
+  void save(std::uint64_t step, std::vector<ckpt::owned_shard_tensor> tensors, ckpt::rank_state state,
+            const nlohmann::json& metrics, const nlohmann::json& extra);
+  // Waits for the save in flight (rethrowing its error); returns the last step saved (on rank 0:
+  // committed), if any.
+  std::optional<std::uint64_t> finish();
+
+ private:
+  nlohmann::json pick_resume();  // rank 0: {"dir": ...} or {} (fresh start)
+  ckpt::retention_policy policy(bool writer_running) const;
+  void log(const std::string& line) const;
+  void flush_notes();  // logs, on the rank's thread, what the writer thread committed
+  void publish_and_commit(const ckpt::rank_report& report, const nlohmann::json& metrics,
+                          const nlohmann::json& extra);
+  std::string key(const std::string& name) const;
+
+  const worker_context& ctx_;
+  std::unique_ptr<comm::store> store_;
+  ckpt::async_rank_writer writer_;
+  std::atomic<bool> abandoned_{false};
+  std::optional<std::uint64_t> restored_step_;
+  std::optional<std::uint64_t> last_saved_;
+  std::mutex notes_mutex_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace cohort::core::train

@@ -1,0 +1,109 @@
+// shard_tensors / load_shards: the unit shards' element ranges mapped onto parameter slices.
+#include "core/train/engine_checkpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace cohort::core::train {
+
+namespace {
+
+constexpr const char* kinds[] = {weight_kind, "exp_avg", "exp_avg_sq"};
+
+torch::Tensor& state_of(zero_optimizer& optimizer, std::size_t u, int kind) {
+  auto& adam = optimizer.adam(u);
+  return kind == 0 ? optimizer.master(u) : kind == 1 ? adam.exp_avg : adam.exp_avg_sq;
+}
+
+// Where the kept range [begin, begin + length) of a unit meets one parameter.
+struct overlap {
+  std::int64_t in_param = 0;  // first element, counted within the parameter
+  std::int64_t in_range = 0;  // the same element, counted within the kept range
+  std::int64_t length = 0;
+};
+
+std::vector<std::pair<zero_optimizer::parameter_place, overlap>> overlaps(const zero_optimizer& optimizer,
+                                                                          std::size_t u) {
+  const auto [begin, length] = optimizer.kept_range(u);
+  std::vector<std::pair<zero_optimizer::parameter_place, overlap>> out;
+  for (auto& p : optimizer.parameters_of(u)) {
+    const std::int64_t lo = std::max(begin, p.offset);
+    const std::int64_t hi = std::min(begin + length, p.offset + p.numel);
+    if (lo < hi) out.push_back({p, {lo - p.offset, lo - begin, hi - lo}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ckpt::owned_shard_tensor> shard_tensors(zero_optimizer& optimizer, int rank) {
+  std::vector<ckpt::owned_shard_tensor> out;
+  if (optimizer.replicated() && rank != 0) return out;
+  for (std::size_t u = 0; u < optimizer.unit_count(); ++u) {
+    const std::int64_t length = optimizer.kept_range(u).second;
+    if (length == 0) continue;
+    const auto pieces = overlaps(optimizer, u);
+    for (int k = 0; k < 3; ++k) {
+      ckpt::owned_shard_tensor t;
+      t.key = "unit-" + std::to_string(u) + "/" + kinds[k];
+      t.dtype = "F32";
+      t.shape = {length};
+      t.bytes.resize(static_cast<std::size_t>(length) * sizeof(float));
+      auto host = torch::from_blob(t.bytes.data(), {length}, torch::kFloat);
+      const auto& value = state_of(optimizer, u, k);
+      if (value.defined()) {
+        host.copy_(value.narrow(0, 0, length));
+      } else {
+        host.zero_();  // moments before the first step
+      }
+      for (const auto& [p, o] : pieces) {
+        t.slices.push_back({std::string(kinds[k]) + "/" + p.name, p.shape,
+                            static_cast<std::uint64_t>(o.in_param), static_cast<std::uint64_t>(o.length),
+                            static_cast<std::uint64_t>(o.in_range)});
+      }
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+void load_shards(zero_optimizer& optimizer, ckpt::reshard_reader& reader) {
+  const auto& m = reader.layout();
+  const std::string where = "checkpoint step " + std::to_string(m.step);
+  for (std::size_t u = 0; u < optimizer.unit_count(); ++u) {
+    for (const auto& p : optimizer.parameters_of(u)) {
+      const auto* t = m.find(std::string(weight_kind) + "/" + p.name);
+      if (t == nullptr)
+        throw std::invalid_argument(where + " has no weights for parameter " + p.name +
+                                    ": it was written for another model");
+      if (t->shape != p.shape || t->dtype != "F32")
+        throw std::invalid_argument(where + " holds parameter " + p.name +
+                                    " with another shape or dtype than this job's model");
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (std::size_t u = 0; u < optimizer.unit_count(); ++u) {
+    const std::int64_t length = optimizer.kept_range(u).second;
+    if (length == 0) continue;
+    const auto pieces = overlaps(optimizer, u);
+    auto host = torch::zeros({length}, torch::kFloat);
+    for (int k = 0; k < 3; ++k) {
+      auto& value = state_of(optimizer, u, k);
+      if (!value.defined()) value = torch::zeros_like(optimizer.master(u));
+      const bool present = m.find(std::string(kinds[k]) + "/" + pieces.front().first.name) != nullptr;
+      host.zero_();
+      for (const auto& [p, o] : pieces) {
+        if (!present) break;
+        reader.read(std::string(kinds[k]) + "/" + p.name, static_cast<std::uint64_t>(o.in_param),
+                    static_cast<std::uint64_t>(o.length), host.data_ptr<float>() + o.in_range);
+      }
+      value.narrow(0, 0, length).copy_(host);
+    }
+  }
+}
+
+}  // namespace cohort::core::train

@@ -1,0 +1,220 @@
+// Checkpoints of the causal_lm workload: a run stopped after a checkpoint and started again
+// continues exactly (bitwise on the same world size, 1e-6 on another), async saves equal sync
+// ones, damaged checkpoints are refused by name, retention and run.resume.
+#include "tests/core/train/engine_fixture.hpp"
+#include "tests/core/train/workload_runs.hpp"
+
+#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "core/ckpt/layout.hpp"
+
+using namespace cohort;
+using cohort::test::temp_dir;
+
+namespace {
+
+constexpr std::int64_t total_steps = 12;
+
+config::job_spec resumable_job(const std::string& data, int world, int stage) {
+  auto spec = test::tiny_job(data, world, stage, false);
+  spec.train.max_steps = total_steps;
+  spec.run.checkpoint.every_steps = 4;
+  return spec;
+}
+
+void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
+  for (const auto& r : results) REQUIRE(r.error_text() == "");
+}
+
+// Runs `spec` until rank 0 reported step `stop_after`, as a worker group that is killed there.
+void run_until(const config::job_spec& spec, const std::string& run_dir, std::int64_t stop_after) {
+  std::atomic<bool> cancelled{false};
+  test::run_options o;
+  o.cancelled = &cancelled;
+  o.on_report = [&](const core::train::step_report& r) {
+    if (r.step == stop_after) cancelled = true;
+  };
+  const auto results = test::run_workload(spec, run_dir, o);
+  for (const auto& r : results) {
+    REQUIRE(r.error);
+    REQUIRE_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
+  }
+}
+
+std::vector<double> losses(const std::string& run_dir) {
+  std::vector<double> out;
+  for (const auto& line : test::metrics_lines(run_dir)) {
+    REQUIRE(line["step"] == static_cast<std::int64_t>(out.size()) + 1);
+    out.push_back(line["loss"].get<double>());
+  }
+  return out;
+}
+
+std::string final_checkpoint(const std::string& run_dir) {
+  return core::ckpt::step_dir(run_dir, total_steps);
+}
+
+bool contains_line(const std::vector<std::string>& log, const std::string& a, const std::string& b) {
+  for (const auto& line : log) {
+    if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// ||a - b|| / ||a|| over two fp32 tensors' bytes.
+double relative_difference(const std::string& a, const std::string& b) {
+  REQUIRE(a.size() == b.size());
+  const auto* x = reinterpret_cast<const float*>(a.data());
+  const auto* y = reinterpret_cast<const float*>(b.data());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size() / sizeof(float); ++i) {
+    diff += (double{x[i]} - y[i]) * (double{x[i]} - y[i]);
+    norm += double{x[i]} * x[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+}  // namespace
+
+TEST_CASE("a run stopped after a checkpoint and started again ends bitwise equal to a straight run",
+          "[core][train][ckpt]") {
+  const int stage = GENERATE(0, 3);
+  INFO("ZeRO stage " << stage);
+  temp_dir tmp;
+  const auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, stage);
+  require_ok(test::run_workload(spec, tmp.path("straight")));
+
+  run_until(spec, tmp.path("resumed"), 6);  // step 4 committed, steps 5-6 lost
+  REQUIRE(core::ckpt::list_checkpoints(tmp.path("resumed")).back().step == 4);
+  test::run_options again;
+  again.attempt = 1;
+  const auto results = test::run_workload(spec, tmp.path("resumed"), again);
+  require_ok(results);
+  CHECK(contains_line(results[0].value->log, "resuming from", "step-00000004"));
+  CHECK(results[0].value->reports.front().step == 5);
+
+  CHECK(losses(tmp.path("resumed")) == losses(tmp.path("straight")));
+  const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
+  const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
+  REQUIRE(straight.size() == 3 * 21);  // param, exp_avg, exp_avg_sq of the tiny Llama's 21 weights
+  for (const auto& [name, bytes] : straight) {
+    INFO(name);
+    CHECK(resumed.at(name) == bytes);
+  }
+}
+
+TEST_CASE("a run of 2 workers resumed on 4 with the same global batch continues within 1e-6",
+          "[core][train][ckpt]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const auto two = resumable_job(data, 2, 2);
+  require_ok(test::run_workload(two, tmp.path("straight")));
+  run_until(two, tmp.path("resumed"), 5);
+  const auto four = resumable_job(data, 4, 2);  // grad_accum 1 instead of 2: same global batch
+  require_ok(test::run_workload(four, tmp.path("resumed")));
+
+  const auto a = losses(tmp.path("straight")), b = losses(tmp.path("resumed"));
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
+  const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
+  const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
+  CHECK(core::ckpt::read_manifest(final_checkpoint(tmp.path("resumed"))).world_size == 4);
+  for (const auto& [name, bytes] : straight) {
+    if (name.rfind("param/", 0) != 0) continue;
+    INFO(name);
+    CHECK(relative_difference(bytes, resumed.at(name)) <= 1e-6);
+  }
+}
+
+TEST_CASE("a job with another global batch refuses to resume, naming the fields", "[core][train][ckpt]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  run_until(resumable_job(data, 2, 1), tmp.path("run"), 5);
+  auto bigger = resumable_job(data, 2, 1);
+  bigger.train.grad_accum = 4;
+  const auto results = test::run_workload(bigger, tmp.path("run"));
+  REQUIRE(results[0].error);
+  CHECK_THAT(results[0].error_text(), Catch::Contains("global batch of 8") && Catch::Contains("train.grad_accum"));
+}
+
+TEST_CASE("async checkpoints hold the same state as synchronous ones", "[core][train][ckpt]") {
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 3);
+  require_ok(test::run_workload(spec, tmp.path("sync")));
+  spec.run.checkpoint.async = true;
+  require_ok(test::run_workload(spec, tmp.path("async")));
+  for (std::int64_t step : {4, 8, 12}) {
+    INFO("step " << step);
+    CHECK(test::checkpoint_tensors(core::ckpt::step_dir(tmp.path("async"), step)) ==
+          test::checkpoint_tensors(core::ckpt::step_dir(tmp.path("sync"), step)));
+  }
+}
+
+TEST_CASE("a damaged newest checkpoint is refused by name and the run resumes from the one before",
+          "[core][train][ckpt]") {
+  const std::string damage = GENERATE("no COMMITTED", "truncated shard", "flipped byte");
+  INFO(damage);
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 2);
+  spec.train.max_steps = 8;
+  require_ok(test::run_workload(spec, tmp.path("run")));
+  const auto newest = core::ckpt::step_dir(tmp.path("run"), 8);
+  const std::string shard = newest + "/" + core::ckpt::rank_shard_name(1);
+  if (damage == "no COMMITTED") {
+    REQUIRE(::unlink((newest + "/" + core::ckpt::committed_name).c_str()) == 0);
+  } else if (damage == "truncated shard") {
+    struct stat st {};
+    REQUIRE(::stat(shard.c_str(), &st) == 0);
+    REQUIRE(::truncate(shard.c_str(), st.st_size / 2) == 0);
+  } else {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    const char c = static_cast<char>(f.get() ^ 0x10);
+    f.seekp(-5, std::ios::end);
+    f.put(c);
+  }
+
+  spec.train.max_steps = total_steps;
+  const auto results = test::run_workload(spec, tmp.path("run"));
+  require_ok(results);
+  const auto& log = results[0].value->log;
+  CHECK(contains_line(log, "step-00000008", damage == "no COMMITTED" ? "skipped" : "rejected"));
+  CHECK(contains_line(log, "resuming from", "step-00000004"));
+  CHECK(results[0].value->reports.front().step == 5);
+  CHECK(core::ckpt::list_checkpoints(tmp.path("run")).back().step == total_steps);
+  CHECK(core::ckpt::verify_checkpoint(newest).ok());  // step 8 written again
+}
+
+TEST_CASE("retention keeps exactly num_to_keep committed checkpoints, the newest among them",
+          "[core][train][ckpt]") {
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  spec.run.checkpoint.every_steps = 2;
+  spec.run.checkpoint.num_to_keep = 2;
+  spec.run.checkpoint.async = true;
+  require_ok(test::run_workload(spec, tmp.path("run")));
+  std::vector<std::uint64_t> kept;
+  for (const auto& c : core::ckpt::scan_checkpoints(tmp.path("run"))) kept.push_back(c.step);
+  CHECK(kept == std::vector<std::uint64_t>{10, 12});
+}
+
+TEST_CASE("run.resume false refuses a run directory that holds committed checkpoints",
+          "[core][train][ckpt]") {
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 0);
+  spec.train.max_steps = 4;
+  require_ok(test::run_workload(spec, tmp.path("run")));
+  spec.run.resume = false;
+  const auto results = test::run_workload(spec, tmp.path("run"));
+  for (const auto& r : results) {
+    REQUIRE(r.error);
+    CHECK_THAT(r.error_text(), Catch::Contains("run.resume is false") && Catch::Contains("step-00000004"));
+  }
+}

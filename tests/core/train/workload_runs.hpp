@@ -1,0 +1,75 @@
+// Runs the causal_lm workload the way workers do (ranks as threads, rendezvous through a TCP store
+// server) and reads back what a run leaves on disk: metrics.jsonl and checkpoint tensors.
+#pragma once
+
+#include <atomic>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/job_spec.hpp"
+#include "core/ckpt/reader.hpp"
+#include "core/ckpt/reshard.hpp"
+#include "core/comm/tcp_store_server.hpp"
+#include "core/train/workload.hpp"
+#include "tests/core/comm/rank_threads.hpp"
+
+namespace cohort::test {
+
+struct rank_run {
+  std::vector<core::train::step_report> reports;
+  std::vector<std::string> log;
+};
+
+struct run_options {
+  int attempt = 0;
+  const std::atomic<bool>* cancelled = nullptr;
+  std::function<void(const core::train::step_report&)> on_report;  // rank 0's reports
+};
+
+inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& spec, const std::string& run_dir,
+                                                       const run_options& options = {}) {
+  core::comm::tcp_store_server server;
+  const int world = spec.scaling.num_workers;
+  return run_ranks<rank_run>(world, [&](int rank) {
+    core::train::worker_context ctx;
+    ctx.spec = spec;
+    ctx.job_id = "job-1";
+    ctx.rank = rank;
+    ctx.world_size = world;
+    ctx.attempt = options.attempt;
+    ctx.node = "local";
+    ctx.store_address = server.host() + ":" + std::to_string(server.port());
+    ctx.run_dir = run_dir;
+    ctx.cancelled = options.cancelled;
+    rank_run out;
+    ctx.report = [&](const core::train::step_report& r) {
+      out.reports.push_back(r);
+      if (options.on_report) options.on_report(r);
+    };
+    ctx.log = [&](const std::string& line) { out.log.push_back(line); };
+    core::train::make_workload(spec)->run(ctx);
+    return out;
+  });
+}
+
+inline std::vector<nlohmann::json> metrics_lines(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+// Every logical tensor of a committed checkpoint, by name, as raw bytes.
+inline std::map<std::string, std::string> checkpoint_tensors(const std::string& ckpt_dir) {
+  auto m = core::ckpt::read_manifest(ckpt_dir);
+  core::ckpt::reshard_reader reader(ckpt_dir, m);
+  return reader.read_partition(1, 0);
+}
+
+}  // namespace cohort::test
