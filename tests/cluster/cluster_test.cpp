@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tests/cluster/cluster_harness.hpp"
+#include "tests/core/train/tiny_data.hpp"
 
 using namespace std::chrono_literals;
 using cohort::test::lr_job;
@@ -180,4 +181,65 @@ TEST_CASE("garbage, truncated and oversized bytes sent to the head's port do not
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(json::parse(r.out).is_array());
+}
+
+TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends bitwise equal to a "
+          "straight run",
+          "[cluster][ckpt]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto job = [&](const std::string& name) {
+    return c.write_job(R"({"name": ")" + name + R"(", "workload": "causal_lm",
+      "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
+      "data": {"train": ")" + data + R"("},
+      "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+      "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 24, "lr": 0.01,
+                "warmup_steps": 3, "schedule": "cosine", "seed": 3, "step_delay_s": 0.1},
+      "zero": {"stage": 2},
+      "run": {"storage_path": ")" + c.dir().str() + R"(/runs", "failure": {"max_failures": -1},
+              "checkpoint": {"every_steps": 6}}})");
+  };
+  auto straight = c.submit({"run", job("straight"), "--follow"});
+  INFO(straight.out << straight.err);
+  REQUIRE(straight.exit_code == 0);
+
+  auto run = c.submit({"run", job("killed")});
+  REQUIRE(run.exit_code == 0);
+  const auto id = first_line(run.out);
+  const std::string killed_dir = c.dir().str() + "/runs/killed";
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (::access((killed_dir + "/checkpoints/step-00000006/COMMITTED").c_str(), F_OK) != 0) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(::kill(c.worker_pid(id, 1, "n1"), SIGKILL) == 0);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["attempts"] == 2);
+  CHECK(c.submit({"logs", id}).out.find("resuming from") != std::string::npos);
+
+  auto losses = [](const std::string& run_dir) {
+    std::ifstream in(run_dir + "/metrics.jsonl");
+    std::vector<double> out;
+    for (std::string line; std::getline(in, line);) {
+      const auto j = json::parse(line);
+      REQUIRE(j["step"] == static_cast<int>(out.size()) + 1);
+      out.push_back(j["loss"].get<double>());
+    }
+    return out;
+  };
+  const std::string straight_dir = c.dir().str() + "/runs/straight";
+  CHECK(losses(killed_dir).size() == 24);
+  CHECK(losses(killed_dir) == losses(straight_dir));
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(in);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (const char* shard : {"rank-00000.safetensors", "rank-00001.safetensors"}) {
+    INFO(shard);
+    CHECK(bytes(killed_dir + "/checkpoints/step-00000024/" + shard) ==
+          bytes(straight_dir + "/checkpoints/step-00000024/" + shard));
+  }
 }
