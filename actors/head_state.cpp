@@ -236,6 +236,7 @@ void head_state::on_progress(const progress_report& report) {
   it->second.record.step = report.step;
   it->second.record.total_steps = report.total_steps;
   it->second.record.loss = report.loss;
+  if (report.checkpoint_step > 0) it->second.record.checkpoint_step = report.checkpoint_step;
 }
 
 const job_record* head_state::find(const std::string& job_id) const {

@@ -29,7 +29,8 @@ json to_json(const job_record& r) {
               {"rank_nodes", r.rank_nodes},
               {"step", r.step},
               {"total_steps", r.total_steps},
-              {"loss", r.loss}};
+              {"loss", r.loss},
+              {"checkpoint_step", r.checkpoint_step}};
 }
 
 job_record job_record_from_json(const json& j) {
@@ -50,6 +51,7 @@ job_record job_record_from_json(const json& j) {
     r.step = j.at("step").get<std::int64_t>();
     r.total_steps = j.at("total_steps").get<std::int64_t>();
     r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : 0.0;
+    r.checkpoint_step = j.value("checkpoint_step", std::int64_t{0});
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("job record: ") + e.what());
   }

@@ -53,6 +53,7 @@ struct job_record {
   std::int64_t step = 0;
   std::int64_t total_steps = 0;
   double loss = 0;
+  std::int64_t checkpoint_step = 0;  // newest committed checkpoint (0: none)
   std::string spec_json;
 };
 
@@ -101,6 +102,7 @@ struct progress_report {
   double grad_norm = 0;
   double tokens_per_s = 0;
   double mfu = 0;
+  std::int64_t checkpoint_step = 0;  // newest committed checkpoint (0: none yet)
 };
 
 // How an attempt ended, as the trainer tells the head.
@@ -259,7 +261,7 @@ typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_record& x) {
-  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.spec_json);
+  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json);
 }
 
 template <class Inspector>
@@ -279,7 +281,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu);
+  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step);
 }
 
 template <class Inspector>

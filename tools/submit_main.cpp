@@ -198,7 +198,9 @@ void print_record(const actors::job_record& r) {
     std::cout << "\n";
   }
   std::cout << "  attempts " << r.attempts << ", step " << r.step << "/" << r.total_steps
-            << ", loss " << r.loss << "\n";
+            << ", loss " << r.loss;
+  if (r.checkpoint_step > 0) std::cout << ", last checkpoint at step " << r.checkpoint_step;
+  std::cout << "\n";
   for (const auto& f : r.failures)
     std::cout << "  attempt " << f.attempt + 1 << " failed: "
               << (f.rank >= 0 ? "rank " + std::to_string(f.rank) : std::string("trainer"))

@@ -43,11 +43,12 @@ void causal_lm_workload::run(const worker_context& ctx) {
 
   const auto extra = engine.checkpoint_extra();
   const std::int64_t total = engine.total_steps();
-  step_result last;
+  step_report report;
   while (engine.steps_done() < total) {
-    last = engine.train_step();
-    const step_report report{last.step, total, last.loss, last.lr, last.grad_norm,
-                             last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0, 0};
+    const step_result last = engine.train_step();
+    report = step_report{last.step, total, last.loss, last.lr, last.grad_norm,
+                         last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0, 0,
+                         checkpoints.committed_step()};
     // Logged before it is saved: a crash in between resumes from an older checkpoint, whose
     // resume drops the later lines, so metrics.jsonl never misses a step.
     if (last.step % ctx.spec.train.log_every == 0 || last.step == total) {
@@ -62,8 +63,12 @@ void causal_lm_workload::run(const worker_context& ctx) {
     pause_between_steps(ctx);
   }
   checkpoints.finish();
+  if (ctx.rank == 0 && ctx.report && report.step > 0) {  // the final checkpoint, now committed
+    report.checkpoint_step = checkpoints.committed_step();
+    ctx.report(report);
+  }
   if (ctx.log)
-    ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(last.loss));
+    ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(report.loss));
 }
 
 }  // namespace cohort::core::train

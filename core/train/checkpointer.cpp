@@ -96,6 +96,7 @@ std::optional<resume_point> checkpointer::choose_resume() {
   resume_point r{choice["dir"].get<std::string>(), {}};
   r.manifest = ckpt::read_manifest(r.dir);
   restored_step_ = r.manifest.step;
+  committed_step_ = static_cast<std::int64_t>(r.manifest.step);
   return r;
 }
 
@@ -171,6 +172,7 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   }
   const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
   const auto m = ckpt::commit_checkpoint(dir, report.step, ctx_.world_size, reports, metrics, extra);
+  committed_step_ = static_cast<std::int64_t>(report.step);
   std::uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.size;
   const auto kept = ckpt::apply_retention(ctx_.run_dir, policy(true));

@@ -57,6 +57,8 @@ class checkpointer {
   // Waits for the save in flight (rethrowing its error); returns the last step saved (on rank 0:
   // committed), if any.
   std::optional<std::uint64_t> finish();
+  // Rank 0: the newest checkpoint committed in this run so far, or restored from (0: none).
+  std::int64_t committed_step() const { return committed_step_; }
 
  private:
   nlohmann::json pick_resume();  // rank 0: {"dir": ...} or {} (fresh start)
@@ -73,6 +75,7 @@ class checkpointer {
   std::atomic<bool> abandoned_{false};
   std::optional<std::uint64_t> restored_step_;
   std::optional<std::uint64_t> last_saved_;
+  std::atomic<std::int64_t> committed_step_{0};
   std::mutex notes_mutex_;
   std::vector<std::string> notes_;
 };

@@ -23,6 +23,7 @@ struct step_report {
   double grad_norm = 0;
   double tokens_per_s = 0;
   double mfu = 0;                // 0 when unknown (CPU)
+  std::int64_t checkpoint_step = 0;  // newest committed checkpoint rank 0 knows of (0: none)
 };
 
 // Everything a workload needs to know about its place in the job. Owned by the worker; valid for

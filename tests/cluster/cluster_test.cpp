@@ -217,6 +217,7 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
   REQUIRE(::kill(c.worker_pid(id, 1, "n1"), SIGKILL) == 0);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
   CHECK(s["attempts"] == 2);
+  CHECK(s["checkpoint_step"] == 24);
   CHECK(c.submit({"logs", id}).out.find("resuming from") != std::string::npos);
 
   auto losses = [](const std::string& run_dir) {

@@ -20,9 +20,13 @@ TEST_CASE("the causal_lm workload trains on two ranks and rank 0 writes metrics.
   spec.train.log_every = 2;
   const auto results = test::run_workload(spec, tmp.path("run"));
   for (const auto& r : results) REQUIRE(r.error_text() == "");
-  REQUIRE(results[0].value->reports.size() == 3);
+  // Steps 2, 4, 6, then step 6 again once its checkpoint (the final one) is committed.
+  REQUIRE(results[0].value->reports.size() == 4);
   CHECK(results[0].value->reports[2].step == 6);
   CHECK(results[0].value->reports[2].total_steps == 6);
+  CHECK(results[0].value->reports[2].checkpoint_step == 0);
+  CHECK(results[0].value->reports[3].step == 6);
+  CHECK(results[0].value->reports[3].checkpoint_step == 6);
 
   std::ifstream in(tmp.path("run") + "/metrics.jsonl");
   REQUIRE(in);
