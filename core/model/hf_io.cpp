@@ -10,6 +10,7 @@
 
 #include <torch/utils.h>
 
+#include "core/model/hf_layout.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/safetensors.hpp"
 
@@ -55,7 +56,7 @@ std::string base_prefix(family f) {
 std::map<std::string, std::string> weight_files(const std::string& dir,
                                                 std::vector<std::string>& files) {
   std::map<std::string, std::string> where;
-  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  const fs::path index = fs::path(dir) / hf_index_name;
   if (fs::exists(index)) {
     std::ifstream in(index);
     std::stringstream text;
@@ -82,7 +83,7 @@ std::map<std::string, std::string> weight_files(const std::string& dir,
     }
     return where;
   }
-  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path single = fs::path(dir) / hf_weights_name;
   if (!fs::exists(single)) {
     throw model_error(model_errc::bad_weights,
                       dir + ": no model.safetensors or model.safetensors.index.json (only "
@@ -201,12 +202,7 @@ void save_hf_model(const decoder_impl& model, const std::string& dir, const save
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw model_error(model_errc::io, dir + ": cannot create directory: " + ec.message());
-  for (const auto& entry : fs::directory_iterator(dir)) {  // stale weights would confuse loaders
-    const std::string n = entry.path().filename().string();
-    const bool shard = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
-                       n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
-    if (n == "model.safetensors" || n == "model.safetensors.index.json" || shard) fs::remove(entry.path());
-  }
+  remove_hf_weights(dir);  // stale weights would confuse loaders
 
   const auto& params = model.hf_parameters();
   const torch::ScalarType dtype =
@@ -222,30 +218,26 @@ void save_hf_model(const decoder_impl& model, const std::string& dir, const save
   }
   std::sort(tensors.begin(), tensors.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::vector<tensor_blob>> shards(1);
-  std::uint64_t shard_bytes = 0, total = 0;
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t total = 0;
   for (const auto& [name, t] : tensors) {
-    const std::uint64_t n = t.numel() * t.element_size();
-    if (!shards.back().empty() && shard_bytes + n > options.max_shard_bytes) {
-      shards.emplace_back();
-      shard_bytes = 0;
-    }
-    shards.back().push_back({name, safetensors_dtype(dtype), t.sizes().vec(), t.data_ptr(), n});
-    shard_bytes += n;
-    total += n;
+    sizes.push_back(static_cast<std::uint64_t>(t.numel()) * t.element_size());
+    total += sizes.back();
   }
-  if (shards.size() == 1) {
-    write_safetensors((fs::path(dir) / "model.safetensors").string(), shards.front());
-  } else {
-    json map = json::object();
-    for (std::size_t i = 0; i < shards.size(); ++i) {
-      char file[64];
-      std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-      write_safetensors((fs::path(dir) / file).string(), shards[i]);
-      for (const auto& b : shards[i]) map[b.name] = file;
+  const auto shards = plan_hf_shards(sizes, options.max_shard_bytes);
+  std::map<std::string, std::string> weight_map;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string file = hf_weights_file_name(s, shards.size());
+    std::vector<tensor_blob> blobs;
+    for (std::size_t i : shards[s]) {
+      const auto& [name, t] = tensors[i];
+      blobs.push_back({name, safetensors_dtype(dtype), t.sizes().vec(), t.data_ptr(), sizes[i]});
+      weight_map[name] = file;
     }
-    json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
-    write_text(fs::path(dir) / "model.safetensors.index.json", index.dump(2) + "\n");
+    write_safetensors((fs::path(dir) / file).string(), blobs);
+  }
+  if (shards.size() > 1) {
+    write_text(fs::path(dir) / hf_index_name, hf_weights_index(total, weight_map).dump(2) + "\n");
   }
 
   if (options.copy_files_from.empty()) return;

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -187,41 +187,98 @@ void safetensors_reader::read_range(const tensor_entry& e, std::uint64_t offset,
   }
 }
 
-void write_safetensors(const std::string& path, const std::vector<tensor_blob>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+safetensors_writer::safetensors_writer(std::string path, const std::vector<tensor_header>& tensors,
+                                       const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), tmp_(path_ + ".tmp") {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::uint64_t offset = 0;
   for (const auto& t : tensors) {
     if (header.contains(t.name)) {
-      throw model_error(model_errc::bad_input, path + ": tensor '" + t.name + "' given twice");
+      throw model_error(model_errc::bad_input, path_ + ": tensor '" + t.name + "' given twice");
     }
     header[t.name] = {{"dtype", t.dtype},
                       {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.nbytes}}};
-    offset += t.nbytes;
+                      {"data_offsets", {data_bytes_, data_bytes_ + t.nbytes}}};
+    data_bytes_ += t.nbytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw model_error(model_errc::io, tmp + ": cannot create");
+  header_bytes_ = text.size();
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw model_error(model_errc::io, tmp_ + ": cannot create: " + std::strerror(errno));
+  try {
     unsigned char len[8];
-    std::uint64_t n = text.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& t : tensors) {
-      out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes));
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header_bytes_ >> (8 * i));
+    write_all(len, 8);
+    write_all(text.data(), text.size());
+  } catch (...) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    throw;
+  }
+}
+
+safetensors_writer::~safetensors_writer() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void safetensors_writer::write_all(const void* data, std::size_t nbytes) {
+  const char* p = static_cast<const char*>(data);
+  while (nbytes > 0) {
+    const ssize_t n = ::write(fd_, p, nbytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw model_error(model_errc::io, tmp_ + ": write failed (disk full?): " + std::strerror(errno));
     }
-    out.flush();
-    if (!out) throw model_error(model_errc::io, tmp + ": write failed (disk full?)");
+    p += n;
+    nbytes -= static_cast<std::size_t>(n);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw model_error(model_errc::io, path + ": cannot rename from " + tmp + ": " +
-                                          std::strerror(errno));
+}
+
+void safetensors_writer::write(const void* data, std::size_t nbytes) {
+  if (fd_ < 0) throw model_error(model_errc::bad_input, path_ + ": write after finish");
+  if (nbytes > data_bytes_ - written_) {
+    throw model_error(model_errc::bad_input,
+                      path_ + ": " + std::to_string(written_ + nbytes) +
+                          " data bytes given but the header announced " + std::to_string(data_bytes_));
   }
+  write_all(data, nbytes);
+  written_ += nbytes;
+}
+
+void safetensors_writer::finish() {
+  if (fd_ < 0) throw model_error(model_errc::bad_input, path_ + ": finished twice");
+  if (written_ != data_bytes_) {
+    throw model_error(model_errc::bad_input,
+                      path_ + ": only " + std::to_string(written_) + " of the " +
+                          std::to_string(data_bytes_) + " announced data bytes were written");
+  }
+  if (::fsync(fd_) != 0) {
+    throw model_error(model_errc::io, tmp_ + ": fsync failed: " + std::strerror(errno));
+  }
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    ::unlink(tmp_.c_str());
+    throw model_error(model_errc::io, tmp_ + ": close failed: " + std::strerror(errno));
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp_.c_str());
+    throw model_error(model_errc::io, path_ + ": cannot rename from " + tmp_ + ": " + why);
+  }
+}
+
+void write_safetensors(const std::string& path, const std::vector<tensor_blob>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<tensor_header> headers;
+  headers.reserve(tensors.size());
+  for (const auto& t : tensors) headers.push_back({t.name, t.dtype, t.shape, t.nbytes});
+  safetensors_writer writer(path, headers, metadata);
+  for (const auto& t : tensors) writer.write(t.data, t.nbytes);
+  writer.finish();
 }
 
 }  // namespace cohort::core::model

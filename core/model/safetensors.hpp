@@ -1,5 +1,5 @@
 // The safetensors file format (8-byte little-endian header length, JSON header, raw data): a
-// validating reader and a writer. Works on raw bytes, no torch. A reader owns its open file
+// validating reader and a streaming writer. Works on raw bytes, no torch. A reader owns its open file
 // descriptor; read() uses pread, so several threads may read from one reader at once.
 #pragma once
 
@@ -61,8 +61,47 @@ struct tensor_blob {
   std::size_t nbytes = 0;
 };
 
+// One tensor's header entry, announced before its bytes are written.
+struct tensor_header {
+  std::string name;
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t nbytes = 0;
+};
+
+// Writes a safetensors file whose header is known up front and whose data arrives in pieces, so
+// a caller never holds more than one tensor: the header (data offsets back to back in the given
+// order) goes out at construction, then the tensors' bytes in that order, then finish(). The file
+// is PATH.tmp until finish() fsyncs and renames it; a writer destroyed unfinished removes it.
+// Owned and used by one thread.
+class safetensors_writer {
+ public:
+  // Throws model_error (bad_input for a name given twice, io when PATH.tmp cannot be written).
+  safetensors_writer(std::string path, const std::vector<tensor_header>& tensors,
+                     const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+  ~safetensors_writer();
+  safetensors_writer(const safetensors_writer&) = delete;
+  safetensors_writer& operator=(const safetensors_writer&) = delete;
+
+  // Appends the next bytes of the data section; a tensor may come in several calls. Throws
+  // model_error (bad_input) past the announced size, io when the write fails.
+  void write(const void* data, std::size_t nbytes);
+  // Throws model_error (bad_input) unless every announced byte came; io when sync/rename fails.
+  void finish();
+  std::uint64_t file_bytes() const { return 8 + header_bytes_ + data_bytes_; }
+
+ private:
+  void write_all(const void* data, std::size_t nbytes);
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+  std::uint64_t header_bytes_ = 0;
+  std::uint64_t data_bytes_ = 0;  // announced
+  std::uint64_t written_ = 0;     // of the data section
+};
+
 // Writes tensors in the given order with __metadata__ (default {"format": "pt"}, what
-// transformers expects). Written to PATH.tmp and renamed, so a reader never sees half a file.
+// transformers expects), through a safetensors_writer: a reader never sees half a file.
 void write_safetensors(const std::string& path, const std::vector<tensor_blob>& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 

@@ -1,14 +1,18 @@
-// cohort-ckpt: list a run's checkpoints and verify one. (Export to Hugging Face needs the
-// engine's parameter layout and is not here yet.)
+// cohort-ckpt: list a run's checkpoints, verify one, and export one's model to a Hugging Face
+// directory (streamed tensor by tensor).
 // Exit codes: 0 fine, 1 a checkpoint has a problem or an operation failed, 2 usage.
 #include <boost/program_options.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "core/ckpt/ckpt_error.hpp"
+#include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/reader.hpp"
 
@@ -19,7 +23,12 @@ namespace {
 
 constexpr const char* usage_text =
     "usage: cohort-ckpt ls RUN [--score ATTR]   list RUN/checkpoints: step, size, state, score\n"
-    "       cohort-ckpt verify CKPT             check COMMITTED, manifest and every file's checksum\n";
+    "       cohort-ckpt verify CKPT             check COMMITTED, manifest and every file's checksum\n"
+    "       cohort-ckpt export CKPT --hf OUT [--dtype fp32|bf16] [--max-shard-size BYTES]\n"
+    "                                           verify CKPT, then write its model to OUT as a Hugging\n"
+    "                                           Face directory (config.json, safetensors, tokenizer);\n"
+    "                                           shards above BYTES (default 5GB; units KB MB GB KiB\n"
+    "                                           MiB GiB) with model.safetensors.index.json\n";
 
 std::string human_bytes(std::uint64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -75,12 +84,41 @@ int run_verify(const std::string& dir) {
   return 1;
 }
 
+// "5000000000", "5GB", "500MiB" -> bytes; nullopt for anything else or zero.
+std::optional<std::uint64_t> parse_bytes(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 15) return std::nullopt;
+  const std::uint64_t n = std::stoull(text.substr(0, digits));
+  const std::string unit = text.substr(digits);
+  const std::pair<const char*, std::uint64_t> units[] = {
+      {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000'000}, {"GB", 1000'000'000},
+      {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name && n > 0 && n <= UINT64_MAX / scale) return n * scale;
+  }
+  return std::nullopt;
+}
+
+int run_export(const std::string& dir, const std::string& out, const ckpt::hf_export_options& options) {
+  const ckpt::hf_export_stats stats = ckpt::export_hf(dir, out, options);
+  for (const auto& w : stats.warnings) std::cerr << "warning: " << w << "\n";
+  std::cout << "exported " << dir << " to " << out << " (" << options.dtype << "): " << stats.tensors
+            << " tensors, " << human_bytes(stats.weight_bytes) << " of weights, largest buffer "
+            << human_bytes(stats.largest_buffer_bytes) << "\n";
+  for (const auto& f : stats.files) std::cout << "  " << f << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   po::options_description desc("options");
   desc.add_options()("help,h", "print this help")("score", po::value<std::string>()->default_value(""),
                                                     "ls: the metric to show")(
+      "hf", po::value<std::string>(), "export: the output directory")(
+      "dtype", po::value<std::string>()->default_value("fp32"), "export: fp32 or bf16")(
+      "max-shard-size", po::value<std::string>()->default_value("5GB"), "export: bytes per safetensors file")(
       "args", po::value<std::vector<std::string>>()->default_value({}, ""), "command and path");
   po::positional_options_description pos;
   pos.add("args", -1);
@@ -97,13 +135,38 @@ int main(int argc, char** argv) {
     std::cout << usage_text;
     return 0;
   }
-  if (args.size() != 2 || (args[0] != "ls" && args[0] != "verify")) {
+  if (args.size() != 2 || (args[0] != "ls" && args[0] != "verify" && args[0] != "export")) {
     std::cerr << (args.empty() ? std::string("error: no command") : "error: expected a command and one path")
               << "\n" << usage_text;
     return 2;
   }
+  const bool export_options = vm.count("hf") || !vm["dtype"].defaulted() || !vm["max-shard-size"].defaulted();
+  if (args[0] != "export" && export_options) {
+    std::cerr << "error: --hf, --dtype and --max-shard-size belong to export\n" << usage_text;
+    return 2;
+  }
+  ckpt::hf_export_options options;
+  if (args[0] == "export") {
+    if (!vm.count("hf") || vm["hf"].as<std::string>().empty()) {
+      std::cerr << "error: export needs --hf OUT, the directory to write\n" << usage_text;
+      return 2;
+    }
+    options.dtype = vm["dtype"].as<std::string>();
+    if (options.dtype != "fp32" && options.dtype != "bf16") {
+      std::cerr << "error: --dtype '" << options.dtype << "' is not supported (use fp32 or bf16)\n";
+      return 2;
+    }
+    const auto max_shard = parse_bytes(vm["max-shard-size"].as<std::string>());
+    if (!max_shard) {
+      std::cerr << "error: --max-shard-size '" << vm["max-shard-size"].as<std::string>()
+                << "' is not a positive size (e.g. 5000000000, 5GB, 500MiB)\n";
+      return 2;
+    }
+    options.max_shard_bytes = *max_shard;
+  }
   try {
     if (args[0] == "ls") return run_ls(args[1], vm["score"].as<std::string>());
+    if (args[0] == "export") return run_export(args[1], vm["hf"].as<std::string>(), options);
     return run_verify(args[1]);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

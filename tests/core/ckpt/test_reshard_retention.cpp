@@ -1,11 +1,7 @@
 // Re-sharded reads, retention, the async writer, and the cohort-ckpt tool.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +14,7 @@
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/ckpt/retention.hpp"
+#include "tests/core/ckpt/ckpt_tool.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -38,26 +35,6 @@ std::vector<float> gather(reshard_reader& reader, const std::string& name, int w
     std::memcpy(out.data() + at, bytes.data(), bytes.size());
   }
   return out;
-}
-
-struct run_result {
-  int status = -1;
-  std::string output;
-};
-
-run_result run_tool(const std::string& args) {
-  const char* bin = std::getenv("COHORT_BIN");
-  if (!bin) FAIL("COHORT_BIN is not set; run through ctest or set it to build/bin");
-  const std::string cmd = std::string(bin) + "/cohort-ckpt " + args + " 2>&1";
-  run_result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
 }
 
 std::vector<std::uint64_t> committed_steps(const std::string& run) {

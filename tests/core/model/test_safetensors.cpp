@@ -1,7 +1,9 @@
-// The safetensors reader refuses every malformed file with the file and tensor in the message.
+// The safetensors reader refuses every malformed file with the file and tensor in the message;
+// the streaming writer checks the bytes it is given against the header it announced.
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 
 #include "core/model/model_error.hpp"
 #include "core/model/safetensors.hpp"
@@ -111,4 +113,47 @@ TEST_CASE("asking a safetensors file for a tensor it lacks names file and tensor
     CHECK_THAT(e.what(), Catch::Contains(dir / "m.safetensors") && Catch::Contains("'absent'"));
   }
   CHECK_THROWS_AS(safetensors_reader(dir / "nope.safetensors"), model_error);
+}
+
+TEST_CASE("a streamed safetensors file takes tensors in pieces and appears only when finished",
+          "[core][model]") {
+  scratch_dir dir;
+  const std::string path = dir / "s.safetensors";
+  const float a[4] = {1, 2, 3, 4};
+  const std::uint16_t b[2] = {0x3f80, 0x4000};
+  {
+    safetensors_writer w(path, {{"a", "F32", {2, 2}, sizeof a}, {"b", "BF16", {2}, sizeof b}});
+    w.write(a, 8);
+    w.write(a + 2, 8);
+    w.write(b, sizeof b);
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK(std::filesystem::exists(path + ".tmp"));
+    w.finish();
+    CHECK(w.file_bytes() == std::filesystem::file_size(path));
+  }
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  // The header is the one write_safetensors writes for the same tensors.
+  write_safetensors(dir / "w.safetensors", {{"a", "F32", {2, 2}, a, sizeof a}, {"b", "BF16", {2}, b, sizeof b}});
+  CHECK(cohort::test::read_text(path) == cohort::test::read_text(dir / "w.safetensors"));
+  safetensors_reader r(path);
+  float back[4];
+  r.read(r.at("a"), back);
+  CHECK(std::memcmp(back, a, sizeof a) == 0);
+}
+
+TEST_CASE("a streamed safetensors file refuses bytes beyond or short of its header", "[core][model]") {
+  scratch_dir dir;
+  const std::string path = dir / "s.safetensors";
+  const float a[3] = {1, 2, 3};
+  {
+    safetensors_writer w(path, {{"a", "F32", {2}, 8}});
+    CHECK_THROWS_WITH(w.write(a, 12), Catch::Contains("12 data bytes") && Catch::Contains("announced 8"));
+    w.write(a, 4);
+    CHECK_THROWS_WITH(w.finish(), Catch::Contains("only 4 of the 8"));
+  }
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));  // an unfinished writer cleans up
+  CHECK_THROWS_WITH(safetensors_writer(path, {{"a", "F32", {1}, 4}, {"a", "F32", {1}, 4}}),
+                    Catch::Contains("'a' given twice"));
+  CHECK_THROWS_AS(safetensors_writer(dir / "no/such/dir/x.safetensors", {}), model_error);
 }

@@ -1,0 +1,392 @@
+// Exporting checkpoints of real (tiny) models to Hugging Face directories: what is written must
+// be what save_hf_model writes for the same weights, loadable by load_hf_model, streamed through
+// one buffer; bad checkpoints and options are refused; the cohort-ckpt export command.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "core/ckpt/bf16.hpp"
+#include "core/ckpt/ckpt_error.hpp"
+#include "core/ckpt/hf_export.hpp"
+#include "core/ckpt/layout.hpp"
+#include "core/ckpt/reshard.hpp"
+#include "core/ckpt/writer.hpp"
+#include "core/model/decoder.hpp"
+#include "core/model/hf_io.hpp"
+#include "core/model/safetensors.hpp"
+
+// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+#include "tests/core/ckpt/ckpt_tool.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+namespace model = cohort::core::model;
+using namespace cohort::core::ckpt;
+using namespace cohort::core::ckpt::testing;
+using cohort::test::temp_dir;
+using nlohmann::json;
+
+namespace {
+
+const json tiny_llama = {{"model_type", "llama"},       {"vocab_size", 40},         {"hidden_size", 16},
+                         {"num_hidden_layers", 2},      {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                         {"intermediate_size", 24},     {"tie_word_embeddings", false}};
+const json tiny_gpt2 = {{"model_type", "gpt2"}, {"vocab_size", 40}, {"n_embd", 16},
+                        {"n_layer", 2},         {"n_head", 2},      {"n_positions", 16}};  // tied
+
+model::decoder make_model(const json& config, std::uint64_t seed) {
+  torch::manual_seed(seed);
+  return model::decoder(model::parse_config(config, "test config"));
+}
+
+// Appends the flat fp32 values of `t` to `out`.
+void append_flat(std::vector<float>& out, const torch::Tensor& t) {
+  const auto c = t.detach().to(torch::kFloat).contiguous();
+  out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+struct flat_weights {
+  std::vector<std::string> names;  // logical tensor names
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::vector<std::uint64_t> offsets;
+  std::vector<float> values;
+};
+
+// Stored tensor `key` of a rank holding [begin, end) of the flat concatenation, with a slice per
+// logical tensor it touches: ZeRO's flat partition across parameter boundaries.
+shard_tensor flat_shard(const std::string& key, const flat_weights& w, std::uint64_t begin, std::uint64_t end) {
+  shard_tensor s{key, "F32", {static_cast<std::int64_t>(end - begin)}, w.values.data() + begin, (end - begin) * 4, {}};
+  for (std::size_t i = 0; i < w.names.size(); ++i) {
+    const std::uint64_t lo = w.offsets[i], hi = w.offsets[i + 1];
+    const std::uint64_t a = std::max(lo, begin), b = std::min(hi, end);
+    if (a < b) s.slices.push_back({w.names[i], w.shapes[i], a - lo, b - a, a - begin});
+  }
+  return s;
+}
+
+// Writes and commits a `world`-rank checkpoint of the model: every weight as param/<hf name> and a
+// made-up exp_avg/<hf name>, each flattened in hf_parameters() order and split evenly, so each
+// rank's stored "flat.param" holds slices of several weights. `extra_params` are added as well.
+manifest write_model_checkpoint(const std::string& dir, const model::decoder_impl& m, int world, const json& extra,
+                                const std::map<std::string, torch::Tensor>& extra_params = {}) {
+  flat_weights params, moments;
+  const auto add = [&](const std::string& name, const torch::Tensor& t) {
+    for (auto* w : {&params, &moments}) {
+      w->names.push_back((w == &params ? "param/" : "exp_avg/") + name);
+      w->shapes.push_back(t.sizes().vec());
+      w->offsets.push_back(w->values.size());
+      append_flat(w->values, w == &params ? t : t * 0.5);
+    }
+  };
+  for (const auto& p : m.hf_parameters()) add(p.name, p.tensor);
+  for (const auto& [name, t] : extra_params) add(name, t);
+  params.offsets.push_back(params.values.size());
+  moments.offsets.push_back(moments.values.size());
+
+  const std::int64_t step_count = 7;
+  std::vector<rank_report> reports;
+  for (int r = 0; r < world; ++r) {
+    const flat_range range = even_partition(params.values.size(), world, r);
+    REQUIRE(range.length > 0);
+    std::vector<shard_tensor> tensors{flat_shard("flat.param", params, range.offset, range.offset + range.length),
+                                      flat_shard("flat.exp_avg", moments, range.offset, range.offset + range.length),
+                                      {"step_count", "I64", {1}, &step_count, 8, {}}};
+    REQUIRE(tensors[0].slices.size() > 1);  // a rank holds pieces of several weights
+    rank_state state;
+    state.step = 40;
+    reports.push_back(write_rank_shard(dir, r, tensors, state));
+  }
+  return commit_checkpoint(dir, 40, world, reports, json::object(), extra);
+}
+
+json extra_for(const model::decoder_impl& m, const std::vector<std::string>& tokenizer_files = {}) {
+  return {{"model_config", model::to_hf_json(m.config())}, {"tokenizer_files", tokenizer_files}};
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> tensor_names(const fs::path& file) {
+  std::vector<std::string> out;
+  const model::safetensors_reader reader(file.string());
+  for (const auto& e : reader.tensors()) out.push_back(e.name);
+  return out;
+}
+
+std::uint64_t largest_fp32_bytes(const model::decoder_impl& m) {
+  std::uint64_t n = 0;
+  for (const auto& p : m.hf_parameters()) n = std::max<std::uint64_t>(n, p.tensor.numel() * 4);
+  return n;
+}
+
+// Every weight of `loaded` equals the same-named weight of `reference` converted to `dtype`, bitwise.
+void check_same_weights(const model::decoder_impl& loaded, const model::decoder_impl& reference,
+                        torch::ScalarType dtype) {
+  std::map<std::string, torch::Tensor> want;
+  for (const auto& p : reference.hf_parameters()) want[p.name] = p.tensor.detach().to(dtype);
+  REQUIRE(loaded.hf_parameters().size() == want.size());
+  for (const auto& p : loaded.hf_parameters()) {
+    INFO(p.name);
+    REQUIRE(want.count(p.name) == 1);
+    CHECK(p.tensor.scalar_type() == dtype);
+    CHECK(torch::equal(p.tensor, want.at(p.name)));
+  }
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ckpt_error& e) {
+    return e.what();
+  }
+  FAIL("no ckpt_error was thrown");
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("A 3-rank ZeRO checkpoint of a Llama exports in fp32 exactly as save_hf_model writes it",
+          "[core][ckpt]") {
+  temp_dir tmp;
+  const auto m = make_model(tiny_llama, 11);
+  const std::string ckpt = step_dir(tmp.path(), 40);
+  write_model_checkpoint(ckpt, *m, 3, extra_for(*m));
+
+  const hf_export_stats stats = export_hf(ckpt, tmp.path("out"));
+  model::save_hf_model(*m, tmp.path("ref"));
+
+  CHECK(listing(tmp.path("out")) == listing(tmp.path("ref")));
+  CHECK(stats.files == std::vector<std::string>{"config.json", "model.safetensors"});
+  CHECK(tensor_names(tmp.path("out/model.safetensors")) == tensor_names(tmp.path("ref/model.safetensors")));
+  CHECK(file_bytes(tmp.path("out/model.safetensors")) == file_bytes(tmp.path("ref/model.safetensors")));
+  CHECK(json::parse(file_bytes(tmp.path("out/config.json"))) == json::parse(file_bytes(tmp.path("ref/config.json"))));
+  CHECK(stats.tensors == m->hf_parameters().size());
+  CHECK(stats.weight_bytes == static_cast<std::uint64_t>(m->parameter_count()) * 4);
+  CHECK(stats.largest_buffer_bytes == largest_fp32_bytes(*m));
+  CHECK(stats.warnings.empty());
+
+  const auto loaded = model::load_hf_model(tmp.path("out"));
+  check_same_weights(*loaded, *m, torch::kFloat);
+}
+
+TEST_CASE("A bf16 export holds torch's bf16 rounding of the master weights and says bfloat16",
+          "[core][ckpt]") {
+  temp_dir tmp;
+  const auto m = make_model(tiny_llama, 12);
+  const std::string ckpt = step_dir(tmp.path(), 40);
+  write_model_checkpoint(ckpt, *m, 2, extra_for(*m));
+
+  hf_export_options options;
+  options.dtype = "bf16";
+  const hf_export_stats stats = export_hf(ckpt, tmp.path("out"), options);
+  model::save_options ref;
+  ref.dtype = torch::kBFloat16;
+  model::save_hf_model(*m, tmp.path("ref"), ref);
+
+  CHECK(file_bytes(tmp.path("out/model.safetensors")) == file_bytes(tmp.path("ref/model.safetensors")));
+  const json config = json::parse(file_bytes(tmp.path("out/config.json")));
+  CHECK(config == json::parse(file_bytes(tmp.path("ref/config.json"))));
+  CHECK(config.value("dtype", config.value("torch_dtype", "")) == "bfloat16");
+  CHECK(stats.weight_bytes == static_cast<std::uint64_t>(m->parameter_count()) * 2);
+  CHECK(stats.largest_buffer_bytes == largest_fp32_bytes(*m));  // the fp32 staging buffer
+
+  const auto loaded = model::load_hf_model(tmp.path("out"));
+  check_same_weights(*loaded, *m, torch::kBFloat16);
+}
+
+TEST_CASE("A tied GPT-2 exports without lm_head, sharded with an index like save_hf_model", "[core][ckpt]") {
+  temp_dir tmp;
+  const auto m = make_model(tiny_gpt2, 13);
+  REQUIRE(m->config().tie_word_embeddings);
+  const std::string ckpt = step_dir(tmp.path(), 40);
+  // An engine that also saved the tied head: it is left out, as save_hf_model leaves it out.
+  const auto wte = m->hf_parameters().front();
+  REQUIRE(wte.name == "transformer.wte.weight");
+  write_model_checkpoint(ckpt, *m, 3, extra_for(*m), {{"lm_head.weight", wte.tensor}});
+
+  fs::create_directories(tmp.path("out"));
+  tmp.write("out/model-00001-of-00099.safetensors", "stale");
+  tmp.write("out/model.safetensors", "stale");
+  hf_export_options options;
+  options.max_shard_bytes = 3000;
+  const hf_export_stats stats = export_hf(ckpt, tmp.path("out"), options);
+  model::save_options ref;
+  ref.max_shard_bytes = 3000;
+  model::save_hf_model(*m, tmp.path("ref"), ref);
+
+  const auto files = listing(tmp.path("out"));
+  REQUIRE(files == listing(tmp.path("ref")));
+  CHECK(std::count(files.begin(), files.end(), "model.safetensors.index.json") == 1);
+  CHECK(std::count(files.begin(), files.end(), "model.safetensors") == 0);
+  CHECK(std::count(files.begin(), files.end(), "model-00001-of-00099.safetensors") == 0);
+  CHECK(stats.files.size() == files.size());
+  for (const auto& f : files) {
+    INFO(f);
+    CHECK(file_bytes(tmp.path("out/" + f)) == file_bytes(tmp.path("ref/" + f)));
+  }
+  const json index = json::parse(file_bytes(tmp.path("out/model.safetensors.index.json")));
+  CHECK(index["metadata"]["total_size"] == stats.weight_bytes);
+  CHECK(index["weight_map"].size() == m->hf_parameters().size());
+  CHECK_FALSE(index["weight_map"].contains("lm_head.weight"));
+  CHECK(stats.largest_buffer_bytes == largest_fp32_bytes(*m));
+  for (const auto& f : files) {
+    if (f.rfind("model-", 0) == 0) CHECK(fs::file_size(tmp.path("out/" + f)) < 3000 + 4096);
+  }
+
+  const auto loaded = model::load_hf_model(tmp.path("out"));
+  check_same_weights(*loaded, *m, torch::kFloat);
+}
+
+TEST_CASE("Tokenizer files listed in the manifest are copied; a missing one is a warning", "[core][ckpt]") {
+  temp_dir tmp;
+  const auto m = make_model(tiny_llama, 14);
+  const std::string tok = tmp.write("tok/tokenizer.json", "{\"model\": {}}");
+  const std::string tok_config = tmp.write("tok/tokenizer_config.json", "{\"bos_token\": \"<s>\"}");
+  const std::string missing = tmp.path("tok/tokenizer.model");
+  const std::string ckpt = step_dir(tmp.path(), 40);
+  write_model_checkpoint(ckpt, *m, 2, extra_for(*m, {tok, missing, tok_config}));
+
+  const hf_export_stats stats = export_hf(ckpt, tmp.path("out"));
+  CHECK(file_bytes(tmp.path("out/tokenizer.json")) == "{\"model\": {}}");
+  CHECK(file_bytes(tmp.path("out/tokenizer_config.json")) == "{\"bos_token\": \"<s>\"}");
+  CHECK_FALSE(fs::exists(tmp.path("out/tokenizer.model")));
+  REQUIRE(stats.warnings.size() == 1);
+  CHECK_THAT(stats.warnings[0], Catch::Contains(missing) && Catch::Contains("missing"));
+  CHECK(stats.files ==
+        std::vector<std::string>{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"});
+}
+
+TEST_CASE("A checkpoint with a flipped byte is refused naming the file, and nothing is written",
+          "[core][ckpt]") {
+  temp_dir tmp;
+  const auto m = make_model(tiny_llama, 15);
+  const std::string ckpt = step_dir(tmp.path(), 40);
+  write_model_checkpoint(ckpt, *m, 3, extra_for(*m));
+  const fs::path shard = fs::path(ckpt) / "rank-00001.safetensors";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(shard) - 5));
+    f.put('\x7f');
+  }
+  const std::string why = error_of([&] { export_hf(ckpt, tmp.path("out")); });
+  CHECK_THAT(why, Catch::Contains("rank-00001.safetensors") && Catch::Contains("checksum mismatch") &&
+                      Catch::Contains("refusing to export"));
+  CHECK_FALSE(fs::exists(tmp.path("out/config.json")));
+  CHECK_FALSE(fs::exists(tmp.path("out/model.safetensors")));
+}
+
+TEST_CASE("A checkpoint without model_config, uncommitted, or without weights is refused clearly",
+          "[core][ckpt]") {
+  temp_dir tmp;
+  const auto m = make_model(tiny_llama, 16);
+  const std::string no_config = step_dir(tmp.path(), 40);
+  write_model_checkpoint(no_config, *m, 2, {{"tokenizer_files", json::array()}});
+  CHECK_THAT(error_of([&] { export_hf(no_config, tmp.path("out")); }),
+             Catch::Contains(no_config + "/manifest.json") && Catch::Contains("model_config") &&
+                 Catch::Contains("causal_lm"));
+
+  const std::string bad_config = step_dir(tmp.path(), 41);
+  write_model_checkpoint(bad_config, *m, 2, {{"model_config", {{"model_type", "llama"}}}});
+  CHECK_THAT(error_of([&] { export_hf(bad_config, tmp.path("out")); }), Catch::Contains("extra.model_config"));
+
+  const std::string bad_tokenizer = step_dir(tmp.path(), 42);
+  write_model_checkpoint(bad_tokenizer, *m, 2, {{"model_config", model::to_hf_json(m->config())},
+                                                {"tokenizer_files", "tokenizer.json"}});
+  CHECK_THAT(error_of([&] { export_hf(bad_tokenizer, tmp.path("out")); }), Catch::Contains("tokenizer_files"));
+
+  fs::remove(fs::path(no_config) / committed_name);
+  CHECK_THAT(error_of([&] { export_hf(no_config, tmp.path("out")); }), Catch::Contains("no COMMITTED"));
+  CHECK_THAT(error_of([&] { export_hf(tmp.path("nowhere"), tmp.path("out")); }),
+             Catch::Contains("not a checkpoint directory"));
+
+  // The made-up checkpoints of other tests hold no param/ tensors.
+  const std::string no_params = step_dir(tmp.path(), 43);
+  const float v[2] = {1, 2};
+  const rank_report r = write_rank_shard(no_params, 0, {{"moments", "F32", {2}, v, 8, {}}}, rank_state{});
+  commit_checkpoint(no_params, 0, 1, {r}, json::object(), extra_for(*m));
+  CHECK_THAT(error_of([&] { export_hf(no_params, tmp.path("out")); }), Catch::Contains("no 'param/<name>' tensors"));
+  CHECK_FALSE(fs::exists(tmp.path("out")));
+}
+
+TEST_CASE("Export options outside fp32/bf16 or a zero shard size are refused", "[core][ckpt]") {
+  temp_dir tmp;
+  hf_export_options fp16;
+  fp16.dtype = "fp16";
+  CHECK_THAT(error_of([&] { export_hf(tmp.str(), tmp.path("out"), fp16); }),
+             Catch::Contains("'fp16'") && Catch::Contains("fp32 or bf16"));
+  hf_export_options zero;
+  zero.max_shard_bytes = 0;
+  CHECK_THAT(error_of([&] { export_hf(tmp.str(), tmp.path("out"), zero); }), Catch::Contains("max_shard_bytes"));
+}
+
+TEST_CASE("bf16 rounding matches torch's for ties, infinities and subnormals; NaN stays NaN", "[core][ckpt]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> values{0.0f, -0.0f, 1.0f, -2.5f, 1.00390625f /* tie, even */, 1.01171875f /* tie, odd */,
+                            3.14159265f, 1e-40f /* subnormal */, -1e-45f, 3.4e38f /* rounds to inf */,
+                            std::numeric_limits<float>::max(), inf, -inf, 65504.0f, 1.0f + 1.0f / 256};
+  const auto ours = [&](float f) { return bf16_from_f32(f); };
+  const torch::Tensor theirs = torch::from_blob(values.data(), {static_cast<std::int64_t>(values.size())})
+                                   .to(torch::kBFloat16)
+                                   .contiguous();
+  const auto* bits = reinterpret_cast<const std::uint16_t*>(theirs.data_ptr());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    INFO(values[i]);
+    CHECK(ours(values[i]) == bits[i]);
+  }
+  for (float nan : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::signaling_NaN()}) {
+    const std::uint16_t h = ours(nan);
+    CHECK((h & 0x7f80) == 0x7f80);  // exponent all ones
+    CHECK((h & 0x007f) != 0);       // and a payload: NaN, not infinity
+    CHECK((h >> 15) == (std::signbit(nan) ? 1 : 0));
+  }
+}
+
+TEST_CASE("cohort-ckpt export writes a loadable directory (exit 0), refuses a bad checkpoint (1) and bad usage (2)",
+          "[core][ckpt][tools]") {
+  temp_dir tmp;
+  const auto m = make_model(tiny_llama, 17);
+  const std::string ckpt = step_dir(tmp.path(), 40);
+  write_model_checkpoint(ckpt, *m, 2, extra_for(*m, {tmp.path("absent/tokenizer.json")}));
+
+  const run_result ok = run_tool("export " + ckpt + " --hf " + tmp.path("out") + " --dtype bf16 --max-shard-size 2KB");
+  INFO(ok.output);
+  CHECK(ok.status == 0);
+  CHECK_THAT(ok.output, Catch::Contains("model.safetensors.index.json") && Catch::Contains("model-00001-of-") &&
+                            Catch::Contains("warning") && Catch::Contains("absent/tokenizer.json"));
+  check_same_weights(*model::load_hf_model(tmp.path("out")), *m, torch::kBFloat16);
+
+  // Each run loads libtorch (about a second here): one run per exit path.
+  fs::remove(fs::path(ckpt) / "rank-00000.json");
+  const run_result broken = run_tool("export " + ckpt + " --hf " + tmp.path("out2"));
+  CHECK(broken.status == 1);
+  CHECK_THAT(broken.output, Catch::Contains("rank-00000.json") && Catch::Contains("missing"));
+  CHECK_FALSE(fs::exists(tmp.path("out2")));
+
+  const run_result no_out = run_tool("export " + ckpt);
+  CHECK(no_out.status == 2);
+  CHECK_THAT(no_out.output, Catch::Contains("--hf") && Catch::Contains("export CKPT --hf OUT"));
+  CHECK(run_tool("export " + ckpt + " --hf " + tmp.path("o") + " --dtype fp16").status == 2);
+  CHECK(run_tool("export " + ckpt + " --hf " + tmp.path("o") + " --max-shard-size 5XB").status == 2);
+}
