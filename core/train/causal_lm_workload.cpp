@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/ckpt/hf_export.hpp"
+#include "core/ckpt/layout.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/checkpointer.hpp"
 #include "core/train/metrics_log.hpp"
@@ -17,6 +19,17 @@ namespace {
 
 nlohmann::json metrics_of(const step_report& r) {
   return {{"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}};
+}
+
+// Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model.
+void export_final_model(const worker_context& ctx, std::int64_t final_step) {
+  if (final_step <= 0) return;
+  const std::string out = ctx.run_dir + "/model";
+  const auto stats = ckpt::export_hf(ckpt::step_dir(ctx.run_dir, static_cast<std::uint64_t>(final_step)), out);
+  if (!ctx.log) return;
+  for (const auto& w : stats.warnings) ctx.log("export: " + w);
+  ctx.log("model of step " + std::to_string(final_step) + " exported to " + out + " (" +
+          std::to_string(stats.tensors) + " tensors, " + std::to_string(stats.weight_bytes >> 10) + " KiB)");
 }
 
 }  // namespace
@@ -63,6 +76,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
     pause_between_steps(ctx);
   }
   checkpoints.finish();
+  if (ctx.rank == 0) export_final_model(ctx, checkpoints.committed_step());
   if (ctx.rank == 0 && ctx.report && report.step > 0) {  // the final checkpoint, now committed
     report.checkpoint_step = checkpoints.committed_step();
     ctx.report(report);
