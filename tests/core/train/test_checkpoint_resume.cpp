@@ -61,13 +61,6 @@ std::string final_checkpoint(const std::string& run_dir) {
   return core::ckpt::step_dir(run_dir, total_steps);
 }
 
-bool contains_line(const std::vector<std::string>& log, const std::string& a, const std::string& b) {
-  for (const auto& line : log) {
-    if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
-  }
-  return false;
-}
-
 // ||a - b|| / ||a|| over two fp32 tensors' bytes.
 double relative_difference(const std::string& a, const std::string& b) {
   REQUIRE(a.size() == b.size());
@@ -97,7 +90,7 @@ TEST_CASE("a run stopped after a checkpoint and started again ends bitwise equal
   again.attempt = 1;
   const auto results = test::run_workload(spec, tmp.path("resumed"), again);
   require_ok(results);
-  CHECK(contains_line(results[0].value->log, "resuming from", "step-00000004"));
+  CHECK(test::contains_line(results[0].value->log, "resuming from", "step-00000004"));
   CHECK(results[0].value->reports.front().step == 5);
 
   CHECK(losses(tmp.path("resumed")) == losses(tmp.path("straight")));
@@ -185,8 +178,8 @@ TEST_CASE("a damaged newest checkpoint is refused by name and the run resumes fr
   const auto results = test::run_workload(spec, tmp.path("run"));
   require_ok(results);
   const auto& log = results[0].value->log;
-  CHECK(contains_line(log, "step-00000008", damage == "no COMMITTED" ? "skipped" : "rejected"));
-  CHECK(contains_line(log, "resuming from", "step-00000004"));
+  CHECK(test::contains_line(log, "step-00000008", damage == "no COMMITTED" ? "skipped" : "rejected"));
+  CHECK(test::contains_line(log, "resuming from", "step-00000004"));
   CHECK(results[0].value->reports.front().step == 5);
   CHECK(core::ckpt::list_checkpoints(tmp.path("run")).back().step == total_steps);
   CHECK(core::ckpt::verify_checkpoint(newest).ok());  // step 8 written again

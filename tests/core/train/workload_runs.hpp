@@ -65,6 +65,14 @@ inline std::vector<nlohmann::json> metrics_lines(const std::string& run_dir) {
   return lines;
 }
 
+// Whether some line of a rank's log contains both a and b.
+inline bool contains_line(const std::vector<std::string>& log, const std::string& a, const std::string& b) {
+  for (const auto& line : log) {
+    if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
+  }
+  return false;
+}
+
 // Every logical tensor of a committed checkpoint, by name, as raw bytes.
 inline std::map<std::string, std::string> checkpoint_tensors(const std::string& ckpt_dir) {
   auto m = core::ckpt::read_manifest(ckpt_dir);
