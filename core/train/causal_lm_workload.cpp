@@ -1,6 +1,7 @@
 // causal_lm_workload::run: group, engine, resume, the step loop, checkpoints, metrics and reports.
 #include "core/train/causal_lm_workload.hpp"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -69,10 +70,17 @@ void causal_lm_workload::run(const worker_context& ctx) {
       if (ctx.report) ctx.report(report);
     }
     if (checkpoints.due(last.step, total)) {
+      const auto started = std::chrono::steady_clock::now();
       auto part = engine.checkpoint();
       checkpoints.save(static_cast<std::uint64_t>(last.step), std::move(part.tensors), std::move(part.state),
                        metrics_of(report), extra);
+      const auto blocked = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
+      if (ctx.rank == 0 && ctx.log)
+        ctx.log("step " + std::to_string(last.step) + ": checkpoint saved" +
+                (ctx.spec.run.checkpoint.async ? " in the background" : "") + ", training blocked " +
+                std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
+    checkpoints.log_commits();
     pause_between_steps(ctx);
   }
   checkpoints.finish();

@@ -141,19 +141,19 @@ bool checkpointer::due(std::int64_t step, std::int64_t total_steps) const {
 
 void checkpointer::save(std::uint64_t step, std::vector<ckpt::owned_shard_tensor> tensors,
                         ckpt::rank_state state, const nlohmann::json& metrics, const nlohmann::json& extra) {
-  flush_notes();
+  log_commits();
   writer_.submit(ckpt::step_dir(ctx_.run_dir, step), ctx_.rank, std::move(tensors), std::move(state),
                  [this, metrics, extra](const ckpt::rank_report& r) { publish_and_commit(r, metrics, extra); });
   last_saved_ = step;
   if (!ctx_.spec.run.checkpoint.async) {
     writer_.wait();
-    flush_notes();
+    log_commits();
   }
 }
 
 std::optional<std::uint64_t> checkpointer::finish() {
   writer_.wait();
-  flush_notes();
+  log_commits();
   return last_saved_;
 }
 
@@ -183,7 +183,7 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   notes_.push_back(note);
 }
 
-void checkpointer::flush_notes() {
+void checkpointer::log_commits() {
   std::vector<std::string> notes;
   {
     std::lock_guard<std::mutex> lock(notes_mutex_);

@@ -57,6 +57,8 @@ class checkpointer {
   // Waits for the save in flight (rethrowing its error); returns the last step saved (on rank 0:
   // committed), if any.
   std::optional<std::uint64_t> finish();
+  // Logs, on the rank's thread, the commits the writer thread made since the last call.
+  void log_commits();
   // Rank 0: the newest checkpoint committed in this run so far, or restored from (0: none).
   std::int64_t committed_step() const { return committed_step_; }
 
@@ -64,7 +66,6 @@ class checkpointer {
   nlohmann::json pick_resume();  // rank 0: {"dir": ...} or {} (fresh start)
   ckpt::retention_policy policy(bool writer_running) const;
   void log(const std::string& line) const;
-  void flush_notes();  // logs, on the rank's thread, what the writer thread committed
   void publish_and_commit(const ckpt::rank_report& report, const nlohmann::json& metrics,
                           const nlohmann::json& extra);
   std::string key(const std::string& name) const;
