@@ -233,6 +233,17 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         }
         return *st.logic.find(req.job_id);
       },
+      [=](const checkpoint_job& req) -> caf::result<job_record> {
+        auto& st = self->state;
+        const auto* r = st.logic.find(req.job_id);
+        if (r == nullptr) return request_error("no job with id " + req.job_id);
+        if (r->state != job_state::running)
+          return request_error("job " + req.job_id + " is " + to_string(r->state) +
+                               ": only a RUNNING job can be asked for a checkpoint");
+        for (auto& [addr, ref] : st.trainers)
+          if (ref.job_id == req.job_id) self->send(ref.handle, checkpoint_attempt{req.job_id, r->attempts - 1});
+        return *r;
+      },
       [=](const follow_job& req) -> caf::result<job_record> {
         const auto* r = self->state.logic.find(req.job_id);
         if (r == nullptr) return request_error("no job with id " + req.job_id);

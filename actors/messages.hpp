@@ -4,6 +4,7 @@
 // meta::type_name header is pulled in. Who sends what to whom:
 //   client → head    submit_job → job_accepted | job_query → job_record | job_list_query → job_list
 //                    stop_job → job_record | follow_job → job_record, then job_event…
+//                    checkpoint_job → job_record
 //                    logs_query → job_logs | plan_request → plan_reply
 //   node → head      node_hello (the head monitors the node)
 //   head → node      start_trainer; the trainer → head: trainer_started (monitored)
@@ -11,6 +12,7 @@
 //   worker → trainer progress_report, log_line, worker_finished
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
+//   head → trainer   checkpoint_attempt
 //   drills → node    kill_worker_drill → bool | kill_trainer_drill → bool
 #pragma once
 
@@ -161,6 +163,11 @@ struct stop_job {
   static constexpr std::uint32_t wire_id = 25;
   std::string job_id;
 };
+// Ask a running job for a checkpoint after its next step. Reply: job_record.
+struct checkpoint_job {
+  static constexpr std::uint32_t wire_id = 42;
+  std::string job_id;
+};
 // Reply: job_record; then job_event messages until the job ends.
 struct follow_job {
   static constexpr std::uint32_t wire_id = 26;
@@ -226,6 +233,12 @@ struct stop_attempt {
   std::string job_id;
   std::int32_t attempt = 0;
   std::string reason;
+};
+// head → trainer: the attempt saves a checkpoint after its next step.
+struct checkpoint_attempt {
+  static constexpr std::uint32_t wire_id = 43;
+  std::string job_id;
+  std::int32_t attempt = 0;
 };
 // client → head: where would this job run now? Reply: plan_reply.
 struct plan_request {
@@ -322,6 +335,16 @@ typename Inspector::result_type inspect(Inspector& f, job_list_query& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_list& x) {
   return f(caf::meta::type_name("job_list"), x.jobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_job& x) {
+  return f(caf::meta::type_name("checkpoint_job"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_attempt& x) {
+  return f(caf::meta::type_name("checkpoint_attempt"), x.job_id, x.attempt);
 }
 
 template <class Inspector>

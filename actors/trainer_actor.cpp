@@ -4,6 +4,8 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "core/comm/tcp_store.hpp"
+#include "core/train/checkpoint_request.hpp"
 
 namespace cohort::actors {
 
@@ -110,6 +112,17 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         self->send(st.head, trainer_started{st.setup.job_id, st.setup.attempt});
         if (st.started == world)
           self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
+      },
+      [=](const checkpoint_attempt& req) {
+        auto& st = self->state;
+        if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
+        try {  // rank 0 takes the request before its next step
+          core::comm::tcp_store client(st.store->host(), st.store->port(), std::chrono::seconds(5));
+          client.set(core::train::checkpoint_request_key(req.job_id, req.attempt), "1");
+        } catch (const std::exception& e) {
+          self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
+                                       std::string("trainer: cannot pass on the checkpoint request: ") + e.what()});
+        }
       },
       [=](const stop_attempt& req) {
         auto& st = self->state;

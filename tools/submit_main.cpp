@@ -1,7 +1,7 @@
 // submit: the user's client.
 //   submit plan JOB.json [--nodes NODES.json]   where the job would run (offline, or live cluster)
 //   submit run JOB.json [--follow]              submit to the cluster (--local: embedded cluster)
-//   submit status JOB [--json] | list [--json] | logs JOB [-f] | stop JOB
+//   submit status JOB [--json] | list [--json] | logs JOB [-f] | checkpoint JOB | stop JOB
 // The cluster is --address / $COHORT_ADDRESS with --credentials / $COHORT_CREDENTIALS; `run`
 // without any address runs on a cluster embedded in this process.
 // Exit codes: 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage or bad input.
@@ -45,6 +45,7 @@ const char* usage_text =
     "  status JOB [--json]                 a job's state, placement, attempts and failures\n"
     "  list [--json]                       every job\n"
     "  logs JOB [-f]                       the workers' output (-f: keep following)\n"
+    "  checkpoint JOB                      save a checkpoint of a running job after its next step\n"
     "  stop JOB                            stop a job\n";
 
 struct options {
@@ -240,6 +241,11 @@ int remote(const options& o) {
         std::cout << r.id << "  " << r.name << "  " << to_string(r.state) << "  attempts "
                   << r.attempts << "  " << r.reason << "\n";
     }
+    return exit_ok;
+  }
+  if (o.command == "checkpoint") {
+    auto r = client->ask<actors::job_record>(actors::checkpoint_job{o.arg});
+    std::cout << "checkpoint requested: job " << r.id << " saves one after its next step\n";
     return exit_ok;
   }
   if (o.command == "stop") {

@@ -105,6 +105,7 @@ struct causal_lm_engine::impl {
   // backward (so a rank never holds all of them); otherwise they are reduced once per step.
   bool layers_reduced_in_backward = false;
   bool save_rng = false;
+  bool checkpoint_requested = false;  // by this rank, for the next step
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
       : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
@@ -236,7 +237,8 @@ struct causal_lm_engine::impl {
     }
     // Every rank weighs its summed loss by 1 / (label tokens of the global batch), so the reduced
     // gradient is that of the global mean whatever the world size.
-    const auto counts = all_reduce_sum({labels, tokens});
+    const auto counts = all_reduce_sum({labels, tokens, checkpoint_requested ? 1.0 : 0.0});
+    checkpoint_requested = false;
     const double global_labels = std::max(1.0, counts[0].item<double>());
 
     optimizer->zero_grad_shards();
@@ -269,6 +271,7 @@ struct causal_lm_engine::impl {
     r.lr = ao.lr;
     r.grad_norm = grad_norm;
     r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
+    r.checkpoint_requested = counts[2].item<double>() > 0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return r;
   }
@@ -294,6 +297,7 @@ std::int64_t causal_lm_engine::global_batch() const {
 }
 
 step_result causal_lm_engine::train_step() { return impl_->step(); }
+void causal_lm_engine::request_checkpoint() { impl_->checkpoint_requested = true; }
 
 causal_lm_engine::checkpoint_part causal_lm_engine::checkpoint() {
   auto& d = *impl_;

@@ -27,6 +27,7 @@ struct step_result {
   double grad_norm = 0;      // global L2 norm before clipping
   std::int64_t tokens = 0;   // real (non-padding) tokens in the global batch
   double seconds = 0;
+  bool checkpoint_requested = false;  // some rank called request_checkpoint() before this step
 };
 
 class causal_lm_engine {
@@ -49,6 +50,9 @@ class causal_lm_engine {
   std::int64_t global_batch() const;  // samples per step
   // Runs the next step (a collective: every rank calls it). Throws cancelled_error when cancelled.
   step_result train_step();
+  // Marks the next step's result checkpoint_requested on every rank (it travels with the step's
+  // first all-reduce, so the group agrees without another collective).
+  void request_checkpoint();
   // Every weight in fp32, flattened in hf_parameters() order (a collective).
   std::vector<float> full_weights();
 

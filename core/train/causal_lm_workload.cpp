@@ -59,6 +59,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
   const std::int64_t total = engine.total_steps();
   step_report report;
   while (engine.steps_done() < total) {
+    if (checkpoints.take_request()) engine.request_checkpoint();
     const step_result last = engine.train_step();
     report = step_report{last.step, total, last.loss, last.lr, last.grad_norm,
                          last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0, 0,
@@ -69,7 +70,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
       if (metrics) metrics->append(report);
       if (ctx.report) ctx.report(report);
     }
-    if (checkpoints.due(last.step, total)) {
+    if (checkpoints.due(last.step, total) || last.checkpoint_requested) {
       const auto started = std::chrono::steady_clock::now();
       auto part = engine.checkpoint();
       checkpoints.save(static_cast<std::uint64_t>(last.step), std::move(part.tensors), std::move(part.state),

@@ -13,6 +13,7 @@
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/retention.hpp"
 #include "core/comm/tcp_store.hpp"
+#include "core/train/checkpoint_request.hpp"
 #include "core/train/run_control.hpp"
 
 namespace cohort::core::train {
@@ -58,7 +59,14 @@ checkpointer::~checkpointer() {
 }
 
 std::string checkpointer::key(const std::string& name) const {
-  return ctx_.job_id + "/attempt-" + std::to_string(ctx_.attempt) + "/ckpt/" + name;
+  return checkpoint_key_prefix(ctx_.job_id, ctx_.attempt) + name;
+}
+
+bool checkpointer::take_request() {
+  if (ctx_.rank != 0 || !store_->check({checkpoint_request_key(ctx_.job_id, ctx_.attempt)})) return false;
+  store_->remove(checkpoint_request_key(ctx_.job_id, ctx_.attempt));
+  log("checkpoint requested: saving after the next step");
+  return true;
 }
 
 ckpt::retention_policy checkpointer::policy(bool writer_running) const {

@@ -48,6 +48,8 @@ class checkpointer {
   std::optional<resume_point> choose_resume();
 
   bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step
+  // Rank 0: whether a checkpoint was requested (submit checkpoint) since the last call.
+  bool take_request();
   // Saves this rank's part of step `step`'s checkpoint. Rank 0 commits it with `metrics` (the
   // step's reported figures, for retention scores) and `extra` once every rank reported. Blocks
   // until written (and, on rank 0, committed) unless run.checkpoint.async; then only the

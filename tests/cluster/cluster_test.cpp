@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -26,6 +28,20 @@ bool running_past(const json& s, int step) {
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// A causal_lm job of 24 steps (0.1 s apart) of a tiny Llama on 2 workers, restarted forever.
+std::string tiny_llama_job(const std::string& name, const std::string& data, const std::string& storage,
+                           int every_steps) {
+  return R"({"name": ")" + name + R"(", "workload": "causal_lm",
+    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
+    "data": {"train": ")" + data + R"("},
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 24, "lr": 0.01,
+              "warmup_steps": 3, "schedule": "cosine", "seed": 3, "step_delay_s": 0.1},
+    "zero": {"stage": 2},
+    "run": {"storage_path": ")" + storage + R"(", "failure": {"max_failures": -1},
+            "checkpoint": {"every_steps": )" + std::to_string(every_steps) + "}}}";
+}
 
 }  // namespace
 
@@ -190,17 +206,7 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
   c.start_head();
   c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
-  auto job = [&](const std::string& name) {
-    return c.write_job(R"({"name": ")" + name + R"(", "workload": "causal_lm",
-      "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
-      "data": {"train": ")" + data + R"("},
-      "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
-      "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 24, "lr": 0.01,
-                "warmup_steps": 3, "schedule": "cosine", "seed": 3, "step_delay_s": 0.1},
-      "zero": {"stage": 2},
-      "run": {"storage_path": ")" + c.dir().str() + R"(/runs", "failure": {"max_failures": -1},
-              "checkpoint": {"every_steps": 6}}})");
-  };
+  auto job = [&](const std::string& name) { return c.write_job(tiny_llama_job(name, data, c.dir().str() + "/runs", 6)); };
   auto straight = c.submit({"run", job("straight"), "--follow"});
   INFO(straight.out << straight.err);
   REQUIRE(straight.exit_code == 0);
@@ -243,4 +249,30 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
     CHECK(bytes(killed_dir + "/checkpoints/step-00000024/" + shard) ==
           bytes(straight_dir + "/checkpoints/step-00000024/" + shard));
   }
+}
+
+TEST_CASE("submit checkpoint makes a running job save a checkpoint after its next step", "[cluster][ckpt]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto run = c.submit({"run", c.write_job(tiny_llama_job("asked", data, c.dir().str() + "/runs", 0))});
+  REQUIRE(run.exit_code == 0);
+  const auto id = first_line(run.out);
+  c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
+  auto asked = c.submit({"checkpoint", id});
+  INFO(asked.out << asked.err);
+  REQUIRE(asked.exit_code == 0);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  // every_steps 0: only the requested checkpoint and the final one.
+  std::vector<std::string> steps;
+  for (const auto& e : std::filesystem::directory_iterator(c.dir().str() + "/runs/asked/checkpoints"))
+    steps.push_back(e.path().filename().string());
+  std::sort(steps.begin(), steps.end());
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0] > "step-00000003");
+  CHECK(steps[0] < "step-00000024");
+  CHECK(steps[1] == "step-00000024");
+  CHECK(::access((c.dir().str() + "/runs/asked/checkpoints/" + steps[0] + "/COMMITTED").c_str(), F_OK) == 0);
+  CHECK(c.submit({"checkpoint", id}).exit_code == 1);  // no longer running
 }
