@@ -8,11 +8,15 @@
 
 #include <torch/torch.h>
 
+#include "core/ckpt/hf_export.hpp"
+
 namespace cohort::core::train {
 
 namespace {
 
-constexpr const char* kinds[] = {weight_kind, "exp_avg", "exp_avg_sq"};
+// Logical-name prefixes of the three kinds, and the stored tensors' suffixes.
+const std::string prefixes[] = {ckpt::param_tensor_prefix, "exp_avg/", "exp_avg_sq/"};
+const char* const stored[] = {"param", "exp_avg", "exp_avg_sq"};
 
 torch::Tensor& state_of(zero_optimizer& optimizer, std::size_t u, int kind) {
   auto& adam = optimizer.adam(u);
@@ -49,7 +53,7 @@ std::vector<ckpt::owned_shard_tensor> shard_tensors(zero_optimizer& optimizer, i
     const auto pieces = overlaps(optimizer, u);
     for (int k = 0; k < 3; ++k) {
       ckpt::owned_shard_tensor t;
-      t.key = "unit-" + std::to_string(u) + "/" + kinds[k];
+      t.key = "unit-" + std::to_string(u) + "/" + stored[k];
       t.dtype = "F32";
       t.shape = {length};
       t.bytes.resize(static_cast<std::size_t>(length) * sizeof(float));
@@ -61,7 +65,7 @@ std::vector<ckpt::owned_shard_tensor> shard_tensors(zero_optimizer& optimizer, i
         host.zero_();  // moments before the first step
       }
       for (const auto& [p, o] : pieces) {
-        t.slices.push_back({std::string(kinds[k]) + "/" + p.name, p.shape,
+        t.slices.push_back({prefixes[k] + p.name, p.shape,
                             static_cast<std::uint64_t>(o.in_param), static_cast<std::uint64_t>(o.length),
                             static_cast<std::uint64_t>(o.in_range)});
       }
@@ -76,7 +80,7 @@ void load_shards(zero_optimizer& optimizer, ckpt::reshard_reader& reader) {
   const std::string where = "checkpoint step " + std::to_string(m.step);
   for (std::size_t u = 0; u < optimizer.unit_count(); ++u) {
     for (const auto& p : optimizer.parameters_of(u)) {
-      const auto* t = m.find(std::string(weight_kind) + "/" + p.name);
+      const auto* t = m.find(prefixes[0] + p.name);
       if (t == nullptr)
         throw std::invalid_argument(where + " has no weights for parameter " + p.name +
                                     ": it was written for another model");
@@ -94,11 +98,11 @@ void load_shards(zero_optimizer& optimizer, ckpt::reshard_reader& reader) {
     for (int k = 0; k < 3; ++k) {
       auto& value = state_of(optimizer, u, k);
       if (!value.defined()) value = torch::zeros_like(optimizer.master(u));
-      const bool present = m.find(std::string(kinds[k]) + "/" + pieces.front().first.name) != nullptr;
+      const bool present = m.find(prefixes[k] + pieces.front().first.name) != nullptr;
       host.zero_();
       for (const auto& [p, o] : pieces) {
         if (!present) break;
-        reader.read(std::string(kinds[k]) + "/" + p.name, static_cast<std::uint64_t>(o.in_param),
+        reader.read(prefixes[k] + p.name, static_cast<std::uint64_t>(o.in_param),
                     static_cast<std::uint64_t>(o.length), host.data_ptr<float>() + o.in_range);
       }
       value.narrow(0, 0, length).copy_(host);

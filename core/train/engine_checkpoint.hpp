@@ -2,6 +2,7 @@
 // param/<hf name> (fp32 master weights), exp_avg/<hf name> and exp_avg_sq/<hf name> (AdamW
 // moments), each with the parameter's full shape. Per unit, a rank stores one tensor per kind
 // (unit-<u>/<kind>) holding the elements it keeps; with stage 0 (replicated) only rank 0 stores.
+// Export (core/ckpt/hf_export) reads the param/ tensors.
 #pragma once
 
 #include <vector>
@@ -11,8 +12,6 @@
 #include "core/train/zero_optimizer.hpp"
 
 namespace cohort::core::train {
-
-inline constexpr const char* weight_kind = "param";
 
 // Host copies (the only device-to-host copy of a checkpoint) of what this rank keeps.
 std::vector<ckpt::owned_shard_tensor> shard_tensors(zero_optimizer& optimizer, int rank);
