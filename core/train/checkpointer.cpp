@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <stdexcept>
 #include <thread>
 
@@ -127,7 +128,7 @@ nlohmann::json checkpointer::pick_resume() {
       }
       // A committed but damaged checkpoint is kept for inspection, out of the way of the step
       // that will be written again.
-      const std::string aside = r.path + ".rejected";
+      const std::string aside = r.path + ".rejected-" + std::to_string(std::time(nullptr));
       if (std::rename(r.path.c_str(), aside.c_str()) != 0)
         throw std::runtime_error("cannot move rejected checkpoint " + r.path + " aside to " + aside);
       log("checkpoint " + r.path + " rejected: " + r.reason + " (moved to " + aside + ")");
@@ -152,17 +153,15 @@ void checkpointer::save(std::uint64_t step, std::vector<ckpt::owned_shard_tensor
   log_commits();
   writer_.submit(ckpt::step_dir(ctx_.run_dir, step), ctx_.rank, std::move(tensors), std::move(state),
                  [this, metrics, extra](const ckpt::rank_report& r) { publish_and_commit(r, metrics, extra); });
-  last_saved_ = step;
   if (!ctx_.spec.run.checkpoint.async) {
     writer_.wait();
     log_commits();
   }
 }
 
-std::optional<std::uint64_t> checkpointer::finish() {
+void checkpointer::finish() {
   writer_.wait();
   log_commits();
-  return last_saved_;
 }
 
 void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlohmann::json& metrics,

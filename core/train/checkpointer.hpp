@@ -56,9 +56,8 @@ class checkpointer {
   // previous save is waited for.
   void save(std::uint64_t step, std::vector<ckpt::owned_shard_tensor> tensors, ckpt::rank_state state,
             const nlohmann::json& metrics, const nlohmann::json& extra);
-  // Waits for the save in flight (rethrowing its error); returns the last step saved (on rank 0:
-  // committed), if any.
-  std::optional<std::uint64_t> finish();
+  // Waits for the save in flight (rethrowing its error); on rank 0 it is committed then.
+  void finish();
   // Logs, on the rank's thread, the commits the writer thread made since the last call.
   void log_commits();
   // Rank 0: the newest checkpoint committed in this run so far, or restored from (0: none).
@@ -77,7 +76,6 @@ class checkpointer {
   ckpt::async_rank_writer writer_;
   std::atomic<bool> abandoned_{false};
   std::optional<std::uint64_t> restored_step_;
-  std::optional<std::uint64_t> last_saved_;
   std::atomic<std::int64_t> committed_step_{0};
   std::mutex notes_mutex_;
   std::vector<std::string> notes_;
