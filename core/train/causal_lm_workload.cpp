@@ -6,6 +6,7 @@
 
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/metrics_log.hpp"
+#include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
 
 namespace cohort::core::train {
@@ -31,8 +32,9 @@ void causal_lm_workload::run(const worker_context& ctx) {
   while (engine.steps_done() < total) {
     last = engine.train_step();
     if (last.step % ctx.spec.train.log_every == 0 || last.step == total) {
-      step_report report{last.step, total, last.loss, last.lr, last.grad_norm,
-                         last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0, 0};
+      const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
+      step_report report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
+                         mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), ctx.world_size)};
       if (metrics) metrics->append(report);
       if (ctx.report) ctx.report(report);
     }
