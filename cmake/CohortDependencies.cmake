@@ -28,14 +28,6 @@ add_library(cohort_torch INTERFACE)
 target_include_directories(cohort_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_link_libraries(cohort_torch INTERFACE ${TORCH_LIBRARIES})
 target_compile_options(cohort_torch INTERFACE ${TORCH_CXX_FLAGS})
-# PyTorch's binaries since 2.5 link parts of libstdc++ statically and export them (std::filesystem
-# among them; pytorch/pytorch#133437). With libtorch ahead of libstdc++ in a program's DT_NEEDED
-# the dynamic linker binds the program's own std::filesystem calls to libtorch's copies, which
-# crash (remove_all jumps to address 0). Naming libstdc++ before every object and library puts it
-# first in the lookup order, so those calls bind to the real libstdc++.
-if(Torch_VERSION VERSION_GREATER_EQUAL 2.5)
-  target_link_options(cohort_torch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
-endif()
 
 if(COHORT_CUDA STREQUAL "auto")
   if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
@@ -45,3 +37,13 @@ if(COHORT_CUDA STREQUAL "auto")
   endif()
 endif()
 message(STATUS "cohort: CUDA backends ${COHORT_CUDA}")
+
+# PyTorch's CUDA wheels (2.5 on) link parts of libstdc++ statically and export them: libtorch.so
+# and libtorch_cpu.so define std::filesystem (pytorch/pytorch#133437). With libtorch ahead of
+# libstdc++ in a program's DT_NEEDED, the dynamic linker binds the program's own std::filesystem
+# calls to those copies, which crash (remove_all jumps to address 0). Naming libstdc++ before
+# every object and library puts it first in the lookup order, so those calls bind to libstdc++.
+# Not with the sanitizers, whose runtime must stay first.
+if(COHORT_CUDA AND NOT COHORT_SANITIZE)
+  target_link_options(cohort_torch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
+endif()

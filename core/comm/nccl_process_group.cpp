@@ -79,6 +79,10 @@ class nccl_work final : public work {
   }
   bool end_reached() { return recorded_ && end_.query(); }
   clock::time_point deadline() const { return deadline_; }
+  // Once the operation is over its tensors may go (the caching allocator already knows the
+  // group's stream used them): a work kept by the caller must not pin its buffers. Called by
+  // the group with its mutex held.
+  void drop_tensors() { keep_.clear(); }
 
   void wait_stream(std::chrono::milliseconds) override {
     if (auto e = exception()) std::rethrow_exception(e);
@@ -96,7 +100,7 @@ class nccl_work final : public work {
  private:
   at::cuda::CUDAEvent end_;
   const c10::DeviceIndex device_;
-  const std::vector<at::Tensor> keep_;  // the operation's tensors live until it is done
+  std::vector<at::Tensor> keep_;  // the operation's tensors live until it is done
   clock::time_point deadline_{};
   bool recorded_ = false;  // set before the work is published, constant afterwards
 };
@@ -140,6 +144,7 @@ struct nccl_process_group::impl {
     // Fail the works first, so that kernels torn down by the abort never read as success.
     for (auto& w : in_flight)
       w->finish(std::make_exception_ptr(comm_error(code, w->what() + ": " + reason)));
+    // The tensors stay with the works: an aborted kernel may still touch them.
     in_flight.clear();
     if (comm != nullptr) {
       const ncclResult_t r = ncclCommAbort(comm);
@@ -160,6 +165,7 @@ struct nccl_process_group::impl {
       if (stopping) break;
       while (!in_flight.empty() && in_flight.front()->end_reached()) {
         in_flight.front()->finish();
+        in_flight.front()->drop_tensors();
         in_flight.pop_front();
       }
       if (in_flight.empty() || aborted) continue;
@@ -289,6 +295,7 @@ nccl_process_group::~nccl_process_group() {
   while (!m.aborted && !m.in_flight.empty() && clock::now() < deadline) {
     if (m.in_flight.front()->end_reached()) {
       m.in_flight.front()->finish();
+      m.in_flight.front()->drop_tensors();
       m.in_flight.pop_front();
     } else {
       lock.unlock();
