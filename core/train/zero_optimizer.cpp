@@ -144,20 +144,38 @@ void zero_optimizer::reduce_grads(std::size_t index) {
 }
 
 double zero_optimizer::grad_square_sum() const {
-  double sum = 0;
-  for (const auto& u : units_) sum += u.grad.to(torch::kDouble).pow(2).sum().item<double>();
-  return sum;
+  torch::Tensor sum;  // on the device: one host read for all units
+  for (const auto& u : units_) {
+    auto squares = u.grad.to(torch::kDouble).pow(2).sum();
+    sum = sum.defined() ? sum + squares : squares;
+  }
+  return sum.defined() ? sum.item<double>() : 0.0;
 }
 
 void zero_optimizer::step(const model::adamw_options& options, double clip_coef) {
   torch::NoGradGuard no_grad;
-  for (auto& u : units_) {
-    if (clip_coef != 1.0) u.grad.mul_(clip_coef);
-    // With offload this copies the gradient shard to the host, updates there and (below, in
-    // gather_full) copies the new weights back to the device.
-    auto grad = u.grad.to(opt_device_);
-    model::adamw_step(u.master, grad, u.adam, options);
-    if (options_.stage < 3) assign(u, gather_full(u, options_.compute_dtype));
+  if (opt_device_.is_cuda()) {
+    // Every unit's shard in one fused update.
+    std::vector<torch::Tensor> masters, grads;
+    std::vector<model::adamw_state*> states;
+    for (auto& u : units_) {
+      if (clip_coef != 1.0) u.grad.mul_(clip_coef);
+      masters.push_back(u.master);
+      grads.push_back(u.grad);
+      states.push_back(&u.adam);
+    }
+    model::adamw_step_many(masters, grads, states, options);
+    if (options_.stage < 3)
+      for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
+  } else {
+    for (auto& u : units_) {
+      if (clip_coef != 1.0) u.grad.mul_(clip_coef);
+      // With offload this copies the gradient shard to the host, updates there and (below, in
+      // gather_full) copies the new weights back to the device, one unit at a time.
+      auto grad = u.grad.to(opt_device_);
+      model::adamw_step(u.master, grad, u.adam, options);
+      if (options_.stage < 3) assign(u, gather_full(u, options_.compute_dtype));
+    }
   }
   synchronize();
 }
