@@ -88,7 +88,15 @@ def model_table(res, peak):
 
 
 def read_jsonl(res, name):
-    return [json.loads(l) for l in read_lines(os.path.join(res, name)) if l.startswith("{")]
+    """Every JSON object of the file's lines starting with "{"; processes printing at the same
+    time can leave two objects on one line."""
+    decoder, out = json.JSONDecoder(), []
+    for line in read_lines(os.path.join(res, name)):
+        at = 0
+        while line.startswith("{", at):
+            obj, at = decoder.raw_decode(line, at)
+            out.append(obj)
+    return out
 
 
 def mfu_text(r, peak):
