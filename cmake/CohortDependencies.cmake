@@ -37,3 +37,23 @@ if(COHORT_CUDA STREQUAL "auto")
   endif()
 endif()
 message(STATUS "cohort: CUDA backends ${COHORT_CUDA}")
+
+# PyTorch's CUDA wheels (2.5 on) link parts of libstdc++ statically and export them: libtorch.so
+# and libtorch_cpu.so define std::filesystem (pytorch/pytorch#133437). With libtorch ahead of
+# libstdc++ in a program's DT_NEEDED, the dynamic linker binds the program's own std::filesystem
+# calls to those copies, which crash (remove_all jumps to address 0). Naming libstdc++ before
+# every object and library (by its path: a bare -lstdc++ may find the static archive first) puts
+# it first in the lookup order, so those calls bind to libstdc++. Not with the sanitizers, whose
+# runtime must stay first.
+if(COHORT_CUDA AND NOT COHORT_SANITIZE)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so.6
+                  OUTPUT_VARIABLE cohort_libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(IS_ABSOLUTE "${cohort_libstdcxx}" AND EXISTS "${cohort_libstdcxx}")
+    message(STATUS "cohort: ${cohort_libstdcxx} linked ahead of libtorch")
+    target_link_options(cohort_torch INTERFACE
+                        "LINKER:--push-state,--no-as-needed,${cohort_libstdcxx},--pop-state")
+  else()
+    message(WARNING "cohort: ${CMAKE_CXX_COMPILER} names no shared libstdc++.so.6; programs may "
+                    "bind std::filesystem to pip libtorch's copies and crash")
+  endif()
+endif()

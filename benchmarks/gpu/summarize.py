@@ -1,6 +1,7 @@
 """Turns scripts/gpu-bench's results folder into the markdown tables of BENCHMARKS.md "GPU":
 collective bus bandwidth (cohort-comm-bench JSON lines and torch_comm_bench.py's table from
-comm.log) and training-step throughput (results.jsonl), with MFU and the ratios to PyTorch.
+comm.log), training-step throughput (results.jsonl), with MFU and the ratios to PyTorch, ZeRO-3
+beside FSDP2 on 2 GPUs (zero3.jsonl) and the model too large for one GPU (memory.jsonl).
 
     python3 benchmarks/gpu/summarize.py RESULTS_DIR
 
@@ -86,12 +87,74 @@ def model_table(res, peak):
     return "\n".join(lines) + "\n"
 
 
+def read_jsonl(res, name):
+    """Every JSON object of the file's lines starting with "{"; processes printing at the same
+    time can leave two objects on one line."""
+    decoder, out = json.JSONDecoder(), []
+    for line in read_lines(os.path.join(res, name)):
+        at = 0
+        while line.startswith("{", at):
+            obj, at = decoder.raw_decode(line, at)
+            out.append(obj)
+    return out
+
+
+def mfu_text(r, peak):
+    if not peak:
+        return "-"
+    flops = 6 * r["params"] + 12 * r["layers"] * r["hidden"] * r["seq"]
+    return f"{r['tokens_per_s'] * flops / (peak * r['world']):.3f}"
+
+
+def zero3_table(res, peak):
+    results = read_jsonl(res, "zero3.jsonl")
+    if not results:
+        return "(no ZeRO-3 / FSDP2 results: see zero3.log)\n"
+    by_impl = {}
+    for r in results:
+        by_impl.setdefault(r["impl"], []).append(r)
+    fsdp = by_impl.get("torch-fsdp2")
+    lines = ["| impl | GPUs | batch per GPU x seq | params | step ms | tokens/s | MFU "
+             "| peak GPU mem GiB (max over ranks) | vs FSDP2 |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for impl in ["cohort-zero3", "torch-fsdp2", "torch-fsdp2-ac"]:
+        ranks = by_impl.get(impl)
+        if not ranks:
+            lines.append(f"| {impl} | - | - | - | - | failed/not run | - | - | - |")
+            continue
+        r = min(ranks, key=lambda x: x["rank"])
+        vs = f"{r['tokens_per_s'] / fsdp[0]['tokens_per_s']:.2f}x" if fsdp else "-"
+        lines.append(f"| {impl} | {r['world']} | {r['batch']}x{r['seq']} | {r['params'] / 1e6:.1f}M | "
+                     f"{r['step_ms']:.1f} | {r['tokens_per_s']:,.0f} | {mfu_text(r, peak)} | "
+                     f"{max(x['peak_mem_gib'] for x in ranks):.1f} | {vs} |")
+    return "\n".join(lines) + "\n"
+
+
+def memory_table(res, card_mib):
+    results = read_jsonl(res, "memory.jsonl")
+    if not results:
+        return "(no result: see memory.log)\n"
+    n = results[0]["params"]
+    need = 16 * n / 2**30
+    lines = [f"Model: {n / 1e9:.2f}B parameters ({results[0]['layers']} layers, d {results[0]['hidden']}); "
+             f"fp32 weights + gradients + AdamW moments = 16 B/param = {need:.1f} GiB, "
+             f"one card holds {card_mib / 1024:.1f} GiB." if card_mib else "",
+             "",
+             "| rank | device | peak GPU mem GiB | step ms | tokens/s | loss after warmup | loss |",
+             "|---:|---|---:|---:|---:|---:|---:|"]
+    for r in sorted(results, key=lambda x: x["rank"]):
+        lines.append(f"| {r['rank']} | {r['device']} | {r['peak_mem_gib']:.1f} | {r['step_ms']:.0f} | "
+                     f"{r['tokens_per_s']:,.0f} | {r['loss_after_warmup']:.3f} | {r['loss']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     if len(sys.argv) != 2:
         raise SystemExit("usage: summarize.py RESULTS_DIR")
     res = sys.argv[1]
     env = read_lines(os.path.join(res, "env.txt"))
     card = next((l.split(",")[1].strip() for l in env if re.match(r"^\d+,", l)), "unknown card")
+    card_mib = next((float(l.split(",")[2].split()[0]) for l in env if re.match(r"^\d+,", l)), None)
     peak, label = card_peak(card)
     print("## Environment\n")
     print("```\n" + "\n".join(env) + "\n```\n")
@@ -104,7 +167,10 @@ def main():
           (" / ".join(l for l in tests[-3:] if l.strip()) or "not run") + "\n")
     print("## Training step, one GPU, bf16 (FLOPs/token = 6N + 12·L·d·T)\n")
     print(model_table(res, peak))
-    print("ZeRO-3 vs FSDP2 (2 GPUs): not run, cohort's training engine (core/train) is not ready.")
+    print("## ZeRO-3 on 2 GPUs: cohort's engine beside PyTorch FSDP2, bf16, TinyLlama-1.1B shape\n")
+    print(zero3_table(res, peak))
+    print("## A model whose fp32 AdamW state does not fit one GPU, ZeRO-3 on 2 GPUs\n")
+    print(memory_table(res, card_mib))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,11 @@ struct adamw_state {
 void adamw_step(torch::Tensor param, const torch::Tensor& grad, adamw_state& state,
                 const adamw_options& options);
 
+// adamw_step on each params[i] with grads[i] and *states[i]: on CUDA tensors with libtorch 2.x as
+// one fused kernel (torch.optim.AdamW(fused=True)), equal to the loop within fp32 rounding.
+void adamw_step_many(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                     const std::vector<adamw_state*>& states, const adamw_options& options);
+
 // Sum of squares of all gradients (fp64 accumulation); a sharded engine all-reduces this.
 double grad_square_sum(const std::vector<torch::Tensor>& grads);
 // clip_grad_norm_'s factor: min(1, max_norm / (total_norm + 1e-6)).

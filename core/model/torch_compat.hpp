@@ -1,8 +1,11 @@
 // The one place that knows which libtorch it is built against: attention is the fused
-// at::scaled_dot_product_attention on libtorch 2.x and an explicit equivalent on 1.13.
+// at::scaled_dot_product_attention on libtorch 2.x and an explicit equivalent on 1.13; the fused
+// multi-tensor AdamW kernel exists on 2.x only.
 #pragma once
 
 #include <limits>
+#include <stdexcept>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/version.h>
@@ -32,6 +35,26 @@ inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::scaled_dot_product_attention(q, k, v, {}, dropout_p, true, scale);
 #else
   return attention_math(q, k, v, mask, scale, dropout_p);
+#endif
+}
+
+// Whether fused_adamw() can run (libtorch 2.x).
+constexpr bool has_fused_adamw = TORCH_VERSION_MAJOR >= 2;
+
+// torch.optim.AdamW(fused=True)'s kernel over CUDA tensors: steps are the fp32 step counts after
+// this step (torch.optim increments them first). Only where has_fused_adamw.
+inline void fused_adamw(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                        const std::vector<at::Tensor>& exp_avgs,
+                        const std::vector<at::Tensor>& exp_avg_sqs,
+                        const std::vector<at::Tensor>& steps, double lr, double beta1, double beta2,
+                        double weight_decay, double eps) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay,
+                    eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1,
+      (void)beta2, (void)weight_decay, (void)eps;
+  throw std::logic_error("fused_adamw needs libtorch 2.x (check has_fused_adamw)");
 #endif
 }
 

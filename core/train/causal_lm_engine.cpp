@@ -25,6 +25,7 @@
 #include "core/model/model_config.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/lr_schedule.hpp"
+#include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/zero_optimizer.hpp"
 
@@ -106,6 +107,7 @@ struct causal_lm_engine::impl {
   bool layers_reduced_in_backward = false;
   bool save_rng = false;
   bool checkpoint_requested = false;  // by this rank, for the next step
+  double peak_flops = 0;  // of `device` (mfu.hpp)
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
       : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
@@ -127,7 +129,6 @@ struct causal_lm_engine::impl {
     loader = std::make_unique<data::batch_loader>(data, lo);
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
 
-    net->to(device);
     zero_options zo;
     zo.stage = spec.zero.stage;
     zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
@@ -136,6 +137,9 @@ struct causal_lm_engine::impl {
     optimizer = std::make_unique<zero_optimizer>(
         net->hf_parameters(), group, zo,
         [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); });
+    // The optimizer moved the weights (stage 3: only their shards); the rest follows.
+    net->to(device);
+    if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));
     recompute = spec.zero.stage == 3 || train.activation_checkpointing;
     layers_reduced_in_backward = recompute && spec.zero.stage >= 2;
     save_rng = recompute && has_dropout(net->config());
@@ -249,6 +253,7 @@ struct causal_lm_engine::impl {
       if (u == 0 || !layers_reduced_in_backward) optimizer->reduce_grads(u);
     }
     optimizer->release(0);
+    optimizer->synchronize();
 
     const double local_squares = optimizer->grad_square_sum();
     const auto sums = all_reduce_sum({local_loss, spec.zero.stage == 0 ? 0.0 : local_squares});
@@ -294,6 +299,15 @@ std::int64_t causal_lm_engine::parameter_count() const { return impl_->optimizer
 std::int64_t causal_lm_engine::global_batch() const {
   return std::int64_t{impl_->spec.train.micro_batch_size} * impl_->spec.train.grad_accum *
          impl_->group.size();
+}
+
+double causal_lm_engine::flops_per_token() const {
+  const auto& c = impl_->net->config();
+  return train::flops_per_token(parameter_count(), c.num_layers, c.hidden_size, impl_->spec.train.seq_len);
+}
+
+double causal_lm_engine::peak_flops() const {
+  return impl_->peak_flops;
 }
 
 step_result causal_lm_engine::train_step() { return impl_->step(); }

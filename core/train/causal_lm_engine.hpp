@@ -48,6 +48,10 @@ class causal_lm_engine {
   std::int64_t steps_done() const;
   std::int64_t parameter_count() const;
   std::int64_t global_batch() const;  // samples per step
+  // FLOPs of one token's training step (6N + 12·L·d·T, T = train.seq_len) and the dense bf16 peak
+  // of this rank's GPU (0 on CPU or an unknown card): the two sides of MFU (mfu.hpp).
+  double flops_per_token() const;
+  double peak_flops() const;
   // Runs the next step (a collective: every rank calls it). Throws cancelled_error when cancelled.
   step_result train_step();
   // Marks the next step's result checkpoint_requested on every rank (it travels with the step's

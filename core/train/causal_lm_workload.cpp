@@ -12,6 +12,7 @@
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/checkpointer.hpp"
 #include "core/train/metrics_log.hpp"
+#include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
 
 namespace cohort::core::train {
@@ -61,8 +62,9 @@ void causal_lm_workload::run(const worker_context& ctx) {
   while (engine.steps_done() < total) {
     if (checkpoints.take_request()) engine.request_checkpoint();
     const step_result last = engine.train_step();
-    report = step_report{last.step, total, last.loss, last.lr, last.grad_norm,
-                         last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0, 0,
+    const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
+    report = step_report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
+                         mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), ctx.world_size),
                          checkpoints.committed_step()};
     // Logged before it is saved: a crash in between resumes from an older checkpoint, whose
     // resume drops the later lines, so metrics.jsonl never misses a step.

@@ -38,14 +38,16 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
     if (options_.stage == 3) {
       release(i);
     } else {
-      for (auto& s : u.slots) s.param.set_data(s.param.data().to(options_.compute_dtype));
+      for (auto& s : u.slots)
+        s.param.set_data(s.param.data().to(options_.device, options_.compute_dtype));
     }
   }
 }
 
 torch::Tensor zero_optimizer::flatten(const unit& u, bool grads) const {
   std::vector<torch::Tensor> pieces;
-  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
+  const auto where = grads || u.slots.empty() ? options_.device : u.slots.front().param.device();
+  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(where);
   for (const auto& s : u.slots) {
     const torch::Tensor& t = grads ? s.param.grad() : s.param;
     pieces.push_back(t.defined() ? t.detach().reshape({-1}).to(torch::kFloat)
@@ -56,12 +58,27 @@ torch::Tensor zero_optimizer::flatten(const unit& u, bool grads) const {
   return torch::cat(pieces);
 }
 
-torch::Tensor zero_optimizer::gather_full(const unit& u) {
-  auto shard = u.master.to(options_.device);
+torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
+  auto shard = u.master.to(options_.device, dtype);
   if (parts() == 1) return shard;
   auto full = torch::empty({parts() * u.shard}, shard.options());
-  wait_(group_.all_gather(shard, full));
+  complete(group_.all_gather(shard, full));
   return full;
+}
+
+void zero_optimizer::complete(const std::shared_ptr<comm::work>& w) {
+  if (!options_.device.is_cuda()) {
+    wait_(w);
+    return;
+  }
+  w->wait_stream(group_.timeout());
+  unchecked_.push_back(w);
+}
+
+void zero_optimizer::synchronize() {
+  auto works = std::move(unchecked_);
+  unchecked_.clear();
+  for (const auto& w : works) wait_(w);
 }
 
 void zero_optimizer::assign(unit& u, const torch::Tensor& full) {
@@ -83,7 +100,7 @@ void zero_optimizer::prefetch(std::size_t u) {
   }
   pending_gather p;
   p.unit = u;
-  p.shard = units_[u].master.to(options_.device);
+  p.shard = units_[u].master.to(options_.device, options_.compute_dtype);
   p.full = torch::empty({parts() * units_[u].shard}, p.shard.options());
   p.work = group_.all_gather(p.shard, p.full);
   pending_.push_back(std::move(p));
@@ -95,11 +112,11 @@ void zero_optimizer::gather(std::size_t u) {
     if (it->unit != u) continue;
     auto p = std::move(*it);
     pending_.erase(it);
-    wait_(p.work);
+    complete(p.work);
     assign(units_.at(u), p.full);
     return;
   }
-  assign(units_.at(u), gather_full(units_.at(u)));
+  assign(units_.at(u), gather_full(units_.at(u), options_.compute_dtype));
 }
 
 void zero_optimizer::release(std::size_t u) {
@@ -117,37 +134,57 @@ void zero_optimizer::reduce_grads(std::size_t index) {
   auto& u = units_.at(index);
   auto flat = flatten(u, true);  // (parts * shard)
   if (options_.stage <= 1) {
-    wait_(group_.all_reduce(flat, comm::reduce_op::sum));
+    complete(group_.all_reduce(flat, comm::reduce_op::sum));
     u.grad.add_(flat.narrow(0, part() * u.shard, u.shard));
   } else {
     auto mine = torch::empty({u.shard}, flat.options());
-    wait_(group_.reduce_scatter(flat, mine, comm::reduce_op::sum));
+    complete(group_.reduce_scatter(flat, mine, comm::reduce_op::sum));
     u.grad.add_(mine);
   }
   for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
 }
 
 double zero_optimizer::grad_square_sum() const {
-  double sum = 0;
-  for (const auto& u : units_) sum += u.grad.to(torch::kDouble).pow(2).sum().item<double>();
-  return sum;
+  torch::Tensor sum;  // on the device: one host read for all units
+  for (const auto& u : units_) {
+    auto squares = u.grad.to(torch::kDouble).pow(2).sum();
+    sum = sum.defined() ? sum + squares : squares;
+  }
+  return sum.defined() ? sum.item<double>() : 0.0;
 }
 
 void zero_optimizer::step(const model::adamw_options& options, double clip_coef) {
   torch::NoGradGuard no_grad;
-  for (auto& u : units_) {
-    if (clip_coef != 1.0) u.grad.mul_(clip_coef);
-    // With offload this copies the gradient shard to the host, updates there and (below, in
-    // gather_full) copies the new weights back to the device.
-    auto grad = u.grad.to(opt_device_);
-    model::adamw_step(u.master, grad, u.adam, options);
-    if (options_.stage < 3) assign(u, gather_full(u));
+  if (opt_device_.is_cuda()) {
+    // Every unit's shard in one fused update.
+    std::vector<torch::Tensor> masters, grads;
+    std::vector<model::adamw_state*> states;
+    for (auto& u : units_) {
+      if (clip_coef != 1.0) u.grad.mul_(clip_coef);
+      masters.push_back(u.master);
+      grads.push_back(u.grad);
+      states.push_back(&u.adam);
+    }
+    model::adamw_step_many(masters, grads, states, options);
+    if (options_.stage < 3)
+      for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
+  } else {
+    for (auto& u : units_) {
+      if (clip_coef != 1.0) u.grad.mul_(clip_coef);
+      // With offload this copies the gradient shard to the host, updates there and (below, in
+      // gather_full) copies the new weights back to the device, one unit at a time.
+      auto grad = u.grad.to(opt_device_);
+      model::adamw_step(u.master, grad, u.adam, options);
+      if (options_.stage < 3) assign(u, gather_full(u, options_.compute_dtype));
+    }
   }
+  synchronize();
 }
 
 torch::Tensor zero_optimizer::full_weights() {
   std::vector<torch::Tensor> fulls;
-  for (auto& u : units_) fulls.push_back(gather_full(u).to(torch::kCPU));
+  for (auto& u : units_) fulls.push_back(gather_full(u, torch::kFloat).to(torch::kCPU));
+  synchronize();
   std::vector<torch::Tensor> pieces;
   for (const auto& [u, s] : order_) {
     const auto& sl = units_[u].slots[s];
@@ -170,7 +207,8 @@ std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) 
 
 void zero_optimizer::refresh_weights() {
   if (options_.stage == 3) return;
-  for (auto& u : units_) assign(u, gather_full(u));
+  for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
+  synchronize();
 }
 
 }  // namespace cohort::core::train

@@ -3,8 +3,10 @@
 // flattened to fp32 and split into equal shards, one per rank (stage 0: one shard, the whole unit,
 // on every rank). Each rank keeps the fp32 master copy and AdamW moments of its shards only (on the
 // host with offload), reduces gradients into its shards (all-reduce for stages 0-1,
-// reduce-scatter for 2-3) and gathers weights back (stages 1-2 after each update; stage 3 one unit
-// at a time, on demand). One per rank, used by one thread; holds the model's parameter tensors.
+// reduce-scatter for 2-3) and gathers weights back in the compute dtype (stages 1-2 after each
+// update; stage 3 one unit at a time, on demand). On CUDA the compute stream waits for each
+// collective without blocking the host; synchronize() checks their outcome. One per rank, used by
+// one thread; holds the model's parameter tensors.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +37,9 @@ using wait_function = std::function<void(const std::shared_ptr<comm::work>&)>;
 class zero_optimizer {
  public:
   // `params` are the model's weights (decoder_impl::hf_parameters()) holding the initial values,
-  // identical on every rank; with stage 3 they are released after the master shards are taken.
+  // identical on every rank, on options.device or on the host; they end up on options.device in
+  // the compute dtype. With stage 3 each unit is released (emptied) once its master shard is
+  // taken, so a model kept on the host until then never sits whole on the GPU.
   zero_optimizer(const std::vector<model::hf_parameter>& params, comm::process_group& group,
                  const zero_options& options, wait_function wait);
 
@@ -56,6 +60,9 @@ class zero_optimizer {
   // Reduces the gradients accumulated in unit u's weights (.grad) across ranks, adds this rank's
   // part to its gradient shard and clears the weights' .grad.
   void reduce_grads(std::size_t u);
+  // Waits on the host for every collective issued so far (cancellation-aware, through `wait`) and
+  // rethrows the first failure. Call it before reading results on the host (grad_square_sum).
+  void synchronize();
   // Sum of squares of this rank's gradient shards (fp64). Stage 0: of the whole gradient.
   double grad_square_sum() const;
   // Scales the gradient shards by clip_coef, runs AdamW on the master shards and brings the
@@ -101,8 +108,13 @@ class zero_optimizer {
   };
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
-  torch::Tensor flatten(const unit& u, bool grads) const;  // (parts * shard) fp32 on device
-  torch::Tensor gather_full(const unit& u);                // (parts * shard) fp32 on device
+  // (parts * shard) fp32: the weights (where they are) or the gradients (on device).
+  torch::Tensor flatten(const unit& u, bool grads) const;
+  // (parts * shard) in dtype on device: every rank's master shard.
+  torch::Tensor gather_full(const unit& u, torch::ScalarType dtype);
+  // Orders the compute stream after `w` (CUDA) and remembers it for synchronize(); waits on the
+  // host elsewhere.
+  void complete(const std::shared_ptr<comm::work>& w);
   struct pending_gather {
     std::size_t unit = 0;
     std::shared_ptr<comm::work> work;
@@ -116,6 +128,7 @@ class zero_optimizer {
   torch::Device opt_device_;
   std::vector<unit> units_;
   std::vector<pending_gather> pending_;
+  std::vector<std::shared_ptr<comm::work>> unchecked_;  // stream-ordered, not yet host-checked
   std::vector<std::pair<std::size_t, std::size_t>> order_;  // hf_parameters() index -> (unit, slot)
   std::int64_t parameter_count_ = 0;
 };

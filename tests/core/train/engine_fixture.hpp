@@ -1,6 +1,6 @@
 // Shared set-up of the engine tests: a tiny job spec on tiny_data.hpp's data set and model, and a
-// helper that runs a job on W ranks as threads (Gloo through an in-process store) and returns each
-// rank's losses and final weights.
+// helper that runs a job on W ranks as threads (Gloo, or NCCL on GPUs, through an in-process store)
+// and returns each rank's losses and final weights.
 #pragma once
 
 #include <cstdint>
@@ -47,13 +47,19 @@ struct run_output {
   std::vector<float> weights;
 };
 
-// Runs `spec` on spec.scaling.num_workers ranks; throws the first rank's error.
+// Runs `spec` on spec.scaling.num_workers ranks (with scaling.use_gpu: NCCL, rank r on GPU
+// r % devices, as a worker would); throws the first rank's error.
 inline std::vector<run_output> run_job(const config::job_spec& spec) {
   const int world = spec.scaling.num_workers;
   auto store = std::make_shared<core::comm::memory_store>();
   const auto prefix = unique_prefix("engine");
   auto results = run_ranks<run_output>(world, [&](int rank) {
-    auto group = core::comm::make_process_group(gloo_options(store, rank, world, prefix));
+    auto options = gloo_options(store, rank, world, prefix);
+    if (spec.scaling.use_gpu) {
+      options.backend = core::comm::backend_kind::nccl;
+      options.cuda_device = core::train::causal_lm_engine::cuda_device_for(rank);
+    }
+    auto group = core::comm::make_process_group(options);
     core::train::causal_lm_engine engine(spec, *group);
     run_output out;
     while (engine.steps_done() < engine.total_steps()) out.steps.push_back(engine.train_step());

@@ -1,5 +1,7 @@
 // The causal_lm workload as a worker runs it: make_workload, rendezvous through a TCP store
 // server, rank 0's metrics.jsonl and reports, cancellation.
+#include "core/train/causal_lm_engine.hpp"
+#include "core/train/mfu.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 #include "tests/core/train/workload_runs.hpp"
 
@@ -55,4 +57,36 @@ TEST_CASE("a cancelled causal_lm workload stops with cancelled_error", "[core][t
     REQUIRE(r.error);
     CHECK_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
   }
+}
+
+TEST_CASE("on two GPUs rank 0's metrics.jsonl carries the MFU against the card's bf16 peak",
+          "[core][train][.gpu]") {
+  if (core::train::causal_lm_engine::cuda_device_for(1) != 1)
+    FAIL("this test needs 2 CUDA devices; this machine has fewer");
+  temp_dir tmp;
+  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 3, false);
+  spec.scaling.use_gpu = true;
+  spec.train.dtype = config::precision::bf16;
+  spec.train.max_steps = 4;
+  const auto results = test::run_workload(spec, tmp.path("run"));
+  for (const auto& r : results) REQUIRE(r.error_text() == "");
+  const double peak = core::train::peak_bf16_flops(core::train::cuda_device_name(0));
+  INFO("device 0: '" << core::train::cuda_device_name(0) << "', bf16 peak " << peak);
+  std::ifstream in(tmp.path("run") + "/metrics.jsonl");
+  REQUIRE(in);
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const auto j = nlohmann::json::parse(line);
+    if (peak == 0) {
+      CHECK_FALSE(j.contains("mfu"));  // an unknown card: no MFU rather than a wrong one
+      continue;
+    }
+    REQUIRE(j.contains("mfu"));
+    const double tokens_per_s = j["tokens_per_s"].get<double>();
+    CHECK(j["mfu"].get<double>() > 0);
+    CHECK(j["mfu"].get<double>() < 1);
+    // tiny_llama_config: N = 37,792 parameters, L = 2, d = 32; T = train.seq_len = 16.
+    CHECK(j["mfu"].get<double>() * 2 * peak / tokens_per_s == Approx(6.0 * 37'792 + 12.0 * 2 * 32 * 16));
+  }
+  CHECK(lines == 4);
 }

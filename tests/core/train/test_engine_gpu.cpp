@@ -1,0 +1,73 @@
+// The engine on GPUs (hidden tag [.gpu]: run on a machine with two CUDA devices as
+// `test_core_train "[gpu]"`): NCCL, every ZeRO stage, fp32 and bf16, against the CPU run.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/core/train/engine_fixture.hpp"
+
+#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+
+using namespace cohort;
+using cohort::test::temp_dir;
+
+namespace {
+
+double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+
+double worst_loss_gap(const test::run_output& a, const test::run_output& b) {
+  REQUIRE(a.steps.size() == b.steps.size());
+  double worst = 0;
+  for (std::size_t k = 0; k < a.steps.size(); ++k)
+    worst = std::max(worst, relative(a.steps[k].loss, b.steps[k].loss));
+  return worst;
+}
+
+double worst_weight_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0, largest = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+    largest = std::max(largest, std::abs(static_cast<double>(b[i])));
+  }
+  return worst / largest;
+}
+
+void require_two_gpus() {
+  if (core::train::causal_lm_engine::cuda_device_for(1) != 1)
+    FAIL("these tests need 2 CUDA devices; this machine has fewer");
+}
+
+}  // namespace
+
+TEST_CASE("on two GPUs over NCCL every ZeRO stage trains as on the CPU: fp32 closely, bf16 within "
+          "bf16 rounding", "[core][train][.gpu]") {
+  require_two_gpus();
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const auto cpu = test::run_job(test::tiny_job(data, 2, 0, false));
+  std::vector<test::run_output> bf16_runs;
+  for (int stage = 0; stage <= 3; ++stage) {
+    INFO("stage " << stage);
+    auto spec = test::tiny_job(data, 2, stage, false);
+    spec.scaling.use_gpu = true;
+    const auto fp32 = test::run_job(spec);
+    CHECK(fp32[1].weights == fp32[0].weights);
+    CHECK(worst_loss_gap(fp32[0], cpu[0]) <= 1e-4);
+    CHECK(worst_weight_gap(fp32[0].weights, cpu[0].weights) <= 1e-3);
+
+    spec.train.dtype = config::precision::bf16;
+    const auto bf16 = test::run_job(spec);
+    const double gap = worst_loss_gap(bf16[0], cpu[0]);
+    CAPTURE(gap);
+    CHECK(gap > 0);     // it really computed in bf16
+    CHECK(gap < 0.03);  // and tracked fp32
+    CHECK(bf16[0].steps.back().loss < bf16[0].steps.front().loss - 0.5);
+    bf16_runs.push_back(bf16[0]);
+  }
+  for (std::size_t s = 1; s < bf16_runs.size(); ++s) {
+    INFO("bf16, stage " << s << " against stage 0");
+    CHECK(worst_loss_gap(bf16_runs[s], bf16_runs[0]) < 0.02);
+  }
+}
