@@ -211,3 +211,32 @@ TEST_CASE("run.resume false refuses a run directory that holds committed checkpo
     CHECK_THAT(r.error_text(), Catch::Contains("run.resume is false") && Catch::Contains("step-00000004"));
   }
 }
+
+TEST_CASE("on two GPUs a run stopped after a checkpoint and started again continues where it stopped",
+          "[core][train][ckpt][.gpu]") {
+  if (core::train::causal_lm_engine::cuda_device_for(1) != 1)
+    FAIL("this test needs 2 CUDA devices; this machine has fewer");
+  const int stage = GENERATE(1, 3);
+  INFO("ZeRO stage " << stage);
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, stage);
+  spec.scaling.use_gpu = true;
+  require_ok(test::run_workload(spec, tmp.path("straight")));
+  run_until(spec, tmp.path("resumed"), 6);
+  test::run_options again;
+  again.attempt = 1;
+  require_ok(test::run_workload(spec, tmp.path("resumed"), again));
+
+  const auto a = losses(tmp.path("straight")), b = losses(tmp.path("resumed"));
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
+  const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
+  const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
+  int identical = 0;
+  for (const auto& [name, bytes] : straight) {
+    INFO(name);
+    CHECK(relative_difference(bytes, resumed.at(name)) <= 1e-6);
+    identical += bytes == resumed.at(name) ? 1 : 0;
+  }
+  WARN(identical << " of " << straight.size() << " checkpoint tensors bitwise identical");
+}
