@@ -26,14 +26,15 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
-#include "tests/core/ckpt/ckpt_tool.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tool_run.hpp"
 
 namespace fs = std::filesystem;
 namespace model = cohort::core::model;
 using namespace cohort::core::ckpt;
-using namespace cohort::core::ckpt::testing;
+using cohort::test::run_tool;
 using cohort::test::temp_dir;
+using cohort::test::tool_result;
 using nlohmann::json;
 
 namespace {
@@ -370,23 +371,24 @@ TEST_CASE("cohort-ckpt export writes a loadable directory (exit 0), refuses a ba
   const std::string ckpt = step_dir(tmp.path(), 40);
   write_model_checkpoint(ckpt, *m, 2, extra_for(*m, {tmp.path("absent/tokenizer.json")}));
 
-  const run_result ok = run_tool("export " + ckpt + " --hf " + tmp.path("out") + " --dtype bf16 --max-shard-size 2KB");
-  INFO(ok.output);
-  CHECK(ok.status == 0);
-  CHECK_THAT(ok.output, Catch::Contains("model.safetensors.index.json") && Catch::Contains("model-00001-of-") &&
-                            Catch::Contains("warning") && Catch::Contains("absent/tokenizer.json"));
+  const tool_result ok =
+      run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("out") + " --dtype bf16 --max-shard-size 2KB");
+  INFO("stdout: " << ok.out << "\nstderr: " << ok.err);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("model.safetensors.index.json") && Catch::Contains("model-00001-of-"));
+  CHECK_THAT(ok.err, Catch::Contains("warning") && Catch::Contains("absent/tokenizer.json"));
   check_same_weights(*model::load_hf_model(tmp.path("out")), *m, torch::kBFloat16);
 
   // Each run loads libtorch (about a second here): one run per exit path.
   fs::remove(fs::path(ckpt) / "rank-00000.json");
-  const run_result broken = run_tool("export " + ckpt + " --hf " + tmp.path("out2"));
-  CHECK(broken.status == 1);
-  CHECK_THAT(broken.output, Catch::Contains("rank-00000.json") && Catch::Contains("missing"));
+  const tool_result broken = run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("out2"));
+  CHECK(broken.code == 1);
+  CHECK_THAT(broken.err, Catch::Contains("rank-00000.json") && Catch::Contains("missing"));
   CHECK_FALSE(fs::exists(tmp.path("out2")));
 
-  const run_result no_out = run_tool("export " + ckpt);
-  CHECK(no_out.status == 2);
-  CHECK_THAT(no_out.output, Catch::Contains("--hf") && Catch::Contains("export CKPT --hf OUT"));
-  CHECK(run_tool("export " + ckpt + " --hf " + tmp.path("o") + " --dtype fp16").status == 2);
-  CHECK(run_tool("export " + ckpt + " --hf " + tmp.path("o") + " --max-shard-size 5XB").status == 2);
+  const tool_result no_out = run_tool("cohort-ckpt", "export " + ckpt);
+  CHECK(no_out.code == 2);
+  CHECK_THAT(no_out.err, Catch::Contains("--hf") && Catch::Contains("export CKPT --hf OUT"));
+  CHECK(run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("o") + " --dtype fp16").code == 2);
+  CHECK(run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("o") + " --max-shard-size 5XB").code == 2);
 }

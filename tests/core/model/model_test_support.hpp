@@ -1,4 +1,4 @@
-// Helpers for the core/model tests: fixture paths, JSON files, scratch directories. No torch.
+// Helpers for the core/model tests: fixture paths, reading JSON and text files, writing files. No torch.
 #pragma once
 
 #include <cstdlib>
@@ -47,26 +47,5 @@ inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
-
-// A fresh directory under the system temp dir, removed with everything in it on destruction.
-class scratch_dir {
- public:
-  scratch_dir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cohort-model-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace cohort::test
