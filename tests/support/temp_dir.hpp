@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include <unistd.h>
@@ -34,9 +35,13 @@ class temp_dir {
   std::string path(const std::string& child) const { return (path_ / child).string(); }
   // Writes `content` to `name` (creating its directories); returns the file's path.
   std::string write(const std::string& name, const std::string& content) const {
-    std::filesystem::create_directories(std::filesystem::path(path(name)).parent_path());
-    std::ofstream(path(name), std::ios::binary) << content;
-    return path(name);
+    const std::string file = path(name);
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+    std::ofstream out(file, std::ios::binary);
+    out << content;
+    out.close();
+    if (!out) throw std::runtime_error("cannot write " + file);
+    return file;
   }
 
  private:

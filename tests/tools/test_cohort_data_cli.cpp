@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "core/data/shard_writer.hpp"
+#include "tests/support/shared_data.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tool_run.hpp"
 
@@ -19,12 +19,6 @@ using nlohmann::json;
 namespace cd = cohort::core::data;
 
 namespace {
-
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) FAIL(std::string("environment variable ") + name + " is not set (run through ctest)");
-  return v;
-}
 
 // cohort-data with `arguments` (shell-quoted by the caller).
 cohort::test::tool_result cohort_data(const std::string& arguments) { return run_tool("cohort-data", arguments); }
@@ -165,9 +159,7 @@ TEST_CASE("cohort-data rejects usage errors and bad input with exit code 2", "[t
 }
 
 TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with a real tokenizer", "[tools][data]") {
-  const std::string shared = env_or_fail("COHORT_SHARED");
-  const std::string model = shared + "/data/llama2-tokenizer.model";
-  if (!std::ifstream(model)) FAIL(model + " is missing: the shared data set is required by this test");
+  const std::string model = cohort::test::shared_file("data/llama2-tokenizer.model");
   temp_dir tmp;
   tmp.write("sft.jsonl",
             "{\"q\": \"What is 2+2?\", \"a\": \"<BOT> 4\"}\n{\"q\": \"Name a colour.\", \"a\": \"Blue.\"}\n"

@@ -2,8 +2,6 @@
 // question/answer template gives one sample per line, the answer (and EOS) in the loss, the prompt
 // masked out.
 #include <catch2/catch.hpp>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,22 +11,12 @@
 #include "core/data/dataset.hpp"
 #include "core/data/verify.hpp"
 #include "core/tokenizer/tokenizer.hpp"
+#include "tests/support/shared_data.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::data;
+using cohort::test::shared_file;
 using cohort::test::temp_dir;
-
-namespace {
-
-std::string shared_file(const std::string& rel) {
-  const char* shared = std::getenv("COHORT_SHARED");
-  if (shared == nullptr) FAIL("COHORT_SHARED is not set; run through ctest or export COHORT_SHARED=/work/shared");
-  const auto path = std::string(shared) + "/" + rel;
-  if (!std::filesystem::exists(path)) FAIL(path + " is missing: the shared data set is required by this test");
-  return path;
-}
-
-}  // namespace
 
 TEST_CASE("gsm8k train builds into 7473 SFT samples with answers in the loss and prompts masked", "[core][data]") {
   const auto jsonl = shared_file("data/gsm8k-train.jsonl");

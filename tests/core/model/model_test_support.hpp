@@ -1,8 +1,6 @@
 // Helpers for the core/model tests: fixture paths, reading JSON and text files, writing files. No torch.
 #pragma once
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -10,17 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/shared_data.hpp"
+
 namespace cohort::test {
 
 // $COHORT_SHARED/fixtures/hf/<name>; throws (failing the test) when the data is missing.
 inline std::string shared_fixture(const std::string& name) {
-  const char* shared = std::getenv("COHORT_SHARED");
-  if (!shared) throw std::runtime_error("COHORT_SHARED is not set (run the tests through ctest)");
-  const std::string dir = std::string(shared) + "/fixtures/hf/" + name;
-  if (!std::filesystem::exists(dir + "/reference.json")) {
-    throw std::runtime_error(dir + "/reference.json is missing: the shared HF fixtures are needed");
-  }
-  return dir;
+  shared_file("fixtures/hf/" + name + "/reference.json");  // a complete fixture has its reference
+  return shared_file("fixtures/hf/" + name);
 }
 
 // tests/core/model/fixtures/<name>: references written by transformers 5.17 (see generate.py).
