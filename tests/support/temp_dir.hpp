@@ -4,12 +4,12 @@
 
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <stdexcept>
 #include <string>
 
 #include <unistd.h>
+
+#include "tests/support/files.hpp"
 
 namespace cohort::test {
 
@@ -37,10 +37,7 @@ class temp_dir {
   std::string write(const std::string& name, const std::string& content) const {
     const std::string file = path(name);
     std::filesystem::create_directories(std::filesystem::path(file).parent_path());
-    std::ofstream out(file, std::ios::binary);
-    out << content;
-    out.close();
-    if (!out) throw std::runtime_error("cannot write " + file);
+    write_file(file, content);
     return file;
   }
 

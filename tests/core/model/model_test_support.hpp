@@ -1,13 +1,11 @@
-// Helpers for the core/model tests: fixture paths, reading JSON and text files, writing files. No torch.
+// Helpers for the core/model tests: fixture paths and reading JSON files. No torch.
 #pragma once
 
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/files.hpp"
 #include "tests/support/shared_data.hpp"
 
 namespace cohort::test {
@@ -23,24 +21,6 @@ inline std::string local_fixture(const std::string& name) {
   return std::string(COHORT_MODEL_FIXTURES) + "/" + name;
 }
 
-inline nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str());
-}
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
 
 }  // namespace cohort::test

@@ -135,7 +135,7 @@ TEST_CASE("a streamed safetensors file takes tensors in pieces and appears only 
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
   // The header is the one write_safetensors writes for the same tensors.
   write_safetensors(dir.path("w.safetensors"), {{"a", "F32", {2, 2}, a, sizeof a}, {"b", "BF16", {2}, b, sizeof b}});
-  CHECK(cohort::test::read_text(path) == cohort::test::read_text(dir.path("w.safetensors")));
+  CHECK(cohort::test::read_file(path) == cohort::test::read_file(dir.path("w.safetensors")));
   safetensors_reader r(path);
   float back[4];
   r.read(r.at("a"), back);
