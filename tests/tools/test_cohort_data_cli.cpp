@@ -4,15 +4,16 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/data/shard_writer.hpp"
+#include "tests/support/json_lines.hpp"
 #include "tests/support/shared_data.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tool_run.hpp"
 
+using cohort::test::parse_json_lines;
 using cohort::test::run_tool;
 using cohort::test::temp_dir;
 using nlohmann::json;
@@ -22,15 +23,6 @@ namespace {
 
 // cohort-data with `arguments` (shell-quoted by the caller).
 cohort::test::tool_result cohort_data(const std::string& arguments) { return run_tool("cohort-data", arguments); }
-
-std::vector<json> json_lines(const std::string& out) {
-  std::vector<json> lines;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) lines.push_back(json::parse(line));
-  return lines;
-}
 
 // n samples of 1..8 tokens each, no mask.
 std::string write_dataset(const temp_dir& tmp, int n) {
@@ -92,7 +84,7 @@ TEST_CASE("cohort-data batches: same global batch on 1, 2, 4, 8 ranks gives the 
       const auto res = cohort_data("batches " + dir + geometry(w, b, g) + " --rank " + std::to_string(r) +
                                        " --seed 77 --start-step 0 --steps 12");
       REQUIRE(res.code == 0);
-      const auto lines = json_lines(res.out);
+      const auto lines = parse_json_lines(res.out);
       REQUIRE(lines.size() == 12);
       for (int k = 0; k < 12; ++k) {
         CHECK(lines[static_cast<std::size_t>(k)]["step"] == k);
@@ -120,8 +112,8 @@ TEST_CASE("cohort-data batches: same global batch on 1, 2, 4, 8 ranks gives the 
 TEST_CASE("cohort-data batches --start-step K prints what continuing from step 0 prints at K", "[tools][data]") {
   temp_dir tmp;
   const auto dir = write_dataset(tmp, 100);
-  const auto all = json_lines(cohort_data("batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 0 --steps 20").out);
-  const auto resumed = json_lines(cohort_data("batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 13 --steps 7").out);
+  const auto all = parse_json_lines(cohort_data("batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 0 --steps 20").out);
+  const auto resumed = parse_json_lines(cohort_data("batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 13 --steps 7").out);
   REQUIRE(all.size() == 20);
   REQUIRE(resumed.size() == 7);
   for (std::size_t i = 0; i < 7; ++i) CHECK(resumed[i] == all[13 + i]);
