@@ -4,12 +4,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/local_cluster.hpp"
 #include "tests/core/train/tiny_data.hpp"
+#include "tests/support/json_lines.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort::actors;
@@ -33,10 +33,7 @@ TEST_CASE("a causal_lm job on two workers trains a tiny Llama and logs every sec
   REQUIRE(last.state == job_state::succeeded);
   CHECK(last.step == 6);
 
-  std::ifstream in(dir.path() / "lm" / "metrics.jsonl");
-  REQUIRE(in);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  const auto lines = cohort::test::read_json_lines(dir.path() / "lm" / "metrics.jsonl");
   REQUIRE(lines.size() == 3);
   for (std::size_t i = 0; i < lines.size(); ++i) {
     CHECK(lines[i]["step"] == 2 * (i + 1));

@@ -8,7 +8,6 @@
 
 #include <condition_variable>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -35,13 +34,6 @@ int free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -172,7 +164,7 @@ command_result test_cluster::submit(const std::vector<std::string>& args,
   std::unique_lock<std::mutex> lock(m);
   if (!cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; }))
     throw std::runtime_error("submit did not finish within 120 s: " + cmd);
-  result.err = slurp(err_file);
+  result.err = read_file(err_file);
   return result;
 }
 
@@ -213,9 +205,7 @@ int test_cluster::worker_pid(const std::string& job_id, int rank, const std::str
 }
 
 std::string test_cluster::write_job(const std::string& json_text) {
-  auto path = dir_.str() + "/job-" + std::to_string(++jobs_written_) + ".json";
-  std::ofstream(path) << json_text;
-  return path;
+  return dir_.write("job-" + std::to_string(++jobs_written_) + ".json", json_text);
 }
 
 std::string lr_job(const std::string& name, int workers, int steps, double step_delay_s,

@@ -9,12 +9,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <thread>
 
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/json_lines.hpp"
 
 using namespace std::chrono_literals;
 using cohort::test::lr_job;
@@ -148,9 +149,9 @@ TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, 
   CHECK(jobs[0]["id"] == id);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
   CHECK(s["step"] == 100);
-  std::ifstream events(c.store() + "/jobs/" + id + "/events.jsonl");
   std::set<std::string> states;
-  for (std::string line; std::getline(events, line);) states.insert(json::parse(line)["state"]);
+  for (const auto& event : cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl"))
+    states.insert(event["state"]);
   CHECK(states.count("RUNNING") == 1);
   CHECK(states.count("SUCCEEDED") == 1);
 }
@@ -227,10 +228,8 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
   CHECK(c.submit({"logs", id}).out.find("resuming from") != std::string::npos);
 
   auto losses = [](const std::string& run_dir) {
-    std::ifstream in(run_dir + "/metrics.jsonl");
     std::vector<double> out;
-    for (std::string line; std::getline(in, line);) {
-      const auto j = json::parse(line);
+    for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl")) {
       REQUIRE(j["step"] == static_cast<int>(out.size()) + 1);
       out.push_back(j["loss"].get<double>());
     }
@@ -239,15 +238,10 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
   const std::string straight_dir = c.dir().str() + "/runs/straight";
   CHECK(losses(killed_dir).size() == 24);
   CHECK(losses(killed_dir) == losses(straight_dir));
-  auto bytes = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE(in);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   for (const char* shard : {"rank-00000.safetensors", "rank-00001.safetensors"}) {
     INFO(shard);
-    CHECK(bytes(killed_dir + "/checkpoints/step-00000024/" + shard) ==
-          bytes(straight_dir + "/checkpoints/step-00000024/" + shard));
+    CHECK(cohort::test::read_file(killed_dir + "/checkpoints/step-00000024/" + shard) ==
+          cohort::test::read_file(straight_dir + "/checkpoints/step-00000024/" + shard));
   }
 }
 
@@ -263,7 +257,7 @@ TEST_CASE("submit checkpoint makes a running job save a checkpoint after its nex
   auto asked = c.submit({"checkpoint", id});
   INFO(asked.out << asked.err);
   REQUIRE(asked.exit_code == 0);
-  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
   // every_steps 0: only the requested checkpoint and the final one.
   std::vector<std::string> steps;
   for (const auto& e : std::filesystem::directory_iterator(c.dir().str() + "/runs/asked/checkpoints"))

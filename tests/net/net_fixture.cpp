@@ -1,23 +1,10 @@
 #include "tests/net/net_fixture.hpp"
 
-#include <cstdlib>
 #include <thread>
 
 #include "tests/net/example_messages.hpp"
 
 namespace cohort::net::test {
-
-temp_dir::temp_dir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "cohort-net-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("cannot create a temporary directory from " + pattern);
-  path_ = pattern;
-}
-
-temp_dir::~temp_dir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

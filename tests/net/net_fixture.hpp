@@ -1,9 +1,8 @@
-// Helpers for the socket tests: a temporary store directory, a running echo server, raw sockets
-// that send arbitrary frames, and waiting for a condition with a deadline.
+// Helpers for the socket tests: a running echo server, raw sockets that send arbitrary frames, and
+// waiting for a condition with a deadline.
 #pragma once
 
 #include <chrono>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,17 +20,6 @@
 namespace cohort::net::test {
 
 using namespace std::chrono_literals;
-
-// A fresh directory under the system temp dir, removed on destruction.
-class temp_dir {
-public:
-  temp_dir();
-  ~temp_dir();
-  const std::filesystem::path& path() const { return path_; }
-
-private:
-  std::filesystem::path path_;
-};
 
 // Polls `condition` until it holds or `timeout` passes; returns its last value.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 5s);

@@ -2,7 +2,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <fstream>
 
 #include <sys/stat.h>
 
@@ -10,9 +9,11 @@
 #include "net/zap_handler.hpp"
 #include "tests/net/example_messages.hpp"
 #include "tests/net/net_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort::net;
 using namespace cohort::net::test;
+using cohort::test::temp_dir;
 
 namespace {
 
@@ -20,11 +21,6 @@ unsigned mode_of(const std::filesystem::path& file) {
   struct stat st {};
   REQUIRE(::stat(file.c_str(), &st) == 0);
   return st.st_mode & 0777;
-}
-
-void write_text(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream out(file);
-  out << text;
 }
 
 } // namespace
@@ -68,23 +64,23 @@ TEST_CASE("bad credentials files are refused with a message naming the file and 
   temp_dir dir;
   auto file = dir.path() / "creds.json";
   CHECK_THROWS_WITH(load_credentials(file), Catch::Contains("does not exist"));
-  write_text(file, "{not json");
+  dir.write("creds.json", "{not json");
   CHECK_THROWS_WITH(load_credentials(file), Catch::Contains("is not valid JSON"));
-  write_text(file, R"({"format": "cohort-credentials/1", "server_public_key": "x"})");
+  dir.write("creds.json", R"({"format": "cohort-credentials/1", "server_public_key": "x"})");
   CHECK_THROWS_WITH(load_credentials(file), Catch::Contains("missing field 'client_public_key'"));
   auto a = generate_curve_keypair();
   auto b = generate_curve_keypair();
-  write_text(file, R"({"format": "cohort-credentials/1", "server_public_key": "short",)"
-                   R"( "client_public_key": ")" + a.public_key + R"(", "client_secret_key": ")"
-                     + a.secret_key + "\"}");
+  dir.write("creds.json", R"({"format": "cohort-credentials/1", "server_public_key": "short",)"
+                          R"( "client_public_key": ")" + a.public_key + R"(", "client_secret_key": ")"
+                            + a.secret_key + "\"}");
   CHECK_THROWS_WITH(load_credentials(file),
                     Catch::Contains("'server_public_key' must be a 40-character Z85 CURVE key"));
-  write_text(file, R"({"format": "cohort-credentials/1", "server_public_key": ")" + b.public_key
-                     + R"(", "client_public_key": ")" + a.public_key
-                     + R"(", "client_secret_key": ")" + b.secret_key + "\"}");
+  dir.write("creds.json", R"({"format": "cohort-credentials/1", "server_public_key": ")" + b.public_key
+                            + R"(", "client_public_key": ")" + a.public_key
+                            + R"(", "client_secret_key": ")" + b.secret_key + "\"}");
   CHECK_THROWS_WITH(load_credentials(file),
                     Catch::Contains("the secret key does not belong to the public key"));
-  write_text(file, R"({"format": "something-else"})");
+  dir.write("creds.json", R"({"format": "something-else"})");
   CHECK_THROWS_WITH(load_credentials(file), Catch::Contains("field 'format'"));
 }
 

@@ -13,9 +13,11 @@
 #include "net/net_error.hpp"
 #include "tests/net/example_messages.hpp"
 #include "tests/net/net_fixture.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort::net;
 using namespace cohort::net::test;
+using cohort::test::temp_dir;
 
 namespace {
 

@@ -4,11 +4,12 @@
 
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 
 #include <unistd.h>
+
+#include "tests/support/files.hpp"
 
 namespace cohort::test {
 
@@ -34,9 +35,10 @@ class temp_dir {
   std::string path(const std::string& child) const { return (path_ / child).string(); }
   // Writes `content` to `name` (creating its directories); returns the file's path.
   std::string write(const std::string& name, const std::string& content) const {
-    std::filesystem::create_directories(std::filesystem::path(path(name)).parent_path());
-    std::ofstream(path(name), std::ios::binary) << content;
-    return path(name);
+    const std::string file = path(name);
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+    write_file(file, content);
+    return file;
   }
 
  private:

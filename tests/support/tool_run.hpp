@@ -7,10 +7,10 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
+
+#include "tests/support/files.hpp"
 
 namespace cohort::test {
 
@@ -36,10 +36,7 @@ inline tool_result run_tool(const std::string& program, const std::string& args)
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  std::stringstream err;
-  err << e.rdbuf();
-  r.err = err.str();
+  r.err = read_file(err_path);
   ::unlink(err_path);
   return r;
 }

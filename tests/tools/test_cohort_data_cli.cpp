@@ -1,62 +1,28 @@
 // The cohort-data command-line contracts (build, inspect, plan, batches, verify), run as a process.
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/data/shard_writer.hpp"
+#include "tests/support/json_lines.hpp"
+#include "tests/support/shared_data.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tool_run.hpp"
 
+using cohort::test::parse_json_lines;
+using cohort::test::run_tool;
 using cohort::test::temp_dir;
 using nlohmann::json;
 namespace cd = cohort::core::data;
 
 namespace {
 
-struct result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) FAIL(std::string("environment variable ") + name + " is not set (run through ctest)");
-  return v;
-}
-
-result run(const temp_dir& tmp, const std::string& arguments) {
-  const auto err_path = tmp.path("stderr.txt");
-  const std::string cmd = env_or_fail("COHORT_BIN") + "/cohort-data " + arguments + " 2>" + err_path;
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  std::ifstream e(err_path);
-  std::stringstream err;
-  err << e.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
-}
-
-std::vector<json> json_lines(const std::string& out) {
-  std::vector<json> lines;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) lines.push_back(json::parse(line));
-  return lines;
-}
+// cohort-data with `arguments` (shell-quoted by the caller).
+cohort::test::tool_result cohort_data(const std::string& arguments) { return run_tool("cohort-data", arguments); }
 
 // n samples of 1..8 tokens each, no mask.
 std::string write_dataset(const temp_dir& tmp, int n) {
@@ -89,14 +55,14 @@ std::string geometry(int w, int b, int g) {
 TEST_CASE("cohort-data inspect and plan print the contract's JSON fields", "[tools][data]") {
   temp_dir tmp;
   const auto dir = write_dataset(tmp, 1000);
-  const auto inspect = run(tmp, "inspect " + dir);
+  const auto inspect = cohort_data("inspect " + dir);
   REQUIRE(inspect.code == 0);
   const auto info = json::parse(inspect.out);
   CHECK(info["samples"] == 1000);
   CHECK(info["tokens"] == 125 * 36);
   CHECK(info["seq_len"] == 8);
   CHECK(info["vocab_size"] == 500);
-  const auto plan = run(tmp, "plan " + dir + geometry(4, 2, 3) + " --epochs 2");
+  const auto plan = cohort_data("plan " + dir + geometry(4, 2, 3) + " --epochs 2");
   REQUIRE(plan.code == 0);
   const auto p = json::parse(plan.out);
   CHECK(p["samples"] == 1000);
@@ -115,10 +81,10 @@ TEST_CASE("cohort-data batches: same global batch on 1, 2, 4, 8 ranks gives the 
   for (const auto& [w, b, g] : geometries) {
     std::vector<std::vector<std::int64_t>> unions(12);
     for (int r = 0; r < w; ++r) {
-      const auto res = run(tmp, "batches " + dir + geometry(w, b, g) + " --rank " + std::to_string(r) +
-                                    " --seed 77 --start-step 0 --steps 12");
+      const auto res = cohort_data("batches " + dir + geometry(w, b, g) + " --rank " + std::to_string(r) +
+                                       " --seed 77 --start-step 0 --steps 12");
       REQUIRE(res.code == 0);
-      const auto lines = json_lines(res.out);
+      const auto lines = parse_json_lines(res.out);
       REQUIRE(lines.size() == 12);
       for (int k = 0; k < 12; ++k) {
         CHECK(lines[static_cast<std::size_t>(k)]["step"] == k);
@@ -146,8 +112,8 @@ TEST_CASE("cohort-data batches: same global batch on 1, 2, 4, 8 ranks gives the 
 TEST_CASE("cohort-data batches --start-step K prints what continuing from step 0 prints at K", "[tools][data]") {
   temp_dir tmp;
   const auto dir = write_dataset(tmp, 100);
-  const auto all = json_lines(run(tmp, "batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 0 --steps 20").out);
-  const auto resumed = json_lines(run(tmp, "batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 13 --steps 7").out);
+  const auto all = parse_json_lines(cohort_data("batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 0 --steps 20").out);
+  const auto resumed = parse_json_lines(cohort_data("batches " + dir + geometry(2, 3, 2) + " --rank 1 --seed 5 --start-step 13 --steps 7").out);
   REQUIRE(all.size() == 20);
   REQUIRE(resumed.size() == 7);
   for (std::size_t i = 0; i < 7; ++i) CHECK(resumed[i] == all[13 + i]);
@@ -156,13 +122,13 @@ TEST_CASE("cohort-data batches --start-step K prints what continuing from step 0
 TEST_CASE("cohort-data verify exits 1 naming the corrupt shard, 0 when intact", "[tools][data]") {
   temp_dir tmp;
   const auto dir = write_dataset(tmp, 300);
-  CHECK(run(tmp, "verify " + dir).code == 0);
+  CHECK(cohort_data("verify " + dir).code == 0);
   {
     std::fstream f(dir + "/shard-00002.tokens", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(3);
     f.put('\x7f');
   }
-  const auto bad = run(tmp, "verify " + dir);
+  const auto bad = cohort_data("verify " + dir);
   CHECK(bad.code == 1);
   CHECK_THAT(bad.err, Catch::Contains("shard-00002.tokens"));
 }
@@ -170,54 +136,52 @@ TEST_CASE("cohort-data verify exits 1 naming the corrupt shard, 0 when intact", 
 TEST_CASE("cohort-data rejects usage errors and bad input with exit code 2", "[tools][data]") {
   temp_dir tmp;
   const auto dir = write_dataset(tmp, 50);
-  CHECK(run(tmp, "").code == 2);
-  CHECK(run(tmp, "frobnicate").code == 2);
-  CHECK(run(tmp, "plan " + dir + " --world-size 2").code == 2);
-  const auto rank = run(tmp, "batches " + dir + geometry(2, 1, 1) + " --rank 2 --seed 1");
+  CHECK(cohort_data("").code == 2);
+  CHECK(cohort_data("frobnicate").code == 2);
+  CHECK(cohort_data("plan " + dir + " --world-size 2").code == 2);
+  const auto rank = cohort_data("batches " + dir + geometry(2, 1, 1) + " --rank 2 --seed 1");
   CHECK(rank.code == 2);
   CHECK_THAT(rank.err, Catch::Contains("--rank"));
-  CHECK(run(tmp, "plan " + dir + geometry(8, 4, 4)).code == 2);  // global batch 128 > 50 samples
-  const auto missing = run(tmp, "inspect " + tmp.path("nope"));
+  CHECK(cohort_data("plan " + dir + geometry(8, 4, 4)).code == 2);  // global batch 128 > 50 samples
+  const auto missing = cohort_data("inspect " + tmp.path("nope"));
   CHECK(missing.code == 2);
   CHECK_THAT(missing.err, Catch::Contains("manifest.json"));
-  CHECK(run(tmp, "build --input x").code == 2);
-  CHECK(run(tmp, "plan --help").code == 0);
+  CHECK(cohort_data("build --input x").code == 2);
+  CHECK(cohort_data("plan --help").code == 0);
 }
 
 TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with a real tokenizer", "[tools][data]") {
-  const std::string shared = env_or_fail("COHORT_SHARED");
-  const std::string model = shared + "/data/llama2-tokenizer.model";
-  if (!std::ifstream(model)) FAIL(model + " is missing: the shared data set is required by this test");
+  const std::string model = cohort::test::shared_file("data/llama2-tokenizer.model");
   temp_dir tmp;
   tmp.write("sft.jsonl",
             "{\"q\": \"What is 2+2?\", \"a\": \"<BOT> 4\"}\n{\"q\": \"Name a colour.\", \"a\": \"Blue.\"}\n"
             "{\"q\": \"" + std::string(300, 'x') + "\", \"a\": \"cut\"}\n");
   tmp.write("tokens.json", "{\"tokens\": [\"<USER>\", \"<BOT>\"]}");
-  const auto sft = run(tmp, "build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
-                                " --template '<USER>{q}\\n{a}' --special-tokens " + tmp.path("tokens.json") +
-                                " --seq-len 64 --pad --out " + tmp.path("sft"));
+  const auto sft = cohort_data("build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
+                                   " --template '<USER>{q}\\n{a}' --special-tokens " + tmp.path("tokens.json") +
+                                   " --seq-len 64 --pad --out " + tmp.path("sft"));
   REQUIRE(sft.code == 0);
   CHECK_THAT(sft.err, Catch::Contains("1 samples longer than --seq-len 64 were truncated"));
-  const auto info = json::parse(run(tmp, "inspect " + tmp.path("sft")).out);
+  const auto info = json::parse(cohort_data("inspect " + tmp.path("sft")).out);
   CHECK(info["samples"] == 3);
   CHECK(info["seq_len"] == 64);
   CHECK(info["vocab_size"] == 32002);
   CHECK(info["truncated_samples"] == 1);
   CHECK(info["has_loss_mask"] == true);
-  CHECK(run(tmp, "verify " + tmp.path("sft")).code == 0);
+  CHECK(cohort_data("verify " + tmp.path("sft")).code == 0);
 
   tmp.write("book.txt", "It was the best of times, it was the worst of times.\n");
-  const auto text = run(tmp, "build --input " + tmp.path("book.txt") + " --tokenizer " + model +
-                                 " --seq-len 8 --pack --quiet --out " + tmp.path("text"));
+  const auto text = cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + model +
+                                    " --seq-len 8 --pack --quiet --out " + tmp.path("text"));
   REQUIRE(text.code == 0);
-  const auto t = json::parse(run(tmp, "inspect " + tmp.path("text")).out);
+  const auto t = json::parse(cohort_data("inspect " + tmp.path("text")).out);
   CHECK(t["kind"] == "pretrain");
   CHECK(t["samples"] == (t["tokens"].get<int>() + 7) / 8);
 
-  CHECK(run(tmp, "build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
-                     " --template '{q' --seq-len 8 --out " + tmp.path("bad")).code == 2);
-  CHECK(run(tmp, "build --input " + tmp.path("book.txt") + " --tokenizer " + tmp.path("none.model") +
-                     " --seq-len 8 --out " + tmp.path("bad")).code == 2);
-  CHECK(run(tmp, "build --input " + tmp.path("book.txt") + " --tokenizer " + model +
-                     " --seq-len 8 --pack --pad --out " + tmp.path("bad")).code == 2);
+  CHECK(cohort_data("build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
+                        " --template '{q' --seq-len 8 --out " + tmp.path("bad")).code == 2);
+  CHECK(cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + tmp.path("none.model") +
+                        " --seq-len 8 --out " + tmp.path("bad")).code == 2);
+  CHECK(cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + model +
+                        " --seq-len 8 --pack --pad --out " + tmp.path("bad")).code == 2);
 }

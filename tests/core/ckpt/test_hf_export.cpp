@@ -10,7 +10,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <sstream>
 
 #include "core/ckpt/bf16.hpp"
 #include "core/ckpt/ckpt_error.hpp"
@@ -26,14 +25,17 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
-#include "tests/core/ckpt/ckpt_tool.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tool_run.hpp"
 
 namespace fs = std::filesystem;
 namespace model = cohort::core::model;
 using namespace cohort::core::ckpt;
-using namespace cohort::core::ckpt::testing;
+using cohort::test::read_file;
+using cohort::test::run_tool;
 using cohort::test::temp_dir;
+using cohort::test::tool_result;
 using nlohmann::json;
 
 namespace {
@@ -113,13 +115,6 @@ json extra_for(const model::decoder_impl& m, const std::vector<std::string>& tok
   return {{"model_config", model::to_hf_json(m.config())}, {"tokenizer_files", tokenizer_files}};
 }
 
-std::string file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> listing(const fs::path& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
@@ -179,8 +174,8 @@ TEST_CASE("A 3-rank ZeRO checkpoint of a Llama exports in fp32 exactly as save_h
   CHECK(listing(tmp.path("out")) == listing(tmp.path("ref")));
   CHECK(stats.files == std::vector<std::string>{"config.json", "model.safetensors"});
   CHECK(tensor_names(tmp.path("out/model.safetensors")) == tensor_names(tmp.path("ref/model.safetensors")));
-  CHECK(file_bytes(tmp.path("out/model.safetensors")) == file_bytes(tmp.path("ref/model.safetensors")));
-  CHECK(json::parse(file_bytes(tmp.path("out/config.json"))) == json::parse(file_bytes(tmp.path("ref/config.json"))));
+  CHECK(read_file(tmp.path("out/model.safetensors")) == read_file(tmp.path("ref/model.safetensors")));
+  CHECK(json::parse(read_file(tmp.path("out/config.json"))) == json::parse(read_file(tmp.path("ref/config.json"))));
   CHECK(stats.tensors == m->hf_parameters().size());
   CHECK(stats.weight_bytes == static_cast<std::uint64_t>(m->parameter_count()) * 4);
   CHECK(stats.largest_buffer_bytes == largest_fp32_bytes(*m));
@@ -204,9 +199,9 @@ TEST_CASE("A bf16 export holds torch's bf16 rounding of the master weights and s
   ref.dtype = torch::kBFloat16;
   model::save_hf_model(*m, tmp.path("ref"), ref);
 
-  CHECK(file_bytes(tmp.path("out/model.safetensors")) == file_bytes(tmp.path("ref/model.safetensors")));
-  const json config = json::parse(file_bytes(tmp.path("out/config.json")));
-  CHECK(config == json::parse(file_bytes(tmp.path("ref/config.json"))));
+  CHECK(read_file(tmp.path("out/model.safetensors")) == read_file(tmp.path("ref/model.safetensors")));
+  const json config = json::parse(read_file(tmp.path("out/config.json")));
+  CHECK(config == json::parse(read_file(tmp.path("ref/config.json"))));
   CHECK(config.value("dtype", config.value("torch_dtype", "")) == "bfloat16");
   CHECK(stats.weight_bytes == static_cast<std::uint64_t>(m->parameter_count()) * 2);
   CHECK(stats.largest_buffer_bytes == largest_fp32_bytes(*m));  // the fp32 staging buffer
@@ -243,9 +238,9 @@ TEST_CASE("A tied GPT-2 exports without lm_head, sharded with an index like save
   CHECK(stats.files.size() == files.size());
   for (const auto& f : files) {
     INFO(f);
-    CHECK(file_bytes(tmp.path("out/" + f)) == file_bytes(tmp.path("ref/" + f)));
+    CHECK(read_file(tmp.path("out/" + f)) == read_file(tmp.path("ref/" + f)));
   }
-  const json index = json::parse(file_bytes(tmp.path("out/model.safetensors.index.json")));
+  const json index = json::parse(read_file(tmp.path("out/model.safetensors.index.json")));
   CHECK(index["metadata"]["total_size"] == stats.weight_bytes);
   CHECK(index["weight_map"].size() == m->hf_parameters().size());
   CHECK_FALSE(index["weight_map"].contains("lm_head.weight"));
@@ -268,8 +263,8 @@ TEST_CASE("Tokenizer files listed in the manifest are copied; a missing one is a
   write_model_checkpoint(ckpt, *m, 2, extra_for(*m, {tok, missing, tok_config}));
 
   const hf_export_stats stats = export_hf(ckpt, tmp.path("out"));
-  CHECK(file_bytes(tmp.path("out/tokenizer.json")) == "{\"model\": {}}");
-  CHECK(file_bytes(tmp.path("out/tokenizer_config.json")) == "{\"bos_token\": \"<s>\"}");
+  CHECK(read_file(tmp.path("out/tokenizer.json")) == "{\"model\": {}}");
+  CHECK(read_file(tmp.path("out/tokenizer_config.json")) == "{\"bos_token\": \"<s>\"}");
   CHECK_FALSE(fs::exists(tmp.path("out/tokenizer.model")));
   REQUIRE(stats.warnings.size() == 1);
   CHECK_THAT(stats.warnings[0], Catch::Contains(missing) && Catch::Contains("missing"));
@@ -370,23 +365,24 @@ TEST_CASE("cohort-ckpt export writes a loadable directory (exit 0), refuses a ba
   const std::string ckpt = step_dir(tmp.path(), 40);
   write_model_checkpoint(ckpt, *m, 2, extra_for(*m, {tmp.path("absent/tokenizer.json")}));
 
-  const run_result ok = run_tool("export " + ckpt + " --hf " + tmp.path("out") + " --dtype bf16 --max-shard-size 2KB");
-  INFO(ok.output);
-  CHECK(ok.status == 0);
-  CHECK_THAT(ok.output, Catch::Contains("model.safetensors.index.json") && Catch::Contains("model-00001-of-") &&
-                            Catch::Contains("warning") && Catch::Contains("absent/tokenizer.json"));
+  const tool_result ok =
+      run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("out") + " --dtype bf16 --max-shard-size 2KB");
+  INFO("stdout: " << ok.out << "\nstderr: " << ok.err);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("model.safetensors.index.json") && Catch::Contains("model-00001-of-"));
+  CHECK_THAT(ok.err, Catch::Contains("warning") && Catch::Contains("absent/tokenizer.json"));
   check_same_weights(*model::load_hf_model(tmp.path("out")), *m, torch::kBFloat16);
 
   // Each run loads libtorch (about a second here): one run per exit path.
   fs::remove(fs::path(ckpt) / "rank-00000.json");
-  const run_result broken = run_tool("export " + ckpt + " --hf " + tmp.path("out2"));
-  CHECK(broken.status == 1);
-  CHECK_THAT(broken.output, Catch::Contains("rank-00000.json") && Catch::Contains("missing"));
+  const tool_result broken = run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("out2"));
+  CHECK(broken.code == 1);
+  CHECK_THAT(broken.err, Catch::Contains("rank-00000.json") && Catch::Contains("missing"));
   CHECK_FALSE(fs::exists(tmp.path("out2")));
 
-  const run_result no_out = run_tool("export " + ckpt);
-  CHECK(no_out.status == 2);
-  CHECK_THAT(no_out.output, Catch::Contains("--hf") && Catch::Contains("export CKPT --hf OUT"));
-  CHECK(run_tool("export " + ckpt + " --hf " + tmp.path("o") + " --dtype fp16").status == 2);
-  CHECK(run_tool("export " + ckpt + " --hf " + tmp.path("o") + " --max-shard-size 5XB").status == 2);
+  const tool_result no_out = run_tool("cohort-ckpt", "export " + ckpt);
+  CHECK(no_out.code == 2);
+  CHECK_THAT(no_out.err, Catch::Contains("--hf") && Catch::Contains("export CKPT --hf OUT"));
+  CHECK(run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("o") + " --dtype fp16").code == 2);
+  CHECK(run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("o") + " --max-shard-size 5XB").code == 2);
 }

@@ -14,14 +14,16 @@
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/ckpt/retention.hpp"
-#include "tests/core/ckpt/ckpt_tool.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tool_run.hpp"
 
 namespace fs = std::filesystem;
 using namespace cohort::core::ckpt;
 using namespace cohort::core::ckpt::testing;
+using cohort::test::run_tool;
 using cohort::test::temp_dir;
+using cohort::test::tool_result;
 
 namespace {
 
@@ -194,19 +196,19 @@ TEST_CASE("cohort-ckpt verify names each problem and exits 1; ls lists steps", "
   for (std::uint64_t s : {10, 20, 30}) write_fake_checkpoint(step_dir(tmp.path(), s), s, 2, {{"loss", 0.5}});
   write_fake_rank(step_dir(tmp.path(), 40), 40, 2, 0);
 
-  const run_result good = run_tool("verify " + step_dir(tmp.path(), 10));
-  CHECK(good.status == 0);
-  CHECK_THAT(good.output, Catch::Contains("OK"));
+  const tool_result good = run_tool("cohort-ckpt", "verify " + step_dir(tmp.path(), 10));
+  CHECK(good.code == 0);
+  CHECK_THAT(good.out, Catch::Contains("OK"));
 
-  const run_result uncommitted = run_tool("verify " + step_dir(tmp.path(), 40));
-  CHECK(uncommitted.status == 1);
-  CHECK_THAT(uncommitted.output, Catch::Contains("no COMMITTED"));
+  const tool_result uncommitted = run_tool("cohort-ckpt", "verify " + step_dir(tmp.path(), 40));
+  CHECK(uncommitted.code == 1);
+  CHECK_THAT(uncommitted.err, Catch::Contains("no COMMITTED"));
 
   const fs::path shard20 = fs::path(step_dir(tmp.path(), 20)) / "rank-00001.safetensors";
   fs::resize_file(shard20, fs::file_size(shard20) / 2);
-  const run_result truncated = run_tool("verify " + step_dir(tmp.path(), 20));
-  CHECK(truncated.status == 1);
-  CHECK_THAT(truncated.output, Catch::Contains("rank-00001.safetensors") && Catch::Contains("truncated"));
+  const tool_result truncated = run_tool("cohort-ckpt", "verify " + step_dir(tmp.path(), 20));
+  CHECK(truncated.code == 1);
+  CHECK_THAT(truncated.err, Catch::Contains("rank-00001.safetensors") && Catch::Contains("truncated"));
 
   const fs::path shard30 = fs::path(step_dir(tmp.path(), 30)) / "rank-00000.safetensors";
   {
@@ -214,13 +216,13 @@ TEST_CASE("cohort-ckpt verify names each problem and exits 1; ls lists steps", "
     f.seekp(static_cast<std::streamoff>(fs::file_size(shard30) - 1));
     f.put('\x7f');
   }
-  const run_result flipped = run_tool("verify " + step_dir(tmp.path(), 30));
-  CHECK(flipped.status == 1);
-  CHECK_THAT(flipped.output, Catch::Contains("rank-00000.safetensors") && Catch::Contains("checksum mismatch"));
+  const tool_result flipped = run_tool("cohort-ckpt", "verify " + step_dir(tmp.path(), 30));
+  CHECK(flipped.code == 1);
+  CHECK_THAT(flipped.err, Catch::Contains("rank-00000.safetensors") && Catch::Contains("checksum mismatch"));
 
-  const run_result ls = run_tool("ls " + tmp.str() + " --score loss");
-  CHECK(ls.status == 0);
-  CHECK_THAT(ls.output, Catch::Contains("40") && Catch::Contains("incomplete") && Catch::Contains("committed") &&
-                            Catch::Contains("0.5"));
-  CHECK(run_tool("frobnicate x").status == 2);
+  const tool_result ls = run_tool("cohort-ckpt", "ls " + tmp.str() + " --score loss");
+  CHECK(ls.code == 0);
+  CHECK_THAT(ls.out, Catch::Contains("40") && Catch::Contains("incomplete") && Catch::Contains("committed") &&
+                         Catch::Contains("0.5"));
+  CHECK(run_tool("cohort-ckpt", "frobnicate x").code == 2);
 }

@@ -2,9 +2,6 @@
 // question/answer template gives one sample per line, the answer (and EOS) in the loss, the prompt
 // masked out.
 #include <catch2/catch.hpp>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,22 +10,13 @@
 #include "core/data/dataset.hpp"
 #include "core/data/verify.hpp"
 #include "core/tokenizer/tokenizer.hpp"
+#include "tests/support/json_lines.hpp"
+#include "tests/support/shared_data.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::data;
+using cohort::test::shared_file;
 using cohort::test::temp_dir;
-
-namespace {
-
-std::string shared_file(const std::string& rel) {
-  const char* shared = std::getenv("COHORT_SHARED");
-  if (shared == nullptr) FAIL("COHORT_SHARED is not set; run through ctest or export COHORT_SHARED=/work/shared");
-  const auto path = std::string(shared) + "/" + rel;
-  if (!std::filesystem::exists(path)) FAIL(path + " is missing: the shared data set is required by this test");
-  return path;
-}
-
-}  // namespace
 
 TEST_CASE("gsm8k train builds into 7473 SFT samples with answers in the loss and prompts masked", "[core][data]") {
   const auto jsonl = shared_file("data/gsm8k-train.jsonl");
@@ -56,9 +44,7 @@ TEST_CASE("gsm8k train builds into 7473 SFT samples with answers in the loss and
   CHECK(ds.info().loss_tokens < ds.info().tokens);
   CHECK(verify_dataset(tmp.path("gsm8k")).empty());
 
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(jsonl);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  const auto lines = cohort::test::read_json_lines(jsonl);
   REQUIRE(lines.size() == 7473);
   const auto bos = *tok->bos_id();
   const auto eos = *tok->eos_id();

@@ -1,26 +1,19 @@
-// Helpers for the core/model tests: fixture paths, JSON files, scratch directories. No torch.
+// Helpers for the core/model tests: fixture paths and reading JSON files. No torch.
 #pragma once
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "tests/support/files.hpp"
+#include "tests/support/shared_data.hpp"
 
 namespace cohort::test {
 
 // $COHORT_SHARED/fixtures/hf/<name>; throws (failing the test) when the data is missing.
 inline std::string shared_fixture(const std::string& name) {
-  const char* shared = std::getenv("COHORT_SHARED");
-  if (!shared) throw std::runtime_error("COHORT_SHARED is not set (run the tests through ctest)");
-  const std::string dir = std::string(shared) + "/fixtures/hf/" + name;
-  if (!std::filesystem::exists(dir + "/reference.json")) {
-    throw std::runtime_error(dir + "/reference.json is missing: the shared HF fixtures are needed");
-  }
-  return dir;
+  shared_file("fixtures/hf/" + name + "/reference.json");  // a complete fixture has its reference
+  return shared_file("fixtures/hf/" + name);
 }
 
 // tests/core/model/fixtures/<name>: references written by transformers 5.17 (see generate.py).
@@ -28,45 +21,6 @@ inline std::string local_fixture(const std::string& name) {
   return std::string(COHORT_MODEL_FIXTURES) + "/" + name;
 }
 
-inline nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str());
-}
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-inline void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// A fresh directory under the system temp dir, removed with everything in it on destruction.
-class scratch_dir {
- public:
-  scratch_dir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cohort-model-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~scratch_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
 
 }  // namespace cohort::test

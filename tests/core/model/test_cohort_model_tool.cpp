@@ -2,42 +2,23 @@
 // codes for usage errors and bad input.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "core/model/safetensors.hpp"
 #include "tests/core/model/model_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/tool_run.hpp"
 
 using cohort::test::read_json;
-using cohort::test::scratch_dir;
+using cohort::test::temp_dir;
 using nlohmann::json;
 
 namespace {
 
-struct result {
-  int code = -1;
-  std::string out;
-};
-
-// Runs $COHORT_BIN/cohort-model with `args` (shell-quoted by the caller), stdout captured,
-// stderr to `err_file` when given.
-result run_tool(const std::string& args, const std::string& err_file = "/dev/null") {
-  const char* bin = std::getenv("COHORT_BIN");
-  if (!bin) throw std::runtime_error("COHORT_BIN is not set (run the tests through ctest)");
-  const std::string cmd = std::string(bin) + "/cohort-model " + args + " 2>" + err_file;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) throw std::runtime_error("popen failed: " + cmd);
-  result r;
-  char buf[65536];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// cohort-model with `args` (shell-quoted by the caller).
+cohort::test::tool_result cohort_model(const std::string& args) { return cohort::test::run_tool("cohort-model", args); }
 
 std::map<std::string, std::vector<float>> read_f32(const std::string& file) {
   cohort::core::model::safetensors_reader r(file);
@@ -57,7 +38,7 @@ TEST_CASE("cohort-model eval prints the loss and logits transformers computed", 
   for (const char* name : {"tiny-llama", "tiny-gpt2"}) {
     const std::string dir = cohort::test::shared_fixture(name);
     INFO(dir);
-    const auto r = run_tool("eval --hf-dir " + dir + " --input-ids " + dir + "/reference.json");
+    const auto r = cohort_model("eval --hf-dir " + dir + " --input-ids " + dir + "/reference.json");
     REQUIRE(r.code == 0);
     const json got = json::parse(r.out);
     const json ref = read_json(dir + "/reference.json");
@@ -85,21 +66,21 @@ TEST_CASE("cohort-model step writes the weights of one clipped AdamW step", "[co
                                  cohort::test::local_fixture("gpt2-variant")}) {
     INFO(dir);
     const json s = read_json(dir + "/reference.json")["train_step"];
-    scratch_dir out;
+    temp_dir out;
     char args[1024];
     std::snprintf(args, sizeof args,
                   "step --hf-dir %s --input-ids %s/reference.json --lr %.17g --betas %.17g,%.17g "
                   "--eps %.17g --weight-decay %.17g --grad-clip %.17g --out %s/next",
                   dir.c_str(), dir.c_str(), s["lr"].get<double>(), s["betas"][0].get<double>(),
                   s["betas"][1].get<double>(), s["eps"].get<double>(),
-                  s["weight_decay"].get<double>(), s["grad_clip"].get<double>(), out.path().c_str());
-    const auto r = run_tool(args);
+                  s["weight_decay"].get<double>(), s["grad_clip"].get<double>(), out.str().c_str());
+    const auto r = cohort_model(args);
     REQUIRE(r.code == 0);
     const json summary = json::parse(r.out);
     CHECK(std::abs(summary["grad_norm"].get<double>() - s["grad_norm_before_clip"].get<double>()) < 1e-5);
     const auto before = read_f32(dir + "/model.safetensors");
     const auto want = read_f32(dir + "/after_one_step/model.safetensors");
-    const auto got = read_f32(out / "next/model.safetensors");
+    const auto got = read_f32(out.path("next/model.safetensors"));
     REQUIRE(got.size() == want.size());
     const double lr = s["lr"].get<double>(), decay = 1 - lr * s["weight_decay"].get<double>();
     std::size_t total_noise = 0, total = 0;
@@ -130,15 +111,15 @@ TEST_CASE("cohort-model step writes the weights of one clipped AdamW step", "[co
       total += values.size();
     }
     CHECK(total_noise < total / 20);
-    const json cfg = read_json(out / "next/config.json");
+    const json cfg = read_json(out.path("next/config.json"));
     CHECK(cfg["model_type"] == read_json(dir + "/config.json")["model_type"]);
-    CHECK(std::filesystem::exists(out / "next/generation_config.json"));
+    CHECK(std::filesystem::exists(out.path("next/generation_config.json")));
   }
 }
 
 TEST_CASE("cohort-model info reports family, parameters and memory per precision", "[core][model][tools]") {
   const std::string dir = cohort::test::shared_fixture("tiny-gpt2");
-  const auto r = run_tool("info --hf-dir " + dir);
+  const auto r = cohort_model("info --hf-dir " + dir);
   REQUIRE(r.code == 0);
   const json info = json::parse(r.out);
   CHECK(info["family"] == "gpt2");
@@ -153,26 +134,30 @@ TEST_CASE("cohort-model info reports family, parameters and memory per precision
 }
 
 TEST_CASE("cohort-model exits 2 with a message on usage errors and bad input", "[core][model][tools]") {
-  scratch_dir tmp;
-  const std::string err = tmp / "err";
+  temp_dir tmp;
   const std::string dir = cohort::test::shared_fixture("tiny-llama");
-  const auto message = [&] { return cohort::test::read_text(err); };
-  CHECK(run_tool("", err).code == 2);
-  CHECK(run_tool("--help").code == 0);
-  CHECK(run_tool("eval --help").code == 0);
-  CHECK(run_tool("frobnicate", err).code == 2);
-  CHECK_THAT(message(), Catch::Contains("unknown command"));
-  CHECK(run_tool("eval --hf-dir " + dir, err).code == 2);
-  CHECK_THAT(message(), Catch::Contains("input-ids"));
-  CHECK(run_tool("eval --hf-dir " + tmp.path() + " --input-ids " + dir + "/reference.json", err).code == 2);
-  CHECK_THAT(message(), Catch::Contains("config.json"));
-  cohort::test::write_file(tmp / "ids.json", R"({"input_ids": [[1, 2], [3]]})");
-  CHECK(run_tool("eval --hf-dir " + dir + " --input-ids " + tmp / "ids.json", err).code == 2);
-  CHECK_THAT(message(), Catch::Contains("equal lengths"));
-  cohort::test::write_file(tmp / "ids.json", R"({"input_ids": [[1, 2, 9999]]})");
-  CHECK(run_tool("eval --hf-dir " + dir + " --input-ids " + tmp / "ids.json", err).code == 2);
-  CHECK_THAT(message(), Catch::Contains("9999"));
-  CHECK(run_tool("step --hf-dir " + dir + " --input-ids " + dir + "/reference.json --lr 0.1 --betas 0.9 --out " +
-                     tmp / "o", err).code == 2);
-  CHECK_THAT(message(), Catch::Contains("--betas"));
+  CHECK(cohort_model("").code == 2);
+  CHECK(cohort_model("--help").code == 0);
+  CHECK(cohort_model("eval --help").code == 0);
+  const auto unknown = cohort_model("frobnicate");
+  CHECK(unknown.code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("unknown command"));
+  const auto no_ids = cohort_model("eval --hf-dir " + dir);
+  CHECK(no_ids.code == 2);
+  CHECK_THAT(no_ids.err, Catch::Contains("input-ids"));
+  const auto no_config = cohort_model("eval --hf-dir " + tmp.str() + " --input-ids " + dir + "/reference.json");
+  CHECK(no_config.code == 2);
+  CHECK_THAT(no_config.err, Catch::Contains("config.json"));
+  cohort::test::write_file(tmp.path("ids.json"), R"({"input_ids": [[1, 2], [3]]})");
+  const auto ragged = cohort_model("eval --hf-dir " + dir + " --input-ids " + tmp.path("ids.json"));
+  CHECK(ragged.code == 2);
+  CHECK_THAT(ragged.err, Catch::Contains("equal lengths"));
+  cohort::test::write_file(tmp.path("ids.json"), R"({"input_ids": [[1, 2, 9999]]})");
+  const auto out_of_vocab = cohort_model("eval --hf-dir " + dir + " --input-ids " + tmp.path("ids.json"));
+  CHECK(out_of_vocab.code == 2);
+  CHECK_THAT(out_of_vocab.err, Catch::Contains("9999"));
+  const auto one_beta = cohort_model("step --hf-dir " + dir + " --input-ids " + dir +
+                                     "/reference.json --lr 0.1 --betas 0.9 --out " + tmp.path("o"));
+  CHECK(one_beta.code == 2);
+  CHECK_THAT(one_beta.err, Catch::Contains("--betas"));
 }

@@ -4,6 +4,7 @@
 #include "core/model/model_config.hpp"
 #include "core/model/model_error.hpp"
 #include "tests/core/model/model_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::model;
 using nlohmann::json;
@@ -152,14 +153,14 @@ TEST_CASE("malformed configs are refused naming the file and the key", "[core][m
 }
 
 TEST_CASE("a config file that is not JSON is refused naming the file", "[core][model]") {
-  cohort::test::scratch_dir dir;
-  cohort::test::write_file(dir / "config.json", "{\"model_type\": \"llama\",");
+  cohort::test::temp_dir dir;
+  cohort::test::write_file(dir.path("config.json"), "{\"model_type\": \"llama\",");
   try {
-    read_config(dir.path());
+    read_config(dir.str());
     FAIL("accepted");
   } catch (const model_error& e) {
     CHECK(e.code() == model_errc::bad_config);
-    CHECK_THAT(e.what(), Catch::Contains(dir / "config.json") && Catch::Contains("not valid JSON"));
+    CHECK_THAT(e.what(), Catch::Contains(dir.path("config.json")) && Catch::Contains("not valid JSON"));
   }
-  CHECK_THROWS_WITH(read_config(dir / "absent"), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(read_config(dir.path("absent")), Catch::Contains("cannot open"));
 }

@@ -7,13 +7,14 @@
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
 #include "tests/core/model/model_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 // libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
 #undef CHECK
 #include <catch2/catch.hpp>
 
 using namespace cohort::core::model;
-using cohort::test::scratch_dir;
+using cohort::test::temp_dir;
 using nlohmann::json;
 
 namespace {
@@ -62,9 +63,9 @@ TEST_CASE("every family builds, runs forward and backward, saves and reloads exa
       INFO(p.name);
       CHECK(p.tensor.grad().defined());
     }
-    scratch_dir dir;
-    save_hf_model(*model, dir.path());
-    auto again = load_hf_model(dir.path());
+    temp_dir dir;
+    save_hf_model(*model, dir.str());
+    auto again = load_hf_model(dir.str());
     model->eval();
     torch::NoGradGuard no_grad;
     CHECK(torch::equal(again->forward(ids).logits, model->forward(ids).logits));

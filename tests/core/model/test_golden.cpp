@@ -9,6 +9,7 @@
 #include "core/model/model_error.hpp"
 #include "core/model/safetensors.hpp"
 #include "tests/core/model/model_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 // libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
 #undef CHECK
@@ -16,7 +17,7 @@
 
 using namespace cohort::core::model;
 using cohort::test::read_json;
-using cohort::test::scratch_dir;
+using cohort::test::temp_dir;
 using nlohmann::json;
 
 namespace {
@@ -155,13 +156,13 @@ TEST_CASE("a model saved and loaded again is bit for bit the same", "[core][mode
   for (const auto& dir : golden_dirs()) {
     INFO(dir);
     auto model = load_hf_model(dir);  // in the stored dtype
-    scratch_dir out;
+    temp_dir out;
     save_options so;
     so.copy_files_from = dir;
-    save_hf_model(*model, out.path(), so);
-    CHECK(std::filesystem::exists(out / "generation_config.json"));
+    save_hf_model(*model, out.str(), so);
+    CHECK(std::filesystem::exists(out.path("generation_config.json")));
     const auto original = read_weights(dir);
-    const auto saved = read_weights(out.path());
+    const auto saved = read_weights(out.str());
     CHECK(saved.size() == model->hf_parameters().size());
     for (const auto& [name, t] : saved) {
       INFO(name);
@@ -169,13 +170,13 @@ TEST_CASE("a model saved and loaded again is bit for bit the same", "[core][mode
       CHECK(torch::equal(t, original.at(name)));
     }
     // Same dtypes on disk, same config fields.
-    const json a = read_json(dir + "/config.json"), b = read_json(out / "config.json");
+    const json a = read_json(dir + "/config.json"), b = read_json(out.path("config.json"));
     for (const auto& [key, value] : a.items()) {
       if (key == "transformers_version") continue;
       INFO(key);
       CHECK(b.at(key) == value);
     }
-    auto again = load_hf_model(out.path());
+    auto again = load_hf_model(out.str());
     for (std::size_t i = 0; i < again->hf_parameters().size(); ++i) {
       CHECK(again->hf_parameters()[i].tensor.scalar_type() == model->hf_parameters()[i].tensor.scalar_type());
       CHECK(torch::equal(again->hf_parameters()[i].tensor, model->hf_parameters()[i].tensor));
@@ -186,22 +187,22 @@ TEST_CASE("a model saved and loaded again is bit for bit the same", "[core][mode
 TEST_CASE("a model above the shard limit is written as shards with an index", "[core][model]") {
   const std::string dir = cohort::test::shared_fixture("tiny-llama");
   auto model = load_hf_model(dir);
-  scratch_dir out;
+  temp_dir out;
   save_options so;
   so.max_shard_bytes = 200'000;
-  save_hf_model(*model, out.path(), so);
-  CHECK_FALSE(std::filesystem::exists(out / "model.safetensors"));
-  const json index = read_json(out / "model.safetensors.index.json");
+  save_hf_model(*model, out.str(), so);
+  CHECK_FALSE(std::filesystem::exists(out.path("model.safetensors")));
+  const json index = read_json(out.path("model.safetensors.index.json"));
   CHECK(index["metadata"]["total_size"] == 4 * model->parameter_count());
-  CHECK(std::filesystem::exists(out / "model-00001-of-00004.safetensors"));
-  auto again = load_hf_model(out.path());
+  CHECK(std::filesystem::exists(out.path("model-00001-of-00004.safetensors")));
+  auto again = load_hf_model(out.str());
   for (std::size_t i = 0; i < again->hf_parameters().size(); ++i) {
     CHECK(torch::equal(again->hf_parameters()[i].tensor, model->hf_parameters()[i].tensor));
   }
   // Saving unsharded into the same directory removes the stale shards.
-  save_hf_model(*model, out.path());
-  CHECK_FALSE(std::filesystem::exists(out / "model.safetensors.index.json"));
-  CHECK_FALSE(std::filesystem::exists(out / "model-00001-of-00004.safetensors"));
+  save_hf_model(*model, out.str());
+  CHECK_FALSE(std::filesystem::exists(out.path("model.safetensors.index.json")));
+  CHECK_FALSE(std::filesystem::exists(out.path("model-00001-of-00004.safetensors")));
 }
 
 TEST_CASE("weights missing, misshapen or unexpected are refused naming file and tensor",
@@ -209,15 +210,15 @@ TEST_CASE("weights missing, misshapen or unexpected are refused naming file and 
   const std::string dir = cohort::test::shared_fixture("tiny-llama");
   auto model = load_hf_model(dir);
   const auto check_refusal = [&](const std::vector<tensor_blob>& blobs, const std::string& part) {
-    scratch_dir out;
-    std::filesystem::copy_file(dir + "/config.json", out / "config.json");
-    write_safetensors(out / "model.safetensors", blobs);
+    temp_dir out;
+    std::filesystem::copy_file(dir + "/config.json", out.path("config.json"));
+    write_safetensors(out.path("model.safetensors"), blobs);
     try {
-      load_hf_model(out.path());
+      load_hf_model(out.str());
       FAIL("accepted");
     } catch (const model_error& e) {
       CHECK(e.code() == model_errc::bad_weights);
-      CHECK_THAT(e.what(), Catch::Contains(out / "model.safetensors") && Catch::Contains(part));
+      CHECK_THAT(e.what(), Catch::Contains(out.path("model.safetensors")) && Catch::Contains(part));
     }
   };
   std::vector<torch::Tensor> keep;
@@ -239,9 +240,9 @@ TEST_CASE("weights missing, misshapen or unexpected are refused naming file and 
   extra.push_back({"model.layers.9.mlp.up_proj.weight", "F32", {1}, keep[0].data_ptr(), 4});
   check_refusal(extra, "unexpected tensor 'model.layers.9.mlp.up_proj.weight'");
 
-  scratch_dir empty;
-  std::filesystem::copy_file(dir + "/config.json", empty / "config.json");
-  CHECK_THROWS_WITH(load_hf_model(empty.path()), Catch::Contains("no model.safetensors"));
+  temp_dir empty;
+  std::filesystem::copy_file(dir + "/config.json", empty.path("config.json"));
+  CHECK_THROWS_WITH(load_hf_model(empty.str()), Catch::Contains("no model.safetensors"));
 }
 
 TEST_CASE("sharded checkpoints written by transformers load through their index", "[core][model]") {

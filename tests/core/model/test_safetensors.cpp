@@ -8,9 +8,10 @@
 #include "core/model/model_error.hpp"
 #include "core/model/safetensors.hpp"
 #include "tests/core/model/model_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::model;
-using cohort::test::scratch_dir;
+using cohort::test::temp_dir;
 using cohort::test::write_file;
 
 namespace {
@@ -38,12 +39,12 @@ std::string refusal(const std::string& path) {
 }  // namespace
 
 TEST_CASE("safetensors written and read back keep names, shapes, dtypes and bytes", "[core][model]") {
-  scratch_dir dir;
+  temp_dir dir;
   const float a[6] = {1, 2, 3, 4, 5, 6};
   const std::uint16_t b[3] = {0x3f80, 0x4000, 0xc040};
-  write_safetensors(dir / "m.safetensors", {{"w.a", "F32", {2, 3}, a, sizeof a},
-                                            {"w.b", "BF16", {3}, b, sizeof b}});
-  safetensors_reader r(dir / "m.safetensors");
+  write_safetensors(dir.path("m.safetensors"), {{"w.a", "F32", {2, 3}, a, sizeof a},
+                                                {"w.b", "BF16", {3}, b, sizeof b}});
+  safetensors_reader r(dir.path("m.safetensors"));
   REQUIRE(r.tensors().size() == 2);
   CHECK(r.metadata().at("format") == "pt");
   const auto& ea = r.at("w.a");
@@ -58,8 +59,8 @@ TEST_CASE("safetensors written and read back keep names, shapes, dtypes and byte
 }
 
 TEST_CASE("malformed safetensors headers are refused naming the file and tensor", "[core][model]") {
-  scratch_dir dir;
-  const std::string p = dir / "bad.safetensors";
+  temp_dir dir;
+  const std::string p = dir.path("bad.safetensors");
 
   write_file(p, "abc");
   CHECK_THAT(refusal(p), Catch::Contains("too short"));
@@ -100,25 +101,25 @@ TEST_CASE("malformed safetensors headers are refused naming the file and tensor"
 }
 
 TEST_CASE("asking a safetensors file for a tensor it lacks names file and tensor", "[core][model]") {
-  scratch_dir dir;
+  temp_dir dir;
   const float a[1] = {1};
-  write_safetensors(dir / "m.safetensors", {{"present", "F32", {1}, a, sizeof a}});
-  safetensors_reader r(dir / "m.safetensors");
+  write_safetensors(dir.path("m.safetensors"), {{"present", "F32", {1}, a, sizeof a}});
+  safetensors_reader r(dir.path("m.safetensors"));
   CHECK(r.find("absent") == nullptr);
   try {
     r.at("absent");
     FAIL("no error");
   } catch (const model_error& e) {
     CHECK(e.code() == model_errc::bad_weights);
-    CHECK_THAT(e.what(), Catch::Contains(dir / "m.safetensors") && Catch::Contains("'absent'"));
+    CHECK_THAT(e.what(), Catch::Contains(dir.path("m.safetensors")) && Catch::Contains("'absent'"));
   }
-  CHECK_THROWS_AS(safetensors_reader(dir / "nope.safetensors"), model_error);
+  CHECK_THROWS_AS(safetensors_reader(dir.path("nope.safetensors")), model_error);
 }
 
 TEST_CASE("a streamed safetensors file takes tensors in pieces and appears only when finished",
           "[core][model]") {
-  scratch_dir dir;
-  const std::string path = dir / "s.safetensors";
+  temp_dir dir;
+  const std::string path = dir.path("s.safetensors");
   const float a[4] = {1, 2, 3, 4};
   const std::uint16_t b[2] = {0x3f80, 0x4000};
   {
@@ -133,8 +134,8 @@ TEST_CASE("a streamed safetensors file takes tensors in pieces and appears only 
   }
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
   // The header is the one write_safetensors writes for the same tensors.
-  write_safetensors(dir / "w.safetensors", {{"a", "F32", {2, 2}, a, sizeof a}, {"b", "BF16", {2}, b, sizeof b}});
-  CHECK(cohort::test::read_text(path) == cohort::test::read_text(dir / "w.safetensors"));
+  write_safetensors(dir.path("w.safetensors"), {{"a", "F32", {2, 2}, a, sizeof a}, {"b", "BF16", {2}, b, sizeof b}});
+  CHECK(cohort::test::read_file(path) == cohort::test::read_file(dir.path("w.safetensors")));
   safetensors_reader r(path);
   float back[4];
   r.read(r.at("a"), back);
@@ -142,8 +143,8 @@ TEST_CASE("a streamed safetensors file takes tensors in pieces and appears only 
 }
 
 TEST_CASE("a streamed safetensors file refuses bytes beyond or short of its header", "[core][model]") {
-  scratch_dir dir;
-  const std::string path = dir / "s.safetensors";
+  temp_dir dir;
+  const std::string path = dir.path("s.safetensors");
   const float a[3] = {1, 2, 3};
   {
     safetensors_writer w(path, {{"a", "F32", {2}, 8}});
@@ -155,5 +156,5 @@ TEST_CASE("a streamed safetensors file refuses bytes beyond or short of its head
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));  // an unfinished writer cleans up
   CHECK_THROWS_WITH(safetensors_writer(path, {{"a", "F32", {1}, 4}, {"a", "F32", {1}, 4}}),
                     Catch::Contains("'a' given twice"));
-  CHECK_THROWS_AS(safetensors_writer(dir / "no/such/dir/x.safetensors", {}), model_error);
+  CHECK_THROWS_AS(safetensors_writer(dir.path("no/such/dir/x.safetensors"), {}), model_error);
 }

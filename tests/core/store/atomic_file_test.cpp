@@ -7,27 +7,17 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
-#include <fstream>
 #include <string>
 
 #include "core/store/jsonl_file.hpp"
 #include "core/store/store_error.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace store = cohort::core::store;
 using nlohmann::json;
 
 namespace {
-
-void write_raw(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
-
-std::string read_raw(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Names in `dir` starting with '.' (temp files).
 int hidden_entries(const std::filesystem::path& dir) {
@@ -63,7 +53,7 @@ TEST_CASE("A temp file left by a crash before the rename does not change what re
   cohort::test::temp_dir dir("store-atomic");
   auto path = dir.path() / "state.json";
   store::write_json_atomic(path, json{{"v", "old"}});
-  write_raw(store::temp_path_for(path), "{\"v\": \"new, half writ");
+  cohort::test::write_file(store::temp_path_for(path), "{\"v\": \"new, half writ");
   CHECK(store::read_json(path) == json{{"v", "old"}});
   store::write_json_atomic(path, json{{"v", "newer"}});
   CHECK(store::read_json(path) == json{{"v", "newer"}});
@@ -116,7 +106,7 @@ TEST_CASE("Reading a corrupt JSON file is refused with an error naming the file"
   cohort::test::temp_dir dir("store-atomic");
   auto path = dir.path() / "state.json";
   for (std::string text : {"{\"v\": 1", "", "not json at all", "{\"v\": 1} trailing"}) {
-    write_raw(path, text);
+    cohort::test::write_file(path, text);
     try {
       store::read_json(path);
       FAIL("corrupt file was accepted: " << text);
@@ -133,7 +123,7 @@ TEST_CASE("An exclusive create succeeds once and never overwrites", "[core][stor
   auto path = dir.path() / "7";
   CHECK(store::create_exclusive(path, "first"));
   CHECK_FALSE(store::create_exclusive(path, "second"));
-  CHECK(read_raw(path) == "first");
+  CHECK(cohort::test::read_file(path) == "first");
   CHECK(hidden_entries(dir.path()) == 0);
 }
 
@@ -142,21 +132,21 @@ TEST_CASE("A JSON-lines file skips a torn last line and the next append cuts it 
   cohort::test::temp_dir dir("store-jsonl");
   auto path = dir.path() / "events.jsonl";
   store::append_json_lines(path, {json{{"n", 1}}, json{{"n", 2}}}, true);
-  write_raw(path, read_raw(path) + "{\"n\": 3, \"torn");
+  cohort::test::write_file(path, cohort::test::read_file(path) + "{\"n\": 3, \"torn");
   REQUIRE(store::read_json_lines(path).size() == 2);
   CHECK(store::last_json_line(path) == json{{"n", 2}});
   store::append_json_lines(path, {json{{"n", 4}}}, false);
   auto lines = store::read_json_lines(path);
   REQUIRE(lines.size() == 3);
   CHECK(lines[2] == json{{"n", 4}});
-  CHECK(read_raw(path).find("torn") == std::string::npos);
+  CHECK(cohort::test::read_file(path).find("torn") == std::string::npos);
 }
 
 TEST_CASE("A JSON-lines file with a damaged complete line is refused naming file and line",
           "[core][store]") {
   cohort::test::temp_dir dir("store-jsonl");
   auto path = dir.path() / "events.jsonl";
-  write_raw(path, "{\"n\": 1}\ngarbage\n{\"n\": 3}\n");
+  cohort::test::write_file(path, "{\"n\": 1}\ngarbage\n{\"n\": 3}\n");
   try {
     store::read_json_lines(path);
     FAIL("damaged line was accepted");

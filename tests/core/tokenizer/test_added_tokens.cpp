@@ -4,6 +4,7 @@
 
 #include "core/tokenizer/tokenizer.hpp"
 #include "tests/core/tokenizer/tokenizer_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace tok = cohort::core::tokenizer;
 using nlohmann::json;
@@ -18,7 +19,7 @@ json added(int id, const std::string& content, bool lstrip, bool rstrip, bool si
 }
 
 std::unique_ptr<tok::tokenizer> tokenizer_with(const json& added_tokens, const json& normalizer,
-                                               const cohort::test::scratch_dir& dir) {
+                                               const cohort::test::temp_dir& dir) {
   const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
   json doc = cohort::test::byte_level_tokenizer_json({}, byte_level, added_tokens);
   doc["normalizer"] = normalizer;
@@ -28,7 +29,7 @@ std::unique_ptr<tok::tokenizer> tokenizer_with(const json& added_tokens, const j
 }  // namespace
 
 TEST_CASE("added tokens honour lstrip, rstrip and single_word", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   const auto t = tokenizer_with(json::array({added(256, "<L>", true, false, false), added(257, "<R>", false, true, false),
                                              added(258, "<W>", false, false, true)}),
                                 nullptr, dir);
@@ -41,7 +42,7 @@ TEST_CASE("added tokens honour lstrip, rstrip and single_word", "[core][tokenize
 
 TEST_CASE("added tokens take ids after the vocab in file order, or their vocab id, as Hugging Face assigns them",
           "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   // The file's ids are inconsistent (7 is the byte '\a', 900 leaves a gap); Hugging Face ignores them.
   const auto t = tokenizer_with(json::array({added(900, "<x>", false, false, false), added(7, "<y>", false, false, false),
                                              added(1, "a", false, false, false)}),
@@ -51,14 +52,14 @@ TEST_CASE("added tokens take ids after the vocab in file order, or their vocab i
 }
 
 TEST_CASE("added tokens match leftmost-longest", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   const auto t = tokenizer_with(json::array({added(256, "<a>", false, false, false), added(257, "<a><b>", false, false, false)}),
                                 nullptr, dir);
   CHECK(t->encode("<a><b><a>") == ids{257, 256});
 }
 
 TEST_CASE("normalized added tokens are matched after the normalizer ran", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   const json lowercase = {{"type", "Lowercase"}};
   const auto t = tokenizer_with(json::array({added(256, "Hey", false, false, false, true), added(257, "<X>", false, false, false)}),
                                 lowercase, dir);

@@ -8,7 +8,8 @@
 #include <thread>
 
 #include "core/tokenizer/tokenizer.hpp"
-#include "tests/core/tokenizer/tokenizer_test_support.hpp"
+#include "tests/support/shared_data.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace tok = cohort::core::tokenizer;
 using cohort::test::shared_file;
@@ -73,19 +74,19 @@ TEST_CASE("GPT-2 style tokenizer reports <|endoftext|> as EOS and its vocabulary
 }
 
 TEST_CASE("special tokens come from tokenizer_config.json when it sits next to tokenizer.json", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
-  std::filesystem::copy_file(shared_file("fixtures/tokenizers/bpe-gpt2style/tokenizer.json"), dir.path() + "/tokenizer.json");
+  cohort::test::temp_dir dir;
+  std::filesystem::copy_file(shared_file("fixtures/tokenizers/bpe-gpt2style/tokenizer.json"), dir.path("tokenizer.json"));
   dir.write("tokenizer_config.json",
             R"({"bos_token": {"content": "<|endoftext|>", "lstrip": false}, "eos_token": "<|endoftext|>", "pad_token": null})");
   dir.write("special_tokens_map.json", R"({"pad_token": "a"})");
-  const auto t = tok::load_tokenizer(dir.path());
+  const auto t = tok::load_tokenizer(dir.str());
   CHECK(t->bos_id() == std::optional<tok::token_id>(0));
   CHECK(t->eos_id() == std::optional<tok::token_id>(0));
   CHECK(t->pad_id() == std::optional<tok::token_id>(65));  // filled in from special_tokens_map.json
 
   dir.write("tokenizer_config.json", R"({"pad_token": "<no-such-token>"})");
-  REQUIRE_THROWS_AS(tok::load_tokenizer(dir.path()), tok::tokenizer_error);
-  REQUIRE_THROWS_WITH(tok::load_tokenizer(dir.path()), Catch::Contains("pad_token") && Catch::Contains("<no-such-token>"));
+  REQUIRE_THROWS_AS(tok::load_tokenizer(dir.str()), tok::tokenizer_error);
+  REQUIRE_THROWS_WITH(tok::load_tokenizer(dir.str()), Catch::Contains("pad_token") && Catch::Contains("<no-such-token>"));
 }
 
 TEST_CASE("identity names the kind and the SHA-256 of the file, and changes with added tokens", "[core][tokenizer]") {

@@ -4,6 +4,7 @@
 
 #include "core/tokenizer/tokenizer.hpp"
 #include "tests/core/tokenizer/tokenizer_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace tok = cohort::core::tokenizer;
 using nlohmann::json;
@@ -15,24 +16,24 @@ json valid() {
   return cohort::test::byte_level_tokenizer_json({{"a", "b"}}, {{"type", "ByteLevel"}, {"add_prefix_space", false}});
 }
 
-std::string write(const cohort::test::scratch_dir& dir, const json& doc) { return dir.write("tokenizer.json", doc.dump()); }
+std::string write(const cohort::test::temp_dir& dir, const json& doc) { return dir.write("tokenizer.json", doc.dump()); }
 
 }  // namespace
 
 TEST_CASE("the valid base document loads (so the failures below are about their one change)", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   CHECK(tok::load_tokenizer(write(dir, valid()))->encode("ab") == std::vector<tok::token_id>{256});
 }
 
 TEST_CASE("tokenizer.json without a model is refused", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   json doc = valid();
   doc.erase("model");
   REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("\"model\" is missing"));
 }
 
 TEST_CASE("malformed merges are refused with their index", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   json doc = valid();
   doc["model"]["merges"] = json::array({"a b", "a b c"});
   REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("merges[1]") && Contains("one space"));
@@ -45,7 +46,7 @@ TEST_CASE("malformed merges are refused with their index", "[core][tokenizer]") 
 }
 
 TEST_CASE("an unk_token missing from the vocab fails only the texts that need it, naming it", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   json doc = valid();
   doc["pre_tokenizer"] = nullptr;  // without ByteLevel, characters outside the byte symbols are unknown
   doc["model"]["unk_token"] = "<unk>";
@@ -55,7 +56,7 @@ TEST_CASE("an unk_token missing from the vocab fails only the texts that need it
 }
 
 TEST_CASE("unsupported normalizers, pre-tokenizers, decoders and models are refused by name", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   json doc = valid();
   doc["normalizer"] = {{"type", "BertNormalizer"}};
   REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("normalizer type \"BertNormalizer\" is not supported"));
@@ -71,7 +72,7 @@ TEST_CASE("unsupported normalizers, pre-tokenizers, decoders and models are refu
 }
 
 TEST_CASE("bad Split patterns and behaviours are refused", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   json doc = valid();
   doc["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("does not compile"));
@@ -80,12 +81,12 @@ TEST_CASE("bad Split patterns and behaviours are refused", "[core][tokenizer]") 
 }
 
 TEST_CASE("files that are not tokenizers are refused", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   REQUIRE_THROWS_WITH(tok::load_tokenizer(dir.write("tokenizer.json", "{not json")), Contains("not valid JSON"));
   REQUIRE_THROWS_WITH(tok::load_tokenizer(dir.write("tokenizer.model", "garbage")), Contains("not a sentencepiece model"));
-  REQUIRE_THROWS_WITH(tok::load_tokenizer(dir.path() + "/missing.json"), Contains("no such tokenizer file"));
-  cohort::test::scratch_dir empty;
-  REQUIRE_THROWS_WITH(tok::load_tokenizer(empty.path()), Contains("neither tokenizer.json nor tokenizer.model"));
+  REQUIRE_THROWS_WITH(tok::load_tokenizer(dir.path("missing.json")), Contains("no such tokenizer file"));
+  cohort::test::temp_dir empty;
+  REQUIRE_THROWS_WITH(tok::load_tokenizer(empty.str()), Contains("neither tokenizer.json nor tokenizer.model"));
   json doc = valid();
   doc["model"]["vocab"]["c"] = "seven";
   REQUIRE_THROWS_WITH(tok::load_tokenizer(write(dir, doc)), Contains("\"c\"") && Contains("non-negative integers"));

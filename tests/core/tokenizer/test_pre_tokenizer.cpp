@@ -7,6 +7,7 @@
 #include "core/tokenizer/pre_tokenizer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 #include "tests/core/tokenizer/tokenizer_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace tok = cohort::core::tokenizer;
 using nlohmann::json;
@@ -101,7 +102,7 @@ TEST_CASE("a Qwen2-style tokenizer.json never merges across the regex's splits",
       json::array({{{"id", 260}, {"content", "<|im_start|>"}, {"special", true}, {"normalized", false},
                     {"lstrip", false}, {"rstrip", false}, {"single_word", false}}}));
   doc["normalizer"] = {{"type", "NFC"}};
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   const auto t = tok::load_tokenizer(dir.write("tokenizer.json", doc.dump()));
   // "ab1 12" -> pieces "ab", "1", " ", "1", "2": digits stay single, so "12" never merges.
   CHECK(t->encode("ab1 12") == std::vector<tok::token_id>{258, '1', ' ', '1', '2'});

@@ -8,7 +8,8 @@
 #include <fstream>
 
 #include "core/tokenizer/tokenizer.hpp"
-#include "tests/core/tokenizer/tokenizer_test_support.hpp"
+#include "tests/support/shared_data.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace tok = cohort::core::tokenizer;
 using cohort::test::shared_file;
@@ -94,10 +95,10 @@ TEST_CASE("sentencepiece added tokens are split out first and get ids after the 
 }
 
 TEST_CASE("a directory with tokenizer.model loads it, with tokenizer_config.json overrides", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
-  std::filesystem::copy_file(shared_file("data/llama2-tokenizer.model"), dir.path() + "/tokenizer.model");
+  cohort::test::temp_dir dir;
+  std::filesystem::copy_file(shared_file("data/llama2-tokenizer.model"), dir.path("tokenizer.model"));
   dir.write("tokenizer_config.json", R"({"pad_token": "<unk>", "eos_token": {"content": "</s>"}})");
-  const auto t = tok::load_tokenizer(dir.path());
+  const auto t = tok::load_tokenizer(dir.str());
   CHECK(t->pad_id() == std::optional<tok::token_id>(0));
   CHECK(t->eos_id() == std::optional<tok::token_id>(2));
   CHECK(t->encode("Hello") == ids{15043});

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tokenizer/tokenizer.hpp"
-#include "tests/core/tokenizer/tokenizer_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace tok = cohort::core::tokenizer;
 using nlohmann::json;
@@ -60,7 +60,7 @@ json llama_style(bool byte_fallback, bool fuse_unk) {
 }  // namespace
 
 TEST_CASE("a Llama-style tokenizer.json prepends ▁, falls back to bytes and decodes back", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   const auto t = tok::load_tokenizer(dir.write("tokenizer.json", llama_style(true, true).dump()));
   CHECK(t->encode("hi hi") == ids{263, 263});
   CHECK(t->encode("hié") == ids{263, 3 + 0xC3, 3 + 0xA9});
@@ -73,7 +73,7 @@ TEST_CASE("a Llama-style tokenizer.json prepends ▁, falls back to bytes and de
 }
 
 TEST_CASE("without byte_fallback unknown characters become <unk>, fused when fuse_unk is set", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   const auto fused = tok::load_tokenizer(dir.write("tokenizer.json", llama_style(false, true).dump()));
   CHECK(fused->encode("xyhi") == ids{259, 0, 260, 261});
   const auto unfused = tok::load_tokenizer(dir.write("tokenizer.json", llama_style(false, false).dump()));
@@ -81,7 +81,7 @@ TEST_CASE("without byte_fallback unknown characters become <unk>, fused when fus
 }
 
 TEST_CASE("a Metaspace pre-tokenizer prepends ▁ only where its prepend_scheme says", "[core][tokenizer]") {
-  cohort::test::scratch_dir dir;
+  cohort::test::temp_dir dir;
   json doc = llama_style(true, true);
   doc["normalizer"] = nullptr;
   doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", false}};

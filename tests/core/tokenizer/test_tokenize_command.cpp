@@ -5,7 +5,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "tests/core/tokenizer/tokenizer_test_support.hpp"
+#include "tests/support/shared_data.hpp"
 #include "tools/cohort-model/tokenize_command.hpp"
 
 namespace {

@@ -7,7 +7,6 @@
 
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
 
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -30,10 +29,7 @@ TEST_CASE("the causal_lm workload trains on two ranks and rank 0 writes metrics.
   CHECK(results[0].value->reports[3].step == 6);
   CHECK(results[0].value->reports[3].checkpoint_step == 6);
 
-  std::ifstream in(tmp.path("run") + "/metrics.jsonl");
-  REQUIRE(in);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  const auto lines = test::metrics_lines(tmp.path("run"));
   REQUIRE(lines.size() == 3);
   for (std::size_t i = 0; i < lines.size(); ++i) {
     CHECK(lines[i]["step"] == 2 * (i + 1));

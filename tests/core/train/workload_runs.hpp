@@ -3,7 +3,6 @@
 #pragma once
 
 #include <atomic>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -18,6 +17,7 @@
 #include "core/comm/tcp_store_server.hpp"
 #include "core/train/workload.hpp"
 #include "tests/core/comm/rank_threads.hpp"
+#include "tests/support/json_lines.hpp"
 
 namespace cohort::test {
 
@@ -59,10 +59,7 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
 }
 
 inline std::vector<nlohmann::json> metrics_lines(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
+  return read_json_lines(run_dir + "/metrics.jsonl");
 }
 
 // Whether some line of a rank's log contains both a and b.
