@@ -240,3 +240,26 @@ TEST_CASE("on two GPUs a run stopped after a checkpoint and started again contin
   }
   WARN(identical << " of " << straight.size() << " checkpoint tensors bitwise identical");
 }
+
+TEST_CASE("a checkpoint resumes under another ZeRO stage or offload setting", "[core][train][ckpt]") {
+  const auto [stage, offload] = GENERATE(std::make_pair(0, false), std::make_pair(3, false), std::make_pair(2, true));
+  INFO("resumed with ZeRO stage " << stage << (offload ? " and CPU offload" : ""));
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const auto first = resumable_job(data, 2, 1);
+  require_ok(test::run_workload(first, tmp.path("straight")));
+  run_until(first, tmp.path("resumed"), 5);
+  auto other = resumable_job(data, 2, stage);
+  other.zero.offload_optimizer = offload ? config::offload_device::cpu : config::offload_device::none;
+  require_ok(test::run_workload(other, tmp.path("resumed")));
+
+  const auto a = losses(tmp.path("straight")), b = losses(tmp.path("resumed"));
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
+  const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
+  const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
+  for (const auto& [name, bytes] : straight) {
+    INFO(name);
+    CHECK(relative_difference(bytes, resumed.at(name)) <= 1e-6);
+  }
+}
