@@ -74,6 +74,20 @@ double relative_difference(const std::string& a, const std::string& b) {
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
+// The resumed run's losses and final checkpoint tensors against the straight run's, within
+// 1e-6 relative (losses one by one, tensors by norm).
+void check_close_runs(const std::string& straight_dir, const std::string& resumed_dir) {
+  const auto a = losses(straight_dir), b = losses(resumed_dir);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
+  const auto straight = test::checkpoint_tensors(final_checkpoint(straight_dir));
+  const auto resumed = test::checkpoint_tensors(final_checkpoint(resumed_dir));
+  for (const auto& [name, bytes] : straight) {
+    INFO(name);
+    CHECK(relative_difference(bytes, resumed.at(name)) <= 1e-6);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a run stopped after a checkpoint and started again ends bitwise equal to a straight run",
@@ -113,17 +127,8 @@ TEST_CASE("a run of 2 workers resumed on 4 with the same global batch continues 
   const auto four = resumable_job(data, 4, 2);  // grad_accum 1 instead of 2: same global batch
   require_ok(test::run_workload(four, tmp.path("resumed")));
 
-  const auto a = losses(tmp.path("straight")), b = losses(tmp.path("resumed"));
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
-  const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
-  const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
   CHECK(core::ckpt::read_manifest(final_checkpoint(tmp.path("resumed"))).world_size == 4);
-  for (const auto& [name, bytes] : straight) {
-    if (name.rfind("param/", 0) != 0) continue;
-    INFO(name);
-    CHECK(relative_difference(bytes, resumed.at(name)) <= 1e-6);
-  }
+  check_close_runs(tmp.path("straight"), tmp.path("resumed"));
 }
 
 TEST_CASE("a job with another global batch refuses to resume, naming the fields", "[core][train][ckpt]") {
@@ -227,17 +232,11 @@ TEST_CASE("on two GPUs a run stopped after a checkpoint and started again contin
   again.attempt = 1;
   require_ok(test::run_workload(spec, tmp.path("resumed"), again));
 
-  const auto a = losses(tmp.path("straight")), b = losses(tmp.path("resumed"));
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
+  check_close_runs(tmp.path("straight"), tmp.path("resumed"));
   const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
   const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
   int identical = 0;
-  for (const auto& [name, bytes] : straight) {
-    INFO(name);
-    CHECK(relative_difference(bytes, resumed.at(name)) <= 1e-6);
-    identical += bytes == resumed.at(name) ? 1 : 0;
-  }
+  for (const auto& [name, bytes] : straight) identical += bytes == resumed.at(name) ? 1 : 0;
   WARN(identical << " of " << straight.size() << " checkpoint tensors bitwise identical");
 }
 
@@ -253,13 +252,5 @@ TEST_CASE("a checkpoint resumes under another ZeRO stage or offload setting", "[
   other.zero.offload_optimizer = offload ? config::offload_device::cpu : config::offload_device::none;
   require_ok(test::run_workload(other, tmp.path("resumed")));
 
-  const auto a = losses(tmp.path("straight")), b = losses(tmp.path("resumed"));
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::abs(a[i] - b[i]) <= 1e-6 * std::abs(a[i]));
-  const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
-  const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
-  for (const auto& [name, bytes] : straight) {
-    INFO(name);
-    CHECK(relative_difference(bytes, resumed.at(name)) <= 1e-6);
-  }
+  check_close_runs(tmp.path("straight"), tmp.path("resumed"));
 }
