@@ -26,16 +26,6 @@ namespace cohort::actors {
 struct reintroduce {};
 // Head timers: give up on restored jobs whose trainers did not return; renew the lease.
 struct adoption_deadline {};
-// An actor that ended normally may have sent its last report by a slower path (through a proxy
-// of another process): these give that report time to arrive before the end counts as a failure.
-struct worker_exit_check {
-  std::int32_t rank;
-};
-struct trainer_exit_check {
-  std::string job_id;
-  std::int32_t attempt;
-};
-constexpr auto final_report_grace = std::chrono::seconds(3);
 struct renew_lease {};
 
 // How many lines of worker output an embedded head (no store) keeps per job for `submit logs`.
@@ -133,6 +123,4 @@ std::string describe(caf::actor_system& sys, const caf::error& err);
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::worker_exit_check)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::trainer_exit_check)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::renew_lease)

@@ -6,6 +6,7 @@
 namespace cohort::actors {
 
 caf::behavior remote_proxy(caf::event_based_actor* self, std::string endpoint, caf::actor gateway) {
+  self->send(gateway, proxy_hello{});  // before anything it forwards
   self->set_default_handler(
       [=](caf::scheduled_actor*, caf::message_view& view) -> caf::result<caf::message> {
         self->send(gateway, outgoing_message{endpoint, self->current_sender(),
@@ -13,6 +14,7 @@ caf::behavior remote_proxy(caf::event_based_actor* self, std::string endpoint, c
         return caf::message{};
       });
   return {
+      [=](const proxy_flush& f) { self->send(gateway, proxy_flushed{f.token}); },
       [=](const proxy_quit& q) {
         if (q.reason.empty())
           self->quit();
@@ -43,8 +45,7 @@ std::string bridge_state::endpoint_of(caf::local_actor* self, const caf::strong_
 caf::actor bridge_state::proxy_for(caf::local_actor* self, const std::string& endpoint) {
   if (auto it = proxies_.find(endpoint); it != proxies_.end()) return it->second;
   auto proxy = self->spawn(remote_proxy, endpoint, caf::actor_cast<caf::actor>(self));
-  self->monitor(proxy);
-  proxies_[endpoint] = proxy;
+  proxies_[endpoint] = proxy;  // monitored once its hello arrives (add_proxy)
   proxy_names_[proxy.address()] = endpoint;
   return proxy;
 }
@@ -89,19 +90,53 @@ void bridge_state::process_lost(const std::string& process, const std::string& r
       caf::anon_send(proxy, proxy_quit{reason});
 }
 
-std::string bridge_state::on_down(const caf::down_msg& msg) {
+std::vector<net::endpoint_down> bridge_state::on_down(const caf::down_msg& msg, const std::string& reason) {
   if (auto p = proxy_names_.find(msg.source); p != proxy_names_.end()) {
     proxies_.erase(p->second);
     proxy_names_.erase(p);
-    return {};
   }
-  if (auto e = export_names_.find(msg.source); e != export_names_.end()) {
-    auto endpoint = e->second;
-    exports_.erase(endpoint);
-    export_names_.erase(e);
-    return endpoint;
+  if (all_proxies_.erase(msg.source) != 0) return stop_waiting_for(msg.source);
+  auto e = export_names_.find(msg.source);
+  if (e == export_names_.end()) return {};
+  pending_down pending{net::endpoint_down{e->second, reason}, {}};
+  exports_.erase(e->second);
+  export_names_.erase(e);
+  if (all_proxies_.empty()) return {pending.down};
+  const auto token = ++next_token_;
+  for (const auto& [address, proxy] : all_proxies_) {
+    pending.waiting.insert(address);
+    caf::anon_send(proxy, proxy_flush{token});
   }
+  pending_downs_.emplace(token, std::move(pending));
   return {};
+}
+
+std::vector<net::endpoint_down> bridge_state::on_flushed(const proxy_flushed& f, const caf::actor_addr& proxy) {
+  auto it = pending_downs_.find(f.token);
+  if (it == pending_downs_.end()) return {};
+  it->second.waiting.erase(proxy);
+  if (!it->second.waiting.empty()) return {};
+  auto down = std::move(it->second.down);
+  pending_downs_.erase(it);
+  return {down};
+}
+
+void bridge_state::add_proxy(caf::local_actor* self, const caf::actor& proxy) {
+  if (all_proxies_.emplace(proxy.address(), proxy).second) self->monitor(proxy);
+}
+
+std::vector<net::endpoint_down> bridge_state::stop_waiting_for(const caf::actor_addr& proxy) {
+  std::vector<net::endpoint_down> ready;
+  for (auto it = pending_downs_.begin(); it != pending_downs_.end();) {
+    it->second.waiting.erase(proxy);
+    if (it->second.waiting.empty()) {
+      ready.push_back(std::move(it->second.down));
+      it = pending_downs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ready;
 }
 
 }  // namespace cohort::actors

@@ -4,12 +4,16 @@
 // name. The head's and the node's gateway actors own one bridge_state each.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <caf/all.hpp>
 
+#include "net/bridge_messages.hpp"
 #include "net/codec.hpp"
 
 namespace cohort::actors {
@@ -31,6 +35,16 @@ struct gateway_tick {};
 // normally when the reason is empty (the remote actor finished).
 struct proxy_quit {
   std::string reason;
+};
+// Proxy → gateway, first thing: the gateway knows every proxy, wherever it was spawned.
+struct proxy_hello {};
+// Gateway → proxy: answer once everything queued before this is passed on. Proxy → gateway: done.
+// An exported actor's death travels only after its last messages, which may still sit in proxies.
+struct proxy_flush {
+  std::uint64_t token = 0;
+};
+struct proxy_flushed {
+  std::uint64_t token = 0;
 };
 
 // The proxy of a remote endpoint: forwards everything it receives to the gateway.
@@ -63,9 +77,14 @@ class bridge_state {
   void proxy_down(const std::string& endpoint, const std::string& reason);
   // Every proxy of a remote process ends with `reason` (the process is lost).
   void process_lost(const std::string& process, const std::string& reason);
-  // A down message about a local actor or a proxy: forgets it; returns the endpoint of an
-  // exported local actor (whose death peers must hear of), or empty.
-  std::string on_down(const caf::down_msg& msg);
+  // A down message about a local actor or a proxy: forgets it. An exported actor's death is for
+  // its peers to hear, after its last messages: every proxy is asked to flush first, and the
+  // endpoint_down is returned (here or from on_flushed) once the last one answered or died.
+  // `reason` describes msg.reason (empty when the actor finished normally).
+  std::vector<net::endpoint_down> on_down(const caf::down_msg& msg, const std::string& reason);
+  std::vector<net::endpoint_down> on_flushed(const proxy_flushed& f, const caf::actor_addr& proxy);
+  // A proxy said hello (see proxy_hello): it takes part in flushes from now on.
+  void add_proxy(caf::local_actor* self, const caf::actor& proxy);
 
  private:
   std::string process_;
@@ -74,6 +93,15 @@ class bridge_state {
   std::map<caf::actor_addr, std::string> export_names_;
   std::map<std::string, caf::actor> proxies_;
   std::map<caf::actor_addr, std::string> proxy_names_;
+  std::map<caf::actor_addr, caf::actor> all_proxies_;  // every live proxy that said hello
+  struct pending_down {
+    net::endpoint_down down;
+    std::set<caf::actor_addr> waiting;  // proxies that have not flushed yet
+  };
+  std::map<std::uint64_t, pending_down> pending_downs_;
+  std::uint64_t next_token_ = 0;
+  // Removes `proxy` from every pending death (its flush will never come) and returns those complete.
+  std::vector<net::endpoint_down> stop_waiting_for(const caf::actor_addr& proxy);
 };
 
 }  // namespace cohort::actors
@@ -82,3 +110,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::outgoing_message)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::incoming_frame)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::gateway_tick)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::proxy_quit)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::proxy_hello)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::proxy_flush)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::proxy_flushed)

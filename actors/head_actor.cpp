@@ -167,12 +167,10 @@ caf::behavior head_actor(head_ptr self, head_options options) {
     if (t == st.trainers.end()) return;
     auto ref = t->second;
     st.trainers.erase(t);
-    if (!msg.reason) {
-      self->delayed_send(self, final_report_grace, trainer_exit_check{ref.job_id, ref.attempt});
-      return;
-    }
+    // A trainer that finished normally sent its outcome first (the bridge keeps that order too).
     st.logic.on_trainer_lost(ref.job_id, ref.attempt,
-                             "trainer died: " + describe(self->system(), msg.reason));
+                             msg.reason ? "trainer died: " + describe(self->system(), msg.reason)
+                                        : "the trainer exited without reporting an outcome");
     notify_state(self, ref.job_id);
     start_trainers(self);
   });
@@ -300,13 +298,6 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         auto result = self->state.logic.plan(spec);
         return plan_reply{core::resources::to_string(result.status), result.plan.trainer_node,
                           result.plan.rank_nodes, result.reason};
-      },
-      [=](const trainer_exit_check& check) {
-        // Still expecting that attempt's outcome: it is not coming.
-        self->state.logic.on_trainer_lost(check.job_id, check.attempt,
-                                          "the trainer exited without reporting an outcome");
-        notify_state(self, check.job_id);
-        start_trainers(self);
       },
       [=](adoption_deadline) {
         for (const auto& id : self->state.logic.awaiting_adoption()) {

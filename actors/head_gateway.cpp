@@ -60,6 +60,12 @@ void serve(head_gw self, const std::string& routing_id, const Request& req) {
             });
 }
 
+// Exported actors' deaths, to every connected process.
+void broadcast_downs(head_gw self, const std::vector<net::endpoint_down>& downs) {
+  for (const auto& d : downs)
+    for (const auto& [process, routing] : self->state.routing_of_process) self->state.server->send(routing, d);
+}
+
 void head_incoming(head_gw self, const incoming_frame& in) {
   auto& st = self->state;
   const auto& msg = in.content;
@@ -156,11 +162,8 @@ caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::w
   st.server = std::move(server);
   st.bridge->export_as(self, "head", head);
   self->set_down_handler([=](caf::down_msg& msg) {
-    auto endpoint = self->state.bridge->on_down(msg);
-    if (endpoint.empty()) return;
-    net::endpoint_down d{endpoint, msg.reason ? describe(self->system(), msg.reason) : ""};
-    for (const auto& [process, routing] : self->state.routing_of_process)
-      self->state.server->send(routing, d);
+    const auto reason = msg.reason ? describe(self->system(), msg.reason) : "";
+    broadcast_downs(self, self->state.bridge->on_down(msg, reason));
   });
   self->attach_functor([server = st.server] { server->stop(); });
   self->send(self, gateway_tick{});
@@ -176,6 +179,12 @@ caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::w
           return;
         }
         self->state.server->send_frame(peer->second, std::move(frame));
+      },
+      [=](proxy_hello) {
+        self->state.bridge->add_proxy(self, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](const proxy_flushed& f) {
+        broadcast_downs(self, self->state.bridge->on_flushed(f, caf::actor_cast<caf::actor_addr>(self->current_sender())));
       },
       [=](gateway_tick) { head_tick(self); },
   };

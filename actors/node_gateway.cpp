@@ -45,10 +45,8 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
   st.liveness = liveness;
   st.client = std::move(client);
   self->set_down_handler([=](caf::down_msg& msg) {
-    auto endpoint = self->state.bridge->on_down(msg);
-    if (!endpoint.empty())
-      self->state.client->send(
-          net::endpoint_down{endpoint, msg.reason ? describe(self->system(), msg.reason) : ""});
+    const auto reason = msg.reason ? describe(self->system(), msg.reason) : "";
+    for (const auto& d : self->state.bridge->on_down(msg, reason)) self->state.client->send(d);
   });
   self->attach_functor([client = st.client] { client->stop(); });
   self->send(self, gateway_tick{});
@@ -86,6 +84,13 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
           return;
         }
         self->state.client->send_frame(std::move(frame));
+      },
+      [=](proxy_hello) {
+        self->state.bridge->add_proxy(self, caf::actor_cast<caf::actor>(self->current_sender()));
+      },
+      [=](const proxy_flushed& f) {
+        const auto proxy = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        for (const auto& d : self->state.bridge->on_flushed(f, proxy)) self->state.client->send(d);
       },
       [=](gateway_tick) {
         auto& st = self->state;

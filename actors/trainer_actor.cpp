@@ -51,8 +51,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
     if (it == self->state.rank_of.end()) return;
     auto rank = it->second;
     if (self->state.done.count(rank) != 0) return;
-    if (!msg.reason) {
-      self->delayed_send(self, final_report_grace, worker_exit_check{rank});
+    if (!msg.reason) {  // its last messages came first (the bridge keeps that order too)
+      fail_rank(self, rank, "exited without reporting how its run ended");
       return;
     }
     fail_rank(self, rank, describe(self->system(), msg.reason));
@@ -102,10 +102,6 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         }
         st.done.insert(wf.rank);
         if (static_cast<std::int32_t>(st.done.size()) == world) settle(self, true, {});
-      },
-      [=](const worker_exit_check& check) {
-        if (self->state.done.count(check.rank) == 0)
-          fail_rank(self, check.rank, "exited without reporting how its run ended");
       },
       [=](reintroduce) {
         auto& st = self->state;
