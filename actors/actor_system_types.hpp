@@ -24,6 +24,9 @@ namespace cohort::actors {
 // A node whose link to the head came back introduces itself again (node_hello), and its
 // trainers announce themselves again (trainer_started), so a restarted head adopts them.
 struct reintroduce {};
+// An embedded cluster's round trip to a node: answered (true) once the node has started, so
+// after its node_hello went out.
+struct node_ping {};
 // Head timers: give up on restored jobs whose trainers did not return; renew the lease.
 struct adoption_deadline {};
 struct renew_lease {};
@@ -122,5 +125,6 @@ std::string describe(caf::actor_system& sys, const caf::error& err);
 }  // namespace cohort::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::node_ping)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::renew_lease)

@@ -65,10 +65,10 @@ struct local_cluster::impl {
     auto node = sys->spawn(node_actor, info, head, directory, in_process_workers(runners));
     nodes[info.name] = node;
     directory->put(info.name, node);
-    // The node introduces itself with a plain send; a round trip through the node and then the
-    // head orders the caller after that introduction.
+    // The node introduces itself with a plain send once it starts; a round trip through the node
+    // and then the head orders the caller after that introduction.
     caf::scoped_actor self{*sys};
-    self->request(node, request_timeout, kill_worker_drill{"", -1})
+    self->request(node, request_timeout, node_ping{})
         .receive([](bool) {}, [](caf::error&) {});
     self->request(head, request_timeout, job_list_query{})
         .receive([](job_list&) {}, [](caf::error&) {});

@@ -38,6 +38,7 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
         self->state.children.insert(worker.address());
         self->state.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
       },
+      [=](node_ping) { return true; },
       [=](reintroduce) {
         auto& st = self->state;
         self->send(st.head, node_hello{st.info});
