@@ -26,6 +26,31 @@ std::string padded(std::uint64_t value, int width) {
   return s;
 }
 
+// Reads PATH from start to end in chunks of `chunk` bytes, handing each to `consume`. Throws
+// ckpt_error(missing_file / io) naming the file.
+template <class Consume>
+void read_chunks(const std::string& path, std::size_t chunk, Consume consume) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) throw ckpt_error(ckpt_errc::missing_file, path + ": file is missing");
+    fail_io(path, "cannot open");
+  }
+  std::vector<char> buffer(chunk);
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      fail_io(path, "read failed");
+    }
+    if (n == 0) break;
+    consume(buffer.data(), static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 std::string checkpoints_dir(const std::string& run_dir) {
@@ -95,53 +120,19 @@ void write_file_durable(const std::string& path, const std::string& bytes) {
 }
 
 file_digest digest_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) throw ckpt_error(ckpt_errc::missing_file, path + ": file is missing");
-    fail_io(path, "cannot open");
-  }
   data::xxh64_stream hash;
-  std::vector<char> buffer(4 << 20);
   file_digest d;
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      errno = err;
-      fail_io(path, "read failed");
-    }
-    if (n == 0) break;
-    hash.update(buffer.data(), static_cast<std::size_t>(n));
-    d.size += static_cast<std::uint64_t>(n);
-  }
-  ::close(fd);
+  read_chunks(path, 4 << 20, [&](const char* bytes, std::size_t n) {
+    hash.update(bytes, n);
+    d.size += n;
+  });
   d.xxh64 = hash.digest();
   return d;
 }
 
 std::string read_small_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) throw ckpt_error(ckpt_errc::missing_file, path + ": file is missing");
-    fail_io(path, "cannot open");
-  }
   std::string out;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      errno = err;
-      fail_io(path, "read failed");
-    }
-    if (n == 0) break;
-    out.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
+  read_chunks(path, 65536, [&](const char* bytes, std::size_t n) { out.append(bytes, n); });
   return out;
 }
 
