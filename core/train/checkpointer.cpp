@@ -24,6 +24,7 @@ namespace {
 // How long rank 0 waits for the other ranks' reports of one checkpoint (large shards on slow disks).
 constexpr auto report_wait_limit = std::chrono::hours(1);
 constexpr auto resume_wait_limit = std::chrono::minutes(30);
+constexpr auto request_poll_interval = std::chrono::milliseconds(250);
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -64,7 +65,12 @@ std::string checkpointer::key(const std::string& name) const {
 }
 
 bool checkpointer::take_request() {
-  if (ctx_.rank != 0 || !store_->check({checkpoint_request_key(ctx_.job_id, ctx_.attempt)})) return false;
+  if (ctx_.rank != 0) return false;
+  // One store round trip per request_poll_interval at most, not one per step.
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_request_poll_) return false;
+  next_request_poll_ = now + request_poll_interval;
+  if (!store_->check({checkpoint_request_key(ctx_.job_id, ctx_.attempt)})) return false;
   store_->remove(checkpoint_request_key(ctx_.job_id, ctx_.attempt));
   log("checkpoint requested: saving after the next step");
   return true;

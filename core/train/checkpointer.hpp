@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,7 +49,8 @@ class checkpointer {
   std::optional<resume_point> choose_resume();
 
   bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step
-  // Rank 0: whether a checkpoint was requested (submit checkpoint) since the last call.
+  // Rank 0: whether a checkpoint was requested (submit checkpoint) since it last looked (it
+  // looks in the store at most every 250 ms).
   bool take_request();
   // Saves this rank's part of step `step`'s checkpoint. Rank 0 commits it with `metrics` (the
   // step's reported figures, for retention scores) and `extra` once every rank reported. Blocks
@@ -77,6 +79,7 @@ class checkpointer {
   std::atomic<bool> abandoned_{false};
   std::optional<std::uint64_t> restored_step_;
   std::atomic<std::int64_t> committed_step_{0};
+  std::chrono::steady_clock::time_point next_request_poll_{};
   std::mutex notes_mutex_;
   std::vector<std::string> notes_;
 };
