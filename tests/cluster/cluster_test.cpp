@@ -30,6 +30,14 @@ bool running_past(const json& s, int step) {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// `submit run JOB` without following: the job's id.
+std::string start_job(test_cluster& c, const std::string& job_file) {
+  auto run = c.submit({"run", job_file});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  return first_line(run.out);
+}
+
 // A causal_lm job of 24 steps (0.1 s apart) of a tiny Llama on 2 workers, restarted forever.
 std::string tiny_llama_job(const std::string& name, const std::string& data, const std::string& storage,
                            int every_steps) {
@@ -77,9 +85,7 @@ TEST_CASE("kill -9 of a worker process restarts the group and the job succeeds",
   c.start_head();
   c.start_worker("n1", 2);
   auto job = c.write_job(lr_job("resilient", 2, 60, 0.05, -1, c.dir().str() + "/runs"));
-  auto run = c.submit({"run", job});
-  REQUIRE(run.exit_code == 0);
-  auto id = first_line(run.out);
+  auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
   REQUIRE(::kill(c.worker_pid(id, 1, "n1"), SIGKILL) == 0);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
@@ -97,9 +103,7 @@ TEST_CASE("with max_failures 0 a worker killed with kill -9 fails the job, namin
   c.start_head();
   c.start_worker("n1", 2);
   auto job = c.write_job(lr_job("fragile", 2, 400, 0.05, 0, c.dir().str() + "/runs"));
-  auto run = c.submit({"run", job});
-  REQUIRE(run.exit_code == 0);
-  auto id = first_line(run.out);
+  auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
   REQUIRE(::kill(c.worker_pid(id, 0, "n1"), SIGKILL) == 0);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 60s);
@@ -117,9 +121,7 @@ TEST_CASE("kill -9 of a cluster-worker makes its job wait PENDING until a new no
   c.start_head();
   c.start_worker("a", 2);
   auto job = c.write_job(lr_job("elastic", 2, 60, 0.05, -1, c.dir().str() + "/runs"));
-  auto run = c.submit({"run", job});
-  REQUIRE(run.exit_code == 0);
-  auto id = first_line(run.out);
+  auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
   c.kill_worker_process("a");
   auto pending = c.wait_for(id, [](const json& s) { return s["state"] == "PENDING"; }, 60s);
@@ -136,9 +138,7 @@ TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, 
   c.start_head();
   c.start_worker("n1", 2);
   auto job = c.write_job(lr_job("survivor", 2, 100, 0.05, -1, c.dir().str() + "/runs"));
-  auto run = c.submit({"run", job});
-  REQUIRE(run.exit_code == 0);
-  auto id = first_line(run.out);
+  auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
   c.kill_head();
   c.start_head();
@@ -212,9 +212,7 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
   INFO(straight.out << straight.err);
   REQUIRE(straight.exit_code == 0);
 
-  auto run = c.submit({"run", job("killed")});
-  REQUIRE(run.exit_code == 0);
-  const auto id = first_line(run.out);
+  const auto id = start_job(c, job("killed"));
   const std::string killed_dir = c.dir().str() + "/runs/killed";
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (::access((killed_dir + "/checkpoints/step-00000006/COMMITTED").c_str(), F_OK) != 0) {
@@ -250,9 +248,7 @@ TEST_CASE("submit checkpoint makes a running job save a checkpoint after its nex
   c.start_head();
   c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
-  auto run = c.submit({"run", c.write_job(tiny_llama_job("asked", data, c.dir().str() + "/runs", 0))});
-  REQUIRE(run.exit_code == 0);
-  const auto id = first_line(run.out);
+  const auto id = start_job(c, c.write_job(tiny_llama_job("asked", data, c.dir().str() + "/runs", 0)));
   c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
   auto asked = c.submit({"checkpoint", id});
   INFO(asked.out << asked.err);
