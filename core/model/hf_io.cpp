@@ -39,17 +39,23 @@ const char* config_dtype(torch::ScalarType t) {
   }
 }
 
-// Tensors that transformers keeps as non-persistent buffers or drops on load.
-bool ignorable(const std::string& name, const model_config& c) {
+// Tensors that transformers keeps as non-persistent buffers or drops on load; `tied`: the model
+// ties lm_head to the input embeddings, so a stored lm_head.weight is redundant.
+bool ignorable(const std::string& name, bool tied) {
   const auto ends = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
   return ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq") ||
-         ends("attn.embed_positions") || (c.tie_word_embeddings && name == "lm_head.weight");
+         ends("attn.embed_positions") || (tied && name == "lm_head.weight");
 }
 
-std::string base_prefix(family f) {
-  return f == family::gpt2 || f == family::gptj ? "transformer." : "model.";
+// The base model's prefix, which a checkpoint saved from the base model (openai-community/gpt2)
+// drops: GPT-2 and GPT-J weights live under "transformer.", the others under "model.".
+std::string base_prefix(const std::vector<hf_parameter>& expected) {
+  for (const auto& p : expected) {
+    if (p.name.rfind("transformer.", 0) == 0) return "transformer.";
+  }
+  return "model.";
 }
 
 // Where each tensor lives: the index's weight_map, or the one model.safetensors.
@@ -120,17 +126,23 @@ torch::ScalarType dtype_from_name(const std::string& n) {
                     "unsupported dtype '" + n + "' (supported: float32, float16, bfloat16)");
 }
 
-void load_hf_weights(decoder_impl& model, const std::string& dir) {
-  const model_config& cfg = model.config();
+hf_weight_files open_hf_weight_files(const std::string& dir,
+                                     const std::vector<hf_parameter>& expected,
+                                     const std::string& model) {
+  hf_weight_files out;
   std::vector<std::string> files;
   const auto where = weight_files(dir, files);
-  std::map<std::string, std::unique_ptr<safetensors_reader>> readers;
-  for (const auto& f : files) readers[f] = std::make_unique<safetensors_reader>(f);
-  const std::string prefix = base_prefix(cfg.fam);
+  std::map<std::string, const safetensors_reader*> readers;
+  for (const auto& f : files) {
+    out.readers.push_back(std::make_unique<safetensors_reader>(f));
+    readers[f] = out.readers.back().get();
+  }
+  const std::string prefix = base_prefix(expected);
 
+  bool tied = true;
   std::set<std::string> used;  // file + "\n" + tensor
-  torch::NoGradGuard no_grad;
-  for (const auto& p : model.hf_parameters()) {
+  for (const auto& p : expected) {
+    if (p.name == "lm_head.weight") tied = false;
     // A checkpoint saved from the base model (openai-community/gpt2) drops the prefix.
     std::string name = p.name;
     std::string file = files.front();
@@ -141,7 +153,7 @@ void load_hf_weights(decoder_impl& model, const std::string& dir) {
       if (it == where.end()) {
         throw model_error(model_errc::bad_weights,
                           dir + "/model.safetensors.index.json: missing tensor '" + p.name +
-                              "' (a weight of this " + family_name(cfg.fam) + " config)");
+                              "' (a weight of " + model + ")");
       }
       file = it->second;
       if (!readers.at(file)->find(name)) {
@@ -153,38 +165,48 @@ void load_hf_weights(decoder_impl& model, const std::string& dir) {
         name = bare;
       } else {
         throw model_error(model_errc::bad_weights,
-                          file + ": missing tensor '" + p.name + "' (a weight of this " +
-                              family_name(cfg.fam) + " config)");
+                          file + ": missing tensor '" + p.name + "' (a weight of " + model + ")");
       }
     }
     const safetensors_reader& reader = *readers.at(file);
     const tensor_entry& e = reader.at(name);
-    const auto expected = p.tensor.sizes().vec();
-    if (e.shape != expected) {
+    const auto shape = p.tensor.sizes().vec();
+    if (e.shape != shape) {
       throw model_error(model_errc::bad_weights,
                         file + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
-                            " but config.json implies " + shape_text(expected));
+                            " but config.json implies " + shape_text(shape));
     }
-    torch::ScalarType src;
+    torch::ScalarType dtype;
     try {
-      src = dtype_from_name(e.dtype);
+      dtype = dtype_from_name(e.dtype);
     } catch (const model_error&) {
       throw model_error(model_errc::bad_weights, file + ": tensor '" + name + "' has dtype " +
                                                      e.dtype + "; weights must be F32, F16 or BF16");
     }
-    auto staging = torch::empty(e.shape, torch::TensorOptions().dtype(src));
-    reader.read(e, staging.data_ptr());
-    auto target = p.tensor;
-    target.copy_(staging);
+    out.tensors.push_back({&reader, &e, dtype});
     used.insert(file + "\n" + name);
   }
   for (const auto& [file, reader] : readers) {
     for (const auto& e : reader->tensors()) {
-      if (used.count(file + "\n" + e.name) || ignorable(e.name, cfg)) continue;
+      if (used.count(file + "\n" + e.name) || ignorable(e.name, tied)) continue;
       throw model_error(model_errc::bad_weights,
-                        file + ": unexpected tensor '" + e.name + "': not a weight of a " +
-                            family_name(cfg.fam) + " model with this config.json");
+                        file + ": unexpected tensor '" + e.name + "': not a weight of " + model);
     }
+  }
+  return out;
+}
+
+void load_hf_weights(decoder_impl& model, const std::string& dir) {
+  const auto& params = model.hf_parameters();
+  const hf_weight_files files = open_hf_weight_files(
+      dir, params, std::string("a ") + family_name(model.config().fam) + " model with this config.json");
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const hf_tensor_file& t = files.tensors[i];
+    auto staging = torch::empty(t.entry->shape, torch::TensorOptions().dtype(t.dtype));
+    t.reader->read(*t.entry, staging.data_ptr());
+    auto target = params[i].tensor;
+    target.copy_(staging);
   }
 }
 

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
 #include "core/model/decoder.hpp"
+#include "core/model/safetensors.hpp"
 
 namespace cohort::core::model {
 
@@ -24,6 +27,30 @@ decoder load_hf_model(const std::string& dir, const load_options& options = {});
 
 // Copies DIR's weights into `model` (whose config must match DIR's), converting dtypes.
 void load_hf_weights(decoder_impl& model, const std::string& dir);
+
+// Where one expected weight lives in a directory's safetensors files.
+struct hf_tensor_file {
+  const safetensors_reader* reader = nullptr;  // owned by the hf_weight_files
+  const tensor_entry* entry = nullptr;         // owned by *reader
+  torch::ScalarType dtype = torch::kFloat;     // of the stored values: kFloat, kHalf or kBFloat16
+};
+
+// A directory's safetensors files, open and checked against the weights a model expects.
+struct hf_weight_files {
+  std::vector<std::unique_ptr<safetensors_reader>> readers;  // one per file
+  std::vector<hf_tensor_file> tensors;                       // tensors[i] holds expected[i]
+};
+
+// Opens DIR's model.safetensors, or the shards model.safetensors.index.json lists, and finds every
+// expected weight (under its name, or without the base model's "model."/"transformer." prefix):
+// shapes equal, dtypes F32/F16/BF16. Extra tensors that transformers ignores on load (rotary
+// inv_freq, GPT-2's attn.bias buffers, a redundant lm_head.weight when `expected` has none, i.e.
+// tied embeddings) are accepted; any other extra tensor is refused. Throws model_error
+// (bad_weights, bad_safetensors, io) naming the file and tensor; `model` names what expects the
+// weights in those messages ("a llama model with this config.json").
+hf_weight_files open_hf_weight_files(const std::string& dir,
+                                     const std::vector<hf_parameter>& expected,
+                                     const std::string& model);
 
 struct save_options {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // above this, write shards and an index

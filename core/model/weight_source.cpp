@@ -1,0 +1,256 @@
+// Weight sources: slices of a Hugging Face directory's safetensors, or of a seeded initialisation.
+#include "core/model/weight_source.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <utility>
+
+#include <ATen/Parallel.h>
+#include <torch/utils.h>
+
+#include "core/model/hf_io.hpp"
+#include "core/model/model_error.hpp"
+
+namespace cohort::core::model {
+namespace {
+
+// F16/BF16 ranges are converted through a staging buffer of at most this many elements.
+constexpr std::int64_t convert_piece = std::int64_t{8} << 20;
+// fill_parameter reads at most this many fp32 elements at a time.
+constexpr std::int64_t fill_piece = std::int64_t{16} << 20;
+
+std::string range_text(std::int64_t begin, std::int64_t count) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(begin + count) + ")";
+}
+
+// `what` names the parameter (and file) in errors.
+void check_read(const std::string& what, std::int64_t begin, const torch::Tensor& out,
+                std::int64_t numel) {
+  if (!out.defined() || out.dim() != 1 || out.scalar_type() != torch::kFloat ||
+      !out.device().is_cpu() || !out.is_contiguous()) {
+    throw model_error(model_errc::bad_input,
+                      what + ": read() needs a 1-D contiguous fp32 CPU tensor to fill");
+  }
+  const std::int64_t n = out.numel();
+  if (begin < 0 || begin > numel || n > numel - begin) {
+    throw model_error(model_errc::bad_input,
+                      what + ": elements " + range_text(begin, n) + " run past its " +
+                          std::to_string(numel) + " elements");
+  }
+}
+
+class hf_source final : public weight_source {
+ public:
+  hf_source(std::string dir, hf_weight_files files, const std::vector<hf_parameter>& expected)
+      : dir_(std::move(dir)), files_(std::move(files)) {
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      tensors_.emplace(expected[i].name, std::make_pair(&files_.tensors[i], expected[i].tensor.numel()));
+    }
+  }
+
+  void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const override {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      throw model_error(model_errc::bad_input,
+                        dir_ + ": no weight named '" + name + "' among the " +
+                            std::to_string(tensors_.size()) + " this model expects");
+    }
+    const hf_tensor_file& t = *it->second.first;
+    check_read(t.reader->path() + ": tensor '" + t.entry->name + "'", begin, out, it->second.second);
+    const std::int64_t n = out.numel();
+    if (n == 0) return;
+    const auto elem = static_cast<std::uint64_t>(c10::elementSize(t.dtype));
+    const auto byte = [&](std::int64_t i) { return static_cast<std::uint64_t>(i) * elem; };
+    if (t.dtype == torch::kFloat) {  // straight into out, one pread
+      t.reader->read_range(*t.entry, byte(begin), byte(n), out.data_ptr());
+      return;
+    }
+    torch::NoGradGuard no_grad;
+    auto staging = torch::empty({std::min(n, convert_piece)}, torch::TensorOptions().dtype(t.dtype));
+    for (std::int64_t done = 0; done < n;) {
+      const std::int64_t k = std::min(n - done, convert_piece);
+      t.reader->read_range(*t.entry, byte(begin + done), byte(k), staging.data_ptr());
+      out.narrow(0, done, k).copy_(staging.narrow(0, 0, k));
+      done += k;
+    }
+  }
+
+ private:
+  std::string dir_;
+  hf_weight_files files_;
+  // name -> (where it is stored, its element count)
+  std::unordered_map<std::string, std::pair<const hf_tensor_file*, std::int64_t>> tensors_;
+};
+
+// --- seeded initialisation ---
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+enum class init_kind { normal, ones, zeros };
+
+struct init_param {
+  init_kind kind = init_kind::normal;
+  std::int64_t numel = 0;
+  std::uint64_t key = 0;  // of the parameter; each chunk's key mixes in its index
+  std::int64_t zero_begin = 0, zero_end = 0;  // flat elements forced to 0 (the padding row)
+};
+
+// Elements [j0, j1) of a chunk with key `key` into dst[0, j1 - j0): the pair (2p, 2p + 1) is
+// Box-Muller's (r cos, r sin) of the chunk's p-th splitmix64 output, times `scale`.
+void normal_chunk(std::uint64_t key, std::int64_t j0, std::int64_t j1, float scale, float* dst) {
+  constexpr float two_pi = 6.28318530717958647692f;
+  constexpr float to_unit = 1.0f / 16777216.0f;  // 2^-24
+  for (std::int64_t j = j0; j < j1;) {
+    const std::uint64_t z = splitmix64(key + static_cast<std::uint64_t>(j >> 1) * 0x9E3779B97F4A7C15ull);
+    const float u1 = static_cast<float>((z >> 40) + 1) * to_unit;              // (0, 1]
+    const float u2 = static_cast<float>((z >> 16) & 0xFFFFFFull) * to_unit;    // [0, 1)
+    const float r = std::sqrt(-2.0f * std::log(u1)) * scale;
+    const float theta = two_pi * u2;
+    if ((j & 1) == 0) {
+      dst[j - j0] = r * std::cos(theta);
+      if (j + 1 < j1) dst[j + 1 - j0] = r * std::sin(theta);
+      j += 2;
+    } else {
+      dst[j - j0] = r * std::sin(theta);
+      j += 1;
+    }
+  }
+}
+
+class seeded_source final : public weight_source {
+ public:
+  seeded_source(const model_config& config, const std::vector<hf_parameter>& params,
+                std::uint64_t seed)
+      : scale_(static_cast<float>(config.initializer_range)) {
+    for (const auto& p : params) {
+      init_param ip;
+      ip.numel = p.tensor.numel();
+      ip.key = splitmix64(splitmix64(seed) ^ fnv1a(p.name));
+      const std::int64_t dim = p.tensor.dim();
+      if (ends_with(p.name, ".bias")) {
+        ip.kind = init_kind::zeros;
+      } else if (ends_with(p.name, ".weight") && dim == 1) {
+        ip.kind = init_kind::ones;  // LayerNorm / RMSNorm
+      } else if (ends_with(p.name, ".weight") && dim == 2) {
+        ip.kind = init_kind::normal;  // linear maps, embeddings, lm_head
+        const bool token_embedding = ends_with(p.name, "embed_tokens.weight") ||
+                                     ends_with(p.name, "wte.weight");
+        if (token_embedding && config.pad_token_id) {
+          const std::int64_t row = *config.pad_token_id, rows = p.tensor.size(0);
+          if (row < 0 || row >= rows) {
+            throw model_error(model_errc::bad_input,
+                              "seeded_init: pad_token_id " + std::to_string(row) +
+                                  " is outside the " + std::to_string(rows) + " rows of '" +
+                                  p.name + "'");
+          }
+          ip.zero_begin = row * p.tensor.size(1);
+          ip.zero_end = ip.zero_begin + p.tensor.size(1);
+        }
+      } else {
+        throw model_error(model_errc::bad_input,
+                          "seeded_init: cannot initialise '" + p.name + "' of " +
+                              std::to_string(dim) +
+                              " dimensions (known: 2-D .weight normal, 1-D .weight ones, .bias zeros)");
+      }
+      if (!params_.emplace(p.name, ip).second) {
+        throw model_error(model_errc::bad_input, "seeded_init: parameter '" + p.name + "' listed twice");
+      }
+    }
+  }
+
+  void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const override {
+    const auto it = params_.find(name);
+    if (it == params_.end()) {
+      throw model_error(model_errc::bad_input,
+                        "seeded_init: no parameter named '" + name + "' among the " +
+                            std::to_string(params_.size()) + " of this model");
+    }
+    const init_param& p = it->second;
+    check_read("seeded_init: parameter '" + name + "'", begin, out, p.numel);
+    const std::int64_t n = out.numel();
+    if (n == 0) return;
+    torch::NoGradGuard no_grad;
+    if (p.kind != init_kind::normal) {
+      out.fill_(p.kind == init_kind::ones ? 1.0 : 0.0);
+      return;
+    }
+    float* dst = out.data_ptr<float>();
+    // Elements are independent, so any split over threads gives the same values.
+    at::parallel_for(begin, begin + n, std::int64_t{1} << 16, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e;) {
+        const std::int64_t c = i / seeded_init_chunk;
+        const std::int64_t chunk_end = std::min(e, (c + 1) * seeded_init_chunk);
+        const std::uint64_t key = splitmix64(p.key ^ splitmix64(static_cast<std::uint64_t>(c)));
+        normal_chunk(key, i - c * seeded_init_chunk, chunk_end - c * seeded_init_chunk, scale_,
+                     dst + (i - begin));
+        i = chunk_end;
+      }
+    });
+    const std::int64_t z0 = std::max(begin, p.zero_begin), z1 = std::min(begin + n, p.zero_end);
+    if (z0 < z1) std::fill(dst + (z0 - begin), dst + (z1 - begin), 0.0f);
+  }
+
+ private:
+  float scale_;
+  std::unordered_map<std::string, init_param> params_;
+};
+
+}  // namespace
+
+std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,
+                                               const std::vector<hf_parameter>& expected) {
+  auto files = open_hf_weight_files(dir, expected, "the model being built");
+  return std::make_unique<hf_source>(dir, std::move(files), expected);
+}
+
+std::unique_ptr<weight_source> seeded_init(const model_config& config,
+                                           const std::vector<hf_parameter>& params,
+                                           std::uint64_t seed) {
+  return std::make_unique<seeded_source>(config, params, seed);
+}
+
+void fill_parameter(const weight_source& source, const std::string& name, torch::Tensor& dst) {
+  if (!dst.defined() || !dst.is_contiguous()) {
+    throw model_error(model_errc::bad_input,
+                      "fill_parameter: '" + name + "' must be filled into a defined, contiguous tensor");
+  }
+  torch::NoGradGuard no_grad;
+  const std::int64_t n = dst.numel();
+  auto flat = dst.view({n});
+  const bool direct = dst.scalar_type() == torch::kFloat && dst.device().is_cpu();
+  torch::Tensor staging;
+  if (!direct) staging = torch::empty({std::min(n, fill_piece)}, torch::kFloat);
+  for (std::int64_t done = 0; done < n;) {
+    const std::int64_t k = std::min(n - done, fill_piece);
+    auto target = flat.narrow(0, done, k);
+    if (direct) {
+      source.read(name, done, target);
+    } else {
+      auto piece = staging.narrow(0, 0, k);
+      source.read(name, done, piece);
+      target.copy_(piece);
+    }
+    done += k;
+  }
+}
+
+}  // namespace cohort::core::model

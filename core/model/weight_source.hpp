@@ -1,0 +1,64 @@
+// Where a model's initial weights come from, read one slice at a time, so that a rank materialises
+// only the elements it keeps (its ZeRO shards) and never the whole model: a Hugging Face directory
+// (open_hf_weights) or a seeded random initialisation (seeded_init). Parameters are named and
+// shaped as the decoder's hf_parameters() list them (a model built on the meta device gives them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "core/model/decoder.hpp"
+#include "core/model/model_config.hpp"
+
+namespace cohort::core::model {
+
+// Both implementations keep no mutable state: read() is const and thread-safe (several threads may
+// read from one source at once). A source outlives no file: it owns its open descriptors.
+class weight_source {
+ public:
+  virtual ~weight_source() = default;
+  // Fills `out` (1-D, fp32, CPU, contiguous; out.numel() elements) with elements
+  // [begin, begin + out.numel()) of parameter `name` flattened in row-major order of its
+  // Hugging Face shape. Throws model_error naming the file/tensor (or parameter) and the range
+  // when the range runs past the parameter or the name is unknown (bad_input), or `out` is not
+  // a 1-D contiguous fp32 CPU tensor (bad_input).
+  virtual void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const = 0;
+};
+
+// The safetensors files of a Hugging Face directory (model.safetensors, or the shards listed in
+// model.safetensors.index.json), checked against `expected` (the meta model's hf_parameters():
+// every name present, shapes equal, dtypes F32/F16/BF16) when opened, with load_hf_weights' rules
+// (open_hf_weight_files: tensors stored without the base model's prefix are found, a redundant
+// lm_head.weight of tied embeddings and rotary/attention buffers are ignored, other extra tensors
+// refused); errors name the file and tensor. read() pread()s only the requested bytes (one pread
+// for an F32 range; F16/BF16 in pieces of at most 8 Mi elements through a staging buffer) and
+// converts them to fp32. Only names and shapes of `expected` are used (meta tensors are fine).
+std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,
+                                               const std::vector<hf_parameter>& expected);
+
+// Deterministic random initialisation as transformers' _init_weights does it and decoder_impl's
+// `initialize` path does today: 2-D weights (linear maps, embeddings, lm_head) ~ normal(0,
+// config.initializer_range) with the row of config.pad_token_id of the token embedding zero,
+// 1-D weights (norms) 1, biases 0. Each parameter's flattened values are cut into chunks of
+// seeded_init_chunk elements; chunk c of parameter `name` is drawn by its own counter-based
+// generator keyed by splitmix64/FNV-1a of (seed, name, c), element pairs by Box-Muller. A value
+// therefore depends only on (seed, name, index): any partition into slices or ranks gives the same
+// weights, and reading a slice computes only its own elements (in parallel, at::parallel_for).
+// Values are bitwise reproducible for one build on one kind of CPU (they use libm's logf/sincosf).
+// Throws model_error (bad_input) for a parameter that is neither 2-D weight, 1-D weight nor bias.
+std::unique_ptr<weight_source> seeded_init(const model_config& config,
+                                           const std::vector<hf_parameter>& params,
+                                           std::uint64_t seed);
+inline constexpr std::int64_t seeded_init_chunk = std::int64_t{1} << 20;
+
+// Fills all of `dst` (any dtype and device, contiguous, the parameter's shape: dst.numel()
+// elements are read from element 0) with parameter `name`, reading in fp32 pieces of at most
+// 16 Mi elements (64 MiB), so that a whole model is streamed tensor by tensor. Throws model_error
+// (bad_input) for a non-contiguous dst, and whatever source.read() throws.
+void fill_parameter(const weight_source& source, const std::string& name, torch::Tensor& dst);
+
+}  // namespace cohort::core::model
