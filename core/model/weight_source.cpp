@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <unordered_map>
 #include <utility>
 
@@ -114,24 +115,88 @@ struct init_param {
   std::int64_t zero_begin = 0, zero_end = 0;  // flat elements forced to 0 (the padding row)
 };
 
-// Elements [j0, j1) of a chunk with key `key` into dst[0, j1 - j0): the pair (2p, 2p + 1) is
-// Box-Muller's (r cos, r sin) of the chunk's p-th splitmix64 output, times `scale`.
+// Box-Muller with its logarithm and sine/cosine as polynomials of +, *, / and sqrt only (errors
+// below 1e-8, far under float's rounding): IEEE makes each value the same whether the compiler
+// vectorises the loop or not and on every CPU (this file is built with -ffp-contract=off), and
+// the loop vectorises, unlike calls into libm.
+//
+// The normal pair (r cos t, r sin t) of two 24-bit draws: u1 = (high + 1) / 2^24 in (0, 1],
+// t = 2 pi low / 2^24; r = sqrt(-2 ln u1) * scale.
+inline void box_muller(std::uint32_t high, std::uint32_t low, float scale, float& a, float& b) {
+  constexpr float ln2 = 0.693147180559945309f;
+  constexpr float sqrt_half = 0.707106781186547524f;
+  constexpr float quarter_turn = 1.57079632679489662f / 4194304.0f;  // (pi/2) / 2^22
+  constexpr float eighth_turn = 0.785398163397448310f;              // pi/4
+  // ln(k / 2^24) for k in [1, 2^24]: k = m 2^e with m in [sqrt(1/2), sqrt(2)), then
+  // ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172: five terms of the series.
+  const float k = static_cast<float>(static_cast<std::int32_t>(high + 1));  // exact: <= 2^24
+  std::uint32_t bits;
+  std::memcpy(&bits, &k, sizeof bits);
+  std::int32_t e = static_cast<std::int32_t>(bits >> 23) - 127;  // k = m 2^e, m in [1, 2)
+  bits = (bits & 0x7FFFFFu) | 0x3F800000u;
+  float m;
+  std::memcpy(&m, &bits, sizeof m);
+  const bool above = m > 1.41421356237309505f;
+  m = above ? m * 0.5f : m;
+  e = above ? e + 1 : e;
+  const float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
+  const float ln_m = 2.0f * s *
+                     (1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7 + s2 * (1.0f / 9)))));
+  const float ln_u1 = static_cast<float>(e - 24) * ln2 + ln_m;
+  const float r = std::sqrt(-2.0f * ln_u1) * scale;
+  // t = q pi/2 + x, x in [0, pi/2): sin/cos of y = x - pi/4 in [-pi/4, pi/4) by Taylor series.
+  const std::uint32_t q = low >> 22;
+  const float y = static_cast<float>(low & 0x3FFFFFu) * quarter_turn - eighth_turn;
+  const float y2 = y * y;
+  // Nested Horner forms of y - y^3/3! + ... - y^11/11! and 1 - y^2/2! + ... + y^12/12!.
+  const float sin_y =
+      y * (1.0f - y2 * (1.0f / 6) *
+                      (1.0f - y2 * (1.0f / 20) *
+                                  (1.0f - y2 * (1.0f / 42) *
+                                              (1.0f - y2 * (1.0f / 72) * (1.0f - y2 * (1.0f / 110))))));
+  const float cos_y =
+      1.0f - y2 * 0.5f *
+                 (1.0f - y2 * (1.0f / 12) *
+                             (1.0f - y2 * (1.0f / 30) *
+                                         (1.0f - y2 * (1.0f / 56) *
+                                                     (1.0f - y2 * (1.0f / 90) *
+                                                                 (1.0f - y2 * (1.0f / 132))))));
+  const float sin_x = (sin_y + cos_y) * sqrt_half, cos_x = (cos_y - sin_y) * sqrt_half;
+  // Quadrant q: (cos t, sin t) = (cos x, sin x), (-sin x, cos x), (-cos x, -sin x), (sin x, -cos x);
+  // the signs flip by xor on the sign bit, so the loop has no branches and vectorises.
+  const bool odd = (q & 1u) != 0;
+  float cos_t = odd ? sin_x : cos_x, sin_t = odd ? cos_x : sin_x;
+  std::uint32_t cos_bits, sin_bits;
+  std::memcpy(&cos_bits, &cos_t, sizeof cos_bits);
+  std::memcpy(&sin_bits, &sin_t, sizeof sin_bits);
+  cos_bits ^= ((q + 1u) & 2u) << 30;  // negative in quadrants 1 and 2
+  sin_bits ^= (q & 2u) << 30;         // negative in quadrants 2 and 3
+  std::memcpy(&cos_t, &cos_bits, sizeof cos_t);
+  std::memcpy(&sin_t, &sin_bits, sizeof sin_t);
+  a = r * cos_t;
+  b = r * sin_t;
+}
+
+// Elements [j0, j1) of a chunk with key `key` into dst[0, j1 - j0): elements 2p and 2p + 1 are
+// the normal pair of the chunk's p-th splitmix64 output z (bits 40..63 and 16..39), so each
+// depends only on (key, index). Pairs go in blocks: the 64-bit hashes one by one, then the float
+// math over the whole block, which the compiler vectorises.
 void normal_chunk(std::uint64_t key, std::int64_t j0, std::int64_t j1, float scale, float* dst) {
-  constexpr float two_pi = 6.28318530717958647692f;
-  constexpr float to_unit = 1.0f / 16777216.0f;  // 2^-24
-  for (std::int64_t j = j0; j < j1;) {
-    const std::uint64_t z = splitmix64(key + static_cast<std::uint64_t>(j >> 1) * 0x9E3779B97F4A7C15ull);
-    const float u1 = static_cast<float>((z >> 40) + 1) * to_unit;              // (0, 1]
-    const float u2 = static_cast<float>((z >> 16) & 0xFFFFFFull) * to_unit;    // [0, 1)
-    const float r = std::sqrt(-2.0f * std::log(u1)) * scale;
-    const float theta = two_pi * u2;
-    if ((j & 1) == 0) {
-      dst[j - j0] = r * std::cos(theta);
-      if (j + 1 < j1) dst[j + 1 - j0] = r * std::sin(theta);
-      j += 2;
-    } else {
-      dst[j - j0] = r * std::sin(theta);
-      j += 1;
+  constexpr std::int64_t block = 64;  // pairs
+  std::uint32_t high[block], low[block];
+  float a[block], b[block];
+  for (std::int64_t p0 = j0 >> 1; 2 * p0 < j1; p0 += block) {
+    for (std::int64_t i = 0; i < block; ++i) {
+      const std::uint64_t z =
+          splitmix64(key + static_cast<std::uint64_t>(p0 + i) * 0x9E3779B97F4A7C15ull);
+      high[i] = static_cast<std::uint32_t>(z >> 40);
+      low[i] = static_cast<std::uint32_t>(z >> 16) & 0xFFFFFFu;
+    }
+    for (std::int64_t i = 0; i < block; ++i) box_muller(high[i], low[i], scale, a[i], b[i]);
+    const std::int64_t first = std::max(j0, 2 * p0), last = std::min(j1, 2 * (p0 + block));
+    for (std::int64_t j = first; j < last; ++j) {
+      const std::int64_t i = (j >> 1) - p0;
+      dst[j - j0] = (j & 1) == 0 ? a[i] : b[i];
     }
   }
 }

@@ -45,10 +45,12 @@ std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,
 // config.initializer_range) with the row of config.pad_token_id of the token embedding zero,
 // 1-D weights (norms) 1, biases 0. Each parameter's flattened values are cut into chunks of
 // seeded_init_chunk elements; chunk c of parameter `name` is drawn by its own counter-based
-// generator keyed by splitmix64/FNV-1a of (seed, name, c), element pairs by Box-Muller. A value
-// therefore depends only on (seed, name, index): any partition into slices or ranks gives the same
-// weights, and reading a slice computes only its own elements (in parallel, at::parallel_for).
-// Values are bitwise reproducible for one build on one kind of CPU (they use libm's logf/sincosf).
+// generator keyed by splitmix64/FNV-1a of (seed, name, c): elements 2p and 2p + 1 of a chunk are
+// Box-Muller's pair of the generator's p-th output. A value therefore depends only on (seed, name,
+// index): any partition into slices or ranks gives the same weights, and reading a slice computes
+// only its own elements (in parallel, at::parallel_for; ~0.5 G elements per CPU-second).
+// Box-Muller's log, sin and cos are polynomials of IEEE +, *, / and sqrt (no libm, no fused
+// multiply-add), so the values are bitwise the same on every x86-64 CPU, whatever its vector unit.
 // Throws model_error (bad_input) for a parameter that is neither 2-D weight, 1-D weight nor bias.
 std::unique_ptr<weight_source> seeded_init(const model_config& config,
                                            const std::vector<hf_parameter>& params,
