@@ -49,6 +49,8 @@ class hf_source final : public weight_source {
       tensors_.emplace(expected[i].name, std::make_pair(&files_.tensors[i], expected[i].tensor.numel()));
     }
   }
+  hf_source(const hf_source&) = delete;  // tensors_ points into files_
+  hf_source& operator=(const hf_source&) = delete;
 
   void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const override {
     const auto it = tensors_.find(name);

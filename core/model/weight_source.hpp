@@ -17,7 +17,7 @@
 namespace cohort::core::model {
 
 // Both implementations keep no mutable state: read() is const and thread-safe (several threads may
-// read from one source at once). A source outlives no file: it owns its open descriptors.
+// read from one source at once). An open_hf_weights source holds its files open until destroyed.
 class weight_source {
  public:
   virtual ~weight_source() = default;

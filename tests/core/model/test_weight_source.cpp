@@ -96,7 +96,7 @@ std::vector<json> family_configs() {
   };
 }
 
-// Writes tiny-llama's weights (fp32) with `edit` applied to the blob list; returns the dir.
+// Writes `model`'s fp32 weights, with `edit` applied to the list, as OUT/model.safetensors.
 void write_edited(const temp_dir& out, const decoder& model,
                   const std::function<void(std::vector<tensor_blob>&)>& edit) {
   std::vector<tensor_blob> blobs;
