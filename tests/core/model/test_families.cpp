@@ -15,30 +15,10 @@
 
 using namespace cohort::core::model;
 using cohort::test::temp_dir;
+using cohort::test::family_configs;
 using nlohmann::json;
 
 namespace {
-
-std::vector<json> family_configs() {
-  return {
-      {{"model_type", "gpt2"}, {"vocab_size", 40}, {"n_embd", 16}, {"n_layer", 2}, {"n_head", 2},
-       {"n_positions", 16}},
-      {{"model_type", "llama"}, {"vocab_size", 40}, {"hidden_size", 16}, {"num_hidden_layers", 2},
-       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 24},
-       {"tie_word_embeddings", true}},
-      {{"model_type", "mistral"}, {"vocab_size", 40}, {"hidden_size", 16}, {"num_hidden_layers", 2},
-       {"num_attention_heads", 4}, {"num_key_value_heads", 1}, {"intermediate_size", 24},
-       {"sliding_window", 3}},
-      {{"model_type", "qwen2"}, {"vocab_size", 40}, {"hidden_size", 16}, {"num_hidden_layers", 2},
-       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 24},
-       {"use_sliding_window", true}, {"sliding_window", 4}, {"max_window_layers", 1}},
-      {{"model_type", "opt"}, {"vocab_size", 40}, {"hidden_size", 16}, {"num_hidden_layers", 2},
-       {"num_attention_heads", 2}, {"ffn_dim", 24}, {"max_position_embeddings", 16},
-       {"word_embed_proj_dim", 8}, {"do_layer_norm_before", false}},
-      {{"model_type", "gptj"}, {"vocab_size", 40}, {"n_embd", 16}, {"n_layer", 2}, {"n_head", 2},
-       {"rotary_dim", 4}, {"n_positions", 16}},
-  };
-}
 
 torch::Tensor random_ids(std::int64_t vocab, std::int64_t B, std::int64_t T) {
   return torch::randint(vocab, {B, T}, torch::kInt64);
