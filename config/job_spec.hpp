@@ -69,6 +69,7 @@ struct train_spec {
 struct zero_spec {
   int stage = 0;  // 0..3
   offload_device offload_optimizer = offload_device::none;
+  offload_device offload_param = offload_device::none;
 };
 
 struct checkpoint_spec {

@@ -96,12 +96,25 @@ const torch::Tensor& attention_context::mask(std::int64_t window) const {
                                                std::to_string(window));
 }
 
+namespace {
+
+// Set while make_placeholder_decoder builds a model: weights are placeholders, not allocations.
+thread_local bool building_placeholders = false;
+
+// A new weight of `shape`: uninitialised memory, or a one-element placeholder expanded to the shape.
+torch::Tensor new_weight(torch::IntArrayRef shape, const torch::TensorOptions& options) {
+  if (building_placeholders) return torch::zeros({1}, options).expand(shape);
+  return torch::empty(shape, options);
+}
+
+}  // namespace
+
 projection_impl::projection_impl(std::int64_t in, std::int64_t out, bool with_bias, bool conv,
                                  const torch::TensorOptions& options)
     : conv1d(conv) {
-  weight = register_parameter("weight", conv ? torch::empty({in, out}, options)
-                                              : torch::empty({out, in}, options));
-  if (with_bias) bias = register_parameter("bias", torch::empty({out}, options));
+  weight = register_parameter("weight", conv ? new_weight({in, out}, options)
+                                              : new_weight({out, in}, options));
+  if (with_bias) bias = register_parameter("bias", new_weight({out}, options));
 }
 
 torch::Tensor projection_impl::forward(const torch::Tensor& x) {
@@ -113,9 +126,9 @@ torch::Tensor projection_impl::forward(const torch::Tensor& x) {
 norm_impl::norm_impl(const model_config& c, const torch::TensorOptions& options)
     : kind(c.norm), eps(c.norm_eps) {
   if (!c.norm_affine) return;
-  weight = register_parameter("weight", torch::empty({c.hidden_size}, options));
+  weight = register_parameter("weight", new_weight({c.hidden_size}, options));
   if (kind == norm_kind::layer_norm) {
-    bias = register_parameter("bias", torch::empty({c.hidden_size}, options));
+    bias = register_parameter("bias", new_weight({c.hidden_size}, options));
   }
 }
 
@@ -242,12 +255,12 @@ decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, 
   const hf_layout names = layout_of(cfg.fam);
   const bool project = cfg.word_embed_proj_dim > 0 && cfg.word_embed_proj_dim != cfg.hidden_size;
   const std::int64_t embed_dim = project ? cfg.word_embed_proj_dim : cfg.hidden_size;
-  embed_tokens_ = register_parameter("embed_tokens", torch::empty({cfg.vocab_size, embed_dim}, options));
+  embed_tokens_ = register_parameter("embed_tokens", new_weight({cfg.vocab_size, embed_dim}, options));
   list(names.embed + ".weight", embed_tokens_, -1);
   if (cfg.learned_positions) {
     embed_positions_ = register_parameter(
         "embed_positions",
-        torch::empty({cfg.max_positions + cfg.position_offset, cfg.hidden_size}, options));
+        new_weight({cfg.max_positions + cfg.position_offset, cfg.hidden_size}, options));
     list(names.positions + ".weight", embed_positions_, -1);
   }
   if (project) {
@@ -290,14 +303,14 @@ decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, 
   if (cfg.tie_word_embeddings) {
     lm_head_weight_ = embed_tokens_;
   } else {
-    lm_head_weight_ = register_parameter("lm_head", torch::empty({cfg.vocab_size, embed_dim}, options));
+    lm_head_weight_ = register_parameter("lm_head", new_weight({cfg.vocab_size, embed_dim}, options));
     list("lm_head.weight", lm_head_weight_, -1);
   }
   if (cfg.lm_head_bias) {
-    lm_head_bias_ = register_parameter("lm_head_bias", torch::empty({cfg.vocab_size}, options));
+    lm_head_bias_ = register_parameter("lm_head_bias", new_weight({cfg.vocab_size}, options));
     list("lm_head.bias", lm_head_bias_, -1);
   }
-  if (!initialize || embed_tokens_.is_meta()) return;
+  if (!initialize || embed_tokens_.is_meta() || building_placeholders) return;
   torch::NoGradGuard no_grad;  // transformers' _init_weights
   const double std = cfg.initializer_range;
   for (const auto& m : modules(false)) {
@@ -422,6 +435,14 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
   auto shift_logits = logits.slice(1, 0, T - 1).to(torch::kFloat).reshape({-1, V});
   auto shift_labels = labels.slice(1, 1, T).reshape({-1});
   return at::cross_entropy_loss(shift_logits, shift_labels, {}, at::Reduction::Mean, -100);
+}
+
+decoder make_placeholder_decoder(const model_config& config) {
+  struct flag {
+    flag() { building_placeholders = true; }
+    ~flag() { building_placeholders = false; }
+  } placeholders;
+  return decoder(config, torch::TensorOptions().dtype(torch::kFloat), false);
 }
 
 }  // namespace cohort::core::model

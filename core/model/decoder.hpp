@@ -140,6 +140,11 @@ class decoder_impl : public torch::nn::Module {
 };
 TORCH_MODULE_IMPL(decoder, decoder_impl);
 
+// A decoder (fp32, CPU, training mode) whose every weight is a one-element placeholder expanded to
+// its shape: it costs no memory, and whoever fills the model gives each weight its data with
+// set_data, as the ZeRO optimizer does from a weight_source while keeping only its own shards.
+decoder make_placeholder_decoder(const model_config& config);
+
 // transformers' ForCausalLMLoss: logits[:, :-1] against labels[:, 1:], fp32, mean over labels
 // that are not -100.
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels);

@@ -23,6 +23,7 @@
 #include "core/model/decoder.hpp"
 #include "core/model/hf_io.hpp"
 #include "core/model/model_config.hpp"
+#include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/lr_schedule.hpp"
 #include "core/train/mfu.hpp"
@@ -33,33 +34,32 @@ namespace cohort::core::train {
 
 namespace {
 
-// Serialises seeding and drawing of initial weights: ranks that share a process (threads) share
-// torch's global generator.
+// Serialises seeding and restoring torch's global generators: ranks that share a process
+// (threads) share them.
 std::mutex init_mutex;
 
-model::decoder build_model(const config::model_spec& m) {
+// The model's config as the spec names it (a Hugging Face directory, a config file or inline).
+model::model_config model_config_of(const config::model_spec& m) {
   if (!m.hf_dir.empty()) {
-    model::load_options o;
-    o.dtype = torch::kFloat;
-    auto d = model::load_hf_model(m.hf_dir, o);
-    d->train();
-    return d;
+    auto cfg = model::read_config(m.hf_dir);
+    cfg.dtype = "float32";  // the masters' dtype, which checkpoints record
+    return cfg;
   }
-  model::model_config cfg;
-  if (!m.config_file.empty()) {
-    cfg = model::read_config(m.config_file);
-  } else {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(m.inline_config_json);
-    } catch (const nlohmann::json::exception& e) {
-      throw std::invalid_argument(std::string("model.config: not a JSON object: ") + e.what());
-    }
-    cfg = model::parse_config(j, "model.config");
+  if (!m.config_file.empty()) return model::read_config(m.config_file);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(m.inline_config_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("model.config: not a JSON object: ") + e.what());
   }
-  std::lock_guard<std::mutex> lock(init_mutex);
-  torch::manual_seed(m.init_seed);
-  return model::decoder(cfg, torch::TensorOptions().dtype(torch::kFloat));
+  return model::parse_config(j, "model.config");
+}
+
+// Where the initial weights come from: the Hugging Face directory's safetensors, else init_seed.
+std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& m,
+                                                      const model::decoder& net) {
+  if (!m.hf_dir.empty()) return model::open_hf_weights(m.hf_dir, net->hf_parameters());
+  return model::seeded_init(net->config(), net->hf_parameters(), m.init_seed);
 }
 
 torch::Device compute_device(const config::job_spec& spec, int rank) {
@@ -115,7 +115,16 @@ struct causal_lm_engine::impl {
     if (spec.data.train.empty())
       throw std::invalid_argument("data.train: missing; causal_lm needs a directory written by "
                                   "`cohort-data build`");
-    net = build_model(spec.model);
+    // No rank holds the whole model: the weights are placeholders until the ZeRO optimizer fills
+    // its shards from the source (and, below stage 3, gathers the whole weights on the device).
+    net = model::make_placeholder_decoder(model_config_of(spec.model));
+    {
+      // Dropout draws from torch's generators: seeded from train.seed, each rank its own stream
+      // (a restore sets them from the checkpoint).
+      std::lock_guard<std::mutex> lock(init_mutex);
+      torch::manual_seed(static_cast<std::uint64_t>(train.seed) * 0x9E3779B97F4A7C15ULL +
+                         static_cast<std::uint64_t>(group.rank()));
+    }
     data = std::make_shared<const data::dataset>(spec.data.train);
     if (data->info().vocab_size > net->config().vocab_size)
       throw std::invalid_argument("data.train: the data set's vocabulary (" +
@@ -132,10 +141,11 @@ struct causal_lm_engine::impl {
     zero_options zo;
     zo.stage = spec.zero.stage;
     zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
+    zo.offload_param = spec.zero.offload_param == config::offload_device::cpu;
     zo.device = device;
     zo.compute_dtype = train.dtype == config::precision::bf16 ? torch::kBFloat16 : torch::kFloat;
     optimizer = std::make_unique<zero_optimizer>(
-        net->hf_parameters(), group, zo,
+        net->hf_parameters(), *initial_weights(spec.model, net), group, zo,
         [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); });
     // The optimizer moved the weights (stage 3: only their shards); the rest follows.
     net->to(device);

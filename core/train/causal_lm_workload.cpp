@@ -11,6 +11,7 @@
 #include "core/ckpt/layout.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/checkpointer.hpp"
+#include "core/train/device_memory.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
@@ -39,8 +40,9 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
 void causal_lm_workload::run(const worker_context& ctx) {
   config::check_runnable(ctx.spec);
   const bool gpu = ctx.spec.scaling.use_gpu;
-  auto group = gpu ? join_group(ctx, comm::backend_kind::nccl,
-                               causal_lm_engine::cuda_device_for(ctx.rank))
+  const int device = gpu ? causal_lm_engine::cuda_device_for(ctx.rank) : -1;
+  const std::int64_t gpu_cap = device >= 0 ? apply_gpu_memory_limit(device) : 0;
+  auto group = gpu ? join_group(ctx, comm::backend_kind::nccl, device)
                    : join_group(ctx, comm::backend_kind::gloo);
   causal_lm_engine engine(ctx.spec, *group, ctx.cancelled);
   checkpointer checkpoints(ctx);
@@ -54,7 +56,9 @@ void causal_lm_workload::run(const worker_context& ctx) {
             std::to_string(engine.total_steps()) + " steps of " +
             std::to_string(engine.global_batch()) + " samples, ZeRO stage " +
             std::to_string(ctx.spec.zero.stage) +
-            (engine.steps_done() > 0 ? ", resuming after step " + std::to_string(engine.steps_done()) : ""));
+            (engine.steps_done() > 0 ? ", resuming after step " + std::to_string(engine.steps_done()) : "") +
+            (gpu_cap > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap >> 20) + " MiB" : "") +
+            "; after loading: " + describe(read_memory_peaks(device)));
 
   const auto extra = engine.checkpoint_extra();
   const std::int64_t total = engine.total_steps();
@@ -93,7 +97,8 @@ void causal_lm_workload::run(const worker_context& ctx) {
     ctx.report(report);
   }
   if (ctx.log)
-    ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(report.loss));
+    ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(report.loss) +
+            "; " + describe(read_memory_peaks(device)));
 }
 
 }  // namespace cohort::core::train

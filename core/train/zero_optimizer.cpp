@@ -4,20 +4,24 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 namespace cohort::core::train {
 
 zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
-                               comm::process_group& group, const zero_options& options,
-                               wait_function wait)
+                               const model::weight_source& initial, comm::process_group& group,
+                               const zero_options& options, wait_function wait)
     : group_(group),
       options_(options),
       wait_(std::move(wait)),
-      opt_device_(options.offload ? torch::Device(torch::kCPU) : options.device) {
+      opt_device_(options.offload || options.offload_param ? torch::Device(torch::kCPU) : options.device) {
   if (options.stage < 0 || options.stage > 3)
     throw std::invalid_argument("zero.stage: " + std::to_string(options.stage) +
                                 " is not a ZeRO stage (allowed: 0, 1, 2, 3)");
+  if (options.offload_param && options.stage != 3)
+    throw std::invalid_argument("zero.offload_param: \"cpu\" needs zero.stage 3 (got " +
+                                std::to_string(options.stage) + "); below it every rank keeps whole weights");
   for (const auto& p : params) {
     const auto u = layer_unit(p.layer);
     if (u >= units_.size()) units_.resize(u + 1);
@@ -32,25 +36,45 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
   for (std::size_t i = 0; i < units_.size(); ++i) {
     auto& u = units_[i];
     u.shard = (u.numel + parts() - 1) / parts();
-    auto full = flatten(u, false);
-    u.master = full.narrow(0, part() * u.shard, u.shard).to(opt_device_, torch::kFloat, false, true);
-    u.grad = torch::zeros({u.shard}, on_device);
+    // This rank's elements [part * shard, (part + 1) * shard) of the unit, read slot by slot;
+    // the padding past the unit's end stays 0.
+    u.master = torch::zeros({u.shard}, torch::kFloat);
+    const std::int64_t begin = part() * u.shard, end = begin + u.shard;
+    for (const auto& s : u.slots) {
+      const std::int64_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.numel);
+      if (lo >= hi) continue;
+      auto piece = u.master.narrow(0, lo - begin, hi - lo);
+      initial.read(s.name, lo - s.offset, piece);
+    }
+    u.master = u.master.to(opt_device_);
+    if (options_.offload_param) {
+      u.grad = host_tensor(u.shard, torch::kFloat).zero_();
+      u.host_weights = host_tensor(u.shard, options_.compute_dtype);
+      u.host_weights.copy_(u.master);
+    } else {
+      u.grad = torch::zeros({u.shard}, on_device);
+    }
     if (options_.stage == 3) {
       release(i);
     } else {
       for (auto& s : u.slots)
-        s.param.set_data(s.param.data().to(options_.device, options_.compute_dtype));
+        s.param.set_data(torch::empty(s.shape, on_device.dtype(options_.compute_dtype)));
+      assign(u, gather_full(u, options_.compute_dtype));
     }
   }
+  synchronize();
 }
 
-torch::Tensor zero_optimizer::flatten(const unit& u, bool grads) const {
+torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtype) const {
+  return torch::empty({n}, torch::TensorOptions().dtype(dtype).pinned_memory(options_.device.is_cuda()));
+}
+
+torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
   std::vector<torch::Tensor> pieces;
-  const auto where = grads || u.slots.empty() ? options_.device : u.slots.front().param.device();
-  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(where);
+  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
   for (const auto& s : u.slots) {
-    const torch::Tensor& t = grads ? s.param.grad() : s.param;
-    pieces.push_back(t.defined() ? t.detach().reshape({-1}).to(torch::kFloat)
+    const torch::Tensor& g = s.param.grad();
+    pieces.push_back(g.defined() ? g.detach().reshape({-1}).to(torch::kFloat)
                                  : torch::zeros({s.numel}, on_device));
   }
   const std::int64_t padding = parts() * u.shard - u.numel;
@@ -58,8 +82,16 @@ torch::Tensor zero_optimizer::flatten(const unit& u, bool grads) const {
   return torch::cat(pieces);
 }
 
+torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtype) const {
+  // From pinned memory the copy is asynchronous on the compute stream; the collective that
+  // gathers it is ordered after it.
+  if (options_.offload_param && dtype == options_.compute_dtype)
+    return u.host_weights.to(options_.device, /*non_blocking=*/true);
+  return u.master.to(options_.device, dtype);
+}
+
 torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
-  auto shard = u.master.to(options_.device, dtype);
+  auto shard = device_shard(u, dtype);
   if (parts() == 1) return shard;
   auto full = torch::empty({parts() * u.shard}, shard.options());
   complete(group_.all_gather(shard, full));
@@ -79,6 +111,13 @@ void zero_optimizer::synchronize() {
   auto works = std::move(unchecked_);
   unchecked_.clear();
   for (const auto& w : works) wait_(w);
+  if (!options_.offload_param) return;
+  // The gradient shards' copies to the host were queued on the compute stream.
+  if (options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
+  for (auto& u : units_) {
+    if (u.grad_pending) u.grad.zero_();  // nothing reduced into it this step
+    u.grad_pending = false;
+  }
 }
 
 void zero_optimizer::assign(unit& u, const torch::Tensor& full) {
@@ -100,7 +139,7 @@ void zero_optimizer::prefetch(std::size_t u) {
   }
   pending_gather p;
   p.unit = u;
-  p.shard = units_[u].master.to(options_.device, options_.compute_dtype);
+  p.shard = device_shard(units_[u], options_.compute_dtype);
   p.full = torch::empty({parts() * units_[u].shard}, p.shard.options());
   p.work = group_.all_gather(p.shard, p.full);
   pending_.push_back(std::move(p));
@@ -126,20 +165,33 @@ void zero_optimizer::release(std::size_t u) {
 }
 
 void zero_optimizer::zero_grad_shards() {
-  for (auto& u : units_) u.grad.zero_();
+  for (auto& u : units_) {
+    if (options_.offload_param) {
+      u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
+    } else {
+      u.grad.zero_();
+    }
+  }
 }
 
 void zero_optimizer::reduce_grads(std::size_t index) {
   torch::NoGradGuard no_grad;
   auto& u = units_.at(index);
-  auto flat = flatten(u, true);  // (parts * shard)
+  auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
     complete(group_.all_reduce(flat, comm::reduce_op::sum));
     u.grad.add_(flat.narrow(0, part() * u.shard, u.shard));
   } else {
     auto mine = torch::empty({u.shard}, flat.options());
     complete(group_.reduce_scatter(flat, mine, comm::reduce_op::sum));
-    u.grad.add_(mine);
+    if (!options_.offload_param) {
+      u.grad.add_(mine);
+    } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
+      u.grad.copy_(mine, /*non_blocking=*/true);
+      u.grad_pending = false;
+    } else {  // a later micro-batch: wait for the copy, add on the host
+      u.grad.add_(mine.to(torch::kCPU));
+    }
   }
   for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
 }
@@ -175,6 +227,7 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       // gather_full) copies the new weights back to the device, one unit at a time.
       auto grad = u.grad.to(opt_device_);
       model::adamw_step(u.master, grad, u.adam, options);
+      if (options_.offload_param) u.host_weights.copy_(u.master);
       if (options_.stage < 3) assign(u, gather_full(u, options_.compute_dtype));
     }
   }
@@ -206,6 +259,9 @@ std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) 
 }
 
 void zero_optimizer::refresh_weights() {
+  torch::NoGradGuard no_grad;
+  if (options_.offload_param)
+    for (auto& u : units_) u.host_weights.copy_(u.master);
   if (options_.stage == 3) return;
   for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
   synchronize();

@@ -7,6 +7,16 @@
 // update; stage 3 one unit at a time, on demand). On CUDA the compute stream waits for each
 // collective without blocking the host; synchronize() checks their outcome. One per rank, used by
 // one thread; holds the model's parameter tensors.
+//
+// Where a rank's bytes live (S = this rank's elements of all shards, P = the model's parameters):
+//   device, stages 0-2: P compute-dtype weights + S fp32 gradient shard (+ S master and 2S moments
+//     without offload); stage 3: the gathered units in use + S fp32 gradient shard (+ 3S fp32
+//     without offload); stage 3 with offload_param: only the gathered units in use.
+//   host: 3S fp32 with offload (master, moments); with offload_param also the S fp32 gradient
+//     shard and an S compute-dtype copy of the master that gathers copy up (both pinned).
+// The initial values come from a weight_source a slice at a time: a rank reads only the elements
+// of its own shards (plus, for stages 0-2, the all-gather of the whole weights), so the full model
+// is never held in fp32 by anyone.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +31,16 @@
 #include "core/comm/process_group.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
+#include "core/model/weight_source.hpp"
 
 namespace cohort::core::train {
 
 struct zero_options {
   int stage = 0;                          // 0..3
   bool offload = false;                   // master shard + moments in host memory, update there
+  // Stage 3 only, implies offload: the gradient shard and a compute-dtype copy of the weights'
+  // shard also live in (pinned) host memory; the device holds only the units being gathered.
+  bool offload_param = false;
   torch::Device device = torch::kCPU;     // where the model computes
   torch::ScalarType compute_dtype = torch::kFloat;  // the model's weights (fp32 or bf16)
 };
@@ -36,12 +50,14 @@ using wait_function = std::function<void(const std::shared_ptr<comm::work>&)>;
 
 class zero_optimizer {
  public:
-  // `params` are the model's weights (decoder_impl::hf_parameters()) holding the initial values,
-  // identical on every rank, on options.device or on the host; they end up on options.device in
-  // the compute dtype. With stage 3 each unit is released (emptied) once its master shard is
-  // taken, so a model kept on the host until then never sits whole on the GPU.
-  zero_optimizer(const std::vector<model::hf_parameter>& params, comm::process_group& group,
-                 const zero_options& options, wait_function wait);
+  // `params` are the model's weights (decoder_impl::hf_parameters(); their values are not read:
+  // placeholders from make_placeholder_decoder will do); their initial values come from `initial`,
+  // of which this rank reads only its shards. Each parameter's data is replaced: stages 0-2 give
+  // it its whole value on options.device in the compute dtype (an all-gather of the masters);
+  // stage 3 leaves it empty until gather(). Throws invalid_argument for a bad stage or
+  // offload_param below stage 3, and what `initial` throws.
+  zero_optimizer(const std::vector<model::hf_parameter>& params, const model::weight_source& initial,
+                 comm::process_group& group, const zero_options& options, wait_function wait);
 
   std::size_t unit_count() const { return units_.size(); }
   static std::size_t layer_unit(std::int64_t layer) { return static_cast<std::size_t>(layer + 1); }
@@ -105,11 +121,14 @@ class zero_optimizer {
     torch::Tensor master;    // (shard) fp32, on the optimizer's device
     model::adamw_state adam;  // moments like master
     torch::Tensor grad;      // (shard) fp32 gradient accumulator, on the compute device
+                             // (pinned host with offload_param)
+    bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
+    torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
   };
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
-  // (parts * shard) fp32: the weights (where they are) or the gradients (on device).
-  torch::Tensor flatten(const unit& u, bool grads) const;
+  // (parts * shard) fp32 on the device: the gradients accumulated in unit u's weights.
+  torch::Tensor flat_grads(const unit& u) const;
   // (parts * shard) in dtype on device: every rank's master shard.
   torch::Tensor gather_full(const unit& u, torch::ScalarType dtype);
   // Orders the compute stream after `w` (CUDA) and remembers it for synchronize(); waits on the
@@ -121,6 +140,10 @@ class zero_optimizer {
     torch::Tensor shard, full;  // kept alive until the work completes
   };
   void assign(unit& u, const torch::Tensor& full);         // full -> the model's weights
+  // (shard) in dtype on the device: this rank's weights of unit u, for a gather.
+  torch::Tensor device_shard(const unit& u, torch::ScalarType dtype) const;
+  // An empty host tensor of n elements, pinned when the device is a GPU (fast, async copies).
+  torch::Tensor host_tensor(std::int64_t n, torch::ScalarType dtype) const;
 
   comm::process_group& group_;
   zero_options options_;

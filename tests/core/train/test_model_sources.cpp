@@ -5,6 +5,7 @@
 #include "core/model/decoder.hpp"
 #include "core/model/hf_io.hpp"
 #include "core/model/model_config.hpp"
+#include "core/model/weight_source.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
@@ -23,8 +24,12 @@ TEST_CASE("hf_dir, a config file and an inline config with the same seed train i
 
   // The weights an init_seed of 7 draws, saved as a Hugging Face directory.
   const auto cfg = core::model::parse_config(nlohmann::json::parse(test::tiny_llama_config()), "test");
-  torch::manual_seed(7);
-  core::model::decoder model(cfg, torch::TensorOptions().dtype(torch::kFloat));
+  core::model::decoder model(cfg, torch::TensorOptions().dtype(torch::kFloat), false);
+  const auto drawn = core::model::seeded_init(cfg, model->hf_parameters(), 7);
+  for (const auto& p : model->hf_parameters()) {
+    auto t = p.tensor;
+    core::model::fill_parameter(*drawn, p.name, t);
+  }
   core::model::save_hf_model(*model, tmp.path("hf"));
 
   auto hf_spec = inline_spec;

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Summarises one GPU cluster job of scripts/gpu-cluster-test as markdown: tokens/s per GPU and MFU
+(median over the steps after the first 3), the peak GPU memory and host RSS each rank logged,
+against what `submit plan --json` predicted for a rank.
+
+usage: cluster_summary.py LABEL METRICS.jsonl JOB.log PLAN.json
+"""
+import json
+import re
+import statistics
+import sys
+
+GIB = 1024 ** 3
+
+
+def main():
+    label, metrics_path, log_path, plan_path = sys.argv[1:5]
+    rows = [json.loads(l) for l in open(metrics_path) if l.strip().startswith("{")]
+    timed = rows[3:] if len(rows) > 4 else rows
+    log = open(log_path, errors="replace").read()
+    world = len(set(re.findall(r"rank (\d+)/\d+ on node", log))) or 1
+    tps = statistics.median(r["tokens_per_s"] for r in timed) if timed else 0.0
+    mfu = statistics.median(r.get("mfu", 0.0) for r in timed) if timed else 0.0
+    step_s = statistics.median(1.0 / r["tokens_per_s"] for r in timed if r["tokens_per_s"] > 0) if timed else 0
+    print(f"### {label}: {len(rows)} steps on {world} GPUs")
+    print(f"- throughput: {tps / world:,.0f} tokens/s per GPU ({tps:,.0f} in all), MFU {mfu:.3f} "
+          f"(median of steps {min(4, len(rows))}..{len(rows)}), final loss {rows[-1]['loss']:.4f}" if rows else "- no steps")
+
+    plan = {}
+    try:
+        plan = json.load(open(plan_path))
+    except (OSError, ValueError) as e:
+        print(f"- plan: unreadable ({e})")
+    memory = plan.get("memory", plan)
+    per_rank = memory.get("per_rank", memory)
+    plan_gpu = per_rank.get("device_bytes")
+    plan_host = per_rank.get("host_bytes")
+    plan_load = per_rank.get("load_peak_host_bytes")
+
+    done = re.findall(r"rank (\d+) done: .*?GPU peak ([\d.]+) GiB allocated, ([\d.]+) GiB reserved; "
+                      r"host peak RSS ([\d.]+) GiB", log)
+    loaded = dict((r, float(h)) for r, h in re.findall(
+        r"rank (\d+)/\d+ on node .*?after loading: .*?host peak RSS ([\d.]+) GiB", log))
+    print("\n| rank | GPU peak allocated | GPU peak reserved | plan GPU | host peak RSS after load | "
+          "host peak RSS | plan host (load peak) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    fmt = lambda b: f"{b / GIB:.1f} GiB" if b else "?"
+    for rank, alloc, reserved, rss in sorted(done, key=lambda t: int(t[0])):
+        print(f"| {rank} | {float(alloc):.1f} GiB | {float(reserved):.1f} GiB | {fmt(plan_gpu)} | "
+              f"{loaded.get(rank, 0):.1f} GiB | {float(rss):.1f} GiB | {fmt(plan_host)} ({fmt(plan_load)}) |")
+    if done and plan_gpu:
+        worst = max(float(a) for _, a, _, _ in done) * GIB
+        print(f"\nplan vs measured GPU peak (allocated): {plan_gpu / GIB:.1f} vs {worst / GIB:.1f} GiB "
+              f"({(plan_gpu - worst) / worst * 100:+.0f}%)")
+    if done and plan_host:
+        worst = max(float(r) for _, _, _, r in done) * GIB
+        print(f"plan vs measured host peak RSS: {plan_host / GIB:.1f} vs {worst / GIB:.1f} GiB "
+              f"({(plan_host - worst) / worst * 100:+.0f}%)")
+
+
+if __name__ == "__main__":
+    main()

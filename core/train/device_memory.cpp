@@ -1,0 +1,92 @@
+// device_memory: the GPU memory cap and the peaks (see device_memory.hpp).
+#include "core/train/device_memory.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#ifdef COHORT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cohort::core::train {
+
+namespace {
+
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / gib);
+  return text;
+}
+
+}  // namespace
+
+std::int64_t requested_gpu_memory_limit() {
+  const char* value = std::getenv(gpu_memory_limit_variable);
+  if (value == nullptr || *value == '\0') return 0;
+  char* end = nullptr;
+  const double limit = std::strtod(value, &end);
+  if (end == value || *end != '\0' || !std::isfinite(limit) || limit <= 0)
+    throw std::invalid_argument(std::string(gpu_memory_limit_variable) + ": \"" + value +
+                                "\" is not a positive number of GiB (e.g. 24)");
+  return static_cast<std::int64_t>(limit * gib);
+}
+
+std::int64_t apply_gpu_memory_limit(int device) {
+  const std::int64_t limit = requested_gpu_memory_limit();
+  if (limit == 0) return 0;
+#ifdef COHORT_WITH_CUDA
+  std::size_t free_bytes = 0, total_bytes = 0;
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || cudaSetDevice(previous) != cudaSuccess)
+    throw std::runtime_error(std::string(gpu_memory_limit_variable) + ": cannot read the memory of CUDA device " +
+                             std::to_string(device));
+  if (static_cast<double>(limit) > static_cast<double>(total_bytes))
+    throw std::invalid_argument(std::string(gpu_memory_limit_variable) + ": " + gib_text(static_cast<double>(limit)) +
+                                " is more than CUDA device " + std::to_string(device) + " has (" +
+                                gib_text(static_cast<double>(total_bytes)) + ")");
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(
+      static_cast<double>(limit) / static_cast<double>(total_bytes), static_cast<c10::DeviceIndex>(device));
+  return limit;
+#else
+  (void)device;
+  throw std::runtime_error(std::string(gpu_memory_limit_variable) +
+                           " is set but this build of cohort has no CUDA (configured with COHORT_CUDA=OFF)");
+#endif
+}
+
+memory_peaks read_memory_peaks(int device) {
+  memory_peaks peaks;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) peaks.host_rss = std::atoll(line.c_str() + 6) * 1024;  // kB
+  }
+#ifdef COHORT_WITH_CUDA
+  if (device >= 0) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    peaks.gpu_allocated = stats.allocated_bytes[0].peak;  // [0]: StatType::AGGREGATE
+    peaks.gpu_reserved = stats.reserved_bytes[0].peak;
+  }
+#else
+  (void)device;
+#endif
+  return peaks;
+}
+
+std::string describe(const memory_peaks& peaks) {
+  std::string text;
+  if (peaks.gpu_reserved > 0)
+    text = "GPU peak " + gib_text(static_cast<double>(peaks.gpu_allocated)) + " allocated, " +
+           gib_text(static_cast<double>(peaks.gpu_reserved)) + " reserved; ";
+  return text + "host peak RSS " + gib_text(static_cast<double>(peaks.host_rss));
+}
+
+}  // namespace cohort::core::train
