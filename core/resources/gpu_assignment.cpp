@@ -2,7 +2,6 @@
 #include "core/resources/gpu_assignment.hpp"
 
 #include <cmath>
-#include <cstdio>
 
 namespace cohort::core::resources {
 namespace {
@@ -14,7 +13,7 @@ bool whole(double gpus) { return std::fabs(gpus - std::round(gpus)) <= eps; }
 // What one index of a bundle of `gpus` takes: 1 for whole GPUs, the fraction otherwise.
 double share_of(double gpus) {
   if (gpus > 1 + eps && !whole(gpus))
-    throw resource_error("a bundle of " + std::to_string(gpus).substr(0, std::to_string(gpus).find('.') + 3) +
+    throw resource_error("a bundle of " + format_quantity(gpus) +
                          " GPUs cannot be assigned: above 1, GPU counts must be whole");
   return whole(gpus) ? 1.0 : gpus;
 }
@@ -82,9 +81,7 @@ std::optional<rank_gpu_indices> assign_gpus(const placement& plan,
     const auto& node = plan.rank_nodes[r];
     auto got = trial[node].take(gpus);
     if (!got) {
-      char amount[32];
-      std::snprintf(amount, sizeof amount, "%g", gpus);
-      why = "rank " + std::to_string(r) + "'s " + amount + " GPU on node " + node +
+      why = "rank " + std::to_string(r) + "'s " + format_quantity(gpus) + " GPU on node " + node +
             ": the node's free GPU shares add up but are spread over several GPUs";
       return std::nullopt;
     }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <set>
 
@@ -207,8 +206,7 @@ std::string describe_gpus(const std::vector<gpu_device>& devices) {
 gpu_discovery choose_gpu_offer(const gpu_discovery& found, std::optional<double> requested,
                                bool cuda, const std::string& flag) {
   if (requested) {
-    char given[32];
-    std::snprintf(given, sizeof given, "%g", *requested);
+    const std::string given = format_quantity(*requested);
     if (*requested < 0 || *requested != std::floor(*requested) || *requested > 1e6)
       throw resource_error(flag + " " + given + ": expected a whole number of GPUs >= 0");
     const auto want = static_cast<std::size_t>(*requested);
