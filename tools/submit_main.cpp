@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -236,8 +237,10 @@ void print_nodes(const std::vector<actors::node_info>& nodes) {
       std::cout << "no GPUs" << (n.gpu_note.empty() ? "" : " (" + n.gpu_note + ")") << "\n";
       continue;
     }
-    std::cout << gpus->second << " GPU " << n.accelerator_type << ", "
-              << static_cast<double>(n.gpu_memory_bytes) / (1024.0 * 1024 * 1024)
+    std::cout << core::resources::format_quantity(gpus->second)
+              << (gpus->second == 1 ? " GPU " : " GPUs ") << n.accelerator_type << ", "
+              << core::resources::format_quantity(
+                     std::round(static_cast<double>(n.gpu_memory_bytes) / (1 << 20) / 1024 * 10) / 10)
               << " GiB each\n";
   }
 }
