@@ -215,7 +215,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         if (const auto* r = self->state.logic.find(q.job_id)) return *r;
         return request_error("no job with id " + q.job_id);
       },
-      [=](const job_list_query&) { 
+      [=](const job_list_query&) {
         return job_list{self->state.logic.jobs(), self->state.logic.nodes()};
       },
       [=](const stop_job& req) -> caf::result<job_record> {

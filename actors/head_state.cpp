@@ -79,7 +79,8 @@ std::vector<node_info> head_state::nodes() const {
   std::vector<node_info> out;
   for (const auto& n : nodes_) {
     auto it = node_infos_.find(n.name());
-    out.push_back(it != node_infos_.end() ? it->second : node_info{n.name(), n.total().quantities()});
+    out.push_back(it != node_infos_.end() ? it->second
+                                          : node_info{n.name(), n.total().quantities()});
   }
   return out;
 }
@@ -212,9 +213,11 @@ void head_state::release(job_entry& job) {
 std::string head_state::gpu_refusal(const config::job_spec& spec) const {
   const auto it = spec.scaling.resources_per_worker.find("GPU");
   const double need = it == spec.scaling.resources_per_worker.end() ? 0.0 : it->second;
-  const bool any_alive = std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.alive(); });
+  const bool any_alive =
+      std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.alive(); });
   if (need <= 0 || !any_alive || need <= largest_gpu_offer_ + 1e-9) return "";
-  const std::string head = "scaling.resources_per_worker.GPU " + res::format_quantity(need) + " per worker: ";
+  const std::string head =
+      "scaling.resources_per_worker.GPU " + res::format_quantity(need) + " per worker: ";
   if (largest_gpu_offer_ > 0)
     return head + "the largest node offers " + res::format_quantity(largest_gpu_offer_) + " GPUs";
   std::string notes;

@@ -1,7 +1,7 @@
 // The head's logic without CAF: the node registry with free resources, the job table, placement
 // of waiting jobs, GPU isolation (which of a node's GPUs each rank gets, see
-// core/resources/gpu_assignment.hpp), and the failure policy (failure.max_failures). The head actor is a thin shell
-// around it; this class is unit-tested alone. Not thread-safe: the head actor owns it.
+// core/resources/gpu_assignment.hpp), and the failure policy (failure.max_failures). The head
+// actor is a thin shell around it; this class is unit-tested alone. Not thread-safe: the head actor owns it.
 #pragma once
 
 #include <map>

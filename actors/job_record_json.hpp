@@ -1,5 +1,5 @@
-// Job records (and node records) as JSON: what `submit status --json` / `submit list --json` print and what the head
-// keeps in the cluster store's state.json. from_json throws std::invalid_argument naming the field.
+// Job records (and node records) as JSON: what `submit status --json` / `submit list --json`
+// print and what the head keeps in the cluster store's state.json. from_json throws std::invalid_argument naming the field.
 #pragma once
 
 #include <nlohmann/json.hpp>

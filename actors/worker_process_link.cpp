@@ -45,7 +45,7 @@ worker_setup worker_setup_from_json(const std::string& text) {
 std::map<std::string, std::string> worker_environment(const worker_setup& setup,
                                                       const std::vector<std::string>& node_gpu_ids,
                                                       std::int32_t node_gpu_count) {
-  std::map<std::string, std::string> env = config::parse_job_spec(setup.spec_json).runtime_env.env_vars;
+  auto env = config::parse_job_spec(setup.spec_json).runtime_env.env_vars;
   std::string visible;
   for (const auto index : setup.gpus) {
     if (index < 0 || index >= node_gpu_count)
@@ -53,7 +53,8 @@ std::map<std::string, std::string> worker_environment(const worker_setup& setup,
                                   " was assigned GPU index " + std::to_string(index) + " but node " +
                                   setup.node + " offers " + std::to_string(node_gpu_count) + " GPUs");
     const auto i = static_cast<std::size_t>(index);
-    visible += (visible.empty() ? "" : ",") + (i < node_gpu_ids.size() ? node_gpu_ids[i] : std::to_string(index));
+    visible += (visible.empty() ? "" : ",") +
+               (i < node_gpu_ids.size() ? node_gpu_ids[i] : std::to_string(index));
   }
   env["CUDA_VISIBLE_DEVICES"] = visible;
   env[worker_setup_variable] = worker_setup_to_json(setup);

@@ -24,7 +24,8 @@ std::int32_t count_of(double gpus) {
 
 }  // namespace
 
-gpu_pool::gpu_pool(std::int32_t count) : used_(static_cast<std::size_t>(count > 0 ? count : 0), 0.0) {}
+gpu_pool::gpu_pool(std::int32_t count)
+    : used_(static_cast<std::size_t>(count > 0 ? count : 0), 0.0) {}
 
 std::optional<std::vector<std::int32_t>> gpu_pool::take(double gpus) {
   if (gpus <= eps) return std::vector<std::int32_t>{};
@@ -96,7 +97,8 @@ void release_gpus(const placement& plan, const rank_gpu_indices& gpus,
                   std::map<std::string, gpu_pool>& pools) {
   for (std::size_t r = 0; r < plan.rank_nodes.size() && r < gpus.size(); ++r) {
     auto it = pools.find(plan.rank_nodes[r]);
-    if (it != pools.end() && !gpus[r].empty()) it->second.give_back(gpus[r], plan.rank_bundles.at(r).get("GPU"));
+    if (it != pools.end() && !gpus[r].empty())
+      it->second.give_back(gpus[r], plan.rank_bundles.at(r).get("GPU"));
   }
 }
 
