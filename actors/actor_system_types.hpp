@@ -116,8 +116,10 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
                            caf::actor trainer, std::shared_ptr<runner_registry> runners);
 // The spawner for in-process workers.
 worker_spawner in_process_workers(std::shared_ptr<runner_registry> runners);
-// The spawner for workers in OS processes of their own, running `program` (cohort-worker).
-worker_spawner process_workers(std::string program);
+// The spawner for workers in OS processes of their own, running `program` (cohort-worker), each
+// with CUDA_VISIBLE_DEVICES naming its GPUs by the node's `gpu_ids` (see worker_environment).
+worker_spawner process_workers(std::string program, std::vector<std::string> gpu_ids,
+                               std::int32_t gpu_count);
 
 // The text of a CAF error: its message context if it carries one, else CAF's rendering.
 std::string describe(caf::actor_system& sys, const caf::error& err);

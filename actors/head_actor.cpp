@@ -81,13 +81,13 @@ void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attem
 }
 
 // Places what fits and asks the nodes to start the trainers. Followers of jobs that go (back)
-// to PENDING hear why.
+// to PENDING, or FAILED because they can never be placed, hear why.
 void start_trainers(head_ptr self) {
   std::map<std::string, job_state> before;
   for (const auto& r : self->state.logic.jobs()) before[r.id] = r.state;
   auto starts = self->state.logic.schedule();
   for (const auto& r : self->state.logic.jobs())
-    if (r.state == job_state::pending && before[r.id] != job_state::pending)
+    if ((r.state == job_state::pending || r.state == job_state::failed) && before[r.id] != r.state)
       notify_state(self, r.id);
   for (auto& setup : starts) {
     notify(self, setup.job_id, "placed: trainer on " + setup.trainer_node + ", ranks on [" +
@@ -215,7 +215,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         if (const auto* r = self->state.logic.find(q.job_id)) return *r;
         return request_error("no job with id " + q.job_id);
       },
-      [=](const job_list_query&) { return job_list{self->state.logic.jobs()}; },
+      [=](const job_list_query&) {
+        return job_list{self->state.logic.jobs(), self->state.logic.nodes()};
+      },
       [=](const stop_job& req) -> caf::result<job_record> {
         auto& st = self->state;
         const auto* r = st.logic.find(req.job_id);

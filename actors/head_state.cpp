@@ -2,6 +2,7 @@
 #include "actors/head_state.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -26,14 +27,34 @@ bool is_terminal(job_state s) {
   return s == job_state::succeeded || s == job_state::failed || s == job_state::stopped;
 }
 
+namespace {
+
+double offered_gpus(const node_info& node) {
+  auto it = node.resources.find("GPU");
+  return it == node.resources.end() ? 0.0 : it->second;
+}
+
+}  // namespace
+
 void head_state::add_node(const node_info& node) {
   res::node_inventory inventory(node.name, res::resource_set(node.resources));
+  res::gpu_pool pool(static_cast<std::int32_t>(std::floor(offered_gpus(node) + 1e-9)));
   // What running attempts hold on a node that registers again stays reserved.
   for (const auto& [id, job] : jobs_) {
     if (!job.held) continue;
     for (std::size_t r = 0; r < job.held->rank_nodes.size(); ++r)
       if (job.held->rank_nodes[r] == node.name) inventory.reserve(job.held->rank_bundles[r]);
+    try {
+      res::take_gpus_on(node.name, *job.held, job.gpus, pool);
+    } catch (const res::resource_error& e) {
+      // The node came back with fewer GPUs than the attempt holds: its workers report the loss.
+      std::fprintf(stderr, "cluster-head: node %s: job %s keeps GPUs it no longer offers: %s\n",
+                   node.name.c_str(), id.c_str(), e.what());
+    }
   }
+  gpu_pools_[node.name] = std::move(pool);
+  node_infos_[node.name] = node;
+  largest_gpu_offer_ = std::max(largest_gpu_offer_, offered_gpus(node));
   auto it = std::find_if(nodes_.begin(), nodes_.end(),
                          [&](const auto& n) { return n.name() == node.name; });
   if (it == nodes_.end())
@@ -43,6 +64,8 @@ void head_state::add_node(const node_info& node) {
 }
 
 void head_state::remove_node(const std::string& name) {
+  gpu_pools_.erase(name);
+  node_infos_.erase(name);
   nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
                               [&](const auto& n) { return n.name() == name; }),
                nodes_.end());
@@ -54,7 +77,11 @@ bool head_state::has_node(const std::string& name) const {
 
 std::vector<node_info> head_state::nodes() const {
   std::vector<node_info> out;
-  for (const auto& n : nodes_) out.push_back(node_info{n.name(), n.total().quantities()});
+  for (const auto& n : nodes_) {
+    auto it = node_infos_.find(n.name());
+    out.push_back(it != node_infos_.end() ? it->second
+                                          : node_info{n.name(), n.total().quantities()});
+  }
   return out;
 }
 
@@ -85,6 +112,7 @@ void head_state::restore(const job_record& record) {
     // Its trainer may still run on its node: keep the placement until it comes back.
     job.held = res::placement{record.trainer_node, record.rank_nodes,
                               res::job_bundles(job.spec.scaling)};
+    if (record.rank_gpus.size() == record.rank_nodes.size()) job.gpus = record.rank_gpus;
     job.awaiting_adoption = true;
     job.record.reason = "head restarted; waiting for the trainer on " + record.trainer_node;
   } else if (job.record.state == job_state::running) {
@@ -138,6 +166,11 @@ std::vector<trainer_setup> head_state::schedule() {
     auto& job = jobs_.at(id);
     auto s = job.record.state;
     if ((s != job_state::pending && s != job_state::restarting) || job.held) continue;
+    if (auto refusal = gpu_refusal(job.spec); !refusal.empty()) {
+      job.record.state = job_state::failed;
+      job.record.reason = refusal;
+      continue;
+    }
     auto result = res::plan_job(job.spec, nodes_);
     if (result.status != res::placement_status::placed) {
       job.record.state = job_state::pending;
@@ -145,13 +178,23 @@ std::vector<trainer_setup> head_state::schedule() {
       continue;
     }
     res::reserve(result.plan, nodes_);
+    std::string why;
+    auto gpus = res::assign_gpus(result.plan, gpu_pools_, why);
+    if (!gpus) {
+      res::release(result.plan, nodes_);
+      job.record.state = job_state::pending;
+      job.record.reason = "pending: " + why + "; it waits until running jobs free GPUs";
+      continue;
+    }
     job.held = result.plan;
+    job.gpus = *gpus;
+    job.record.rank_gpus = *gpus;
     job.record.attempts += 1;
     job.record.trainer_node = result.plan.trainer_node;
     job.record.rank_nodes = result.plan.rank_nodes;
     job.record.reason = "starting attempt " + std::to_string(job.record.attempts);
     starts.push_back(trainer_setup{id, job.record.spec_json, job.record.attempts - 1,
-                                   result.plan.trainer_node, result.plan.rank_nodes});
+                                   result.plan.trainer_node, result.plan.rank_nodes, job.gpus});
   }
   return starts;
 }
@@ -161,7 +204,37 @@ void head_state::release(job_entry& job) {
   // Only nodes still registered get their share back; a node that re-registered meanwhile was
   // given its reservation again in add_node.
   res::release(*job.held, nodes_);
+  res::release_gpus(*job.held, job.gpus, gpu_pools_);
   job.held.reset();
+  job.gpus.clear();
+  job.record.rank_gpus.clear();
+}
+
+std::string head_state::gpu_refusal(const config::job_spec& spec) const {
+  const auto it = spec.scaling.resources_per_worker.find("GPU");
+  const double need = it == spec.scaling.resources_per_worker.end() ? 0.0 : it->second;
+  const bool any_alive =
+      std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.alive(); });
+  if (need <= 0 || !any_alive || need <= largest_gpu_offer_ + 1e-9) return "";
+  const std::string head =
+      "scaling.resources_per_worker.GPU " + res::format_quantity(need) + " per worker: ";
+  if (largest_gpu_offer_ > 0)
+    return head + "the largest node offers " + res::format_quantity(largest_gpu_offer_) + " GPUs";
+  std::string notes;
+  for (const auto& n : nodes_) {
+    auto info = node_infos_.find(n.name());
+    if (info != node_infos_.end() && !info->second.gpu_note.empty())
+      notes += (notes.empty() ? "" : "; ") + n.name() + ": " + info->second.gpu_note;
+  }
+  return head + "no node of this cluster offers GPUs" + (notes.empty() ? "" : " (" + notes + ")");
+}
+
+std::vector<double> head_state::gpu_use(const std::string& node) const {
+  auto it = gpu_pools_.find(node);
+  if (it == gpu_pools_.end()) return {};
+  std::vector<double> out;
+  for (std::int32_t i = 0; i < it->second.size(); ++i) out.push_back(it->second.used(i));
+  return out;
 }
 
 void head_state::record_failure(job_entry& job, const failure_cause& cause) {

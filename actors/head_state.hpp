@@ -1,6 +1,7 @@
 // The head's logic without CAF: the node registry with free resources, the job table, placement
-// of waiting jobs, and the failure policy (failure.max_failures). The head actor is a thin shell
-// around it; this class is unit-tested alone. Not thread-safe: the head actor owns it.
+// of waiting jobs, GPU isolation (which of a node's GPUs each rank gets, see
+// core/resources/gpu_assignment.hpp), and the failure policy (failure.max_failures). The head
+// actor is a thin shell around it; this class is unit-tested alone. Not thread-safe: the head actor owns it.
 #pragma once
 
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "actors/messages.hpp"
 #include "config/job_spec.hpp"
+#include "core/resources/gpu_assignment.hpp"
 #include "core/resources/node_inventory.hpp"
 #include "core/resources/placement.hpp"
 
@@ -22,6 +24,7 @@ class head_state {
   // Forgets a node (it died or left). Its reservations stay until the jobs using it are told.
   void remove_node(const std::string& name);
   bool has_node(const std::string& name) const;
+  // The registered nodes as they registered, in registration order.
   std::vector<node_info> nodes() const;
 
   // Accepts a parsed spec; returns the new job's id (`id` when given: the store allocates ids).
@@ -42,8 +45,16 @@ class head_state {
   // Where a spec would run now (`submit plan` against the live cluster).
   core::resources::placement_result plan(const config::job_spec& spec) const;
 
-  // Places every waiting job that fits now, reserves its resources and returns what to start.
+  // Places every waiting job that fits now, reserves its resources and GPUs (each rank's GPU
+  // indices in trainer_setup::rank_gpus) and returns what to start. A job asking more GPUs per
+  // worker than any node has offered since this head started ends FAILED, naming the numbers
+  // (it could never run); one that fits a node that is gone waits PENDING.
   std::vector<trainer_setup> schedule();
+  // Why a job can never get its GPUs on this cluster (the FAILED reason), or "" when it can or
+  // no node is alive to judge by.
+  std::string gpu_refusal(const config::job_spec& spec) const;
+  // GPU indices in use on a node (share of each, 0..1), for tests; empty when unknown.
+  std::vector<double> gpu_use(const std::string& node) const;
 
   // The trainer of attempt `outcome.attempt` ended it. Releases the reservation; applies the
   // failure policy. Returns the job's record after the change.
@@ -70,6 +81,7 @@ class head_state {
     job_record record;
     config::job_spec spec;
     std::optional<core::resources::placement> held;  // reserved while an attempt runs
+    core::resources::rank_gpu_indices gpus;             // held's GPU indices per rank
     std::int32_t failures_counted = 0;
     bool awaiting_adoption = false;
   };
@@ -79,6 +91,9 @@ class head_state {
   job_entry& entry(const std::string& job_id);
 
   std::vector<core::resources::node_inventory> nodes_;  // registration order: deterministic
+  std::map<std::string, node_info> node_infos_;         // as registered, by name
+  std::map<std::string, core::resources::gpu_pool> gpu_pools_;  // by node name
+  double largest_gpu_offer_ = 0;  // the most GPUs one node has offered since this head started
   std::map<std::string, job_entry> jobs_;
   std::vector<std::string> job_order_;   // submission order: first come, first placed
   std::int64_t next_job_number_ = 1;

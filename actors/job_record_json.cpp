@@ -30,7 +30,19 @@ json to_json(const job_record& r) {
               {"step", r.step},
               {"total_steps", r.total_steps},
               {"loss", r.loss},
-              {"checkpoint_step", r.checkpoint_step}};
+              {"checkpoint_step", r.checkpoint_step},
+              {"rank_gpus", r.rank_gpus}};
+}
+
+json to_json(const node_info& n) {
+  return json{{"name", n.name},
+              {"address", n.address},
+              {"resources", n.resources},
+              {"gpus", n.resources.count("GPU") != 0 ? n.resources.at("GPU") : 0.0},
+              {"accelerator_type", n.accelerator_type},
+              {"gpu_memory_bytes", n.gpu_memory_bytes},
+              {"gpu_ids", n.gpu_ids},
+              {"gpu_note", n.gpu_note}};
 }
 
 job_record job_record_from_json(const json& j) {
@@ -52,6 +64,8 @@ job_record job_record_from_json(const json& j) {
     r.total_steps = j.at("total_steps").get<std::int64_t>();
     r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : 0.0;
     r.checkpoint_step = j.value("checkpoint_step", std::int64_t{0});
+    if (j.contains("rank_gpus"))  // records of older heads have none
+      r.rank_gpus = j.at("rank_gpus").get<std::vector<std::vector<std::int32_t>>>();
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("job record: ") + e.what());
   }

@@ -57,9 +57,13 @@ struct job_record {
   double loss = 0;
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint (0: none)
   std::string spec_json;
+  // Per rank, the indices of its GPUs in its node's offered GPU list (empty: none); the current
+  // attempt's, while it holds a placement.
+  std::vector<std::vector<std::int32_t>> rank_gpus{};
 };
 
-// A node as it registers: name and total resources.
+// A node as it registers: name and total resources ("GPU": how many it offers, and the tag
+// "accelerator_type:<model>" = 1 when it offers any).
 struct node_info {
   static constexpr std::uint32_t wire_id = 3;
   std::string name;
@@ -67,6 +71,12 @@ struct node_info {
   // Where the node's trainers and workers are reached by the other nodes' workers (rendezvous
   // store, Gloo); 127.0.0.1 for a cluster on one machine.
   std::string address = "127.0.0.1";
+  std::int64_t gpu_memory_bytes = 0;  // the smallest offered GPU's memory
+  std::string accelerator_type{};     // the offered GPUs' model ("NVIDIA H100 80GB HBM3")
+  // How the node names offered GPU i to CUDA (its UUID, else its index); the head assigns
+  // indices into this list. Shorter than resources["GPU"] when unknown: index i is named "i".
+  std::vector<std::string> gpu_ids{};
+  std::string gpu_note{};  // why it offers no GPUs ("" when it does, or when not known)
 };
 
 // What the head gives a trainer: one attempt of one job, placed.
@@ -77,6 +87,7 @@ struct trainer_setup {
   std::int32_t attempt = 0;
   std::string trainer_node;
   std::vector<std::string> rank_nodes;
+  std::vector<std::vector<std::int32_t>> rank_gpus{};  // per rank: GPU indices on its node
 };
 
 // What a trainer gives a node to start one worker.
@@ -90,6 +101,9 @@ struct worker_setup {
   std::string node;
   std::string store_address;
   std::string node_address = "127.0.0.1";  // this worker's node, for its collective transport
+  // Indices into the node's offered GPUs (node_info::gpu_ids) that this worker alone uses; the
+  // node starts the worker with CUDA_VISIBLE_DEVICES naming exactly these (empty: none).
+  std::vector<std::int32_t> gpus{};
 };
 
 // A step report from a worker (rank 0's carry the metrics).
@@ -157,6 +171,7 @@ struct job_list_query {
 struct job_list {
   static constexpr std::uint32_t wire_id = 24;
   std::vector<job_record> jobs;
+  std::vector<node_info> nodes{};  // the registered nodes, in registration order
 };
 // Reply: job_record after the stop.
 struct stop_job {
@@ -274,22 +289,25 @@ typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_record& x) {
-  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json);
+  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json, x.rank_gpus);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-  return f(caf::meta::type_name("node_info"), x.name, x.resources, x.address);
+  return f(caf::meta::type_name("node_info"), x.name, x.resources, x.address, x.gpu_memory_bytes,
+           x.accelerator_type, x.gpu_ids, x.gpu_note);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
-  return f(caf::meta::type_name("trainer_setup"), x.job_id, x.spec_json, x.attempt, x.trainer_node, x.rank_nodes);
+  return f(caf::meta::type_name("trainer_setup"), x.job_id, x.spec_json, x.attempt, x.trainer_node, x.rank_nodes,
+           x.rank_gpus);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
-  return f(caf::meta::type_name("worker_setup"), x.job_id, x.spec_json, x.rank, x.world_size, x.attempt, x.node, x.store_address, x.node_address);
+  return f(caf::meta::type_name("worker_setup"), x.job_id, x.spec_json, x.rank, x.world_size, x.attempt, x.node, x.store_address, x.node_address,
+           x.gpus);
 }
 
 template <class Inspector>
@@ -334,7 +352,7 @@ typename Inspector::result_type inspect(Inspector& f, job_list_query& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_list& x) {
-  return f(caf::meta::type_name("job_list"), x.jobs);
+  return f(caf::meta::type_name("job_list"), x.jobs, x.nodes);
 }
 
 template <class Inspector>

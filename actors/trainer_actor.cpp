@@ -73,9 +73,12 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
       fail_rank(self, rank, "node " + setup.rank_nodes[rank] + " is not reachable");
       return {};
     }
+    const auto gpus = static_cast<std::size_t>(rank) < setup.rank_gpus.size()
+                          ? setup.rank_gpus[static_cast<std::size_t>(rank)]
+                          : std::vector<std::int32_t>{};
     self->send(node, start_worker{worker_setup{setup.job_id, setup.spec_json, rank, world,
                                                setup.attempt, setup.rank_nodes[rank],
-                                               store_address, ""}});
+                                               store_address, "", gpus}});
   }
 
   return {

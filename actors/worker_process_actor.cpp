@@ -46,7 +46,8 @@ struct worker_process_state {
 using wp_ptr = caf::stateful_actor<worker_process_state>*;
 
 caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer,
-                             std::string program) {
+                             std::string program, std::vector<std::string> gpu_ids,
+                             std::int32_t gpu_count) {
   auto& st = self->state;
   st.setup = setup;
   st.trainer = trainer;
@@ -58,7 +59,7 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
   try {
     st.child = std::make_unique<core::proc::child_process>(
         std::vector<std::string>{program, "--rank", std::to_string(setup.rank)},
-        std::map<std::string, std::string>{{worker_setup_variable, worker_setup_to_json(setup)}},
+        worker_environment(setup, gpu_ids, gpu_count),
         [me](const std::string& line) { caf::anon_send(me, child_output{line}); },
         [me](const core::proc::exit_status& s) { caf::anon_send(me, child_exit{s}); },
         [me](const std::string& line) { caf::anon_send(me, child_control{line}); });
@@ -108,9 +109,11 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
 
 }  // namespace
 
-worker_spawner process_workers(std::string program) {
-  return [program](caf::local_actor* node, const worker_setup& setup, const caf::actor& trainer) {
-    return node->spawn<caf::linked>(worker_process, setup, trainer, program);
+worker_spawner process_workers(std::string program, std::vector<std::string> gpu_ids,
+                               std::int32_t gpu_count) {
+  return [program, gpu_ids, gpu_count](caf::local_actor* node, const worker_setup& setup,
+                                       const caf::actor& trainer) {
+    return node->spawn<caf::linked>(worker_process, setup, trainer, program, gpu_ids, gpu_count);
   };
 }
 

@@ -12,7 +12,8 @@ using nlohmann::json;
 std::string worker_setup_to_json(const worker_setup& s) {
   return json{{"job_id", s.job_id},   {"spec_json", s.spec_json}, {"rank", s.rank},
               {"world_size", s.world_size}, {"attempt", s.attempt}, {"node", s.node},
-              {"store_address", s.store_address}, {"node_address", s.node_address}}
+              {"store_address", s.store_address}, {"node_address", s.node_address},
+              {"gpus", s.gpus}}
       .dump();
 }
 
@@ -34,10 +35,30 @@ worker_setup worker_setup_from_json(const std::string& text) {
     s.node = field("node").get<std::string>();
     s.store_address = field("store_address").get<std::string>();
     s.node_address = field("node_address").get<std::string>();
+    s.gpus = field("gpus").get<std::vector<std::int32_t>>();
   } catch (const json::type_error& e) {
     throw std::invalid_argument(std::string("worker setup has a mistyped field: ") + e.what());
   }
   return s;
+}
+
+std::map<std::string, std::string> worker_environment(const worker_setup& setup,
+                                                      const std::vector<std::string>& node_gpu_ids,
+                                                      std::int32_t node_gpu_count) {
+  auto env = config::parse_job_spec(setup.spec_json).runtime_env.env_vars;
+  std::string visible;
+  for (const auto index : setup.gpus) {
+    if (index < 0 || index >= node_gpu_count)
+      throw std::invalid_argument("rank " + std::to_string(setup.rank) + " of job " + setup.job_id +
+                                  " was assigned GPU index " + std::to_string(index) + " but node " +
+                                  setup.node + " offers " + std::to_string(node_gpu_count) + " GPUs");
+    const auto i = static_cast<std::size_t>(index);
+    visible += (visible.empty() ? "" : ",") +
+               (i < node_gpu_ids.size() ? node_gpu_ids[i] : std::to_string(index));
+  }
+  env["CUDA_VISIBLE_DEVICES"] = visible;
+  env[worker_setup_variable] = worker_setup_to_json(setup);
+  return env;
 }
 
 core::train::worker_context worker_context_for(const worker_setup& setup) {

@@ -4,8 +4,10 @@
 // stdout/stderr becomes the job's log. No CAF here: the worker process links none.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "actors/messages.hpp"
 #include "core/train/workload.hpp"
@@ -18,6 +20,16 @@ inline constexpr int worker_control_fd = 3;
 std::string worker_setup_to_json(const worker_setup& setup);
 // Throws std::invalid_argument naming the missing or mistyped field.
 worker_setup worker_setup_from_json(const std::string& text);
+
+// The variables a node adds to (or replaces in) its own environment for a worker process: the
+// job's runtime_env.env_vars, COHORT_WORKER_SETUP, and CUDA_VISIBLE_DEVICES naming the worker's
+// GPUs (setup.gpus, indices into the node's offered GPUs) by the node's ids for them
+// (node_gpu_ids[i]; "i" where the list is shorter) — set empty for a worker without GPUs, so it
+// never touches a GPU another job was given. Throws std::invalid_argument for an index outside
+// 0..node_gpu_count-1, and config::spec_error for a spec that does not parse.
+std::map<std::string, std::string> worker_environment(const worker_setup& setup,
+                                                      const std::vector<std::string>& node_gpu_ids,
+                                                      std::int32_t node_gpu_count);
 
 // The workload's view of a worker's setup: spec parsed, place in the group, run directory.
 // Throws config::spec_error for a spec that does not parse. Callbacks and the cancel flag are

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -124,6 +126,16 @@ void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
   r.read("trainer_resources", s.trainer_resources);
   r.read_enum("placement_strategy", s.strategy, strategy_names);
   r.finish();
+  if (auto it = s.trainer_resources.find("GPU"); it != s.trainer_resources.end() && it->second > 0)
+    throw spec_error("scaling.trainer_resources.GPU",
+                     "got " + describe(it->second) + "; the trainer runs no GPU work: give GPUs to "
+                     "the workers in scaling.resources_per_worker");
+  if (auto it = s.resources_per_worker.find("GPU");
+      it != s.resources_per_worker.end() && it->second > 1 &&
+      std::fabs(it->second - std::round(it->second)) > 1e-9)
+    throw spec_error("scaling.resources_per_worker.GPU",
+                     "got " + describe(it->second) + "; expected a fraction of one GPU (below 1) "
+                     "or a whole number of GPUs");
   if (!explicit_resources) {
     s.resources_per_worker = {{"CPU", 1.0}};
     if (s.use_gpu) s.resources_per_worker["GPU"] = 1.0;
@@ -197,6 +209,62 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   r.finish();
 }
 
+// Why an environment variable name may not be set by a job ("" when it may).
+std::string refused_env_name(const std::string& name) {
+  const auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  const auto ends = [&](const char* suffix) {
+    const std::string s(suffix);
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (name.empty() || name.size() > 128 || std::isdigit(static_cast<unsigned char>(name[0])) ||
+      !std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      }))
+    return "is not a valid variable name (1-128 characters from [A-Za-z0-9_], not starting with a digit)";
+  if (name == "CUDA_VISIBLE_DEVICES" || name == "NVIDIA_VISIBLE_DEVICES")
+    return "is set by cohort: the head assigns each worker its GPUs";
+  if (starts("COHORT_") && name != gpu_memory_limit_variable)
+    return std::string("is cohort's own; the only COHORT_ variable a job may set is ") +
+           gpu_memory_limit_variable;
+  if (starts("LD_") || ends("PATH") || ends("_PRELOAD") || starts("PYTHON") || starts("PERL5") ||
+      name == "PERLLIB" || starts("RUBY") || name == "NODE_OPTIONS" || name == "BASH_ENV" ||
+      name == "ENV" || name == "IFS" || name == "SHELLOPTS" || name == "BASHOPTS" || name == "PS4" ||
+      starts("BASH_FUNC_") || starts("MALLOC_") || name == "GLIBC_TUNABLES" ||
+      name == "LOCPATH" || name == "NLSPATH" || name == "HOSTALIASES" || name == "RES_OPTIONS" ||
+      (starts("NCCL_") && ends("_PLUGIN")) || starts("CUDA_INJECTION"))
+    return "could change what code the worker process loads or runs";
+  return "";
+}
+
+void parse_runtime_env(const json& v, runtime_env_spec& env) {
+  object_reader r(v, "runtime_env");
+  const json* vars = r.find("env_vars");
+  r.finish();
+  if (vars == nullptr) return;
+  if (!vars->is_object())
+    fail_value("runtime_env.env_vars", *vars, "an object of variable name -> string value");
+  if (vars->size() > max_env_vars)
+    throw spec_error("runtime_env.env_vars", "has " + std::to_string(vars->size()) +
+                                                 " variables; at most " +
+                                                 std::to_string(max_env_vars) + " are allowed");
+  for (const auto& [name, value] : vars->items()) {
+    const std::string path = "runtime_env.env_vars." + name;
+    if (const auto why = refused_env_name(name); !why.empty())
+      throw spec_error(path, "refused: " + why + ". Allowed: " + runtime_env_rules);
+    const std::string text = as_string(value, path, true);
+    if (text.size() > max_env_var_bytes || text.find('\0') != std::string::npos)
+      fail_value(path, value, "a string of at most " + std::to_string(max_env_var_bytes) +
+                                  " bytes without NUL characters");
+    if (name == gpu_memory_limit_variable) {
+      char* end = nullptr;
+      const double gb = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(gb > 0) || !std::isfinite(gb))
+        fail_value(path, value, "a number of GB > 0 as a string, e.g. \"20\"");
+    }
+    env.env_vars[name] = text;
+  }
+}
+
 // Rules that involve more than one field, checked after the DeepSpeed block is applied.
 void check_cross_fields(const job_spec& spec) {
   if (spec.train.epochs == 0 && spec.train.max_steps == 0) {
@@ -209,6 +277,15 @@ void check_cross_fields(const job_spec& spec) {
 }
 
 }  // namespace
+
+const char* const runtime_env_rules =
+    "variable names from [A-Za-z0-9_] (e.g. NCCL_DEBUG, HF_HOME, OMP_NUM_THREADS) with string "
+    "values, at most 64 variables of at most 4096 bytes each; refused are names that change what "
+    "code is loaded or run (LD_*, PATH and *PATH, *_PRELOAD, PYTHON*, PERL5*, PERLLIB, RUBY*, "
+    "NODE_OPTIONS, BASH_ENV, BASH_FUNC_*, ENV, IFS, SHELLOPTS, BASHOPTS, PS4, MALLOC_*, "
+    "GLIBC_TUNABLES, LOCPATH, NLSPATH, HOSTALIASES, RES_OPTIONS, NCCL_*_PLUGIN, CUDA_INJECTION*), "
+    "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the head assigns GPUs) and COHORT_* except "
+    "COHORT_GPU_MEMORY_LIMIT_GB (a number of GB > 0)";
 
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir) {
   const json root = parse_json_text(json_text, "", "the job spec");
@@ -225,6 +302,7 @@ job_spec parse_job_spec(const std::string& json_text, const std::string& base_di
   if (const json* v = r.find("train")) parse_train(*v, spec.train, given);
   if (const json* v = r.find("zero")) parse_zero(*v, spec.zero, given);
   if (const json* v = r.find("run")) parse_run(*v, base_dir, spec.run);
+  if (const json* v = r.find("runtime_env")) parse_runtime_env(*v, spec.runtime_env);
   const json* deepspeed = r.find("deepspeed");
   r.finish();
   if (deepspeed) {

@@ -91,6 +91,20 @@ struct run_spec {
   bool resume = true;
 };
 
+// Ray's runtime_env, the part cohort supports: environment variables for every worker process.
+// Names that change what code a process loads or runs (LD_*, PATH, PYTHON*, ...), the GPU
+// assignment (CUDA_VISIBLE_DEVICES) and cohort's own COHORT_* are refused at parse time; see
+// runtime_env_rules.
+struct runtime_env_spec {
+  std::map<std::string, std::string> env_vars;
+};
+inline constexpr std::size_t max_env_vars = 64;
+inline constexpr std::size_t max_env_var_bytes = 4096;  // per name and per value
+// The one COHORT_* a job may set: caps each worker's GPU memory (a number of GB > 0).
+inline constexpr const char* gpu_memory_limit_variable = "COHORT_GPU_MEMORY_LIMIT_GB";
+// What runtime_env.env_vars allows, for error messages and docs.
+extern const char* const runtime_env_rules;
+
 struct job_spec {
   std::string name;
   workload_kind workload = workload_kind::causal_lm;
@@ -100,6 +114,7 @@ struct job_spec {
   train_spec train;
   zero_spec zero;
   run_spec run;
+  runtime_env_spec runtime_env;
 };
 
 // A spec that cannot be accepted. path is the JSON path ("scaling.num_workers", "" for the whole

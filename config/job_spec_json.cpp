@@ -62,6 +62,8 @@ std::string to_json_text(const job_spec& spec) {
                   {"async", r.checkpoint.async}}},
                 {"failure", {{"max_failures", r.failure.max_failures}}},
                 {"resume", r.resume}};
+  if (!spec.runtime_env.env_vars.empty())
+    out["runtime_env"] = {{"env_vars", spec.runtime_env.env_vars}};
   return out.dump(2);
 }
 

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
       ("node-address", po::value<std::string>()->default_value("127.0.0.1"),
        "the address other nodes reach this one at (rendezvous store, Gloo)")
       ("num-cpus", po::value<double>(), "CPUs offered (default: this machine's)")
-      ("num-gpus", po::value<double>()->default_value(0), "GPUs offered")
+      ("num-gpus", po::value<double>(),
+       "GPUs offered (default: every GPU found through NVML; CUDA_VISIBLE_DEVICES honoured)")
       ("memory", po::value<double>(), "bytes of memory offered (default: this machine's)")
       ("resources", po::value<std::string>(), "custom resources as JSON, e.g. '{\"large_cpu_mem\": 1}'")
       ("worker-program", po::value<std::string>(), "the worker program (default: cohort-worker next to this one)")
@@ -96,15 +97,23 @@ int main(int argc, char** argv) {
   info.name = vm["name"].as<std::string>();
   info.address = vm["node-address"].as<std::string>();
   info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>() : tools::machine_cpus();
-  if (vm["num-gpus"].as<double>() > 0) info.resources["GPU"] = vm["num-gpus"].as<double>();
   info.resources["memory"] =
       vm.count("memory") ? vm["memory"].as<double>() : tools::machine_memory_bytes();
+  core::resources::gpu_discovery gpus;
   try {
     if (vm.count("resources"))
       for (const auto& [k, v] :
-           config::parse_resources_json(vm["resources"].as<std::string>(), "--resources"))
+           config::parse_resources_json(vm["resources"].as<std::string>(), "--resources")) {
+        if (k == "GPU" || k.rfind("accelerator_type:", 0) == 0)
+          throw config::spec_error("--resources." + k, "GPUs are found on the machine; give "
+                                                       "--num-gpus N to offer fewer");
         info.resources[k] = v;
-  } catch (const config::spec_error& e) {
+      }
+    gpus = tools::machine_gpu_offer(
+        vm.count("num-gpus") ? std::optional<double>(vm["num-gpus"].as<double>()) : std::nullopt,
+        "--num-gpus");
+    tools::add_gpu_offer(info, gpus);
+  } catch (const std::exception& e) {  // config::spec_error, core::resources::resource_error
     std::cerr << "cluster-worker: " << e.what() << "\n";
     return 2;
   }
@@ -134,11 +143,15 @@ int main(int argc, char** argv) {
     auto process = actors::spawn_node_gateway(
         sys, info.name, options, liveness, [&](caf::actor head_proxy) {
           return sys.spawn(actors::node_actor, info, head_proxy, directory,
-                           actors::process_workers(program));
+                           actors::process_workers(program, info.gpu_ids,
+                                                   static_cast<std::int32_t>(gpus.devices.size())));
         });
     auto gateway = process.gateway;
     auto node = process.node;
     directory->set(gateway, node);
+    std::cout << "cluster-worker: node " << info.name << " offers "
+              << core::resources::describe_gpus(gpus.devices)
+              << (gpus.note.empty() ? "" : " (" + gpus.note + ")") << std::endl;
     std::cout << "cluster-worker: node " << info.name << " joining " << address << std::endl;
     std::thread watcher([&] {
       caf::scoped_actor self{sys};

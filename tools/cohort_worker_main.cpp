@@ -1,6 +1,8 @@
 // cohort-worker: one worker of a job, in a process of its own, started by a cluster-worker (never
 // by hand). It reads its setup from COHORT_WORKER_SETUP, runs the job's workload, writes progress
 // and its final word as control lines on fd 3, and its output on stdout (the job's log).
+// Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
+// job's runtime_env.env_vars it has; a worker whose bundle has GPUs but that sees none fails.
 // SIGTERM stops it at the next step. Exit: 0 done or stopped, 1 failed, 2 bad setup.
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "actors/worker_process_link.hpp"
+#include "core/resources/gpu_discovery.hpp"
 #include "core/train/workload.hpp"
 
 using namespace cohort;
@@ -33,6 +36,30 @@ void control(const std::string& line) {
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+}
+
+// "GPU 0 = GPU-… (NVIDIA H100 80GB HBM3, bus 00000000:19:00.0)", or why there is none.
+std::string devices_text(const core::resources::gpu_discovery& found) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (found.devices.empty())
+    return std::string("no GPU (CUDA_VISIBLE_DEVICES=") +
+           (visible ? "\"" + std::string(visible) + "\"" : std::string("unset")) +
+           (found.note.empty() ? "" : "; " + found.note) + ")";
+  std::string text;
+  for (std::size_t i = 0; i < found.devices.size(); ++i) {
+    const auto& d = found.devices[i];
+    text += (i == 0 ? "" : ", ") + std::string("GPU ") + std::to_string(i) + " = " + d.uuid + " (" +
+            d.name + ", bus " + d.pci_bus_id + ")";
+  }
+  return text;
+}
+
+// The names of the job's runtime_env.env_vars present in this process's environment.
+std::string job_env_text(const config::job_spec& spec) {
+  std::string names;
+  for (const auto& [name, value] : spec.runtime_env.env_vars)
+    if (std::getenv(name.c_str()) != nullptr) names += (names.empty() ? "" : " ") + name;
+  return names.empty() ? "none" : names;
 }
 
 }  // namespace
@@ -59,6 +86,22 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "cohort-worker: bad setup: " << e.what() << "\n";
     return 2;
+  }
+  const auto found = core::resources::discover_gpus();
+  std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node "
+            << setup.node << " (pid " << ::getpid() << "): " << devices_text(found)
+            << "; job environment: " << job_env_text(ctx.spec) << std::endl;
+  const auto gpu = ctx.spec.scaling.resources_per_worker.find("GPU");
+  const double gpus = gpu == ctx.spec.scaling.resources_per_worker.end() ? 0.0 : gpu->second;
+  if ((gpus > 0 || !setup.gpus.empty()) && found.devices.empty()) {
+    const std::string reason = "rank " + std::to_string(setup.rank) + " on node " + setup.node +
+                               ": scaling.resources_per_worker.GPU is " +
+                               core::resources::format_quantity(gpus) +
+                               " but this worker sees " + devices_text(found) +
+                               "; check the node's NVIDIA driver and CUDA_VISIBLE_DEVICES";
+    std::cerr << "cohort-worker: " << reason << std::endl;
+    control(actors::finished_line(false, reason));
+    return 1;
   }
   struct sigaction sa {};
   sa.sa_handler = on_sigterm;

@@ -20,4 +20,25 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
+core::resources::gpu_discovery machine_gpu_offer(std::optional<double> requested,
+                                                 const std::string& flag) {
+  return core::resources::choose_gpu_offer(core::resources::discover_gpus(), requested,
+                                           core::resources::cuda_build(), flag);
+}
+
+void add_gpu_offer(actors::node_info& info, const core::resources::gpu_discovery& offer) {
+  info.gpu_note = offer.note;
+  if (offer.devices.empty()) return;
+  info.resources["GPU"] = static_cast<double>(offer.devices.size());
+  info.gpu_memory_bytes = offer.devices.front().memory_bytes;
+  for (const auto& d : offer.devices) {
+    info.gpu_memory_bytes = std::min(info.gpu_memory_bytes, d.memory_bytes);
+    info.gpu_ids.push_back(d.visible_id());
+    if (const auto tag = core::resources::accelerator_type_tag(d.name); !tag.empty())
+      info.resources[tag] = 1;
+    if (info.accelerator_type.find(d.name) == std::string::npos)
+      info.accelerator_type += (info.accelerator_type.empty() ? "" : ", ") + d.name;
+  }
+}
+
 }  // namespace cohort::tools

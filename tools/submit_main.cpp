@@ -8,14 +8,18 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
 
+#include "actors/head_state.hpp"
 #include "actors/job_record_json.hpp"
 #include "actors/local_cluster.hpp"
 #include "config/job_spec.hpp"
@@ -43,7 +47,7 @@ const char* usage_text =
     "  run JOB.json [--follow]             submit a job (prints its id first); --local or no\n"
     "                                      address: run it on an embedded cluster and follow it\n"
     "  status JOB [--json]                 a job's state, placement, attempts and failures\n"
-    "  list [--json]                       every job\n"
+    "  list [--json]                       every job, and the nodes with their GPUs\n"
     "  logs JOB [-f]                       the workers' output (-f: keep following)\n"
     "  checkpoint JOB                      save a checkpoint of a running job after its next step\n"
     "  stop JOB                            stop a job\n";
@@ -52,11 +56,21 @@ struct options {
   std::string command, arg, address, credentials, nodes;
   bool local = false, follow = false, json = false;
   double num_cpus = 0;
+  std::optional<double> num_gpus;
 };
 
-std::vector<config::node_spec> local_machine(double cpus) {
-  if (cpus <= 0) cpus = tools::machine_cpus();
-  return {config::node_spec{"local", {{"CPU", cpus}, {"memory", tools::machine_memory_bytes()}}}};
+// The embedded cluster's nodes: NODES.json's, or this machine with its CPUs, memory and GPUs.
+std::vector<actors::node_info> local_nodes(const options& o) {
+  std::vector<actors::node_info> infos;
+  if (!o.nodes.empty()) {
+    for (const auto& n : config::load_nodes_file(o.nodes)) infos.push_back(actors::node_info{n.name, n.resources});
+    return infos;
+  }
+  actors::node_info local{"local",
+                          {{"CPU", o.num_cpus > 0 ? o.num_cpus : tools::machine_cpus()},
+                           {"memory", tools::machine_memory_bytes()}}};
+  tools::add_gpu_offer(local, tools::machine_gpu_offer(o.num_gpus, "--num-gpus"));
+  return {local};
 }
 
 std::unique_ptr<tools::cluster_client> connect(const options& o) {
@@ -105,16 +119,33 @@ int follow_remote(tools::cluster_client& client, const std::string& id) {
 
 int run_local(const options& o) {
   auto spec = config::load_job_spec(o.arg);
-  auto nodes = o.nodes.empty() ? local_machine(o.num_cpus) : config::load_nodes_file(o.nodes);
-  auto check = core::resources::plan_job(spec, core::resources::inventories_from_specs(nodes));
+  std::vector<actors::node_info> infos;
+  try {
+    infos = local_nodes(o);
+  } catch (const core::resources::resource_error& e) {
+    std::cerr << "submit: " << e.what() << "\n";
+    return exit_usage;
+  }
+  std::vector<core::resources::node_inventory> inventories;
+  for (const auto& n : infos)
+    inventories.emplace_back(n.name, core::resources::resource_set(n.resources));
+  actors::head_state judge;  // the head's own rule for GPU counts no node can ever hold
+  for (const auto& n : infos) judge.add_node(n);
+  if (auto refusal = judge.gpu_refusal(spec); !refusal.empty()) {
+    std::cerr << "submit: job " << spec.name << " can never run on this local cluster: "
+              << (core::resources::cuda_build() || o.num_gpus ? refusal
+                                                              : std::string("scaling.use_gpu: ") +
+                                                                    core::resources::no_cuda_text)
+              << "\n";
+    return exit_usage;
+  }
+  auto check = core::resources::plan_job(spec, inventories);
   if (check.status == core::resources::placement_status::infeasible) {
     std::cerr << "submit: job " << spec.name << " can never run on this local cluster: "
               << check.reason << "\n(give the embedded node more with --num-cpus, or "
               << "describe nodes with --nodes)\n";
     return exit_usage;
   }
-  std::vector<actors::node_info> infos;
-  for (const auto& n : nodes) infos.push_back(actors::node_info{n.name, n.resources});
   actors::local_cluster cluster(infos);
   auto id = cluster.submit(config::to_json_text(spec));
   std::cout << id << std::endl;
@@ -190,12 +221,39 @@ int plan(const options& o) {
   return exit_ok;
 }
 
+// "0,1" for GPU indices.
+std::string index_list(const std::vector<std::int32_t>& gpus) {
+  std::string out;
+  for (auto g : gpus) out += (out.empty() ? "" : ",") + std::to_string(g);
+  return out;
+}
+
+// One line per node: its GPUs, their model and memory.
+void print_nodes(const std::vector<actors::node_info>& nodes) {
+  for (const auto& n : nodes) {
+    auto gpus = n.resources.find("GPU");
+    std::cout << "  node " << n.name << " (" << n.address << "): ";
+    if (gpus == n.resources.end() || gpus->second <= 0) {
+      std::cout << "no GPUs" << (n.gpu_note.empty() ? "" : " (" + n.gpu_note + ")") << "\n";
+      continue;
+    }
+    std::cout << core::resources::format_quantity(gpus->second)
+              << (gpus->second == 1 ? " GPU " : " GPUs ") << n.accelerator_type << ", "
+              << core::resources::format_quantity(
+                     std::round(static_cast<double>(n.gpu_memory_bytes) / (1 << 20) / 1024 * 10) / 10)
+              << " GiB each\n";
+  }
+}
+
 void print_record(const actors::job_record& r) {
   std::cout << r.id << " (" << r.name << ") " << to_string(r.state) << ": " << r.reason << "\n";
   if (!r.trainer_node.empty()) {
     std::cout << "  trainer on " << r.trainer_node << "; ranks on";
-    for (std::size_t i = 0; i < r.rank_nodes.size(); ++i)
+    for (std::size_t i = 0; i < r.rank_nodes.size(); ++i) {
       std::cout << " " << i << "=" << r.rank_nodes[i];
+      if (i < r.rank_gpus.size() && !r.rank_gpus[i].empty())
+        std::cout << "[GPU " << index_list(r.rank_gpus[i]) << "]";
+    }
     std::cout << "\n";
   }
   std::cout << "  attempts " << r.attempts << ", step " << r.step << "/" << r.total_steps
@@ -224,22 +282,36 @@ int remote(const options& o) {
   auto client = connect(o);
   if (o.command == "status") {
     auto r = client->ask<actors::job_record>(actors::job_query{o.arg});
-    if (o.json)
-      std::cout << actors::to_json(r).dump() << "\n";
-    else
+    // The nodes the job runs on, with their GPUs.
+    std::vector<actors::node_info> nodes;
+    for (auto& n : client->ask<actors::job_list>(actors::job_list_query{}).nodes)
+      if (std::find(r.rank_nodes.begin(), r.rank_nodes.end(), n.name) != r.rank_nodes.end())
+        nodes.push_back(std::move(n));
+    if (o.json) {
+      auto out = actors::to_json(r);
+      out["nodes"] = nlohmann::json::array();
+      for (const auto& n : nodes) out["nodes"].push_back(actors::to_json(n));
+      std::cout << out.dump() << "\n";
+    } else {
       print_record(r);
+      print_nodes(nodes);
+    }
     return exit_ok;
   }
   if (o.command == "list") {
     auto list = client->ask<actors::job_list>(actors::job_list_query{});
     if (o.json) {
-      auto out = nlohmann::json::array();
-      for (const auto& r : list.jobs) out.push_back(actors::to_json(r));
-      std::cout << out.dump() << "\n";
+      auto jobs = nlohmann::json::array();
+      for (const auto& r : list.jobs) jobs.push_back(actors::to_json(r));
+      auto nodes = nlohmann::json::array();
+      for (const auto& n : list.nodes) nodes.push_back(actors::to_json(n));
+      std::cout << nlohmann::json{{"jobs", jobs}, {"nodes", nodes}}.dump() << "\n";
     } else {
       for (const auto& r : list.jobs)
         std::cout << r.id << "  " << r.name << "  " << to_string(r.state) << "  attempts "
                   << r.attempts << "  " << r.reason << "\n";
+      std::cout << "nodes:\n";
+      print_nodes(list.nodes);
     }
     return exit_ok;
   }
@@ -280,6 +352,8 @@ int main(int argc, char** argv) {
       ("local", "run on a cluster embedded in this process")
       ("nodes", po::value<std::string>(), "NODES.json: the nodes to plan for, or to embed with --local")
       ("num-cpus", po::value<double>()->default_value(0), "CPUs of the embedded node (0: this machine's)")
+      ("num-gpus", po::value<double>(),
+       "GPUs of the embedded node (default: every GPU found; CUDA_VISIBLE_DEVICES honoured)")
       ("follow,f", "stream progress (run) or output (logs) until the job ends")
       ("json", "print JSON (status, list)")
       ("command", po::value<std::string>(), "")
@@ -309,6 +383,7 @@ int main(int argc, char** argv) {
   o.follow = vm.count("follow") != 0;
   o.json = vm.count("json") != 0;
   o.num_cpus = vm["num-cpus"].as<double>();
+  if (vm.count("num-gpus")) o.num_gpus = vm["num-gpus"].as<double>();
   const bool needs_arg = o.command != "list";
   if (needs_arg && o.arg.empty()) {
     std::cerr << "submit " << o.command << ": "

@@ -137,9 +137,14 @@ void test_cluster::kill_worker_process(const std::string& name) {
 
 command_result test_cluster::submit(const std::vector<std::string>& args,
                                     const std::map<std::string, std::string>& env_override) {
+  return run("submit", args, env_override);
+}
+
+command_result test_cluster::run(const std::string& program, const std::vector<std::string>& args,
+                                 const std::map<std::string, std::string>& env_override) {
   static int counter = 0;
-  const std::string err_file = dir_.str() + "/submit-" + std::to_string(++counter) + ".err";
-  std::string cmd = "exec '" + bin_ + "/submit'";
+  const std::string err_file = dir_.str() + "/" + program + "-" + std::to_string(++counter) + ".err";
+  std::string cmd = "exec '" + bin_ + "/" + program + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " 2>'" + err_file + "'";
   std::map<std::string, std::string> env{{"COHORT_ADDRESS", address()},
@@ -163,7 +168,7 @@ command_result test_cluster::submit(const std::vector<std::string>& args,
       });
   std::unique_lock<std::mutex> lock(m);
   if (!cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; }))
-    throw std::runtime_error("submit did not finish within 120 s: " + cmd);
+    throw std::runtime_error(program + " did not finish within 120 s: " + cmd);
   result.err = read_file(err_file);
   return result;
 }

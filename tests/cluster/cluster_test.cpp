@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "core/resources/gpu_discovery.hpp"
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/files.hpp"
@@ -77,7 +78,8 @@ TEST_CASE("a three-worker job runs with rank 0 and the trainer on the large_cpu_
     CHECK(logs.out.find("(worker rank=" + std::to_string(rank) + " node=") != std::string::npos);
   auto list = c.submit({"list", "--json"});
   REQUIRE(list.exit_code == 0);
-  CHECK(json::parse(list.out).size() == 1);
+  CHECK(json::parse(list.out)["jobs"].size() == 1);
+  CHECK(json::parse(list.out)["nodes"].size() == 2);
 }
 
 TEST_CASE("kill -9 of a worker process restarts the group and the job succeeds", "[cluster]") {
@@ -144,7 +146,7 @@ TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, 
   c.start_head();
   auto list = c.submit({"list", "--json"});
   REQUIRE(list.exit_code == 0);
-  auto jobs = json::parse(list.out);
+  auto jobs = json::parse(list.out)["jobs"];
   REQUIRE(jobs.size() == 1);
   CHECK(jobs[0]["id"] == id);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
@@ -197,7 +199,7 @@ TEST_CASE("garbage, truncated and oversized bytes sent to the head's port do not
   auto r = c.submit({"list", "--json"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  CHECK(json::parse(r.out).is_array());
+  CHECK(json::parse(r.out)["jobs"].is_array());
 }
 
 TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends bitwise equal to a "
@@ -265,4 +267,112 @@ TEST_CASE("submit checkpoint makes a running job save a checkpoint after its nex
   CHECK(steps[1] == "step-00000024");
   CHECK(::access((c.dir().str() + "/runs/asked/checkpoints/" + steps[0] + "/COMMITTED").c_str(), F_OK) == 0);
   CHECK(c.submit({"checkpoint", id}).exit_code == 1);  // no longer running
+}
+
+// ---- GPUs and the job environment, through the real programs (this machine has no GPU) ----
+
+namespace {
+
+// A linear-regression job asking `gpus` GPUs per worker.
+std::string gpu_lr_job(const std::string& name, double gpus, const std::string& storage) {
+  auto spec = json::parse(lr_job(name, 1, 5, 0.0, 0, storage));
+  spec["scaling"]["use_gpu"] = true;
+  spec["scaling"]["resources_per_worker"]["GPU"] = gpus;
+  return spec.dump();
+}
+
+}  // namespace
+
+TEST_CASE("a job asking more GPUs than any node offers fails at once, naming the numbers",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto run = c.submit({"run", c.write_job(gpu_lr_job("too-many-gpus", 64, c.dir().str() + "/runs")),
+                       "--follow"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);
+  auto s = c.status(first_line(run.out));
+  CHECK(s["state"] == "FAILED");
+  CHECK(s["attempts"] == 0);
+  const auto reason = s["reason"].get<std::string>();
+  CHECK_THAT(reason, Catch::StartsWith("scaling.resources_per_worker.GPU 64 per worker: "));
+  auto list = c.submit({"list", "--json"});
+  REQUIRE(list.exit_code == 0);
+  auto nodes = json::parse(list.out)["nodes"];
+  REQUIRE(nodes.size() == 1);
+  CHECK(nodes[0]["name"] == "n1");
+  if (!cohort::core::resources::cuda_build()) {
+    CHECK_THAT(reason, Catch::Contains(cohort::core::resources::no_cuda_text));
+    CHECK(nodes[0]["gpus"] == 0);
+    CHECK_THAT(nodes[0]["gpu_note"].get<std::string>(),
+               Catch::StartsWith(cohort::core::resources::no_cuda_text));
+    auto text = c.submit({"list"});
+    CHECK_THAT(text.out, Catch::Contains("node n1 (127.0.0.1): no GPUs (this build of cohort"));
+  }
+}
+
+TEST_CASE("cluster-worker --num-gpus beyond this machine's GPUs exits 2 naming both numbers",
+          "[cluster]") {
+  test_cluster c;
+  auto r = c.run("cluster-worker", {"--name", "n1", "--num-gpus", "64"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cluster-worker: --num-gpus 64: "));
+  CHECK_THAT(r.err, Catch::Contains(cohort::core::resources::cuda_build()
+                                        ? "this machine has"
+                                        : cohort::core::resources::no_cuda_text));
+}
+
+TEST_CASE("submit --local refuses a GPU job this machine can never run", "[cluster]") {
+  test_cluster c;
+  auto r = c.submit({"--local", "run", c.write_job(gpu_lr_job("local-gpu", 1, c.dir().str() + "/runs"))});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("can never run on this local cluster"));
+  if (!cohort::core::resources::cuda_build())
+    CHECK_THAT(r.err, Catch::Contains(std::string("scaling.use_gpu: ") +
+                                      cohort::core::resources::no_cuda_text));
+}
+
+TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU workers see no GPU",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto spec = json::parse(lr_job("with-env", 2, 5, 0.0, 0, c.dir().str() + "/runs"));
+  spec["runtime_env"]["env_vars"] = {{"NCCL_DEBUG", "INFO"}, {"COHORT_GPU_MEMORY_LIMIT_GB", "20"}};
+  auto run = c.submit({"run", c.write_job(spec.dump()), "--follow"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  auto logs = c.submit({"logs", first_line(run.out)});
+  REQUIRE(logs.exit_code == 0);
+  INFO(logs.out);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string start = "cohort-worker: rank " + std::to_string(rank) + " of job ";
+    auto at = logs.out.find(start);
+    REQUIRE(at != std::string::npos);
+    const auto line = logs.out.substr(at, logs.out.find('\n', at) - at);
+    CHECK_THAT(line, Catch::Contains("no GPU (CUDA_VISIBLE_DEVICES=\"\""));
+    CHECK_THAT(line, Catch::EndsWith("job environment: COHORT_GPU_MEMORY_LIMIT_GB NCCL_DEBUG"));
+  }
+  auto bad = spec;
+  bad["runtime_env"]["env_vars"] = {{"LD_PRELOAD", "/tmp/x.so"}};
+  auto refused = c.submit({"run", c.write_job(bad.dump())});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("runtime_env.env_vars.LD_PRELOAD: refused"));
+}
+
+TEST_CASE("a worker process given a GPU that it cannot see fails with a clear error", "[cluster]") {
+  test_cluster c;
+  const json setup{{"job_id", "job-0001"}, {"spec_json", gpu_lr_job("blind", 1, c.dir().str() + "/runs")},
+                   {"rank", 0}, {"world_size", 1}, {"attempt", 0}, {"node", "n1"},
+                   {"store_address", "127.0.0.1:1"}, {"node_address", "127.0.0.1"}, {"gpus", {0}}};
+  auto r = c.run("cohort-worker", {},
+                 {{"COHORT_WORKER_SETUP", setup.dump()}, {"CUDA_VISIBLE_DEVICES", "GPU-none"}});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("rank 0 on node n1: scaling.resources_per_worker.GPU is 1 but "
+                                    "this worker sees no GPU (CUDA_VISIBLE_DEVICES=\"GPU-none\""));
+  CHECK_THAT(r.out, Catch::Contains("cohort-worker: rank 0 of job job-0001 on node n1"));
 }

@@ -1,0 +1,59 @@
+// What a node puts into a worker process's environment: CUDA_VISIBLE_DEVICES from the head's GPU
+// assignment (by the node's ids for its GPUs), the job's runtime_env.env_vars, and the setup.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/worker_process_link.hpp"
+#include "tests/actors/job_specs.hpp"
+
+using namespace cohort::actors;
+
+namespace {
+
+worker_setup setup_with(std::vector<std::int32_t> gpus, const nlohmann::json& env_vars = {}) {
+  auto spec = nlohmann::json::parse(cohort::test::linear_regression_job({}));
+  if (!env_vars.is_null()) spec["runtime_env"]["env_vars"] = env_vars;
+  worker_setup s;
+  s.job_id = "job-0001";
+  s.spec_json = spec.dump();
+  s.rank = 1;
+  s.world_size = 2;
+  s.node = "n1";
+  s.gpus = std::move(gpus);
+  return s;
+}
+
+const std::vector<std::string> node_ids{"GPU-aaaa", "GPU-bbbb", "GPU-cccc"};
+
+}  // namespace
+
+TEST_CASE("a worker's CUDA_VISIBLE_DEVICES names the GPUs assigned to it by the node's ids",
+          "[actors]") {
+  auto env = worker_environment(setup_with({2, 0}), node_ids, 3);
+  CHECK(env.at("CUDA_VISIBLE_DEVICES") == "GPU-cccc,GPU-aaaa");
+  CHECK(worker_setup_from_json(env.at(worker_setup_variable)).gpus == std::vector<std::int32_t>{2, 0});
+}
+
+TEST_CASE("a worker without GPUs gets an empty CUDA_VISIBLE_DEVICES", "[actors]") {
+  auto env = worker_environment(setup_with({}), node_ids, 3);
+  CHECK(env.at("CUDA_VISIBLE_DEVICES").empty());
+}
+
+TEST_CASE("GPUs the node has no id for are named by their index", "[actors]") {
+  auto env = worker_environment(setup_with({1}), {}, 2);
+  CHECK(env.at("CUDA_VISIBLE_DEVICES") == "1");
+}
+
+TEST_CASE("an assigned GPU index the node does not offer is an error naming both", "[actors]") {
+  CHECK_THROWS_WITH(worker_environment(setup_with({3}), node_ids, 3),
+                    Catch::Contains("was assigned GPU index 3 but node n1 offers 3 GPUs"));
+}
+
+TEST_CASE("the job's runtime_env.env_vars are in the worker's environment", "[actors]") {
+  auto env = worker_environment(setup_with({}, {{"NCCL_DEBUG", "INFO"}, {"HF_HOME", "/hf"}}), node_ids, 3);
+  CHECK(env.at("NCCL_DEBUG") == "INFO");
+  CHECK(env.at("HF_HOME") == "/hf");
+  CHECK(env.count(worker_setup_variable) == 1);
+  CHECK(env.size() == 4);
+}
