@@ -80,6 +80,18 @@ void map_offload_optimizer(const json& v, const std::string& path, field_mapper&
   r.finish();
 }
 
+void map_offload_param(const json& v, const std::string& path, field_mapper& m) {
+  object_reader r(v, path);
+  if (const json* d = value_of(r, "device")) {
+    const auto device = as_enum<offload_device>(*d, r.child("device"),
+                                                {{"none", offload_device::none},
+                                                 {"cpu", offload_device::cpu}});
+    m.set_enum(r.child("device"), "zero.offload_param", m.spec().zero.offload_param, device);
+  }
+  accept_harmless(r, {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"});
+  r.finish();
+}
+
 void map_zero(const json& v, const std::string& path, field_mapper& m) {
   object_reader r(v, path);
   if (const json* s = value_of(r, "stage")) {
@@ -87,16 +99,7 @@ void map_zero(const json& v, const std::string& path, field_mapper& m) {
     m.set(r.child("stage"), "zero.stage", m.spec().zero.stage, stage);
   }
   if (const json* o = r.find("offload_optimizer")) map_offload_optimizer(*o, r.child("offload_optimizer"), m);
-  if (const json* o = r.find("offload_param")) {
-    object_reader pr(*o, r.child("offload_param"));
-    if (const json* d = value_of(pr, "device"); d && !(d->is_string() && *d == "none")) {
-      fail_value(pr.child("device"), *d,
-                 "\"none\": cohort offloads optimizer state only (zero_optimization."
-                 "offload_optimizer), not parameters");
-    }
-    accept_harmless(pr, {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"});
-    pr.finish();
-  }
+  if (const json* o = r.find("offload_param")) map_offload_param(*o, r.child("offload_param"), m);
   accept_harmless(r, {"contiguous_gradients", "overlap_comm", "reduce_scatter", "reduce_bucket_size",
                       "allgather_partitions", "allgather_bucket_size", "round_robin_gradients",
                       "sub_group_size", "stage3_prefetch_bucket_size",
