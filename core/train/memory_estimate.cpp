@@ -117,6 +117,7 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   add("reduction buffer", 4 * static_cast<double>(unit_max) + (stage >= 2 ? 4 * unit_shard : 0),
       true);
   if (offload_opt) add("gradient shard staging", 4 * unit_shard, false);
+  add("checkpoint host copy", 12 * shard, false);
 
   const double t = static_cast<double>(spec.train.micro_batch_size) * spec.train.seq_len;
   const double d = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);

@@ -19,6 +19,8 @@
 //   - the reduction buffer: one unit's gradients flattened to fp32 (4·max(U0, UL)), plus the
 //     reduce-scatter output shard at stages 2-3 (4·ceil(max/w)).
 //   - host staging of one unit's fp32 gradient shard (4·ceil(max/w)) with either offload.
+//   - a checkpoint's host copy of the master shard and moments (12·S, host RAM; stage 0: rank 0),
+//     held while it is written (with run.checkpoint.async, while training goes on).
 //   - activations of one micro-batch (tokens t = micro_batch_size·seq_len): where the engine
 //     recomputes layers (stage 3 or train.activation_checkpointing) the L+1 layer inputs
 //     (p·d·t each), the incoming and outgoing gradient of one layer (2·p·d·t) and one layer's

@@ -231,32 +231,25 @@ TEST_CASE("a job that fits a busy node's memory waits PENDING instead of failing
 }
 
 TEST_CASE("host RAM refuses ranks no node holds and counts the ranks a node would hold", "[actors]") {
-  SECTION("one rank exceeds every node's memory") {
+  // The reason the offloaded 7B job fails with on one 4-GPU node of `memory` bytes of RAM.
+  const auto refusal_on = [](double memory) {
     head_state head;
-    head.add_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 16e9}}}, gib24);
+    head.add_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", memory}}}, gib24);
     const auto id = submit_json(head, llama_7b_job("ram", true));
     head.schedule();
     CHECK(head.find(id)->state == job_state::failed);
-    CHECK_THAT(head.find(id)->reason,
-               Catch::Contains("GiB of host RAM per rank") &&
-                   Catch::Contains("exceeds every node's memory (largest: 14.9 GiB)"));
-  }
-  SECTION("the nodes together hold fewer ranks than the job has") {
-    head_state head;
-    head.add_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 100e9}}}, gib24);
-    const auto id = submit_json(head, llama_7b_job("ram", true));
-    head.schedule();
-    CHECK(head.find(id)->state == job_state::failed);
-    CHECK_THAT(head.find(id)->reason, Catch::Contains("holds 3 of the 4 ranks"));
-  }
-  SECTION("two nodes of two GPUs hold two ranks each") {
-    head_state head;
-    head.add_node({"g1", {{"CPU", 16}, {"GPU", 2}, {"memory", 100e9}}}, gib24);
-    head.add_node({"g2", {{"CPU", 16}, {"GPU", 2}, {"memory", 100e9}}}, gib24);
-    const auto id = submit_json(head, llama_7b_job("ram", true));
-    REQUIRE(head.schedule().size() == 1);
-    CHECK(head.find(id)->rank_nodes == std::vector<std::string>{"g1", "g1", "g2", "g2"});
-  }
+    return head.find(id)->reason;
+  };
+  CHECK_THAT(refusal_on(16e9), Catch::Contains("GiB of host RAM per rank") &&
+                                   Catch::Contains("exceeds every node's memory (largest: 14.9 GiB)"));
+  CHECK_THAT(refusal_on(128e9), Catch::Contains("holds 2 of the 4 ranks"));
+  // Two such nodes of two GPUs each hold two ranks each.
+  head_state head;
+  head.add_node({"g1", {{"CPU", 16}, {"GPU", 2}, {"memory", 128e9}}}, gib24);
+  head.add_node({"g2", {{"CPU", 16}, {"GPU", 2}, {"memory", 128e9}}}, gib24);
+  const auto id = submit_json(head, llama_7b_job("ram", true));
+  REQUIRE(head.schedule().size() == 1);
+  CHECK(head.find(id)->rank_nodes == std::vector<std::string>{"g1", "g1", "g2", "g2"});
 }
 
 TEST_CASE("a model that cannot be read fails the job instead of restarting it", "[actors]") {

@@ -98,9 +98,10 @@ TEST_CASE("stage 0 keeps everything whole on the GPU", "[core][train][memory]") 
   const double activations = 2 * 16 * (4 * (9 * 16 + 4 * 32) + 16 * 16) + 4 * 16 * 16 + 16 * 100 * 12;
   CHECK(e.per_rank.activation_bytes == activations);
   CHECK(e.per_rank.device_bytes == 24 * 8400 + 4 * 3216 + activations + core::train::cuda_context_bytes);
-  CHECK(e.per_rank.steady_host_bytes == 0);
+  CHECK(item(e, "checkpoint host copy", false) == 12 * 8400);
+  CHECK(e.per_rank.steady_host_bytes == 12 * 8400);
   CHECK(e.per_rank.load_peak_host_bytes == 4 * 8400 + 4 * 1600);
-  CHECK(e.per_rank.host_bytes == e.per_rank.load_peak_host_bytes);
+  CHECK(e.per_rank.host_bytes == e.per_rank.steady_host_bytes);
   CHECK(e.rank0_extra_host_bytes == 4 * 1600);
 }
 
@@ -116,6 +117,7 @@ TEST_CASE("stages 1 and 2 shard the optimizer and gradients but keep whole compu
   CHECK(item(s1, "compute-dtype gradients", true) == 2 * 8400);
   CHECK(item(s1, "reduction buffer", true) == 4 * 3216);
   CHECK(s1.per_rank.load_peak_host_bytes == 4 * 2100 + 4 * 1600);
+  CHECK(s1.per_rank.host_bytes == 12 * 2100);  // the checkpoint copy outweighs the load peak
 
   auto spec = job(true, 2, 4, bf16);
   const auto s2 = estimate_memory(spec, shape);
@@ -130,7 +132,7 @@ TEST_CASE("stages 1 and 2 shard the optimizer and gradients but keep whole compu
   CHECK(item(off, "AdamW moments", false) == 8 * 2100);
   CHECK(item(off, "fp32 gradient shard", true) == 4 * 2100);  // stays on the GPU
   CHECK(item(off, "gradient shard staging", false) == 4 * 804);
-  CHECK(off.per_rank.steady_host_bytes == 12 * 2100 + 4 * 804);
+  CHECK(off.per_rank.steady_host_bytes == 12 * 2100 + 4 * 804 + 12 * 2100);
 }
 
 TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every shard to the host",
@@ -148,7 +150,7 @@ TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every
   spec.zero.offload_optimizer = cpu;
   const auto opt = estimate_memory(spec, shape);
   CHECK(item(opt, "fp32 gradient shard", true) == 4 * 2100);
-  CHECK(opt.per_rank.steady_host_bytes == 12 * 2100 + 4 * 804);
+  CHECK(opt.per_rank.steady_host_bytes == 12 * 2100 + 4 * 804 + 12 * 2100);
 
   spec.zero.offload_param = cpu;
   const auto param = estimate_memory(spec, shape);
@@ -156,7 +158,7 @@ TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every
   CHECK(item(param, "AdamW moments", false) == 8 * 2100);
   CHECK(item(param, "fp32 gradient shard", false) == 4 * 2100);
   CHECK(item(param, "pinned compute-dtype shard", false) == 2 * 2100);
-  CHECK(param.per_rank.steady_host_bytes == 18 * 2100 + 4 * 804);
+  CHECK(param.per_rank.steady_host_bytes == 18 * 2100 + 4 * 804 + 12 * 2100);
   CHECK(param.per_rank.device_bytes ==
         2 * (3216 + 2 * 2592) + 2 * (3216 + 2592) + 4 * 3216 + 4 * 804 + activations +
             core::train::cuda_context_bytes);
@@ -171,8 +173,8 @@ TEST_CASE("a CPU job keeps everything in host RAM and counts the attention score
   CHECK(cpu_job.per_rank.device_bytes == 0);
   // Scores: B·H·T²·(4 + p) per layer = 2·2·64·8 = 2048, both layers kept.
   CHECK(cpu_job.per_rank.activation_bytes == gpu.per_rank.activation_bytes + 2 * 2048);
-  CHECK(cpu_job.per_rank.steady_host_bytes ==
-        gpu.per_rank.device_bytes - core::train::cuda_context_bytes + 2 * 2048);
+  CHECK(cpu_job.per_rank.steady_host_bytes == gpu.per_rank.device_bytes - core::train::cuda_context_bytes +
+                                                 gpu.per_rank.steady_host_bytes + 2 * 2048);
 }
 
 TEST_CASE("a 7B model on 4 ranks fits 24 GiB GPUs with both offloads and not without",
@@ -190,8 +192,9 @@ TEST_CASE("a 7B model on 4 ranks fits 24 GiB GPUs with both offloads and not wit
     const auto offloaded = estimate_memory(spec, shape);
     INFO("micro batch " << micro_batch << ": " << core::train::format_memory(offloaded.per_rank.device_bytes));
     CHECK(offloaded.per_rank.device_bytes < 16 * gib);  // a clear margin under 24 GiB
-    // Host: 18 bytes per kept element (master, moments, gradient shard, bf16 copy) ≈ 28 GiB.
-    CHECK(offloaded.per_rank.host_bytes == Approx(18.0 * 6'738'415'616 / 4).epsilon(0.02));
+    // Host: 18 bytes per kept element (master, moments, gradient shard, bf16 copy) and 12 for a
+    // checkpoint's copy ≈ 47 GiB.
+    CHECK(offloaded.per_rank.host_bytes == Approx(30.0 * 6'738'415'616 / 4).epsilon(0.02));
   }
 }
 
