@@ -147,6 +147,9 @@ std::map<std::string, std::string> env_vars_of(const config::job_spec&) {
   return {};  // runtime_env.env_vars is not part of this job spec yet
 }
 
+// The resource that stands for the host RAM of one rank while placing a job with a memory plan.
+constexpr const char* ram_slot = "rank_host_ram";
+
 double node_memory(const res::node_inventory& node) {
   return node.total().get("memory");  // 0: not declared, unknown
 }
@@ -209,8 +212,14 @@ head_state::admission head_state::admit(const job_entry& job) const {
     gpu_fits_somewhere = gpu_fits_somewhere || gpu_ok;
     ram_fits_somewhere = ram_fits_somewhere || ram_ok;
     if (!gpu_ok || !ram_ok) continue;
-    fitting.push_back(node);
-    rank_room += ram <= 0 ? ranks : static_cast<std::int64_t>(ram / host);
+    // A copy of the node with as many rank_host_ram slots as its RAM holds ranks, taken as
+    // much as the node itself, so that placement puts no more ranks on it.
+    const std::int64_t slots = ram <= 0 ? ranks : static_cast<std::int64_t>(ram / host);
+    res::node_inventory copy(node.name(), node.total() + res::resource_set({{ram_slot, static_cast<double>(slots)}}));
+    copy.reserve(node.total() - node.available());
+    copy.set_gpu_memory_bytes(node.gpu_memory_bytes());
+    fitting.push_back(std::move(copy));
+    rank_room += slots;
   }
   const bool any_node = std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.alive(); });
   if (any_node && !gpu_fits_somewhere)
@@ -226,8 +235,11 @@ head_state::admission head_state::admit(const job_entry& job) const {
   if (any_node && rank_room < ranks)
     return refuse(in_ram + ": the nodes' memory holds " + std::to_string(rank_room) + " of the " +
                   std::to_string(ranks) + " ranks; try nodes with more memory");
-  out.result = res::plan_job(job.spec, fitting);
+  config::job_spec with_slots = job.spec;
+  with_slots.scaling.resources_per_worker[ram_slot] = 1;
+  out.result = res::plan_job(with_slots, fitting);
   if (out.result.status != res::placement_status::placed) return out;
+  out.result.plan.rank_bundles = res::job_bundles(job.spec.scaling);  // what the nodes reserve
   // Several ranks may share a node: their host RAM together, rank 0's export buffer included.
   std::map<std::string, double> need;
   const auto& nodes_of = out.result.plan.rank_nodes;

@@ -243,13 +243,16 @@ TEST_CASE("host RAM refuses ranks no node holds and counts the ranks a node woul
   CHECK_THAT(refusal_on(16e9), Catch::Contains("GiB of host RAM per rank") &&
                                    Catch::Contains("exceeds every node's memory (largest: 14.9 GiB)"));
   CHECK_THAT(refusal_on(128e9), Catch::Contains("holds 2 of the 4 ranks"));
-  // Two such nodes of two GPUs each hold two ranks each.
+  // Two such nodes hold two ranks each: placement puts no more ranks on a node than its RAM
+  // holds, though its four GPUs would take all four.
   head_state head;
-  head.add_node({"g1", {{"CPU", 16}, {"GPU", 2}, {"memory", 128e9}}}, gib24);
-  head.add_node({"g2", {{"CPU", 16}, {"GPU", 2}, {"memory", 128e9}}}, gib24);
+  head.add_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 128e9}}}, gib24);
+  head.add_node({"g2", {{"CPU", 16}, {"GPU", 4}, {"memory", 128e9}}}, gib24);
   const auto id = submit_json(head, llama_7b_job("ram", true));
   REQUIRE(head.schedule().size() == 1);
   CHECK(head.find(id)->rank_nodes == std::vector<std::string>{"g1", "g1", "g2", "g2"});
+  CHECK(head.available("g1").at("GPU") == Approx(2));  // the real bundles were reserved
+  CHECK(head.available("g1").count("rank_host_ram") == 0);
 }
 
 TEST_CASE("a model that cannot be read fails the job instead of restarting it", "[actors]") {
