@@ -81,13 +81,13 @@ void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attem
 }
 
 // Places what fits and asks the nodes to start the trainers. Followers of jobs that go (back)
-// to PENDING, or FAILED because they can never be placed, hear why.
+// to PENDING, or that the memory plan refuses (FAILED), hear why.
 void start_trainers(head_ptr self) {
   std::map<std::string, job_state> before;
   for (const auto& r : self->state.logic.jobs()) before[r.id] = r.state;
   auto starts = self->state.logic.schedule();
   for (const auto& r : self->state.logic.jobs())
-    if ((r.state == job_state::pending || r.state == job_state::failed) && before[r.id] != r.state)
+    if ((r.state == job_state::pending || is_terminal(r.state)) && before[r.id] != r.state)
       notify_state(self, r.id);
   for (auto& setup : starts) {
     notify(self, setup.job_id, "placed: trainer on " + setup.trainer_node + ", ranks on [" +

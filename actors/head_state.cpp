@@ -38,6 +38,7 @@ double offered_gpus(const node_info& node) {
 
 void head_state::add_node(const node_info& node) {
   res::node_inventory inventory(node.name, res::resource_set(node.resources));
+  inventory.set_gpu_memory_bytes(node.gpu_memory_bytes);
   res::gpu_pool pool(static_cast<std::int32_t>(std::floor(offered_gpus(node) + 1e-9)));
   // What running attempts hold on a node that registers again stays reserved.
   for (const auto& [id, job] : jobs_) {
@@ -97,6 +98,7 @@ std::string head_state::submit(const config::job_spec& spec, const std::string& 
   job.record.state = job_state::pending;
   job.record.reason = "waiting for placement";
   job.record.spec_json = spec_json;
+  plan_memory(job);
   jobs_.emplace(id, std::move(job));
   job_order_.push_back(id);
   return id;
@@ -107,6 +109,7 @@ void head_state::restore(const job_record& record) {
   job.record = record;
   job.spec = config::parse_job_spec(record.spec_json);
   job.failures_counted = static_cast<std::int32_t>(record.failures.size());
+  plan_memory(job);
   if (job.record.state == job_state::running &&
       record.rank_nodes.size() == static_cast<std::size_t>(job.spec.scaling.num_workers)) {
     // Its trainer may still run on its node: keep the placement until it comes back.
@@ -157,7 +160,127 @@ std::vector<std::string> head_state::jobs_placed_on(const std::string& node) con
 }
 
 res::placement_result head_state::plan(const config::job_spec& spec) const {
-  return res::plan_job(spec, nodes_);
+  job_entry job;
+  job.spec = spec;
+  plan_memory(job);
+  return admit(job).result;
+}
+
+namespace {
+
+namespace train = cohort::core::train;
+
+// The job's runtime_env.env_vars, where COHORT_GPU_MEMORY_LIMIT_GB is read from.
+// The resource that stands for the host RAM of one rank while placing a job with a memory plan.
+constexpr const char* ram_slot = "rank_host_ram";
+
+double node_memory(const res::node_inventory& node) {
+  return node.total().get("memory");  // 0: not declared, unknown
+}
+
+std::string gpu_advice(const config::job_spec& spec) {
+  if (spec.zero.stage < 3) return "try zero.stage 3 with zero.offload_param: \"cpu\" or more workers";
+  if (spec.zero.offload_param != config::offload_device::cpu)
+    return "try zero.offload_param: \"cpu\" or more workers";
+  return "try a smaller train.micro_batch_size or train.seq_len, or GPUs with more memory";
+}
+
+}  // namespace
+
+void head_state::plan_memory(job_entry& job) {
+  if (job.spec.workload != config::workload_kind::causal_lm) return;
+  try {
+    job.gpu_limit_bytes = train::gpu_memory_limit_bytes(job.spec.runtime_env.env_vars);
+    job.memory = train::estimate_memory(job.spec, train::read_model_shape(job.spec.model));
+  } catch (const std::exception& e) {
+    job.memory_error = e.what();
+  }
+}
+
+head_state::admission head_state::admit(const job_entry& job) const {
+  admission out;
+  const auto refuse = [&](const std::string& why) {
+    out.refused = true;
+    out.result.status = res::placement_status::infeasible;
+    out.result.reason = "rank memory plan: " + why;
+    return out;
+  };
+  if (!job.memory_error.empty()) return refuse(job.memory_error);
+  if (!job.memory) {
+    out.result = res::plan_job(job.spec, nodes_);
+    return out;
+  }
+  const auto& plan = *job.memory;
+  const bool gpu = job.spec.scaling.use_gpu;
+  const double device = plan.per_rank.device_bytes, host = plan.per_rank.host_bytes;
+  const std::string on_gpu = train::format_memory(device) + " on the GPU per rank (" + plan.setting + ")";
+  const std::string in_ram = train::format_memory(host) + " of host RAM per rank (" + plan.setting + ")";
+  if (gpu && job.gpu_limit_bytes > 0 && device > job.gpu_limit_bytes)
+    return refuse(on_gpu + " exceeds the job's COHORT_GPU_MEMORY_LIMIT_GB of " +
+                  train::format_memory(job.gpu_limit_bytes) + "; " + gpu_advice(job.spec));
+  // The nodes that hold one rank; how many ranks they hold together (RAM).
+  std::vector<res::node_inventory> fitting;
+  double largest_gpu = 0, largest_ram = 0;
+  bool gpu_fits_somewhere = false, ram_fits_somewhere = false;
+  std::int64_t rank_room = 0;
+  const std::int64_t ranks = job.spec.scaling.num_workers;
+  for (const auto& node : nodes_) {
+    if (!node.alive()) continue;
+    const double usable = train::usable_gpu_bytes(job.gpu_limit_bytes,
+                                                  static_cast<double>(node.gpu_memory_bytes()));
+    const bool gpu_ok = !gpu || node.total().get("GPU") <= 0 || usable <= 0 || device <= usable;
+    if (gpu && node.total().get("GPU") > 0) largest_gpu = std::max(largest_gpu, usable);
+    const double ram = node_memory(node);
+    largest_ram = std::max(largest_ram, ram);
+    const bool ram_ok = ram <= 0 || host <= ram;
+    gpu_fits_somewhere = gpu_fits_somewhere || gpu_ok;
+    ram_fits_somewhere = ram_fits_somewhere || ram_ok;
+    if (!gpu_ok || !ram_ok) continue;
+    // A copy of the node with as many rank_host_ram slots as its RAM holds ranks, taken as
+    // much as the node itself, so that placement puts no more ranks on it.
+    const std::int64_t slots = ram <= 0 ? ranks : static_cast<std::int64_t>(ram / host);
+    res::node_inventory copy(node.name(), node.total() + res::resource_set({{ram_slot, static_cast<double>(slots)}}));
+    copy.reserve(node.total() - node.available());
+    copy.set_gpu_memory_bytes(node.gpu_memory_bytes());
+    fitting.push_back(std::move(copy));
+    rank_room += slots;
+  }
+  const bool any_node = std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.alive(); });
+  if (any_node && !gpu_fits_somewhere)
+    return refuse(on_gpu + " exceeds every node's GPU memory (largest: " +
+                  train::format_memory(largest_gpu) + "); " + gpu_advice(job.spec));
+  if (any_node && !ram_fits_somewhere)
+    return refuse(in_ram + " exceeds every node's memory (largest: " + train::format_memory(largest_ram) +
+                  "); try nodes with more memory or more workers");
+  if (any_node && fitting.empty())
+    return refuse(on_gpu + " and " + in_ram + " fit no single node (largest GPU " +
+                  train::format_memory(largest_gpu) + ", largest memory " +
+                  train::format_memory(largest_ram) + ")");
+  if (any_node && rank_room < ranks)
+    return refuse(in_ram + ": the nodes' memory holds " + std::to_string(rank_room) + " of the " +
+                  std::to_string(ranks) + " ranks; try nodes with more memory");
+  config::job_spec with_slots = job.spec;
+  with_slots.scaling.resources_per_worker[ram_slot] = 1;
+  out.result = res::plan_job(with_slots, fitting);
+  if (out.result.status != res::placement_status::placed) return out;
+  out.result.plan.rank_bundles = res::job_bundles(job.spec.scaling);  // what the nodes reserve
+  // Several ranks may share a node: their host RAM together, rank 0's export buffer included.
+  std::map<std::string, double> need;
+  const auto& nodes_of = out.result.plan.rank_nodes;
+  for (std::size_t r = 0; r < nodes_of.size(); ++r)
+    need[nodes_of[r]] += host + (r == 0 ? plan.rank0_extra_host_bytes : 0);
+  for (const auto& node : fitting) {
+    const auto it = need.find(node.name());
+    const double ram = node_memory(node);
+    if (it == need.end() || ram <= 0 || it->second <= ram) continue;
+    out.result.status = res::placement_status::pending;
+    out.result.reason = "rank memory plan: node " + node.name() + " would hold ranks needing " +
+                        train::format_memory(it->second) + " of host RAM; it has " +
+                        train::format_memory(ram);
+    out.result.plan = {};
+    return out;
+  }
+  return out;
 }
 
 std::vector<trainer_setup> head_state::schedule() {
@@ -171,7 +294,13 @@ std::vector<trainer_setup> head_state::schedule() {
       job.record.reason = refusal;
       continue;
     }
-    auto result = res::plan_job(job.spec, nodes_);
+    const auto admitted = admit(job);
+    const auto& result = admitted.result;
+    if (admitted.refused) {
+      job.record.state = job_state::failed;
+      job.record.reason = result.reason;
+      continue;
+    }
     if (result.status != res::placement_status::placed) {
       job.record.state = job_state::pending;
       job.record.reason = std::string(res::to_string(result.status)) + ": " + result.reason;

@@ -1,7 +1,12 @@
 // The head's logic without CAF: the node registry with free resources, the job table, placement
 // of waiting jobs, GPU isolation (which of a node's GPUs each rank gets, see
-// core/resources/gpu_assignment.hpp), and the failure policy (failure.max_failures). The head
-// actor is a thin shell around it; this class is unit-tested alone. Not thread-safe: the head actor owns it.
+// core/resources/gpu_assignment.hpp), memory admission, and the failure policy
+// (failure.max_failures). A causal_lm job's rank memory plan (core/train/memory_estimate.hpp, from
+// its config.json) is made once at submit: a job whose ranks fit no node's GPU memory
+// (min(node, COHORT_GPU_MEMORY_LIMIT_GB)) or RAM (the "memory" resource), or whose model cannot be
+// read, is FAILED with the numbers; one that fits some node waits PENDING for room. Unknown GPU
+// memory (0) or RAM never refuses. The head actor is a thin shell around it; this class is
+// unit-tested alone. Not thread-safe: the head actor owns it.
 #pragma once
 
 #include <map>
@@ -14,12 +19,14 @@
 #include "core/resources/gpu_assignment.hpp"
 #include "core/resources/node_inventory.hpp"
 #include "core/resources/placement.hpp"
+#include "core/train/memory_estimate.hpp"
 
 namespace cohort::actors {
 
 class head_state {
  public:
   // Registers a node, or replaces the record of one that registers again under the same name.
+  // Memory admission reads node.gpu_memory_bytes (its smallest GPU's; 0 = unknown).
   void add_node(const node_info& node);
   // Forgets a node (it died or left). Its reservations stay until the jobs using it are told.
   void remove_node(const std::string& name);
@@ -42,7 +49,8 @@ class head_state {
   bool on_trainer_started(const std::string& job_id, std::int32_t attempt);
   // Unfinished jobs whose current placement uses `node`.
   std::vector<std::string> jobs_placed_on(const std::string& node) const;
-  // Where a spec would run now (`submit plan` against the live cluster).
+  // Where a spec would run now (`submit plan` against the live cluster); a job the memory plan
+  // refuses is infeasible with the refusal as its reason.
   core::resources::placement_result plan(const config::job_spec& spec) const;
 
   // Places every waiting job that fits now, reserves its resources and GPUs (each rank's GPU
@@ -84,7 +92,20 @@ class head_state {
     core::resources::rank_gpu_indices gpus;             // held's GPU indices per rank
     std::int32_t failures_counted = 0;
     bool awaiting_adoption = false;
+    std::optional<core::train::memory_estimate> memory;  // causal_lm jobs with a readable model
+    std::string memory_error;                             // why there is no plan: FAILED
+    double gpu_limit_bytes = 0;                           // COHORT_GPU_MEMORY_LIMIT_GB; 0 = none
   };
+  // Placement with memory admission: refused (FAILED) with the numbers, else the placement on
+  // the nodes whose GPU memory and RAM hold a rank; placed only when every node can hold the
+  // host RAM of the ranks put on it.
+  struct admission {
+    bool refused = false;
+    core::resources::placement_result result;
+  };
+
+  static void plan_memory(job_entry& job);
+  admission admit(const job_entry& job) const;
 
   void release(job_entry& job);
   void record_failure(job_entry& job, const failure_cause& cause);

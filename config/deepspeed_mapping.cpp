@@ -68,15 +68,18 @@ class field_mapper {
 
 const number_range non_negative{0.0, true};
 
-void map_offload_optimizer(const json& v, const std::string& path, field_mapper& m) {
+// zero_optimization.offload_optimizer / offload_param: {"device": "none" | "cpu", ...} onto the
+// cohort field `field` (`target`); the other keys DeepSpeed takes there change nothing here.
+void map_offload(const json& v, const std::string& path, const char* field, offload_device& target,
+                 const std::vector<const char*>& harmless, field_mapper& m) {
   object_reader r(v, path);
   if (const json* d = value_of(r, "device")) {
     const auto device = as_enum<offload_device>(*d, r.child("device"),
                                                 {{"none", offload_device::none},
                                                  {"cpu", offload_device::cpu}});
-    m.set_enum(r.child("device"), "zero.offload_optimizer", m.spec().zero.offload_optimizer, device);
+    m.set_enum(r.child("device"), field, target, device);
   }
-  accept_harmless(r, {"pin_memory", "buffer_count", "fast_init"});
+  accept_harmless(r, harmless);
   r.finish();
 }
 
@@ -86,17 +89,12 @@ void map_zero(const json& v, const std::string& path, field_mapper& m) {
     const int stage = static_cast<int>(as_integer(*s, r.child("stage"), 0, 3));
     m.set(r.child("stage"), "zero.stage", m.spec().zero.stage, stage);
   }
-  if (const json* o = r.find("offload_optimizer")) map_offload_optimizer(*o, r.child("offload_optimizer"), m);
-  if (const json* o = r.find("offload_param")) {
-    object_reader pr(*o, r.child("offload_param"));
-    if (const json* d = value_of(pr, "device"); d && !(d->is_string() && *d == "none")) {
-      fail_value(pr.child("device"), *d,
-                 "\"none\": cohort offloads optimizer state only (zero_optimization."
-                 "offload_optimizer), not parameters");
-    }
-    accept_harmless(pr, {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"});
-    pr.finish();
-  }
+  if (const json* o = r.find("offload_optimizer"))
+    map_offload(*o, r.child("offload_optimizer"), "zero.offload_optimizer",
+                m.spec().zero.offload_optimizer, {"pin_memory", "buffer_count", "fast_init"}, m);
+  if (const json* o = r.find("offload_param"))
+    map_offload(*o, r.child("offload_param"), "zero.offload_param", m.spec().zero.offload_param,
+                {"pin_memory", "buffer_count", "buffer_size", "max_in_cpu"}, m);
   accept_harmless(r, {"contiguous_gradients", "overlap_comm", "reduce_scatter", "reduce_bucket_size",
                       "allgather_partitions", "allgather_bucket_size", "round_robin_gradients",
                       "sub_group_size", "stage3_prefetch_bucket_size",

@@ -185,6 +185,7 @@ void parse_zero(const json& v, zero_spec& z, given_map& given) {
   object_reader r(v, "zero", &given);
   r.read("stage", z.stage, 0, 3);
   r.read_enum("offload_optimizer", z.offload_optimizer, offload_names);
+  r.read_enum("offload_param", z.offload_param, offload_names);
   r.finish();
 }
 
@@ -273,6 +274,11 @@ void check_cross_fields(const job_spec& spec) {
   if (spec.zero.offload_optimizer == offload_device::cpu && spec.zero.stage == 0) {
     throw spec_error("zero.offload_optimizer",
                      "got \"cpu\" with zero.stage 0; optimizer offload needs zero.stage 1, 2 or 3");
+  }
+  if (spec.zero.offload_param == offload_device::cpu && spec.zero.stage != 3) {
+    throw spec_error("zero.offload_param",
+                     "got \"cpu\" with zero.stage " + std::to_string(spec.zero.stage) +
+                         "; parameter offload needs zero.stage 3 (allowed otherwise: \"none\")");
   }
 }
 

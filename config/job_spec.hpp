@@ -69,6 +69,8 @@ struct train_spec {
 struct zero_spec {
   int stage = 0;  // 0..3
   offload_device offload_optimizer = offload_device::none;
+  // Stage 3 only: the fp32 master shard, moments, gradient shard and a compute-dtype copy of the
+  // shard live in host memory; the GPU holds only the units being used (DeepSpeed's offload_param).
   offload_device offload_param = offload_device::none;
 };
 

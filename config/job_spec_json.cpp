@@ -51,7 +51,8 @@ std::string to_json_text(const job_spec& spec) {
                   {"activation_checkpointing", t.activation_checkpointing},
                   {"step_delay_s", t.step_delay_s}};
   out["zero"] = {{"stage", spec.zero.stage},
-                 {"offload_optimizer", to_string(spec.zero.offload_optimizer)}};
+                 {"offload_optimizer", to_string(spec.zero.offload_optimizer)},
+                 {"offload_param", to_string(spec.zero.offload_param)}};
   const run_spec& r = spec.run;
   out["run"] = {{"storage_path", r.storage_path},
                 {"checkpoint",

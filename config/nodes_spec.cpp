@@ -56,6 +56,9 @@ std::vector<node_spec> parse_nodes_json(const std::string& json_text) {
     }
     node.resources = as_resources(r.require("resources", "an object of resource name -> quantity"),
                                   r.child("resources"));
+    double gpu_memory = 0;
+    if (r.read("gpu_memory", gpu_memory, number_range{0.0, true}))
+      node.gpu_memory_bytes = static_cast<std::int64_t>(gpu_memory);
     r.finish();
     nodes.push_back(std::move(node));
   }

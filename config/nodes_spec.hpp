@@ -1,8 +1,10 @@
 // Cluster node descriptions: the NODES.json that `submit plan --nodes` reads,
-// [{"name": "n1", "resources": {"CPU": 8, "GPU": 1, "memory": 6.4e10, "large_cpu_mem": 1}}, ...],
+// [{"name": "n1", "resources": {"CPU": 8, "GPU": 1, "memory": 6.4e10, "large_cpu_mem": 1},
+//   "gpu_memory": 2.4e10}, ...] (gpu_memory: bytes per GPU, optional),
 // and the resource objects cluster-worker takes on its command line. Errors are spec_errors.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@ namespace cohort::config {
 struct node_spec {
   std::string name;                // unique, 1-128 characters from [A-Za-z0-9._:-]
   resource_quantities resources;   // quantities >= 0
+  std::int64_t gpu_memory_bytes = 0;  // per GPU (the smallest of the node's); 0 = unknown
 };
 
 // Parses a NODES.json array. Errors name the JSON path ("[1].resources.CPU"), the value and what

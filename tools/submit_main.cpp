@@ -43,7 +43,8 @@ constexpr const char* default_address = "127.0.0.1:7411";
 
 const char* usage_text =
     "usage: submit [options] COMMAND [ARG]\n"
-    "  plan JOB.json [--nodes NODES.json]  where the job's trainer and ranks would run\n"
+    "  plan JOB.json [--nodes NODES.json]  where the job's trainer and ranks would run, and the\n"
+    "                                      GPU memory and host RAM each rank needs [--json]\n"
     "  run JOB.json [--follow]             submit a job (prints its id first); --local or no\n"
     "                                      address: run it on an embedded cluster and follow it\n"
     "  status JOB [--json]                 a job's state, placement, attempts and failures\n"
@@ -156,66 +157,91 @@ int run_local(const options& o) {
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
 
-// The plan's memory section: per-rank bytes, rank 0's consolidation; warnings on stderr for nodes
-// whose "memory" resource will not hold their ranks. Without a readable model: nothing.
-nlohmann::json memory_section(const config::job_spec& spec, const core::resources::placement& plan,
-                              const std::vector<config::node_spec>& nodes) {
-  if (spec.model.hf_dir.empty() && spec.model.config_file.empty() &&
-      spec.model.inline_config_json.empty())
-    return nullptr;
-  core::train::memory_estimate e;
-  try {
-    e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model));
-  } catch (const std::exception& ex) {
-    std::cerr << "submit plan: no memory estimate: " << ex.what() << "\n";
-    return nullptr;
-  }
+// The plan's memory section: what one rank needs (item by item, on the GPU and in host RAM) and
+// each rank's node. Without a model config (not a causal_lm job): nothing.
+nlohmann::json memory_section(const config::job_spec& spec, const core::resources::placement& plan) {
+  if (spec.workload != config::workload_kind::causal_lm) return nullptr;
+  const auto e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model));
   const auto& r = e.per_rank;
-  nlohmann::json out{{"parameters", e.model.parameters},
-                     {"per_rank", {{"device_bytes", r.device_bytes}, {"host_bytes", r.host_bytes},
-                                   {"weights", r.weights}, {"gradients", r.gradients},
-                                   {"master_weights", r.master}, {"optimizer_state", r.optimizer},
-                                   {"activations", r.activations}}},
-                     {"rank0_consolidation_host_bytes", e.rank0_consolidation_bytes}};
-  std::map<std::string, double> host_need;
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& i : r.items)
+    items.push_back({{"name", i.name}, {"bytes", i.bytes}, {"where", i.on_device ? "gpu" : "host"}});
+  nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t i = 0; i < plan.rank_nodes.size(); ++i)
-    host_need[plan.rank_nodes[i]] += r.host_bytes + (i == 0 ? e.rank0_consolidation_bytes : 0);
-  for (const auto& n : nodes) {
-    auto need = host_need.find(n.name);
-    auto have = n.resources.find("memory");
-    if (need == host_need.end() || have == n.resources.end() || need->second <= have->second)
-      continue;
-    std::cerr << "submit plan: warning: node " << n.name << " has " << have->second / 1e9
-              << " GB of memory; its ranks need about " << need->second / 1e9 << " GB of host RAM\n";
+    ranks.push_back({{"rank", i}, {"node", plan.rank_nodes[i]}, {"device_bytes", r.device_bytes},
+                     {"host_bytes", r.host_bytes + (i == 0 ? e.rank0_extra_host_bytes : 0)}});
+  return {{"parameters", e.model.parameters},
+          {"setting", e.setting},
+          {"per_rank", {{"device_bytes", r.device_bytes}, {"host_bytes", r.host_bytes},
+                        {"steady_host_bytes", r.steady_host_bytes},
+                        {"load_peak_host_bytes", r.load_peak_host_bytes},
+                        {"activation_bytes", r.activation_bytes}, {"items", items}}},
+          {"cuda_context_bytes", spec.scaling.use_gpu ? core::train::cuda_context_bytes : 0.0},
+          {"rank0_extra_host_bytes", e.rank0_extra_host_bytes},
+          {"ranks", ranks}};
+}
+
+void print_plan(const std::string& name, const core::resources::placement& plan,
+                const nlohmann::json& memory) {
+  using core::train::format_memory;
+  std::cout << "job " << name << ": trainer on " << plan.trainer_node << "\n";
+  if (memory.is_null()) {
+    for (std::size_t i = 0; i < plan.rank_nodes.size(); ++i)
+      std::cout << "  rank " << i << " on " << plan.rank_nodes[i] << "\n";
+    return;
   }
-  return out;
+  for (const auto& rank : memory["ranks"])
+    std::cout << "  rank " << rank["rank"].get<int>() << " on " << rank["node"].get<std::string>()
+              << ": GPU " << format_memory(rank["device_bytes"].get<double>()) << ", host "
+              << format_memory(rank["host_bytes"].get<double>()) << "\n";
+  const auto& r = memory["per_rank"];
+  std::cout << "memory per rank (" << memory["setting"].get<std::string>() << ", "
+            << memory["parameters"].get<std::int64_t>() << " parameters):\n";
+  for (const auto& i : r["items"]) {
+    std::string label = i["name"].get<std::string>();
+    label.resize(std::max<std::size_t>(label.size(), 28), ' ');
+    std::cout << "  " << label << " " << format_memory(i["bytes"].get<double>()) << "  "
+              << i["where"].get<std::string>() << "\n";
+  }
+  std::cout << "  GPU " << format_memory(r["device_bytes"].get<double>()) << "; host "
+            << format_memory(r["host_bytes"].get<double>()) << " (steady "
+            << format_memory(r["steady_host_bytes"].get<double>()) << ", load peak "
+            << format_memory(r["load_peak_host_bytes"].get<double>()) << "); rank 0 exports with "
+            << format_memory(memory["rank0_extra_host_bytes"].get<double>()) << " more\n";
 }
 
 int plan(const options& o) {
   auto spec = config::load_job_spec(o.arg);
-  std::string status, reason;
-  core::resources::placement plan;
-  std::vector<config::node_spec> nodes;
+  core::resources::placement_result result;
   if (!o.nodes.empty()) {
-    nodes = config::load_nodes_file(o.nodes);
-    auto result = core::resources::plan_job(spec, core::resources::inventories_from_specs(nodes));
-    status = core::resources::to_string(result.status);
-    reason = result.reason;
-    plan = result.plan;
+    // The head's own placement and memory admission, over the listed nodes.
+    actors::head_state head;
+    for (const auto& n : config::load_nodes_file(o.nodes)) {
+      actors::node_info info{n.name, n.resources};
+      info.gpu_memory_bytes = n.gpu_memory_bytes;
+      head.add_node(info);
+    }
+    result = head.plan(spec);
   } else {
     auto reply = connect(o)->ask<actors::plan_reply>(actors::plan_request{config::to_json_text(spec)});
-    status = reply.status;
-    reason = reply.reason;
-    plan.trainer_node = reply.trainer_node;
-    plan.rank_nodes = reply.rank_nodes;
+    result.status = reply.status == "placed"    ? core::resources::placement_status::placed
+                    : reply.status == "pending" ? core::resources::placement_status::pending
+                                                : core::resources::placement_status::infeasible;
+    result.reason = reply.reason;
+    result.plan.trainer_node = reply.trainer_node;
+    result.plan.rank_nodes = reply.rank_nodes;
   }
-  if (status != "placed") {
-    std::cerr << "submit plan: no placement for job " << spec.name << " (" << status << "): "
-              << reason << "\n";
+  if (result.status != core::resources::placement_status::placed) {
+    std::cerr << "submit plan: no placement for job " << spec.name << " ("
+              << core::resources::to_string(result.status) << "): " << result.reason << "\n";
     return exit_usage;
   }
-  auto out = nlohmann::json::parse(core::resources::plan_json_text(plan));
-  auto memory = memory_section(spec, plan, nodes);
+  const auto memory = memory_section(spec, result.plan);
+  if (!o.json) {
+    print_plan(spec.name, result.plan, memory);
+    return exit_ok;
+  }
+  auto out = nlohmann::json::parse(core::resources::plan_json_text(result.plan));
   if (!memory.is_null()) out["memory"] = memory;
   std::cout << out.dump() << "\n";
   return exit_ok;
@@ -355,7 +381,7 @@ int main(int argc, char** argv) {
       ("num-gpus", po::value<double>(),
        "GPUs of the embedded node (default: every GPU found; CUDA_VISIBLE_DEVICES honoured)")
       ("follow,f", "stream progress (run) or output (logs) until the job ends")
-      ("json", "print JSON (status, list)")
+      ("json", "print JSON (plan, status, list)")
       ("command", po::value<std::string>(), "")
       ("arg", po::value<std::string>(), "");
   po::positional_options_description positional;

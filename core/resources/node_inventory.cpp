@@ -6,7 +6,9 @@ node_inventory::node_inventory(std::string name, resource_set total)
     : name_(std::move(name)), total_(total), available_(std::move(total)) {}
 
 node_inventory::node_inventory(const config::node_spec& spec)
-    : node_inventory(spec.name, resource_set(spec.resources)) {}
+    : node_inventory(spec.name, resource_set(spec.resources)) {
+  gpu_memory_bytes_ = spec.gpu_memory_bytes;
+}
 
 void node_inventory::reserve(const resource_set& need) {
   if (!alive_) {

@@ -3,6 +3,7 @@
 // not thread-safe (the head's state is touched by one actor).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ class node_inventory {
   const resource_set& total() const { return total_; }
   const resource_set& available() const { return available_; }
   bool alive() const { return alive_; }
+  // Memory of one of the node's GPUs in bytes (the smallest when they differ); 0 = unknown.
+  std::int64_t gpu_memory_bytes() const { return gpu_memory_bytes_; }
+  void set_gpu_memory_bytes(std::int64_t bytes) { gpu_memory_bytes_ = bytes; }
   void set_alive(bool alive) { alive_ = alive; }
 
   bool can_reserve(const resource_set& need) const { return alive_ && need.fits_in(available_); }
@@ -36,6 +40,7 @@ class node_inventory {
   resource_set total_;
   resource_set available_;
   bool alive_ = true;
+  std::int64_t gpu_memory_bytes_ = 0;
 };
 
 // One inventory per node of a NODES.json list, everything free.

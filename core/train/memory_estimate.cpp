@@ -1,64 +1,172 @@
 // Per-rank memory of a training job (see memory_estimate.hpp).
 #include "core/train/memory_estimate.hpp"
 
-#include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
 
-#include "core/model/decoder.hpp"
-#include "core/model/model_config.hpp"
+#include <nlohmann/json.hpp>
 
 namespace cohort::core::train {
 
-model_shape read_model_shape(const config::model_spec& m) {
-  model::model_config cfg;
-  if (!m.hf_dir.empty())
-    cfg = model::read_config(m.hf_dir);
-  else if (!m.config_file.empty())
-    cfg = model::read_config(m.config_file);
-  else
-    cfg = model::parse_config(nlohmann::json::parse(m.inline_config_json), "model.config");
-  // Shapes only: on the meta device nothing is allocated.
-  model::decoder shapes(cfg, torch::TensorOptions().device(torch::kMeta), false);
-  return model_shape{shapes->parameter_count(), cfg.hidden_size, cfg.num_layers, cfg.num_heads,
-                     cfg.vocab_size};
+model_shape shape_of(const model::model_config& c) {
+  const std::int64_t d = c.hidden_size, ffn = c.intermediate_size;
+  const bool project = c.word_embed_proj_dim > 0 && c.word_embed_proj_dim != d;
+  const std::int64_t embed_dim = project ? c.word_embed_proj_dim : d;
+  const std::int64_t norm = c.norm_affine ? (c.norm == model::norm_kind::layer_norm ? 2 * d : d) : 0;
+  std::int64_t largest = 0;
+  const auto tensor = [&](std::int64_t elements) {
+    largest = std::max(largest, elements);
+    return elements;
+  };
+  // Unit 0, as decoder_impl registers it.
+  std::int64_t outer = tensor(c.vocab_size * embed_dim);
+  if (c.learned_positions) outer += tensor((c.max_positions + c.position_offset) * d);
+  if (project) outer += tensor(embed_dim * d) + tensor(d * embed_dim);
+  if (c.final_norm) outer += norm;
+  if (!c.tie_word_embeddings) outer += tensor(c.vocab_size * embed_dim);
+  if (c.lm_head_bias) outer += c.vocab_size;
+  // One layer: norms, attention (fused qkv for Conv1D families), MLP.
+  const std::int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
+  std::int64_t layer = norm + (c.parallel_residual ? 0 : norm);
+  if (c.conv1d) {
+    layer += tensor(d * (q_out + 2 * kv_out));
+  } else {
+    layer += tensor(d * q_out) + 2 * tensor(d * kv_out);
+  }
+  if (c.qkv_bias) layer += q_out + 2 * kv_out;
+  layer += tensor(q_out * d) + (c.o_bias ? d : 0);
+  const std::int64_t projections = c.gated_mlp ? 3 : 2;
+  layer += projections * tensor(d * ffn);
+  if (c.mlp_bias) layer += (projections - 1) * ffn + d;
+  model_shape s;
+  s.hidden_size = d;
+  s.num_layers = c.num_layers;
+  s.num_heads = c.num_heads;
+  s.vocab_size = c.vocab_size;
+  s.intermediate_size = ffn;
+  s.gated_mlp = c.gated_mlp;
+  s.outer_parameters = outer;
+  s.layer_parameters = layer;
+  s.parameters = outer + c.num_layers * layer;
+  s.largest_tensor = largest;
+  return s;
 }
 
+model_shape read_model_shape(const config::model_spec& m) {
+  try {
+    if (!m.hf_dir.empty()) return shape_of(model::read_config(m.hf_dir));
+    if (!m.config_file.empty()) return shape_of(model::read_config(m.config_file));
+    return shape_of(model::parse_config(nlohmann::json::parse(m.inline_config_json), "model.config"));
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("model: cannot read the model's shape: ") + e.what());
+  }
+}
+
+namespace {
+
+double ceil_div(std::int64_t a, std::int64_t b) {
+  return static_cast<double>((a + b - 1) / b);
+}
+
+std::string setting_of(const config::job_spec& spec) {
+  std::string s = "ZeRO-" + std::to_string(spec.zero.stage) + ", " +
+                  config::to_string(spec.train.dtype);
+  const bool opt = spec.zero.offload_optimizer == config::offload_device::cpu;
+  const bool param = spec.zero.offload_param == config::offload_device::cpu;
+  if (opt && param) return s + ", offload_optimizer and offload_param cpu";
+  if (opt) return s + ", offload_optimizer cpu";
+  if (param) return s + ", offload_param cpu";
+  return s + ", no offload";
+}
+
+}  // namespace
+
 memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m) {
-  const double n = static_cast<double>(m.parameters);
-  const double w = spec.scaling.num_workers;
   const int stage = spec.zero.stage;
-  const bool bf16 = spec.train.dtype == config::precision::bf16;
-  const double p = bf16 ? 2 : 4;  // bytes per compute weight / gradient
+  const std::int64_t w = stage == 0 ? 1 : std::max(1, spec.scaling.num_workers);
+  const double p = spec.train.dtype == config::precision::bf16 ? 2 : 4;
+  const bool gpu = spec.scaling.use_gpu;
+  const bool offload_param = stage == 3 && spec.zero.offload_param == config::offload_device::cpu;
+  const bool offload_opt = offload_param || spec.zero.offload_optimizer == config::offload_device::cpu;
+  const bool recompute = stage == 3 || spec.train.activation_checkpointing;
+  const bool layers_reduced_in_backward = recompute && stage >= 2;
+  const double n = static_cast<double>(m.parameters);
+  const double u0 = static_cast<double>(m.outer_parameters);
+  const double ul = static_cast<double>(m.layer_parameters);
+  const std::int64_t unit_max = std::max(m.outer_parameters, m.layer_parameters);
+  const double shard = ceil_div(m.outer_parameters, w) +
+                       static_cast<double>(m.num_layers) * ceil_div(m.layer_parameters, w);
+  const double unit_shard = ceil_div(unit_max, w);
+
   memory_estimate e;
   e.model = m;
+  e.setting = setting_of(spec);
   auto& r = e.per_rank;
-  r.weights = stage >= 3 ? p * n / w : p * n;
-  r.gradients = stage >= 2 ? 4 * n / w : p * n;
-  // fp32 masters: an extra copy for bf16; for fp32 the compute copy is the master at stage 0,
-  // and the engine keeps its updated shard apart from stage 1 on.
-  r.master = stage == 0 ? (bf16 ? 4 * n : 0) : 4 * n / w;
-  r.optimizer = (stage >= 1 ? 8 * n / w : 8 * n);
-  // Activations of one micro-batch (Korthikanti et al.): s·b·h·(34 + 5·a·s/h) bytes per layer at
-  // 2-byte precision; with per-layer checkpointing (or stage 3, which recomputes) only each
-  // layer's input, s·b·h·2, plus one layer's worth. Logits add b·s·vocab·4.
-  const double s = spec.train.seq_len, b = spec.train.micro_batch_size, h = m.hidden_size;
-  const double a = m.num_heads, layers = m.num_layers;
-  const double per_layer = s * b * h * (34 + 5 * a * s / std::max(h, 1.0)) * (p / 2);
-  const bool recompute = spec.train.activation_checkpointing || stage >= 3;
-  r.activations = (recompute ? layers * s * b * h * p + per_layer : layers * per_layer) +
-                  b * s * m.vocab_size * 4;
-  const bool offload = spec.zero.offload_optimizer == config::offload_device::cpu;
-  const double on_device_optimizer = offload ? 0 : r.master + r.optimizer;
-  const double on_host_optimizer = offload ? r.master + r.optimizer : 0;
-  const double compute = r.weights + r.gradients + r.activations;
-  if (spec.scaling.use_gpu) {
-    r.device_bytes = compute + on_device_optimizer;
-    r.host_bytes = on_host_optimizer;
-  } else {
-    r.host_bytes = compute + on_device_optimizer + on_host_optimizer;
-  }
-  e.rank0_consolidation_bytes = 4 * n;
+  const auto add = [&](const char* name, double bytes, bool on_device) {
+    if (bytes > 0) r.items.push_back({name, bytes, on_device && gpu});
+  };
+  add("fp32 master shard", 4 * shard, !offload_opt);
+  add("AdamW moments", 8 * shard, !offload_opt);
+  add("fp32 gradient shard", 4 * shard, !offload_param);
+  add(stage == 3 ? "gathered compute weights" : "compute weights",
+      stage == 3 ? p * (u0 + 2 * ul) : p * n, true);
+  if (offload_param) add("pinned compute-dtype shard", p * shard, false);
+  add("compute-dtype gradients", layers_reduced_in_backward ? p * (u0 + ul) : p * n, true);
+  add("reduction buffer", 4 * static_cast<double>(unit_max) + (stage >= 2 ? 4 * unit_shard : 0),
+      true);
+  if (offload_opt) add("gradient shard staging", 4 * unit_shard, false);
+  add("checkpoint host copy", 12 * shard, false);
+
+  const double t = static_cast<double>(spec.train.micro_batch_size) * spec.train.seq_len;
+  const double d = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
+  const double layer_working = t * (p * (9 * d + (m.gated_mlp ? 4 : 2) * m.intermediate_size) + 16 * d);
+  const double scores = gpu ? 0
+                            : static_cast<double>(spec.train.micro_batch_size) * m.num_heads *
+                                  spec.train.seq_len * spec.train.seq_len * (4 + p);
+  const double layers = recompute ? (L + 1) * p * d * t + 2 * p * d * t + layer_working + scores
+                                  : L * (layer_working + scores) + p * d * t;
+  r.activation_bytes = layers + t * static_cast<double>(m.vocab_size) * (p + 4 + 4);
+  add("activations", r.activation_bytes, true);
+  if (gpu) add("CUDA context and allocator", cuda_context_bytes, true);
+
+  for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
+  r.load_peak_host_bytes = 4 * (stage == 0 ? n : shard) + 4 * static_cast<double>(m.largest_tensor);
+  r.host_bytes = std::max(r.steady_host_bytes, r.load_peak_host_bytes);
+  e.rank0_extra_host_bytes = 4 * static_cast<double>(m.largest_tensor);
   return e;
+}
+
+double gpu_memory_limit_bytes(const std::map<std::string, std::string>& env_vars) {
+  const auto it = env_vars.find("COHORT_GPU_MEMORY_LIMIT_GB");
+  if (it == env_vars.end()) return 0;
+  std::size_t used = 0;
+  double gb = 0;
+  try {
+    gb = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != it->second.size() || !(gb > 0) || !std::isfinite(gb))
+    throw std::invalid_argument("runtime_env.env_vars.COHORT_GPU_MEMORY_LIMIT_GB: got \"" +
+                                it->second + "\"; expected a number of GiB > 0, e.g. \"24\"");
+  return gb * gib;
+}
+
+double usable_gpu_bytes(double limit_bytes, double node_gpu_bytes) {
+  if (limit_bytes <= 0) return node_gpu_bytes;
+  if (node_gpu_bytes <= 0) return limit_bytes;
+  return std::min(limit_bytes, node_gpu_bytes);
+}
+
+std::string format_memory(double bytes) {
+  char buffer[32];
+  if (bytes < gib)
+    std::snprintf(buffer, sizeof buffer, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  else
+    std::snprintf(buffer, sizeof buffer, "%.1f GiB", bytes / gib);
+  return buffer;
 }
 
 }  // namespace cohort::core::train

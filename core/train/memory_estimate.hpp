@@ -1,47 +1,110 @@
-// What a job needs per rank: device and host bytes for weights, gradients, fp32 master weights
-// and AdamW moments at the job's ZeRO stage, precision and offload, plus activations (the usual
-// per-layer estimate, or its checkpointed form) and rank 0's extra host RAM to consolidate the
-// full model for export. `submit plan` prints it and warns when a node's memory will not hold it.
-// No torch here.
+// What one rank of a causal_lm job needs in GPU memory and host RAM, item by item, for every ZeRO
+// stage (0-3), precision (fp32/bf16), zero.offload_optimizer and zero.offload_param, and what the
+// head and `submit plan` compare against a node's memory. Torch-free: the head computes it from
+// config.json alone. All sizes are bytes per rank; n = parameters, w = scaling.num_workers
+// (stage 0: 1), p = bytes of the compute dtype (bf16 2, fp32 4), S = this rank's fp32 shard
+// elements: ceil(U0/w) + L·ceil(UL/w), U0 the parameters outside the layers (unit 0: embeddings,
+// final norm, head), UL those of one layer (units 1..L). Where the engine keeps what
+// (zero_optimizer.hpp, causal_lm_engine.cpp):
+//   - fp32 master shard (4·S) and AdamW moments (8·S): on the GPU; in host RAM with
+//     offload_optimizer or offload_param (stage 0: S = n, replicated).
+//   - fp32 gradient shard accumulator (4·S): on the GPU; in host RAM with offload_param.
+//   - compute weights: stages 0-2 the whole model on the GPU (p·n); stage 3 only the gathered
+//     units, unit 0 for the whole step plus the current layer and the prefetched next (p·(U0 +
+//     2·UL)); with offload_param also a pinned compute-dtype copy of the shard in host RAM (p·S).
+//   - compute-dtype gradients (.grad) until reduced: the whole model (p·n) at stages 0-1 and at
+//     stage 2 without activation checkpointing (reduced once per step); unit 0 plus one layer
+//     (p·(U0 + UL)) where layers are reduced right after their backward (stage 3, stage 2 with
+//     activation checkpointing).
+//   - the reduction buffer: one unit's gradients flattened to fp32 (4·max(U0, UL)), plus the
+//     reduce-scatter output shard at stages 2-3 (4·ceil(max/w)).
+//   - host staging of one unit's fp32 gradient shard (4·ceil(max/w)) with either offload.
+//   - a checkpoint's host copy of the master shard and moments (12·S, host RAM; stage 0: rank 0),
+//     held while it is written (with run.checkpoint.async, while training goes on).
+//   - activations of one micro-batch (tokens t = micro_batch_size·seq_len): where the engine
+//     recomputes layers (stage 3 or train.activation_checkpointing) the L+1 layer inputs
+//     (p·d·t each), the incoming and outgoing gradient of one layer (2·p·d·t) and one layer's
+//     working set; otherwise L working sets and the embedding output. A layer's working set is
+//     t·(p·(9·d + k·ffn) + 16·d) (attention 8·d and norm2 output d in the compute dtype; k = 4 for
+//     gated MLPs (gate, up, activation, product), 2 otherwise; 16·d for the two norms' fp32
+//     temporaries). The logits add t·V·(p + 4 + 4): the compute-dtype logits, their fp32 copy
+//     for the loss and its fp32 gradient. On the GPU attention is fused (at::scaled_dot_product_
+//     attention: no T² term); on CPUs the explicit path keeps B·H·T²·(4 + p) per layer saved.
+//   - cuda_context_bytes on the GPU of every GPU process.
+// Host RAM is the larger of the steady state and the load peak: a rank reads or initialises only
+// the fp32 shard it keeps (4·S; stage 0 the whole model) plus one parameter tensor at a time
+// (4·largest tensor). Rank 0 also stages the largest fp32 tensor when it exports the final model.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "config/job_spec.hpp"
+#include "core/model/model_config.hpp"
 
 namespace cohort::core::train {
 
-// The sizes of the model that matter for memory.
+// CUDA context, cuBLAS workspace, NCCL buffers and caching-allocator slack of one GPU process:
+// on the GPU beside what the tensors need (measured 0.5-1 GiB with libtorch 2.x; the upper end).
+inline constexpr double cuda_context_bytes = 1024.0 * 1024.0 * 1024.0;
+inline constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+// The sizes of the model that matter for memory; shape_of() derives them from a config exactly as
+// core/model/decoder.cpp lays out its parameters.
 struct model_shape {
   std::int64_t parameters = 0;
   std::int64_t hidden_size = 0;
   std::int64_t num_layers = 0;
   std::int64_t num_heads = 0;
   std::int64_t vocab_size = 0;
+  std::int64_t intermediate_size = 0;
+  bool gated_mlp = false;
+  std::int64_t outer_parameters = 0;  // unit 0: embeddings, projections, final norm, head
+  std::int64_t layer_parameters = 0;  // one decoder layer (each of units 1..L)
+  std::int64_t largest_tensor = 0;    // elements of the largest single parameter tensor
+};
+
+model_shape shape_of(const model::model_config& config);
+// The model's shape from the spec's model section (hf_dir's config.json, a config file or the
+// inline config). Throws std::invalid_argument naming the field and the problem.
+model_shape read_model_shape(const config::model_spec& model);
+
+// One entry of a rank's memory: what it is, bytes, and where it lives.
+struct memory_item {
+  std::string name;  // e.g. "fp32 master shard"
+  double bytes = 0;
+  bool on_device = false;  // GPU memory; host RAM otherwise
 };
 
 struct rank_memory {
-  double weights = 0;      // the compute copy (bf16 or fp32); stage 3 holds a shard
-  double gradients = 0;
-  double master = 0;       // fp32 master weights beyond the compute copy
-  double optimizer = 0;    // AdamW moments
-  double activations = 0;  // one micro-batch
-  double device_bytes = 0; // on the GPU (0 for CPU jobs)
-  double host_bytes = 0;   // in host RAM
+  std::vector<memory_item> items;   // everything counted, cuda context included
+  double device_bytes = 0;          // GPU memory (0 for CPU jobs), cuda_context_bytes included
+  double steady_host_bytes = 0;     // host RAM while training
+  double load_peak_host_bytes = 0;  // host RAM while loading: kept fp32 shard + largest tensor
+  double host_bytes = 0;            // max(steady_host_bytes, load_peak_host_bytes)
+  double activation_bytes = 0;      // of one micro-batch (part of device or host bytes)
 };
 
 struct memory_estimate {
   model_shape model;
-  rank_memory per_rank;                 // every rank the same
-  double rank0_consolidation_bytes = 0; // extra host RAM on rank 0's node (full fp32 model)
+  rank_memory per_rank;                // every rank the same
+  double rank0_extra_host_bytes = 0;   // rank 0's export staging buffer (largest fp32 tensor)
+  std::string setting;                 // "ZeRO-3, bf16, offload_param cpu" and the like
 };
 
-// The model's shape from the spec's model section (hf_dir's config.json, a config file or the
-// inline config). Throws what reading the config throws.
-model_shape read_model_shape(const config::model_spec& model);
-
 memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& model);
+
+// COHORT_GPU_MEMORY_LIMIT_GB from a job's runtime_env.env_vars: the GPU memory a rank may use, in
+// bytes; 0 when absent. Throws std::invalid_argument naming the variable when it is not a number
+// > 0.
+double gpu_memory_limit_bytes(const std::map<std::string, std::string>& env_vars);
+// What a rank may use on a GPU of node_gpu_bytes (0 = unknown) under limit_bytes (0 = none);
+// 0 = unknown.
+double usable_gpu_bytes(double limit_bytes, double node_gpu_bytes);
+
+// "31.2 GiB"; "12.5 MiB" below 1 GiB.
+std::string format_memory(double bytes);
 
 }  // namespace cohort::core::train

@@ -1,6 +1,7 @@
 // The head's logic alone: placement of waiting jobs, reservations, GPU isolation and the failure
 // policy.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -313,4 +314,123 @@ TEST_CASE("a GPU job whose GPU node is gone waits PENDING for it to come back", 
   CHECK(head.find(id)->state == job_state::pending);
   head.add_node(gpu_node("gpu", 2));
   CHECK(head.schedule().size() == 1);
+}
+
+namespace {
+
+// A 7B Llama (d 4096, 32 layers, ffn 11008, vocab 32000) on 4 GPU workers, ZeRO-3, bf16.
+std::string llama_7b_job(const std::string& name, bool offload) {
+  nlohmann::json spec = {
+      {"name", name},
+      {"model", {{"config", {{"model_type", "llama"}, {"vocab_size", 32000}, {"hidden_size", 4096},
+                             {"intermediate_size", 11008}, {"num_hidden_layers", 32},
+                             {"num_attention_heads", 32}, {"num_key_value_heads", 32},
+                             {"max_position_embeddings", 4096}, {"tie_word_embeddings", false}}}}},
+      {"data", {{"train", "data/train"}}},
+      {"scaling", {{"num_workers", 4}, {"use_gpu", true}, {"resources_per_worker", {{"GPU", 1}, {"CPU", 1}}}}},
+      {"train", {{"seq_len", 2048}, {"micro_batch_size", 1}, {"precision", "bf16"}}},
+      {"zero", {{"stage", 3}}}};
+  if (offload) spec["zero"] = {{"stage", 3}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}};
+  return spec.dump();
+}
+
+std::string submit_json(head_state& head, const std::string& json) {
+  return head.submit(cohort::config::parse_job_spec(json), json);
+}
+
+constexpr std::int64_t gib24 = 24LL << 30;
+
+// A node whose GPUs have `bytes` of memory each.
+node_info gpu_memory_node(node_info node, std::int64_t bytes) {
+  node.gpu_memory_bytes = bytes;
+  return node;
+}
+
+}  // namespace
+
+TEST_CASE("a job whose ranks exceed every node's GPU memory fails with the numbers", "[actors]") {
+  head_state head;
+  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 256e9}}}, gib24));
+  const auto id = submit_json(head, llama_7b_job("big", false));
+  CHECK(head.schedule().empty());
+  const auto* r = head.find(id);
+  CHECK(r->state == job_state::failed);
+  INFO(r->reason);
+  CHECK_THAT(r->reason, Catch::StartsWith("rank memory plan: ") &&
+                            Catch::Contains("GiB on the GPU per rank (ZeRO-3, bf16, no offload)") &&
+                            Catch::Contains("exceeds every node's GPU memory (largest: 24.0 GiB)") &&
+                            Catch::Contains("zero.offload_param: \"cpu\""));
+  CHECK(head.available("g1").at("GPU") == Approx(4));  // nothing reserved
+}
+
+TEST_CASE("the same job with both offloads is placed on a 24 GiB node and one with unknown GPU memory",
+          "[actors]") {
+  const auto gpu_memory = GENERATE(gib24, std::int64_t{0});
+  head_state head;
+  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 256e9}}}, gpu_memory));
+  const auto id = submit_json(head, llama_7b_job("offloaded", true));
+  CHECK(head.schedule().size() == 1);
+  CHECK(head.find(id)->state == job_state::pending);  // starting: PENDING until running
+  CHECK(head.find(id)->attempts == 1);
+  if (gpu_memory == 0) {  // unknown GPU memory never refuses
+    head_state plain;
+    plain.add_node({"g1", {{"CPU", 16}, {"GPU", 4}}});
+    submit_json(plain, llama_7b_job("big", false));
+    CHECK(plain.schedule().size() == 1);
+  }
+}
+
+TEST_CASE("a job that fits a busy node's memory waits PENDING instead of failing", "[actors]") {
+  head_state head;
+  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 256e9}}}, gib24));
+  const auto first = submit_json(head, llama_7b_job("first", true));
+  const auto second = submit_json(head, llama_7b_job("second", true));
+  CHECK(head.schedule().size() == 1);
+  CHECK(head.find(first)->attempts == 1);
+  CHECK(head.find(second)->state == job_state::pending);
+  CHECK(head.find(second)->attempts == 0);
+  CHECK_THAT(head.find(second)->reason, Catch::StartsWith("pending: "));
+  head.on_outcome({first, 0, true, {}});
+  CHECK(head.schedule().size() == 1);
+  CHECK(head.find(second)->attempts == 1);
+}
+
+TEST_CASE("host RAM refuses ranks no node holds and counts the ranks a node would hold", "[actors]") {
+  // The reason the offloaded 7B job fails with on one 4-GPU node of `memory` bytes of RAM.
+  const auto refusal_on = [](double memory) {
+    head_state head;
+    head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", memory}}}, gib24));
+    const auto id = submit_json(head, llama_7b_job("ram", true));
+    head.schedule();
+    CHECK(head.find(id)->state == job_state::failed);
+    return head.find(id)->reason;
+  };
+  CHECK_THAT(refusal_on(16e9), Catch::Contains("GiB of host RAM per rank") &&
+                                   Catch::Contains("exceeds every node's memory (largest: 14.9 GiB)"));
+  CHECK_THAT(refusal_on(128e9), Catch::Contains("holds 2 of the 4 ranks"));
+  // Two such nodes hold two ranks each: placement puts no more ranks on a node than its RAM
+  // holds, though its four GPUs would take all four.
+  head_state head;
+  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 128e9}}}, gib24));
+  head.add_node(gpu_memory_node({"g2", {{"CPU", 16}, {"GPU", 4}, {"memory", 128e9}}}, gib24));
+  const auto id = submit_json(head, llama_7b_job("ram", true));
+  REQUIRE(head.schedule().size() == 1);
+  CHECK(head.find(id)->rank_nodes == std::vector<std::string>{"g1", "g1", "g2", "g2"});
+  CHECK(head.available("g1").at("GPU") == Approx(2));  // the real bundles were reserved
+  CHECK(head.available("g1").count("rank_host_ram") == 0);
+}
+
+TEST_CASE("a model that cannot be read fails the job instead of restarting it", "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 4}}});
+  auto spec = nlohmann::json::parse(llama_7b_job("missing", false));
+  spec["model"] = {{"hf_dir", "/nonexistent/model"}};
+  spec["scaling"] = {{"num_workers", 1}};
+  const auto id = submit_json(head, spec.dump());
+  CHECK(head.schedule().empty());
+  CHECK(head.find(id)->state == job_state::failed);
+  CHECK_THAT(head.find(id)->reason, Catch::Contains("rank memory plan: model: cannot read") &&
+                                        Catch::Contains("/nonexistent/model"));
+  CHECK_THAT(head.plan(cohort::config::parse_job_spec(spec.dump())).reason,
+             Catch::Contains("/nonexistent/model"));
 }

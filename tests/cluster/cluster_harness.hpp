@@ -53,7 +53,9 @@ class test_cluster {
   // Starts (or restarts, on the same store and port) the head.
   void start_head();
   void kill_head();
-  running_process& start_worker(const std::string& name, int cpus, const std::string& resources = "");
+  // extra_args: more cluster-worker options, e.g. {"--memory", "1e6"}.
+  running_process& start_worker(const std::string& name, int cpus, const std::string& resources = "",
+                                const std::vector<std::string>& extra_args = {});
   void kill_worker_process(const std::string& name);
 
   // Runs `submit ARGS...` with the cluster's address and credentials in the environment.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -375,4 +376,64 @@ TEST_CASE("a worker process given a GPU that it cannot see fails with a clear er
   CHECK_THAT(r.err, Catch::Contains("rank 0 on node n1: scaling.resources_per_worker.GPU is 1 but "
                                     "this worker sees no GPU (CUDA_VISIBLE_DEVICES=\"GPU-none\""));
   CHECK_THAT(r.out, Catch::Contains("cohort-worker: rank 0 of job job-0001 on node n1"));
+}
+
+TEST_CASE("a job whose ranks need more host RAM than any node has is refused with the numbers",
+          "[cluster][memory]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("small", 2, "", {"--memory", "100000"});
+  const auto job = c.write_job(tiny_llama_job("too-big", c.dir().str() + "/data", c.dir().str() + "/runs", 0));
+  const auto run = c.submit({"run", job, "--follow"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);
+  const std::string refusal = "rank memory plan: ";
+  const std::string numbers = "of host RAM per rank (ZeRO-2, fp32, no offload) exceeds every "
+                              "node's memory (largest: 0.1 MiB)";
+  CHECK_THAT(run.out, Catch::Contains("FAILED") && Catch::Contains(refusal) && Catch::Contains(numbers));
+  const auto status = c.status(first_line(run.out));
+  CHECK(status["state"] == "FAILED");
+  CHECK(status["attempts"] == 0);  // never started
+  CHECK_THAT(status["reason"].get<std::string>(), Catch::Contains(numbers));
+}
+
+TEST_CASE("submit plan prints each rank's GPU memory and host RAM, and refuses what no GPU holds",
+          "[cluster][memory]") {
+  test_cluster c;
+  auto spec = json::parse(tiny_llama_job("planned", c.dir().str() + "/data", c.dir().str() + "/runs", 0));
+  spec["scaling"] = {{"num_workers", 2}, {"use_gpu", true}, {"resources_per_worker", {{"GPU", 1}}}};
+  spec["train"]["precision"] = "bf16";
+  const auto job = c.write_job(spec.dump());
+  const auto nodes = [&](double gpu_memory) {
+    const std::string path = c.dir().str() + "/nodes.json";
+    std::ofstream(path) << json::array({{{"name", "g1"}, {"resources", {{"CPU", 4}, {"GPU", 2}, {"memory", 64e9}}},
+                                         {"gpu_memory", gpu_memory}}}).dump();
+    return path;
+  };
+  const auto as_json = c.submit({"plan", job, "--nodes", nodes(24e9), "--json"});
+  INFO(as_json.out << as_json.err);
+  REQUIRE(as_json.exit_code == 0);
+  const auto plan = json::parse(as_json.out);
+  const auto& per_rank = plan["memory"]["per_rank"];
+  CHECK(plan["ranks"] == json::array({"g1", "g1"}));
+  CHECK(per_rank["device_bytes"].get<double>() > plan["memory"]["cuda_context_bytes"].get<double>());
+  CHECK(per_rank["host_bytes"] == std::max(per_rank["steady_host_bytes"].get<double>(),
+                                           per_rank["load_peak_host_bytes"].get<double>()));
+  REQUIRE(plan["memory"]["ranks"].size() == 2);
+  CHECK(plan["memory"]["ranks"][1]["device_bytes"] == per_rank["device_bytes"]);
+  CHECK(plan["memory"]["ranks"][0]["host_bytes"].get<double>() ==
+        per_rank["host_bytes"].get<double>() + plan["memory"]["rank0_extra_host_bytes"].get<double>());
+
+  const auto human = c.submit({"plan", job, "--nodes", nodes(24e9)});
+  INFO(human.out << human.err);
+  REQUIRE(human.exit_code == 0);
+  CHECK_THAT(human.out, Catch::Contains("rank 1 on g1: GPU 1.0 GiB, host ") &&
+                            Catch::Contains("memory per rank (ZeRO-2, bf16, no offload") &&
+                            Catch::Contains("CUDA context and allocator"));
+
+  const auto refused = c.submit({"plan", job, "--nodes", nodes(5e8)});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("on the GPU per rank (ZeRO-2, bf16, no offload) exceeds every "
+                                          "node's GPU memory (largest: 476.8 MiB)"));
 }

@@ -141,6 +141,19 @@ TEST_CASE("DeepSpeed values that contradict explicit cohort fields are conflicts
   CHECK(offload.path() == "deepspeed.zero_optimization.offload_optimizer.device");
 }
 
+TEST_CASE("offload_param.device maps onto zero.offload_param and needs stage 3", "[config]") {
+  const job_spec s = with_deepspeed(
+      R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "pin_memory": true},
+                                "offload_optimizer": {"device": "cpu"}}})");
+  CHECK(s.zero.offload_param == offload_device::cpu);
+  CHECK(s.zero.offload_optimizer == offload_device::cpu);
+  CHECK(with_deepspeed(R"({"zero_optimization": {"stage": 3}})").zero.offload_param ==
+        offload_device::none);
+  const spec_error e =
+      deepspeed_error(R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})");
+  CHECK_THAT(e.what(), Catch::Contains("offload_param") && Catch::Contains("zero.stage 3"));
+}
+
 TEST_CASE("train_batch_size must equal micro batch x accumulation x workers", "[config]") {
   CHECK_NOTHROW(with_deepspeed(R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 2,
                                    "gradient_accumulation_steps": 4})",
@@ -159,8 +172,8 @@ TEST_CASE("DeepSpeed settings cohort cannot honour are errors naming them", "[co
   };
   const ds_case cases[] = {
       {R"({"fp16": {"enabled": true}})", "deepspeed.fp16.enabled", "bf16"},
-      {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})",
-       "deepspeed.zero_optimization.offload_param.device", "not parameters"},
+      {R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
+       "deepspeed.zero_optimization.offload_param.device", "one of none, cpu"},
       {R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})",
        "deepspeed.zero_optimization.offload_optimizer.device", "one of none, cpu"},
       {R"({"optimizer": {"type": "Lamb"}})", "deepspeed.optimizer.type", "\"AdamW\" or \"Adam\""},

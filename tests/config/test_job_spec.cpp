@@ -26,7 +26,7 @@ const char* design_example = R"({
   "train": {"seq_len": 512, "micro_batch_size": 8, "grad_accum": 2, "epochs": 3, "max_steps": 0,
             "lr": 2e-5, "warmup_steps": 100, "schedule": "cosine", "weight_decay": 0.0,
             "grad_clip": 1.0, "precision": "bf16", "seed": 1234},
-  "zero": {"stage": 3, "offload_optimizer": "none"},
+  "zero": {"stage": 3, "offload_optimizer": "none", "offload_param": "cpu"},
   "run": {"storage_path": "/shared/runs",
           "checkpoint": {"every_steps": 200, "num_to_keep": 3,
                          "score_attribute": "eval_loss", "score_order": "min"},
@@ -59,6 +59,7 @@ TEST_CASE("the design document's example spec parses into every field", "[config
   CHECK(s.train.seed == 1234);
   CHECK(s.zero.stage == 3);
   CHECK(s.zero.offload_optimizer == offload_device::none);
+  CHECK(s.zero.offload_param == offload_device::cpu);
   CHECK(s.run.storage_path == "/shared/runs");
   CHECK(s.run.checkpoint.every_steps == 200);
   CHECK(s.run.checkpoint.num_to_keep == 3);

@@ -91,6 +91,7 @@ TEST_CASE("unknown enum names list the allowed names", "[config]") {
       {R"({"train": {"precision": "fp16"}})", "train.precision", "\"fp16\"", "one of fp32, bf16"},
       {R"({"train": {"schedule": "step"}})", "train.schedule", "\"step\"", "one of constant, cosine, linear"},
       {R"({"zero": {"offload_optimizer": "nvme"}})", "zero.offload_optimizer", "\"nvme\"", "one of none, cpu"},
+      {R"({"zero": {"offload_param": "disk"}})", "zero.offload_param", "\"disk\"", "one of none, cpu"},
       {R"({"run": {"checkpoint": {"score_order": "asc"}}})", "run.checkpoint.score_order", "\"asc\"",
        "one of min, max"},
       {R"({"workload": "vision"})", "workload", "\"vision\"", "one of causal_lm, linear_regression"},
@@ -130,6 +131,8 @@ TEST_CASE("rules across fields are checked", "[config]") {
   check_bad({R"({"train": {"epochs": 0}})", "train", "both 0", "max_steps >= 1"});
   check_bad({R"({"zero": {"offload_optimizer": "cpu"}})", "zero.offload_optimizer", "\"cpu\"",
              "zero.stage 1, 2 or 3"});
+  check_bad({R"({"zero": {"stage": 2, "offload_param": "cpu"}})", "zero.offload_param",
+             "zero.stage 2", "needs zero.stage 3"});
   check_bad({R"({"model": {"hf_dir": "a", "config": "b"}})", "model", "both", "hf_dir"});
   check_bad({R"({"model": {"hf_dir": "a", "init_seed": 1}})", "model.init_seed", "only applies",
              "config"});

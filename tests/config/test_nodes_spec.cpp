@@ -10,8 +10,10 @@ using cohort::config::testing::expect_spec_error;
 TEST_CASE("a NODES.json list parses into names and fractional resources", "[config]") {
   const auto nodes = parse_nodes_json(
       R"([{"name": "n1", "resources": {"CPU": 8, "GPU": 1, "memory": 6.4e10, "large_cpu_mem": 1}},
-          {"name": "n2", "resources": {"CPU": 4, "GPU": 0.5}}])");
+          {"name": "n2", "resources": {"CPU": 4, "GPU": 0.5}, "gpu_memory": 2.4e10}])");
   REQUIRE(nodes.size() == 2);
+  CHECK(nodes[0].gpu_memory_bytes == 0);  // not given: unknown
+  CHECK(nodes[1].gpu_memory_bytes == 24'000'000'000);
   CHECK(nodes[0].name == "n1");
   CHECK(nodes[0].resources == resource_quantities{{"CPU", 8}, {"GPU", 1}, {"memory", 6.4e10},
                                                    {"large_cpu_mem", 1}});
@@ -35,6 +37,7 @@ TEST_CASE("bad NODES.json entries name the JSON path of the problem", "[config]"
       {R"([{"name": "n 1", "resources": {}}])", "[0].name", "[A-Za-z0-9._:-]"},
       {R"([{"name": "a", "resources": {}}, {"name": "a", "resources": {}}])", "[1].name",
        "more than once"},
+      {R"([{"name": "n1", "resources": {}, "gpu_memory": -1}])", "[0].gpu_memory", "a number >= 0"},
       {R"([3])", "[0]", "a JSON object"},
       {R"([])", "", "a non-empty array"},
       {R"({"name": "n1"})", "", "a non-empty array"},

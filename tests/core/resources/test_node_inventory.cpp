@@ -45,4 +45,13 @@ TEST_CASE("inventories come from NODES.json specs with everything free", "[core]
   CHECK(nodes[0].available() == resource_set({{"CPU", 8}, {"large_cpu_mem", 1}}));
   CHECK(nodes[1].total().get("GPU") == 0.5);
   CHECK(nodes[1].alive());
+  CHECK(nodes[0].gpu_memory_bytes() == 0);
+}
+
+TEST_CASE("a node inventory carries the memory of one GPU from its spec", "[core]") {
+  cohort::config::node_spec spec{"g", {{"GPU", 2}}, 80'000'000'000};
+  node_inventory node(spec);
+  CHECK(node.gpu_memory_bytes() == 80'000'000'000);
+  node.set_gpu_memory_bytes(24'000'000'000);
+  CHECK(node.gpu_memory_bytes() == 24'000'000'000);
 }

@@ -1,66 +1,229 @@
-// Per-rank memory estimates: ZeRO stages shard what they say, offload moves the optimizer to the
-// host, and the parameter count comes from the model config.
+// Per-rank memory plans: the parameter layout read from config.json matches the decoder's, every
+// ZeRO stage / precision / offload combination puts each item where the engine keeps it (numbers
+// computed by hand for a small Llama), and a 7B model fits 24 GiB GPUs only with both offloads.
+#include <torch/torch.h>
+
+#include "core/model/decoder.hpp"
+#include "core/model/model_config.hpp"
+#include "core/train/memory_estimate.hpp"
+#include "tests/core/model/model_test_support.hpp"
+
+// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
+#undef CHECK
 #include <catch2/catch.hpp>
 
-#include <fstream>
-
-#include "core/train/memory_estimate.hpp"
-#include "tests/support/temp_dir.hpp"
-
 using namespace cohort;
+namespace model = cohort::core::model;
 using core::train::estimate_memory;
+using core::train::gib;
+using core::train::memory_estimate;
 using core::train::model_shape;
 
 namespace {
 
-config::job_spec gpu_job(int stage, int workers) {
+// Llama, d 16, 2 layers, 2 heads, ffn 32, vocab 100, untied:
+//   unit 0 = embed 1600 + final norm 16 + lm_head 1600 = 3216
+//   layer  = q,k,v,o 4·256 + gate,up,down 3·512 + 2 norms 32 = 2592; n = 3216 + 2·2592 = 8400.
+model::model_config small_llama() {
+  return model::parse_config(nlohmann::json::parse(R"({"model_type": "llama", "vocab_size": 100,
+      "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 64,
+      "tie_word_embeddings": false})"), "small");
+}
+
+model::model_config llama_7b() {
+  return model::parse_config(nlohmann::json::parse(R"({"model_type": "llama", "vocab_size": 32000,
+      "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
+      "tie_word_embeddings": false})"), "7b");
+}
+
+config::job_spec job(bool gpu, int stage, int workers, config::precision dtype) {
   config::job_spec s;
   s.scaling.num_workers = workers;
-  s.scaling.use_gpu = true;
+  s.scaling.use_gpu = gpu;
   s.zero.stage = stage;
-  s.train.dtype = config::precision::bf16;
-  s.train.seq_len = 1024;
+  s.train.dtype = dtype;
+  s.train.seq_len = 8;
   s.train.micro_batch_size = 2;
   return s;
 }
 
-const model_shape one_billion{1'000'000'000, 2048, 22, 32, 32000};
+double item(const memory_estimate& e, const std::string& name, bool on_device) {
+  for (const auto& i : e.per_rank.items)
+    if (i.name == name) {
+      CHECK(i.on_device == on_device);
+      return i.bytes;
+    }
+  return 0;
+}
+
+const auto bf16 = config::precision::bf16;
+const auto fp32 = config::precision::fp32;
+const auto cpu = config::offload_device::cpu;
 
 }  // namespace
 
-TEST_CASE("each ZeRO stage shards more of the training state", "[core][train]") {
-  double last = 1e300;
-  for (int stage = 0; stage <= 3; ++stage) {
-    auto e = estimate_memory(gpu_job(stage, 8), one_billion);
-    CHECK(e.per_rank.device_bytes < last);
-    last = e.per_rank.device_bytes;
+TEST_CASE("the parameter layout read from config.json matches the decoder's parameters",
+          "[core][train][memory]") {
+  const auto small = core::train::shape_of(small_llama());
+  CHECK(small.outer_parameters == 3216);
+  CHECK(small.layer_parameters == 2592);
+  CHECK(small.parameters == 8400);
+  CHECK(small.largest_tensor == 1600);
+  for (const auto& dir : {test::shared_fixture("tiny-llama"), test::shared_fixture("tiny-gpt2"),
+                          test::local_fixture("mistral"), test::local_fixture("qwen2"),
+                          test::local_fixture("opt"), test::local_fixture("gptj"),
+                          test::local_fixture("gpt2-variant"), test::local_fixture("llama-variant")}) {
+    INFO(dir);
+    const auto config = model::read_config(dir);
+    model::decoder meta(config, torch::TensorOptions().device(torch::kMeta), false);
+    std::int64_t largest = 0;
+    for (const auto& p : meta->hf_parameters()) largest = std::max(largest, p.tensor.numel());
+    const auto shape = core::train::shape_of(config);
+    CHECK(shape.parameters == meta->parameter_count());
+    CHECK(shape.largest_tensor == largest);
   }
-  auto s0 = estimate_memory(gpu_job(0, 8), one_billion).per_rank;
-  CHECK(s0.optimizer == Approx(8e9));
-  CHECK(s0.master == Approx(4e9));
-  auto s3 = estimate_memory(gpu_job(3, 8), one_billion).per_rank;
-  CHECK(s3.optimizer == Approx(1e9));
-  CHECK(s3.weights == Approx(2e9 / 8));
 }
 
-TEST_CASE("optimizer offload moves master weights and moments to host RAM", "[core][train]") {
-  auto job = gpu_job(2, 4);
-  auto on_gpu = estimate_memory(job, one_billion).per_rank;
-  job.zero.offload_optimizer = config::offload_device::cpu;
-  auto offloaded = estimate_memory(job, one_billion).per_rank;
-  CHECK(offloaded.host_bytes == Approx(on_gpu.master + on_gpu.optimizer));
-  CHECK(offloaded.device_bytes == Approx(on_gpu.device_bytes - offloaded.host_bytes));
-  CHECK(estimate_memory(job, one_billion).rank0_consolidation_bytes == Approx(4e9));
+TEST_CASE("stage 0 keeps everything whole on the GPU", "[core][train][memory]") {
+  const auto e = estimate_memory(job(true, 0, 4, fp32), core::train::shape_of(small_llama()));
+  CHECK(item(e, "fp32 master shard", true) == 4 * 8400);
+  CHECK(item(e, "AdamW moments", true) == 8 * 8400);
+  CHECK(item(e, "fp32 gradient shard", true) == 4 * 8400);
+  CHECK(item(e, "compute weights", true) == 4 * 8400);
+  CHECK(item(e, "compute-dtype gradients", true) == 4 * 8400);
+  CHECK(item(e, "reduction buffer", true) == 4 * 3216);  // all-reduce in place, the larger unit
+  // 16 tokens: 2 layers · 16·(4·(9·16 + 4·32) + 16·16) + embedding 4·16·16 + logits 16·100·12.
+  const double activations = 2 * 16 * (4 * (9 * 16 + 4 * 32) + 16 * 16) + 4 * 16 * 16 + 16 * 100 * 12;
+  CHECK(e.per_rank.activation_bytes == activations);
+  CHECK(e.per_rank.device_bytes == 24 * 8400 + 4 * 3216 + activations + core::train::cuda_context_bytes);
+  CHECK(item(e, "checkpoint host copy", false) == 12 * 8400);
+  CHECK(e.per_rank.steady_host_bytes == 12 * 8400);
+  CHECK(e.per_rank.load_peak_host_bytes == 4 * 8400 + 4 * 1600);
+  CHECK(e.per_rank.host_bytes == e.per_rank.steady_host_bytes);
+  CHECK(e.rank0_extra_host_bytes == 4 * 1600);
 }
 
-TEST_CASE("the model shape is read from an inline config", "[core][train]") {
+TEST_CASE("stages 1 and 2 shard the optimizer and gradients but keep whole compute weights",
+          "[core][train][memory]") {
+  const auto shape = core::train::shape_of(small_llama());
+  // 4 ranks: shard = ceil(3216/4) + 2·ceil(2592/4) = 804 + 2·648 = 2100 elements.
+  const auto s1 = estimate_memory(job(true, 1, 4, bf16), shape);
+  CHECK(item(s1, "fp32 master shard", true) == 4 * 2100);
+  CHECK(item(s1, "AdamW moments", true) == 8 * 2100);
+  CHECK(item(s1, "fp32 gradient shard", true) == 4 * 2100);
+  CHECK(item(s1, "compute weights", true) == 2 * 8400);
+  CHECK(item(s1, "compute-dtype gradients", true) == 2 * 8400);
+  CHECK(item(s1, "reduction buffer", true) == 4 * 3216);
+  CHECK(s1.per_rank.load_peak_host_bytes == 4 * 2100 + 4 * 1600);
+  CHECK(s1.per_rank.host_bytes == 12 * 2100);  // the checkpoint copy outweighs the load peak
+
+  auto spec = job(true, 2, 4, bf16);
+  const auto s2 = estimate_memory(spec, shape);
+  CHECK(item(s2, "compute-dtype gradients", true) == 2 * 8400);  // reduced once per step
+  CHECK(item(s2, "reduction buffer", true) == 4 * 3216 + 4 * 804);  // + reduce-scatter output
+  spec.train.activation_checkpointing = true;  // layers reduced right after their backward
+  CHECK(item(estimate_memory(spec, shape), "compute-dtype gradients", true) == 2 * (3216 + 2592));
+
+  spec.zero.offload_optimizer = cpu;
+  const auto off = estimate_memory(spec, shape);
+  CHECK(item(off, "fp32 master shard", false) == 4 * 2100);
+  CHECK(item(off, "AdamW moments", false) == 8 * 2100);
+  CHECK(item(off, "fp32 gradient shard", true) == 4 * 2100);  // stays on the GPU
+  CHECK(item(off, "gradient shard staging", false) == 4 * 804);
+  CHECK(off.per_rank.steady_host_bytes == 12 * 2100 + 4 * 804 + 12 * 2100);
+}
+
+TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every shard to the host",
+          "[core][train][memory]") {
+  const auto shape = core::train::shape_of(small_llama());
+  auto spec = job(true, 3, 4, bf16);
+  const auto s3 = estimate_memory(spec, shape);
+  CHECK(item(s3, "gathered compute weights", true) == 2 * (3216 + 2 * 2592));
+  CHECK(item(s3, "compute-dtype gradients", true) == 2 * (3216 + 2592));
+  CHECK(item(s3, "fp32 master shard", true) == 4 * 2100);
+  // Recomputed layers: 3 layer inputs + a gradient pair (2·16·16 each) + one working set + logits.
+  const double activations = 5 * 2 * 16 * 16 + 16 * (2 * (9 * 16 + 4 * 32) + 16 * 16) + 16 * 100 * 10;
+  CHECK(s3.per_rank.activation_bytes == activations);
+
+  spec.zero.offload_optimizer = cpu;
+  const auto opt = estimate_memory(spec, shape);
+  CHECK(item(opt, "fp32 gradient shard", true) == 4 * 2100);
+  CHECK(opt.per_rank.steady_host_bytes == 12 * 2100 + 4 * 804 + 12 * 2100);
+
+  spec.zero.offload_param = cpu;
+  const auto param = estimate_memory(spec, shape);
+  CHECK(item(param, "fp32 master shard", false) == 4 * 2100);
+  CHECK(item(param, "AdamW moments", false) == 8 * 2100);
+  CHECK(item(param, "fp32 gradient shard", false) == 4 * 2100);
+  CHECK(item(param, "pinned compute-dtype shard", false) == 2 * 2100);
+  CHECK(param.per_rank.steady_host_bytes == 18 * 2100 + 4 * 804 + 12 * 2100);
+  CHECK(param.per_rank.device_bytes ==
+        2 * (3216 + 2 * 2592) + 2 * (3216 + 2592) + 4 * 3216 + 4 * 804 + activations +
+            core::train::cuda_context_bytes);
+  CHECK(param.setting == "ZeRO-3, bf16, offload_optimizer and offload_param cpu");
+}
+
+TEST_CASE("a CPU job keeps everything in host RAM and counts the attention scores",
+          "[core][train][memory]") {
+  const auto shape = core::train::shape_of(small_llama());
+  const auto gpu = estimate_memory(job(true, 2, 2, fp32), shape);
+  const auto cpu_job = estimate_memory(job(false, 2, 2, fp32), shape);
+  CHECK(cpu_job.per_rank.device_bytes == 0);
+  // Scores: B·H·T²·(4 + p) per layer = 2·2·64·8 = 2048, both layers kept.
+  CHECK(cpu_job.per_rank.activation_bytes == gpu.per_rank.activation_bytes + 2 * 2048);
+  CHECK(cpu_job.per_rank.steady_host_bytes == gpu.per_rank.device_bytes - core::train::cuda_context_bytes +
+                                                 gpu.per_rank.steady_host_bytes + 2 * 2048);
+}
+
+TEST_CASE("a 7B model on 4 ranks fits 24 GiB GPUs with both offloads and not without",
+          "[core][train][memory]") {
+  const auto shape = core::train::shape_of(llama_7b());
+  CHECK(shape.parameters == 6'738'415'616);  // Llama-2-7b
+  for (int micro_batch : {1, 2}) {
+    auto spec = job(true, 3, 4, bf16);
+    spec.train.seq_len = 2048;
+    spec.train.micro_batch_size = micro_batch;
+    const auto plain = estimate_memory(spec, shape);
+    CHECK(plain.per_rank.device_bytes > 24 * gib);
+    spec.zero.offload_optimizer = cpu;
+    spec.zero.offload_param = cpu;
+    const auto offloaded = estimate_memory(spec, shape);
+    INFO("micro batch " << micro_batch << ": " << core::train::format_memory(offloaded.per_rank.device_bytes));
+    CHECK(offloaded.per_rank.device_bytes < 16 * gib);  // a clear margin under 24 GiB
+    // Host: 18 bytes per kept element (master, moments, gradient shard, bf16 copy) and 12 for a
+    // checkpoint's copy ≈ 47 GiB.
+    CHECK(offloaded.per_rank.host_bytes == Approx(30.0 * 6'738'415'616 / 4).epsilon(0.02));
+  }
+}
+
+TEST_CASE("the GPU memory limit comes from COHORT_GPU_MEMORY_LIMIT_GB and caps the node's",
+          "[core][train][memory]") {
+  using core::train::gpu_memory_limit_bytes;
+  using core::train::usable_gpu_bytes;
+  CHECK(gpu_memory_limit_bytes({}) == 0);
+  CHECK(gpu_memory_limit_bytes({{"COHORT_GPU_MEMORY_LIMIT_GB", "24"}}) == 24 * gib);
+  CHECK(gpu_memory_limit_bytes({{"COHORT_GPU_MEMORY_LIMIT_GB", "7.5"}}) == 7.5 * gib);
+  for (const char* bad : {"", "0", "-3", "24GB", "lots"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(gpu_memory_limit_bytes({{"COHORT_GPU_MEMORY_LIMIT_GB", bad}}),
+                      Catch::Contains("COHORT_GPU_MEMORY_LIMIT_GB") && Catch::Contains("> 0"));
+  }
+  CHECK(usable_gpu_bytes(0, 80 * gib) == 80 * gib);
+  CHECK(usable_gpu_bytes(24 * gib, 80 * gib) == 24 * gib);
+  CHECK(usable_gpu_bytes(24 * gib, 0) == 24 * gib);
+  CHECK(usable_gpu_bytes(0, 0) == 0);
+}
+
+TEST_CASE("a model spec that cannot be read is an error naming the model", "[core][train][memory]") {
   config::model_spec m;
+  m.hf_dir = "/nonexistent/model";
+  CHECK_THROWS_WITH(core::train::read_model_shape(m),
+                    Catch::Contains("model: cannot read") && Catch::Contains("/nonexistent/model"));
+  m.hf_dir.clear();
   m.inline_config_json = R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 16,
       "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
       "num_key_value_heads": 2, "max_position_embeddings": 64, "tie_word_embeddings": false})";
-  auto shape = core::train::read_model_shape(m);
-  // embed 100·16, per layer q,k,v,o 4·16·16 + mlp 3·16·32 + 2 norms 2·16, final norm, lm_head.
-  const std::int64_t per_layer = 4 * 16 * 16 + 3 * 16 * 32 + 2 * 16;
-  CHECK(shape.parameters == 100 * 16 + 2 * per_layer + 16 + 100 * 16);
-  CHECK(shape.num_layers == 2);
+  CHECK(core::train::read_model_shape(m).parameters == 8400);
 }
