@@ -177,6 +177,7 @@ void parse_train(const json& v, train_spec& t, given_map& given) {
   r.read("seed", t.seed);
   r.read("log_every", t.log_every, 1);
   r.read("activation_checkpointing", t.activation_checkpointing);
+  r.read("deterministic", t.deterministic);
   r.read("step_delay_s", t.step_delay_s, non_negative);
   r.finish();
 }

@@ -63,6 +63,9 @@ struct train_spec {
   std::uint64_t seed = 0;
   int log_every = 1;
   bool activation_checkpointing = false;
+  // Bitwise the same results run to run on GPUs (deterministic kernels, attention by the math
+  // path), at a cost in speed; CPU runs are deterministic anyway.
+  bool deterministic = false;
   double step_delay_s = 0.0;  // pause after each step (demos and failure drills)
 };
 

@@ -49,6 +49,7 @@ std::string to_json_text(const job_spec& spec) {
                   {"seed", t.seed},
                   {"log_every", t.log_every},
                   {"activation_checkpointing", t.activation_checkpointing},
+                  {"deterministic", t.deterministic},
                   {"step_delay_s", t.step_delay_s}};
   out["zero"] = {{"stage", spec.zero.stage},
                  {"offload_optimizer", to_string(spec.zero.offload_optimizer)},

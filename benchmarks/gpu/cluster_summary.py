@@ -21,7 +21,6 @@ def main():
     world = len(set(re.findall(r"rank (\d+)/\d+ on node", log))) or 1
     tps = statistics.median(r["tokens_per_s"] for r in timed) if timed else 0.0
     mfu = statistics.median(r.get("mfu", 0.0) for r in timed) if timed else 0.0
-    step_s = statistics.median(1.0 / r["tokens_per_s"] for r in timed if r["tokens_per_s"] > 0) if timed else 0
     print(f"### {label}: {len(rows)} steps on {world} GPUs")
     print(f"- throughput: {tps / world:,.0f} tokens/s per GPU ({tps:,.0f} in all), MFU {mfu:.3f} "
           f"(median of steps {min(4, len(rows))}..{len(rows)}), final loss {rows[-1]['loss']:.4f}" if rows else "- no steps")
@@ -37,8 +36,9 @@ def main():
     plan_host = per_rank.get("host_bytes")
     plan_load = per_rank.get("load_peak_host_bytes")
 
-    done = re.findall(r"rank (\d+) done: .*?GPU peak ([\d.]+) GiB allocated, ([\d.]+) GiB reserved; "
+    done = re.findall(r"rank (\d+) (?:done|memory after step \d+): .*?GPU peak ([\d.]+) GiB allocated, ([\d.]+) GiB reserved; "
                       r"host peak RSS ([\d.]+) GiB", log)
+    done = list({r: (r, a, res, rss) for r, a, res, rss in done}.values())  # the last line of each rank
     loaded = dict((r, float(h)) for r, h in re.findall(
         r"rank (\d+)/\d+ on node .*?after loading: .*?host peak RSS ([\d.]+) GiB", log))
     print("\n| rank | GPU peak allocated | GPU peak reserved | plan GPU | host peak RSS after load | "

@@ -38,6 +38,20 @@ inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::
 #endif
 }
 
+// Makes GPU results the same run to run, at a cost in speed: torch's deterministic algorithms
+// (warning where an op has none) and attention by the math path, since the fused flash and
+// memory-efficient kernels accumulate their backward with atomics. For the whole process.
+inline void use_deterministic_algorithms() {
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+#if TORCH_VERSION_MAJOR >= 2
+  at::globalContext().setSDPUseFlash(false);
+  at::globalContext().setSDPUseMemEfficient(false);
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 4
+  at::globalContext().setSDPUseCuDNN(false);
+#endif
+#endif
+}
+
 // Whether fused_adamw() can run (libtorch 2.x).
 constexpr bool has_fused_adamw = TORCH_VERSION_MAJOR >= 2;
 

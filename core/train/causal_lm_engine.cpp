@@ -2,6 +2,7 @@
 // reduction, clipping, AdamW) and the weights' gathering.
 #include "core/train/causal_lm_engine.hpp"
 
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "core/model/decoder.hpp"
 #include "core/model/hf_io.hpp"
 #include "core/model/model_config.hpp"
+#include "core/model/torch_compat.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/lr_schedule.hpp"
@@ -118,6 +120,11 @@ struct causal_lm_engine::impl {
     // No rank holds the whole model: the weights are placeholders until the ZeRO optimizer fills
     // its shards from the source (and, below stage 3, gathers the whole weights on the device).
     net = model::make_placeholder_decoder(model_config_of(spec.model));
+    if (train.deterministic) {
+      // cuBLAS reads its workspace setting when its first handle is made, after this.
+      ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+      model::compat::use_deterministic_algorithms();
+    }
     {
       // Dropout draws from torch's generators: seeded from train.seed, each rank its own stream
       // (a restore sets them from the checkpoint).

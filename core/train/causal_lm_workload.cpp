@@ -62,6 +62,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
 
   const auto extra = engine.checkpoint_extra();
   const std::int64_t total = engine.total_steps();
+  const std::int64_t first_step = engine.steps_done();
   step_report report;
   while (engine.steps_done() < total) {
     if (checkpoints.take_request()) engine.request_checkpoint();
@@ -88,6 +89,9 @@ void causal_lm_workload::run(const worker_context& ctx) {
                 std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
     checkpoints.log_commits();
+    if (ctx.log && last.step == first_step + 2)  // the steady state's memory, for the plan
+      ctx.log("rank " + std::to_string(ctx.rank) + " memory after step " + std::to_string(last.step) +
+              ": " + describe(read_memory_peaks(device)));
     pause_between_steps(ctx);
   }
   checkpoints.finish();

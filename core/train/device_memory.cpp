@@ -9,6 +9,7 @@
 #include <string>
 
 #ifdef COHORT_WITH_CUDA
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -52,6 +53,8 @@ std::int64_t apply_gpu_memory_limit(int device) {
     throw std::invalid_argument(std::string(gpu_memory_limit_variable) + ": " + gib_text(static_cast<double>(limit)) +
                                 " is more than CUDA device " + std::to_string(device) + " has (" +
                                 gib_text(static_cast<double>(total_bytes)) + ")");
+  // The caching allocator starts with the device's first allocation; only then takes a fraction.
+  at::empty({1}, at::TensorOptions().device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
   c10::cuda::CUDACachingAllocator::setMemoryFraction(
       static_cast<double>(limit) / static_cast<double>(total_bytes), static_cast<c10::DeviceIndex>(device));
   return limit;
