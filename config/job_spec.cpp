@@ -261,7 +261,7 @@ void parse_runtime_env(const json& v, runtime_env_spec& env) {
       char* end = nullptr;
       const double gb = std::strtod(text.c_str(), &end);
       if (text.empty() || end != text.c_str() + text.size() || !(gb > 0) || !std::isfinite(gb))
-        fail_value(path, value, "a number of GB > 0 as a string, e.g. \"20\"");
+        fail_value(path, value, "a number of GiB > 0 as a string, e.g. \"20\"");
     }
     env.env_vars[name] = text;
   }
@@ -292,7 +292,7 @@ const char* const runtime_env_rules =
     "NODE_OPTIONS, BASH_ENV, BASH_FUNC_*, ENV, IFS, SHELLOPTS, BASHOPTS, PS4, MALLOC_*, "
     "GLIBC_TUNABLES, LOCPATH, NLSPATH, HOSTALIASES, RES_OPTIONS, NCCL_*_PLUGIN, CUDA_INJECTION*), "
     "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the head assigns GPUs) and COHORT_* except "
-    "COHORT_GPU_MEMORY_LIMIT_GB (a number of GB > 0)";
+    "COHORT_GPU_MEMORY_LIMIT_GB (a number of GiB > 0)";
 
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir) {
   const json root = parse_json_text(json_text, "", "the job spec");

@@ -105,7 +105,7 @@ struct runtime_env_spec {
 };
 inline constexpr std::size_t max_env_vars = 64;
 inline constexpr std::size_t max_env_var_bytes = 4096;  // per name and per value
-// The one COHORT_* a job may set: caps each worker's GPU memory (a number of GB > 0).
+// The one COHORT_* a job may set: caps each worker's GPU memory (a number of GiB > 0).
 inline constexpr const char* gpu_memory_limit_variable = "COHORT_GPU_MEMORY_LIMIT_GB";
 // What runtime_env.env_vars allows, for error messages and docs.
 extern const char* const runtime_env_rules;

@@ -22,7 +22,6 @@
 #include "core/data/batch_loader.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
-#include "core/model/hf_io.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/torch_compat.hpp"
 #include "core/model/weight_source.hpp"

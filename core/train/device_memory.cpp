@@ -1,7 +1,9 @@
 // device_memory: the GPU memory cap and the peaks (see device_memory.hpp).
 #include "core/train/device_memory.hpp"
 
-#include <cmath>
+#include "config/job_spec.hpp"
+#include "core/train/memory_estimate.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -29,14 +31,9 @@ std::string gib_text(double bytes) {
 }  // namespace
 
 std::int64_t requested_gpu_memory_limit() {
-  const char* value = std::getenv(gpu_memory_limit_variable);
+  const char* value = std::getenv(config::gpu_memory_limit_variable);
   if (value == nullptr || *value == '\0') return 0;
-  char* end = nullptr;
-  const double limit = std::strtod(value, &end);
-  if (end == value || *end != '\0' || !std::isfinite(limit) || limit <= 0)
-    throw std::invalid_argument(std::string(gpu_memory_limit_variable) + ": \"" + value +
-                                "\" is not a positive number of GiB (e.g. 24)");
-  return static_cast<std::int64_t>(limit * gib);
+  return static_cast<std::int64_t>(gpu_memory_limit_bytes({{config::gpu_memory_limit_variable, value}}));
 }
 
 std::int64_t apply_gpu_memory_limit(int device) {
@@ -47,10 +44,10 @@ std::int64_t apply_gpu_memory_limit(int device) {
   int previous = 0;
   if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess ||
       cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || cudaSetDevice(previous) != cudaSuccess)
-    throw std::runtime_error(std::string(gpu_memory_limit_variable) + ": cannot read the memory of CUDA device " +
+    throw std::runtime_error(std::string(config::gpu_memory_limit_variable) + ": cannot read the memory of CUDA device " +
                              std::to_string(device));
   if (static_cast<double>(limit) > static_cast<double>(total_bytes))
-    throw std::invalid_argument(std::string(gpu_memory_limit_variable) + ": " + gib_text(static_cast<double>(limit)) +
+    throw std::invalid_argument(std::string(config::gpu_memory_limit_variable) + ": " + gib_text(static_cast<double>(limit)) +
                                 " is more than CUDA device " + std::to_string(device) + " has (" +
                                 gib_text(static_cast<double>(total_bytes)) + ")");
   // The caching allocator starts with the device's first allocation; only then takes a fraction.
@@ -60,7 +57,7 @@ std::int64_t apply_gpu_memory_limit(int device) {
   return limit;
 #else
   (void)device;
-  throw std::runtime_error(std::string(gpu_memory_limit_variable) +
+  throw std::runtime_error(std::string(config::gpu_memory_limit_variable) +
                            " is set but this build of cohort has no CUDA (configured with COHORT_CUDA=OFF)");
 #endif
 }

@@ -9,10 +9,9 @@
 
 namespace cohort::core::train {
 
-inline constexpr const char* gpu_memory_limit_variable = "COHORT_GPU_MEMORY_LIMIT_GB";
-
-// The cap COHORT_GPU_MEMORY_LIMIT_GB asks for, in bytes (0: unset). Throws invalid_argument naming
-// the variable when it is not a positive number.
+// The cap this process's COHORT_GPU_MEMORY_LIMIT_GB asks for (the job's runtime_env.env_vars put
+// it there), in bytes (0: unset). Throws invalid_argument naming the variable when it is not a
+// positive number.
 std::int64_t requested_gpu_memory_limit();
 
 // Applies requested_gpu_memory_limit() to CUDA device `device` (visible index) and returns it in

@@ -70,16 +70,20 @@ torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtyp
 }
 
 torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
-  std::vector<torch::Tensor> pieces;
+  // One buffer, each gradient converted straight into its place (no fp32 copies to concatenate).
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
+  auto flat = torch::empty({parts() * u.shard}, on_device);
   for (const auto& s : u.slots) {
+    auto place = flat.narrow(0, s.offset, s.numel);
     const torch::Tensor& g = s.param.grad();
-    pieces.push_back(g.defined() ? g.detach().reshape({-1}).to(torch::kFloat)
-                                 : torch::zeros({s.numel}, on_device));
+    if (g.defined()) {
+      place.copy_(g.detach().reshape({-1}));
+    } else {
+      place.zero_();
+    }
   }
-  const std::int64_t padding = parts() * u.shard - u.numel;
-  if (padding > 0) pieces.push_back(torch::zeros({padding}, on_device));
-  return torch::cat(pieces);
+  flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding
+  return flat;
 }
 
 torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtype) const {

@@ -63,7 +63,7 @@ TEST_CASE("COHORT_GPU_MEMORY_LIMIT_GB must be a positive number", "[config]") {
     INFO(bad);
     const auto e = refusal_of("COHORT_GPU_MEMORY_LIMIT_GB", bad);
     CHECK(e.path() == "runtime_env.env_vars.COHORT_GPU_MEMORY_LIMIT_GB");
-    CHECK_THAT(e.what(), Catch::Contains("a number of GB > 0"));
+    CHECK_THAT(e.what(), Catch::Contains("a number of GiB > 0"));
   }
 }
 
