@@ -34,8 +34,8 @@ struct model_spec {
 struct data_spec {
   std::string train;  // a directory written by `cohort-data build`
   std::string eval;   // optional
-  // Before training, every rank checks the XXH64 of the shard files it reads against the data
-  // set's manifest (a corrupt file fails the job naming it). false skips the check.
+  // Before training, every rank checks the XXH64 of every shard file of `train` (any rank may read
+  // any shard) against the data set's manifest; a corrupt file fails the job, named. false skips it.
   bool verify = true;
 };
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 #include "core/data/checksum.hpp"
@@ -113,7 +114,13 @@ checksum_summary verify_checksums(const std::string& dir, int threads) {
   };
   const auto n = static_cast<std::size_t>(std::max(1, std::min<int>(threads, static_cast<int>(files.size()))));
   std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < n; ++t) pool.emplace_back(work);
+  for (std::size_t t = 1; t < n; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones running (and this one) share the files
+    }
+  }
   work();
   for (auto& t : pool) t.join();
   if (failed) {
