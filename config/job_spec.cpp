@@ -115,6 +115,7 @@ void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
   object_reader r(v, "data");
   if (r.read("train", data.train)) data.train = resolve(base_dir, data.train);
   if (r.read("eval", data.eval)) data.eval = resolve(base_dir, data.eval);
+  r.read("verify", data.verify);
   r.finish();
 }
 
@@ -330,7 +331,17 @@ job_spec parse_job_spec(const std::string& json_text, const std::string& base_di
 
 job_spec load_job_spec(const std::string& path) {
   const std::string text = read_text_file(path, "", "job spec");
-  return parse_job_spec(text, fs::path(path).parent_path().string());
+  std::error_code ec;
+  const fs::path file = fs::absolute(path, ec);
+  if (ec) throw spec_error("", "cannot make \"" + path + "\" absolute: " + ec.message());
+  job_spec spec = parse_job_spec(text, file.parent_path().string());
+  // Only the default can still be relative here: every path written in the file was resolved.
+  if (fs::path(spec.run.storage_path).is_relative()) {
+    const fs::path storage = fs::absolute(spec.run.storage_path, ec);
+    if (ec) throw spec_error("run.storage_path", "cannot make \"" + spec.run.storage_path + "\" absolute: " + ec.message());
+    spec.run.storage_path = storage.lexically_normal().string();
+  }
+  return spec;
 }
 
 void check_runnable(const job_spec& spec) {

@@ -34,6 +34,9 @@ struct model_spec {
 struct data_spec {
   std::string train;  // a directory written by `cohort-data build`
   std::string eval;   // optional
+  // Before training, every rank checks the XXH64 of every shard file of `train` (any rank may read
+  // any shard) against the data set's manifest; a corrupt file fails the job, named. false skips it.
+  bool verify = true;
 };
 
 struct scaling_spec {
@@ -136,9 +139,13 @@ class spec_error : public std::runtime_error {
 };
 
 // Parses a job spec from JSON text. base_dir resolves relative paths inside the spec (the
-// directory of the JOB.json file). Throws spec_error.
+// directory of the JOB.json file); "." or "" leaves them as written. Throws spec_error.
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir = ".");
 // Reads and parses a JOB.json file; a missing or unreadable file is a spec_error naming it.
+// Every path field comes back absolute, so the spec means the same on any machine and in any
+// working directory: model.hf_dir, model.config, data.train, data.eval, run.storage_path and a
+// "deepspeed" file resolve against the absolute directory of the file; the default storage_path
+// ("runs") against the current working directory (where --local would have written it).
 job_spec load_job_spec(const std::string& path);
 // What running a job needs beyond a valid spec (`submit plan` does not need it): causal_lm needs
 // model (hf_dir or config) and data.train. Throws spec_error naming the missing field.

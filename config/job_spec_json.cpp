@@ -22,6 +22,7 @@ std::string to_json_text(const job_spec& spec) {
   json data = json::object();
   if (!spec.data.train.empty()) data["train"] = spec.data.train;
   if (!spec.data.eval.empty()) data["eval"] = spec.data.eval;
+  if (!data.empty() || !spec.data.verify) data["verify"] = spec.data.verify;
   if (!data.empty()) out["data"] = data;
 
   const scaling_spec& s = spec.scaling;

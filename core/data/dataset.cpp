@@ -7,6 +7,18 @@
 namespace cohort::core::data {
 namespace {
 
+template <typename T>
+std::uint64_t copy_ids(const std::uint8_t* file, std::uint64_t begin, std::uint64_t n, std::int64_t vocab,
+                       std::int64_t* out) {
+  const auto* src = reinterpret_cast<const T*>(file) + begin;
+  std::uint64_t bad = n;  // the first out-of-vocabulary position, n when none
+  for (std::uint64_t t = 0; t < n; ++t) {
+    out[t] = src[t];
+    if (out[t] >= vocab && bad == n) bad = t;
+  }
+  return bad;
+}
+
 mapped_file open_checked(const std::filesystem::path& path, std::uint64_t expected_bytes) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
@@ -67,12 +79,17 @@ std::int64_t dataset::read_sample(std::int64_t i, std::int64_t* tokens, std::uin
                                   std::int64_t capacity) const {
   const location loc = locate(i);
   const auto n = static_cast<std::uint64_t>(std::min<std::int64_t>(capacity, static_cast<std::int64_t>(loc.length)));
-  if (manifest_.token_bytes == 2) {
-    const auto* src = reinterpret_cast<const std::uint16_t*>(loc.s->tokens.data()) + loc.begin;
-    for (std::uint64_t t = 0; t < n; ++t) tokens[t] = src[t];
-  } else {
-    const auto* src = reinterpret_cast<const std::uint32_t*>(loc.s->tokens.data()) + loc.begin;
-    for (std::uint64_t t = 0; t < n; ++t) tokens[t] = src[t];
+  const std::uint64_t bad =
+      manifest_.token_bytes == 2
+          ? copy_ids<std::uint16_t>(loc.s->tokens.data(), loc.begin, n, manifest_.vocab_size, tokens)
+          : copy_ids<std::uint32_t>(loc.s->tokens.data(), loc.begin, n, manifest_.vocab_size, tokens);
+  if (bad != n) {
+    const std::uint64_t token = loc.begin + bad;
+    throw data_error(loc.s->tokens.path() + ": token id " + std::to_string(tokens[bad]) + " at token offset " +
+                     std::to_string(token) + " (byte offset " + std::to_string(token * manifest_.token_bytes) +
+                     ", sample " + std::to_string(i) + ") is not below the data set's vocab_size " +
+                     std::to_string(manifest_.vocab_size) + " (corrupt shard); run `cohort-data verify " + dir_ +
+                     "` and rebuild the data set");
   }
   if (loss_mask != nullptr) {
     if (manifest_.has_loss_mask) {

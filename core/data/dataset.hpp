@@ -25,6 +25,8 @@ class dataset {
   std::int64_t sample_length(std::int64_t i) const;
   // Copies at most `capacity` tokens of sample i into `tokens` and, when `loss_mask` is not null,
   // its loss mask (1 = label; all ones for datasets without a mask). Returns the count copied.
+  // An id >= the manifest's vocab_size (a corrupt shard) throws data_error naming the .tokens file
+  // and the id's offset in it.
   std::int64_t read_sample(std::int64_t i, std::int64_t* tokens, std::uint8_t* loss_mask,
                            std::int64_t capacity) const;
   std::vector<std::int64_t> sample_tokens(std::int64_t i) const;

@@ -1,8 +1,12 @@
 #include "core/data/verify.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <system_error>
+#include <thread>
 
 #include "core/data/checksum.hpp"
 #include "core/data/format.hpp"
@@ -39,8 +43,8 @@ bool check_file(const std::filesystem::path& path, const file_info& expected, st
     return false;
   }
   if (h.hex_digest() != expected.xxh64) {
-    problems.push_back({path.string(), "checksum mismatch: xxh64 " + h.hex_digest() + ", manifest says " +
-                                           expected.xxh64 + " (corrupt)"});
+    problems.push_back({path.string(), "checksum mismatch: the manifest expects xxh64 " + expected.xxh64 +
+                                           ", the file has " + h.hex_digest() + " (corrupt)"});
     return false;
   }
   return true;
@@ -79,6 +83,56 @@ void check_ids(const mapped_file& tokens, std::int64_t vocab, std::vector<verify
 }
 
 }  // namespace
+
+checksum_summary verify_checksums(const std::string& dir, int threads) {
+  const manifest m = read_manifest(dir);
+  const std::filesystem::path root(dir);
+  std::vector<std::pair<std::filesystem::path, const file_info*>> files;
+  checksum_summary summary;
+  for (const auto& s : m.shards) {
+    files.emplace_back(root / (s.name + ".tokens"), &s.tokens_file);
+    files.emplace_back(root / (s.name + ".index"), &s.index_file);
+    if (s.mask_file) files.emplace_back(root / (s.name + ".mask"), &*s.mask_file);
+  }
+  for (const auto& f : files) summary.bytes += f.second->bytes;
+  summary.files = files.size();
+
+  // Each worker takes the next unchecked file; problems land in the file's own slot, so the
+  // report below does not depend on which thread finished first.
+  std::vector<std::vector<verify_problem>> found(files.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < files.size();) {
+      try {
+        if (!check_file(files[i].first, *files[i].second, found[i])) failed = true;
+      } catch (const std::exception& e) {
+        found[i].push_back({files[i].first.string(), e.what()});
+        failed = true;
+      }
+    }
+  };
+  const auto n = static_cast<std::size_t>(std::max(1, std::min<int>(threads, static_cast<int>(files.size()))));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < n; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones running (and this one) share the files
+    }
+  }
+  work();
+  for (auto& t : pool) t.join();
+  if (failed) {
+    for (const auto& slot : found) {
+      if (slot.empty()) continue;
+      throw data_error(slot.front().file + ": " + slot.front().message +
+                       "; rebuild the data set or restore the file (`cohort-data verify " + dir +
+                       "` lists every problem)");
+    }
+  }
+  return summary;
+}
 
 std::vector<verify_problem> verify_dataset(const std::string& dir,
                                            const std::function<void(const std::string&)>& on_file) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -20,6 +21,7 @@
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/data/batch_loader.hpp"
+#include "core/data/verify.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
 #include "core/model/model_config.hpp"
@@ -132,6 +134,13 @@ struct causal_lm_engine::impl {
                          static_cast<std::uint64_t>(group.rank()));
     }
     data = std::make_shared<const data::dataset>(spec.data.train);
+    if (spec.data.verify) {
+      // Before any weight is loaded or step taken: a corrupt shard fails here, named, not at the
+      // step that happens to read it. Every rank may read every shard (sampler.hpp), so every
+      // rank checks them all, on threads of its own.
+      const unsigned cores = std::thread::hardware_concurrency();
+      data::verify_checksums(spec.data.train, static_cast<int>(std::clamp(cores, 1u, 8u)));
+    }
     if (data->info().vocab_size > net->config().vocab_size)
       throw std::invalid_argument("data.train: the data set's vocabulary (" +
                                   std::to_string(data->info().vocab_size) +

@@ -33,7 +33,9 @@ struct step_result {
 class causal_lm_engine {
  public:
   // `group` spans the job's ranks (world size = group.size()); `spec.scaling.num_workers` is not
-  // read. Throws on a bad model or data set, naming the field and file.
+  // read. Throws on a bad model or data set, naming the field and file; with spec.data.verify
+  // (the default) that includes the XXH64 of every shard file, checked before any weight is loaded
+  // (data::verify_checksums, on up to 8 threads of the constructor's own).
   causal_lm_engine(const config::job_spec& spec, comm::process_group& group,
                    const std::atomic<bool>* cancelled = nullptr);
   ~causal_lm_engine();

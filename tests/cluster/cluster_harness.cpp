@@ -116,7 +116,8 @@ void test_cluster::kill_head() {
 
 running_process& test_cluster::start_worker(const std::string& name, int cpus,
                                             const std::string& resources,
-                                            const std::vector<std::string>& extra_args) {
+                                            const std::vector<std::string>& extra_args,
+                                            const std::string& working_dir) {
   std::vector<std::string> argv{bin_ + "/cluster-worker", "--address", address(), "--credentials",
                                 credentials(), "--name", name, "--num-cpus",
                                 std::to_string(cpus)};
@@ -125,6 +126,10 @@ running_process& test_cluster::start_worker(const std::string& name, int cpus,
     argv.push_back(resources);
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  if (!working_dir.empty()) {
+    // The shell changes directory, then becomes cluster-worker (same pid).
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", working_dir});
+  }
   auto& slot = workers_[name];
   slot = std::make_unique<running_process>(argv, std::map<std::string, std::string>{});
   slot->wait_for_line("joining", std::chrono::seconds(30));

@@ -53,9 +53,11 @@ class test_cluster {
   // Starts (or restarts, on the same store and port) the head.
   void start_head();
   void kill_head();
-  // extra_args: more cluster-worker options, e.g. {"--memory", "1e6"}.
+  // extra_args: more cluster-worker options, e.g. {"--memory", "1e6"}. working_dir: the directory
+  // the cluster-worker (and so its worker processes) runs in; "" keeps the test's.
   running_process& start_worker(const std::string& name, int cpus, const std::string& resources = "",
-                                const std::vector<std::string>& extra_args = {});
+                                const std::vector<std::string>& extra_args = {},
+                                const std::string& working_dir = "");
   void kill_worker_process(const std::string& name);
 
   // Runs `submit ARGS...` with the cluster's address and credentials in the environment.

@@ -437,3 +437,29 @@ TEST_CASE("submit plan prints each rank's GPU memory and host RAM, and refuses w
   CHECK_THAT(refused.err, Catch::Contains("on the GPU per rank (ZeRO-2, bf16, no offload) exceeds every "
                                           "node's GPU memory (largest: 476.8 MiB)"));
 }
+
+TEST_CASE("relative paths in a spec are resolved by submit against the spec's directory, whatever the "
+          "worker's working directory",
+          "[cluster]") {
+  namespace fs = std::filesystem;
+  test_cluster c;
+  c.start_head();
+  // Deeper than any test working directory, so that a path made relative to submit's directory
+  // cannot reach the data from here by climbing to / either.
+  const std::string elsewhere = c.dir().path("w/o/r/k/e/r/s/worker-cwd");
+  fs::create_directories(elsewhere);
+  c.start_worker("n1", 2, "", {}, elsewhere);
+  // jobs/job.json says "data" and "runs"; submit is given the spec by a relative path from its
+  // own working directory, which is neither the spec's directory nor the worker's.
+  cohort::test::make_tiny_dataset(c.dir().path("jobs/data"));
+  const std::string job = c.dir().write("jobs/job.json", tiny_llama_job("relative", "data", "runs", 0));
+  const std::string job_arg = fs::relative(job, fs::current_path()).string();
+  REQUIRE(fs::path(job_arg).is_relative());
+  auto run = c.submit({"run", job_arg, "--follow"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto id = first_line(run.out);
+  CHECK(c.status(id)["state"] == "SUCCEEDED");
+  CHECK(cohort::test::read_json_lines(c.dir().path("jobs/runs/relative/metrics.jsonl")).size() == 24);
+  CHECK_FALSE(fs::exists(fs::path(elsewhere) / "runs"));
+}

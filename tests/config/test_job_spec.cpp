@@ -178,3 +178,42 @@ TEST_CASE("load_job_spec reads a file and resolves paths against its directory",
   CHECK_THAT(missing.what(), Catch::Contains("nope.json"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("data.verify is on by default, false turns it off and it round-trips", "[config]") {
+  CHECK(parse_job_spec(R"({"name": "v", "data": {"train": "/d"}})").data.verify);
+  const job_spec off = parse_job_spec(R"({"name": "v", "data": {"train": "/d", "verify": false}})");
+  CHECK_FALSE(off.data.verify);
+  CHECK_FALSE(parse_job_spec(to_json_text(off)).data.verify);
+  CHECK(parse_job_spec(to_json_text(parse_job_spec(R"({"name": "v", "data": {"train": "/d"}})"))).data.verify);
+}
+
+TEST_CASE("load_job_spec sends every relative path absolute, whatever the working directory",
+          "[config]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("cohort_test_config_rel_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "jobs");
+  {
+    std::ofstream(dir / "jobs" / "job.json")
+        << R"({"name": "rel", "model": {"config": "cfg.json", "init_seed": 1},
+              "data": {"train": "data/train", "eval": "../eval"},
+              "run": {"storage_path": "runs"}})";
+    std::ofstream(dir / "jobs" / "default.json") << R"({"name": "d", "model": {"hf_dir": "./hf"}})";
+  }
+  const fs::path before = fs::current_path();
+  fs::current_path(dir);  // a relative spec path, as `submit run jobs/job.json` gives it
+  const job_spec s = load_job_spec("jobs/job.json");
+  const job_spec d = load_job_spec("jobs/default.json");
+  fs::current_path(before);
+  CHECK(s.model.config_file == (dir / "jobs" / "cfg.json").string());
+  CHECK(s.data.train == (dir / "jobs" / "data" / "train").string());
+  CHECK(s.data.eval == (dir / "eval").string());
+  CHECK(s.run.storage_path == (dir / "jobs" / "runs").string());
+  CHECK(d.model.hf_dir == (dir / "jobs" / "hf").string());
+  // The default storage path is where --local has always written it: the working directory.
+  CHECK(d.run.storage_path == (dir / "runs").string());
+  // What goes on the wire keeps them absolute.
+  const job_spec sent = parse_job_spec(to_json_text(s));
+  CHECK(sent.data.train == s.data.train);
+  CHECK(sent.run.storage_path == s.run.storage_path);
+  fs::remove_all(dir);
+}

@@ -34,6 +34,7 @@ TEST_CASE("wrong types name the field, the value and the expected type", "[confi
       {R"({"scaling": {"num_workers": "4"}})", "scaling.num_workers", "\"4\"", "an integer in [1, 65536]"},
       {R"({"scaling": {"num_workers": 2.5}})", "scaling.num_workers", "2.5", "an integer"},
       {R"({"scaling": {"use_gpu": 1}})", "scaling.use_gpu", "1", "true or false"},
+      {R"({"data": {"verify": "no"}})", "data.verify", "\"no\"", "true or false"},
       {R"({"scaling": []})", "scaling", "[]", "a JSON object"},
       {R"({"train": {"lr": "fast"}})", "train.lr", "\"fast\"", "a number > 0"},
       {R"({"data": {"train": 3}})", "data.train", "3", "a non-empty string"},

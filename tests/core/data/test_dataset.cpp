@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/data/checksum.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/shard_writer.hpp"
 #include "core/data/verify.hpp"
@@ -171,4 +172,86 @@ TEST_CASE("rebuilding into a previous dataset's directory replaces it", "[core][
   CHECK(ds.size() == 10);
   CHECK_FALSE(fs::exists(tmp.path("ds/shard-00001.tokens")));
   CHECK(verify_dataset(tmp.path("ds")).empty());
+}
+
+namespace {
+
+std::string file_xxh64(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return to_hex64(xxh64(bytes.data(), bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("the pre-training check names a shard with flipped bytes, the digest expected and the one found",
+          "[core][data]") {
+  temp_dir tmp;
+  const auto dir = tmp.path("ds");
+  const manifest m = write_dataset(dir, 400, 300, true, 100);
+  REQUIRE(m.shards.size() > 4);
+  const std::string victim = dir + "/shard-00003.tokens";
+  for (std::uint64_t b = 0; b < 64; ++b) flip_byte(victim, 2 * b);  // low bytes: ids stay in vocabulary
+  const std::string expected = m.shards[3].tokens_file.xxh64;
+  const std::string actual = file_xxh64(victim);
+  REQUIRE(expected != actual);
+  for (const int threads : {1, 4}) {
+    try {
+      verify_checksums(dir, threads);
+      FAIL("a corrupt shard passed the pre-training check on " << threads << " threads");
+    } catch (const data_error& e) {
+      CHECK_THAT(e.what(), Catch::StartsWith(victim) && Catch::Contains("checksum mismatch") &&
+                               Catch::Contains("expects xxh64 " + expected) &&
+                               Catch::Contains("the file has " + actual));
+    }
+  }
+  dataset still_opens(dir);  // only the checksum sees it: the ids are all in range
+}
+
+TEST_CASE("a good data set passes the pre-training check, which covers every shard file", "[core][data]") {
+  temp_dir tmp;
+  const auto dir = tmp.path("ds");
+  const manifest m = write_dataset(dir, 400, 300, true, 100);
+  std::uint64_t bytes = 0;
+  for (const auto& s : m.shards) bytes += s.tokens_file.bytes + s.index_file.bytes + s.mask_file->bytes;
+  for (const int threads : {1, 3, 64}) {
+    const checksum_summary summary = verify_checksums(dir, threads);
+    CHECK(summary.files == 3 * m.shards.size());
+    CHECK(summary.bytes == bytes);
+  }
+  // A damaged index or mask counts as much as a damaged tokens file; the first in manifest order wins.
+  flip_byte(dir + "/shard-00004.mask", 0);
+  flip_byte(dir + "/shard-00002.index", 3);
+  CHECK_THROWS_WITH(verify_checksums(dir, 8), Catch::StartsWith(dir + "/shard-00002.index"));
+}
+
+TEST_CASE("an id outside the vocabulary names the shard file and its offset when a sample is read",
+          "[core][data]") {
+  temp_dir tmp;
+  const auto dir = tmp.path("ds");
+  const manifest m = write_dataset(dir, 200, 300, false, 100);
+  REQUIRE(m.token_bytes == 2);
+  const std::uint64_t token = 3;  // inside the first sample of shard 1 (every sample has >= 1 token)
+  {
+    std::fstream f(dir + "/shard-00001.tokens", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(token * 2));
+    const char id[2] = {static_cast<char>(0xE8), static_cast<char>(0x03)};  // 1000, little-endian
+    f.write(id, 2);
+  }
+  dataset ds(dir);
+  std::int64_t failed_at = -1;
+  std::string why;
+  for (std::int64_t i = 0; i < ds.size() && failed_at < 0; ++i) {
+    try {
+      ds.sample_tokens(i);
+    } catch (const data_error& e) {
+      failed_at = i;
+      why = e.what();
+    }
+  }
+  // Shard 0's samples read fine; the first sample of shard 1 that holds token 3 fails.
+  CHECK(failed_at >= m.shards[0].samples);
+  CHECK(failed_at < m.shards[0].samples + m.shards[1].samples);
+  CHECK_THAT(why, Catch::StartsWith(dir + "/shard-00001.tokens") && Catch::Contains("token id 1000") &&
+                      Catch::Contains("token offset 3 (byte offset 6") && Catch::Contains("vocab_size 300"));
 }

@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
 
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 using namespace cohort;
@@ -85,4 +87,58 @@ TEST_CASE("on two GPUs rank 0's metrics.jsonl carries the MFU against the card's
     CHECK(j["mfu"].get<double>() * 2 * peak / tokens_per_s == Approx(6.0 * 37'792 + 12.0 * 2 * 32 * 16));
   }
   CHECK(lines == 4);
+}
+
+namespace {
+
+void xor_bytes(const std::string& path, std::uint64_t first, std::uint64_t count, std::uint64_t stride) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const auto at = static_cast<std::streamoff>(first + i * stride);
+    f.seekg(at);
+    char c;
+    f.get(c);
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x01));
+  }
+  REQUIRE(f.good());
+}
+
+}  // namespace
+
+TEST_CASE("a job on a data set with flipped bytes fails before its first step, naming the shard file",
+          "[core][train]") {
+  temp_dir tmp;
+  const auto data_dir = test::make_tiny_dataset(tmp.path("data"));
+  // 64 flipped low bytes of uint16 ids: every id stays in the vocabulary, only the checksum sees it.
+  xor_bytes(data_dir + "/shard-00000.tokens", 0, 64, 2);
+  auto spec = test::tiny_job(data_dir, 2, 2, false);
+  spec.train.log_every = 1;
+  const auto results = test::run_workload(spec, tmp.path("run"));
+  for (const auto& r : results) {
+    REQUIRE(r.error);
+    CHECK_THAT(r.error_text(), Catch::Contains(data_dir + "/shard-00000.tokens") &&
+                                   Catch::Contains("checksum mismatch") && Catch::Contains("expects xxh64"));
+    if (r.value) CHECK(r.value->reports.empty());
+  }
+}
+
+TEST_CASE("with data.verify false the check is skipped, and an id outside the vocabulary fails the step "
+          "that reads it, naming the file and the offset",
+          "[core][train]") {
+  temp_dir tmp;
+  const auto data_dir = test::make_tiny_dataset(tmp.path("data"));
+  {
+    std::fstream f(data_dir + "/shard-00000.tokens", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);  // id 4 (of sample 0) becomes 1000, little-endian uint16
+    f.put(static_cast<char>(0xE8)).put(static_cast<char>(0x03));
+    REQUIRE(f.good());
+  }
+  auto spec = test::tiny_job(data_dir, 1, 0, false);
+  spec.train.max_steps = 12;  // one epoch: every sample is read once
+  CHECK_THROWS_WITH(test::run_job(spec), Catch::Contains("checksum mismatch"));
+  spec.data.verify = false;
+  CHECK_THROWS_WITH(test::run_job(spec), Catch::Contains(data_dir + "/shard-00000.tokens") &&
+                                             Catch::Contains("token offset 4 (byte offset 8") &&
+                                             Catch::Contains("vocab_size 300"));
 }
