@@ -48,10 +48,9 @@ worker_setup read_worker_setup();
 
 // The variables a node adds to (or replaces in) its own environment for a worker process: the
 // job's runtime_env.env_vars, COHORT_WORKER_SETUP_FILE = setup_file (the worker_setup_file of
-// this setup), and CUDA_VISIBLE_DEVICES naming the worker's
-// GPUs (setup.gpus, indices into the node's offered GPUs) by the node's ids for them
-// (node_gpu_ids[i]; "i" where the list is shorter) — set empty for a worker without GPUs, so it
-// never touches a GPU another job was given. Throws std::invalid_argument for an index outside
+// this setup), and CUDA_VISIBLE_DEVICES naming the worker's GPUs (setup.gpus, indices into the
+// node's offered GPUs) by the node's ids for them (node_gpu_ids[i]; "i" where the list is
+// shorter) — set empty for a worker without GPUs, so it never touches a GPU another job was given. Throws std::invalid_argument for an index outside
 // 0..node_gpu_count-1, and config::spec_error for a spec that does not parse.
 std::map<std::string, std::string> worker_environment(const worker_setup& setup,
                                                       const std::string& setup_file,
