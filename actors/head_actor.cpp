@@ -8,6 +8,7 @@
 #include "actors/job_record_json.hpp"
 #include "config/job_spec.hpp"
 #include "core/store/store_error.hpp"
+#include "core/train/job_preflight.hpp"
 
 namespace cohort::actors {
 
@@ -194,6 +195,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         try {
           spec = config::parse_job_spec(req.spec_json);
           config::check_runnable(spec);
+          core::train::check_data_set(spec);
         } catch (const std::exception& e) {
           return request_error(e.what());
         }

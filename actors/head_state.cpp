@@ -301,6 +301,12 @@ std::vector<trainer_setup> head_state::schedule() {
       job.record.reason = result.reason;
       continue;
     }
+    if (result.status == res::placement_status::infeasible) {
+      // It may fit once bigger or more nodes join: PENDING, saying why it cannot run now.
+      job.record.state = job_state::pending;
+      job.record.reason = infeasible_reason(job.spec, result.reason);
+      continue;
+    }
     if (result.status != res::placement_status::placed) {
       job.record.state = job_state::pending;
       job.record.reason = std::string(res::to_string(result.status)) + ": " + result.reason;
@@ -358,6 +364,22 @@ std::string head_state::gpu_refusal(const config::job_spec& spec) const {
   return head + "no node of this cluster offers GPUs" + (notes.empty() ? "" : " (" + notes + ")");
 }
 
+std::string head_state::infeasible_reason(const config::job_spec& spec,
+                                          const std::string& why) const {
+  res::resource_set needs, has;
+  for (const auto& bundle : res::job_bundles(spec.scaling)) needs += bundle;
+  std::size_t alive = 0;
+  for (const auto& n : nodes_) {
+    if (!n.alive()) continue;
+    has += n.total();
+    ++alive;
+  }
+  return "infeasible on the current cluster: needs " + std::to_string(spec.scaling.num_workers) +
+         " workers, " + needs.to_string() + " in all; has " + std::to_string(alive) +
+         " alive nodes, " + has.to_string() + " in all (" + why +
+         "); it waits PENDING until nodes that can hold it join";
+}
+
 std::vector<double> head_state::gpu_use(const std::string& node) const {
   auto it = gpu_pools_.find(node);
   if (it == gpu_pools_.end()) return {};
@@ -374,7 +396,12 @@ void head_state::record_failure(job_entry& job, const failure_cause& cause) {
   std::string where = cause.rank >= 0 ? "worker rank " + std::to_string(cause.rank) + " on node " +
                                             cause.node
                                       : "trainer on node " + cause.node;
-  if (max_failures == -1 || restarts_used < max_failures) {
+  if (cause.kind == failure_kind::bad_input) {
+    // The job's own input: every restart would fail the same way.
+    job.record.state = job_state::failed;
+    job.record.reason = "bad input: " + where + " failed setting up: " + cause.reason +
+                        " (no restart can fix this; failure.max_failures does not apply)";
+  } else if (max_failures == -1 || restarts_used < max_failures) {
     job.record.state = job_state::restarting;
     job.record.reason = where + " failed (" + cause.reason + "); restarting the worker group";
   } else {

@@ -56,7 +56,9 @@ class head_state {
   // Places every waiting job that fits now, reserves its resources and GPUs (each rank's GPU
   // indices in trainer_setup::rank_gpus) and returns what to start. A job asking more GPUs per
   // worker than any node has offered since this head started ends FAILED, naming the numbers
-  // (it could never run); one that fits a node that is gone waits PENDING.
+  // (it could never run); one that fits a node that is gone waits PENDING, and one that the alive
+  // nodes could not hold even when idle waits PENDING with the reason "infeasible on the current
+  // cluster: needs … has …".
   std::vector<trainer_setup> schedule();
   // Why a job can never get its GPUs on this cluster (the FAILED reason), or "" when it can or
   // no node is alive to judge by.
@@ -65,7 +67,9 @@ class head_state {
   std::vector<double> gpu_use(const std::string& node) const;
 
   // The trainer of attempt `outcome.attempt` ended it. Releases the reservation; applies the
-  // failure policy. Returns the job's record after the change.
+  // failure policy: a bad_input failure ends the job FAILED at once, whatever
+  // failure.max_failures says; a retryable one restarts it while max_failures allows. Returns the
+  // job's record after the change.
   const job_record& on_outcome(const attempt_outcome& outcome);
   // The trainer died without reporting (its node died, or it crashed). Counted like a failure of
   // the attempt with rank -1.
@@ -106,6 +110,8 @@ class head_state {
 
   static void plan_memory(job_entry& job);
   admission admit(const job_entry& job) const;
+  // The PENDING reason of a job the alive nodes cannot hold even when idle; `why` is placement's.
+  std::string infeasible_reason(const config::job_spec& spec, const std::string& why) const;
 
   void release(job_entry& job);
   void record_failure(job_entry& job, const failure_cause& cause);

@@ -31,6 +31,21 @@ constexpr job_state wire_enum_max(job_state) { return job_state::stopped; }
 const char* to_string(job_state s);
 bool is_terminal(job_state s);
 
+// What kind of failure ended an attempt. retryable: a crash, kill -9, a lost node, a collective
+// error, anything after training started (a restart may fix it). bad_input: the job's own input
+// failed while a worker set up, before its first step (a data set that is not one, a model
+// config that cannot be built, ...): no restart can fix it, so the head fails the job at once,
+// whatever failure.max_failures says.
+enum class failure_kind : std::uint8_t { retryable, bad_input };
+constexpr failure_kind wire_enum_max(failure_kind) { return failure_kind::bad_input; }
+inline const char* to_string(failure_kind k) {
+  return k == failure_kind::bad_input ? "bad_input" : "retryable";
+}
+// The kind named by to_string; anything else (older records and lines have none) is retryable.
+inline failure_kind failure_kind_from_string(const std::string& text) {
+  return text == "bad_input" ? failure_kind::bad_input : failure_kind::retryable;
+}
+
 // Why an attempt ended: which rank on which node, and what happened. rank -1: the trainer itself
 // or the whole node.
 struct failure_cause {
@@ -39,6 +54,7 @@ struct failure_cause {
   std::int32_t rank = -1;
   std::string node;
   std::string reason;
+  failure_kind kind = failure_kind::retryable;
 };
 
 // The head's view of one job; what `submit status` shows.
@@ -227,7 +243,7 @@ struct worker_started {
   std::int32_t rank = 0;
   std::int64_t pid = 0;
 };
-// worker → trainer: rank `rank` ended its run; ok false carries the reason.
+// worker → trainer: rank `rank` ended its run; ok false carries the reason and its kind.
 struct worker_finished {
   static constexpr std::uint32_t wire_id = 35;
   std::string job_id;
@@ -235,6 +251,7 @@ struct worker_finished {
   std::int32_t rank = 0;
   bool ok = false;
   std::string reason;
+  failure_kind kind = failure_kind::retryable;
 };
 // trainer → head: every rank of the attempt is up.
 struct attempt_running {
@@ -284,7 +301,8 @@ struct kill_trainer_drill {
 // The field lists: one per record, in wire order.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
-  return f(caf::meta::type_name("failure_cause"), x.attempt, x.rank, x.node, x.reason);
+  return f(caf::meta::type_name("failure_cause"), x.attempt, x.rank, x.node, x.reason,
+           x.kind);
 }
 
 template <class Inspector>
@@ -412,7 +430,8 @@ typename Inspector::result_type inspect(Inspector& f, worker_started& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_finished& x) {
-  return f(caf::meta::type_name("worker_finished"), x.job_id, x.attempt, x.rank, x.ok, x.reason);
+  return f(caf::meta::type_name("worker_finished"), x.job_id, x.attempt, x.rank, x.ok, x.reason,
+           x.kind);
 }
 
 template <class Inspector>

@@ -24,10 +24,11 @@ void settle(trainer_ptr self, bool succeeded, failure_cause cause) {
   self->quit();
 }
 
-void fail_rank(trainer_ptr self, std::int32_t rank, const std::string& reason) {
+void fail_rank(trainer_ptr self, std::int32_t rank, const std::string& reason,
+               failure_kind kind = failure_kind::retryable) {
   const auto& nodes = self->state.setup.rank_nodes;
   std::string node = rank >= 0 && rank < static_cast<std::int32_t>(nodes.size()) ? nodes[rank] : "";
-  settle(self, false, failure_cause{0, rank, node, reason});
+  settle(self, false, failure_cause{0, rank, node, reason, kind});
 }
 
 bool is_mine(trainer_ptr self, const std::string& job_id, std::int32_t attempt) {
@@ -100,7 +101,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         auto& st = self->state;
         if (!is_mine(self, wf.job_id, wf.attempt)) return;
         if (!wf.ok) {
-          fail_rank(self, wf.rank, wf.reason);
+          fail_rank(self, wf.rank, wf.reason, wf.kind);
           return;
         }
         st.done.insert(wf.rank);

@@ -16,6 +16,7 @@ namespace {
 struct runner_done {};
 struct runner_failed {
   std::string reason;
+  failure_kind kind;
 };
 
 }  // namespace
@@ -51,13 +52,15 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
     caf::anon_send(me, log_line{setup.job_id, setup.rank, setup.node, pid, text});
   };
   cb.on_done = [me] { caf::anon_send(me, runner_done{}); };
-  cb.on_failed = [me](const std::string& reason) { caf::anon_send(me, runner_failed{reason}); };
+  cb.on_failed = [me](const std::string& reason, failure_kind kind) {
+    caf::anon_send(me, runner_failed{reason, kind});
+  };
   self->state.runner = std::make_shared<workload_runner>(std::move(ctx), std::move(cb));
   runners->add(self->state.runner);
 
-  auto finish = [=](bool ok, const std::string& reason) {
+  auto finish = [=](bool ok, const std::string& reason, failure_kind kind) {
     const auto& s = self->state.setup;
-    self->send(self->state.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason});
+    self->send(self->state.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason, kind});
     if (ok)
       self->quit();
     else
@@ -66,8 +69,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   return {
       [=](const progress_report& r) { self->send(self->state.trainer, r); },
       [=](const log_line& line) { self->send(self->state.trainer, line); },
-      [=](runner_done) { finish(true, ""); },
-      [=](const runner_failed& f) { finish(false, f.reason); },
+      [=](runner_done) { finish(true, "", failure_kind::retryable); },
+      [=](const runner_failed& f) { finish(false, f.reason, f.kind); },
       [=](const stop_attempt&) { self->quit(caf::exit_reason::user_shutdown); },
   };
 }

@@ -38,9 +38,11 @@ namespace {
 struct worker_process_state {
   worker_setup setup;
   caf::actor trainer;
+  std::unique_ptr<worker_setup_file> setup_file;  // removed when this actor ends
   std::unique_ptr<core::proc::child_process> child;
   bool finished_ok = false;
   std::string failure;  // the worker's own account of its failure, if it gave one
+  failure_kind reported_kind = failure_kind::retryable;  // and its kind
   static inline const char* name = "cohort.worker_process";
 };
 using wp_ptr = caf::stateful_actor<worker_process_state>*;
@@ -57,9 +59,10 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
   });
   auto me = caf::actor_cast<caf::actor>(self);
   try {
+    st.setup_file = std::make_unique<worker_setup_file>(setup);
     st.child = std::make_unique<core::proc::child_process>(
         std::vector<std::string>{program, "--rank", std::to_string(setup.rank)},
-        worker_environment(setup, gpu_ids, gpu_count),
+        worker_environment(setup, st.setup_file->path(), gpu_ids, gpu_count),
         [me](const std::string& line) { caf::anon_send(me, child_output{line}); },
         [me](const core::proc::exit_status& s) { caf::anon_send(me, child_exit{s}); },
         [me](const std::string& line) { caf::anon_send(me, child_control{line}); });
@@ -85,6 +88,7 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
         } else {
           self->state.finished_ok = parsed->ok;
           self->state.failure = parsed->reason;
+          self->state.reported_kind = parsed->kind;
         }
       },
       [=](const child_exit& ended) {
@@ -94,7 +98,9 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
         std::string reason = ok ? "" : !st.failure.empty() ? st.failure
                                                            : "worker process " + std::to_string(pid) +
                                                                  " " + ended.status.describe();
-        self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason});
+        // Only the worker's own account can say bad input; a crash is always retryable.
+        const auto kind = !ok && !st.failure.empty() ? st.reported_kind : failure_kind::retryable;
+        self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason, kind});
         if (ok)
           self->quit();
         else

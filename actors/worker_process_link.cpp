@@ -1,7 +1,18 @@
 // JSON of the worker-process link (see worker_process_link.hpp).
 #include "actors/worker_process_link.hpp"
 
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -42,7 +53,52 @@ worker_setup worker_setup_from_json(const std::string& text) {
   return s;
 }
 
+worker_setup_file::worker_setup_file(const worker_setup& setup) {
+  std::string name = (std::filesystem::temp_directory_path() / "cohort-worker-setup-XXXXXX").string();
+  const int fd = ::mkstemp(name.data());  // mode 0600
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + name);
+  path_ = name;
+  const std::string text = worker_setup_to_json(setup);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(path_.c_str());
+      throw std::system_error(err, std::generic_category(), "cannot write " + path_);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(path_.c_str());
+    throw std::system_error(err, std::generic_category(), "cannot write " + path_);
+  }
+}
+
+worker_setup_file::~worker_setup_file() { ::unlink(path_.c_str()); }  // ENOENT: the worker did
+
+worker_setup read_worker_setup() {
+  if (const char* file = std::getenv(worker_setup_file_variable)) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+      throw std::invalid_argument(std::string("cannot read the setup file ") + file + " ($" +
+                                  worker_setup_file_variable + ")");
+    std::ostringstream text;
+    text << in.rdbuf();
+    ::unlink(file);
+    return worker_setup_from_json(text.str());
+  }
+  if (const char* text = std::getenv(worker_setup_variable)) return worker_setup_from_json(text);
+  throw std::invalid_argument(std::string("neither $") + worker_setup_file_variable + " nor $" +
+                              worker_setup_variable + " is set (cohort-worker is started by "
+                              "cluster-worker)");
+}
+
 std::map<std::string, std::string> worker_environment(const worker_setup& setup,
+                                                      const std::string& setup_file,
                                                       const std::vector<std::string>& node_gpu_ids,
                                                       std::int32_t node_gpu_count) {
   auto env = config::parse_job_spec(setup.spec_json).runtime_env.env_vars;
@@ -57,7 +113,7 @@ std::map<std::string, std::string> worker_environment(const worker_setup& setup,
                (i < node_gpu_ids.size() ? node_gpu_ids[i] : std::to_string(index));
   }
   env["CUDA_VISIBLE_DEVICES"] = visible;
-  env[worker_setup_variable] = worker_setup_to_json(setup);
+  env[worker_setup_file_variable] = setup_file;
   return env;
 }
 
@@ -83,8 +139,8 @@ std::string progress_line(const progress_report& r) {
       .dump();
 }
 
-std::string finished_line(bool ok, const std::string& reason) {
-  return json{{"type", "finished"}, {"ok", ok}, {"reason", reason}}.dump();
+std::string finished_line(bool ok, const std::string& reason, failure_kind kind) {
+  return json{{"type", "finished"}, {"ok", ok}, {"reason", reason}, {"kind", to_string(kind)}}.dump();
 }
 
 std::optional<worker_control> parse_control_line(const std::string& line) {
@@ -112,6 +168,7 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
       c.type = worker_control::kind::finished;
       c.ok = j.at("ok").get<bool>();
       c.reason = j.at("reason").get<std::string>();
+      c.kind = failure_kind_from_string(j.value("kind", std::string()));
       return c;
     }
   } catch (const json::exception&) {

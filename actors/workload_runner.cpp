@@ -17,10 +17,12 @@ workload_runner::workload_runner(core::train::worker_context ctx, callbacks cb) 
       cb.on_done();
     } catch (const core::train::cancelled_error&) {
       // Stopped on request: the worker is already gone, nobody waits for an outcome.
+    } catch (const core::train::bad_input_error& e) {
+      cb.on_failed(e.what(), failure_kind::bad_input);
     } catch (const std::exception& e) {
-      cb.on_failed(e.what());
+      cb.on_failed(e.what(), failure_kind::retryable);
     } catch (...) {
-      cb.on_failed("unknown exception in the workload");
+      cb.on_failed("unknown exception in the workload", failure_kind::retryable);
     }
     finished_.store(true);
   });

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/messages.hpp"
 #include "core/train/workload.hpp"
 
 namespace cohort::actors {
@@ -21,7 +22,8 @@ class workload_runner {
     std::function<void(const core::train::step_report&)> on_report;
     std::function<void(const std::string&)> on_log;
     std::function<void()> on_done;
-    std::function<void(const std::string&)> on_failed;
+    // The reason, and bad_input when the workload threw core::train::bad_input_error.
+    std::function<void(const std::string&, failure_kind)> on_failed;
   };
 
   // Starts the thread at once. ctx.cancelled and ctx.report/log are filled in by the runner.

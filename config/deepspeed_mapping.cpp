@@ -226,11 +226,11 @@ void apply_deepspeed(const json& ds, const std::string& path, job_spec& spec, gi
   if (const json* v = value_of(r, "train_micro_batch_size_per_gpu")) {
     const std::string p = r.child("train_micro_batch_size_per_gpu");
     m.set(p, "train.micro_batch_size", t.micro_batch_size,
-          static_cast<int>(as_integer(*v, p, 1, 1 << 30)));
+          static_cast<int>(as_integer(*v, p, 1, max_micro_batch_size)));
   }
   if (const json* v = value_of(r, "gradient_accumulation_steps")) {
     const std::string p = r.child("gradient_accumulation_steps");
-    m.set(p, "train.grad_accum", t.grad_accum, static_cast<int>(as_integer(*v, p, 1, 1 << 30)));
+    m.set(p, "train.grad_accum", t.grad_accum, static_cast<int>(as_integer(*v, p, 1, max_grad_accum)));
   }
   if (const json* v = value_of(r, "gradient_clipping")) {
     m.set(r.child("gradient_clipping"), "train.grad_clip", t.grad_clip,

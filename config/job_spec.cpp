@@ -60,6 +60,7 @@ std::string read_text_file(const std::string& file, const std::string& path, con
 }
 
 json parse_json_text(const std::string& text, const std::string& path, const std::string& source) {
+  check_json_limits(text, path, source);
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -160,9 +161,9 @@ void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
 
 void parse_train(const json& v, train_spec& t, given_map& given) {
   object_reader r(v, "train", &given);
-  r.read("seq_len", t.seq_len, 1);
-  r.read("micro_batch_size", t.micro_batch_size, 1);
-  r.read("grad_accum", t.grad_accum, 1);
+  r.read("seq_len", t.seq_len, 1, max_seq_len);
+  r.read("micro_batch_size", t.micro_batch_size, 1, max_micro_batch_size);
+  r.read("grad_accum", t.grad_accum, 1, max_grad_accum);
   r.read("epochs", t.epochs, 0);
   r.read("max_steps", t.max_steps, 0);
   r.read("lr", t.lr, positive);
@@ -294,6 +295,33 @@ const char* const runtime_env_rules =
     "GLIBC_TUNABLES, LOCPATH, NLSPATH, HOSTALIASES, RES_OPTIONS, NCCL_*_PLUGIN, CUDA_INJECTION*), "
     "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the head assigns GPUs) and COHORT_* except "
     "COHORT_GPU_MEMORY_LIMIT_GB (a number of GiB > 0)";
+
+void check_json_limits(const std::string& text, const std::string& path, const std::string& source) {
+  if (text.size() > max_spec_bytes) {
+    throw spec_error(path, source + " is " + std::to_string(text.size()) +
+                               " bytes; the limit is " + std::to_string(max_spec_bytes) +
+                               " bytes (1 MiB); give large model configs as a file (model.config: "
+                               "PATH or model.hf_dir)");
+  }
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_spec_depth) {
+        throw spec_error(path, source + " nests arrays/objects deeper than the limit of " +
+                                   std::to_string(max_spec_depth) + " levels");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
 
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir) {
   const json root = parse_json_text(json_text, "", "the job spec");

@@ -113,6 +113,17 @@ inline constexpr const char* gpu_memory_limit_variable = "COHORT_GPU_MEMORY_LIMI
 // What runtime_env.env_vars allows, for error messages and docs.
 extern const char* const runtime_env_rules;
 
+// Limits on every job spec, checked by parse_job_spec (so by `submit` and by the head alike),
+// each refusal naming the limit. The spec's JSON text (and a DeepSpeed config file's) is at most
+// max_spec_bytes; arrays and objects nest at most max_spec_depth deep (checked before the JSON is
+// parsed, so a deeply nested file is refused instead of overflowing the stack). Per-rank sizes
+// are bounded so that products of them cannot overflow and an absurd value is refused by name.
+inline constexpr std::size_t max_spec_bytes = 1u << 20;  // 1 MiB
+inline constexpr int max_spec_depth = 64;
+inline constexpr int max_micro_batch_size = 65536;  // train.micro_batch_size
+inline constexpr int max_grad_accum = 65536;        // train.grad_accum
+inline constexpr int max_seq_len = 1 << 20;         // train.seq_len (tokens)
+
 struct job_spec {
   std::string name;
   workload_kind workload = workload_kind::causal_lm;
@@ -138,8 +149,13 @@ class spec_error : public std::runtime_error {
   std::string path_;
 };
 
+// Throws spec_error (path `path`) when `text`, called `source` in the message, is longer than
+// max_spec_bytes or nests arrays/objects deeper than max_spec_depth. Needs no valid JSON: a scan
+// that skips strings, so it is safe on any input.
+void check_json_limits(const std::string& text, const std::string& path, const std::string& source);
 // Parses a job spec from JSON text. base_dir resolves relative paths inside the spec (the
-// directory of the JOB.json file); "." or "" leaves them as written. Throws spec_error.
+// directory of the JOB.json file); "." or "" leaves them as written. Throws spec_error, also for
+// text over the limits above.
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir = ".");
 // Reads and parses a JOB.json file; a missing or unreadable file is a spec_error naming it.
 // Every path field comes back absolute, so the spec means the same on any machine and in any

@@ -1,6 +1,8 @@
 // cohort-worker: one worker of a job, in a process of its own, started by a cluster-worker (never
-// by hand). It reads its setup from COHORT_WORKER_SETUP, runs the job's workload, writes progress
-// and its final word as control lines on fd 3, and its output on stdout (the job's log).
+// by hand). It reads its setup from the file named by COHORT_WORKER_SETUP_FILE (removing it) or
+// from COHORT_WORKER_SETUP, runs the job's workload, writes progress and its final word as
+// control lines on fd 3 (a failure of the job's own input at setup as bad input), and its output
+// on stdout (the job's log).
 // Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
 // job's runtime_env.env_vars it has; a worker whose bundle has GPUs but that sees none fails.
 // SIGTERM stops it at the next step. Exit: 0 done or stopped, 1 failed, 2 bad setup.
@@ -69,22 +71,22 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::cout << "cohort-worker: started by cluster-worker for one rank of a job; reads its "
-                 "setup from $" << actors::worker_setup_variable << "\n";
+                 "setup from the file $" << actors::worker_setup_file_variable << " names\n";
     return 0;
   }
-  const char* setup_text = std::getenv(actors::worker_setup_variable);
-  if (setup_text == nullptr) {
-    std::cerr << "cohort-worker: $" << actors::worker_setup_variable
-              << " is not set (cohort-worker is started by cluster-worker)\n";
-    return 2;
-  }
   actors::worker_setup setup;
-  core::train::worker_context ctx;
   try {
-    setup = actors::worker_setup_from_json(setup_text);
-    ctx = actors::worker_context_for(setup);
+    setup = actors::read_worker_setup();
   } catch (const std::exception& e) {
     std::cerr << "cohort-worker: bad setup: " << e.what() << "\n";
+    return 2;
+  }
+  core::train::worker_context ctx;
+  try {
+    ctx = actors::worker_context_for(setup);
+  } catch (const std::exception& e) {  // the job's spec: no restart can fix it
+    std::cerr << "cohort-worker: bad job spec: " << e.what() << "\n";
+    control(actors::finished_line(false, e.what(), actors::failure_kind::bad_input));
     return 2;
   }
   const auto found = core::resources::discover_gpus();
@@ -119,6 +121,10 @@ int main(int argc, char** argv) {
     core::train::make_workload(ctx.spec)->run(ctx);
   } catch (const core::train::cancelled_error&) {
     return 0;
+  } catch (const core::train::bad_input_error& e) {
+    std::cerr << "worker rank " << setup.rank << " failed on the job's input: " << e.what() << std::endl;
+    control(actors::finished_line(false, e.what(), actors::failure_kind::bad_input));
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "worker rank " << setup.rank << " failed: " << e.what() << std::endl;
     control(actors::finished_line(false, e.what()));

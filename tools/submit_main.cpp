@@ -25,6 +25,7 @@
 #include "config/job_spec.hpp"
 #include "config/nodes_spec.hpp"
 #include "core/resources/placement.hpp"
+#include "core/train/job_preflight.hpp"
 #include "core/train/memory_estimate.hpp"
 #include "net/bridge_messages.hpp"
 #include "tools/cluster_client.hpp"
@@ -118,8 +119,18 @@ int follow_remote(tools::cluster_client& client, const std::string& id) {
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
 
+// The spec of `submit run`, with what can be checked before the first attempt: a spec over the
+// size and depth limits, a missing model or data set, a data set that is not one or too small
+// for one global batch (where data.train is visible here). Throws config::spec_error.
+config::job_spec load_run_spec(const std::string& path) {
+  auto spec = config::load_job_spec(path);
+  config::check_runnable(spec);
+  core::train::check_data_set(spec);
+  return spec;
+}
+
 int run_local(const options& o) {
-  auto spec = config::load_job_spec(o.arg);
+  auto spec = load_run_spec(o.arg);
   std::vector<actors::node_info> infos;
   try {
     infos = local_nodes(o);
@@ -299,7 +310,7 @@ void print_log(const actors::log_line& l) {
 
 int remote(const options& o) {
   if (o.command == "run") {
-    auto spec = config::load_job_spec(o.arg);
+    auto spec = load_run_spec(o.arg);
     auto client = connect(o);
     auto accepted = client->ask<actors::job_accepted>(actors::submit_job{config::to_json_text(spec)});
     std::cout << accepted.job_id << std::endl;

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,7 +12,11 @@
 #include "core/ckpt/layout.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/checkpointer.hpp"
+#include "core/comm/comm_error.hpp"
+#include "core/data/format.hpp"
+#include "core/model/model_error.hpp"
 #include "core/train/device_memory.hpp"
+#include "core/train/job_preflight.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
@@ -35,16 +40,43 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
           std::to_string(stats.tensors) + " tensors, " + std::to_string(stats.weight_bytes >> 10) + " KiB)");
 }
 
+// Runs one step of the rank's setup; the job's own input failing there (the spec, the data set,
+// the model config) becomes bad_input_error, while collective errors and cancellation pass as
+// they are (a restart may fix those).
+template <class F>
+auto input_checked(F&& setup) -> decltype(setup()) {
+  try {
+    return setup();
+  } catch (const cancelled_error&) {
+    throw;
+  } catch (const comm::comm_error&) {
+    throw;
+  } catch (const config::spec_error& e) {
+    throw bad_input_error(e.what());
+  } catch (const data::data_error& e) {
+    throw bad_input_error(std::string("data.train: ") + e.what());
+  } catch (const model::model_error& e) {
+    throw bad_input_error(std::string("model: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw bad_input_error(e.what());
+  }
+}
+
 }  // namespace
 
 void causal_lm_workload::run(const worker_context& ctx) {
-  config::check_runnable(ctx.spec);
+  input_checked([&] {
+    config::check_runnable(ctx.spec);
+    check_data_set(ctx.spec);
+  });
   const bool gpu = ctx.spec.scaling.use_gpu;
   const int device = gpu ? causal_lm_engine::cuda_device_for(ctx.rank) : -1;
   const std::int64_t gpu_cap = device >= 0 ? apply_gpu_memory_limit(device) : 0;
   auto group = gpu ? join_group(ctx, comm::backend_kind::nccl, device)
                    : join_group(ctx, comm::backend_kind::gloo);
-  causal_lm_engine engine(ctx.spec, *group, ctx.cancelled);
+  const auto engine_owner = input_checked(
+      [&] { return std::make_unique<causal_lm_engine>(ctx.spec, *group, ctx.cancelled); });
+  causal_lm_engine& engine = *engine_owner;
   checkpointer checkpoints(ctx);
   if (auto from = checkpoints.choose_resume()) engine.restore(from->dir, from->manifest);
   std::unique_ptr<metrics_log> metrics;

@@ -49,11 +49,21 @@ class cancelled_error : public std::runtime_error {
   cancelled_error() : std::runtime_error("cancelled") {}
 };
 
+// Thrown by a workload when the job's own input fails while the rank sets up, before its first
+// step: a spec it cannot run, a data set that is not one or holds less than a global batch, a
+// model config that cannot be built. No restart can fix it: the worker reports it as bad input
+// and the head fails the job at once. Collective and other errors stay ordinary exceptions.
+class bad_input_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class workload {
  public:
   virtual ~workload() = default;
   // Runs the job's training to completion on this rank. Throws on failure (the message becomes
-  // the failure reason the job records) and cancelled_error when ctx.cancelled was set.
+  // the failure reason the job records), bad_input_error when the failure is the job's input
+  // found at setup, and cancelled_error when ctx.cancelled was set.
   virtual void run(const worker_context& ctx) = 0;
 };
 

@@ -42,6 +42,16 @@ job_record running_record(const std::string& id, std::vector<std::string> rank_n
   return r;
 }
 
+// A two-worker job under max_failures -1 on node n1, its first attempt started.
+std::string started_forever_job(head_state& head) {
+  head.add_node({"n1", {{"CPU", 2}}});
+  cohort::test::lr_job_options o;
+  o.max_failures = -1;
+  auto id = submit(head, o);
+  REQUIRE(head.schedule().size() == 1);
+  return id;
+}
+
 }  // namespace
 
 TEST_CASE("a job waits PENDING until a node with room registers", "[actors]") {
@@ -102,6 +112,57 @@ TEST_CASE("max_failures -1 restarts forever", "[actors]") {
     head.on_outcome({id, attempt, false, worker_failure(attempt, 0)});
     CHECK(head.find(id)->state == job_state::restarting);
   }
+}
+
+TEST_CASE("a bad-input failure ends the job FAILED at once under max_failures -1, naming the reason",
+          "[actors]") {
+  head_state head;
+  const auto id = started_forever_job(head);
+  failure_cause cause{0, 1, "n1", "data.train: /etc/passwd/manifest.json: cannot open",
+                      failure_kind::bad_input};
+  head.on_outcome({id, 0, false, cause});
+  const auto* r = head.find(id);
+  CHECK(r->state == job_state::failed);
+  CHECK(r->attempts == 1);
+  REQUIRE(r->failures.size() == 1);
+  CHECK(r->failures[0].kind == failure_kind::bad_input);
+  CHECK_THAT(r->reason, Catch::StartsWith("bad input: worker rank 1 on node n1"));
+  CHECK_THAT(r->reason, Catch::Contains("/etc/passwd/manifest.json: cannot open"));
+  CHECK_THAT(r->reason, Catch::Contains("no restart can fix this"));
+  CHECK(head.schedule().empty());
+  CHECK(free_cpu(head, "n1") == Approx(2));
+}
+
+TEST_CASE("a worker killed by SIGKILL or a lost trainer is still retried under max_failures -1",
+          "[actors]") {
+  head_state head;
+  const auto id = started_forever_job(head);
+  head.on_running(id, 0);
+  head.on_outcome({id, 0, false, failure_cause{0, 0, "n1", "worker process 42 killed by signal 9 (SIGKILL)",
+                                               failure_kind::retryable}});
+  CHECK(head.find(id)->state == job_state::restarting);
+  CHECK(head.schedule().size() == 1);
+  head.on_trainer_lost(id, 1, "node n1 lost");
+  CHECK(head.find(id)->state == job_state::restarting);
+  CHECK(head.find(id)->failures.size() == 2);
+}
+
+TEST_CASE("a job the alive nodes can never hold waits PENDING saying what it needs and what the "
+          "cluster has",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 4}}});
+  head.add_node({"n2", {{"CPU", 4}}});
+  cohort::test::lr_job_options o;
+  o.workers = 65536;
+  auto id = submit(head, o);
+  CHECK(head.schedule().empty());
+  const auto* r = head.find(id);
+  CHECK(r->state == job_state::pending);
+  CHECK_THAT(r->reason, Catch::StartsWith("infeasible on the current cluster: needs 65536 workers, "));
+  CHECK_THAT(r->reason, Catch::Contains("CPU: 65536"));
+  CHECK_THAT(r->reason, Catch::Contains("has 2 alive nodes"));
+  CHECK_THAT(r->reason, Catch::Contains("CPU: 8"));
 }
 
 TEST_CASE("a late report from an older attempt changes nothing", "[actors]") {

@@ -1,5 +1,10 @@
 // What a node puts into a worker process's environment: CUDA_VISIBLE_DEVICES from the head's GPU
 // assignment (by the node's ids for its GPUs), the job's runtime_env.env_vars, and the setup.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -30,30 +35,65 @@ const std::vector<std::string> node_ids{"GPU-aaaa", "GPU-bbbb", "GPU-cccc"};
 
 TEST_CASE("a worker's CUDA_VISIBLE_DEVICES names the GPUs assigned to it by the node's ids",
           "[actors]") {
-  auto env = worker_environment(setup_with({2, 0}), node_ids, 3);
+  auto env = worker_environment(setup_with({2, 0}), "/tmp/setup", node_ids, 3);
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "GPU-cccc,GPU-aaaa");
-  CHECK(worker_setup_from_json(env.at(worker_setup_variable)).gpus == std::vector<std::int32_t>{2, 0});
+  CHECK(env.at(worker_setup_file_variable) == "/tmp/setup");
 }
 
 TEST_CASE("a worker without GPUs gets an empty CUDA_VISIBLE_DEVICES", "[actors]") {
-  auto env = worker_environment(setup_with({}), node_ids, 3);
+  auto env = worker_environment(setup_with({}), "/tmp/setup", node_ids, 3);
   CHECK(env.at("CUDA_VISIBLE_DEVICES").empty());
 }
 
 TEST_CASE("GPUs the node has no id for are named by their index", "[actors]") {
-  auto env = worker_environment(setup_with({1}), {}, 2);
+  auto env = worker_environment(setup_with({1}), "/tmp/setup", {}, 2);
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "1");
 }
 
 TEST_CASE("an assigned GPU index the node does not offer is an error naming both", "[actors]") {
-  CHECK_THROWS_WITH(worker_environment(setup_with({3}), node_ids, 3),
+  CHECK_THROWS_WITH(worker_environment(setup_with({3}), "/tmp/setup", node_ids, 3),
                     Catch::Contains("was assigned GPU index 3 but node n1 offers 3 GPUs"));
 }
 
 TEST_CASE("the job's runtime_env.env_vars are in the worker's environment", "[actors]") {
-  auto env = worker_environment(setup_with({}, {{"NCCL_DEBUG", "INFO"}, {"HF_HOME", "/hf"}}), node_ids, 3);
+  auto env = worker_environment(setup_with({}, {{"NCCL_DEBUG", "INFO"}, {"HF_HOME", "/hf"}}), "/tmp/setup",
+                                node_ids, 3);
   CHECK(env.at("NCCL_DEBUG") == "INFO");
   CHECK(env.at("HF_HOME") == "/hf");
-  CHECK(env.count(worker_setup_variable) == 1);
+  CHECK(env.count(worker_setup_file_variable) == 1);
   CHECK(env.size() == 4);
+}
+
+TEST_CASE("a setup file of a spec larger than an environment variable holds is private, read back "
+          "whole and removed",
+          "[actors]") {
+  auto setup = setup_with({1});
+  auto spec = nlohmann::json::parse(setup.spec_json);
+  spec["model"] = {{"config", {{"note", std::string(300 * 1024, 'x')}}}};  // 300 KiB > 128 KiB
+  setup.spec_json = spec.dump();
+  std::string path;
+  {
+    worker_setup_file file(setup);
+    path = file.path();
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    ::setenv(worker_setup_file_variable, path.c_str(), 1);
+    const auto back = read_worker_setup();
+    ::unsetenv(worker_setup_file_variable);
+    CHECK(back.spec_json == setup.spec_json);
+    CHECK(back.gpus == std::vector<std::int32_t>{1});
+    CHECK(::access(path.c_str(), F_OK) != 0);  // the worker removed it once read
+  }
+  CHECK(::access(path.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("the node removes a setup file its worker never read", "[actors]") {
+  std::string path;
+  {
+    worker_setup_file file(setup_with({}));
+    path = file.path();
+    CHECK(::access(path.c_str(), F_OK) == 0);
+  }
+  CHECK(::access(path.c_str(), F_OK) != 0);
 }

@@ -463,3 +463,71 @@ TEST_CASE("relative paths in a spec are resolved by submit against the spec's di
   CHECK(cohort::test::read_json_lines(c.dir().path("jobs/runs/relative/metrics.jsonl")).size() == 24);
   CHECK_FALSE(fs::exists(fs::path(elsewhere) / "runs"));
 }
+
+TEST_CASE("a job whose data set lost a shard fails at once as bad input under max_failures -1, "
+          "after one attempt",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  REQUIRE(std::filesystem::remove(data + "/shard-00000.tokens"));  // the manifest still reads
+  const auto id = start_job(c, c.write_job(tiny_llama_job("no-shard", data, c.dir().str() + "/runs", 0)));
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 120s);
+  INFO(s.dump());
+  CHECK(s["attempts"] == 1);
+  REQUIRE(s["failures"].size() == 1);
+  CHECK(s["failures"][0]["kind"] == "bad_input");
+  const auto reason = s["reason"].get<std::string>();
+  CHECK_THAT(reason, Catch::StartsWith("bad input: worker rank "));
+  CHECK_THAT(reason, Catch::Contains("data.train: ") && Catch::Contains("shard-00000"));
+  CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("FAILED: bad input"));
+}
+
+TEST_CASE("submit refuses with exit 2 a data.train that is not a data set and a spec nested "
+          "200000 deep",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  auto spec = json::parse(tiny_llama_job("passwd", "/etc/passwd", c.dir().str() + "/runs", 0));
+  const auto passwd = c.submit({"run", c.write_job(spec.dump())});
+  INFO(passwd.out << passwd.err);
+  CHECK(passwd.exit_code == 2);
+  CHECK_THAT(passwd.err, Catch::Contains("data.train: \"/etc/passwd\" is not a directory"));
+  const auto deep = c.submit({"run", c.write_job(std::string(200000, '['))});
+  INFO(deep.out << deep.err);
+  CHECK(deep.exit_code == 2);
+  CHECK_THAT(deep.err, Catch::Contains("deeper than the limit of 64 levels"));
+  const auto listed = c.submit({"list", "--json"});
+  CHECK(json::parse(listed.out)["jobs"].empty());  // neither reached the head
+}
+
+TEST_CASE("a spec larger than one environment variable holds (over 128 KiB) runs to the end",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto spec = json::parse(lr_job("big-spec", 2, 5, 0, 0, c.dir().str() + "/runs"));
+  for (int i = 0; i < 40; ++i)
+    spec["runtime_env"]["env_vars"]["BIG_" + std::to_string(i)] = std::string(4000, 'a' + i % 26);
+  const std::string text = spec.dump();
+  REQUIRE(text.size() > 128 * 1024);
+  const auto id = start_job(c, c.write_job(text));
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["attempts"] == 1);
+}
+
+TEST_CASE("a job no node set of the cluster can ever hold waits PENDING with the reason in status",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto id = start_job(c, c.write_job(lr_job("huge", 65536, 5, 0, 0, c.dir().str() + "/runs")));
+  const auto s = c.wait_for(
+      id, [](const json& s) { return s["reason"].get<std::string>().rfind("infeasible", 0) == 0; }, 60s);
+  CHECK(s["state"] == "PENDING");
+  CHECK_THAT(s["reason"].get<std::string>(),
+             Catch::StartsWith("infeasible on the current cluster: needs 65536 workers") &&
+                 Catch::Contains("has 1 alive nodes"));
+  CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("PENDING: infeasible on the current cluster"));
+}

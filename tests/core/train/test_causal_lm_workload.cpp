@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
 
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,24 @@ TEST_CASE("a cancelled causal_lm workload stops with cancelled_error", "[core][t
   for (const auto& r : results) {
     REQUIRE(r.error);
     CHECK_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
+  }
+}
+
+TEST_CASE("a data set that is not one, or lost a shard, fails every rank at setup with "
+          "bad_input_error naming data.train",
+          "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  REQUIRE(std::filesystem::remove(data + "/shard-00000.tokens"));
+  for (const std::string& dir : {data, tmp.path("not-data")}) {
+    INFO(dir);
+    std::filesystem::create_directories(dir);
+    const auto results = test::run_workload(test::tiny_job(dir, 2, 0, false), tmp.path("run"));
+    for (const auto& r : results) {
+      REQUIRE(r.error);
+      CHECK_THROWS_AS(std::rethrow_exception(r.error), core::train::bad_input_error);
+      CHECK_THAT(r.error_text(), Catch::StartsWith("data.train: "));
+    }
   }
 }
 

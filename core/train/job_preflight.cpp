@@ -1,0 +1,38 @@
+// The checks of job_preflight.hpp.
+#include "core/train/job_preflight.hpp"
+
+#include <filesystem>
+#include <system_error>
+
+#include "core/data/format.hpp"
+
+namespace cohort::core::train {
+
+void check_data_set(const config::job_spec& spec) {
+  if (spec.workload != config::workload_kind::causal_lm || spec.data.train.empty()) return;
+  const std::string& dir = spec.data.train;
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(status)) return;  // not visible here: the workers will tell
+  const std::string allowed = "; data.train must be a directory written by `cohort-data build`";
+  if (!std::filesystem::is_directory(status))
+    throw config::spec_error("data.train", "\"" + dir + "\" is not a directory" + allowed);
+  data::manifest m;
+  try {
+    m = data::read_manifest(dir);
+  } catch (const data::data_error& e) {
+    throw config::spec_error("data.train", e.what() + allowed);
+  }
+  const std::int64_t batch = config::global_batch(spec);
+  if (m.samples < batch)
+    throw config::spec_error(
+        "data.train", "\"" + dir + "\" holds " + std::to_string(m.samples) +
+                          " samples, fewer than one global batch of train.micro_batch_size × "
+                          "train.grad_accum × scaling.num_workers = " +
+                          std::to_string(spec.train.micro_batch_size) + " × " +
+                          std::to_string(spec.train.grad_accum) + " × " +
+                          std::to_string(spec.scaling.num_workers) + " = " + std::to_string(batch) +
+                          "; use a smaller batch or more data");
+}
+
+}  // namespace cohort::core::train

@@ -1,0 +1,17 @@
+// Checks of a job's input that need more than its spec but are cheap (milliseconds, no torch):
+// run by `submit` and by the head when they accept a job, so that input no restart can fix is
+// refused before the first attempt. A worker meets the same errors when it sets up; they fail
+// the job at once as bad input (see workload.hpp).
+#pragma once
+
+#include "config/job_spec.hpp"
+
+namespace cohort::core::train {
+
+// The training data set of a causal_lm job: when data.train exists here, it must be a token-shard
+// directory whose manifest.json reads, holding at least one global batch (micro_batch_size ×
+// grad_accum × num_workers samples). A path that does not exist here is skipped (it may exist on
+// the workers only). Throws config::spec_error naming data.train, the file and what is allowed.
+void check_data_set(const config::job_spec& spec);
+
+}  // namespace cohort::core::train
