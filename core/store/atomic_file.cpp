@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "core/store/posix_io.hpp"
@@ -105,7 +106,7 @@ std::optional<nlohmann::json> read_json(const fs::path& path) {
 bool create_exclusive(const fs::path& path, std::string_view content) {
   auto temp = temp_path_for(path);
   temp_guard guard(temp);  // the temp name goes in every case; the link (if made) stays
-  write_synced(temp, content, 0644);
+  write_synced(temp, content, store_file_mode);
   bool created = ::link(temp.c_str(), path.c_str()) == 0;
   if (!created) {
     int err = errno;
@@ -124,11 +125,18 @@ bool create_exclusive(const fs::path& path, std::string_view content) {
 
 void ensure_dir(const fs::path& dir) {
   if (fs::is_directory(dir)) return;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec && !fs::is_directory(dir))
-    throw store_error(store_error_kind::io, dir.string(),
-                      "cannot create directory " + dir.string() + ": " + ec.message());
+  // Each missing level is made with store_dir_mode (create_directories would take the umask's).
+  fs::path level;
+  for (const auto& part : dir) {
+    level /= part;
+    if (::mkdir(level.c_str(), store_dir_mode) != 0 && errno != EEXIST) {
+      const int err = errno;
+      throw store_error(store_error_kind::io, dir.string(),
+                        "cannot create directory " + level.string() + ": " + std::strerror(err));
+    }
+  }
+  if (!fs::is_directory(dir))
+    throw store_error(store_error_kind::io, dir.string(), dir.string() + " is not a directory");
   fsync_dir(dir.parent_path().empty() ? fs::path(".") : dir.parent_path());
 }
 

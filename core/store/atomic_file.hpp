@@ -17,10 +17,17 @@ namespace fs = std::filesystem;
 // such files behind; every listing of the store skips names starting with '.'.
 fs::path temp_path_for(const fs::path& target);
 
+// Store files are their owner's alone (0600, in 0700 directories): job specs, logs and the
+// leader record may hold what other users of a shared disk must not read.
+inline constexpr unsigned store_file_mode = 0600;
+inline constexpr unsigned store_dir_mode = 0700;
+
 // Replaces `path` with `content` so that a reader (or a restart after a crash, power loss
 // included) sees either the old file or the new one, never a mix. Throws store_error(io).
-void write_file_atomic(const fs::path& path, std::string_view content, unsigned mode = 0644);
-void write_json_atomic(const fs::path& path, const nlohmann::json& value, unsigned mode = 0644);
+void write_file_atomic(const fs::path& path, std::string_view content,
+                       unsigned mode = store_file_mode);
+void write_json_atomic(const fs::path& path, const nlohmann::json& value,
+                       unsigned mode = store_file_mode);
 
 // The file's bytes, or nullopt when it does not exist. Throws store_error(io) on other errors.
 std::optional<std::string> read_file(const fs::path& path);

@@ -44,7 +44,7 @@ job_id_lock::job_id_lock(const std::filesystem::path& store_dir) : store_dir_(st
   ensure_dir(cluster_dir(store_dir_));
   ensure_dir(jobs_dir(store_dir_));
   auto lock_path = cluster_dir(store_dir_) / "next_job_id.lock";
-  fd_ = open_or_throw(lock_path, O_RDWR | O_CREAT, 0644);
+  fd_ = open_or_throw(lock_path, O_RDWR | O_CREAT, store_file_mode);
   struct flock request {};
   request.l_type = F_WRLCK;
   request.l_whence = SEEK_SET;
@@ -78,7 +78,7 @@ std::string job_id_lock::take_next() {
   next = std::max(next, taken_ + 1);
   for (;; ++next) {
     auto dir = jobs_dir(store_dir_) / format_job_id(next);
-    if (::mkdir(dir.c_str(), 0755) == 0) break;
+    if (::mkdir(dir.c_str(), store_dir_mode) == 0) break;
     if (errno != EEXIST) throw_errno("cannot create job directory", dir);
   }
   fsync_dir(jobs_dir(store_dir_));

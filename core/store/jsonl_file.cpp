@@ -46,7 +46,7 @@ std::uint64_t append_json_lines(const std::filesystem::path& path,
   std::string text;
   for (const auto& v : values)
     text += v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
-  auto fd = open_or_throw(path, O_RDWR | O_APPEND | O_CREAT, 0644);
+  auto fd = open_or_throw(path, O_RDWR | O_APPEND | O_CREAT, store_file_mode);
   auto size = file_size(fd.get(), path);
   bool created = size == 0;
   if (size > 0 && pread_some(fd.get(), size - 1, 1, path) != "\n") {

@@ -294,3 +294,29 @@ TEST_CASE("Node records are written, listed by name and removed", "[core][store]
 TEST_CASE("The credentials file lives under cluster/ in the store", "[core][store]") {
   CHECK(store::credentials_path("/srv/store") == "/srv/store/cluster/credentials.json");
 }
+
+TEST_CASE("Store files are their owner's alone: 0600 files in 0700 directories", "[core][store]") {
+  fixture f;
+  const auto id = f.db.create_job(f.epoch, spec_text);
+  f.db.write_state(f.epoch, id, {{"state", "RUNNING"}});
+  f.db.append_event(f.epoch, id, {{"what", "placed"}});
+  f.db.append_logs(f.epoch, id, {json{{"text", "a line"}}});
+  const auto mode = [](const std::filesystem::path& p) {
+    return std::filesystem::status(p).permissions() & std::filesystem::perms::all;
+  };
+  using std::filesystem::perms;
+  const auto owner_rw = perms::owner_read | perms::owner_write;
+  std::size_t files = 0, dirs = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(f.dir.path())) {
+    INFO(e.path());
+    if (e.is_directory()) {
+      CHECK(mode(e.path()) == perms::owner_all);
+      ++dirs;
+    } else {
+      CHECK(mode(e.path()) == owner_rw);
+      ++files;
+    }
+  }
+  CHECK(files >= 4);  // lease, spec, state, events, logs, ...
+  CHECK(dirs >= 2);
+}
