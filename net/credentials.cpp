@@ -175,8 +175,9 @@ cluster_secrets ensure_cluster_credentials(const fs::path& store_dir) {
   const fs::path dir = store_dir / "cluster";
   std::error_code ec;
   fs::create_directories(dir, ec);
+  if (!ec) fs::permissions(dir, fs::perms::owner_all, ec);  // the keys' directory: owner only
   if (ec)
-    throw credentials_error("cannot create " + dir.string() + ": " + ec.message());
+    throw credentials_error("cannot create " + dir.string() + " (mode 0700): " + ec.message());
   const fs::path key_file = dir / "server_key.json";
   cluster_secrets s;
   s.credentials_file = dir / "credentials.json";

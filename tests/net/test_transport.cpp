@@ -1,6 +1,7 @@
 // The ROUTER/DEALER transport: bad frames from an admitted peer are counted, answered and
 // dropped; raw garbage on the port and oversized frames do not stop the server; clients
 // reconnect to a restarted server.
+#include <filesystem>
 #include <catch2/catch.hpp>
 
 #include <cerrno>
@@ -243,4 +244,20 @@ TEST_CASE("messages sent from many threads all arrive", "[net][transport]") {
     ++got;
   CHECK(got == 200);
   CHECK(head.server->stats().accepted == 200);
+}
+
+TEST_CASE("the cluster's keys are the owner's alone: 0600 files in a 0700 directory", "[net]") {
+  namespace fs = std::filesystem;
+  temp_dir store;
+  auto secrets = ensure_cluster_credentials(store.path());
+  const auto mode = [](const fs::path& p) { return fs::status(p).permissions() & fs::perms::all; };
+  const fs::path dir = fs::path(store.path()) / "cluster";
+  CHECK(mode(dir) == fs::perms::owner_all);
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    INFO(e.path());
+    CHECK(mode(e.path()) == (fs::perms::owner_read | fs::perms::owner_write));
+    ++files;
+  }
+  CHECK(files >= 2);  // the server key and the credentials
 }
