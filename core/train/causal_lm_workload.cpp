@@ -78,7 +78,8 @@ void causal_lm_workload::run(const worker_context& ctx) {
       [&] { return std::make_unique<causal_lm_engine>(ctx.spec, *group, ctx.cancelled); });
   causal_lm_engine& engine = *engine_owner;
   checkpointer checkpoints(ctx);
-  if (auto from = checkpoints.choose_resume()) engine.restore(from->dir, from->manifest);
+  const auto from = checkpoints.choose_resume();
+  if (from) engine.restore(from->dir, from->manifest);
   std::unique_ptr<metrics_log> metrics;
   if (ctx.rank == 0)
     metrics = std::make_unique<metrics_log>(ctx.run_dir + "/metrics.jsonl", engine.steps_done());
@@ -96,6 +97,15 @@ void causal_lm_workload::run(const worker_context& ctx) {
   const std::int64_t total = engine.total_steps();
   const std::int64_t first_step = engine.steps_done();
   step_report report;
+  if (from) {  // what the checkpoint's step logged: reported even when no step is left to run
+    const auto& logged = from->manifest.metrics;
+    report.step = engine.steps_done();
+    report.total_steps = total;
+    report.loss = logged.value("loss", 0.0);
+    report.lr = logged.value("lr", 0.0);
+    report.grad_norm = logged.value("grad_norm", 0.0);
+    report.checkpoint_step = engine.steps_done();
+  }
   while (engine.steps_done() < total) {
     if (checkpoints.take_request()) engine.request_checkpoint();
     const step_result last = engine.train_step();

@@ -45,6 +45,26 @@ TEST_CASE("the causal_lm workload trains on two ranks and rank 0 writes metrics.
   }
 }
 
+TEST_CASE("a job started again after its final checkpoint reports its last step and loss, not 0",
+          "[core][train]") {
+  temp_dir tmp;
+  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 2, false);
+  spec.train.max_steps = 4;
+  const auto first = test::run_workload(spec, tmp.path("run"));
+  REQUIRE(first[0].error_text() == "");
+  const auto& last = first[0].value->reports.back();
+  REQUIRE(last.step == 4);
+  const auto again = test::run_workload(spec, tmp.path("run"), {1});  // nothing left to run
+  for (const auto& r : again) REQUIRE(r.error_text() == "");
+  REQUIRE(again[0].value->reports.size() == 1);
+  const auto& resumed = again[0].value->reports[0];
+  CHECK(resumed.step == 4);
+  CHECK(resumed.total_steps == 4);
+  CHECK(resumed.checkpoint_step == 4);
+  CHECK(resumed.loss == Approx(last.loss));
+  CHECK(resumed.loss > 0);
+}
+
 TEST_CASE("a cancelled causal_lm workload stops with cancelled_error", "[core][train]") {
   temp_dir tmp;
   const auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 0, false);
