@@ -259,12 +259,8 @@ void parse_runtime_env(const json& v, runtime_env_spec& env) {
     if (text.size() > max_env_var_bytes || text.find('\0') != std::string::npos)
       fail_value(path, value, "a string of at most " + std::to_string(max_env_var_bytes) +
                                   " bytes without NUL characters");
-    if (name == gpu_memory_limit_variable) {
-      char* end = nullptr;
-      const double gb = std::strtod(text.c_str(), &end);
-      if (text.empty() || end != text.c_str() + text.size() || !(gb > 0) || !std::isfinite(gb))
-        fail_value(path, value, "a number of GiB > 0 as a string, e.g. \"20\"");
-    }
+    if (name == gpu_memory_limit_variable && gpu_memory_limit_gib(text) <= 0)
+      fail_value(path, value, "a number of GiB > 0 as a string, e.g. \"20\"");
     env.env_vars[name] = text;
   }
 }
@@ -321,6 +317,13 @@ void check_json_limits(const std::string& text, const std::string& path, const s
       --depth;
     }
   }
+}
+
+double gpu_memory_limit_gib(const std::string& text) {
+  char* end = nullptr;
+  const double gib = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(gib > 0) || !std::isfinite(gib)) return 0;
+  return gib;
 }
 
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir) {

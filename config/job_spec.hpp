@@ -110,6 +110,8 @@ inline constexpr std::size_t max_env_vars = 64;
 inline constexpr std::size_t max_env_var_bytes = 4096;  // per name and per value
 // The one COHORT_* a job may set: caps each worker's GPU memory (a number of GiB > 0).
 inline constexpr const char* gpu_memory_limit_variable = "COHORT_GPU_MEMORY_LIMIT_GB";
+// The number of GiB a COHORT_GPU_MEMORY_LIMIT_GB value names, or 0 when it is not a number > 0.
+double gpu_memory_limit_gib(const std::string& text);
 // What runtime_env.env_vars allows, for error messages and docs.
 extern const char* const runtime_env_rules;
 

@@ -139,19 +139,13 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
 }
 
 double gpu_memory_limit_bytes(const std::map<std::string, std::string>& env_vars) {
-  const auto it = env_vars.find("COHORT_GPU_MEMORY_LIMIT_GB");
+  const auto it = env_vars.find(config::gpu_memory_limit_variable);
   if (it == env_vars.end()) return 0;
-  std::size_t used = 0;
-  double gb = 0;
-  try {
-    gb = std::stod(it->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != it->second.size() || !(gb > 0) || !std::isfinite(gb))
-    throw std::invalid_argument("runtime_env.env_vars.COHORT_GPU_MEMORY_LIMIT_GB: got \"" +
-                                it->second + "\"; expected a number of GiB > 0, e.g. \"24\"");
-  return gb * gib;
+  const double limit = config::gpu_memory_limit_gib(it->second);
+  if (limit <= 0)
+    throw std::invalid_argument(std::string("runtime_env.env_vars.") + config::gpu_memory_limit_variable +
+                                ": got \"" + it->second + "\"; expected a number of GiB > 0, e.g. \"24\"");
+  return limit * gib;
 }
 
 double usable_gpu_bytes(double limit_bytes, double node_gpu_bytes) {
