@@ -170,7 +170,6 @@ namespace {
 
 namespace train = cohort::core::train;
 
-// The job's runtime_env.env_vars, where COHORT_GPU_MEMORY_LIMIT_GB is read from.
 // The resource that stands for the host RAM of one rank while placing a job with a memory plan.
 constexpr const char* ram_slot = "rank_host_ram";
 
