@@ -12,9 +12,10 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <system_error>
 
 #include <nlohmann/json.hpp>
+
+#include "core/store/posix_io.hpp"
 
 namespace cohort::actors {
 
@@ -55,26 +56,15 @@ worker_setup worker_setup_from_json(const std::string& text) {
 
 worker_setup_file::worker_setup_file(const worker_setup& setup) {
   std::string name = (std::filesystem::temp_directory_path() / "cohort-worker-setup-XXXXXX").string();
-  const int fd = ::mkstemp(name.data());  // mode 0600
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + name);
+  core::store::unique_fd fd(::mkstemp(name.data()));  // mode 0600
+  if (!fd.valid()) core::store::throw_errno("cannot create", name);
   path_ = name;
-  const std::string text = worker_setup_to_json(setup);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(path_.c_str());
-      throw std::system_error(err, std::generic_category(), "cannot write " + path_);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
+  try {
+    core::store::write_all(fd.get(), worker_setup_to_json(setup), path_);
+    fd.close_checked(path_);
+  } catch (...) {
     ::unlink(path_.c_str());
-    throw std::system_error(err, std::generic_category(), "cannot write " + path_);
+    throw;
   }
 }
 

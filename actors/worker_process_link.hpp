@@ -29,7 +29,7 @@ worker_setup worker_setup_from_json(const std::string& text);
 // A worker's setup as JSON in a new file of the temporary directory (mode 0600, created by
 // mkstemp), for as long as this object lives: the node keeps it while the worker process runs
 // and removes it when the process has ended (the worker removes it as soon as it has read it).
-// Throws std::system_error when the file cannot be written.
+// Throws core::store::store_error (io) naming the file when it cannot be written.
 class worker_setup_file {
  public:
   explicit worker_setup_file(const worker_setup& setup);
