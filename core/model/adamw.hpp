@@ -29,6 +29,21 @@ struct adamw_state {
 void adamw_step(torch::Tensor param, const torch::Tensor& grad, adamw_state& state,
                 const adamw_options& options);
 
+// adamw_step for fp32 CPU tensors in one pass over memory, as DeepSpeed's CPU Adam: the gradient
+// is multiplied by grad_scale as it is read (clipping without a pass of its own; grad is not
+// written), and when `copy` is defined (bf16 or fp32, param's numel, contiguous) the updated
+// parameter is also written there (the compute-dtype copy that gathers read). Element for element
+// the same arithmetic as adamw_step in fp32, so the result does not depend on the thread count;
+// parallel over at::parallel_for's threads. param, grad and the state must be contiguous fp32 on
+// the CPU (std::invalid_argument otherwise). Used for optimizer offload, where the update of a
+// 7B model's shard is the step's critical path.
+void adamw_step_host(torch::Tensor param, const torch::Tensor& grad, adamw_state& state,
+                     const adamw_options& options, double grad_scale, torch::Tensor copy);
+
+// Sum of squares of a contiguous fp32 CPU tensor in fp64, in parallel over fixed chunks whose
+// partial sums are added in order: the same value on any thread count.
+double host_square_sum(const torch::Tensor& t);
+
 // adamw_step on each params[i] with grads[i] and *states[i]: on CUDA tensors with libtorch 2.x as
 // one fused kernel (torch.optim.AdamW(fused=True)), equal to the loop within fp32 rounding.
 void adamw_step_many(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,

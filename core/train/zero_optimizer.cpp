@@ -95,11 +95,27 @@ torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtyp
 }
 
 torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
+  if (parts() > 1) throttle();
   auto shard = device_shard(u, dtype);
   if (parts() == 1) return shard;
   auto full = torch::empty({parts() * u.shard}, shard.options());
-  complete(group_.all_gather(shard, full));
+  auto w = group_.all_gather(shard, full);
+  track(w);
+  complete(w);
   return full;
+}
+
+void zero_optimizer::throttle() {
+  if (!options_.device.is_cuda()) return;
+  while (!in_flight_.empty() && in_flight_.front()->is_completed()) in_flight_.pop_front();
+  while (in_flight_.size() >= max_in_flight) {
+    wait_(in_flight_.front());  // errors surface here or in synchronize()
+    in_flight_.pop_front();
+  }
+}
+
+void zero_optimizer::track(const std::shared_ptr<comm::work>& w) {
+  if (options_.device.is_cuda()) in_flight_.push_back(w);
 }
 
 void zero_optimizer::complete(const std::shared_ptr<comm::work>& w) {
@@ -114,6 +130,7 @@ void zero_optimizer::complete(const std::shared_ptr<comm::work>& w) {
 void zero_optimizer::synchronize() {
   auto works = std::move(unchecked_);
   unchecked_.clear();
+  in_flight_.clear();  // all waited for below
   for (const auto& w : works) wait_(w);
   if (!options_.offload_param) return;
   // The gradient shards' copies to the host were queued on the compute stream.
@@ -141,11 +158,13 @@ void zero_optimizer::prefetch(std::size_t u) {
   for (const auto& p : pending_) {
     if (p.unit == u) return;
   }
+  throttle();
   pending_gather p;
   p.unit = u;
   p.shard = device_shard(units_[u], options_.compute_dtype);
   p.full = torch::empty({parts() * units_[u].shard}, p.shard.options());
   p.work = group_.all_gather(p.shard, p.full);
+  track(p.work);
   pending_.push_back(std::move(p));
 }
 
@@ -181,13 +200,18 @@ void zero_optimizer::zero_grad_shards() {
 void zero_optimizer::reduce_grads(std::size_t index) {
   torch::NoGradGuard no_grad;
   auto& u = units_.at(index);
+  throttle();
   auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
-    complete(group_.all_reduce(flat, comm::reduce_op::sum));
+    auto w = group_.all_reduce(flat, comm::reduce_op::sum);
+    track(w);
+    complete(w);
     u.grad.add_(flat.narrow(0, part() * u.shard, u.shard));
   } else {
     auto mine = torch::empty({u.shard}, flat.options());
-    complete(group_.reduce_scatter(flat, mine, comm::reduce_op::sum));
+    auto w = group_.reduce_scatter(flat, mine, comm::reduce_op::sum);
+    track(w);
+    complete(w);
     if (!options_.offload_param) {
       u.grad.add_(mine);
     } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
@@ -201,6 +225,11 @@ void zero_optimizer::reduce_grads(std::size_t index) {
 }
 
 double zero_optimizer::grad_square_sum() const {
+  if (!units_.empty() && units_.front().grad.device().is_cpu()) {
+    double host = 0;
+    for (const auto& u : units_) host += model::host_square_sum(u.grad);
+    return host;
+  }
   torch::Tensor sum;  // on the device: one host read for all units
   for (const auto& u : units_) {
     auto squares = u.grad.to(torch::kDouble).pow(2).sum();
@@ -226,12 +255,13 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
   } else {
     for (auto& u : units_) {
-      if (clip_coef != 1.0) u.grad.mul_(clip_coef);
-      // With offload this copies the gradient shard to the host, updates there and (below, in
-      // gather_full) copies the new weights back to the device, one unit at a time.
+      // One pass over the shard on the host, clipping included. With offload_optimizer the
+      // gradient shard comes to the host first and the new weights go back to the device below
+      // (gather_full); with offload_param the pass also writes the compute-dtype copy that the
+      // next gathers read.
       auto grad = u.grad.to(opt_device_);
-      model::adamw_step(u.master, grad, u.adam, options);
-      if (options_.offload_param) u.host_weights.copy_(u.master);
+      model::adamw_step_host(u.master, grad, u.adam, options, clip_coef,
+                             options_.offload_param ? u.host_weights : torch::Tensor());
       if (options_.stage < 3) assign(u, gather_full(u, options_.compute_dtype));
     }
   }

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -145,6 +146,17 @@ class zero_optimizer {
   // An empty host tensor of n elements, pinned when the device is a GPU (fast, async copies).
   torch::Tensor host_tensor(std::int64_t n, torch::ScalarType dtype) const;
 
+  // CUDA: before the host allocates for another gather or reduction it waits until fewer than
+  // max_in_flight of the earlier ones are unfinished (FSDP's limit_all_gathers). Otherwise the
+  // host queues a whole step ahead of the GPU and every queued collective's buffers stay
+  // reserved (the caching allocator keeps a block the communication stream used until that
+  // stream is past it), far above what one layer at a time needs. Two in
+  // flight keep the compute stream one layer ahead of the host's waits, and the
+  // communication overlapped.
+  static constexpr std::size_t max_in_flight = 2;
+  void throttle();
+  void track(const std::shared_ptr<comm::work>& w);
+
   comm::process_group& group_;
   zero_options options_;
   wait_function wait_;
@@ -152,6 +164,7 @@ class zero_optimizer {
   std::vector<unit> units_;
   std::vector<pending_gather> pending_;
   std::vector<std::shared_ptr<comm::work>> unchecked_;  // stream-ordered, not yet host-checked
+  std::deque<std::shared_ptr<comm::work>> in_flight_;   // CUDA: throttled collectives, oldest first
   std::vector<std::pair<std::size_t, std::size_t>> order_;  // hf_parameters() index -> (unit, slot)
   std::int64_t parameter_count_ = 0;
 };

@@ -2,6 +2,7 @@
 // step; and save -> load round trips, bit for bit.
 #include <filesystem>
 
+#include <ATen/Parallel.h>
 #include <torch/utils.h>
 
 #include "core/model/adamw.hpp"
@@ -251,4 +252,54 @@ TEST_CASE("sharded checkpoints written by transformers load through their index"
   auto model = load_hf_model(dir);
   const auto original = read_weights(dir);
   for (const auto& p : model->hf_parameters()) CHECK(torch::equal(p.tensor, original.at(p.name)));
+}
+
+TEST_CASE("the one-pass host AdamW step is the torch-ops step within fp32 rounding on any thread count",
+          "[core][model]") {
+  torch::manual_seed(3);
+  const std::int64_t n = 300001;  // not a multiple of the parallel grain
+  const auto param0 = torch::randn({n});
+  const adamw_options o{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  const double clip = 0.37;
+  const auto run_host = [&](int threads, torch::Tensor copy) {
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    auto p = param0.clone();
+    adamw_state s;
+    for (int step = 0; step < 3; ++step) {
+      const auto g = torch::randn({n}, torch::TensorOptions().dtype(torch::kFloat)) * (step + 1);
+      adamw_step_host(p, g, s, o, clip, copy);
+    }
+    at::set_num_threads(before);
+    return std::make_pair(p, s);
+  };
+  torch::manual_seed(4);
+  auto bf16 = torch::empty({n}, torch::kBFloat16);
+  const auto [one, one_state] = run_host(1, bf16);
+  torch::manual_seed(4);
+  const auto [two, two_state] = run_host(2, torch::Tensor());
+  CHECK(torch::equal(one, two));  // element-wise: the thread count cannot change a value
+  CHECK(torch::equal(one_state.exp_avg_sq, two_state.exp_avg_sq));
+  CHECK(torch::equal(bf16, one.to(torch::kBFloat16)));
+  CHECK(one_state.step == 3);
+
+  torch::manual_seed(4);
+  auto p = param0.clone();
+  adamw_state s;
+  for (int step = 0; step < 3; ++step) {
+    auto g = torch::randn({n}, torch::TensorOptions().dtype(torch::kFloat)) * (step + 1);
+    adamw_step(p, g.mul_(clip), s, o);
+  }
+  CHECK((p - one).abs().max().item<float>() <= 1e-6f);
+  CHECK((s.exp_avg - one_state.exp_avg).abs().max().item<float>() <= 1e-6f);
+
+  const auto g = torch::randn({n});
+  const double want = g.to(torch::kDouble).pow(2).sum().item<double>();
+  CHECK(std::abs(host_square_sum(g) - want) <= 1e-12 * want);
+
+  adamw_state fresh;
+  CHECK_THROWS_AS(adamw_step_host(param0.to(torch::kHalf), g, fresh, o, 1.0, torch::Tensor()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(adamw_step_host(param0.clone(), g.narrow(0, 0, n - 1), fresh, o, 1.0, torch::Tensor()),
+                  std::invalid_argument);
 }
