@@ -24,6 +24,10 @@ def main():
     print(f"### {label}: {len(rows)} steps on {world} GPUs")
     print(f"- throughput: {tps / world:,.0f} tokens/s per GPU ({tps:,.0f} in all), MFU {mfu:.3f} "
           f"(median of steps {min(4, len(rows))}..{len(rows)}), final loss {rows[-1]['loss']:.4f}" if rows else "- no steps")
+    if timed and "step_s" in timed[0]:
+        step_s = statistics.median(r["step_s"] for r in timed)
+        opt_s = statistics.median(r.get("optimizer_s", 0.0) for r in timed)
+        print(f"- rank 0's step: {step_s:.2f} s, of which the optimizer's update {opt_s:.2f} s (medians)")
 
     plan = {}
     try:
@@ -35,6 +39,9 @@ def main():
     plan_gpu = per_rank.get("device_bytes")
     plan_host = per_rank.get("host_bytes")
     plan_load = per_rank.get("load_peak_host_bytes")
+    # The allocator's peak counts tensors only: the plan's allowance for the CUDA context and
+    # the allocator's slack is left out of what it is compared with.
+    context = memory.get("cuda_context_bytes", 0)
 
     done = re.findall(r"rank (\d+) (?:done|memory after step \d+): .*?GPU peak ([\d.]+) GiB allocated, ([\d.]+) GiB reserved; "
                       r"host peak RSS ([\d.]+) GiB", log)
@@ -50,8 +57,10 @@ def main():
               f"{loaded.get(rank, 0):.1f} GiB | {float(rss):.1f} GiB | {fmt(plan_host)} ({fmt(plan_load)}) |")
     if done and plan_gpu:
         worst = max(float(a) for _, a, _, _ in done) * GIB
-        print(f"\nplan vs measured GPU peak (allocated): {plan_gpu / GIB:.1f} vs {worst / GIB:.1f} GiB "
-              f"({(plan_gpu - worst) / worst * 100:+.0f}%)")
+        tensors = plan_gpu - context
+        print(f"\nplan vs measured GPU peak (tensors, allocated): {tensors / GIB:.1f} vs {worst / GIB:.1f} GiB "
+              f"({(tensors - worst) / worst * 100:+.0f}%); the plan with {context / GIB:.1f} GiB for the CUDA "
+              f"context and allocator: {plan_gpu / GIB:.1f} GiB")
     if done and plan_host:
         worst = max(float(r) for _, _, _, r in done) * GIB
         print(f"plan vs measured host peak RSS: {plan_host / GIB:.1f} vs {worst / GIB:.1f} GiB "

@@ -292,6 +292,7 @@ struct causal_lm_engine::impl {
     ao.beta2 = train.beta2;
     ao.eps = train.eps;
     ao.weight_decay = train.weight_decay;
+    const auto update_started = std::chrono::steady_clock::now();
     optimizer->step(ao, coef);
     ++steps_done;
 
@@ -302,7 +303,9 @@ struct causal_lm_engine::impl {
     r.grad_norm = grad_norm;
     r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
     r.checkpoint_requested = counts[2].item<double>() > 0;
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const auto now = std::chrono::steady_clock::now();
+    r.seconds = std::chrono::duration<double>(now - started).count();
+    r.optimizer_seconds = std::chrono::duration<double>(now - update_started).count();
     return r;
   }
 };

@@ -27,6 +27,9 @@ struct step_result {
   double grad_norm = 0;      // global L2 norm before clipping
   std::int64_t tokens = 0;   // real (non-padding) tokens in the global batch
   double seconds = 0;
+  // Host time of the update (clipping, AdamW, new weights), part of seconds: with optimizer
+  // offload the host AdamW; on a GPU without offload mostly the kernels' launch.
+  double optimizer_seconds = 0;
   bool checkpoint_requested = false;  // some rank called request_checkpoint() before this step
 };
 

@@ -112,7 +112,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
     const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
     report = step_report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
                          mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), ctx.world_size),
-                         checkpoints.committed_step()};
+                         checkpoints.committed_step(), last.seconds, last.optimizer_seconds};
     // Logged before it is saved: a crash in between resumes from an older checkpoint, whose
     // resume drops the later lines, so metrics.jsonl never misses a step.
     if (last.step % ctx.spec.train.log_every == 0 || last.step == total) {

@@ -125,9 +125,12 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const double scores = gpu ? 0
                             : static_cast<double>(spec.train.micro_batch_size) * m.num_heads *
                                   spec.train.seq_len * spec.train.seq_len * (4 + p);
-  const double layers = recompute ? (L + 1) * p * d * t + 2 * p * d * t + layer_working + scores
-                                  : L * (layer_working + scores) + p * d * t;
-  r.activation_bytes = layers + t * static_cast<double>(m.vocab_size) * (p + 4 + 4);
+  const double logits = t * static_cast<double>(m.vocab_size) * (p + 4 + 4);
+  // Recomputing, the layer inputs stay for the whole backward; the head's logits and one layer's
+  // recomputation are never alive at once. Otherwise every layer's working set is saved until the
+  // loss has been computed from the logits.
+  r.activation_bytes = recompute ? (L + 1) * p * d * t + std::max(2 * p * d * t + layer_working + scores, logits)
+                                 : L * (layer_working + scores) + p * d * t + logits;
   add("activations", r.activation_bytes, true);
   if (gpu) add("CUDA context and allocator", cuda_context_bytes, true);
 

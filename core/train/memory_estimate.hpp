@@ -23,11 +23,12 @@
 //     held while it is written (with run.checkpoint.async, while training goes on).
 //   - activations of one micro-batch (tokens t = micro_batch_size·seq_len): where the engine
 //     recomputes layers (stage 3 or train.activation_checkpointing) the L+1 layer inputs
-//     (p·d·t each), the incoming and outgoing gradient of one layer (2·p·d·t) and one layer's
-//     working set; otherwise L working sets and the embedding output. A layer's working set is
+//     (p·d·t each) and the larger of the logits (below) and one layer's backward: the incoming
+//     and outgoing gradient (2·p·d·t) and its working set; otherwise L working sets, the
+//     embedding output and the logits. A layer's working set is
 //     t·(p·(9·d + k·ffn) + 16·d) (attention 8·d and norm2 output d in the compute dtype; k = 4 for
 //     gated MLPs (gate, up, activation, product), 2 otherwise; 16·d for the two norms' fp32
-//     temporaries). The logits add t·V·(p + 4 + 4): the compute-dtype logits, their fp32 copy
+//     temporaries). The logits are t·V·(p + 4 + 4): the compute-dtype logits, their fp32 copy
 //     for the loss and its fp32 gradient. On the GPU attention is fused (at::scaled_dot_product_
 //     attention: no T² term); on CPUs the explicit path keeps B·H·T²·(4 + p) per layer saved.
 //   - cuda_context_bytes on the GPU of every GPU process.

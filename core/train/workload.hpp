@@ -24,6 +24,8 @@ struct step_report {
   double tokens_per_s = 0;
   double mfu = 0;                // 0 when unknown (CPU)
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint rank 0 knows of (0: none)
+  double step_seconds = 0;       // this rank's wall time of the step (0 when unknown)
+  double optimizer_seconds = 0;  // of which the optimizer's update (see step_result)
 };
 
 // Everything a workload needs to know about its place in the job. Owned by the worker; valid for
