@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
 #include "core/ckpt/hf_export.hpp"
@@ -88,8 +89,8 @@ void causal_lm_workload::run(const worker_context& ctx) {
             ctx.node + ": causal_lm, " + std::to_string(engine.parameter_count()) + " parameters, " +
             std::to_string(engine.total_steps()) + " steps of " +
             std::to_string(engine.global_batch()) + " samples, ZeRO stage " +
-            std::to_string(ctx.spec.zero.stage) +
-            (engine.steps_done() > 0 ? ", resuming after step " + std::to_string(engine.steps_done()) : "") +
+            std::to_string(ctx.spec.zero.stage) + ", " + std::to_string(at::get_num_threads()) +
+            " host threads" + (engine.steps_done() > 0 ? ", resuming after step " + std::to_string(engine.steps_done()) : "") +
             (gpu_cap > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap >> 20) + " MiB" : "") +
             "; after loading: " + describe(read_memory_peaks(device)));
 
