@@ -7,6 +7,7 @@
 #include "actors/actor_system_types.hpp"
 #include "actors/job_record_json.hpp"
 #include "config/job_spec.hpp"
+#include "config/storage_roots.hpp"
 #include "core/store/store_error.hpp"
 #include "core/train/job_preflight.hpp"
 
@@ -195,6 +196,8 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         try {
           spec = config::parse_job_spec(req.spec_json);
           config::check_runnable(spec);
+          // Before anything reads the paths: a refused path is not even looked into.
+          config::check_storage_roots(spec, self->state.options.storage_roots);
           core::train::check_data_set(spec);
         } catch (const std::exception& e) {
           return request_error(e.what());
@@ -296,6 +299,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         config::job_spec spec;
         try {
           spec = config::parse_job_spec(req.spec_json);
+          config::check_storage_roots(spec, self->state.options.storage_roots);
         } catch (const std::exception& e) {
           return request_error(e.what());
         }

@@ -2,9 +2,11 @@
 // --bind), keeps every job in the store, and recovers the job table from it when restarted.
 // On first start it creates the cluster's keys and <store>/cluster/credentials.json.
 // A second head on the same store waits as a standby until the leader's lease expires.
+// --storage-root DIR (repeatable) confines the paths jobs name on disk; unset, any path goes.
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -13,6 +15,7 @@
 
 #include "actors/actor_system_types.hpp"
 #include "actors/gateways.hpp"
+#include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"
 #include "net/credentials.hpp"
 #include "tools/signal_wait.hpp"
@@ -32,7 +35,11 @@ int main(int argc, char** argv) {
       ("bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")
       ("heartbeat-timeout", po::value<double>()->default_value(6.0),
        "seconds without a heartbeat before a node counts as lost (at most 10 by default)")
-      ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts");
+      ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts")
+      ("storage-root", po::value<std::vector<std::string>>()->composing(),
+       "a directory (repeatable) that every job's paths on disk must lie under: run.storage_path, "
+       "data.train, data.eval, model.hf_dir, model.config; a job naming another is refused at "
+       "submit. Unset: no restriction (any path the workers can reach)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -54,6 +61,14 @@ int main(int argc, char** argv) {
   const double lease_s = vm["lease-ttl"].as<double>();
   if (timeout_s <= 0 || lease_s <= 0) {
     std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds\n";
+    return 2;
+  }
+  std::vector<std::filesystem::path> storage_roots;
+  try {
+    if (vm.count("storage-root"))
+      storage_roots = config::canonical_storage_roots(vm["storage-root"].as<std::vector<std::string>>());
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "cluster-head: " << e.what() << "\n";
     return 2;
   }
   try {
@@ -85,12 +100,18 @@ int main(int argc, char** argv) {
     head_opts.epoch = lease->epoch;
     head_opts.lease_ttl = lease_ttl;
     head_opts.adoption_grace = liveness.node_timeout * 2;
+    head_opts.storage_roots = storage_roots;
     auto head = sys.spawn(actors::head_actor, head_opts);
     std::uint16_t port = 0;
     auto gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port);
     std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
               << store_dir << ", epoch " << lease->epoch << ")\ncluster-head: credentials "
               << secrets.credentials_file.string() << std::endl;
+    if (!storage_roots.empty()) {
+      std::cout << "cluster-head: job paths confined to";
+      for (const auto& r : storage_roots) std::cout << " " << r.string();
+      std::cout << std::endl;
+    }
 
     // Ends on a signal, or when the head actor quits (it lost the lease).
     std::thread watcher([&] {

@@ -531,3 +531,23 @@ TEST_CASE("a job no node set of the cluster can ever hold waits PENDING with the
                  Catch::Contains("has 1 alive nodes"));
   CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("PENDING: infeasible on the current cluster"));
 }
+
+TEST_CASE("a head with --storage-root refuses at submit a job whose storage_path is \"/\", naming "
+          "the field, the path and the roots",
+          "[cluster]") {
+  test_cluster c;
+  const auto root = std::filesystem::canonical(c.dir().path()).string() + "/shared";
+  std::filesystem::create_directories(root);
+  c.start_head({"--storage-root", root});
+  const auto refused = c.submit({"run", c.write_job(lr_job("escape", 1, 2, 0, 0, "/"))});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code != 0);
+  CHECK_THAT(refused.err, Catch::Contains("run.storage_path: \"/\" is outside the cluster's "
+                                          "storage roots (" + root + ")"));
+  CHECK(json::parse(c.submit({"list", "--json"}).out)["jobs"].empty());
+  // A job under the root is accepted (it waits PENDING: no node has joined).
+  const auto inside = c.submit({"run", c.write_job(lr_job("inside", 1, 2, 0, 0, root + "/runs"))});
+  INFO(inside.out << inside.err);
+  CHECK(inside.exit_code == 0);
+  CHECK(json::parse(c.submit({"list", "--json"}).out)["jobs"].size() == 1);
+}
