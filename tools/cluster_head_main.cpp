@@ -103,7 +103,26 @@ int main(int argc, char** argv) {
     head_opts.storage_roots = storage_roots;
     auto head = sys.spawn(actors::head_actor, head_opts);
     std::uint16_t port = 0;
-    auto gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port);
+    caf::actor gateway;
+    try {
+      gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port);
+    } catch (const std::exception& e) {
+      // Leading without serving would keep every standby out: end the head before it writes
+      // more, give the lease back so a standby takes over at once, and fail.
+      {
+        caf::scoped_actor self{sys};
+        self->monitor(head);
+        caf::anon_send_exit(head, caf::exit_reason::kill);
+        self->receive([](caf::down_msg&) {});
+      }
+      const bool released = store->lease().release(lease->epoch);
+      std::cerr << "cluster-head: cannot serve on " << address << ": " << e.what() << "; "
+                << (released ? "gave the leader lease (epoch " + std::to_string(lease->epoch) +
+                                   ") back"
+                             : std::string("the leader lease was already lost"))
+                << std::endl;
+      return 1;
+    }
     std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
               << store_dir << ", epoch " << lease->epoch << ")\ncluster-head: credentials "
               << secrets.credentials_file.string() << std::endl;

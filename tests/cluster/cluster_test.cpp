@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/resources/gpu_discovery.hpp"
+#include "core/store/leader_lease.hpp"
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/files.hpp"
@@ -550,4 +551,36 @@ TEST_CASE("a head with --storage-root refuses at submit a job whose storage_path
   INFO(inside.out << inside.err);
   CHECK(inside.exit_code == 0);
   CHECK(json::parse(c.submit({"list", "--json"}).out)["jobs"].size() == 1);
+}
+
+TEST_CASE("a head that takes the lease but cannot bind its port says so, gives the lease back "
+          "and exits 1",
+          "[cluster]") {
+  test_cluster c;
+  // The port, held by a plain listening socket.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const auto port = std::to_string(ntohs(addr.sin_port));
+  // A long lease: one it kept would hold a second head off for 10 minutes.
+  const auto blocked =
+      c.run("cluster-head", {"--store", c.store(), "--port", port, "--lease-ttl", "600"});
+  ::close(fd);
+  INFO(blocked.out << blocked.err);
+  CHECK(blocked.exit_code == 1);
+  CHECK_THAT(blocked.err, Catch::Contains("cannot serve on 127.0.0.1:" + port) &&
+                              Catch::Contains("Address already in use") &&
+                              Catch::Contains("gave the leader lease (epoch 1) back"));
+  cohort::core::store::leader_lease lease(c.store());
+  const auto record = lease.current();
+  REQUIRE(record);
+  CHECK(record->expired_at(cohort::core::store::system_clock_ms()));
+  c.start_head();  // takes the lease at once: no standby wait
+  CHECK_THAT(c.head().output(), !Catch::Contains("standby") && Catch::Contains("epoch 2"));
 }
