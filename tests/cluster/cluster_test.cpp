@@ -584,3 +584,30 @@ TEST_CASE("a head that takes the lease but cannot bind its port says so, gives t
   c.start_head();  // takes the lease at once: no standby wait
   CHECK_THAT(c.head().output(), !Catch::Contains("standby") && Catch::Contains("epoch 2"));
 }
+
+TEST_CASE("a cluster-worker whose key does not authenticate, or that gets no answer, exits 1 "
+          "naming the head within its connect timeout",
+          "[cluster]") {
+  test_cluster c;
+  test_cluster other;
+  other.start_head();  // its credentials hold another server key
+  SECTION("another cluster's credentials") {
+    c.start_head();
+    const auto r = c.run("cluster-worker", {"--address", c.address(), "--credentials",
+                                            other.credentials(), "--name", "n1", "--num-cpus", "1",
+                                            "--connect-timeout", "2"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("cannot join the head at " + c.address()) &&
+                          Catch::Contains("did not authenticate"));
+  }
+  SECTION("no head at the address") {
+    const auto r = c.run("cluster-worker", {"--address", c.address(), "--credentials",
+                                            other.credentials(), "--name", "n1", "--num-cpus", "1",
+                                            "--connect-timeout", "1"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("cannot join the head at " + c.address() +
+                                      ": no answer within 1 s"));
+  }
+}
