@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include <boost/program_options.hpp>
@@ -39,7 +41,10 @@ int main(int argc, char** argv) {
       ("storage-root", po::value<std::vector<std::string>>()->composing(),
        "a directory (repeatable) that every job's paths on disk must lie under: run.storage_path, "
        "data.train, data.eval, model.hf_dir, model.config; a job naming another is refused at "
-       "submit. Unset: no restriction (any path the workers can reach)");
+       "submit. Unset: no restriction (any path the workers can reach)")
+      ("step-down-grace", po::value<double>()->default_value(3.0),
+       "seconds a head that lost the leadership keeps answering clients with who leads now "
+       "before it exits (1)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -59,8 +64,10 @@ int main(int argc, char** argv) {
   const auto store_dir = vm["store"].as<std::string>();
   const double timeout_s = vm["heartbeat-timeout"].as<double>();
   const double lease_s = vm["lease-ttl"].as<double>();
-  if (timeout_s <= 0 || lease_s <= 0) {
-    std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds\n";
+  const double grace_s = vm["step-down-grace"].as<double>();
+  if (timeout_s <= 0 || lease_s <= 0 || grace_s < 0) {
+    std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds, "
+                 "--step-down-grace at least 0\n";
     return 2;
   }
   std::vector<std::filesystem::path> storage_roots;
@@ -132,19 +139,36 @@ int main(int argc, char** argv) {
       std::cout << std::endl;
     }
 
-    // Ends on a signal, or when the head actor quits (it lost the lease).
+    // Ends on a signal, or when the head actor quits (it lost the lease): then the gateway answers
+    // clients with why for --step-down-grace seconds before the process exits.
+    std::mutex mutex;
+    std::condition_variable stopping_changed;
+    bool stopping = false;
+    std::string stepped_down;
     std::thread watcher([&] {
       caf::scoped_actor self{sys};
       self->monitor(head);
-      self->receive([](caf::down_msg&) {});
-      ::kill(::getpid(), SIGTERM);
+      caf::error reason;
+      self->receive([&](caf::down_msg& msg) { reason = msg.reason; });
+      std::unique_lock<std::mutex> lock(mutex);
+      if (stopping) return;  // the head ended because main is shutting down
+      stepped_down = actors::describe(sys, reason);
+      std::cerr << "cluster-head: " << stepped_down << std::endl;
+      if (!stopping_changed.wait_for(lock, std::chrono::duration<double>(grace_s),
+                                     [&] { return stopping; }))
+        ::kill(::getpid(), SIGTERM);  // wakes main; a signal that came meanwhile already did
     });
     tools::wait_for_termination_signal();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    stopping_changed.notify_all();
     caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head, caf::exit_reason::user_shutdown);
     watcher.join();
     std::cout << "cluster-head: stopped" << std::endl;
-    return 0;
+    return stepped_down.empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "cluster-head: " << e.what() << "\n";
     return 1;

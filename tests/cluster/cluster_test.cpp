@@ -611,3 +611,25 @@ TEST_CASE("a cluster-worker whose key does not authenticate, or that gets no ans
                                       ": no answer within 1 s"));
   }
 }
+
+TEST_CASE("a head that lost the leadership answers clients that it is stepping down and who "
+          "leads now",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head({"--step-down-grace", "120"});
+  c.head().kill(SIGSTOP);
+  const int port = cohort::test::free_port();
+  auto standby = c.start_other_head(port);
+  standby->wait_for_line("serving on", 60s);  // after the stopped head's 3 s lease ran out
+  c.head().kill(SIGCONT);
+  c.head().wait_for_line("is stepping down", 60s);
+  const auto r = c.submit({"list"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("is stepping down") &&
+                        Catch::Contains("lost the leadership to") &&
+                        Catch::Contains("at 127.0.0.1:" + std::to_string(port)));
+  CHECK_THAT(r.err, !Catch::Contains("do not match"));
+  const auto served = c.submit({"list", "--json"}, {{"COHORT_ADDRESS", "127.0.0.1:" + std::to_string(port)}});
+  CHECK(served.exit_code == 0);
+}
