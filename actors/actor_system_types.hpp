@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -40,6 +41,9 @@ struct head_options {
   std::int64_t epoch = 0;                             // the lease epoch every write carries
   std::chrono::milliseconds adoption_grace{15000};
   std::chrono::milliseconds lease_ttl{10000};
+  // Canonical --storage-root directories: a job naming a path outside every one of them is
+  // refused at submit (config/storage_roots.hpp). Empty: no restriction.
+  std::vector<std::filesystem::path> storage_roots;
 };
 
 struct head_actor_state {

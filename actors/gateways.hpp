@@ -31,6 +31,7 @@ caf::actor spawn_head_gateway(caf::actor_system& sys, caf::actor head,
 struct node_process {
   caf::actor gateway;
   caf::actor node;
+  std::shared_ptr<net::wire_client> client;  // the link to the head (its state: has it joined?)
 };
 // Spawns a node process's gateway for node `node_name`: calls `make_node(head_proxy)` (at once,
 // on this thread) for the node actor, exports it as "node:<name>/node", and connects. After

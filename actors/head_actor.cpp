@@ -7,6 +7,7 @@
 #include "actors/actor_system_types.hpp"
 #include "actors/job_record_json.hpp"
 #include "config/job_spec.hpp"
+#include "config/storage_roots.hpp"
 #include "core/store/store_error.hpp"
 #include "core/train/job_preflight.hpp"
 
@@ -20,6 +21,20 @@ caf::error request_error(const std::string& message) {
   return caf::make_error(caf::sec::invalid_argument, message);
 }
 
+// Ends the head: it no longer leads. The exit reason says so and names the new leader; the
+// gateway answers clients with it and cluster-head prints it.
+void step_down(head_ptr self, const std::string& what) {
+  auto& st = self->state;
+  std::optional<core::store::lease_record> leader;
+  try {
+    leader = st.options.store->lease().current();
+  } catch (const std::exception& e) {
+    std::cerr << "cluster-head: cannot read the leader lease: " << e.what() << std::endl;
+  }
+  self->quit(caf::make_error(caf::sec::runtime_error,
+                             step_down_reason(st.options.epoch, what, leader)));
+}
+
 // Runs a store write; a fenced write means another head leads now: this one must stop.
 template <class F>
 void store_write(head_ptr self, const char* what, F&& write) {
@@ -29,8 +44,7 @@ void store_write(head_ptr self, const char* what, F&& write) {
   } catch (const core::store::store_error& e) {
     std::cerr << "cluster-head: cannot " << what << ": " << e.what() << std::endl;
     if (e.kind() == core::store::store_error_kind::fenced)
-      self->quit(caf::make_error(caf::sec::runtime_error,
-                                 std::string("lost the leadership: ") + e.what()));
+      step_down(self, std::string("a store write was fenced (") + e.what() + ")");
   }
 }
 
@@ -195,6 +209,8 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         try {
           spec = config::parse_job_spec(req.spec_json);
           config::check_runnable(spec);
+          // Before anything reads the paths: a refused path is not even looked into.
+          config::check_storage_roots(spec, self->state.options.storage_roots);
           core::train::check_data_set(spec);
         } catch (const std::exception& e) {
           return request_error(e.what());
@@ -296,6 +312,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         config::job_spec spec;
         try {
           spec = config::parse_job_spec(req.spec_json);
+          config::check_storage_roots(spec, self->state.options.storage_roots);
         } catch (const std::exception& e) {
           return request_error(e.what());
         }
@@ -318,7 +335,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         if (!renewed) {
           std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
                     << "); another head leads now" << std::endl;
-          self->quit(caf::make_error(caf::sec::runtime_error, "lost the leader lease"));
+          step_down(self, "its leader lease expired and another head claimed a newer epoch");
           return;
         }
         self->delayed_send(self, st.options.lease_ttl / 3, renew_lease{});

@@ -24,6 +24,7 @@ struct head_gateway_state {
   std::map<std::string, std::string> routing_of_process;  // process → routing id
   std::map<std::string, std::string> process_of_routing;  // routing id → process
   std::map<std::string, clock::time_point> last_seen;     // by process
+  std::string stepping_down;  // why the head actor ended (it lost the leadership); "" while it leads
   static inline const char* name = "cohort.head_gateway";
 };
 using head_gw = caf::stateful_actor<head_gateway_state>*;
@@ -56,7 +57,10 @@ void serve(head_gw self, const std::string& routing_id, const Request& req) {
   self->request(self->state.head, client_request_timeout, req)
       .then([=](Reply& reply) { server->send(routing_id, reply); },
             [=](caf::error& err) {
-              server->send(routing_id, net::request_failed{describe(self->system(), err)});
+              // A head that ended meanwhile: say why, not "request receiver down".
+              const auto& why = self->state.stepping_down;
+              server->send(routing_id,
+                           net::request_failed{why.empty() ? describe(self->system(), err) : why});
             });
 }
 
@@ -112,6 +116,10 @@ void head_incoming(head_gw self, const incoming_frame& in) {
     return;
   }
   // Client requests.
+  if (!st.stepping_down.empty()) {
+    st.server->send(in.routing_id, net::request_failed{st.stepping_down});
+    return;
+  }
   if (msg.match_element<submit_job>(0))
     serve<submit_job, job_accepted>(self, in.routing_id, msg.get_as<submit_job>(0));
   else if (msg.match_element<job_query>(0))
@@ -163,6 +171,8 @@ caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::w
   st.bridge->export_as(self, "head", head);
   self->set_down_handler([=](caf::down_msg& msg) {
     const auto reason = msg.reason ? describe(self->system(), msg.reason) : "";
+    if (msg.source == self->state.head.address())
+      self->state.stepping_down = reason.empty() ? "this head is shutting down" : reason;
     broadcast_downs(self, self->state.bridge->on_down(msg, reason));
   });
   self->attach_functor([server = st.server] { server->stop(); });

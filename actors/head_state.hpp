@@ -19,9 +19,16 @@
 #include "core/resources/gpu_assignment.hpp"
 #include "core/resources/node_inventory.hpp"
 #include "core/resources/placement.hpp"
+#include "core/store/leader_lease.hpp"
 #include "core/train/memory_estimate.hpp"
 
 namespace cohort::actors {
+
+// What a head that stops leading tells its log and every client: that it is stepping down, why
+// (`what`), and who leads now and where (`leader`, the store's current lease) when another head
+// has taken over.
+std::string step_down_reason(std::int64_t own_epoch, const std::string& what,
+                             const std::optional<core::store::lease_record>& leader);
 
 class head_state {
  public:

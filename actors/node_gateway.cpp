@@ -120,7 +120,7 @@ node_process spawn_node_gateway(caf::actor_system& sys, const std::string& node_
     caf::anon_send_exit(*gateway, caf::exit_reason::user_shutdown);
     throw;
   }
-  return {*gateway, node};
+  return {*gateway, node, client};
 }
 
 }  // namespace cohort::actors

@@ -108,6 +108,14 @@ link_state wire_client::wait_for_link(std::chrono::milliseconds timeout) const {
   return link_.state;
 }
 
+link_status wire_client::wait_for_connection(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock{link_mutex_};
+  link_changed_.wait_for(lock, timeout, [this] {
+    return link_.state == link_state::connected || link_.state == link_state::refused;
+  });
+  return link_;
+}
+
 link_status wire_client::status() const {
   std::lock_guard<std::mutex> lock{link_mutex_};
   return link_;

@@ -79,6 +79,10 @@ public:
 
   // Waits until the state is not `connecting`, or the timeout passes; returns the state then.
   link_state wait_for_link(std::chrono::milliseconds timeout) const;
+  // Waits until the link is connected or the head refused our key, or the timeout passes;
+  // returns the status then. Failed handshakes (a wrong server key) do not end the wait: ZeroMQ
+  // retries them, and the status counts them.
+  link_status wait_for_connection(std::chrono::milliseconds timeout) const;
   link_status status() const;
 
   template <class T>

@@ -2,10 +2,14 @@
 // --bind), keeps every job in the store, and recovers the job table from it when restarted.
 // On first start it creates the cluster's keys and <store>/cluster/credentials.json.
 // A second head on the same store waits as a standby until the leader's lease expires.
+// --storage-root DIR (repeatable) confines the paths jobs name on disk; unset, any path goes.
 #include <signal.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include <boost/program_options.hpp>
@@ -13,6 +17,7 @@
 
 #include "actors/actor_system_types.hpp"
 #include "actors/gateways.hpp"
+#include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"
 #include "net/credentials.hpp"
 #include "tools/signal_wait.hpp"
@@ -32,7 +37,14 @@ int main(int argc, char** argv) {
       ("bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")
       ("heartbeat-timeout", po::value<double>()->default_value(6.0),
        "seconds without a heartbeat before a node counts as lost (at most 10 by default)")
-      ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts");
+      ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts")
+      ("storage-root", po::value<std::vector<std::string>>()->composing(),
+       "a directory (repeatable) that every job's paths on disk must lie under: run.storage_path, "
+       "data.train, data.eval, model.hf_dir, model.config; a job naming another is refused at "
+       "submit. Unset: no restriction (any path the workers can reach)")
+      ("step-down-grace", po::value<double>()->default_value(3.0),
+       "seconds a head that lost the leadership keeps answering clients with who leads now "
+       "before it exits (1)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -52,8 +64,18 @@ int main(int argc, char** argv) {
   const auto store_dir = vm["store"].as<std::string>();
   const double timeout_s = vm["heartbeat-timeout"].as<double>();
   const double lease_s = vm["lease-ttl"].as<double>();
-  if (timeout_s <= 0 || lease_s <= 0) {
-    std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds\n";
+  const double grace_s = vm["step-down-grace"].as<double>();
+  if (timeout_s <= 0 || lease_s <= 0 || grace_s < 0) {
+    std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds, "
+                 "--step-down-grace at least 0\n";
+    return 2;
+  }
+  std::vector<std::filesystem::path> storage_roots;
+  try {
+    if (vm.count("storage-root"))
+      storage_roots = config::canonical_storage_roots(vm["storage-root"].as<std::vector<std::string>>());
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "cluster-head: " << e.what() << "\n";
     return 2;
   }
   try {
@@ -85,26 +107,68 @@ int main(int argc, char** argv) {
     head_opts.epoch = lease->epoch;
     head_opts.lease_ttl = lease_ttl;
     head_opts.adoption_grace = liveness.node_timeout * 2;
+    head_opts.storage_roots = storage_roots;
     auto head = sys.spawn(actors::head_actor, head_opts);
     std::uint16_t port = 0;
-    auto gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port);
+    caf::actor gateway;
+    try {
+      gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port);
+    } catch (const std::exception& e) {
+      // Leading without serving would keep every standby out: end the head before it writes
+      // more, give the lease back so a standby takes over at once, and fail.
+      {
+        caf::scoped_actor self{sys};
+        self->monitor(head);
+        caf::anon_send_exit(head, caf::exit_reason::kill);
+        self->receive([](caf::down_msg&) {});
+      }
+      const bool released = store->lease().release(lease->epoch);
+      std::cerr << "cluster-head: cannot serve on " << address << ": " << e.what() << "; "
+                << (released ? "gave the leader lease (epoch " + std::to_string(lease->epoch) +
+                                   ") back"
+                             : std::string("the leader lease was already lost"))
+                << std::endl;
+      return 1;
+    }
     std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
               << store_dir << ", epoch " << lease->epoch << ")\ncluster-head: credentials "
               << secrets.credentials_file.string() << std::endl;
+    if (!storage_roots.empty()) {
+      std::cout << "cluster-head: job paths confined to";
+      for (const auto& r : storage_roots) std::cout << " " << r.string();
+      std::cout << std::endl;
+    }
 
-    // Ends on a signal, or when the head actor quits (it lost the lease).
+    // Ends on a signal, or when the head actor quits (it lost the lease): then the gateway answers
+    // clients with why for --step-down-grace seconds before the process exits.
+    std::mutex mutex;
+    std::condition_variable stopping_changed;
+    bool stopping = false;
+    std::string stepped_down;
     std::thread watcher([&] {
       caf::scoped_actor self{sys};
       self->monitor(head);
-      self->receive([](caf::down_msg&) {});
-      ::kill(::getpid(), SIGTERM);
+      caf::error reason;
+      self->receive([&](caf::down_msg& msg) { reason = msg.reason; });
+      std::unique_lock<std::mutex> lock(mutex);
+      if (stopping) return;  // the head ended because main is shutting down
+      stepped_down = actors::describe(sys, reason);
+      std::cerr << "cluster-head: " << stepped_down << std::endl;
+      if (!stopping_changed.wait_for(lock, std::chrono::duration<double>(grace_s),
+                                     [&] { return stopping; }))
+        ::kill(::getpid(), SIGTERM);  // wakes main; a signal that came meanwhile already did
     });
     tools::wait_for_termination_signal();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    stopping_changed.notify_all();
     caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head, caf::exit_reason::user_shutdown);
     watcher.join();
     std::cout << "cluster-head: stopped" << std::endl;
-    return 0;
+    return stepped_down.empty() ? 0 : 1;
   } catch (const std::exception& e) {
     std::cerr << "cluster-head: " << e.what() << "\n";
     return 1;

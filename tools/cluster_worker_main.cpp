@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <boost/program_options.hpp>
@@ -50,6 +51,24 @@ class remote_node_directory final : public actors::node_directory {
   std::map<std::string, caf::actor> proxies_;
 };
 
+// Why the first connection to the head did not come, for the user.
+std::string join_failure(const net::link_status& link, const std::string& address,
+                         const std::string& credentials, double timeout_s) {
+  std::ostringstream out;
+  out << "cannot join the head at " << address << ": ";
+  if (link.state == net::link_state::refused) {
+    out << "the head refused this node's key (" << credentials
+        << " belongs to another cluster, or is stale)";
+  } else if (link.failed_handshakes > 0) {
+    out << "the server key in " << credentials << " did not authenticate (the CURVE handshake "
+        << "failed " << link.failed_handshakes << " time(s) in " << timeout_s
+        << " s): the file holds another cluster's keys, or stale ones";
+  } else {
+    out << "no answer within " << timeout_s << " s (is cluster-head running there?)";
+  }
+  return out.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,7 +91,10 @@ int main(int argc, char** argv) {
       ("memory", po::value<double>(), "bytes of memory offered (default: this machine's)")
       ("resources", po::value<std::string>(), "custom resources as JSON, e.g. '{\"large_cpu_mem\": 1}'")
       ("worker-program", po::value<std::string>(), "the worker program (default: cohort-worker next to this one)")
-      ("heartbeat-interval", po::value<double>()->default_value(1.0), "seconds between heartbeats");
+      ("heartbeat-interval", po::value<double>()->default_value(1.0), "seconds between heartbeats")
+      ("connect-timeout", po::value<double>()->default_value(30.0),
+       "seconds to wait for the first connection to the head; exits 1 naming why when it does "
+       "not come (no answer, or the head's key did not authenticate)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -122,6 +144,11 @@ int main(int argc, char** argv) {
       std::cerr << "cluster-worker: resource " << k << " must not be negative\n";
       return 2;
     }
+  const double connect_timeout_s = vm["connect-timeout"].as<double>();
+  if (!(connect_timeout_s > 0)) {
+    std::cerr << "cluster-worker: --connect-timeout must be positive seconds\n";
+    return 2;
+  }
   const auto program =
       vm.count("worker-program")
           ? vm["worker-program"].as<std::string>()
@@ -153,6 +180,17 @@ int main(int argc, char** argv) {
               << core::resources::describe_gpus(gpus.devices)
               << (gpus.note.empty() ? "" : " (" + gpus.note + ")") << std::endl;
     std::cout << "cluster-worker: node " << info.name << " joining " << address << std::endl;
+    const auto connect_timeout =
+        std::chrono::milliseconds(static_cast<long>(connect_timeout_s * 1000));
+    const auto link = process.client->wait_for_connection(connect_timeout);
+    if (link.state != net::link_state::connected) {
+      std::cerr << "cluster-worker: " << join_failure(link, address, credentials, connect_timeout_s)
+                << std::endl;
+      caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+      if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+      return 1;
+    }
+    std::cout << "cluster-worker: node " << info.name << " joined " << address << std::endl;
     std::thread watcher([&] {
       caf::scoped_actor self{sys};
       self->monitor(gateway);

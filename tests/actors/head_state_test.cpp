@@ -495,3 +495,19 @@ TEST_CASE("a model that cannot be read fails the job instead of restarting it", 
   CHECK_THAT(head.plan(cohort::config::parse_job_spec(spec.dump())).reason,
              Catch::Contains("/nonexistent/model"));
 }
+
+TEST_CASE("a head stepping down names the head that leads now and where to connect", "[actors]") {
+  cohort::core::store::lease_record newer{8, "hostb:42", "10.0.0.2:7411", 0};
+  const auto taken = step_down_reason(7, "its lease expired", newer);
+  CHECK_THAT(taken, Catch::StartsWith("this head (epoch 7) is stepping down: its lease expired"));
+  CHECK_THAT(taken, Catch::Contains("lost the leadership to hostb:42 at 10.0.0.2:7411 (epoch 8)"));
+  CHECK_THAT(taken, Catch::EndsWith("connect to 10.0.0.2:7411"));
+  // Its own lease, or none: no one else leads yet, and it does not pretend otherwise.
+  cohort::core::store::lease_record own{7, "hosta:1", "10.0.0.1:7411", 0};
+  for (const auto& leader : {std::optional<cohort::core::store::lease_record>(own),
+                             std::optional<cohort::core::store::lease_record>()}) {
+    const auto alone = step_down_reason(7, "a store write was fenced", leader);
+    CHECK_THAT(alone, Catch::Contains("no other head has published a lease yet"));
+    CHECK_THAT(alone, !Catch::Contains("lost the leadership to"));
+  }
+}

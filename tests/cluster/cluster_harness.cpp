@@ -24,6 +24,8 @@ std::string required_env(const char* name) {
   return v;
 }
 
+}  // namespace
+
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -35,8 +37,6 @@ int free_port() {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
-
-}  // namespace
 
 running_process::running_process(const std::vector<std::string>& argv,
                                  const std::map<std::string, std::string>& env) {
@@ -100,13 +100,18 @@ test_cluster::~test_cluster() {
   head_.reset();
 }
 
-void test_cluster::start_head() {
-  head_ = std::make_unique<running_process>(
-      std::vector<std::string>{bin_ + "/cluster-head", "--store", store(), "--port",
-                               std::to_string(port_), "--heartbeat-timeout", "3", "--lease-ttl",
-                               "3"},
-      std::map<std::string, std::string>{});
+void test_cluster::start_head(const std::vector<std::string>& extra_args) {
+  head_ = start_other_head(port_, extra_args);
   head_->wait_for_line("serving on", std::chrono::seconds(30));
+}
+
+std::unique_ptr<running_process> test_cluster::start_other_head(
+    int port, const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv{bin_ + "/cluster-head", "--store", store(), "--port",
+                                std::to_string(port), "--heartbeat-timeout", "3", "--lease-ttl",
+                                "3"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  return std::make_unique<running_process>(argv, std::map<std::string, std::string>{});
 }
 
 void test_cluster::kill_head() {

@@ -50,8 +50,14 @@ class test_cluster {
   test_cluster();
   ~test_cluster();
 
-  // Starts (or restarts, on the same store and port) the head.
-  void start_head();
+  // Starts (or restarts, on the same store and port) the head; extra_args: more cluster-head
+  // options, e.g. {"--storage-root", DIR}.
+  void start_head(const std::vector<std::string>& extra_args = {});
+  // Starts another cluster-head on the same store serving on `port`, without waiting for it
+  // (a standby until the head's lease expires).
+  std::unique_ptr<running_process> start_other_head(int port,
+                                                    const std::vector<std::string>& extra_args = {});
+  running_process& head() { return *head_; }
   void kill_head();
   // extra_args: more cluster-worker options, e.g. {"--memory", "1e6"}. working_dir: the directory
   // the cluster-worker (and so its worker processes) runs in; "" keeps the test's.
@@ -90,6 +96,9 @@ class test_cluster {
   std::map<std::string, std::unique_ptr<running_process>> workers_;
   int jobs_written_ = 0;
 };
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
 
 // A linear-regression job spec (the built-in data-parallel workload).
 std::string lr_job(const std::string& name, int workers, int steps, double step_delay_s,

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/resources/gpu_discovery.hpp"
+#include "core/store/leader_lease.hpp"
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/files.hpp"
@@ -530,4 +531,105 @@ TEST_CASE("a job no node set of the cluster can ever hold waits PENDING with the
              Catch::StartsWith("infeasible on the current cluster: needs 65536 workers") &&
                  Catch::Contains("has 1 alive nodes"));
   CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("PENDING: infeasible on the current cluster"));
+}
+
+TEST_CASE("a head with --storage-root refuses at submit a job whose storage_path is \"/\", naming "
+          "the field, the path and the roots",
+          "[cluster]") {
+  test_cluster c;
+  const auto root = std::filesystem::canonical(c.dir().path()).string() + "/shared";
+  std::filesystem::create_directories(root);
+  c.start_head({"--storage-root", root});
+  const auto refused = c.submit({"run", c.write_job(lr_job("escape", 1, 2, 0, 0, "/"))});
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code != 0);
+  CHECK_THAT(refused.err, Catch::Contains("run.storage_path: \"/\" is outside the cluster's "
+                                          "storage roots (" + root + ")"));
+  CHECK(json::parse(c.submit({"list", "--json"}).out)["jobs"].empty());
+  // A job under the root is accepted (it waits PENDING: no node has joined).
+  const auto inside = c.submit({"run", c.write_job(lr_job("inside", 1, 2, 0, 0, root + "/runs"))});
+  INFO(inside.out << inside.err);
+  CHECK(inside.exit_code == 0);
+  CHECK(json::parse(c.submit({"list", "--json"}).out)["jobs"].size() == 1);
+}
+
+TEST_CASE("a head that takes the lease but cannot bind its port says so, gives the lease back "
+          "and exits 1",
+          "[cluster]") {
+  test_cluster c;
+  // The port, held by a plain listening socket.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  const auto port = std::to_string(ntohs(addr.sin_port));
+  // A long lease: one it kept would hold a second head off for 10 minutes.
+  const auto blocked =
+      c.run("cluster-head", {"--store", c.store(), "--port", port, "--lease-ttl", "600"});
+  ::close(fd);
+  INFO(blocked.out << blocked.err);
+  CHECK(blocked.exit_code == 1);
+  CHECK_THAT(blocked.err, Catch::Contains("cannot serve on 127.0.0.1:" + port) &&
+                              Catch::Contains("Address already in use") &&
+                              Catch::Contains("gave the leader lease (epoch 1) back"));
+  cohort::core::store::leader_lease lease(c.store());
+  const auto record = lease.current();
+  REQUIRE(record);
+  CHECK(record->expired_at(cohort::core::store::system_clock_ms()));
+  c.start_head();  // takes the lease at once: no standby wait
+  CHECK_THAT(c.head().output(), !Catch::Contains("standby") && Catch::Contains("epoch 2"));
+}
+
+TEST_CASE("a cluster-worker whose key does not authenticate, or that gets no answer, exits 1 "
+          "naming the head within its connect timeout",
+          "[cluster]") {
+  test_cluster c;
+  test_cluster other;
+  other.start_head();  // its credentials hold another server key
+  SECTION("another cluster's credentials") {
+    c.start_head();
+    const auto r = c.run("cluster-worker", {"--address", c.address(), "--credentials",
+                                            other.credentials(), "--name", "n1", "--num-cpus", "1",
+                                            "--connect-timeout", "2"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("cannot join the head at " + c.address()) &&
+                          Catch::Contains("did not authenticate"));
+  }
+  SECTION("no head at the address") {
+    const auto r = c.run("cluster-worker", {"--address", c.address(), "--credentials",
+                                            other.credentials(), "--name", "n1", "--num-cpus", "1",
+                                            "--connect-timeout", "1"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("cannot join the head at " + c.address() +
+                                      ": no answer within 1 s"));
+  }
+}
+
+TEST_CASE("a head that lost the leadership answers clients that it is stepping down and who "
+          "leads now",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head({"--step-down-grace", "120"});
+  c.head().kill(SIGSTOP);
+  const int port = cohort::test::free_port();
+  auto standby = c.start_other_head(port);
+  standby->wait_for_line("serving on", 60s);  // after the stopped head's 3 s lease ran out
+  c.head().kill(SIGCONT);
+  c.head().wait_for_line("is stepping down", 60s);
+  const auto r = c.submit({"list"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("is stepping down") &&
+                        Catch::Contains("lost the leadership to") &&
+                        Catch::Contains("at 127.0.0.1:" + std::to_string(port)));
+  CHECK_THAT(r.err, !Catch::Contains("do not match"));
+  const auto served = c.submit({"list", "--json"}, {{"COHORT_ADDRESS", "127.0.0.1:" + std::to_string(port)}});
+  CHECK(served.exit_code == 0);
 }
