@@ -3,7 +3,7 @@
 // Bus bandwidth follows nccl-tests: algbw = bytes / time; all_reduce busbw = algbw * 2(n-1)/n,
 // reduce_scatter busbw = algbw * (n-1)/n, where bytes is the size of the full (input) tensor.
 //
-//   COHORT_STORE_SECRET=<64 hex digits, the same for every rank> \
+//   COHORT_STORE_SECRET=<64 hex digits, the same for every rank>
 //   cohort-comm-bench --rank R --world-size N --store 127.0.0.1:29500 --backend nccl --device cuda:R
 #include "core/comm/comm_error.hpp"
 #include "core/comm/process_group.hpp"

@@ -136,15 +136,21 @@ void tcp_store::close_locked() {
   session_.reset();
 }
 
-void tcp_store::authenticate_locked(clock::time_point deadline) {
+bool tcp_store::authenticate_locked(clock::time_point deadline, std::string& retry_reason) {
   const std::string where = "tcp_store " + host_ + ":" + std::to_string(port_);
   const auto refuse = [&](const std::string& why) {
     close_locked();
     return comm_error(comm_errc::store_failure, where + ": authentication failed: " + why);
   };
   std::string hello, why;
-  if (!recv_frame(fd_, wire::hello_bytes, wire::hello_bytes, deadline, hello, why))
-    throw refuse("no greeting from the store: " + why + " (is this a cohort store?)");
+  if (!recv_frame(fd_, wire::hello_bytes, wire::hello_bytes, deadline, hello, why)) {
+    if (why != "server closed the connection")
+      throw refuse("no greeting from the store: " + why + " (is this a cohort store?)");
+    // Closed before greeting: the store is at its limit of clients; try again.
+    close_locked();
+    retry_reason = "the store closed the connection before greeting (at its client limit?)";
+    return false;
+  }
   if (static_cast<std::uint8_t>(hello[0]) != wire::protocol_version)
     throw refuse("the store speaks protocol " + std::to_string(static_cast<std::uint8_t>(hello[0])) +
                  ", this client " + std::to_string(wire::protocol_version));
@@ -169,6 +175,7 @@ void tcp_store::authenticate_locked(clock::time_point deadline) {
     throw refuse("the store could not prove it holds this attempt's secret (its welcome fails the "
                  "MAC): not the attempt's store");
   session_ = std::move(session);
+  return true;
 }
 
 void tcp_store::connect_locked(std::chrono::milliseconds timeout) {
@@ -211,10 +218,7 @@ void tcp_store::connect_locked(std::chrono::milliseconds timeout) {
       }
     }
     ::freeaddrinfo(list);
-    if (fd_ >= 0) {
-      authenticate_locked(deadline);
-      return;
-    }
+    if (fd_ >= 0 && authenticate_locked(deadline, last_error)) return;
     if (clock::now() + pause >= deadline)
       throw comm_error(comm_errc::store_failure,
                        where + ": cannot connect within " + std::to_string(timeout.count()) +

@@ -47,7 +47,10 @@ class tcp_store final : public store {
   std::string request(const std::string& payload, std::chrono::milliseconds reply_timeout,
                       const std::string& what);
   void connect_locked(std::chrono::milliseconds timeout);
-  void authenticate_locked(std::chrono::steady_clock::time_point deadline);
+  // Runs the handshake on the new connection fd_. Throws comm_error (store_failure) when the
+  // store refuses the proof or cannot prove itself; false (fd_ closed, retry_reason set) when
+  // the store closed the connection before its greeting, as it does at its client limits.
+  bool authenticate_locked(std::chrono::steady_clock::time_point deadline, std::string& retry_reason);
   void close_locked();
 
   std::string host_;

@@ -101,7 +101,7 @@ struct tcp_store_server::impl {
   void flush(connection& c);
   void handle_frames(std::uint64_t id, connection& c);
   void authenticate(connection& c);
-  bool handle_one(std::uint64_t id, connection& c, const wire::request& req);
+  void handle_one(std::uint64_t id, connection& c, const wire::request& req);
   void reply(connection& c, wire::status st, const std::string& body);
   void wake_waiters(const std::string& key, const std::string& value);
   // Closes c and counts it: refused (at connect) or dropped (after), with the reason reported.
@@ -390,12 +390,11 @@ void tcp_store_server::impl::wake_waiters(const std::string& key, const std::str
 }
 
 // Executes one well-formed request; a bound it breaks is answered with an error naming it.
-bool tcp_store_server::impl::handle_one(std::uint64_t id, connection& c, const wire::request& req) {
+void tcp_store_server::impl::handle_one(std::uint64_t id, connection& c, const wire::request& req) {
   std::string body;
   const auto refuse_request = [&](const std::string& why) {
     wire::put_str(body, why);
     reply(c, wire::status::error, body);
-    return true;
   };
   switch (req.kind) {
     case wire::op::set: {
@@ -403,11 +402,12 @@ bool tcp_store_server::impl::handle_one(std::uint64_t id, connection& c, const w
         values.put(req.key, req.value, "tcp_store_server set");
         held = values.bytes();
       } catch (const comm_error& e) {
-        return refuse_request(e.what());
+        refuse_request(e.what());
+        return;
       }
       wake_waiters(req.key, req.value);
       reply(c, wire::status::ok, body);
-      return true;
+      return;
     }
     case wire::op::get: {
       if (const std::string* v = values.find(req.key)) {
@@ -418,7 +418,7 @@ bool tcp_store_server::impl::handle_one(std::uint64_t id, connection& c, const w
         c.parked = true;
         waiters.emplace(req.key, waiter{id, clock::now() + std::chrono::milliseconds(capped)});
       }
-      return true;
+      return;
     }
     case wire::op::add: {
       std::string text;
@@ -430,28 +430,28 @@ bool tcp_store_server::impl::handle_one(std::uint64_t id, connection& c, const w
         held = values.bytes();
         wire::put_u64(body, static_cast<std::uint64_t>(result));
       } catch (const comm_error& e) {
-        return refuse_request(e.what());
+        refuse_request(e.what());
+        return;
       }
       // An add() also wakes clients waiting for the counter's key.
       wake_waiters(req.key, text);
       reply(c, wire::status::ok, body);
-      return true;
+      return;
     }
     case wire::op::check: {
       bool all = true;
       for (const auto& key : req.keys) all = all && values.contains(key);
       wire::put_u8(body, all ? 1 : 0);
       reply(c, wire::status::ok, body);
-      return true;
+      return;
     }
     case wire::op::remove: {
       wire::put_u8(body, values.erase(req.key) ? 1 : 0);
       held = values.bytes();
       reply(c, wire::status::ok, body);
-      return true;
+      return;
     }
   }
-  return false;
 }
 
 void tcp_store_server::impl::expire_waiters() {

@@ -33,8 +33,9 @@ class tcp_store_server {
   using refusal_callback = std::function<void(const store_refusal&)>;
   // How long a connected client has to complete the handshake.
   static constexpr std::chrono::seconds handshake_timeout{10};
-  // Connections not yet authenticated at once; more are closed (and counted) on accept.
-  static constexpr std::size_t max_pending_clients = 64;
+  // Connections not yet authenticated at once; more are closed (and counted) on accept, before
+  // the greeting, which a tcp_store client takes as "retry" until its connect timeout.
+  static constexpr std::size_t max_pending_clients = 256;
 
   // Binds host:port (port 0 picks a free port) and starts serving clients that hold `secret`
   // (store_secret_bytes raw bytes, see store_auth.hpp). on_refusal, if given, is called on the
