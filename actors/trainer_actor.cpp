@@ -14,16 +14,22 @@ namespace {
 
 using trainer_ptr = caf::stateful_actor<trainer_actor_state>*;
 
-void settle(trainer_ptr self, bool succeeded, failure_cause cause) {
+// The attempt's totals of refused and dropped store clients, as a line of the job's log.
+void log_store_refusals(trainer_ptr self) {
   auto& st = self->state;
-  if (st.settled) return;
-  st.settled = true;
   if (st.store && st.store->refused_count() + st.store->dropped_count() > 0)
     self->send(st.head, log_line{st.setup.job_id, -1, st.setup.trainer_node, 0,
                                  "trainer: rendezvous store of attempt " + std::to_string(st.setup.attempt) +
                                      " refused " + std::to_string(st.store->refused_count()) +
                                      " unauthenticated clients and dropped " +
                                      std::to_string(st.store->dropped_count()) + " for bad frames"});
+}
+
+void settle(trainer_ptr self, bool succeeded, failure_cause cause) {
+  auto& st = self->state;
+  if (st.settled) return;
+  st.settled = true;
+  log_store_refusals(self);
   for (auto& w : st.workers)
     if (w) self->send(w, stop_attempt{st.setup.job_id, st.setup.attempt, "the attempt ended"});
   cause.attempt = st.setup.attempt;
@@ -155,6 +161,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         auto& st = self->state;
         if (!is_mine(self, req.job_id, req.attempt)) return;
         st.settled = true;  // the head asked: no outcome to report
+        log_store_refusals(self);
         for (auto& w : st.workers)
           if (w) self->send(w, req);
         self->quit(caf::exit_reason::user_shutdown);

@@ -13,10 +13,10 @@
 
 namespace cohort::core::comm {
 
-// Bounds every implementation enforces (the TCP wire relies on them). A rendezvous store holds
-// addresses, ids, counters and checkpoint reports (a few hundred KiB for the largest models), so
-// values are bounded well below what a worker could send, and so are the keys a store holds at
-// once and their bytes (key + value, summed over every key).
+// Bounds every implementation enforces (the TCP wire relies on them); errors name the limit. A
+// rendezvous store holds addresses, ids, counters and checkpoint reports (a few hundred KiB for
+// the largest models), so a value is bounded to a few MiB, and so are the keys a store holds at
+// once and the bytes it holds (key + value, summed over every key).
 inline constexpr std::size_t max_store_key_bytes = 1024;
 inline constexpr std::size_t max_store_value_bytes = 4u << 20;
 inline constexpr std::size_t max_store_keys = 1u << 17;

@@ -58,10 +58,12 @@ std::string send_all(int fd, const std::string& out, clock::time_point deadline)
   return {};
 }
 
+enum class received { frame, closed, failed };
+
 // Receives one frame body of min_len..max_len bytes (the length is checked before the body is
-// read); returns false with why set when it cannot.
-bool recv_frame(int fd, std::size_t min_len, std::size_t max_len, clock::time_point deadline,
-                std::string& body, std::string& why) {
+// read); otherwise says whether the server closed the connection or what else failed (in why).
+received recv_frame(int fd, std::size_t min_len, std::size_t max_len, clock::time_point deadline,
+                    std::string& body, std::string& why) {
   std::string in;
   std::size_t want = 4;
   bool have_header = false;
@@ -75,7 +77,7 @@ bool recv_frame(int fd, std::size_t min_len, std::size_t max_len, clock::time_po
         if (len < min_len || len > max_len) {
           why = "server sent a frame of " + std::to_string(len) + " bytes (expected " +
                 std::to_string(min_len) + ".." + std::to_string(max_len) + ")";
-          return false;
+          return received::failed;
         }
         want = 4 + len;
         in.reserve(want);
@@ -83,19 +85,19 @@ bool recv_frame(int fd, std::size_t min_len, std::size_t max_len, clock::time_po
       }
     } else if (n == 0) {
       why = "server closed the connection";
-      return false;
+      return received::closed;
     } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       if (!wait_fd(fd, POLLIN, deadline)) {
         why = "no reply from the server in time";
-        return false;
+        return received::failed;
       }
     } else {
       why = std::string("recv failed: ") + std::strerror(errno);
-      return false;
+      return received::failed;
     }
   }
   body = in.substr(4);
-  return true;
+  return received::frame;
 }
 
 }  // namespace
@@ -143,8 +145,9 @@ bool tcp_store::authenticate_locked(clock::time_point deadline, std::string& ret
     return comm_error(comm_errc::store_failure, where + ": authentication failed: " + why);
   };
   std::string hello, why;
-  if (!recv_frame(fd_, wire::hello_bytes, wire::hello_bytes, deadline, hello, why)) {
-    if (why != "server closed the connection")
+  if (const auto r = recv_frame(fd_, wire::hello_bytes, wire::hello_bytes, deadline, hello, why);
+      r != received::frame) {
+    if (r == received::failed)
       throw refuse("no greeting from the store: " + why + " (is this a cohort store?)");
     // Closed before greeting: the store is at its limit of clients; try again.
     close_locked();
@@ -165,8 +168,9 @@ bool tcp_store::authenticate_locked(clock::time_point deadline, std::string& ret
   auto session = std::make_unique<wire::session>(secret_, server_nonce, client_nonce,
                                                  wire::session::side::client);
   std::string welcome;
-  if (!recv_frame(fd_, 1 + wire::tag_bytes, 1 + wire::tag_bytes, deadline, welcome, why))
-    throw refuse(why == "server closed the connection"
+  if (const auto r = recv_frame(fd_, 1 + wire::tag_bytes, 1 + wire::tag_bytes, deadline, welcome, why);
+      r != received::frame)
+    throw refuse(r == received::closed
                      ? "the store refused this client's proof (closed the connection): it was not "
                        "given this attempt's store secret"
                      : why);
@@ -242,7 +246,7 @@ std::string tcp_store::request(const std::string& payload, std::chrono::millisec
   if (auto e = send_all(fd_, session_->seal(payload), deadline); !e.empty())
     throw io_fail(e + " (the request)");
   std::string in, why;
-  if (!recv_frame(fd_, 1 + wire::tag_bytes, wire::max_frame_bytes, deadline, in, why))
+  if (recv_frame(fd_, 1 + wire::tag_bytes, wire::max_frame_bytes, deadline, in, why) != received::frame)
     throw io_fail(why);
   if (!session_->open(in.data(), in.size()))
     throw io_fail("the reply fails its MAC (altered, replayed or out of order): connection dropped");
