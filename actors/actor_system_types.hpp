@@ -99,6 +99,7 @@ struct trainer_actor_state {
   bool settled = false;
   // The rendezvous store the attempt's workers bootstrap their collective group through.
   std::unique_ptr<core::comm::tcp_store_server> store;
+  std::string store_secret;  // the store's (raw bytes); handed to this attempt's workers only
   static inline const char* name = "cohort.trainer";
 };
 // `bind_address`: where this node is reached; the attempt's rendezvous store listens there.

@@ -120,6 +120,10 @@ struct worker_setup {
   // Indices into the node's offered GPUs (node_info::gpu_ids) that this worker alone uses; the
   // node starts the worker with CUDA_VISIBLE_DEVICES naming exactly these (empty: none).
   std::vector<std::int32_t> gpus{};
+  // The attempt's store secret (64 hex digits, see core/comm/store_auth.hpp): the worker proves
+  // it to the trainer's store. It travels only trainer → node over the CURVE channel and from
+  // node to worker process in the 0600 setup file; it is never logged.
+  std::string store_secret{};
 };
 
 // A step report from a worker (rank 0's carry the metrics).
@@ -325,7 +329,7 @@ typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
   return f(caf::meta::type_name("worker_setup"), x.job_id, x.spec_json, x.rank, x.world_size, x.attempt, x.node, x.store_address, x.node_address,
-           x.gpus);
+           x.gpus, x.store_secret);
 }
 
 template <class Inspector>

@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/train/checkpoint_request.hpp"
 
@@ -13,15 +14,43 @@ namespace {
 
 using trainer_ptr = caf::stateful_actor<trainer_actor_state>*;
 
+// The attempt's totals of refused and dropped store clients, as a line of the job's log.
+void log_store_refusals(trainer_ptr self) {
+  auto& st = self->state;
+  if (st.store && st.store->refused_count() + st.store->dropped_count() > 0)
+    self->send(st.head, log_line{st.setup.job_id, -1, st.setup.trainer_node, 0,
+                                 "trainer: rendezvous store of attempt " + std::to_string(st.setup.attempt) +
+                                     " refused " + std::to_string(st.store->refused_count()) +
+                                     " unauthenticated clients and dropped " +
+                                     std::to_string(st.store->dropped_count()) + " for bad frames"});
+}
+
 void settle(trainer_ptr self, bool succeeded, failure_cause cause) {
   auto& st = self->state;
   if (st.settled) return;
   st.settled = true;
+  log_store_refusals(self);
   for (auto& w : st.workers)
     if (w) self->send(w, stop_attempt{st.setup.job_id, st.setup.attempt, "the attempt ended"});
   cause.attempt = st.setup.attempt;
   self->send(st.head, attempt_outcome{st.setup.job_id, st.setup.attempt, succeeded, cause});
   self->quit();
+}
+
+// Every refused or dropped store client becomes a line of the job's log; past ten, only every
+// power of two, so a flood of connections cannot flood the log (the totals are in each line).
+core::comm::tcp_store_server::refusal_callback report_refusals(caf::actor head, std::string job_id,
+                                                                std::string node) {
+  return [head, job_id, node](const core::comm::store_refusal& r) {
+    const std::uint64_t n = r.refused + r.dropped;
+    if (n > 10 && (n & (n - 1)) != 0) return;
+    caf::anon_send(head, log_line{job_id, -1, node, 0,
+                                  std::string("trainer: rendezvous store ") +
+                                      (r.authenticated ? "dropped a client" : "refused a client") +
+                                      " from " + r.peer + ": " + r.reason + " (" +
+                                      std::to_string(r.refused) + " refused, " +
+                                      std::to_string(r.dropped) + " dropped so far)"});
+  };
 }
 
 void fail_rank(trainer_ptr self, std::int32_t rank, const std::string& reason,
@@ -61,7 +90,9 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
 
   std::string store_address;
   try {
-    st.store = std::make_unique<core::comm::tcp_store_server>(bind_address, 0);
+    st.store_secret = core::comm::make_store_secret();
+    st.store = std::make_unique<core::comm::tcp_store_server>(
+        bind_address, 0, st.store_secret, report_refusals(head, setup.job_id, setup.trainer_node));
     store_address = st.store->host() + ":" + std::to_string(st.store->port());
   } catch (const std::exception& e) {
     settle(self, false, failure_cause{0, -1, setup.trainer_node,
@@ -79,7 +110,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
                           : std::vector<std::int32_t>{};
     self->send(node, start_worker{worker_setup{setup.job_id, setup.spec_json, rank, world,
                                                setup.attempt, setup.rank_nodes[rank],
-                                               store_address, "", gpus}});
+                                               store_address, "", gpus,
+                                               core::comm::store_secret_to_hex(st.store_secret)}});
   }
 
   return {
@@ -117,7 +149,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         auto& st = self->state;
         if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
         try {  // rank 0 takes the request before its next step
-          core::comm::tcp_store client(st.store->host(), st.store->port(), std::chrono::seconds(5));
+          core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
+                                       std::chrono::seconds(5));
           client.set(core::train::checkpoint_request_key(req.job_id, req.attempt), "1");
         } catch (const std::exception& e) {
           self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
@@ -128,6 +161,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         auto& st = self->state;
         if (!is_mine(self, req.job_id, req.attempt)) return;
         st.settled = true;  // the head asked: no outcome to report
+        log_store_refusals(self);
         for (auto& w : st.workers)
           if (w) self->send(w, req);
         self->quit(caf::exit_reason::user_shutdown);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/comm/store_auth.hpp"
 #include "core/store/posix_io.hpp"
 
 namespace cohort::actors {
@@ -25,7 +26,7 @@ std::string worker_setup_to_json(const worker_setup& s) {
   return json{{"job_id", s.job_id},   {"spec_json", s.spec_json}, {"rank", s.rank},
               {"world_size", s.world_size}, {"attempt", s.attempt}, {"node", s.node},
               {"store_address", s.store_address}, {"node_address", s.node_address},
-              {"gpus", s.gpus}}
+              {"gpus", s.gpus}, {"store_secret", s.store_secret}}
       .dump();
 }
 
@@ -48,6 +49,7 @@ worker_setup worker_setup_from_json(const std::string& text) {
     s.store_address = field("store_address").get<std::string>();
     s.node_address = field("node_address").get<std::string>();
     s.gpus = field("gpus").get<std::vector<std::int32_t>>();
+    s.store_secret = field("store_secret").get<std::string>();
   } catch (const json::type_error& e) {
     throw std::invalid_argument(std::string("worker setup has a mistyped field: ") + e.what());
   }
@@ -116,6 +118,8 @@ core::train::worker_context worker_context_for(const worker_setup& setup) {
   ctx.attempt = setup.attempt;
   ctx.node = setup.node;
   ctx.store_address = setup.store_address;
+  ctx.store_secret = core::comm::store_secret_from_hex(
+      setup.store_secret, "worker setup of rank " + std::to_string(setup.rank) + " of job " + setup.job_id);
   ctx.node_address = setup.node_address;
   ctx.run_dir = ctx.spec.run.storage_path + "/" + ctx.spec.name;
   return ctx;

@@ -57,9 +57,10 @@ std::map<std::string, std::string> worker_environment(const worker_setup& setup,
                                                       const std::vector<std::string>& node_gpu_ids,
                                                       std::int32_t node_gpu_count);
 
-// The workload's view of a worker's setup: spec parsed, place in the group, run directory.
-// Throws config::spec_error for a spec that does not parse. Callbacks and the cancel flag are
-// left for the caller.
+// The workload's view of a worker's setup: spec parsed, place in the group, run directory, the
+// store secret decoded. Throws config::spec_error for a spec that does not parse and
+// core::comm::comm_error (invalid_argument) for a store secret that is not 64 hex digits.
+// Callbacks and the cancel flag are left for the caller.
 core::train::worker_context worker_context_for(const worker_setup& setup);
 
 // One control line from a worker process.

@@ -3,9 +3,11 @@
 // Bus bandwidth follows nccl-tests: algbw = bytes / time; all_reduce busbw = algbw * 2(n-1)/n,
 // reduce_scatter busbw = algbw * (n-1)/n, where bytes is the size of the full (input) tensor.
 //
+//   COHORT_STORE_SECRET=<64 hex digits, the same for every rank>
 //   cohort-comm-bench --rank R --world-size N --store 127.0.0.1:29500 --backend nccl --device cuda:R
 #include "core/comm/comm_error.hpp"
 #include "core/comm/process_group.hpp"
+#include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/comm/tcp_store_server.hpp"
 
@@ -14,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -71,15 +74,22 @@ int run(const bench_options& o) {
     throw std::invalid_argument("--min-bytes must be positive and at most --max-bytes");
 
   const host_port where = parse_host_port(o.store);
+  const char* secret_hex = std::getenv("COHORT_STORE_SECRET");
+  if (secret_hex == nullptr)
+    throw std::invalid_argument("set COHORT_STORE_SECRET to the same 64 hex digits for every rank "
+                                "(e.g. $(od -An -tx1 -N32 /dev/urandom | tr -d ' \\n')): the store "
+                                "serves only clients that hold it");
+  const std::string secret = store_secret_from_hex(secret_hex, "$COHORT_STORE_SECRET");
   std::unique_ptr<tcp_store_server> server;
-  if (o.rank == 0 && o.serve_store) server = std::make_unique<tcp_store_server>(where.host, where.port);
+  if (o.rank == 0 && o.serve_store)
+    server = std::make_unique<tcp_store_server>(where.host, where.port, secret);
   const std::chrono::milliseconds timeout = std::chrono::seconds(o.timeout_s);
 
   group_options g;
   g.backend = backend;
   g.rank = o.rank;
   g.world_size = o.world_size;
-  g.rendezvous = std::make_shared<tcp_store>(where.host, where.port, timeout);
+  g.rendezvous = std::make_shared<tcp_store>(where.host, where.port, secret, timeout);
   g.key_prefix = o.key_prefix;
   g.timeout = timeout;
   g.cuda_device = device.is_cuda() ? device.index() : -1;

@@ -10,6 +10,9 @@ shift $(( $# >= 2 ? 2 : 1 ))
 bench="$build/bin/cohort-comm-bench"
 [[ -x "$bench" ]] || { echo "gpu_comm_bench.sh: $bench not found (build target cohort-comm-bench)" >&2; exit 1; }
 port=$(( 29600 + RANDOM % 200 ))
+# The rendezvous store serves only clients holding its secret: one for this run's ranks.
+COHORT_STORE_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+export COHORT_STORE_SECRET
 pids=()
 for (( r = world - 1; r >= 1; r-- )); do
   "$bench" --rank "$r" --world-size "$world" --store "127.0.0.1:$port" --backend nccl --device "cuda:$r" "$@" \

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "core/ckpt/base64.hpp"
 #include "core/ckpt/ckpt_error.hpp"
@@ -107,16 +108,19 @@ verify_result verify_checkpoint(const std::string& ckpt_dir) {
       }
     }
   }
+  std::set<std::string> damaged;  // files with a problem above: their headers are not read
   for (const auto& f : m.files) {
     const std::string path = (fs::path(ckpt_dir) / f.name).string();
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       result.problems.push_back(path + ": missing file (rank " + std::to_string(f.rank) + ")");
+      damaged.insert(f.name);
       continue;
     }
     if (static_cast<std::uint64_t>(st.st_size) != f.size) {
       result.problems.push_back(path + ": " + (static_cast<std::uint64_t>(st.st_size) < f.size ? "truncated" : "wrong size") +
                                 ": " + std::to_string(st.st_size) + " bytes, manifest says " + std::to_string(f.size));
+      damaged.insert(f.name);
       continue;
     }
     try {
@@ -124,8 +128,49 @@ verify_result verify_checkpoint(const std::string& ckpt_dir) {
       if (d.xxh64 != f.xxh64) {
         result.problems.push_back(path + ": checksum mismatch (xxh64 " + data::to_hex64(d.xxh64) +
                                   ", manifest says " + data::to_hex64(f.xxh64) + ")");
+        damaged.insert(f.name);
       }
     } catch (const ckpt_error& e) {
+      result.problems.push_back(e.what());
+      damaged.insert(f.name);
+    }
+  }
+  // Each rank's slices in the manifest must be those its shard file declares in its header.
+  const std::string manifest_path = (fs::path(ckpt_dir) / manifest_name).string();
+  for (int rank = 0; rank < m.world_size; ++rank) {
+    std::vector<reported_piece> listed;
+    for (const auto& t : m.tensors)
+      for (const auto& p : t.pieces)
+        if (p.rank == rank) listed.push_back({t.name, t.dtype, t.shape, p});
+    const std::string shard_path = (fs::path(ckpt_dir) / rank_shard_name(rank)).string();
+    const bool listed_file = std::any_of(m.files.begin(), m.files.end(),
+                                         [&](const file_record& f) { return f.name == rank_shard_name(rank); });
+    if (!listed_file || damaged.count(rank_shard_name(rank)) != 0) continue;  // reported above
+    try {
+      if (const auto declared = read_shard_layout(shard_path, rank, m.step)) {
+        for (const auto& line : compare_layout(listed, *declared, rank, shard_path))
+          result.problems.push_back(manifest_path + ": " + line);
+        continue;
+      }
+      // A file written before layouts were recorded: what its header does say must agree.
+      const model::safetensors_reader file(shard_path);
+      for (const auto& p : listed) {
+        const model::tensor_entry* e = file.find(p.piece.key);
+        std::uint64_t stored = 0;
+        if (e != nullptr) {
+          stored = 1;
+          for (auto d : e->shape) stored *= static_cast<std::uint64_t>(d);
+        }
+        if (e == nullptr || e->dtype != p.dtype || p.piece.key_offset > stored ||
+            p.piece.length > stored - p.piece.key_offset) {
+          result.problems.push_back(manifest_path + ": rank " + std::to_string(rank) + ", tensor '" + p.tensor +
+                                    "': key '" + p.piece.key + "' of " + shard_path +
+                                    (e == nullptr ? " is not in the file" : " has another dtype or is too short"));
+        }
+      }
+    } catch (const ckpt_error& e) {
+      result.problems.push_back(e.what());
+    } catch (const model::model_error& e) {
       result.problems.push_back(e.what());
     }
   }

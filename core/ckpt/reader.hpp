@@ -40,7 +40,11 @@ struct verify_result {
   std::optional<manifest> manifest_read;  // set when the manifest could be read
   bool ok() const { return problems.empty(); }
 };
-// Full check: COMMITTED, manifest, and every listed file present with its size and XXH64.
+// Full check: COMMITTED, manifest, every listed file present with its size and XXH64, and each
+// rank's slices in the manifest exactly those its shard file declares in its own header
+// (read_shard_layout); a problem names the rank, the file and the tensor. A shard file written
+// before layouts were recorded is checked for what its header does say: each slice's key
+// present, with the tensor's dtype and long enough.
 verify_result verify_checkpoint(const std::string& ckpt_dir);
 
 struct rejected_checkpoint {

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <memory>
+#include <tuple>
 
 #include "core/ckpt/base64.hpp"
 #include "core/ckpt/ckpt_error.hpp"
@@ -28,6 +31,34 @@ std::uint64_t numel_of(const std::vector<std::int64_t>& shape, const std::string
     n *= static_cast<std::uint64_t>(d);
   }
   return n;
+}
+
+json layout_to_json(int rank, std::uint64_t step, const std::vector<reported_piece>& pieces) {
+  json slices = json::array();
+  for (const auto& p : pieces) {
+    slices.push_back({{"key", p.piece.key}, {"tensor", p.tensor}, {"full_shape", p.full_shape},
+                      {"offset", p.piece.offset}, {"length", p.piece.length},
+                      {"key_offset", p.piece.key_offset}});
+  }
+  return {{"rank", rank}, {"step", step}, {"slices", slices}};
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// One piece as text: what a disagreement message shows.
+std::string piece_text(const reported_piece& p) {
+  return "key '" + p.piece.key + "' elements [" + std::to_string(p.piece.offset) + ", +" +
+         std::to_string(p.piece.length) + ") at key offset " + std::to_string(p.piece.key_offset) +
+         ", " + p.dtype + " " + shape_text(p.full_shape);
+}
+
+bool piece_less(const reported_piece& a, const reported_piece& b) {
+  return std::tie(a.tensor, a.piece.key, a.piece.offset, a.piece.length, a.piece.key_offset, a.dtype, a.full_shape) <
+         std::tie(b.tensor, b.piece.key, b.piece.offset, b.piece.length, b.piece.key_offset, b.dtype, b.full_shape);
 }
 
 json state_to_json(const rank_state& s, int rank) {
@@ -122,7 +153,10 @@ rank_report write_rank_shard(const std::string& dir, int rank, const std::vector
 
   const std::string shard_path = (std::filesystem::path(dir) / rank_shard_name(rank)).string();
   try {
-    model::write_safetensors(shard_path, blobs, {{"format", "cohort-ckpt"}, {"rank", std::to_string(rank)}});
+    model::write_safetensors(shard_path, blobs,
+                             {{"format", "cohort-ckpt"},
+                              {"rank", std::to_string(rank)},
+                              {layout_metadata_key, layout_to_json(rank, state.step, report.pieces).dump()}});
   } catch (const model::model_error& e) {
     throw ckpt_error(ckpt_errc::io, e.what());
   }
@@ -136,6 +170,91 @@ rank_report write_rank_shard(const std::string& dir, int rank, const std::vector
   report.files.push_back({rank_state_name(rank), rank, state_text.size(),
                           data::xxh64(state_text.data(), state_text.size())});
   return report;
+}
+
+std::optional<std::vector<reported_piece>> read_shard_layout(const std::string& shard_path, int rank,
+                                                             std::uint64_t step) {
+  std::unique_ptr<model::safetensors_reader> file;
+  try {
+    file = std::make_unique<model::safetensors_reader>(shard_path);
+  } catch (const model::model_error& e) {
+    throw ckpt_error(e.code() == model::model_errc::io ? ckpt_errc::missing_file : ckpt_errc::bad_manifest, e.what());
+  }
+  auto it = file->metadata().find(layout_metadata_key);
+  if (it == file->metadata().end()) return std::nullopt;
+  const auto bad = [&](const std::string& what) {
+    throw ckpt_error(ckpt_errc::bad_manifest, shard_path + ": " + what);
+  };
+  const json j = json::parse(it->second, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) bad(std::string("header entry '") + layout_metadata_key + "' is not a JSON object");
+  std::vector<reported_piece> out;
+  try {
+    if (j.at("rank").get<std::int64_t>() != rank)
+      bad("header says it is rank " + std::to_string(j.at("rank").get<std::int64_t>()) + "'s file, expected rank " +
+          std::to_string(rank));
+    if (j.at("step").get<std::uint64_t>() != step)
+      bad("header says step " + std::to_string(j.at("step").get<std::uint64_t>()) + ", expected step " +
+          std::to_string(step));
+    for (const json& s : j.at("slices")) {
+      reported_piece p;
+      p.tensor = s.at("tensor").get<std::string>();
+      p.full_shape = s.at("full_shape").get<std::vector<std::int64_t>>();
+      p.piece.rank = rank;
+      p.piece.key = s.at("key").get<std::string>();
+      p.piece.offset = s.at("offset").get<std::uint64_t>();
+      p.piece.length = s.at("length").get<std::uint64_t>();
+      p.piece.key_offset = s.at("key_offset").get<std::uint64_t>();
+      const std::string where = "tensor '" + p.tensor + "'";
+      const model::tensor_entry* e = file->find(p.piece.key);
+      if (e == nullptr) bad(where + ": its slice names key '" + p.piece.key + "', which the file does not hold");
+      p.dtype = e->dtype;
+      std::uint64_t stored = 1;
+      for (auto d : e->shape) stored *= static_cast<std::uint64_t>(d);  // validated by the reader
+      if (p.piece.key_offset > stored || p.piece.length > stored - p.piece.key_offset)
+        bad(where + ": its slice reads past key '" + p.piece.key + "' of " + std::to_string(stored) + " elements");
+      std::uint64_t full = 1;
+      for (auto d : p.full_shape) {
+        if (d < 0 || (d != 0 && full > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d)))
+          bad(where + ": full shape " + shape_text(p.full_shape) + " is not a valid shape");
+        full *= static_cast<std::uint64_t>(d);
+      }
+      if (p.piece.offset > full || p.piece.length > full - p.piece.offset)
+        bad(where + ": its slice runs past the tensor's " + std::to_string(full) + " elements");
+      out.push_back(std::move(p));
+    }
+  } catch (const json::exception& e) {
+    bad(std::string("header entry '") + layout_metadata_key + "' is malformed: " + e.what());
+  }
+  return out;
+}
+
+std::vector<std::string> compare_layout(const std::vector<reported_piece>& reported,
+                                        const std::vector<reported_piece>& declared, int rank,
+                                        const std::string& shard_path) {
+  auto a = reported;
+  auto b = declared;
+  std::sort(a.begin(), a.end(), piece_less);
+  std::sort(b.begin(), b.end(), piece_less);
+  std::vector<reported_piece> only_reported;
+  std::vector<reported_piece> only_declared;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(only_reported), piece_less);
+  std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(only_declared), piece_less);
+  std::vector<std::string> out;
+  const std::string who = "rank " + std::to_string(rank);
+  for (const auto& p : only_reported) {
+    std::string declared_text;
+    for (const auto& d : b)
+      if (d.tensor == p.tensor) declared_text += (declared_text.empty() ? "" : "; ") + piece_text(d);
+    out.push_back(who + ", tensor '" + p.tensor + "': the report says " + piece_text(p) + ", but " + shard_path +
+                  " declares " + (declared_text.empty() ? "no slice of it" : declared_text));
+  }
+  for (const auto& d : only_declared) {
+    if (std::any_of(only_reported.begin(), only_reported.end(), [&](const auto& p) { return p.tensor == d.tensor; }))
+      continue;  // named above
+    out.push_back(who + ", tensor '" + d.tensor + "': " + shard_path + " declares " + piece_text(d) +
+                  ", which the report leaves out");
+  }
+  return out;
 }
 
 manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
@@ -182,6 +301,19 @@ manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world
                                                    std::to_string(r.rank) + " reported " + std::to_string(f.size));
       }
       m.files.push_back(f);
+    }
+    // The report must say what the rank's file says it holds.
+    const std::string shard_path = (std::filesystem::path(dir) / rank_shard_name(r.rank)).string();
+    const auto declared = read_shard_layout(shard_path, r.rank, step);
+    if (!declared) {
+      bad_input(dir + ": refusing rank " + std::to_string(r.rank) + "'s report: " + shard_path +
+                " has no slice layout in its header ('" + layout_metadata_key + "') to check it against");
+    }
+    const auto disagreements = compare_layout(r.pieces, *declared, r.rank, shard_path);
+    if (!disagreements.empty()) {
+      bad_input(dir + ": refusing a report that disagrees with its rank's file: " +
+                disagreements.front() +
+                (disagreements.size() > 1 ? " (and " + std::to_string(disagreements.size() - 1) + " more)" : ""));
     }
     for (const auto& p : r.pieces) {
       auto [it, fresh] = tensors.try_emplace(p.tensor);

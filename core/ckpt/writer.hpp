@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,14 +62,41 @@ struct rank_report {
 nlohmann::json rank_report_to_json(const rank_report& r);
 rank_report rank_report_from_json(const nlohmann::json& j);  // throws ckpt_error(bad_input)
 
-// Writes <dir>/rank-NNNNN.safetensors and <dir>/rank-NNNNN.json (creating dir), fsyncs both
-// and returns their sizes and XXH64s with the slices. Throws ckpt_error naming the file.
+// The __metadata__ entry of a rank's shard file in which write_rank_shard records the file's own
+// slice layout: JSON {"rank", "step", "slices": [{"key", "tensor", "full_shape", "offset",
+// "length", "key_offset"}, ...]}. It binds a rank's report to what the rank wrote: the committer
+// and verify compare the report (the manifest) with it.
+inline constexpr const char* layout_metadata_key = "cohort.layout";
+
+// Writes <dir>/rank-NNNNN.safetensors (its slice layout in its header, see above) and
+// <dir>/rank-NNNNN.json (creating dir), fsyncs both and returns their sizes and XXH64s with the
+// slices. Throws ckpt_error naming the file.
 rank_report write_rank_shard(const std::string& dir, int rank, const std::vector<shard_tensor>& tensors,
                              const rank_state& state);
 
+// The slice layout a rank's shard file declares in its header (layout_metadata_key), each piece's
+// dtype taken from the header's entry for its stored key. Checks the layout against the file:
+// rank and step as given, every key stored there, every slice inside its stored tensor and its
+// logical tensor. Throws ckpt_error (bad_manifest, or missing_file / io when the file cannot be
+// read) naming the file, and the tensor where one is at fault. nullopt when the header carries
+// no layout (a file written before layouts were recorded).
+std::optional<std::vector<reported_piece>> read_shard_layout(const std::string& shard_path, int rank,
+                                                             std::uint64_t step);
+
+// Compares what a rank reported (or the manifest says) it holds with the layout its shard file
+// declares; returns one line per disagreement, each naming the rank, the file and the tensor
+// (empty: they agree). Pieces are compared as sets of (tensor, dtype, full shape, key, offset,
+// length, key offset).
+std::vector<std::string> compare_layout(const std::vector<reported_piece>& reported,
+                                        const std::vector<reported_piece>& declared, int rank,
+                                        const std::string& shard_path);
+
 // Checks that ranks 0..world_size-1 each reported once for `step` and that their files are there
-// with the reported sizes, merges the slices into logical tensors (dtype and shape must agree,
-// slices must cover each tensor), writes manifest.json, then COMMITTED. Returns the manifest.
+// with the reported sizes, that each report's slices are exactly those its rank's shard file
+// declares in its header (read_shard_layout), merges the slices into logical tensors (dtype and
+// shape must agree, slices must cover each tensor), writes manifest.json, then COMMITTED.
+// Returns the manifest. A report that disagrees with its file is refused with ckpt_error
+// (bad_input) naming the rank, the file and the tensor; nothing is committed then.
 manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
                            const std::vector<rank_report>& reports,
                            const nlohmann::json& metrics = nlohmann::json::object(),

@@ -20,7 +20,7 @@ void memory_store::set(const std::string& key, const std::string& value) {
   validate_store_value(value, "memory_store::set");
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    values_[key] = value;
+    values_.put(key, value, "memory_store::set");
   }
   changed_.notify_all();
 }
@@ -28,11 +28,11 @@ void memory_store::set(const std::string& key, const std::string& value) {
 std::string memory_store::get(const std::string& key, std::chrono::milliseconds timeout) {
   validate_store_key(key, "memory_store::get");
   std::unique_lock<std::mutex> lock(mutex_);
-  const bool found = changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; });
+  const bool found = changed_.wait_for(lock, timeout, [&] { return values_.contains(key); });
   if (!found)
     throw comm_error(comm_errc::timeout, "memory_store: key '" + key + "' was not set within " +
                                              std::to_string(timeout.count()) + " ms");
-  return values_.at(key);
+  return *values_.find(key);
 }
 
 std::int64_t memory_store::add(const std::string& key, std::int64_t delta) {
@@ -40,9 +40,9 @@ std::int64_t memory_store::add(const std::string& key, std::int64_t delta) {
   std::int64_t result = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = values_.find(key);
-    result = (it == values_.end() ? 0 : parse_counter(key, it->second)) + delta;
-    values_[key] = std::to_string(result);
+    const std::string* held = values_.find(key);
+    result = (held == nullptr ? 0 : parse_counter(key, *held)) + delta;
+    values_.put(key, std::to_string(result), "memory_store::add");
   }
   changed_.notify_all();
   return result;
@@ -51,13 +51,13 @@ std::int64_t memory_store::add(const std::string& key, std::int64_t delta) {
 bool memory_store::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& k : keys)
-    if (values_.count(k) == 0) return false;
+    if (!values_.contains(k)) return false;
   return true;
 }
 
 bool memory_store::remove(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return values_.erase(key) > 0;
+  return values_.erase(key);
 }
 
 }  // namespace cohort::core::comm

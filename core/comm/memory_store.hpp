@@ -5,7 +5,6 @@
 #include "core/comm/store.hpp"
 
 #include <condition_variable>
-#include <map>
 #include <mutex>
 
 namespace cohort::core::comm {
@@ -21,7 +20,7 @@ class memory_store final : public store {
  private:
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<std::string, std::string> values_;
+  bounded_values values_;
 };
 
 // Parses a counter value written by add(); throws comm_error (store_failure) naming the key when

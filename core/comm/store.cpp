@@ -19,7 +19,7 @@ void validate_store_key(const std::string& key, const char* where) {
   if (key.empty() || key.size() > max_store_key_bytes)
     throw comm_error(comm_errc::invalid_argument,
                      std::string(where) + ": key must have 1.." +
-                         std::to_string(max_store_key_bytes) + " bytes, got " +
+                         std::to_string(max_store_key_bytes) + " bytes (max_store_key_bytes), got " +
                          std::to_string(key.size()));
 }
 
@@ -27,7 +27,44 @@ void validate_store_value(const std::string& value, const char* where) {
   if (value.size() > max_store_value_bytes)
     throw comm_error(comm_errc::invalid_argument,
                      std::string(where) + ": value of " + std::to_string(value.size()) +
-                         " bytes exceeds the limit of " + std::to_string(max_store_value_bytes));
+                         " bytes exceeds the limit of " + std::to_string(max_store_value_bytes) +
+                         " (max_store_value_bytes)");
+}
+
+void bounded_values::put(const std::string& key, std::string value, const char* where) {
+  auto it = values_.find(key);
+  const bool is_new = it == values_.end();
+  if (is_new && values_.size() >= max_store_keys)
+    throw comm_error(comm_errc::invalid_argument,
+                     std::string(where) + ": cannot add key '" + key + "': the store holds " +
+                         std::to_string(values_.size()) + " keys, the limit (max_store_keys) is " +
+                         std::to_string(max_store_keys));
+  const std::size_t held = is_new ? 0 : key.size() + it->second.size();
+  const std::size_t after = bytes_ - held + key.size() + value.size();
+  if (after > max_store_bytes)
+    throw comm_error(comm_errc::invalid_argument,
+                     std::string(where) + ": cannot store " + std::to_string(value.size()) +
+                         " bytes under key '" + key + "': the store would hold " +
+                         std::to_string(after) + " bytes, the limit (max_store_bytes) is " +
+                         std::to_string(max_store_bytes));
+  bytes_ = after;
+  if (is_new)
+    values_.emplace(key, std::move(value));
+  else
+    it->second = std::move(value);
+}
+
+const std::string* bounded_values::find(const std::string& key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+bool bounded_values::erase(const std::string& key) {
+  auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  bytes_ -= key.size() + it->second.size();
+  values_.erase(it);
+  return true;
 }
 
 void store_barrier(store& s, const std::string& name, int world_size,

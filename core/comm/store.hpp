@@ -6,15 +6,21 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace cohort::core::comm {
 
-// Bounds every implementation enforces (the TCP wire relies on them).
+// Bounds every implementation enforces (the TCP wire relies on them); errors name the limit. A
+// rendezvous store holds addresses, ids, counters and checkpoint reports (a few hundred KiB for
+// the largest models), so a value is bounded to a few MiB, and so are the keys a store holds at
+// once and the bytes it holds (key + value, summed over every key).
 inline constexpr std::size_t max_store_key_bytes = 1024;
-inline constexpr std::size_t max_store_value_bytes = 64u << 20;
+inline constexpr std::size_t max_store_value_bytes = 4u << 20;
+inline constexpr std::size_t max_store_keys = 1u << 17;
+inline constexpr std::size_t max_store_bytes = 256u << 20;
 
 class store {
  public:
@@ -41,6 +47,24 @@ class store {
 // the store for the message.
 void validate_store_key(const std::string& key, const char* where);
 void validate_store_value(const std::string& value, const char* where);
+
+// The key -> value map a store serves from, kept within max_store_keys and max_store_bytes (the
+// bytes it holds: key + value sizes, summed). Not thread-safe: its owner serialises access.
+class bounded_values {
+ public:
+  // Stores value under key (replacing an earlier one). Throws comm_error (invalid_argument)
+  // naming the key, `where` and the limit it would break; the map is unchanged then.
+  void put(const std::string& key, std::string value, const char* where);
+  const std::string* find(const std::string& key) const;  // nullptr when absent
+  bool contains(const std::string& key) const { return values_.count(key) > 0; }
+  bool erase(const std::string& key);
+  std::size_t size() const { return values_.size(); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::size_t bytes_ = 0;
+};
 
 // Blocks until world_size callers have entered the barrier called `name` (each name is used
 // once: put the attempt or step number in it). Throws comm_error (timeout) saying how many

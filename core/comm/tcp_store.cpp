@@ -42,6 +42,64 @@ bool wait_fd(int fd, short events, clock::time_point deadline) {
   }
 }
 
+// Sends all of out before deadline; returns an empty string, or why it could not.
+std::string send_all(int fd, const std::string& out, clock::time_point deadline) {
+  std::size_t sent = 0;
+  while (sent < out.size()) {
+    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (!wait_fd(fd, POLLOUT, deadline)) return "timed out sending";
+    } else {
+      return std::string("send failed: ") + std::strerror(errno);
+    }
+  }
+  return {};
+}
+
+enum class received { frame, closed, failed };
+
+// Receives one frame body of min_len..max_len bytes (the length is checked before the body is
+// read); otherwise says whether the server closed the connection or what else failed (in why).
+received recv_frame(int fd, std::size_t min_len, std::size_t max_len, clock::time_point deadline,
+                    std::string& body, std::string& why) {
+  std::string in;
+  std::size_t want = 4;
+  bool have_header = false;
+  while (in.size() < want) {
+    char buf[65536];
+    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), want - in.size()), 0);
+    if (n > 0) {
+      in.append(buf, static_cast<std::size_t>(n));
+      if (!have_header && in.size() == 4) {
+        const std::uint32_t len = wire::read_u32_at(in.data());
+        if (len < min_len || len > max_len) {
+          why = "server sent a frame of " + std::to_string(len) + " bytes (expected " +
+                std::to_string(min_len) + ".." + std::to_string(max_len) + ")";
+          return received::failed;
+        }
+        want = 4 + len;
+        in.reserve(want);
+        have_header = true;
+      }
+    } else if (n == 0) {
+      why = "server closed the connection";
+      return received::closed;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      if (!wait_fd(fd, POLLIN, deadline)) {
+        why = "no reply from the server in time";
+        return received::failed;
+      }
+    } else {
+      why = std::string("recv failed: ") + std::strerror(errno);
+      return received::failed;
+    }
+  }
+  body = in.substr(4);
+  return received::frame;
+}
+
 }  // namespace
 
 host_port parse_host_port(const std::string& text) {
@@ -64,8 +122,10 @@ host_port parse_host_port(const std::string& text) {
   return {host, static_cast<std::uint16_t>(value)};
 }
 
-tcp_store::tcp_store(std::string host, std::uint16_t port, std::chrono::milliseconds connect_timeout)
-    : host_(std::move(host)), port_(port), connect_timeout_(connect_timeout) {
+tcp_store::tcp_store(std::string host, std::uint16_t port, std::string secret,
+                     std::chrono::milliseconds connect_timeout)
+    : host_(std::move(host)), port_(port), secret_(std::move(secret)), connect_timeout_(connect_timeout) {
+  validate_store_secret(secret_, "tcp_store " + host_ + ":" + std::to_string(port_));
   std::lock_guard<std::mutex> lock(mutex_);
   connect_locked(connect_timeout_);
 }
@@ -75,6 +135,51 @@ tcp_store::~tcp_store() { close_locked(); }
 void tcp_store::close_locked() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  session_.reset();
+}
+
+bool tcp_store::authenticate_locked(clock::time_point deadline, std::string& retry_reason) {
+  const std::string where = "tcp_store " + host_ + ":" + std::to_string(port_);
+  const auto refuse = [&](const std::string& why) {
+    close_locked();
+    return comm_error(comm_errc::store_failure, where + ": authentication failed: " + why);
+  };
+  std::string hello, why;
+  if (const auto r = recv_frame(fd_, wire::hello_bytes, wire::hello_bytes, deadline, hello, why);
+      r != received::frame) {
+    if (r == received::failed)
+      throw refuse("no greeting from the store: " + why + " (is this a cohort store?)");
+    // Closed before greeting: the store is at its limit of clients; try again.
+    close_locked();
+    retry_reason = "the store closed the connection before greeting (at its client limit?)";
+    return false;
+  }
+  if (static_cast<std::uint8_t>(hello[0]) != wire::protocol_version)
+    throw refuse("the store speaks protocol " + std::to_string(static_cast<std::uint8_t>(hello[0])) +
+                 ", this client " + std::to_string(wire::protocol_version));
+  const auto* server_nonce = reinterpret_cast<const unsigned char*>(hello.data() + 1);
+  unsigned char client_nonce[wire::nonce_bytes];
+  unsigned char proof[wire::tag_bytes];
+  wire::random_nonce(client_nonce);
+  wire::client_proof(secret_, server_nonce, client_nonce, proof);
+  std::string auth(reinterpret_cast<const char*>(client_nonce), wire::nonce_bytes);
+  auth.append(reinterpret_cast<const char*>(proof), wire::tag_bytes);
+  if (auto e = send_all(fd_, wire::frame(auth), deadline); !e.empty()) throw refuse(e);
+  auto session = std::make_unique<wire::session>(secret_, server_nonce, client_nonce,
+                                                 wire::session::side::client);
+  std::string welcome;
+  if (const auto r = recv_frame(fd_, 1 + wire::tag_bytes, 1 + wire::tag_bytes, deadline, welcome, why);
+      r != received::frame)
+    throw refuse(r == received::closed
+                     ? "the store refused this client's proof (closed the connection): it was not "
+                       "given this attempt's store secret"
+                     : why);
+  if (!session->open(welcome.data(), welcome.size()) ||
+      static_cast<std::uint8_t>(welcome[0]) != static_cast<std::uint8_t>(wire::status::ok))
+    throw refuse("the store could not prove it holds this attempt's secret (its welcome fails the "
+                 "MAC): not the attempt's store");
+  session_ = std::move(session);
+  return true;
 }
 
 void tcp_store::connect_locked(std::chrono::milliseconds timeout) {
@@ -117,7 +222,7 @@ void tcp_store::connect_locked(std::chrono::milliseconds timeout) {
       }
     }
     ::freeaddrinfo(list);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0 && authenticate_locked(deadline, last_error)) return;
     if (clock::now() + pause >= deadline)
       throw comm_error(comm_errc::store_failure,
                        where + ": cannot connect within " + std::to_string(timeout.count()) +
@@ -138,47 +243,20 @@ std::string tcp_store::request(const std::string& payload, std::chrono::millisec
     return comm_error(comm_errc::store_failure, where + ": " + why);
   };
 
-  const std::string out = wire::frame(payload);
-  std::size_t sent = 0;
-  while (sent < out.size()) {
-    const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (!wait_fd(fd_, POLLOUT, deadline)) throw io_fail("timed out sending the request");
-    } else {
-      throw io_fail(std::string("send failed: ") + std::strerror(errno));
-    }
-  }
-
-  std::string in;
-  std::size_t want = 4;
-  bool have_header = false;
-  while (in.size() < want) {
-    char buf[65536];
-    const ssize_t n = ::recv(fd_, buf, std::min(sizeof(buf), want - in.size()), 0);
-    if (n > 0) {
-      in.append(buf, static_cast<std::size_t>(n));
-      if (!have_header && in.size() == 4) {
-        const std::uint32_t len = wire::read_u32_at(in.data());
-        if (len < 1 || len > wire::max_frame_bytes)
-          throw io_fail("server sent a malformed reply length " + std::to_string(len));
-        want = 4 + len;
-        have_header = true;
-      }
-    } else if (n == 0) {
-      throw io_fail("server closed the connection");
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-      if (!wait_fd(fd_, POLLIN, deadline)) throw io_fail("no reply from the server in time");
-    } else {
-      throw io_fail(std::string("recv failed: ") + std::strerror(errno));
-    }
-  }
-  const auto st = static_cast<wire::status>(static_cast<std::uint8_t>(in[4]));
-  std::string body = in.substr(5);
+  if (auto e = send_all(fd_, session_->seal(payload), deadline); !e.empty())
+    throw io_fail(e + " (the request)");
+  std::string in, why;
+  if (recv_frame(fd_, 1 + wire::tag_bytes, wire::max_frame_bytes, deadline, in, why) != received::frame)
+    throw io_fail(why);
+  if (!session_->open(in.data(), in.size()))
+    throw io_fail("the reply fails its MAC (altered, replayed or out of order): connection dropped");
+  in.resize(in.size() - wire::tag_bytes);
+  const auto st = static_cast<wire::status>(static_cast<std::uint8_t>(in[0]));
+  std::string body = in.substr(1);
   if (st == wire::status::ok) return body;
   wire::reader r(body.data(), body.size());
   const std::string message = r.str(wire::max_frame_bytes);
+  if (!r.ok()) throw io_fail("server sent a malformed error reply");
   if (st == wire::status::timeout) throw comm_error(comm_errc::timeout, where + ": " + message);
   throw comm_error(comm_errc::store_failure, where + ": server refused: " + message);
 }

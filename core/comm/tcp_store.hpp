@@ -1,12 +1,19 @@
 // The client of tcp_store_server: one TCP connection per instance, one request at a time (a
-// mutex serialises callers). A broken connection is re-established on the next call.
+// mutex serialises callers). It authenticates with the store's secret at every connect and seals
+// every frame (see tcp_store_wire.hpp); a server that cannot prove it holds the secret is not
+// believed. A broken connection is re-established (and authenticated again) on the next call.
 #pragma once
 
 #include "core/comm/store.hpp"
 
+#include <memory>
 #include <mutex>
 
 namespace cohort::core::comm {
+
+namespace wire {
+class session;
+}
 
 struct host_port {
   std::string host;
@@ -18,9 +25,11 @@ host_port parse_host_port(const std::string& text);
 
 class tcp_store final : public store {
  public:
-  // Connects, retrying refused connections until connect_timeout (the server may come up a
-  // moment later); throws comm_error (store_failure) when it cannot.
-  tcp_store(std::string host, std::uint16_t port,
+  // Connects and authenticates with `secret` (store_secret_bytes raw bytes: the attempt's, see
+  // store_auth.hpp), retrying refused connections until connect_timeout (the server may come up
+  // a moment later). Throws comm_error (invalid_argument) for a secret of the wrong size and
+  // (store_failure) when it cannot connect or the server refuses the secret.
+  tcp_store(std::string host, std::uint16_t port, std::string secret,
             std::chrono::milliseconds connect_timeout = std::chrono::seconds(30));
   ~tcp_store() override;
   tcp_store(const tcp_store&) = delete;
@@ -38,13 +47,19 @@ class tcp_store final : public store {
   std::string request(const std::string& payload, std::chrono::milliseconds reply_timeout,
                       const std::string& what);
   void connect_locked(std::chrono::milliseconds timeout);
+  // Runs the handshake on the new connection fd_. Throws comm_error (store_failure) when the
+  // store refuses the proof or cannot prove itself; false (fd_ closed, retry_reason set) when
+  // the store closed the connection before its greeting, as it does at its client limits.
+  bool authenticate_locked(std::chrono::steady_clock::time_point deadline, std::string& retry_reason);
   void close_locked();
 
   std::string host_;
   std::uint16_t port_;
+  std::string secret_;
   std::chrono::milliseconds connect_timeout_;
   std::mutex mutex_;
   int fd_ = -1;
+  std::unique_ptr<wire::session> session_;  // set while fd_ is an authenticated connection
 };
 
 }  // namespace cohort::core::comm

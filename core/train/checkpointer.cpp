@@ -48,7 +48,7 @@ std::string wait_key(comm::store& store, const std::string& key, std::chrono::mi
 
 checkpointer::checkpointer(const worker_context& ctx) : ctx_(ctx) {
   const auto address = comm::parse_host_port(ctx.store_address);
-  store_ = std::make_unique<comm::tcp_store>(address.host, address.port);
+  store_ = std::make_unique<comm::tcp_store>(address.host, address.port, ctx.store_secret);
 }
 
 checkpointer::~checkpointer() {
@@ -186,6 +186,8 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
   const auto m = ckpt::commit_checkpoint(dir, report.step, ctx_.world_size, reports, metrics, extra);
   committed_step_ = static_cast<std::int64_t>(report.step);
+  // The reports are in the manifest now: the store keeps O(world) keys however many checkpoints.
+  for (int r = 0; r < ctx_.world_size; ++r) store_->remove(key(step_name + "/rank-" + std::to_string(r)));
   std::uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.size;
   const auto kept = ckpt::apply_retention(ctx_.run_dir, policy(true));

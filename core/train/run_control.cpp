@@ -42,7 +42,7 @@ std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm:
   options.backend = backend;
   options.rank = ctx.rank;
   options.world_size = ctx.world_size;
-  options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port);
+  options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port, ctx.store_secret);
   options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/dp/";
   options.timeout = std::chrono::seconds(30);
   options.cuda_device = cuda_device;

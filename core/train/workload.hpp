@@ -38,6 +38,7 @@ struct worker_context {
   int attempt = 0;               // 0 for the first attempt, +1 per restart of the group
   std::string node;              // name of the node this worker runs on
   std::string store_address;     // HOST:PORT of the rendezvous store the trainer serves
+  std::string store_secret;      // its secret (raw bytes, comm::store_secret_bytes); never logged
   std::string node_address = "127.0.0.1";  // where this worker's peers reach it (Gloo)
   std::string run_dir;           // <storage_path>/<name>: metrics, checkpoints, exports
   const std::atomic<bool>* cancelled = nullptr;  // set when the worker must stop now

@@ -26,6 +26,7 @@ worker_setup setup_with(std::vector<std::int32_t> gpus, const nlohmann::json& en
   s.world_size = 2;
   s.node = "n1";
   s.gpus = std::move(gpus);
+  s.store_secret = std::string(64, 'c');  // what the trainer sends: 64 hex digits
   return s;
 }
 
@@ -38,6 +39,26 @@ TEST_CASE("a worker's CUDA_VISIBLE_DEVICES names the GPUs assigned to it by the 
   auto env = worker_environment(setup_with({2, 0}), "/tmp/setup", node_ids, 3);
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "GPU-cccc,GPU-aaaa");
   CHECK(env.at(worker_setup_file_variable) == "/tmp/setup");
+}
+
+TEST_CASE("the store secret reaches a worker process in its private setup file, never in its environment",
+          "[actors][security]") {
+  const auto setup = setup_with({});
+  for (const auto& [name, value] : worker_environment(setup, "/tmp/setup", node_ids, 3)) {
+    INFO(name);
+    CHECK(value.find(setup.store_secret) == std::string::npos);
+  }
+  worker_setup_file file(setup);
+  ::setenv(worker_setup_file_variable, file.path().c_str(), 1);
+  const auto back = read_worker_setup();
+  ::unsetenv(worker_setup_file_variable);
+  CHECK(back.store_secret == setup.store_secret);
+  CHECK(worker_context_for(back).store_secret == std::string(32, '\xcc'));
+  auto bad = setup;
+  bad.store_secret = "not hex";
+  CHECK_THROWS_WITH(worker_context_for(bad), Catch::Contains("store secret must be 64 hex digits") &&
+                                                 Catch::Contains("rank 1 of job job-0001") &&
+                                                 !Catch::Contains("not hex"));
 }
 
 TEST_CASE("a worker without GPUs gets an empty CUDA_VISIBLE_DEVICES", "[actors]") {

@@ -369,7 +369,8 @@ TEST_CASE("a worker process given a GPU that it cannot see fails with a clear er
   test_cluster c;
   const json setup{{"job_id", "job-0001"}, {"spec_json", gpu_lr_job("blind", 1, c.dir().str() + "/runs")},
                    {"rank", 0}, {"world_size", 1}, {"attempt", 0}, {"node", "n1"},
-                   {"store_address", "127.0.0.1:1"}, {"node_address", "127.0.0.1"}, {"gpus", {0}}};
+                   {"store_address", "127.0.0.1:1"}, {"node_address", "127.0.0.1"}, {"gpus", {0}},
+                   {"store_secret", std::string(64, 'a')}};
   auto r = c.run("cohort-worker", {},
                  {{"COHORT_WORKER_SETUP", setup.dump()}, {"CUDA_VISIBLE_DEVICES", "GPU-none"}});
   INFO(r.out << r.err);

@@ -23,7 +23,8 @@ namespace {
 
 constexpr const char* usage_text =
     "usage: cohort-ckpt ls RUN [--score ATTR]   list RUN/checkpoints: step, size, state, score\n"
-    "       cohort-ckpt verify CKPT             check COMMITTED, manifest and every file's checksum\n"
+    "       cohort-ckpt verify CKPT             check COMMITTED, manifest, every file's checksum and\n"
+    "                                           each rank's slices against its file's own header\n"
     "       cohort-ckpt export CKPT --hf OUT [--dtype fp32|bf16] [--max-shard-size BYTES]\n"
     "                                           verify CKPT, then write its model to OUT as a Hugging\n"
     "                                           Face directory (config.json, safetensors, tokenizer);\n"

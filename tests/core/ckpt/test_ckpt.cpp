@@ -11,6 +11,7 @@
 #include "core/ckpt/reader.hpp"
 #include "core/data/checksum.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
+#include "tests/support/tool_run.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -35,7 +36,100 @@ void flip_byte(const std::string& path, std::uint64_t offset) {
   f.put(static_cast<char>(c ^ 0x40));
 }
 
+// The forgery of issue 13: rank `rank`'s report with the slices of "params" and "moments" in its
+// stored tensor "flat" swapped (as a store client swapped lm_head's param and exp_avg slices).
+rank_report swap_slices(rank_report r) {
+  reported_piece* params = nullptr;
+  reported_piece* moments = nullptr;
+  for (auto& p : r.pieces) {
+    if (p.tensor == "params") params = &p;
+    if (p.tensor == "moments") moments = &p;
+  }
+  REQUIRE(params != nullptr);
+  REQUIRE(moments != nullptr);
+  std::swap(params->piece.key_offset, moments->piece.key_offset);
+  return r;
+}
+
+// Writes m as the committed manifest of dir, sealed consistently (as a committer that believed a
+// forged report would have).
+void seal_manifest(const std::string& dir, const manifest& m) {
+  const std::string text = manifest_to_json(m).dump();
+  write_file_durable((fs::path(dir) / "manifest.json").string(), text);
+  write_file_durable((fs::path(dir) / "COMMITTED").string(),
+                     nlohmann::json{{"step", m.step},
+                                    {"manifest_xxh64", cohort::core::data::to_hex64(
+                                                           cohort::core::data::xxh64(text.data(), text.size()))}}
+                         .dump());
+}
+
 }  // namespace
+
+TEST_CASE("A rank report that disagrees with the rank's file is refused at commit, naming rank, file and tensor",
+          "[core][ckpt][security]") {
+  temp_dir tmp;
+  const std::string dir = step_dir(tmp.path(), 4);
+  const rank_report r0 = write_fake_rank(dir, 4, 2, 0);
+  const rank_report r1 = write_fake_rank(dir, 4, 2, 1);
+  const auto refused = [&](const rank_report& forged, const std::string& tensor) {
+    try {
+      commit_checkpoint(dir, 4, 2, {r0, forged});
+      FAIL("a forged report was committed");
+    } catch (const ckpt_error& e) {
+      CHECK(e.code() == ckpt_errc::bad_input);
+      CHECK_THAT(e.what(), Catch::Contains("rank 1") && Catch::Contains("rank-00001.safetensors") &&
+                               Catch::Contains("tensor '" + tensor + "'"));
+    }
+    CHECK_FALSE(fs::exists(fs::path(dir) / "COMMITTED"));
+    CHECK_FALSE(fs::exists(fs::path(dir) / "manifest.json"));
+  };
+  refused(swap_slices(r1), "moments");  // the slices swapped inside the stored tensor
+  rank_report other_key = r1;          // a slice read from another stored tensor of the same size
+  for (auto& p : other_key.pieces)
+    if (p.tensor == "step_count") p.piece.key = "flat";
+  refused(other_key, "step_count");
+  rank_report shifted = r1;  // a slice moved within its logical tensor
+  for (auto& p : shifted.pieces)
+    if (p.tensor == "params") p.piece.offset -= 1;
+  refused(shifted, "params");
+  rank_report dropped = r1;  // a slice left out (another rank's report could cover it)
+  dropped.pieces.erase(dropped.pieces.begin());
+  refused(dropped, r1.pieces.front().tensor);
+  const manifest m = commit_checkpoint(dir, 4, 2, {r0, r1});  // the true reports commit
+  CHECK(verify_checkpoint(dir).ok());
+  CHECK(m.tensors.size() == 3);
+}
+
+TEST_CASE("verify refuses a committed manifest whose slices disagree with a rank's file, by name",
+          "[core][ckpt][security]") {
+  temp_dir tmp;
+  const std::string dir = step_dir(tmp.path(), 6);
+  const rank_report r0 = write_fake_rank(dir, 6, 2, 0);
+  const rank_report r1 = write_fake_rank(dir, 6, 2, 1);
+  manifest m = commit_checkpoint(dir, 6, 2, {r0, r1});
+  REQUIRE(verify_checkpoint(dir).ok());
+  // What a committer that believed the forged report of rank 1 would have sealed.
+  const rank_report forged = swap_slices(r1);
+  for (auto& t : m.tensors)
+    for (auto& p : t.pieces)
+      for (const auto& f : forged.pieces)
+        if (p.rank == 1 && f.tensor == t.name) p = f.piece;
+  seal_manifest(dir, m);
+  REQUIRE(read_manifest(dir).step == 6);  // the manifest itself is sound and sealed
+  const verify_result v = verify_checkpoint(dir);
+  REQUIRE_FALSE(v.ok());
+  std::string all;
+  for (const auto& p : v.problems) all += p + "\n";
+  INFO(all);
+  CHECK_THAT(all, Catch::Contains("rank 1, tensor 'params'") && Catch::Contains("rank 1, tensor 'moments'") &&
+                      Catch::Contains("rank-00001.safetensors"));
+  CHECK_THAT(all, !Catch::Contains("rank 0,"));
+  // Resuming picks the checkpoint before it, never this one.
+  CHECK_FALSE(latest_valid(tmp.path()).checkpoint);
+  const auto tool = cohort::test::run_tool("cohort-ckpt", "verify " + dir);
+  CHECK(tool.code == 1);
+  CHECK_THAT(tool.err, Catch::Contains("rank 1, tensor 'params'") && Catch::Contains("INVALID"));
+}
 
 TEST_CASE("Step directories are named with eight digits and parsed back", "[core][ckpt]") {
   CHECK(step_dir_name(200) == "step-00000200");

@@ -2,6 +2,7 @@
 // rank's data, argument errors, timeouts, abort and dead peers.
 #include "core/comm/comm_error.hpp"
 #include "core/comm/file_store.hpp"
+#include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/comm/tcp_store_server.hpp"
 #include "tests/core/comm/rank_threads.hpp"
@@ -265,7 +266,8 @@ TEST_CASE("bad collective arguments are refused with a clear error and the group
 }
 
 TEST_CASE("ranks rendezvous through the TCP store and the file store", "[core][comm][gloo]") {
-  tcp_store_server server("127.0.0.1", 0);
+  const std::string secret = make_store_secret();
+  tcp_store_server server("127.0.0.1", 0, secret);
   const auto dir = std::filesystem::temp_directory_path() /
                    ("cohort-comm-group-" + std::to_string(::getpid()));
   const bool use_tcp = GENERATE(true, false);
@@ -273,7 +275,7 @@ TEST_CASE("ranks rendezvous through the TCP store and the file store", "[core][c
   auto results = run_ranks<at::Tensor>(3, [&](int rank) {
     std::shared_ptr<store> st;
     if (use_tcp)
-      st = std::make_shared<tcp_store>("127.0.0.1", server.port(), 5s);
+      st = std::make_shared<tcp_store>("127.0.0.1", server.port(), secret, 5s);
     else
       st = std::make_shared<file_store>(dir);
     auto pg = make_process_group(gloo_options(st, rank, 3, "job-1/attempt-0/"));

@@ -54,7 +54,9 @@ TEST_CASE("a job started again after its final checkpoint reports its last step 
   REQUIRE(first[0].error_text() == "");
   const auto& last = first[0].value->reports.back();
   REQUIRE(last.step == 4);
-  const auto again = test::run_workload(spec, tmp.path("run"), {1});  // nothing left to run
+  test::run_options second_attempt;
+  second_attempt.attempt = 1;
+  const auto again = test::run_workload(spec, tmp.path("run"), second_attempt);  // nothing left to run
   for (const auto& r : again) REQUIRE(r.error_text() == "");
   REQUIRE(again[0].value->reports.size() == 1);
   const auto& resumed = again[0].value->reports[0];

@@ -13,7 +13,16 @@
 #include <cstring>
 #include <fstream>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include "core/ckpt/layout.hpp"
+#include "core/comm/comm_error.hpp"
+#include "core/comm/tcp_store.hpp"
+#include "core/comm/tcp_store_wire.hpp"
+#include "core/train/checkpoint_request.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
@@ -88,7 +97,77 @@ void check_close_runs(const std::string& straight_dir, const std::string& resume
   }
 }
 
+// Plays the attacker of issue 13: sets `key` through the store's old, unauthenticated protocol
+// and returns what the server answered before it closed the connection.
+std::string unauthenticated_set(std::uint16_t port, const std::string& key) {
+  namespace wire = core::comm::wire;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  std::string p;
+  wire::put_u8(p, static_cast<std::uint8_t>(wire::op::set));
+  wire::put_str(p, key);
+  wire::put_str(p, "1");
+  const std::string f = wire::frame(p);
+  REQUIRE(::send(fd, f.data(), f.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(f.size()));
+  std::string got;
+  for (;;) {  // until the server hangs up
+    pollfd pfd{fd, POLLIN, 0};
+    REQUIRE(::poll(&pfd, 1, 5000) == 1);
+    char buf[256];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return got;
+}
+
 }  // namespace
+
+TEST_CASE("checkpoint requests from clients without the store secret are refused and make no checkpoint",
+          "[core][train][ckpt][security]") {
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  spec.train.max_steps = 6;
+  spec.train.log_every = 1;
+  spec.run.checkpoint.every_steps = 0;  // only at the end, and when requested
+  // Longer than rank 0's 250 ms between looks at the request key: a request set at one step's
+  // report is taken before the next step, whatever the machine's load.
+  spec.train.step_delay_s = 0.3;
+  const std::string request_key = core::train::checkpoint_request_key("job-1", 0);
+  std::uint64_t refused = 0;
+  std::string wrong_secret_error;
+  test::run_options o;
+  o.on_report_store = [&](core::comm::tcp_store_server& server, const std::string& secret,
+                          const core::train::step_report& r) {
+    if (r.step == 1) {  // the attack: eight requests without the secret, one with a wrong one
+      for (int i = 0; i < 8; ++i)
+        CHECK(unauthenticated_set(server.port(), request_key).size() <= 4 + core::comm::wire::hello_bytes);
+      try {
+        core::comm::tcp_store forged("127.0.0.1", server.port(), core::comm::make_store_secret(), std::chrono::seconds(5));
+        forged.set(request_key, "1");
+      } catch (const core::comm::comm_error& e) {
+        wrong_secret_error = e.what();
+      }
+      refused = server.refused_count();
+    }
+    if (r.step == 3) {  // the trainer's own request (submit checkpoint), holding the secret
+      core::comm::tcp_store trainer("127.0.0.1", server.port(), secret, std::chrono::seconds(5));
+      trainer.set(request_key, "1");
+    }
+  };
+  require_ok(test::run_workload(spec, tmp.path("run"), o));
+  CHECK(refused == 9);
+  CHECK_THAT(wrong_secret_error, Catch::Contains("refused this client's proof"));
+  std::vector<std::uint64_t> steps;
+  for (const auto& c : core::ckpt::list_checkpoints(tmp.path("run"))) steps.push_back(c.step);
+  CHECK(steps == std::vector<std::uint64_t>{4, 6});  // the trainer's request and the end, no more
+}
 
 TEST_CASE("a run stopped after a checkpoint and started again ends bitwise equal to a straight run",
           "[core][train][ckpt]") {

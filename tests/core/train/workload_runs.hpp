@@ -14,6 +14,7 @@
 #include "config/job_spec.hpp"
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
+#include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store_server.hpp"
 #include "core/train/workload.hpp"
 #include "tests/core/comm/rank_threads.hpp"
@@ -30,11 +31,17 @@ struct run_options {
   int attempt = 0;
   const std::atomic<bool>* cancelled = nullptr;
   std::function<void(const core::train::step_report&)> on_report;  // rank 0's reports
+  // Called on rank 0's thread after each of its reports, with the attempt's store (and its
+  // secret), before on_report: to play a client of the store in the middle of a run.
+  std::function<void(core::comm::tcp_store_server&, const std::string& secret,
+                     const core::train::step_report&)>
+      on_report_store;
 };
 
 inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& spec, const std::string& run_dir,
                                                        const run_options& options = {}) {
-  core::comm::tcp_store_server server;
+  const std::string secret = core::comm::make_store_secret();
+  core::comm::tcp_store_server server("127.0.0.1", 0, secret);
   const int world = spec.scaling.num_workers;
   return run_ranks<rank_run>(world, [&](int rank) {
     core::train::worker_context ctx;
@@ -45,11 +52,13 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
     ctx.attempt = options.attempt;
     ctx.node = "local";
     ctx.store_address = server.host() + ":" + std::to_string(server.port());
+    ctx.store_secret = secret;
     ctx.run_dir = run_dir;
     ctx.cancelled = options.cancelled;
     rank_run out;
     ctx.report = [&](const core::train::step_report& r) {
       out.reports.push_back(r);
+      if (rank == 0 && options.on_report_store) options.on_report_store(server, secret, r);
       if (options.on_report) options.on_report(r);
     };
     ctx.log = [&](const std::string& line) { out.log.push_back(line); };
