@@ -63,7 +63,7 @@ json parse_json_text(const std::string& text, const std::string& path, const std
   check_json_limits(text, path, source);
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw spec_error(path, source + " is not valid JSON: " + e.what());
   }
 }

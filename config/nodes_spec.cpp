@@ -18,7 +18,7 @@ using json = nlohmann::json;
 json parse_text(const std::string& text, const std::string& path, const std::string& what) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw spec_error(path, what + " is not valid JSON: " + e.what());
   }
 }

@@ -89,7 +89,7 @@ std::optional<std::string> read_file(const fs::path& path) {
 nlohmann::json parse_json(const fs::path& path, std::string_view text) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
     throw store_error(store_error_kind::corrupt, path.string(),
                       path.string() + " is not valid JSON (" + e.what() +
                           "); the store only writes whole files, so it was damaged or edited "

@@ -146,6 +146,10 @@ TEST_CASE("malformed JSON and a non-object document are errors, not crashes", "[
   const spec_error syntax = expect_spec_error([] { parse_job_spec("{\"name\": "); });
   CHECK(syntax.path().empty());
   CHECK_THAT(syntax.what(), Catch::Contains("not valid JSON"));
+  // A number past a double's range (found by fuzz_job_spec): JSON's parser reports it apart
+  // from syntax errors.
+  const spec_error overflow = expect_spec_error([] { parse_job_spec(R"({"train": {"lr": 3e333}})"); });
+  CHECK_THAT(overflow.what(), Catch::Contains("not valid JSON") && Catch::Contains("3e333"));
   const spec_error array = expect_spec_error([] { parse_job_spec("[1, 2]"); });
   CHECK_THAT(array.what(), Catch::Contains("(top level): got [1,2]; expected a JSON object"));
 }
