@@ -132,6 +132,8 @@ void head_incoming(head_gw self, const incoming_frame& in) {
     serve<stop_job, job_record>(self, in.routing_id, msg.get_as<stop_job>(0));
   else if (msg.match_element<logs_query>(0))
     serve<logs_query, job_logs>(self, in.routing_id, msg.get_as<logs_query>(0));
+  else if (msg.match_element<plan_request>(0))
+    serve<plan_request, plan_reply>(self, in.routing_id, msg.get_as<plan_request>(0));
   else if (msg.match_element<follow_job>(0))
     self->spawn(client_follower, st.head, st.server, in.routing_id,
                 msg.get_as<follow_job>(0).job_id);

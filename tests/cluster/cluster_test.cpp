@@ -440,6 +440,26 @@ TEST_CASE("submit plan prints each rank's GPU memory and host RAM, and refuses w
                                           "node's GPU memory (largest: 476.8 MiB)"));
 }
 
+TEST_CASE("submit plan against a running cluster places the job on its nodes without starting it",
+          "[cluster][memory]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto job = c.write_job(tiny_llama_job("planned-live", c.dir().str() + "/data", c.dir().str() + "/runs", 0));
+  const auto plan = c.submit({"plan", job});
+  INFO(plan.out << plan.err);
+  REQUIRE(plan.exit_code == 0);
+  CHECK_THAT(plan.out, Catch::Contains("rank 0 on n1: ") && Catch::Contains("rank 1 on n1: ") &&
+                           Catch::Contains("memory per rank (ZeRO-2, fp32, no offload"));
+  const auto as_json = c.submit({"plan", job, "--json"});
+  INFO(as_json.out << as_json.err);
+  REQUIRE(as_json.exit_code == 0);
+  CHECK(json::parse(as_json.out)["ranks"] == json::array({"n1", "n1"}));
+  const auto list = c.submit({"list", "--json"});
+  REQUIRE(list.exit_code == 0);
+  CHECK(json::parse(list.out)["jobs"].empty());  // planning submitted nothing
+}
+
 TEST_CASE("relative paths in a spec are resolved by submit against the spec's directory, whatever the "
           "worker's working directory",
           "[cluster]") {
