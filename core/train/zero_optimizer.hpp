@@ -150,8 +150,8 @@ class zero_optimizer {
   // max_in_flight of the earlier ones are unfinished (FSDP's limit_all_gathers). Otherwise the
   // host queues a whole step ahead of the GPU and every queued collective's buffers stay
   // reserved (the caching allocator keeps a block the communication stream used until that
-  // stream is past it), far above what one layer at a time needs. Two in
-  // flight keep the compute stream one layer ahead of the host's waits, and the
+  // stream is past it): a 7B model on 4 GPUs with offload_param peaked at 12.8 GiB instead of
+  // 5.0. Two in flight keep the compute stream a layer ahead of the host's waits and the
   // communication overlapped.
   static constexpr std::size_t max_in_flight = 2;
   void throttle();
