@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -93,6 +94,7 @@ struct trainer_actor_state {
   std::set<std::int32_t> done;
   std::int32_t started = 0;
   bool settled = false;
+  std::optional<progress_report> last_report;  // rank 0's newest, told again to a restarted head
   // The rendezvous store the attempt's workers bootstrap their collective group through.
   std::unique_ptr<core::comm::tcp_store_server> store;
   static inline const char* name = "cohort.trainer";

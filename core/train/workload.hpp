@@ -24,6 +24,7 @@ struct step_report {
   double tokens_per_s = 0;
   double mfu = 0;                // 0 when unknown (CPU)
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint rank 0 knows of (0: none)
+  std::int64_t held_before_step = 0;  // the ranks wait before this step (run.hold_before_step; 0: not held)
 };
 
 // Everything a workload needs to know about its place in the job. Owned by the worker; valid for
