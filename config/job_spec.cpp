@@ -281,10 +281,10 @@ void check_cross_fields(const job_spec& spec) {
                          "; parameter offload needs zero.stage 3 (allowed otherwise: \"none\")");
   }
   if (spec.train.max_steps > 0 && spec.run.hold_before_step > spec.train.max_steps) {
-    throw spec_error("run.hold_before_step",
-                     "got " + std::to_string(spec.run.hold_before_step) + ", after the last step (train.max_steps " +
-                         std::to_string(spec.train.max_steps) + "): the job would never hold; allowed: 0 (none) to " +
-                         std::to_string(spec.train.max_steps));
+    const auto last = std::to_string(spec.train.max_steps);
+    throw spec_error("run.hold_before_step", "got " + std::to_string(spec.run.hold_before_step) +
+                                                 ", after the last step (train.max_steps " + last +
+                                                 "): the job would never hold; allowed: 0 (none) to " + last);
   }
 }
 

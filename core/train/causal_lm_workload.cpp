@@ -112,7 +112,8 @@ void causal_lm_workload::run(const worker_context& ctx) {
   while (engine.steps_done() < total) {
     const bool held = gate.pass(engine.steps_done() + 1, report);
     if (checkpoints.take_request(held)) {  // a request made while held is seen before the step
-      if (ctx.log) ctx.log("checkpoint requested: saving after step " + std::to_string(engine.steps_done() + 1));
+      if (ctx.log)
+        ctx.log("checkpoint requested: saving after step " + std::to_string(engine.steps_done() + 1));
       engine.request_checkpoint();
     }
     const step_result last = engine.train_step();
