@@ -1,9 +1,7 @@
 // Real cluster processes for the multi-process tests (see cluster_harness.hpp).
 #include "tests/cluster/cluster_harness.hpp"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -24,16 +22,12 @@ std::string required_env(const char* name) {
   return v;
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+// The port in the head's "cluster-head: serving on HOST:PORT (store ...)" line.
+int served_port(const std::string& line) {
+  static const std::regex served("serving on [^ ]*:([0-9]+) ");
+  std::smatch m;
+  if (!std::regex_search(line, m, served)) throw std::runtime_error("no port in: " + line);
+  return std::stoi(m[1]);
 }
 
 }  // namespace
@@ -93,7 +87,7 @@ bool running_process::wait_for_exit(std::chrono::milliseconds timeout) const {
   return ended();
 }
 
-test_cluster::test_cluster() : bin_(required_env("COHORT_BIN")), port_(free_port()) {}
+test_cluster::test_cluster() : bin_(required_env("COHORT_BIN")) {}
 
 test_cluster::~test_cluster() {
   workers_.clear();
@@ -101,12 +95,14 @@ test_cluster::~test_cluster() {
 }
 
 void test_cluster::start_head() {
+  // The first head takes any free port (no window in which another process could take a port
+  // picked for it); a restarted head binds the same one again.
   head_ = std::make_unique<running_process>(
       std::vector<std::string>{bin_ + "/cluster-head", "--store", store(), "--port",
                                std::to_string(port_), "--heartbeat-timeout", "3", "--lease-ttl",
                                "3"},
       std::map<std::string, std::string>{});
-  head_->wait_for_line("serving on", std::chrono::seconds(30));
+  port_ = served_port(head_->wait_for_line("serving on", std::chrono::seconds(30)));
 }
 
 void test_cluster::kill_head() {

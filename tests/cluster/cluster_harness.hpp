@@ -50,7 +50,8 @@ class test_cluster {
   test_cluster();
   ~test_cluster();
 
-  // Starts (or restarts, on the same store and port) the head.
+  // Starts (or restarts, on the same store and port) the head. The first start takes any free
+  // port; address() names it from then on.
   void start_head();
   void kill_head();
   // extra_args: more cluster-worker options, e.g. {"--memory", "1e6"}. working_dir: the directory
