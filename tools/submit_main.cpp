@@ -133,6 +133,12 @@ config::job_spec load_run_spec(const std::string& path) {
 
 int run_local(const options& o) {
   auto spec = load_run_spec(o.arg);
+  if (spec.run.hold_before_step > 0) {
+    std::cerr << "submit: run.hold_before_step " << spec.run.hold_before_step
+              << ": the cluster embedded in this process has no `submit release`, so the job would "
+                 "hold forever; run it on a cluster (--address), or remove run.hold_before_step\n";
+    return exit_usage;
+  }
   std::vector<actors::node_info> infos;
   try {
     infos = local_nodes(o);

@@ -403,6 +403,16 @@ TEST_CASE("submit --local refuses a GPU job this machine can never run", "[clust
                                       cohort::core::resources::no_cuda_text));
 }
 
+TEST_CASE("submit --local refuses a job held at a step, which nothing could release", "[cluster]") {
+  test_cluster c;
+  const auto job = c.write_job(holding(lr_job("local-held", 1, 5, 0, 0, c.dir().str() + "/runs"), 2));
+  auto r = c.submit({"--local", "run", job});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("run.hold_before_step 2: the cluster embedded in this process has no "
+                                    "`submit release`"));
+}
+
 TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU workers see no GPU",
           "[cluster]") {
   test_cluster c;
