@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -97,6 +98,7 @@ struct trainer_actor_state {
   std::set<std::int32_t> done;
   std::int32_t started = 0;
   bool settled = false;
+  std::optional<progress_report> last_report;  // rank 0's newest, told again to a restarted head
   // The rendezvous store the attempt's workers bootstrap their collective group through.
   std::unique_ptr<core::comm::tcp_store_server> store;
   std::string store_secret;  // the store's (raw bytes); handed to this attempt's workers only

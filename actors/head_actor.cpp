@@ -71,6 +71,20 @@ void persist(head_ptr self) {
   }
 }
 
+// The trainer of the job's current attempt, when it has announced itself to this head (null
+// otherwise: a restarted head that has not adopted it yet).
+caf::actor current_trainer(head_ptr self, const job_record& r) {
+  for (const auto& [addr, ref] : self->state.trainers)
+    if (ref.job_id == r.id && ref.attempt == r.attempts - 1) return ref.handle;
+  return nullptr;
+}
+
+caf::error trainer_unknown(const job_record& r) {
+  return caf::make_error(caf::sec::runtime_error,
+                         "job " + r.id + ": the trainer of attempt " + std::to_string(r.attempts) + " on " +
+                             r.trainer_node + " has not announced itself to this head yet; try again");
+}
+
 void notify(head_ptr self, const std::string& job_id, const std::string& line) {
   auto it = self->state.followers.find(job_id);
   const auto* record = self->state.logic.find(job_id);
@@ -258,8 +272,28 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         if (r->state != job_state::running)
           return request_error("job " + req.job_id + " is " + to_string(r->state) +
                                ": only a RUNNING job can be asked for a checkpoint");
-        for (auto& [addr, ref] : st.trainers)
-          if (ref.job_id == req.job_id) self->send(ref.handle, checkpoint_attempt{req.job_id, r->attempts - 1});
+        if (st.logic.spec(req.job_id)->workload != config::workload_kind::causal_lm)
+          return request_error("job " + req.job_id + " runs workload " +
+                               to_string(st.logic.spec(req.job_id)->workload) +
+                               ", which saves no checkpoints (only causal_lm does)");
+        auto trainer = current_trainer(self, *r);
+        if (!trainer) return trainer_unknown(*r);
+        self->send(trainer, checkpoint_attempt{req.job_id, r->attempts - 1});
+        return *r;
+      },
+      [=](const release_job& req) -> caf::result<job_record> {
+        auto& st = self->state;
+        const auto* r = st.logic.find(req.job_id);
+        if (r == nullptr) return request_error("no job with id " + req.job_id);
+        if (st.logic.spec(req.job_id)->run.hold_before_step <= 0)
+          return request_error("job " + req.job_id +
+                               " has no run.hold_before_step: there is no hold to release");
+        if (r->state != job_state::running)
+          return request_error("job " + req.job_id + " is " + to_string(r->state) +
+                               ": only a RUNNING job can be released");
+        auto trainer = current_trainer(self, *r);
+        if (!trainer) return trainer_unknown(*r);
+        self->send(trainer, release_attempt{req.job_id, r->attempts - 1});
         return *r;
       },
       [=](const follow_job& req) -> caf::result<job_record> {

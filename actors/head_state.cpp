@@ -343,6 +343,7 @@ std::vector<trainer_setup> head_state::schedule() {
 }
 
 void head_state::release(job_entry& job) {
+  job.record.held_before_step = 0;  // the attempt that was held is over
   if (!job.held) return;
   // Only nodes still registered get their share back; a node that re-registered meanwhile was
   // given its reservation again in add_node.
@@ -474,11 +475,18 @@ void head_state::on_progress(const progress_report& report) {
   it->second.record.total_steps = report.total_steps;
   it->second.record.loss = report.loss;
   if (report.checkpoint_step > 0) it->second.record.checkpoint_step = report.checkpoint_step;
+  // A report that arrives after the attempt ended (stopped while held) holds nothing any more.
+  it->second.record.held_before_step = it->second.held ? report.held_before_step : 0;
 }
 
 const job_record* head_state::find(const std::string& job_id) const {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second.record;
+}
+
+const config::job_spec* head_state::spec(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second.spec;
 }
 
 std::vector<job_record> head_state::jobs() const {

@@ -86,9 +86,13 @@ class head_state {
   bool stop(const std::string& job_id, const std::string& reason);
   // The job's trainer has all workers up.
   void on_running(const std::string& job_id, std::int32_t attempt);
+  // Rank 0's step report: step, loss, newest checkpoint, and whether the attempt is held at
+  // run.hold_before_step (cleared again when the attempt ends).
   void on_progress(const progress_report& report);
 
   const job_record* find(const std::string& job_id) const;
+  // The job's parsed spec, or nullptr when unknown.
+  const config::job_spec* spec(const std::string& job_id) const;
   std::vector<job_record> jobs() const;
   // Free resources of a node (for tests and `submit plan`); empty when unknown.
   std::map<std::string, double> available(const std::string& node) const;

@@ -31,6 +31,7 @@ json to_json(const job_record& r) {
               {"total_steps", r.total_steps},
               {"loss", r.loss},
               {"checkpoint_step", r.checkpoint_step},
+              {"held_before_step", r.held_before_step},
               {"rank_gpus", r.rank_gpus}};
 }
 
@@ -64,6 +65,7 @@ job_record job_record_from_json(const json& j) {
     r.total_steps = j.at("total_steps").get<std::int64_t>();
     r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : 0.0;
     r.checkpoint_step = j.value("checkpoint_step", std::int64_t{0});
+    r.held_before_step = j.value("held_before_step", std::int64_t{0});
     if (j.contains("rank_gpus"))  // records of older heads have none
       r.rank_gpus = j.at("rank_gpus").get<std::vector<std::vector<std::int32_t>>>();
   } catch (const json::exception& e) {

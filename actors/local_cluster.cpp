@@ -108,6 +108,10 @@ job_record local_cluster::stop(const std::string& job_id) {
   return impl_->ask<job_record>(stop_job{job_id});
 }
 
+job_record local_cluster::release(const std::string& job_id) {
+  return impl_->ask<job_record>(release_job{job_id});
+}
+
 job_record local_cluster::follow(const std::string& job_id, std::chrono::milliseconds timeout,
                                  const std::function<void(const job_event&)>& on_event) {
   return impl_->follow(job_id, timeout, [&](const job_event& e) {

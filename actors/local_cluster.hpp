@@ -34,6 +34,9 @@ class local_cluster {
   std::vector<job_record> list();
   std::vector<log_line> logs(const std::string& job_id);
   job_record stop(const std::string& job_id);
+  // Lets a job held at run.hold_before_step go on (`submit release`); throws cluster_error with
+  // the head's refusal.
+  job_record release(const std::string& job_id);
 
   // Follows a job until it ends or the timeout passes; calls on_event for every change. Returns
   // the last record seen (check its state: not terminal means the timeout passed).

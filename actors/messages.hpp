@@ -4,7 +4,7 @@
 // meta::type_name header is pulled in. Who sends what to whom:
 //   client → head    submit_job → job_accepted | job_query → job_record | job_list_query → job_list
 //                    stop_job → job_record | follow_job → job_record, then job_event…
-//                    checkpoint_job → job_record
+//                    checkpoint_job → job_record | release_job → job_record
 //                    logs_query → job_logs | plan_request → plan_reply
 //   node → head      node_hello (the head monitors the node)
 //   head → node      start_trainer; the trainer → head: trainer_started (monitored)
@@ -12,7 +12,7 @@
 //   worker → trainer progress_report, log_line, worker_finished
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
-//   head → trainer   checkpoint_attempt
+//   head → trainer   checkpoint_attempt, release_attempt
 //   drills → node    kill_worker_drill → bool | kill_trainer_drill → bool
 #pragma once
 
@@ -73,6 +73,9 @@ struct job_record {
   double loss = 0;
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint (0: none)
   std::string spec_json;
+  // The current attempt waits before this step for `submit release` (run.hold_before_step; 0:
+  // not held).
+  std::int64_t held_before_step = 0;
   // Per rank, the indices of its GPUs in its node's offered GPU list (empty: none); the current
   // attempt's, while it holds a placement.
   std::vector<std::vector<std::int32_t>> rank_gpus{};
@@ -139,6 +142,7 @@ struct progress_report {
   double tokens_per_s = 0;
   double mfu = 0;
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint (0: none yet)
+  std::int64_t held_before_step = 0;  // the ranks wait before this step (0: not held)
 };
 
 // How an attempt ended, as the trainer tells the head.
@@ -201,6 +205,12 @@ struct stop_job {
 // Ask a running job for a checkpoint after its next step. Reply: job_record.
 struct checkpoint_job {
   static constexpr std::uint32_t wire_id = 42;
+  std::string job_id;
+};
+// Release a running job held at run.hold_before_step (or let its attempt pass that step when it
+// gets there). Reply: job_record.
+struct release_job {
+  static constexpr std::uint32_t wire_id = 44;
   std::string job_id;
 };
 // Reply: job_record; then job_event messages until the job ends.
@@ -276,6 +286,12 @@ struct checkpoint_attempt {
   std::string job_id;
   std::int32_t attempt = 0;
 };
+// head → trainer: the attempt's ranks go on past run.hold_before_step.
+struct release_attempt {
+  static constexpr std::uint32_t wire_id = 45;
+  std::string job_id;
+  std::int32_t attempt = 0;
+};
 // client → head: where would this job run now? Reply: plan_reply.
 struct plan_request {
   static constexpr std::uint32_t wire_id = 39;
@@ -311,7 +327,7 @@ typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_record& x) {
-  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json, x.rank_gpus);
+  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json, x.rank_gpus, x.held_before_step);
 }
 
 template <class Inspector>
@@ -334,7 +350,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step);
+  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step);
 }
 
 template <class Inspector>
@@ -385,6 +401,16 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_job& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_attempt& x) {
   return f(caf::meta::type_name("checkpoint_attempt"), x.job_id, x.attempt);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, release_job& x) {
+  return f(caf::meta::type_name("release_job"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, release_attempt& x) {
+  return f(caf::meta::type_name("release_attempt"), x.job_id, x.attempt);
 }
 
 template <class Inspector>

@@ -7,6 +7,7 @@
 #include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/train/checkpoint_request.hpp"
+#include "core/train/step_gate.hpp"
 
 namespace cohort::actors {
 
@@ -126,7 +127,9 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
           self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
       },
       [=](const progress_report& report) {
-        if (report.rank == 0) self->send(self->state.head, report);
+        if (report.rank != 0) return;
+        self->state.last_report = report;
+        self->send(self->state.head, report);
       },
       [=](const log_line& line) { self->send(self->state.head, line); },
       [=](const worker_finished& wf) {
@@ -144,6 +147,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         self->send(st.head, trainer_started{st.setup.job_id, st.setup.attempt});
         if (st.started == world)
           self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
+        // A restarted head learns the step (and a hold) without waiting for the next report.
+        if (st.last_report) self->send(st.head, *st.last_report);
       },
       [=](const checkpoint_attempt& req) {
         auto& st = self->state;
@@ -155,6 +160,17 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         } catch (const std::exception& e) {
           self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
                                        std::string("trainer: cannot pass on the checkpoint request: ") + e.what()});
+        }
+      },
+      [=](const release_attempt& req) {
+        auto& st = self->state;
+        if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
+        try {  // every rank polls this key at run.hold_before_step
+          core::comm::tcp_store client(st.store->host(), st.store->port(), std::chrono::seconds(5));
+          client.set(core::train::hold_release_key(req.job_id, req.attempt), "1");
+        } catch (const std::exception& e) {
+          self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
+                                       std::string("trainer: cannot pass on the release: ") + e.what()});
         }
       },
       [=](const stop_attempt& req) {

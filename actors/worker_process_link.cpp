@@ -129,7 +129,7 @@ std::string progress_line(const progress_report& r) {
   return json{{"type", "progress"}, {"job_id", r.job_id}, {"rank", r.rank}, {"step", r.step},
               {"total_steps", r.total_steps}, {"loss", r.loss}, {"lr", r.lr},
               {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
-              {"checkpoint_step", r.checkpoint_step}}
+              {"checkpoint_step", r.checkpoint_step}, {"held_before_step", r.held_before_step}}
       .dump();
 }
 
@@ -156,6 +156,7 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
       r.tokens_per_s = j.at("tokens_per_s").get<double>();
       r.mfu = j.at("mfu").get<double>();
       r.checkpoint_step = j.value("checkpoint_step", std::int64_t{0});
+      r.held_before_step = j.value("held_before_step", std::int64_t{0});
       return c;
     }
     if (j["type"] == "finished") {

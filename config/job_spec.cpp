@@ -210,6 +210,7 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     fr.finish();
   }
   r.read("resume", run.resume);
+  r.read("hold_before_step", run.hold_before_step, std::int64_t{0});
   r.finish();
 }
 
@@ -278,6 +279,12 @@ void check_cross_fields(const job_spec& spec) {
     throw spec_error("zero.offload_param",
                      "got \"cpu\" with zero.stage " + std::to_string(spec.zero.stage) +
                          "; parameter offload needs zero.stage 3 (allowed otherwise: \"none\")");
+  }
+  if (spec.train.max_steps > 0 && spec.run.hold_before_step > spec.train.max_steps) {
+    const auto last = std::to_string(spec.train.max_steps);
+    throw spec_error("run.hold_before_step", "got " + std::to_string(spec.run.hold_before_step) +
+                                                 ", after the last step (train.max_steps " + last +
+                                                 "): the job would never hold; allowed: 0 (none) to " + last);
   }
 }
 

@@ -97,6 +97,11 @@ struct run_spec {
   checkpoint_spec checkpoint;
   failure_spec failure;
   bool resume = true;
+  // 0: none. Otherwise every rank of every attempt that reaches this 1-based step waits before
+  // running it until the job is released (`submit release JOB`, for the attempt then running) or
+  // stopped; `submit status` shows the job held meanwhile. For stepping through a run (inspect
+  // it, ask for a checkpoint at an exact step) and for tests that must act while a job runs.
+  std::int64_t hold_before_step = 0;
 };
 
 // Ray's runtime_env, the part cohort supports: environment variables for every worker process.

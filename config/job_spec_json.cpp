@@ -64,7 +64,8 @@ std::string to_json_text(const job_spec& spec) {
                   {"score_order", to_string(r.checkpoint.order)},
                   {"async", r.checkpoint.async}}},
                 {"failure", {{"max_failures", r.failure.max_failures}}},
-                {"resume", r.resume}};
+                {"resume", r.resume},
+                {"hold_before_step", r.hold_before_step}};
   if (!spec.runtime_env.env_vars.empty())
     out["runtime_env"] = {{"env_vars", spec.runtime_env.env_vars}};
   return out.dump(2);

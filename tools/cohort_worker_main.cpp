@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     control(actors::progress_line(actors::progress_report{setup.job_id, setup.rank, r.step,
                                                           r.total_steps, r.loss, r.lr,
                                                           r.grad_norm, r.tokens_per_s, r.mfu,
-                                                          r.checkpoint_step}));
+                                                          r.checkpoint_step, r.held_before_step}));
   };
   ctx.log = [](const std::string& line) { std::cout << line << std::endl; };
   try {

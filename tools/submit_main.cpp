@@ -1,7 +1,8 @@
 // submit: the user's client.
 //   submit plan JOB.json [--nodes NODES.json]   where the job would run (offline, or live cluster)
 //   submit run JOB.json [--follow]              submit to the cluster (--local: embedded cluster)
-//   submit status JOB [--json] | list [--json] | logs JOB [-f] | checkpoint JOB | stop JOB
+//   submit status JOB [--json] | list [--json] | logs JOB [-f] | checkpoint JOB | release JOB
+//   | stop JOB
 // The cluster is --address / $COHORT_ADDRESS with --credentials / $COHORT_CREDENTIALS; `run`
 // without any address runs on a cluster embedded in this process.
 // Exit codes: 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage or bad input.
@@ -52,6 +53,7 @@ const char* usage_text =
     "  list [--json]                       every job, and the nodes with their GPUs\n"
     "  logs JOB [-f]                       the workers' output (-f: keep following)\n"
     "  checkpoint JOB                      save a checkpoint of a running job after its next step\n"
+    "  release JOB                         let a job held at run.hold_before_step go on\n"
     "  stop JOB                            stop a job\n";
 
 struct options {
@@ -131,6 +133,12 @@ config::job_spec load_run_spec(const std::string& path) {
 
 int run_local(const options& o) {
   auto spec = load_run_spec(o.arg);
+  if (spec.run.hold_before_step > 0) {
+    std::cerr << "submit: run.hold_before_step " << spec.run.hold_before_step
+              << ": the cluster embedded in this process has no `submit release`, so the job would "
+                 "hold forever; run it on a cluster (--address), or remove run.hold_before_step\n";
+    return exit_usage;
+  }
   std::vector<actors::node_info> infos;
   try {
     infos = local_nodes(o);
@@ -297,6 +305,9 @@ void print_record(const actors::job_record& r) {
             << ", loss " << r.loss;
   if (r.checkpoint_step > 0) std::cout << ", last checkpoint at step " << r.checkpoint_step;
   std::cout << "\n";
+  if (r.held_before_step > 0)
+    std::cout << "  held before step " << r.held_before_step << " (run.hold_before_step): `submit release "
+              << r.id << "` lets it go on\n";
   for (const auto& f : r.failures)
     std::cout << "  attempt " << f.attempt + 1 << " failed: "
               << (f.rank >= 0 ? "rank " + std::to_string(f.rank) : std::string("trainer"))
@@ -355,6 +366,14 @@ int remote(const options& o) {
   if (o.command == "checkpoint") {
     auto r = client->ask<actors::job_record>(actors::checkpoint_job{o.arg});
     std::cout << "checkpoint requested: job " << r.id << " saves one after its next step\n";
+    return exit_ok;
+  }
+  if (o.command == "release") {
+    auto r = client->ask<actors::job_record>(actors::release_job{o.arg});
+    if (r.held_before_step > 0)
+      std::cout << "released: job " << r.id << " goes on with step " << r.held_before_step << "\n";
+    else
+      std::cout << "released: job " << r.id << " goes on without holding at run.hold_before_step\n";
     return exit_ok;
   }
   if (o.command == "stop") {

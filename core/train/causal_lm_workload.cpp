@@ -21,6 +21,7 @@
 #include "core/train/metrics_log.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/step_gate.hpp"
 
 namespace cohort::core::train {
 
@@ -107,8 +108,15 @@ void causal_lm_workload::run(const worker_context& ctx) {
     report.grad_norm = logged.value("grad_norm", 0.0);
     report.checkpoint_step = engine.steps_done();
   }
+  report.total_steps = total;
+  step_gate gate(ctx);
   while (engine.steps_done() < total) {
-    if (checkpoints.take_request()) engine.request_checkpoint();
+    const bool held = gate.pass(engine.steps_done() + 1, report);
+    if (checkpoints.take_request(held)) {  // a request made while held is seen before the step
+      if (ctx.log)
+        ctx.log("checkpoint requested: saving after step " + std::to_string(engine.steps_done() + 1));
+      engine.request_checkpoint();
+    }
     const step_result last = engine.train_step();
     const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
     report = step_report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
@@ -138,6 +146,11 @@ void causal_lm_workload::run(const worker_context& ctx) {
     pause_between_steps(ctx);
   }
   checkpoints.finish();
+  // A request that came during the last steps, after rank 0 last looked, is answered by the
+  // final checkpoint (always saved), not dropped unsaid.
+  if (checkpoints.take_request(true) && ctx.log)
+    ctx.log("checkpoint requested during the last step: the final checkpoint (step " +
+            std::to_string(checkpoints.committed_step()) + ") answers it");
   if (ctx.rank == 0) export_final_model(ctx, checkpoints.committed_step());
   if (ctx.rank == 0 && ctx.report && report.step > 0) {  // the final checkpoint, now committed
     report.checkpoint_step = checkpoints.committed_step();

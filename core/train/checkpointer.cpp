@@ -64,15 +64,14 @@ std::string checkpointer::key(const std::string& name) const {
   return checkpoint_key_prefix(ctx_.job_id, ctx_.attempt) + name;
 }
 
-bool checkpointer::take_request() {
+bool checkpointer::take_request(bool now) {
   if (ctx_.rank != 0) return false;
   // One store round trip per request_poll_interval at most, not one per step.
-  const auto now = std::chrono::steady_clock::now();
-  if (now < next_request_poll_) return false;
-  next_request_poll_ = now + request_poll_interval;
+  const auto time = std::chrono::steady_clock::now();
+  if (!now && time < next_request_poll_) return false;
+  next_request_poll_ = time + request_poll_interval;
   if (!store_->check({checkpoint_request_key(ctx_.job_id, ctx_.attempt)})) return false;
   store_->remove(checkpoint_request_key(ctx_.job_id, ctx_.attempt));
-  log("checkpoint requested: saving after the next step");
   return true;
 }
 

@@ -49,9 +49,10 @@ class checkpointer {
   std::optional<resume_point> choose_resume();
 
   bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step
-  // Rank 0: whether a checkpoint was requested (submit checkpoint) since it last looked (it
-  // looks in the store at most every 250 ms).
-  bool take_request();
+  // Rank 0: whether a checkpoint was requested (submit checkpoint) since it last looked. It
+  // looks in the store at most every 250 ms, unless `now` (after a hold, and after the last
+  // step, so that no accepted request goes unanswered).
+  bool take_request(bool now = false);
   // Saves this rank's part of step `step`'s checkpoint. Rank 0 commits it with `metrics` (the
   // step's reported figures, for retention scores) and `extra` once every rank reported. Blocks
   // until written (and, on rank 0, committed) unless run.checkpoint.async; then only the

@@ -11,6 +11,7 @@
 #include "core/comm/process_group.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/step_gate.hpp"
 
 namespace cohort::core::train {
 
@@ -87,8 +88,11 @@ void linear_regression_workload::run(const worker_context& ctx) {
             " samples");
 
   double loss_value = 0;
+  step_gate gate(ctx);
+  step_report last{0, total_steps};
   for (std::int64_t step = 0; step < total_steps; ++step) {
     check_cancelled(ctx.cancelled);
+    gate.pass(step + 1, last);
     auto started = std::chrono::steady_clock::now();
     const std::int64_t first = (step % steps_per_epoch) * global + ctx.rank * per_rank;
     auto x = data.x.narrow(0, first, per_rank);
@@ -116,6 +120,7 @@ void linear_regression_workload::run(const worker_context& ctx) {
       if (metrics) metrics->append(report);
       if (ctx.report) ctx.report(report);
     }
+    last = report;
     pause_between_steps(ctx);
   }
   if (ctx.log)

@@ -26,6 +26,7 @@ struct step_report {
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint rank 0 knows of (0: none)
   double step_seconds = 0;       // this rank's wall time of the step (0 when unknown)
   double optimizer_seconds = 0;  // of which the optimizer's update (see step_result)
+  std::int64_t held_before_step = 0;  // the ranks wait before this step (run.hold_before_step; 0: not held)
 };
 
 // Everything a workload needs to know about its place in the job. Owned by the worker; valid for

@@ -192,6 +192,31 @@ TEST_CASE("a stopped job frees its resources and stays stopped", "[actors]") {
   CHECK(head.find(id)->state == job_state::stopped);
 }
 
+TEST_CASE("a held attempt shows in the record until rank 0 reports the release or the attempt ends",
+          "[actors]") {
+  head_state head;
+  cohort::test::lr_job_options o;
+  o.max_failures = -1;
+  o.hold_before_step = 3;
+  head.add_node({"n1", {{"CPU", 2}}});
+  auto id = submit(head, o);
+  head.schedule();
+  head.on_running(id, 0);
+  CHECK(head.spec(id)->run.hold_before_step == 3);
+  CHECK(head.spec("job-none") == nullptr);
+  progress_report held{id, 0, 2, 40};
+  held.held_before_step = 3;
+  head.on_progress(held);
+  CHECK(head.find(id)->held_before_step == 3);
+  CHECK(head.find(id)->step == 2);
+  head.on_progress({id, 0, 2, 40});  // released
+  CHECK(head.find(id)->held_before_step == 0);
+  head.on_progress(held);
+  head.on_outcome({id, 0, false, worker_failure(0, 1)});  // a restart is not held until it says so
+  CHECK(head.find(id)->state == job_state::restarting);
+  CHECK(head.find(id)->held_before_step == 0);
+}
+
 TEST_CASE("a restored running job is placed again", "[actors]") {
   head_state head;
   head.add_node({"n1", {{"CPU", 2}}});

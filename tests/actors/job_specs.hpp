@@ -11,6 +11,7 @@ struct lr_job_options {
   int max_failures = 0;
   int steps = 40;
   double step_delay_s = 0.0;
+  int hold_before_step = 0;  // run.hold_before_step (0: none)
   std::string strategy = "PACK";
   std::string trainer_resources = "{}";
   std::string storage_path;
@@ -24,7 +25,8 @@ inline std::string linear_regression_job(const lr_job_options& o) {
     "train": {"micro_batch_size": 16, "grad_accum": 1, "max_steps": )" + std::to_string(o.steps) +
          R"(, "lr": 0.1, "seed": 7, "step_delay_s": )" + std::to_string(o.step_delay_s) + R"(},
     "run": {)" + (o.storage_path.empty() ? "" : R"("storage_path": ")" + o.storage_path + R"(", )") +
-         R"("failure": {"max_failures": )" + std::to_string(o.max_failures) + "}}}";
+         R"("hold_before_step": )" + std::to_string(o.hold_before_step) +
+         R"(, "failure": {"max_failures": )" + std::to_string(o.max_failures) + "}}}";
 }
 
 }  // namespace cohort::test

@@ -22,8 +22,9 @@ node_info node(const std::string& name, double cpus, std::map<std::string, doubl
   return node_info{name, extra};
 }
 
-bool is_running_past(const job_record& r, std::int64_t step) {
-  return r.state == job_state::running && r.step >= step;
+// The job's current attempt (1-based) waits before `step` (run.hold_before_step).
+bool is_held_before(const job_record& r, std::int64_t step, std::int32_t attempt = 1) {
+  return r.state == job_state::running && r.attempts == attempt && r.held_before_step == step;
 }
 
 }  // namespace
@@ -72,10 +73,12 @@ TEST_CASE("a killed worker restarts the group and the job succeeds", "[actors]")
   o.storage_path = dir.str();
   o.max_failures = max_failures;
   o.steps = 30;
-  o.step_delay_s = 0.02;
+  o.hold_before_step = 4;
   auto id = cluster.submit(linear_regression_job(o));
-  cluster.wait_until(id, [](const job_record& r) { return is_running_past(r, 3); }, 60s);
+  cluster.wait_until(id, [](const job_record& r) { return is_held_before(r, 4); }, 60s);
   REQUIRE(cluster.kill_worker(id, 1));
+  cluster.wait_until(id, [](const job_record& r) { return is_held_before(r, 4, 2); }, 60s);
+  cluster.release(id);
   auto last = cluster.follow(id, 60s);
   REQUIRE(last.state == job_state::succeeded);
   CHECK(last.attempts == 2);
@@ -92,10 +95,10 @@ TEST_CASE("with max_failures 0 a killed worker fails the job at once, naming the
   lr_job_options o;
   o.storage_path = dir.str();
   o.max_failures = 0;
-  o.steps = 200;
-  o.step_delay_s = 0.02;
+  o.steps = 20;
+  o.hold_before_step = 3;
   auto id = cluster.submit(linear_regression_job(o));
-  cluster.wait_until(id, [](const job_record& r) { return is_running_past(r, 2); }, 60s);
+  cluster.wait_until(id, [](const job_record& r) { return is_held_before(r, 3); }, 60s);
   REQUIRE(cluster.kill_worker(id, 0));
   auto last = cluster.follow(id, 30s);
   REQUIRE(last.state == job_state::failed);
@@ -113,17 +116,18 @@ TEST_CASE("a job whose node dies waits PENDING and finishes on a node that joins
   o.storage_path = dir.str();
   o.max_failures = -1;
   o.steps = 30;
-  o.step_delay_s = 0.02;
+  o.hold_before_step = 3;
   o.strategy = "STRICT_PACK";
   auto id = cluster.submit(linear_regression_job(o));
-  auto running = cluster.wait_until(id, [](const job_record& r) { return is_running_past(r, 2); },
-                                    60s);
+  auto running = cluster.wait_until(id, [](const job_record& r) { return is_held_before(r, 3); }, 60s);
   REQUIRE(running.trainer_node == "a");
   cluster.kill_node("a");
   auto pending = cluster.wait_until(
       id, [](const job_record& r) { return r.state == job_state::pending; }, 30s);
   CHECK_THAT(pending.reason, Catch::Contains("CPU"));
   cluster.add_node(node("c", 2));
+  cluster.wait_until(id, [](const job_record& r) { return is_held_before(r, 3, 2); }, 60s);
+  cluster.release(id);
   auto last = cluster.follow(id, 60s);
   REQUIRE(last.state == job_state::succeeded);
   CHECK(last.trainer_node == "c");
@@ -138,10 +142,12 @@ TEST_CASE("a killed trainer is restarted by the head and the job succeeds", "[ac
   o.storage_path = dir.str();
   o.max_failures = 1;
   o.steps = 30;
-  o.step_delay_s = 0.02;
+  o.hold_before_step = 3;
   auto id = cluster.submit(linear_regression_job(o));
-  cluster.wait_until(id, [](const job_record& r) { return is_running_past(r, 2); }, 60s);
+  cluster.wait_until(id, [](const job_record& r) { return is_held_before(r, 3); }, 60s);
   REQUIRE(cluster.kill_trainer(id));
+  cluster.wait_until(id, [](const job_record& r) { return is_held_before(r, 3, 2); }, 60s);
+  cluster.release(id);
   auto last = cluster.follow(id, 60s);
   REQUIRE(last.state == job_state::succeeded);
   CHECK(last.attempts == 2);
@@ -150,18 +156,18 @@ TEST_CASE("a killed trainer is restarted by the head and the job succeeds", "[ac
   CHECK_THAT(last.failures[0].reason, Catch::Contains("trainer died: killed"));
 }
 
-TEST_CASE("a stopped job ends STOPPED and frees its resources for the next job", "[actors]") {
+TEST_CASE("a stopped job ends STOPPED, even while held, and frees its resources for the next job",
+          "[actors]") {
   cohort::test::temp_dir dir;
   local_cluster cluster({node("n1", 2)});
   lr_job_options o;
   o.storage_path = dir.str();
-  o.steps = 100000;
-  o.step_delay_s = 0.01;
-  auto first = cluster.submit(linear_regression_job(o));
-  cluster.wait_until(first, [](const job_record& r) { return is_running_past(r, 1); }, 60s);
-  o.name = "second";
   o.steps = 10;
-  o.step_delay_s = 0;
+  o.hold_before_step = 2;
+  auto first = cluster.submit(linear_regression_job(o));
+  cluster.wait_until(first, [](const job_record& r) { return is_held_before(r, 2); }, 60s);
+  o.name = "second";
+  o.hold_before_step = 0;
   auto second = cluster.submit(linear_regression_job(o));
   CHECK(cluster.status(second).state == job_state::pending);
   auto stopped = cluster.stop(first);
@@ -169,6 +175,8 @@ TEST_CASE("a stopped job ends STOPPED and frees its resources for the next job",
   auto last = cluster.follow(second, 60s);
   CHECK(last.state == job_state::succeeded);
   CHECK(cluster.status(first).state == job_state::stopped);
+  CHECK(cluster.status(first).held_before_step == 0);
+  CHECK_THROWS_WITH(cluster.release(second), Catch::Contains("has no run.hold_before_step"));
 }
 
 TEST_CASE("a malformed job spec is refused with the validation message", "[actors]") {

@@ -1,9 +1,7 @@
 // Real cluster processes for the multi-process tests (see cluster_harness.hpp).
 #include "tests/cluster/cluster_harness.hpp"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -22,6 +20,14 @@ std::string required_env(const char* name) {
   if (v == nullptr || *v == '\0')
     throw std::runtime_error(std::string("$") + name + " is not set (run the test through ctest)");
   return v;
+}
+
+// The port in the head's "cluster-head: serving on HOST:PORT (store ...)" line.
+int served_port(const std::string& line) {
+  static const std::regex served("serving on [^ ]*:([0-9]+) ");
+  std::smatch m;
+  if (!std::regex_search(line, m, served)) throw std::runtime_error("no port in: " + line);
+  return std::stoi(m[1]);
 }
 
 }  // namespace
@@ -93,7 +99,7 @@ bool running_process::wait_for_exit(std::chrono::milliseconds timeout) const {
   return ended();
 }
 
-test_cluster::test_cluster() : bin_(required_env("COHORT_BIN")), port_(free_port()) {}
+test_cluster::test_cluster() : bin_(required_env("COHORT_BIN")) {}
 
 test_cluster::~test_cluster() {
   workers_.clear();
@@ -101,8 +107,10 @@ test_cluster::~test_cluster() {
 }
 
 void test_cluster::start_head(const std::vector<std::string>& extra_args) {
+  // The first head takes any free port (no window in which another process could take a port
+  // picked for it); a restarted head binds the same one again.
   head_ = start_other_head(port_, extra_args);
-  head_->wait_for_line("serving on", std::chrono::seconds(30));
+  port_ = served_port(head_->wait_for_line("serving on", std::chrono::seconds(30)));
 }
 
 std::unique_ptr<running_process> test_cluster::start_other_head(

@@ -51,7 +51,8 @@ class test_cluster {
   ~test_cluster();
 
   // Starts (or restarts, on the same store and port) the head; extra_args: more cluster-head
-  // options, e.g. {"--storage-root", DIR}.
+  // options, e.g. {"--storage-root", DIR}. The first start takes any free port; address() names
+  // it from then on.
   void start_head(const std::vector<std::string>& extra_args = {});
   // Starts another cluster-head on the same store serving on `port`, without waiting for it
   // (a standby until the head's lease expires).

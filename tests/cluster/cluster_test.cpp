@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <thread>
 
 #include "core/resources/gpu_discovery.hpp"
 #include "core/store/leader_lease.hpp"
@@ -27,8 +26,23 @@ using json = nlohmann::json;
 
 namespace {
 
-bool running_past(const json& s, int step) {
-  return s["state"] == "RUNNING" && s["step"].get<int>() >= step;
+// The job's current attempt (1-based: `attempts`) waits before `step` (run.hold_before_step).
+bool held_before(const json& s, int step, int attempt = 1) {
+  return s["state"] == "RUNNING" && s["attempts"] == attempt && s["held_before_step"] == step;
+}
+
+// A spec with run.hold_before_step set: every attempt stops before `step` until released.
+std::string holding(const std::string& spec_json, int step) {
+  auto spec = json::parse(spec_json);
+  spec["run"]["hold_before_step"] = step;
+  return spec.dump();
+}
+
+// `submit release JOB`, which must be accepted.
+void release(test_cluster& c, const std::string& id) {
+  auto r = c.submit({"release", id});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -41,7 +55,7 @@ std::string start_job(test_cluster& c, const std::string& job_file) {
   return first_line(run.out);
 }
 
-// A causal_lm job of 24 steps (0.1 s apart) of a tiny Llama on 2 workers, restarted forever.
+// A causal_lm job of 24 steps of a tiny Llama on 2 workers, restarted forever.
 std::string tiny_llama_job(const std::string& name, const std::string& data, const std::string& storage,
                            int every_steps) {
   return R"({"name": ")" + name + R"(", "workload": "causal_lm",
@@ -49,7 +63,7 @@ std::string tiny_llama_job(const std::string& name, const std::string& data, con
     "data": {"train": ")" + data + R"("},
     "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
     "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 24, "lr": 0.01,
-              "warmup_steps": 3, "schedule": "cosine", "seed": 3, "step_delay_s": 0.1},
+              "warmup_steps": 3, "schedule": "cosine", "seed": 3},
     "zero": {"stage": 2},
     "run": {"storage_path": ")" + storage + R"(", "failure": {"max_failures": -1},
             "checkpoint": {"every_steps": )" + std::to_string(every_steps) + "}}}";
@@ -88,11 +102,14 @@ TEST_CASE("kill -9 of a worker process restarts the group and the job succeeds",
   test_cluster c;
   c.start_head();
   c.start_worker("n1", 2);
-  auto job = c.write_job(lr_job("resilient", 2, 60, 0.05, -1, c.dir().str() + "/runs"));
+  auto job = c.write_job(holding(lr_job("resilient", 2, 20, 0, -1, c.dir().str() + "/runs"), 4));
   auto id = start_job(c, job);
-  c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
+  c.wait_for(id, [](const json& s) { return held_before(s, 4); }, 60s);
   REQUIRE(::kill(c.worker_pid(id, 1, "n1"), SIGKILL) == 0);
+  c.wait_for(id, [](const json& s) { return held_before(s, 4, 2); }, 120s);  // the restart holds too
+  release(c, id);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["step"] == 20);
   CHECK(s["attempts"] == 2);
   REQUIRE(s["failures"].size() == 1);
   CHECK(s["failures"][0]["rank"] == 1);
@@ -106,9 +123,9 @@ TEST_CASE("with max_failures 0 a worker killed with kill -9 fails the job, namin
   test_cluster c;
   c.start_head();
   c.start_worker("n1", 2);
-  auto job = c.write_job(lr_job("fragile", 2, 400, 0.05, 0, c.dir().str() + "/runs"));
+  auto job = c.write_job(holding(lr_job("fragile", 2, 10, 0, 0, c.dir().str() + "/runs"), 3));
   auto id = start_job(c, job);
-  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
   REQUIRE(::kill(c.worker_pid(id, 0, "n1"), SIGKILL) == 0);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 60s);
   REQUIRE(s["failures"].size() == 1);
@@ -124,13 +141,19 @@ TEST_CASE("kill -9 of a cluster-worker makes its job wait PENDING until a new no
   test_cluster c;
   c.start_head();
   c.start_worker("a", 2);
-  auto job = c.write_job(lr_job("elastic", 2, 60, 0.05, -1, c.dir().str() + "/runs"));
+  auto job = c.write_job(holding(lr_job("elastic", 2, 10, 0, -1, c.dir().str() + "/runs"), 3));
   auto id = start_job(c, job);
-  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
   c.kill_worker_process("a");
   auto pending = c.wait_for(id, [](const json& s) { return s["state"] == "PENDING"; }, 60s);
   CHECK_THAT(pending["reason"].get<std::string>(), Catch::Contains("no alive nodes"));
+  CHECK(pending["held_before_step"] == 0);
   c.start_worker("b", 2);
+  // An attempt may also fail on a's loss before it starts: the one on b is the one held.
+  c.wait_for(id, [](const json& s) {
+    return s["trainer_node"] == "b" && held_before(s, 3, s["attempts"].get<int>());
+  }, 120s);
+  release(c, id);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
   CHECK(s["trainer_node"] == "b");
   CHECK(s["attempts"].get<int>() >= 2);
@@ -141,9 +164,9 @@ TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, 
   test_cluster c;
   c.start_head();
   c.start_worker("n1", 2);
-  auto job = c.write_job(lr_job("survivor", 2, 100, 0.05, -1, c.dir().str() + "/runs"));
+  auto job = c.write_job(holding(lr_job("survivor", 2, 10, 0, -1, c.dir().str() + "/runs"), 3));
   auto id = start_job(c, job);
-  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
   c.kill_head();
   c.start_head();
   auto list = c.submit({"list", "--json"});
@@ -151,8 +174,15 @@ TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, 
   auto jobs = json::parse(list.out)["jobs"];
   REQUIRE(jobs.size() == 1);
   CHECK(jobs[0]["id"] == id);
+  // The trainer, adopted, tells the new head where its ranks are: still held, same attempt.
+  auto adopted = c.wait_for(id, [](const json& s) {
+    return held_before(s, 3) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
+  }, 120s);
+  CHECK(adopted["step"] == 2);
+  release(c, id);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
-  CHECK(s["step"] == 100);
+  CHECK(s["step"] == 10);
+  CHECK(s["attempts"] == 1);
   std::set<std::string> states;
   for (const auto& event : cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl"))
     states.insert(event["state"]);
@@ -211,19 +241,21 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
   c.start_head();
   c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
-  auto job = [&](const std::string& name) { return c.write_job(tiny_llama_job(name, data, c.dir().str() + "/runs", 6)); };
-  auto straight = c.submit({"run", job("straight"), "--follow"});
+  const auto job = [&](const std::string& name) { return tiny_llama_job(name, data, c.dir().str() + "/runs", 6); };
+  auto straight = c.submit({"run", c.write_job(job("straight")), "--follow"});
   INFO(straight.out << straight.err);
   REQUIRE(straight.exit_code == 0);
 
-  const auto id = start_job(c, job("killed"));
+  // Held before step 7: step 6's checkpoint is committed (saves block), step 7 not yet begun.
+  const auto id = start_job(c, c.write_job(holding(job("killed"), 7)));
   const std::string killed_dir = c.dir().str() + "/runs/killed";
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (::access((killed_dir + "/checkpoints/step-00000006/COMMITTED").c_str(), F_OK) != 0) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    std::this_thread::sleep_for(20ms);
-  }
+  c.wait_for(id, [](const json& s) { return held_before(s, 7); }, 120s);
+  REQUIRE(::access((killed_dir + "/checkpoints/step-00000006/COMMITTED").c_str(), F_OK) == 0);
   REQUIRE(::kill(c.worker_pid(id, 1, "n1"), SIGKILL) == 0);
+  // The restart resumes from step 6 and holds before step 7 again.
+  const auto resumed = c.wait_for(id, [](const json& s) { return held_before(s, 7, 2); }, 120s);
+  CHECK(resumed["checkpoint_step"] == 6);
+  release(c, id);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
   CHECK(s["attempts"] == 2);
   CHECK(s["checkpoint_step"] == 24);
@@ -252,23 +284,58 @@ TEST_CASE("submit checkpoint makes a running job save a checkpoint after its nex
   c.start_head();
   c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
-  const auto id = start_job(c, c.write_job(tiny_llama_job("asked", data, c.dir().str() + "/runs", 0)));
-  c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
+  const auto id =
+      start_job(c, c.write_job(holding(tiny_llama_job("asked", data, c.dir().str() + "/runs", 0), 4)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 4); }, 120s);
   auto asked = c.submit({"checkpoint", id});
   INFO(asked.out << asked.err);
   REQUIRE(asked.exit_code == 0);
+  CHECK_THAT(asked.out, Catch::Contains("checkpoint requested: job " + id));
+  release(c, id);
   c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
-  // every_steps 0: only the requested checkpoint and the final one.
+  // every_steps 0: only the requested checkpoint (after step 4, the next one) and the final one.
   std::vector<std::string> steps;
   for (const auto& e : std::filesystem::directory_iterator(c.dir().str() + "/runs/asked/checkpoints"))
     steps.push_back(e.path().filename().string());
   std::sort(steps.begin(), steps.end());
-  REQUIRE(steps.size() == 2);
-  CHECK(steps[0] > "step-00000003");
-  CHECK(steps[0] < "step-00000024");
-  CHECK(steps[1] == "step-00000024");
-  CHECK(::access((c.dir().str() + "/runs/asked/checkpoints/" + steps[0] + "/COMMITTED").c_str(), F_OK) == 0);
+  CHECK(steps == std::vector<std::string>{"step-00000004", "step-00000024"});
+  CHECK(::access((c.dir().str() + "/runs/asked/checkpoints/step-00000004/COMMITTED").c_str(), F_OK) == 0);
+  CHECK_THAT(c.submit({"logs", id}).out, Catch::Contains("checkpoint requested: saving after step 4"));
   CHECK(c.submit({"checkpoint", id}).exit_code == 1);  // no longer running
+}
+
+TEST_CASE("a held job shows as held in submit status until released, and release and checkpoint "
+          "refuse what a job cannot do, naming why",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto id = start_job(c, c.write_job(holding(lr_job("paused", 2, 5, 0, 0, c.dir().str() + "/runs"), 2)));
+  const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 2); }, 60s);
+  CHECK(held["step"] == 1);
+  CHECK_THAT(c.submit({"status", id}).out,
+             Catch::Contains("held before step 2 (run.hold_before_step): `submit release " + id + "`"));
+  CHECK_THAT(c.submit({"logs", id}).out, Catch::Contains("held before step 2 (run.hold_before_step) in attempt 1"));
+  const auto no_checkpoints = c.submit({"checkpoint", id});
+  CHECK(no_checkpoints.exit_code == 1);
+  CHECK_THAT(no_checkpoints.err, Catch::Contains("runs workload linear_regression, which saves no checkpoints"));
+  const auto released = c.submit({"release", id});
+  INFO(released.out << released.err);
+  CHECK(released.exit_code == 0);
+  CHECK_THAT(released.out, Catch::Contains("released: job " + id + " goes on with step 2"));
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 60s);
+  CHECK(s["step"] == 5);
+  CHECK(s["held_before_step"] == 0);
+  CHECK_THAT(c.submit({"logs", id}).out, Catch::Contains("released: running step 2"));
+  const auto ended = c.submit({"release", id});
+  CHECK(ended.exit_code == 1);
+  CHECK_THAT(ended.err, Catch::Contains("is SUCCEEDED: only a RUNNING job can be released"));
+
+  const auto free = start_job(c, c.write_job(lr_job("free", 2, 5, 0, 0, c.dir().str() + "/runs")));
+  const auto no_hold = c.submit({"release", free});
+  CHECK(no_hold.exit_code == 1);
+  CHECK_THAT(no_hold.err, Catch::Contains("has no run.hold_before_step: there is no hold to release"));
+  c.wait_for(free, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 60s);
 }
 
 // ---- GPUs and the job environment, through the real programs (this machine has no GPU) ----
@@ -335,6 +402,16 @@ TEST_CASE("submit --local refuses a GPU job this machine can never run", "[clust
   if (!cohort::core::resources::cuda_build())
     CHECK_THAT(r.err, Catch::Contains(std::string("scaling.use_gpu: ") +
                                       cohort::core::resources::no_cuda_text));
+}
+
+TEST_CASE("submit --local refuses a job held at a step, which nothing could release", "[cluster]") {
+  test_cluster c;
+  const auto job = c.write_job(holding(lr_job("local-held", 1, 5, 0, 0, c.dir().str() + "/runs"), 2));
+  auto r = c.submit({"--local", "run", job});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("run.hold_before_step 2: the cluster embedded in this process has no "
+                                    "`submit release`"));
 }
 
 TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU workers see no GPU",

@@ -82,6 +82,14 @@ TEST_CASE("a minimal spec gets the documented defaults", "[config]") {
   CHECK(s.zero.stage == 0);
   CHECK(s.run.failure.max_failures == 0);
   CHECK(s.run.resume);
+  CHECK(s.run.hold_before_step == 0);
+}
+
+TEST_CASE("run.hold_before_step is read and kept through the spec's canonical JSON", "[config]") {
+  const job_spec s = parse_job_spec(R"({"name": "held", "train": {"max_steps": 10},
+                                        "run": {"hold_before_step": 4}})");
+  CHECK(s.run.hold_before_step == 4);
+  CHECK(parse_job_spec(to_json_text(s)).run.hold_before_step == 4);
 }
 
 TEST_CASE("use_gpu adds one GPU per worker unless resources_per_worker names GPUs", "[config]") {

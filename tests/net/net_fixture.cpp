@@ -40,10 +40,10 @@ std::unique_ptr<wire_client> make_client(const cluster_credentials& creds,
 bool serves_ping(const cluster_credentials& creds, const std::string& address) {
   inbox<caf::message> box;
   auto client = make_client(creds, address, box);
-  if (client->wait_for_link(5s) != link_state::connected)
+  if (client->wait_for_link(patience) != link_state::connected)
     return false;
   client->send(ping{41, "probe"});
-  auto reply = box.pop(5s);
+  auto reply = box.pop(patience);
   return reply && reply->match_element<ping>(0) && reply->get_as<ping>(0).seq == 42;
 }
 

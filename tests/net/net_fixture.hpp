@@ -21,8 +21,13 @@ namespace cohort::net::test {
 
 using namespace std::chrono_literals;
 
+// How long a test waits for something that must happen (a link, a reply, a counter): a ceiling
+// for a loaded machine, not a pace; the waits return as soon as it happens. Waits that check
+// that something does not happen use short timeouts of their own.
+constexpr std::chrono::milliseconds patience = 30s;
+
 // Polls `condition` until it holds or `timeout` passes; returns its last value.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 5s);
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout = patience);
 
 using received = std::pair<peer, caf::message>;
 

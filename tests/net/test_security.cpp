@@ -113,14 +113,14 @@ TEST_CASE("a client holding the cluster's credentials is served and identified b
   echo_server head{secrets};
   inbox<caf::message> replies;
   auto client = make_client(secrets.credentials, head.address(), replies);
-  REQUIRE(client->wait_for_link(5s) == link_state::connected);
+  REQUIRE(client->wait_for_link(patience) == link_state::connected);
   client->send(ping{1, "node-a"});
-  auto got = head.box.pop(5s);
+  auto got = head.box.pop(patience);
   REQUIRE(got);
   CHECK(got->first.client_key == secrets.credentials.client.public_key);
   REQUIRE(got->second.match_element<ping>(0));
   CHECK(got->second.get_as<ping>(0).from == "node-a");
-  auto reply = replies.pop(5s);
+  auto reply = replies.pop(patience);
   REQUIRE(reply);
   REQUIRE(reply->match_element<ping>(0));
   CHECK(reply->get_as<ping>(0).seq == 2);
@@ -135,7 +135,7 @@ TEST_CASE("a client whose key is not listed is refused by the ZAP handler", "[ne
   stranger.client = generate_curve_keypair(); // knows the server key, not admitted
   inbox<caf::message> replies;
   auto client = make_client(stranger, head.address(), replies);
-  CHECK(client->wait_for_link(5s) == link_state::refused);
+  CHECK(client->wait_for_link(patience) == link_state::refused);
   client->send(ping{1, "stranger"});
   CHECK(head.server->zap_denied() >= 1);
   CHECK_FALSE(replies.pop(200ms));
@@ -152,7 +152,7 @@ TEST_CASE("a client with another cluster's credentials never completes a handsha
   echo_server head{secrets};
   inbox<caf::message> replies;
   auto client = make_client(other.credentials, head.address(), replies);
-  auto state = client->wait_for_link(5s);
+  auto state = client->wait_for_link(patience);
   CHECK((state == link_state::handshake_failed || state == link_state::refused));
   client->send(ping{1, "other"});
   CHECK_FALSE(replies.pop(200ms));

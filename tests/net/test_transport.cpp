@@ -45,7 +45,7 @@ struct raw_client {
 };
 
 wire_error expect_wire_error(const wire_codec& codec, raw_client& raw) {
-  auto frame = raw.receive(5s);
+  auto frame = raw.receive(patience);
   REQUIRE(frame);
   auto d = codec.decode(frame->data(), frame->size());
   REQUIRE(d.ok());
@@ -113,7 +113,7 @@ TEST_CASE("every class of bad frame from an admitted peer is counted, answered a
 
   // The same connection still works for good frames.
   raw.send(good);
-  auto reply = raw.receive(5s);
+  auto reply = raw.receive(patience);
   REQUIRE(reply);
   auto d = codec.decode(reply->data(), reply->size());
   REQUIRE(d.message.match_element<ping>(0));
@@ -184,13 +184,13 @@ TEST_CASE("a client reconnects to a server restarted on the same port", "[net][t
   wire_client client{codec, client_options::from(secrets.credentials, head->address()),
                      replies.sink()};
   client.start();
-  REQUIRE(client.wait_for_link(5s) == link_state::connected);
+  REQUIRE(client.wait_for_link(patience) == link_state::connected);
   head.reset();
   REQUIRE(eventually([&] { return client.status().state == link_state::connecting; }));
   head = std::make_unique<echo_server>(secrets, frame_limits{}, port);
   REQUIRE(eventually([&] { return client.status().handshakes >= 2; }));
   client.send(ping{10, "back"});
-  auto reply = replies.pop(5s);
+  auto reply = replies.pop(patience);
   REQUIRE(reply);
   CHECK(reply->get_as<ping>(0).seq == 11);
   CHECK(client.status().disconnects >= 1);
@@ -230,7 +230,7 @@ TEST_CASE("messages sent from many threads all arrive", "[net][transport]") {
   echo_server head{secrets};
   inbox<caf::message> replies;
   auto client = make_client(secrets.credentials, head.address(), replies);
-  REQUIRE(client->wait_for_link(5s) == link_state::connected);
+  REQUIRE(client->wait_for_link(patience) == link_state::connected);
   std::vector<std::thread> senders;
   for (int t = 0; t < 4; ++t)
     senders.emplace_back([&, t] {
@@ -240,7 +240,7 @@ TEST_CASE("messages sent from many threads all arrive", "[net][transport]") {
   for (auto& s : senders)
     s.join();
   int got = 0;
-  while (got < 200 && replies.pop(5s))
+  while (got < 200 && replies.pop(patience))
     ++got;
   CHECK(got == 200);
   CHECK(head.server->stats().accepted == 200);
