@@ -166,7 +166,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         auto& st = self->state;
         if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
         try {  // every rank polls this key at run.hold_before_step
-          core::comm::tcp_store client(st.store->host(), st.store->port(), std::chrono::seconds(5));
+          core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
+                                       std::chrono::seconds(5));
           client.set(core::train::hold_release_key(req.job_id, req.attempt), "1");
         } catch (const std::exception& e) {
           self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,

@@ -18,7 +18,7 @@ constexpr auto release_poll_interval = std::chrono::milliseconds(20);
 step_gate::step_gate(const worker_context& ctx) : ctx_(ctx) {
   if (ctx.spec.run.hold_before_step <= 0) return;
   const auto address = comm::parse_host_port(ctx.store_address);
-  store_ = std::make_unique<comm::tcp_store>(address.host, address.port);
+  store_ = std::make_unique<comm::tcp_store>(address.host, address.port, ctx.store_secret);
 }
 
 step_gate::~step_gate() = default;

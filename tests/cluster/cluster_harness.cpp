@@ -1,7 +1,10 @@
 // Real cluster processes for the multi-process tests (see cluster_harness.hpp).
 #include "tests/cluster/cluster_harness.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
