@@ -228,7 +228,13 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
         auto& st = self->state;
         if (st.client) st.client->send(net::heartbeat{st.bridge->process(), ++st.seq});
         {
-          if (!st.welcomed && clock::now() - st.waiting_since >= st.search_options.patience) {
+          // A head whose keys do not match ours is another cluster's: the node keeps trying the
+          // address it was given (and cluster-worker reports the mismatch) rather than look past it.
+          const auto link = st.client ? st.client->status().state : net::link_state::connecting;
+          const bool mismatch =
+              link == net::link_state::refused || link == net::link_state::handshake_failed;
+          if (!st.welcomed && !mismatch &&
+              clock::now() - st.waiting_since >= st.search_options.patience) {
             // No leader here: the store's live leader, else the next configured address. A
             // standby that answers is left only for a leader the store names: it may be the
             // one about to take over (its reconnect then brings the welcome).

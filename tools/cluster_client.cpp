@@ -69,8 +69,8 @@ cluster_client::~cluster_client() {
   if (client_) client_->stop();
 }
 
-std::string cluster_client::try_connect(const std::string& address,
-                                        std::chrono::milliseconds timeout) {
+cluster_client::attempt cluster_client::try_connect(const std::string& address,
+                                                    std::chrono::milliseconds timeout) {
   if (client_) {
     moved_ += client_->status().handshakes + 1;  // connections() keeps growing across heads
     client_->stop();
@@ -92,18 +92,21 @@ std::string cluster_client::try_connect(const std::string& address,
   address_ = address;
   switch (client_->wait_for_link(timeout)) {
     case net::link_state::connected:
-      return "";
+      return {};
     case net::link_state::refused:
-      return "the head at " + address + " refused these credentials (" + credentials_file_ +
-             " belongs to another cluster, or is stale)";
+      return {"the head at " + address + " refused these credentials (" + credentials_file_ +
+                  " belongs to another cluster, or is stale)",
+              true};
     case net::link_state::handshake_failed:
-      return "the CURVE handshake with " + address + " failed: " + credentials_file_ +
-             " does not match this head's keys";
+      return {"the CURVE handshake with " + address + " failed: " + credentials_file_ +
+                  " does not match this head's keys",
+              true};
     case net::link_state::connecting:
       break;
   }
-  return "no answer from a head at " + address + " within " + seconds(timeout) +
-         " (is cluster-head running there?)";
+  return {"no answer from a head at " + address + " within " + seconds(timeout) +
+              " (is cluster-head running there?)",
+          false};
 }
 
 void cluster_client::connect_from(std::string address) {
@@ -114,11 +117,14 @@ void cluster_client::connect_from(std::string address) {
   std::size_t failed = 0;
   std::string last_why;
   while (!address.empty()) {
-    const auto why = try_connect(address, candidates == 1 ? connect_timeout_ : each);
-    if (why.empty()) return;
+    const auto tried = try_connect(address, candidates == 1 ? connect_timeout_ : each);
+    if (tried.why.empty()) return;
+    // Keys that do not match: the address is another cluster's (heads sharing a store share
+    // keys), a mistake to report, not a head to look past.
+    if (tried.credentials_mismatch) throw client_error(tried.why);
     ++failed;
-    last_why = why;
-    auto next = search_.unreachable(address, why);
+    last_why = tried.why;
+    auto next = search_.unreachable(address, tried.why);
     if (!next) break;
     address = *next;
   }

@@ -42,8 +42,9 @@ class cluster_client {
  public:
   // Connects to the first head of `addresses` ("h1:7411,h2:7411"; may be empty when `store_dir`
   // holds the leader record) that answers, with the credentials file; a live leader the store
-  // names is tried first when it is one of the addresses (or none are given). Throws client_error
-  // when no head answers within connect_timeout, or the heads refuse the credentials.
+  // names is tried first when it is one of the addresses (or none are given), last otherwise.
+  // Throws client_error when no head answers within connect_timeout, or at once when a head
+  // refuses the credentials (or they its key): that address belongs to another cluster.
   cluster_client(const std::string& addresses, const std::string& credentials_file,
                  std::optional<std::filesystem::path> store_dir = std::nullopt,
                  std::chrono::milliseconds connect_timeout = std::chrono::seconds(10));
@@ -104,8 +105,11 @@ class cluster_client {
   void move_on(const std::string& why);
   // Connects to `first`, else to the next candidate that answers; throws client_error when none.
   void connect_from(std::string first);
-  // Why connecting to `address` failed, or "" once connected.
-  std::string try_connect(const std::string& address, std::chrono::milliseconds timeout);
+  struct attempt {
+    std::string why;                    // "" once connected
+    bool credentials_mismatch = false;  // the head refused our key, or we its
+  };
+  attempt try_connect(const std::string& address, std::chrono::milliseconds timeout);
   void follow_redirect(const net::not_leader& answer);
   static std::string seconds(std::chrono::milliseconds d);
   static bool is_event(const caf::message& msg);
