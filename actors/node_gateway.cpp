@@ -227,29 +227,27 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
       [=](gateway_tick) {
         auto& st = self->state;
         if (st.client) st.client->send(net::heartbeat{st.bridge->process(), ++st.seq});
-        {
-          // A head whose keys do not match ours is another cluster's: the node keeps trying the
-          // address it was given (and cluster-worker reports the mismatch) rather than look past it.
-          const auto link = st.client ? st.client->status().state : net::link_state::connecting;
-          const bool mismatch =
-              link == net::link_state::refused || link == net::link_state::handshake_failed;
-          if (!st.welcomed && !mismatch &&
-              clock::now() - st.waiting_since >= st.search_options.patience) {
-            // No leader here: the store's live leader, else the next configured address. A
-            // standby that answers is left only for a leader the store names: it may be the
-            // one about to take over (its reconnect then brings the welcome).
-            st.redirects = 0;
-            auto next = st.search->rotate(st.options.address);
-            if (st.connected &&
-                !(st.search_options.store_leader && st.search_options.store_leader() == next))
-              next = st.options.address;
-            if (!next.empty() && next != st.options.address) {
-              if (!st.connected && !st.options.address.empty()) st.left_silent = st.options.address;
-              report(self, "no leader at " + st.options.address + "; trying " + next);
-              connect_to(self, next);
-            } else {
-              st.waiting_since = clock::now();
-            }
+        // A head whose keys do not match ours is another cluster's: the node keeps trying the
+        // address it was given (and cluster-worker reports the mismatch) rather than look past it.
+        const auto link = st.client ? st.client->status().state : net::link_state::connecting;
+        const bool mismatch =
+            link == net::link_state::refused || link == net::link_state::handshake_failed;
+        if (!st.welcomed && !mismatch &&
+            clock::now() - st.waiting_since >= st.search_options.patience) {
+          // No leader here: the store's live leader, else the next configured address. A
+          // standby that answers is left only for a leader the store names: it may be the
+          // one about to take over (its reconnect then brings the welcome).
+          st.redirects = 0;
+          auto next = st.search->rotate(st.options.address);
+          if (st.connected &&
+              !(st.search_options.store_leader && st.search_options.store_leader() == next))
+            next = st.options.address;
+          if (!next.empty() && next != st.options.address) {
+            if (!st.connected && !st.options.address.empty()) st.left_silent = st.options.address;
+            report(self, "no leader at " + st.options.address + "; trying " + next);
+            connect_to(self, next);
+          } else {
+            st.waiting_since = clock::now();
           }
         }
         self->delayed_send(self, st.liveness.heartbeat_interval, gateway_tick{});

@@ -22,6 +22,8 @@
 #include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"
 #include "net/credentials.hpp"
+#include "net/head_addresses.hpp"
+#include "net/net_error.hpp"
 #include "tools/signal_wait.hpp"
 #include "tools/standby_responder.hpp"
 
@@ -75,6 +77,15 @@ int main(int argc, char** argv) {
     std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds, "
                  "--step-down-grace at least 0\n";
     return 2;
+  }
+  if (vm.count("advertise")) {
+    try {
+      if (net::parse_head_addresses(vm["advertise"].as<std::string>()).size() != 1)
+        throw net::net_error("give one HOST:PORT");
+    } catch (const std::exception& e) {
+      std::cerr << "cluster-head: --advertise: " << e.what() << "\n";
+      return 2;
+    }
   }
   std::vector<std::filesystem::path> storage_roots;
   try {

@@ -93,7 +93,11 @@ std::unique_ptr<tools::cluster_client> connect(const options& o) {
 }
 
 // Streams a job's events until it ends. A head that restarts forgets its followers: after a quiet
-// spell the client asks again, and follows anew once the link was re-established.
+// spell the client asks again, and follows anew once the link was re-established (to the same
+// head, or to a new leader the client moved to when its head stopped answering).
+// How long a followed job's status query waits before the client tries the next head.
+constexpr std::chrono::seconds quiet_query_timeout{10};
+
 template <class OnEvent>
 actors::job_record follow_events(tools::cluster_client& client, const std::string& id,
                                  OnEvent on_event) {
@@ -113,7 +117,7 @@ actors::job_record follow_events(tools::cluster_client& client, const std::strin
       connections = client.connections();
       last = client.ask<actors::job_record>(actors::follow_job{id});
     } else {
-      last = client.ask<actors::job_record>(actors::job_query{id});
+      last = client.ask<actors::job_record>(actors::job_query{id}, quiet_query_timeout);
     }
     on_event(actors::job_event{last, ""});
   }

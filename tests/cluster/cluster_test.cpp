@@ -715,14 +715,16 @@ TEST_CASE("a client whose heads all fail names what each answered", "[cluster]")
   CHECK_THAT(bad.err, Catch::Contains("head address \"nowhere\"") && Catch::Contains("HOST:PORT"));
 }
 
-TEST_CASE("after the leader is killed a standby on another port takes over; nodes given both "
-          "addresses re-register with it, running jobs go on, and submit works with the list",
+TEST_CASE("after the leader is killed a standby at another address takes over; nodes given both "
+          "addresses re-register with it, running jobs and their followers go on, and submit "
+          "works with the list",
           "[cluster]") {
   test_cluster c;
   c.start_head();
+  // The standby on 127.0.0.2 stands for another host.
   const int standby_port = cohort::test::free_port();
-  const auto standby_address = "127.0.0.1:" + std::to_string(standby_port);
-  auto standby = c.start_other_head(standby_port);
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
   standby->wait_for_line("waiting as a standby", 60s);
   const auto both = c.address() + "," + standby_address;
   c.use_address(both);
@@ -733,7 +735,12 @@ TEST_CASE("after the leader is killed a standby on another port takes over; node
                                      {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   wait_for_node(c, "n1", 60s);
-  const auto id = start_job(c, c.write_job(lr_job("across", 1, 150, 0.05, 0, c.dir().str() + "/runs")));
+  // Followed by `submit run --follow` given both heads, which must see it to the end.
+  cohort::test::running_process follower(
+      {c.program("submit"), "run", c.write_job(lr_job("across", 1, 150, 0.05, 0, c.dir().str() + "/runs")),
+       "--follow"},
+      {{"COHORT_ADDRESS", both}, {"COHORT_CREDENTIALS", c.credentials()}});
+  const auto id = follower.wait_for_line("job-", 60s);
   c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
 
   c.kill_head();  // kill -9
@@ -749,6 +756,7 @@ TEST_CASE("after the leader is killed a standby on another port takes over; node
   INFO(done.dump());
   CHECK(done["state"] == "SUCCEEDED");
   CHECK(done["attempts"] == 1);
+  CHECK_THAT(follower.wait_for_line("(across) SUCCEEDED", 120s), Catch::Contains("[attempts 1]"));
   // A new job through the list runs on the re-registered node.
   const auto again = start_job(c, c.write_job(lr_job("after", 1, 3, 0, 0, c.dir().str() + "/runs")));
   CHECK(c.wait_for(again, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["rank_nodes"][0] == "n1");
