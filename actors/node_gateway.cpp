@@ -232,6 +232,15 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
         const auto link = st.client ? st.client->status().state : net::link_state::connecting;
         const bool mismatch =
             link == net::link_state::refused || link == net::link_state::handshake_failed;
+        // The store names a newer leader elsewhere while this head still seems to lead (it was
+        // stopped, or is cut off): go now rather than wait for the link to time out.
+        if (st.welcomed && st.search_options.store_leader) {
+          if (auto leader = st.search_options.store_leader(); leader && *leader != st.options.address) {
+            report(self, "the store names the leader at " + *leader + "; leaving " + st.options.address);
+            st.left_silent = st.options.address;
+            connect_to(self, *leader);
+          }
+        }
         if (!st.welcomed && !mismatch &&
             clock::now() - st.waiting_since >= st.search_options.patience) {
           // No leader here: the store's live leader, else the next configured address. A

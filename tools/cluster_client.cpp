@@ -17,6 +17,9 @@ net::leader_record_reader store_leader_reader(const std::filesystem::path& store
       if (!std::filesystem::exists(core::store::leader_path(store_dir), ec)) return std::nullopt;
       auto record = core::store::leader_lease(store_dir).current();
       if (!record || record->expired_at(core::store::system_clock_ms())) return std::nullopt;
+      // A head bound to every interface that published that address names no host to go to.
+      const auto host = record->address.substr(0, record->address.rfind(':'));
+      if (host == "0.0.0.0" || host == "*" || host == "::" || host.empty()) return std::nullopt;
       return record->address;
     } catch (const std::exception&) {
       return std::nullopt;  // an unreadable record: the configured addresses still count

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
       ("bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")
       ("advertise", po::value<std::string>(),
        "HOST:PORT that nodes and clients reach this head at, published in the store's leader "
-       "record and in redirects (default: --bind:--port)")
+       "record and in redirects (default: --bind:--port; this host's name when --bind is 0.0.0.0)")
       ("heartbeat-timeout", po::value<double>()->default_value(6.0),
        "seconds without a heartbeat before a node counts as lost (at most 10 by default)")
       ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts")
@@ -102,10 +102,14 @@ int main(int argc, char** argv) {
     char host[256] = "head";
     ::gethostname(host, sizeof host - 1);
     const std::string head_id = std::string(host) + ":" + std::to_string(::getpid());
+    // What others reach this head at: --advertise, else the bound address, else (bound to every
+    // interface) this host's name.
+    const auto& bind = vm["bind"].as<std::string>();
+    const bool wildcard = bind == "*" || bind == "0.0.0.0" || bind == "::";
     const std::string address =
         vm.count("advertise")
             ? vm["advertise"].as<std::string>()
-            : vm["bind"].as<std::string>() + ":" + std::to_string(vm["port"].as<std::uint16_t>());
+            : (wildcard ? std::string(host) : bind) + ":" + std::to_string(vm["port"].as<std::uint16_t>());
     auto options = net::server_options::from(secrets);
     options.bind_address = vm["bind"].as<std::string>();
     options.port = vm["port"].as<std::uint16_t>();

@@ -761,3 +761,37 @@ TEST_CASE("after the leader is killed a standby at another address takes over; n
   const auto again = start_job(c, c.write_job(lr_job("after", 1, 3, 0, 0, c.dir().str() + "/runs")));
   CHECK(c.wait_for(again, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["rank_nodes"][0] == "n1");
 }
+
+TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; nodes that share the "
+          "store re-register with it, the job goes on, and the woken leader steps down",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
+  standby->wait_for_line("waiting as a standby", 60s);
+  c.use_address(c.address() + "," + standby_address);
+  // Its credentials lie in the store: the node also reads the leader record.
+  cohort::test::running_process node({c.program("cluster-worker"), "--address",
+                                      c.address() + "," + standby_address, "--credentials",
+                                      c.credentials(), "--name", "n1", "--num-cpus", "2"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  const auto id = start_job(c, c.write_job(lr_job("paused", 1, 150, 0.05, 0, c.dir().str() + "/runs")));
+  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+
+  c.head().kill(SIGSTOP);
+  standby->wait_for_line("serving on", 60s);  // once the stopped leader's 3 s lease ran out
+  node.wait_for_line("joined the leader at " + standby_address, 60s);
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  c.head().kill(SIGCONT);
+  c.head().wait_for_line("is stepping down", 60s);
+  CHECK(c.head().wait_for_exit(60s));
+}
