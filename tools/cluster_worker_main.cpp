@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   tools::block_termination_signals();
   char host[256] = "node";
   ::gethostname(host, sizeof host - 1);
-  po::options_description desc("usage: cluster-worker --address HOST:PORT --credentials FILE [options]");
+  po::options_description desc(
+      "usage: cluster-worker --address HOST:PORT[,HOST:PORT...] --credentials FILE [options]");
   desc.add_options()
       ("help,h", "show this help")
       ("address", po::value<std::string>(),
@@ -222,10 +223,8 @@ int main(int argc, char** argv) {
       if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
       return 1;
     }
-    const auto welcome = process.join->welcome();
-    std::cout << "cluster-worker: node " << info.name << " joined " << process.join->address()
-              << (welcome ? " (leader of epoch " + std::to_string(welcome->epoch) + ")" : "")
-              << std::endl;
+    // Joined: the gateway's report said "joined the leader at ADDRESS (epoch N)", as it does
+    // after every failover.
     std::thread watcher([&] {
       caf::scoped_actor self{sys};
       self->monitor(gateway);
