@@ -24,6 +24,7 @@ struct head_gateway_state {
   std::map<std::string, std::string> routing_of_process;  // process → routing id
   std::map<std::string, std::string> process_of_routing;  // routing id → process
   std::map<std::string, clock::time_point> last_seen;     // by process
+  net::process_welcome welcome;  // this head's address and epoch, for every process_hello
   std::string stepping_down;  // why the head actor ended (it lost the leadership); "" while it leads
   static inline const char* name = "cohort.head_gateway";
 };
@@ -81,6 +82,8 @@ void head_incoming(head_gw self, const incoming_frame& in) {
     st.routing_of_process[hello.process] = in.routing_id;
     st.process_of_routing[in.routing_id] = hello.process;
     st.last_seen[hello.process] = clock::now();
+    // Registered with the leader: a node that followed a list or a redirect stops searching.
+    if (st.stepping_down.empty()) st.server->send(in.routing_id, st.welcome);
     return;
   }
   if (msg.match_element<net::heartbeat>(0)) {
@@ -166,8 +169,9 @@ void head_tick(head_gw self) {
 }
 
 caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::wire_server> server,
-                           liveness_options liveness) {
+                           liveness_options liveness, net::process_welcome welcome) {
   auto& st = self->state;
+  st.welcome = std::move(welcome);
   st.bridge = std::make_unique<bridge_state>("head", make_wire_codec());
   st.head = head;
   st.liveness = liveness;
@@ -207,14 +211,15 @@ caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::w
 }  // namespace
 
 caf::actor spawn_head_gateway(caf::actor_system& sys, caf::actor head, net::server_options options,
-                              liveness_options liveness, std::uint16_t* bound_port) {
+                              liveness_options liveness, std::uint16_t* bound_port,
+                              net::process_welcome welcome) {
   // The transport thread delivers to the gateway, which must exist before the server starts.
   auto gateway = std::make_shared<caf::actor>();
   auto server = std::make_shared<net::wire_server>(
       make_wire_codec(), std::move(options), [gateway](const net::peer& from, caf::message msg) {
         caf::anon_send(*gateway, incoming_frame{from.routing_id, std::move(msg)});
       });
-  *gateway = sys.spawn(head_gateway, std::move(head), server, liveness);
+  *gateway = sys.spawn(head_gateway, std::move(head), server, liveness, std::move(welcome));
   try {
     server->start();
   } catch (...) {

@@ -45,6 +45,22 @@ std::string step_down_reason(std::int64_t own_epoch, const std::string& what,
   return out + "; no other head has published a lease yet: retry once a standby has taken over";
 }
 
+net::not_leader standby_answer(const std::optional<core::store::lease_record>& leader,
+                               std::int64_t now_ms) {
+  const std::string standby = "this head is a standby, not the leader; ";
+  if (leader && !leader->expired_at(now_ms))
+    return {leader->address, leader->epoch,
+            standby + "the leader is " + leader->address + " (epoch " +
+                std::to_string(leader->epoch) + ", " + leader->head_id + "): connect to " +
+                leader->address};
+  std::string last = leader ? " (the last leader, " + leader->address + " epoch " +
+                                  std::to_string(leader->epoch) + ", let its lease expire)"
+                            : " (no head ever led on this store)";
+  return {"", 0,
+          standby + "no head holds a live lease now" + last +
+              ": a standby takes over within the lease TTL; retry then"};
+}
+
 void head_state::add_node(const node_info& node) {
   res::node_inventory inventory(node.name, res::resource_set(node.resources));
   inventory.set_gpu_memory_bytes(node.gpu_memory_bytes);

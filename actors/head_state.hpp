@@ -21,6 +21,7 @@
 #include "core/resources/placement.hpp"
 #include "core/store/leader_lease.hpp"
 #include "core/train/memory_estimate.hpp"
+#include "net/bridge_messages.hpp"
 
 namespace cohort::actors {
 
@@ -29,6 +30,12 @@ namespace cohort::actors {
 // has taken over.
 std::string step_down_reason(std::int64_t own_epoch, const std::string& what,
                              const std::optional<core::store::lease_record>& leader);
+
+// What a standby head answers every request and node hello with: not the leader, and where the
+// leader serves when the store's lease `leader` is live at `now_ms` (else no address: the lease
+// ran out and a standby is about to take it).
+net::not_leader standby_answer(const std::optional<core::store::lease_record>& leader,
+                               std::int64_t now_ms);
 
 class head_state {
  public:

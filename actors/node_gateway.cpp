@@ -1,5 +1,7 @@
-// A node process's gateway actor (see gateways.hpp): connects the node to the head on a CURVE
-// DEALER socket, routes envelopes, sends heartbeats and re-introduces the node after reconnects.
+// A node process's gateway actor (see gateways.hpp): connects the node to the leading head on a
+// CURVE DEALER socket, routes envelopes, sends heartbeats, follows standbys' redirects, moves to
+// another head when its head falls silent, and re-introduces the node to every leader that
+// welcomes it.
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
@@ -10,11 +12,71 @@
 
 namespace cohort::actors {
 
+bool node_join::wait_for_welcome(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return changed_.wait_for(lock, timeout, [this] { return welcome_.has_value(); });
+}
+std::optional<net::process_welcome> node_join::welcome() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return welcome_;
+}
+net::link_status node_join::link() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return client_ ? client_->status() : net::link_status{};
+}
+std::string node_join::address() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return address_;
+}
+std::string node_join::standby_said() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return standby_said_;
+}
+void node_join::set_client(std::shared_ptr<net::wire_client> client, std::string address) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  client_ = std::move(client);
+  address_ = std::move(address);
+}
+void node_join::welcomed(net::process_welcome w) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  welcome_ = std::move(w);
+  changed_.notify_all();
+}
+void node_join::lost() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  welcome_.reset();
+}
+void node_join::stop_client() {
+  std::shared_ptr<net::wire_client> client;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    client = client_;
+  }
+  if (client) client->stop();
+}
+void node_join::standby(std::string message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  standby_said_ = std::move(message);
+}
+
 namespace {
+
+using clock = std::chrono::steady_clock;
 
 struct node_gateway_state {
   std::unique_ptr<bridge_state> bridge;
+  std::shared_ptr<const net::wire_codec> codec;
+  net::client_options options;  // keys; address = the head tried now
   std::shared_ptr<net::wire_client> client;
+  std::uint64_t generation = 0;  // of `client`: frames and link changes of older ones are stale
+  std::unique_ptr<net::leader_search> search;
+  head_search_options search_options;
+  std::shared_ptr<node_join> join;
+  bool welcomed = false;
+  clock::time_point waiting_since = clock::now();  // not welcomed since
+  int redirects = 0;                                // followed since the last welcome
+  std::string left_silent;  // the head last left because it fell silent: redirects there wait
+  bool connected = false;   // to the head tried now (a standby answers too)
   caf::actor node;
   liveness_options liveness;
   std::uint64_t seq = 0;
@@ -24,6 +86,7 @@ using node_gw = caf::stateful_actor<node_gateway_state>*;
 
 struct link_change {
   net::link_state state;
+  std::uint64_t generation;
 };
 struct attach_node {
   caf::actor node;
@@ -38,17 +101,53 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::attach_node)
 namespace cohort::actors {
 namespace {
 
-caf::behavior node_gateway(node_gw self, std::string node_name,
-                           std::shared_ptr<net::wire_client> client, liveness_options liveness) {
+// Replaces the link with one to `address` (the old one is stopped: its late frames are stale).
+void connect_to(node_gw self, const std::string& address) {
+  auto& st = self->state;
+  if (st.client) st.client->stop();
+  const auto generation = ++st.generation;
+  st.options.address = address;
+  caf::actor gateway = caf::actor_cast<caf::actor>(self);
+  st.client = std::make_shared<net::wire_client>(
+      st.codec, st.options,
+      [gateway, generation](caf::message msg) {
+        caf::anon_send(gateway, incoming_frame{std::to_string(generation), std::move(msg)});
+      },
+      [gateway, generation](net::link_state s) { caf::anon_send(gateway, link_change{s, generation}); });
+  st.welcomed = false;
+  st.waiting_since = clock::now();
+  st.join->lost();
+  st.join->set_client(st.client, address);
+  st.connected = false;
+  try {
+    st.client->start();
+  } catch (const std::exception& e) {
+    // A bad address in the store's leader record: say so; gateway_tick moves on after patience.
+    if (st.search_options.report) st.search_options.report("cannot connect to " + address + ": " + e.what());
+  }
+}
+
+void report(node_gw self, const std::string& line) {
+  if (self->state.search_options.report) self->state.search_options.report(line);
+}
+
+caf::behavior node_gateway(node_gw self, std::string node_name, net::client_options options,
+                           liveness_options liveness, head_search_options search,
+                           std::shared_ptr<node_join> join) {
   auto& st = self->state;
   st.bridge = std::make_unique<bridge_state>("node:" + node_name, make_wire_codec());
+  st.codec = make_wire_codec();
+  st.options = std::move(options);
   st.liveness = liveness;
-  st.client = std::move(client);
+  st.search = std::make_unique<net::leader_search>(search.addresses, search.store_leader);
+  st.search_options = std::move(search);
+  st.join = std::move(join);
   self->set_down_handler([=](caf::down_msg& msg) {
     const auto reason = msg.reason ? describe(self->system(), msg.reason) : "";
+    if (!self->state.client) return;
     for (const auto& d : self->state.bridge->on_down(msg, reason)) self->state.client->send(d);
   });
-  self->attach_functor([client = st.client] { client->stop(); });
+  self->attach_functor([join = st.join] { join->stop_client(); });
   self->send(self, gateway_tick{});
   return {
       [=](const attach_node& a) {
@@ -56,17 +155,49 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
         st.node = a.node;
         st.bridge->export_as(self, "node", st.node);
         self->link_to(st.node);
+        // Nothing to try yet (only a store, and no live lease in it): gateway_tick tries later.
+        if (auto first = st.search->first(); !first.empty()) connect_to(self, first);
       },
       [=](const link_change& change) {
-        if (change.state != net::link_state::connected) return;
         auto& st = self->state;
-        st.client->send(net::process_hello{st.bridge->process()});
-        if (st.node) self->send(st.node, reintroduce{});
+        if (change.generation != st.generation) return;
+        st.connected = change.state == net::link_state::connected;
+        if (change.state == net::link_state::connected) {
+          // The head answers with a welcome when it leads, with not_leader when it does not.
+          st.client->send(net::process_hello{st.bridge->process()});
+        } else if (st.welcomed) {
+          st.welcomed = false;
+          st.waiting_since = clock::now();
+          st.join->lost();
+        }
       },
       [=](const incoming_frame& in) {
         auto& st = self->state;
+        if (in.routing_id != std::to_string(st.generation)) return;  // from a head left behind
         const auto& msg = in.content;
-        if (msg.match_element<net::routed>(0)) {
+        if (msg.match_element<net::process_welcome>(0)) {
+          const auto& w = msg.get_as<net::process_welcome>(0);
+          const bool again = st.welcomed;
+          st.welcomed = true;
+          st.redirects = 0;
+          st.left_silent.clear();
+          st.search->found(st.options.address);
+          st.join->welcomed(w);
+          if (!again)
+            report(self, "joined the leader at " + st.options.address + " (epoch " +
+                             std::to_string(w.epoch) + ")");
+          if (st.node) self->send(st.node, reintroduce{});
+        } else if (msg.match_element<net::not_leader>(0)) {
+          const auto& n = msg.get_as<net::not_leader>(0);
+          st.join->standby(st.options.address + ": " + n.message);
+          // Follow a named leader (bounded); else stay until patience runs out (gateway_tick).
+          if (!n.leader.empty() && n.leader != st.options.address && n.leader != st.left_silent &&
+              st.redirects < net::leader_search::default_max_redirects) {
+            ++st.redirects;
+            report(self, st.options.address + " is a standby; going to the leader at " + n.leader);
+            connect_to(self, n.leader);
+          }
+        } else if (msg.match_element<net::routed>(0)) {
           const auto& r = msg.get_as<net::routed>(0);
           std::string problem;
           if (!st.bridge->deliver(self, r.to, r.from, r.payload, problem))
@@ -79,8 +210,8 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
       [=](const outgoing_message& out) {
         std::string problem;
         auto frame = self->state.bridge->encode_outgoing(self, out, problem);
-        if (frame.empty()) {
-          self->state.bridge->proxy_down(out.to, problem);
+        if (frame.empty() || !self->state.client) {
+          self->state.bridge->proxy_down(out.to, frame.empty() ? problem : "the node has no link to a head yet");
           return;
         }
         self->state.client->send_frame(std::move(frame));
@@ -90,11 +221,44 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
       },
       [=](const proxy_flushed& f) {
         const auto proxy = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        for (const auto& d : self->state.bridge->on_flushed(f, proxy)) self->state.client->send(d);
+        for (const auto& d : self->state.bridge->on_flushed(f, proxy))
+          if (self->state.client) self->state.client->send(d);
       },
       [=](gateway_tick) {
         auto& st = self->state;
-        st.client->send(net::heartbeat{st.bridge->process(), ++st.seq});
+        if (st.client) st.client->send(net::heartbeat{st.bridge->process(), ++st.seq});
+        // A head whose keys do not match ours is another cluster's: the node keeps trying the
+        // address it was given (and cluster-worker reports the mismatch) rather than look past it.
+        const auto link = st.client ? st.client->status().state : net::link_state::connecting;
+        const bool mismatch =
+            link == net::link_state::refused || link == net::link_state::handshake_failed;
+        // The store names a newer leader elsewhere while this head still seems to lead (it was
+        // stopped, or is cut off): go now rather than wait for the link to time out.
+        if (st.welcomed && st.search_options.store_leader) {
+          if (auto leader = st.search_options.store_leader(); leader && *leader != st.options.address) {
+            report(self, "the store names the leader at " + *leader + "; leaving " + st.options.address);
+            st.left_silent = st.options.address;
+            connect_to(self, *leader);
+          }
+        }
+        if (!st.welcomed && !mismatch &&
+            clock::now() - st.waiting_since >= st.search_options.patience) {
+          // No leader here: the store's live leader, else the next configured address. A
+          // standby that answers is left only for a leader the store names: it may be the
+          // one about to take over (its reconnect then brings the welcome).
+          st.redirects = 0;
+          auto next = st.search->rotate(st.options.address);
+          if (st.connected &&
+              !(st.search_options.store_leader && st.search_options.store_leader() == next))
+            next = st.options.address;
+          if (!next.empty() && next != st.options.address) {
+            if (!st.connected && !st.options.address.empty()) st.left_silent = st.options.address;
+            report(self, "no leader at " + st.options.address + "; trying " + next);
+            connect_to(self, next);
+          } else {
+            st.waiting_since = clock::now();
+          }
+        }
         self->delayed_send(self, st.liveness.heartbeat_interval, gateway_tick{});
       },
   };
@@ -104,23 +268,17 @@ caf::behavior node_gateway(node_gw self, std::string node_name,
 
 node_process spawn_node_gateway(caf::actor_system& sys, const std::string& node_name,
                                 net::client_options options, liveness_options liveness,
+                                head_search_options search,
                                 std::function<caf::actor(caf::actor head_proxy)> make_node) {
-  auto gateway = std::make_shared<caf::actor>();
-  auto client = std::make_shared<net::wire_client>(
-      make_wire_codec(), std::move(options),
-      [gateway](caf::message msg) { caf::anon_send(*gateway, incoming_frame{"", std::move(msg)}); },
-      [gateway](net::link_state s) { caf::anon_send(*gateway, link_change{s}); });
-  *gateway = sys.spawn(node_gateway, node_name, client, liveness);
-  auto node = make_node(sys.spawn(remote_proxy, "head/head", *gateway));
-  // Enqueued before the client starts, so before any link change.
-  caf::anon_send(*gateway, attach_node{node});
-  try {
-    client->start();
-  } catch (...) {
-    caf::anon_send_exit(*gateway, caf::exit_reason::user_shutdown);
-    throw;
-  }
-  return {*gateway, node, client};
+  auto join = std::make_shared<node_join>();
+  // Throws net_error for an empty search before anything starts.
+  net::leader_search check(search.addresses, search.store_leader);
+  auto gateway = sys.spawn(node_gateway, node_name, std::move(options), liveness,
+                           std::move(search), join);
+  auto node = make_node(sys.spawn(remote_proxy, "head/head", gateway));
+  // The gateway connects once it has the node, so the node is there for the first welcome.
+  caf::anon_send(gateway, attach_node{node});
+  return {gateway, node, join};
 }
 
 }  // namespace cohort::actors

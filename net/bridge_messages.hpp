@@ -42,6 +42,23 @@ struct request_failed {
   std::string message;
 };
 
+// A standby head's answer to every request and hello: it does not lead; `leader` is where the
+// leading head serves ("" while no head holds a live lease, e.g. right after the leader died).
+// Clients and nodes go there (or to their next head address) and send again.
+struct not_leader {
+  static constexpr std::uint32_t wire_id = 105;
+  std::string leader;
+  std::int64_t leader_epoch = 0;  // the lease epoch of `leader`; 0 when none
+  std::string message;            // for the user: "not the leader; the leader is X"
+};
+
+// The leading head's answer to a process_hello: the node is registered with the leader of `epoch`.
+struct process_welcome {
+  static constexpr std::uint32_t wire_id = 106;
+  std::string head_address;
+  std::int64_t epoch = 0;
+};
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, routed& x) {
   return f(caf::meta::type_name("routed"), x.to, x.from, x.payload);
@@ -61,6 +78,15 @@ typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, request_failed& x) {
   return f(caf::meta::type_name("request_failed"), x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, not_leader& x) {
+  return f(caf::meta::type_name("not_leader"), x.leader, x.leader_epoch, x.message);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_welcome& x) {
+  return f(caf::meta::type_name("process_welcome"), x.head_address, x.epoch);
 }
 
 // The process part of an endpoint ("node:n1" of "node:n1/a42").

@@ -3,14 +3,87 @@
 
 #include "actors/messages.hpp"
 #include "actors/wire_protocol.hpp"
-#include "net/bridge_messages.hpp"
+#include "core/store/leader_lease.hpp"
+#include "core/store/store_paths.hpp"
 #include "net/credentials.hpp"
+#include "net/net_error.hpp"
 
 namespace cohort::tools {
 
-cluster_client::cluster_client(const std::string& address, const std::string& credentials_file,
-                               std::chrono::milliseconds connect_timeout) {
-  auto creds = net::load_credentials(credentials_file);
+net::leader_record_reader store_leader_reader(const std::filesystem::path& store_dir) {
+  return [store_dir]() -> std::optional<std::string> {
+    try {
+      std::error_code ec;
+      if (!std::filesystem::exists(core::store::leader_path(store_dir), ec)) return std::nullopt;
+      auto record = core::store::leader_lease(store_dir).current();
+      if (!record || record->expired_at(core::store::system_clock_ms())) return std::nullopt;
+      // A head bound to every interface that published that address names no host to go to.
+      const auto host = record->address.substr(0, record->address.rfind(':'));
+      if (host == "0.0.0.0" || host == "*" || host == "::" || host.empty()) return std::nullopt;
+      return record->address;
+    } catch (const std::exception&) {
+      return std::nullopt;  // an unreadable record: the configured addresses still count
+    }
+  };
+}
+
+std::optional<std::filesystem::path> store_of_credentials(const std::filesystem::path& credentials_file) {
+  const auto store = credentials_file.parent_path().parent_path();
+  std::error_code ec;
+  if (credentials_file.parent_path().filename() != "cluster" ||
+      !std::filesystem::exists(core::store::leader_path(store), ec))
+    return std::nullopt;
+  return store;
+}
+
+namespace {
+
+std::vector<std::string> parse_or_none(const std::string& addresses) {
+  if (addresses.empty()) return {};
+  try {
+    return net::parse_head_addresses(addresses);
+  } catch (const std::exception& e) {
+    throw client_error(e.what());
+  }
+}
+
+net::leader_search make_search(const std::string& addresses,
+                               const std::optional<std::filesystem::path>& store_dir) {
+  try {
+    return net::leader_search(parse_or_none(addresses),
+                              store_dir ? store_leader_reader(*store_dir) : net::leader_record_reader{});
+  } catch (const net::net_error& e) {
+    throw client_error(e.what());
+  }
+}
+
+}  // namespace
+
+cluster_client::cluster_client(const std::string& addresses, const std::string& credentials_file,
+                               std::optional<std::filesystem::path> store_dir,
+                               std::chrono::milliseconds connect_timeout)
+    : credentials_file_(credentials_file), connect_timeout_(connect_timeout),
+      search_(make_search(addresses, store_dir)) {
+  net::load_credentials(credentials_file_);  // a bad file fails here, naming its field
+  connect_from(search_.first());
+}
+
+cluster_client::~cluster_client() {
+  if (client_) client_->stop();
+}
+
+cluster_client::attempt cluster_client::try_connect(const std::string& address,
+                                                    std::chrono::milliseconds timeout) {
+  if (client_) {
+    moved_ += client_->status().handshakes + 1;  // connections() keeps growing across heads
+    client_->stop();
+  }
+  client_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inbox_.clear();  // replies of the head left behind are no answer to what comes next
+  }
+  auto creds = net::load_credentials(credentials_file_);
   auto options = net::client_options::from(creds, address);
   client_ = std::make_unique<net::wire_client>(actors::make_wire_codec(), options,
                                                [this](caf::message msg) {
@@ -19,24 +92,60 @@ cluster_client::cluster_client(const std::string& address, const std::string& cr
                                                  arrived_.notify_all();
                                                });
   client_->start();
-  auto state = client_->wait_for_link(connect_timeout);
-  switch (state) {
+  address_ = address;
+  switch (client_->wait_for_link(timeout)) {
     case net::link_state::connected:
-      return;
+      return {};
     case net::link_state::refused:
-      throw client_error("the head at " + address + " refused these credentials (" +
-                         credentials_file + " belongs to another cluster, or is stale)");
+      return {"the head at " + address + " refused these credentials (" + credentials_file_ +
+                  " belongs to another cluster, or is stale)",
+              true};
     case net::link_state::handshake_failed:
-      throw client_error("the CURVE handshake with " + address + " failed: " + credentials_file +
-                         " does not match this head's keys");
+      return {"the CURVE handshake with " + address + " failed: " + credentials_file_ +
+                  " does not match this head's keys",
+              true};
     case net::link_state::connecting:
       break;
   }
-  throw client_error("no answer from a head at " + address + " within " +
-                     seconds(connect_timeout) + " (is cluster-head running there?)");
+  return {"no answer from a head at " + address + " within " + seconds(timeout) +
+              " (is cluster-head running there?)",
+          false};
 }
 
-cluster_client::~cluster_client() { client_->stop(); }
+void cluster_client::connect_from(std::string address) {
+  // Several candidates share the connect timeout, each at least 2 s.
+  const auto candidates = std::max<std::size_t>(1, search_.configured().size());
+  const auto each = std::max(std::chrono::milliseconds(2000),
+                             connect_timeout_ / static_cast<long>(candidates));
+  std::size_t failed = 0;
+  std::string last_why;
+  while (!address.empty()) {
+    const auto tried = try_connect(address, candidates == 1 ? connect_timeout_ : each);
+    if (tried.why.empty()) return;
+    // Keys that do not match: the address is another cluster's (heads sharing a store share
+    // keys), a mistake to report, not a head to look past.
+    if (tried.credentials_mismatch) throw client_error(tried.why);
+    ++failed;
+    last_why = tried.why;
+    auto next = search_.unreachable(address, tried.why);
+    if (!next) break;
+    address = *next;
+  }
+  // One address: its own reason, as before lists existed.
+  throw client_error(failed == 1 ? last_why : search_.failure());
+}
+
+void cluster_client::move_on(const std::string& why) {
+  auto next = search_.unreachable(address_, why);
+  if (!next) throw client_error(search_.configured().size() <= 1 ? why : search_.failure());
+  connect_from(*next);
+}
+
+void cluster_client::follow_redirect(const net::not_leader& answer) {
+  auto next = search_.redirected(address_, answer.leader, answer.message);
+  if (!next) throw client_error(search_.failure());
+  connect_from(*next);
+}
 
 std::optional<caf::message> cluster_client::next(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);

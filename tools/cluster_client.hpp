@@ -1,19 +1,26 @@
-// The blocking client `submit` uses to talk to a cluster-head over the CURVE wire: connect with
-// the cluster's credentials, send one request, wait for its reply (or a request_failed), and
-// receive the events of a followed job.
+// The blocking client `submit` uses to talk to the leading cluster-head over the CURVE wire:
+// connect with the cluster's credentials to the first head of an address list that answers
+// (or the one the store's leader record names), send one request, follow "not the leader; the
+// leader is X" redirects, wait for the reply (or a request_failed), and receive the events of a
+// followed job.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <caf/message.hpp>
 
+#include "actors/messages.hpp"
+#include "net/bridge_messages.hpp"
+#include "net/head_addresses.hpp"
 #include "net/wire_client.hpp"
 
 namespace cohort::tools {
@@ -24,41 +31,95 @@ class client_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Reads the leader record of the store `store_dir` (<store>/cluster/leader.json): the leader's
+// address while its lease is live. Empty reader (no store) when the directory holds no record.
+net::leader_record_reader store_leader_reader(const std::filesystem::path& store_dir);
+// The store a credentials file lies in (<store>/cluster/credentials.json), when it holds a leader
+// record; nullopt for a copied credentials file.
+std::optional<std::filesystem::path> store_of_credentials(const std::filesystem::path& credentials_file);
+
 class cluster_client {
  public:
-  // Connects to `address` ("host:port") with the credentials file; throws client_error when the
-  // head refuses the credentials or does not answer within connect_timeout.
-  cluster_client(const std::string& address, const std::string& credentials_file,
+  // Connects to the first head of `addresses` ("h1:7411,h2:7411"; may be empty when `store_dir`
+  // holds the leader record) that answers, with the credentials file; a live leader the store
+  // names is tried first when it is one of the addresses (or none are given), last otherwise.
+  // Throws client_error when no head answers within connect_timeout, or at once when a head
+  // refuses the credentials (or they its key): that address belongs to another cluster.
+  cluster_client(const std::string& addresses, const std::string& credentials_file,
+                 std::optional<std::filesystem::path> store_dir = std::nullopt,
                  std::chrono::milliseconds connect_timeout = std::chrono::seconds(10));
   ~cluster_client();
 
-  // Sends `request` and returns the first reply of type Reply, passing over events of a followed
-  // job that arrive meanwhile; a request_failed from the head becomes client_error.
+  // Sends `request` to the leader and returns the first reply of type Reply, passing over events
+  // of a followed job that arrive meanwhile. A standby's not_leader sends the request on to the
+  // head it names (at most net::leader_search::default_max_redirects times); a request_failed
+  // from the head becomes client_error. A query (status, list, logs, follow, plan) whose head
+  // does not answer within `timeout` goes to the next head that answers.
   template <class Reply, class Request>
   Reply ask(const Request& request, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
-    client_->send(request);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      auto msg = left.count() > 0 ? next(left) : std::nullopt;
-      if (!msg) throw client_error("the head did not answer within " + seconds(timeout));
-      if (is_event(*msg)) continue;
+      client_->send(request);
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      std::optional<caf::message> msg;
+      for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        msg = left.count() > 0 ? next(left) : std::nullopt;
+        if (!msg || !is_event(*msg)) break;
+      }
+      if (!msg) {
+        const auto why = "the head at " + address_ + " did not answer within " + seconds(timeout);
+        // A query may go to another head (the leader may have died); a command may have been
+        // carried out by the silent head, so it is not sent twice.
+        if (!retry_safe<Request>()) throw client_error(why);
+        move_on(why);
+        continue;
+      }
+      if (msg->match_element<net::not_leader>(0)) {
+        follow_redirect(msg->get_as<net::not_leader>(0));
+        continue;
+      }
+      search_.found(address_);
       return unpack<Reply>(*msg);
     }
   }
-  // How many times the link to the head was (re)established; grows when the head came back.
-  std::uint64_t connections() const { return client_->status().handshakes; }
+  // The address of the head this client talks to now.
+  const std::string& address() const { return address_; }
+  // How many times the link to the head was (re)established; grows when the head came back or
+  // the client moved to another head.
+  std::uint64_t connections() const { return client_->status().handshakes + moved_; }
   // The next message from the head, or nullopt after the timeout.
   std::optional<caf::message> next(std::chrono::milliseconds timeout);
   template <class Reply>
   static Reply unpack(const caf::message& msg);
 
  private:
+  template <class Request>
+  static constexpr bool retry_safe() {
+    return std::is_same_v<Request, actors::job_query> || std::is_same_v<Request, actors::job_list_query> ||
+           std::is_same_v<Request, actors::logs_query> || std::is_same_v<Request, actors::follow_job> ||
+           std::is_same_v<Request, actors::plan_request>;
+  }
+  // The head at address_ failed (`why`): connects to the next candidate; throws client_error
+  // (just `why` when there is no other) when none answers.
+  void move_on(const std::string& why);
+  // Connects to `first`, else to the next candidate that answers; throws client_error when none.
+  void connect_from(std::string first);
+  struct attempt {
+    std::string why;                    // "" once connected
+    bool credentials_mismatch = false;  // the head refused our key, or we its
+  };
+  attempt try_connect(const std::string& address, std::chrono::milliseconds timeout);
+  void follow_redirect(const net::not_leader& answer);
   static std::string seconds(std::chrono::milliseconds d);
   static bool is_event(const caf::message& msg);
   [[noreturn]] static void fail_with(const caf::message& msg);
 
+  std::string credentials_file_;
+  std::chrono::milliseconds connect_timeout_;
+  net::leader_search search_;
+  std::string address_;
+  std::uint64_t moved_ = 0;
   std::unique_ptr<net::wire_client> client_;
   std::mutex mutex_;
   std::condition_variable arrived_;

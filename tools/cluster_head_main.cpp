@@ -1,7 +1,9 @@
 // cluster-head: the head of a cluster. Serves nodes and clients over CURVE on 127.0.0.1 (or
 // --bind), keeps every job in the store, and recovers the job table from it when restarted.
 // On first start it creates the cluster's keys and <store>/cluster/credentials.json.
-// A second head on the same store waits as a standby until the leader's lease expires.
+// A second head on the same store waits as a standby until the leader's lease expires; meanwhile
+// it serves its address and answers every client request and node hello with "not the leader;
+// the leader is X" (net::not_leader), which clients and nodes follow.
 // --storage-root DIR (repeatable) confines the paths jobs name on disk; unset, any path goes.
 #include <signal.h>
 #include <unistd.h>
@@ -20,7 +22,10 @@
 #include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"
 #include "net/credentials.hpp"
+#include "net/head_addresses.hpp"
+#include "net/net_error.hpp"
 #include "tools/signal_wait.hpp"
+#include "tools/standby_responder.hpp"
 
 namespace po = boost::program_options;
 using namespace cohort;
@@ -35,6 +40,9 @@ int main(int argc, char** argv) {
       ("store", po::value<std::string>(), "the cluster store directory (shared storage)")
       ("port", po::value<std::uint16_t>()->default_value(7411), "port to serve on (0: any free)")
       ("bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")
+      ("advertise", po::value<std::string>(),
+       "HOST:PORT that nodes and clients reach this head at, published in the store's leader "
+       "record and in redirects (default: --bind:--port; this host's name when --bind is 0.0.0.0)")
       ("heartbeat-timeout", po::value<double>()->default_value(6.0),
        "seconds without a heartbeat before a node counts as lost (at most 10 by default)")
       ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts")
@@ -70,6 +78,15 @@ int main(int argc, char** argv) {
                  "--step-down-grace at least 0\n";
     return 2;
   }
+  if (vm.count("advertise")) {
+    try {
+      if (net::parse_head_addresses(vm["advertise"].as<std::string>()).size() != 1)
+        throw net::net_error("give one HOST:PORT");
+    } catch (const std::exception& e) {
+      std::cerr << "cluster-head: --advertise: " << e.what() << "\n";
+      return 2;
+    }
+  }
   std::vector<std::filesystem::path> storage_roots;
   try {
     if (vm.count("storage-root"))
@@ -85,18 +102,39 @@ int main(int argc, char** argv) {
     char host[256] = "head";
     ::gethostname(host, sizeof host - 1);
     const std::string head_id = std::string(host) + ":" + std::to_string(::getpid());
+    // What others reach this head at: --advertise, else the bound address, else (bound to every
+    // interface) this host's name.
+    const auto& bind = vm["bind"].as<std::string>();
+    const bool wildcard = bind == "*" || bind == "0.0.0.0" || bind == "::";
     const std::string address =
-        vm["bind"].as<std::string>() + ":" + std::to_string(vm["port"].as<std::uint16_t>());
-    auto lease = store->lease().acquire(head_id, address, lease_ttl);
-    if (!lease) std::cout << "cluster-head: another head leads; waiting as a standby" << std::endl;
-    while (!lease) {
-      std::this_thread::sleep_for(lease_ttl / 4);
-      lease = store->lease().acquire(head_id, address, lease_ttl);
-    }
-
+        vm.count("advertise")
+            ? vm["advertise"].as<std::string>()
+            : (wildcard ? std::string(host) : bind) + ":" + std::to_string(vm["port"].as<std::uint16_t>());
     auto options = net::server_options::from(secrets);
     options.bind_address = vm["bind"].as<std::string>();
     options.port = vm["port"].as<std::uint16_t>();
+    auto lease = store->lease().acquire(head_id, address, lease_ttl);
+    if (!lease) {
+      tools::standby_responder standby(options);
+      try {
+        standby.start(store->lease().current());
+        std::cout << "cluster-head: another head leads; waiting as a standby, answering on "
+                  << address << " with who leads" << std::endl;
+      } catch (const std::exception& e) {
+        // E.g. a standby on the leader's own port: it still takes over once the leader is gone.
+        std::cout << "cluster-head: another head leads; waiting as a standby (cannot answer on "
+                  << address << ": " << e.what() << ")" << std::endl;
+      }
+      while (!lease) {
+        if (tools::wait_for_termination_signal_for(lease_ttl / 4) != 0) {
+          std::cout << "cluster-head: stopped (a standby)" << std::endl;
+          return 0;
+        }
+        lease = store->lease().acquire(head_id, address, lease_ttl);
+        if (!lease) standby.update(store->lease().current());
+      }
+      standby.stop();  // frees the port for the leader's gateway
+    }
     actors::liveness_options liveness;
     liveness.node_timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
 
@@ -112,7 +150,8 @@ int main(int argc, char** argv) {
     std::uint16_t port = 0;
     caf::actor gateway;
     try {
-      gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port);
+      gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port,
+                                           net::process_welcome{address, lease->epoch});
     } catch (const std::exception& e) {
       // Leading without serving would keep every standby out: end the head before it writes
       // more, give the lease back so a standby takes over at once, and fail.

@@ -1,10 +1,13 @@
 // cluster-worker: one node of a cluster. Connects to the head with the cluster's credentials,
 // offers its resources, runs the trainers placed on it and starts each worker in an OS process
-// of its own (cohort-worker, next to this program). Reconnects when the head comes back.
+// of its own (cohort-worker, next to this program). --address takes a list of heads; the node
+// registers with the one that leads (following a standby's redirect, or the store's leader record
+// when it shares the store) and moves to a new leader when its head dies.
 #include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -17,6 +20,7 @@
 #include "actors/gateways.hpp"
 #include "net/credentials.hpp"
 #include "config/nodes_spec.hpp"
+#include "tools/cluster_client.hpp"
 #include "tools/machine.hpp"
 #include "tools/signal_wait.hpp"
 
@@ -51,12 +55,15 @@ class remote_node_directory final : public actors::node_directory {
   std::map<std::string, caf::actor> proxies_;
 };
 
-// Why the first connection to the head did not come, for the user.
+// Why no leader welcomed the node, for the user.
 std::string join_failure(const net::link_status& link, const std::string& address,
-                         const std::string& credentials, double timeout_s) {
+                         const std::string& standby_said, const std::string& credentials,
+                         double timeout_s) {
   std::ostringstream out;
   out << "cannot join the head at " << address << ": ";
-  if (link.state == net::link_state::refused) {
+  if (!standby_said.empty()) {
+    out << "no head leads within " << timeout_s << " s (" << standby_said << ")";
+  } else if (link.state == net::link_state::refused) {
     out << "the head refused this node's key (" << credentials
         << " belongs to another cluster, or is stale)";
   } else if (link.failed_handshakes > 0) {
@@ -77,10 +84,16 @@ int main(int argc, char** argv) {
   tools::block_termination_signals();
   char host[256] = "node";
   ::gethostname(host, sizeof host - 1);
-  po::options_description desc("usage: cluster-worker --address HOST:PORT --credentials FILE [options]");
+  po::options_description desc(
+      "usage: cluster-worker --address HOST:PORT[,HOST:PORT...] --credentials FILE [options]");
   desc.add_options()
       ("help,h", "show this help")
-      ("address", po::value<std::string>(), "the head (default $COHORT_ADDRESS)")
+      ("address", po::value<std::string>(),
+       "the heads, HOST:PORT[,HOST:PORT...]: the node registers with the one that leads (default "
+       "$COHORT_ADDRESS; may be left out when the credentials file lies in the store)")
+      ("store", po::value<std::string>(),
+       "the cluster store, when this node shares it: the leader is found from its leader record "
+       "(default: the store the credentials file lies in, if it does)")
       ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
       ("name", po::value<std::string>()->default_value(host), "this node's name")
       ("node-address", po::value<std::string>()->default_value("127.0.0.1"),
@@ -108,13 +121,30 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
-  const auto credentials =
-      vm.count("credentials") ? vm["credentials"].as<std::string>() : tools::env_or("COHORT_CREDENTIALS", "");
-  if (address.empty() || credentials.empty()) {
-    std::cerr << "cluster-worker: --address and --credentials are required (or COHORT_ADDRESS and "
-                 "COHORT_CREDENTIALS)\n";
+  std::optional<std::filesystem::path> store;
+  if (vm.count("store")) store = vm["store"].as<std::string>();
+  const auto credentials_file =
+      vm.count("credentials") ? vm["credentials"].as<std::string>()
+      : store && tools::env_or("COHORT_CREDENTIALS", "").empty()
+          ? net::credentials_file_in(*store).string()
+          : tools::env_or("COHORT_CREDENTIALS", "");
+  if (!store && !credentials_file.empty()) store = tools::store_of_credentials(credentials_file);
+  if ((address.empty() && !store) || credentials_file.empty()) {
+    std::cerr << "cluster-worker: --address (or COHORT_ADDRESS, or --store) and --credentials (or "
+                 "COHORT_CREDENTIALS) are required\n";
     return 2;
   }
+  actors::head_search_options search;
+  try {
+    if (!address.empty()) search.addresses = net::parse_head_addresses(address);
+  } catch (const std::exception& e) {
+    std::cerr << "cluster-worker: --address: " << e.what() << "\n";
+    return 2;
+  }
+  if (store) search.store_leader = tools::store_leader_reader(*store);
+  search.report = [name = vm["name"].as<std::string>()](const std::string& line) {
+    std::cout << "cluster-worker: node " << name << " " << line << std::endl;
+  };
   actors::node_info info;
   info.name = vm["name"].as<std::string>();
   info.address = vm["node-address"].as<std::string>();
@@ -158,8 +188,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto creds = net::load_credentials(credentials);
-    auto options = net::client_options::from(creds, address);
+    auto creds = net::load_credentials(credentials_file);
+    auto options = net::client_options::from(creds, search.addresses.empty() ? "" : search.addresses.front());
     actors::liveness_options liveness;
     liveness.heartbeat_interval =
         std::chrono::milliseconds(static_cast<long>(vm["heartbeat-interval"].as<double>() * 1000));
@@ -168,7 +198,7 @@ int main(int argc, char** argv) {
     caf::actor_system sys{cfg};
     auto directory = std::make_shared<remote_node_directory>(sys, info.name);
     auto process = actors::spawn_node_gateway(
-        sys, info.name, options, liveness, [&](caf::actor head_proxy) {
+        sys, info.name, options, liveness, search, [&](caf::actor head_proxy) {
           return sys.spawn(actors::node_actor, info, head_proxy, directory,
                            actors::process_workers(program, info.gpu_ids,
                                                    static_cast<std::int32_t>(gpus.devices.size())));
@@ -179,18 +209,22 @@ int main(int argc, char** argv) {
     std::cout << "cluster-worker: node " << info.name << " offers "
               << core::resources::describe_gpus(gpus.devices)
               << (gpus.note.empty() ? "" : " (" + gpus.note + ")") << std::endl;
-    std::cout << "cluster-worker: node " << info.name << " joining " << address << std::endl;
+    std::cout << "cluster-worker: node " << info.name << " joining "
+              << (address.empty() ? "the leader in " + store->string() : address) << std::endl;
     const auto connect_timeout =
         std::chrono::milliseconds(static_cast<long>(connect_timeout_s * 1000));
-    const auto link = process.client->wait_for_connection(connect_timeout);
-    if (link.state != net::link_state::connected) {
-      std::cerr << "cluster-worker: " << join_failure(link, address, credentials, connect_timeout_s)
+    if (!process.join->wait_for_welcome(connect_timeout)) {
+      const auto tried = address.empty() ? process.join->address() : address;
+      std::cerr << "cluster-worker: "
+                << join_failure(process.join->link(), tried.empty() ? "(none named)" : tried,
+                                process.join->standby_said(), credentials_file, connect_timeout_s)
                 << std::endl;
       caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
       if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
       return 1;
     }
-    std::cout << "cluster-worker: node " << info.name << " joined " << address << std::endl;
+    // Joined: the gateway's report said "joined the leader at ADDRESS (epoch N)", as it does
+    // after every failover.
     std::thread watcher([&] {
       caf::scoped_actor self{sys};
       self->monitor(gateway);

@@ -3,8 +3,11 @@
 //   submit run JOB.json [--follow]              submit to the cluster (--local: embedded cluster)
 //   submit status JOB [--json] | list [--json] | logs JOB [-f] | checkpoint JOB | release JOB
 //   | stop JOB
-// The cluster is --address / $COHORT_ADDRESS with --credentials / $COHORT_CREDENTIALS; `run`
-// without any address runs on a cluster embedded in this process.
+// The cluster is --address / $COHORT_ADDRESS (a list of heads: the one that leads answers; a
+// standby's "not the leader; the leader is X" is followed) with --credentials /
+// $COHORT_CREDENTIALS; a client that shares the store (--store, or a credentials file inside it)
+// also finds the leader from the store's leader record. `run` without any address or store runs on
+// a cluster embedded in this process.
 // Exit codes: 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage or bad input.
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -29,6 +33,7 @@
 #include "core/train/job_preflight.hpp"
 #include "core/train/memory_estimate.hpp"
 #include "net/bridge_messages.hpp"
+#include "net/credentials.hpp"
 #include "tools/cluster_client.hpp"
 #include "tools/machine.hpp"
 #include "tools/progress_printer.hpp"
@@ -48,7 +53,8 @@ const char* usage_text =
     "  plan JOB.json [--nodes NODES.json]  where the job's trainer and ranks would run, and the\n"
     "                                      GPU memory and host RAM each rank needs [--json]\n"
     "  run JOB.json [--follow]             submit a job (prints its id first); --local or no\n"
-    "                                      address: run it on an embedded cluster and follow it\n"
+    "                                      address nor --store: run it on an embedded cluster\n"
+    "                                      and follow it\n"
     "  status JOB [--json]                 a job's state, placement, attempts and failures\n"
     "  list [--json]                       every job, and the nodes with their GPUs\n"
     "  logs JOB [-f]                       the workers' output (-f: keep following)\n"
@@ -57,7 +63,7 @@ const char* usage_text =
     "  stop JOB                            stop a job\n";
 
 struct options {
-  std::string command, arg, address, credentials, nodes;
+  std::string command, arg, address, credentials, nodes, store;
   bool local = false, follow = false, json = false;
   double num_cpus = 0;
   std::optional<double> num_gpus;
@@ -80,14 +86,21 @@ std::vector<actors::node_info> local_nodes(const options& o) {
 std::unique_ptr<tools::cluster_client> connect(const options& o) {
   if (o.credentials.empty())
     throw config::spec_error("--credentials",
-                             "no credentials: give --credentials FILE or set COHORT_CREDENTIALS "
-                             "(cluster-head writes <store>/cluster/credentials.json)");
-  return std::make_unique<tools::cluster_client>(o.address.empty() ? default_address : o.address,
-                                                 o.credentials);
+                             "no credentials: give --credentials FILE (or --store DIR) or set "
+                             "COHORT_CREDENTIALS (cluster-head writes <store>/cluster/credentials.json)");
+  std::optional<std::filesystem::path> store;
+  if (!o.store.empty()) store = o.store;
+  else store = tools::store_of_credentials(o.credentials);
+  return std::make_unique<tools::cluster_client>(
+      o.address.empty() && !store ? default_address : o.address, o.credentials, store);
 }
 
 // Streams a job's events until it ends. A head that restarts forgets its followers: after a quiet
-// spell the client asks again, and follows anew once the link was re-established.
+// spell the client asks again, and follows anew once the link was re-established (to the same
+// head, or to a new leader the client moved to when its head stopped answering).
+// How long a followed job's status query waits before the client tries the next head.
+constexpr std::chrono::seconds quiet_query_timeout{10};
+
 template <class OnEvent>
 actors::job_record follow_events(tools::cluster_client& client, const std::string& id,
                                  OnEvent on_event) {
@@ -107,7 +120,7 @@ actors::job_record follow_events(tools::cluster_client& client, const std::strin
       connections = client.connections();
       last = client.ask<actors::job_record>(actors::follow_job{id});
     } else {
-      last = client.ask<actors::job_record>(actors::job_query{id});
+      last = client.ask<actors::job_record>(actors::job_query{id}, quiet_query_timeout);
     }
     on_event(actors::job_event{last, ""});
   }
@@ -403,7 +416,12 @@ int main(int argc, char** argv) {
   po::options_description desc("options");
   desc.add_options()
       ("help,h", "show this help")
-      ("address", po::value<std::string>(), "the head, HOST:PORT (default $COHORT_ADDRESS, else 127.0.0.1:7411)")
+      ("address", po::value<std::string>(),
+       "the heads, HOST:PORT[,HOST:PORT...]: the one that leads answers (default $COHORT_ADDRESS, "
+       "else the store's leader record, else 127.0.0.1:7411)")
+      ("store", po::value<std::string>(),
+       "the cluster store, when this client shares it: the leader is found from its leader record "
+       "and the credentials default to <store>/cluster/credentials.json")
       ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
       ("local", "run on a cluster embedded in this process")
       ("nodes", po::value<std::string>(), "NODES.json: the nodes to plan for, or to embed with --local")
@@ -432,8 +450,11 @@ int main(int argc, char** argv) {
   o.command = vm["command"].as<std::string>();
   o.arg = vm.count("arg") ? vm["arg"].as<std::string>() : "";
   o.address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
+  o.store = vm.count("store") ? vm["store"].as<std::string>() : "";
   o.credentials = vm.count("credentials") ? vm["credentials"].as<std::string>()
                                           : tools::env_or("COHORT_CREDENTIALS", "");
+  if (o.credentials.empty() && !o.store.empty())
+    o.credentials = net::credentials_file_in(o.store).string();
   o.nodes = vm.count("nodes") ? vm["nodes"].as<std::string>() : "";
   o.local = vm.count("local") != 0;
   o.follow = vm.count("follow") != 0;
@@ -449,7 +470,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (o.command == "plan") return plan(o);
-    if (o.command == "run" && (o.local || o.address.empty())) return run_local(o);
+    if (o.command == "run" && (o.local || (o.address.empty() && o.store.empty()))) return run_local(o);
     return remote(o);
   } catch (const config::spec_error& e) {
     std::cerr << "submit: " << e.what() << "\n";

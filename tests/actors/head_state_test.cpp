@@ -536,3 +536,23 @@ TEST_CASE("a head stepping down names the head that leads now and where to conne
     CHECK_THAT(alone, !Catch::Contains("lost the leadership to"));
   }
 }
+
+TEST_CASE("a standby answers with the leader of a live lease, and with no address once it expired",
+          "[actors]") {
+  cohort::core::store::lease_record leader{3, "hosta:9", "10.0.0.1:7411", 5000};
+  const auto live = standby_answer(leader, 4999);
+  CHECK(live.leader == "10.0.0.1:7411");
+  CHECK(live.leader_epoch == 3);
+  CHECK_THAT(live.message, Catch::StartsWith("this head is a standby, not the leader; the leader is "
+                                             "10.0.0.1:7411 (epoch 3, hosta:9)"));
+  // Expired: the dead leader is not named as where to go, a standby is about to take over.
+  const auto expired = standby_answer(leader, 5000);
+  CHECK(expired.leader.empty());
+  CHECK(expired.leader_epoch == 0);
+  CHECK_THAT(expired.message, Catch::Contains("no head holds a live lease now") &&
+                                  Catch::Contains("10.0.0.1:7411 epoch 3, let its lease expire") &&
+                                  Catch::Contains("retry then"));
+  const auto none = standby_answer(std::nullopt, 0);
+  CHECK(none.leader.empty());
+  CHECK_THAT(none.message, Catch::Contains("no head ever led on this store"));
+}

@@ -170,7 +170,7 @@ command_result test_cluster::run(const std::string& program, const std::vector<s
   std::string cmd = "exec '" + bin_ + "/" + program + "'";
   for (const auto& a : args) cmd += " '" + a + "'";
   cmd += " 2>'" + err_file + "'";
-  std::map<std::string, std::string> env{{"COHORT_ADDRESS", address()},
+  std::map<std::string, std::string> env{{"COHORT_ADDRESS", address_override_.empty() ? address() : address_override_},
                                          {"COHORT_CREDENTIALS", credentials()}};
   for (const auto& [k, v] : env_override) env[k] = v;
   std::mutex m;

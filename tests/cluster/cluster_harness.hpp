@@ -87,12 +87,18 @@ class test_cluster {
   std::string store() const { return dir_.str() + "/store"; }
   std::string credentials() const { return store() + "/cluster/credentials.json"; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // The COHORT_ADDRESS that submit and run() pass from now on (e.g. a list of heads); "" for
+  // address().
+  void use_address(const std::string& addresses) { address_override_ = addresses; }
+  // The path of one of the cluster's programs ($COHORT_BIN/name).
+  std::string program(const std::string& name) const { return bin_ + "/" + name; }
   const temp_dir& dir() const { return dir_; }
 
  private:
   temp_dir dir_{"cohort-cluster"};
   std::string bin_;
   int port_ = 0;
+  std::string address_override_;
   std::unique_ptr<running_process> head_;
   std::map<std::string, std::unique_ptr<running_process>> workers_;
   int jobs_written_ = 0;

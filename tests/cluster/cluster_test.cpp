@@ -731,3 +731,164 @@ TEST_CASE("a head that lost the leadership answers clients that it is stepping d
   const auto served = c.submit({"list", "--json"}, {{"COHORT_ADDRESS", "127.0.0.1:" + std::to_string(port)}});
   CHECK(served.exit_code == 0);
 }
+
+namespace {
+
+// A copy of the cluster's credentials outside the store: a client on another host, which can
+// find the leader only through the heads' answers.
+std::string credentials_outside_store(test_cluster& c) {
+  const auto dir = c.dir().str() + "/elsewhere";
+  std::filesystem::create_directories(dir);
+  const auto copy = dir + "/credentials.json";
+  std::filesystem::copy_file(c.credentials(), copy, std::filesystem::copy_options::overwrite_existing);
+  return copy;
+}
+
+// `submit list --json` until `node` is listed; the listing.
+json wait_for_node(test_cluster& c, const std::string& node, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto r = c.submit({"list", "--json"});
+    last = r.out + r.err;
+    if (r.exit_code == 0) {
+      auto list = json::parse(r.out);
+      for (const auto& n : list["nodes"])
+        if (n["name"] == node) return list;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  throw std::runtime_error("node " + node + " was never listed; last answer: " + last);
+}
+
+}  // namespace
+
+TEST_CASE("a standby head on another port answers with who leads, and submit follows it to the "
+          "leader",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const auto standby_address = "127.0.0.1:" + std::to_string(cohort::test::free_port());
+  auto standby = c.start_other_head(std::stoi(standby_address.substr(10)));
+  standby->wait_for_line("waiting as a standby, answering on " + standby_address, 60s);
+  const std::map<std::string, std::string> via_standby{
+      {"COHORT_ADDRESS", standby_address}, {"COHORT_CREDENTIALS", credentials_outside_store(c)}};
+  // The standby cannot serve a job itself: that it is listed by the leader proves the redirect.
+  const auto run = c.submit({"run", c.write_job(lr_job("redirected", 1, 2, 0, 0, c.dir().str() + "/runs"))},
+                            via_standby);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto id = first_line(run.out);
+  const auto listed = c.submit({"list", "--json"}, via_standby);
+  INFO(listed.out << listed.err);
+  REQUIRE(listed.exit_code == 0);
+  const auto jobs = json::parse(listed.out)["jobs"];
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0]["id"] == id);
+  CHECK(json::parse(c.submit({"list", "--json"}).out)["jobs"].size() == 1);  // at the leader
+  // A node given only the standby's address registers with the leader too.
+  cohort::test::running_process node({c.program("cluster-worker"), "--address", standby_address,
+                                      "--credentials", via_standby.at("COHORT_CREDENTIALS"),
+                                      "--name", "n1", "--num-cpus", "1"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+}
+
+TEST_CASE("a client whose heads all fail names what each answered", "[cluster]") {
+  test_cluster c;
+  c.start_head();  // for the credentials; the list names two ports where nothing serves
+  const auto a = "127.0.0.1:" + std::to_string(cohort::test::free_port());
+  const auto b = "127.0.0.1:" + std::to_string(cohort::test::free_port());
+  const auto r = c.submit({"list"}, {{"COHORT_ADDRESS", a + "," + b},
+                                     {"COHORT_CREDENTIALS", credentials_outside_store(c)}});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("no head leads among " + a + ", " + b) &&
+                        Catch::Contains(a + ": no answer from a head at " + a) &&
+                        Catch::Contains(b + ": no answer from a head at " + b));
+  const auto bad = c.submit({"list"}, {{"COHORT_ADDRESS", a + ",nowhere"}});
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Catch::Contains("head address \"nowhere\"") && Catch::Contains("HOST:PORT"));
+}
+
+TEST_CASE("after the leader is killed a standby at another address takes over; nodes given both "
+          "addresses re-register with it, running jobs and their followers go on, and submit "
+          "works with the list",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  // The standby on 127.0.0.2 stands for another host.
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
+  standby->wait_for_line("waiting as a standby", 60s);
+  const auto both = c.address() + "," + standby_address;
+  c.use_address(both);
+  // The node does not share the store: only the list (and the standby's answers) lead it.
+  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
+                                      "--credentials", credentials_outside_store(c), "--name",
+                                      "n1", "--num-cpus", "2"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  // Followed by `submit run --follow` given both heads, which must see it to the end.
+  cohort::test::running_process follower(
+      {c.program("submit"), "run", c.write_job(lr_job("across", 1, 150, 0.05, 0, c.dir().str() + "/runs")),
+       "--follow"},
+      {{"COHORT_ADDRESS", both}, {"COHORT_CREDENTIALS", c.credentials()}});
+  const auto id = follower.wait_for_line("job-", 60s);
+  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+
+  c.kill_head();  // kill -9
+  standby->wait_for_line("serving on", 60s);  // once the dead leader's 3 s lease ran out
+  node.wait_for_line("joined the leader at " + standby_address, 60s);
+  const auto listed = wait_for_node(c, "n1", 60s);
+  CHECK(listed["jobs"].size() == 1);
+  // The job's trainer, adopted by the new leader, finishes the first attempt (max_failures 0:
+  // a lost attempt would have failed the job).
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  CHECK_THAT(follower.wait_for_line("(across) SUCCEEDED", 120s), Catch::Contains("[attempts 1]"));
+  // A new job through the list runs on the re-registered node.
+  const auto again = start_job(c, c.write_job(lr_job("after", 1, 3, 0, 0, c.dir().str() + "/runs")));
+  CHECK(c.wait_for(again, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["rank_nodes"][0] == "n1");
+}
+
+TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; nodes that share the "
+          "store re-register with it, the job goes on, and the woken leader steps down",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
+  standby->wait_for_line("waiting as a standby", 60s);
+  c.use_address(c.address() + "," + standby_address);
+  // Its credentials lie in the store: the node also reads the leader record.
+  cohort::test::running_process node({c.program("cluster-worker"), "--address",
+                                      c.address() + "," + standby_address, "--credentials",
+                                      c.credentials(), "--name", "n1", "--num-cpus", "2"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  const auto id = start_job(c, c.write_job(lr_job("paused", 1, 150, 0.05, 0, c.dir().str() + "/runs")));
+  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+
+  c.head().kill(SIGSTOP);
+  standby->wait_for_line("serving on", 60s);  // once the stopped leader's 3 s lease ran out
+  node.wait_for_line("joined the leader at " + standby_address, 60s);
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  c.head().kill(SIGCONT);
+  c.head().wait_for_line("is stepping down", 60s);
+  CHECK(c.head().wait_for_exit(60s));
+}
