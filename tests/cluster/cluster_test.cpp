@@ -834,17 +834,23 @@ TEST_CASE("after the leader is killed a standby at another address takes over; n
   wait_for_node(c, "n1", 60s);
   // Followed by `submit run --follow` given both heads, which must see it to the end.
   cohort::test::running_process follower(
-      {c.program("submit"), "run", c.write_job(lr_job("across", 1, 150, 0.05, 0, c.dir().str() + "/runs")),
-       "--follow"},
+      {c.program("submit"), "run",
+       c.write_job(holding(lr_job("across", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)), "--follow"},
       {{"COHORT_ADDRESS", both}, {"COHORT_CREDENTIALS", c.credentials()}});
   const auto id = follower.wait_for_line("job-", 60s);
-  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
 
   c.kill_head();  // kill -9
   standby->wait_for_line("serving on", 60s);  // once the dead leader's 3 s lease ran out
   node.wait_for_line("joined the leader at " + standby_address, 60s);
   const auto listed = wait_for_node(c, "n1", 60s);
   CHECK(listed["jobs"].size() == 1);
+  // The new leader adopted the job's trainer (it reports the hold again), so the release reaches
+  // the ranks.
+  c.wait_for(id, [](const json& s) {
+    return held_before(s, 3) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
+  }, 120s);
+  release(c, id);
   // The job's trainer, adopted by the new leader, finishes the first attempt (max_failures 0:
   // a lost attempt would have failed the job).
   const auto done = c.wait_for(id, [](const json& s) {
@@ -876,12 +882,16 @@ TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; node
                                      {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   wait_for_node(c, "n1", 60s);
-  const auto id = start_job(c, c.write_job(lr_job("paused", 1, 150, 0.05, 0, c.dir().str() + "/runs")));
-  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  const auto id = start_job(c, c.write_job(holding(lr_job("paused", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
 
   c.head().kill(SIGSTOP);
   standby->wait_for_line("serving on", 60s);  // once the stopped leader's 3 s lease ran out
   node.wait_for_line("joined the leader at " + standby_address, 60s);
+  c.wait_for(id, [](const json& s) {
+    return held_before(s, 3) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
+  }, 120s);
+  release(c, id);
   const auto done = c.wait_for(id, [](const json& s) {
     return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
   }, 120s);
