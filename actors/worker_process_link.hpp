@@ -65,14 +65,18 @@ core::train::worker_context worker_context_for(const worker_setup& setup);
 
 // One control line from a worker process.
 struct worker_control {
-  enum class kind { progress, finished } type = kind::progress;
+  enum class kind { progress, finished, heartbeat } type = kind::progress;
   progress_report progress;  // when progress
+  std::int64_t step = 0;           // when heartbeat: the last step completed
+  double collective_wait_s = -1;   // when heartbeat: seconds waiting in a collective (< 0: not)
   bool ok = false;           // when finished
   std::string reason;        // when finished and !ok
   failure_kind kind = failure_kind::retryable;  // when finished and !ok
 };
 
 std::string progress_line(const progress_report& report);
+// collective_wait_s < 0: not waiting in a collective.
+std::string heartbeat_line(std::int64_t step, double collective_wait_s);
 std::string finished_line(bool ok, const std::string& reason,
                           failure_kind kind = failure_kind::retryable);
 // nullopt for a line that is not a valid control line (it is ignored, never fatal).

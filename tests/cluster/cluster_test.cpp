@@ -634,3 +634,84 @@ TEST_CASE("a head that lost the leadership answers clients that it is stepping d
   const auto served = c.submit({"list", "--json"}, {{"COHORT_ADDRESS", "127.0.0.1:" + std::to_string(port)}});
   CHECK(served.exit_code == 0);
 }
+
+namespace {
+
+// A two-worker linear-regression job of `steps` steps 0.05 s apart, restarted forever, whose
+// run.failure block is `failure` (without braces).
+std::string hang_job(const std::string& name, int steps, const std::string& storage,
+                     const std::string& failure) {
+  auto text = lr_job(name, 2, steps, 0.05, -1, storage);
+  const std::string block = R"("failure": {"max_failures": -1})";
+  const auto at = text.find(block);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, block.size(), R"("failure": {)" + failure + "}");
+}
+
+}  // namespace
+
+TEST_CASE("a rank stopped with SIGSTOP mid-run is named hung in status (node, rank, pid, last step), "
+          "killed, and the job restarts and succeeds; the rank waiting on it is not blamed",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  // The waiting rank's collective timeout (60 s) is far above the hang allowance (3 s): the
+  // detector must decide, and it must name the stopped rank.
+  auto job = c.write_job(hang_job("stalls", 60, c.dir().str() + "/runs",
+                                  R"("max_failures": -1, "hang_timeout_s": 3, "collective_timeout_s": 60)"));
+  auto id = start_job(c, job);
+  c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
+  const int pid = c.worker_pid(id, 1, "n1");
+  REQUIRE(::kill(pid, SIGSTOP) == 0);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  INFO(s.dump(2));
+  CHECK(s["attempts"] == 2);
+  REQUIRE(s["failures"].size() == 1);
+  const auto& f = s["failures"][0];
+  CHECK(f["rank"] == 1);
+  CHECK(f["node"] == "n1");
+  CHECK(f["hung"] == true);
+  CHECK(f["pid"] == pid);
+  CHECK(f["last_step"].get<int>() >= 3);
+  CHECK_THAT(f["reason"].get<std::string>(),
+             Catch::Contains("hung: rank 1 on node n1 (pid " + std::to_string(pid) + ")") &&
+                 Catch::Contains("no heartbeat") && Catch::Contains("rank(s) 0 waited in a collective"));
+  auto text = c.submit({"status", id});
+  CHECK_THAT(text.out, Catch::Contains("failed: rank 1 on n1: hung: rank 1"));
+  CHECK_THAT(c.submit({"logs", id}).out,
+             Catch::Contains("killing its process " + std::to_string(pid) + " (SIGKILL)"));
+  // The stopped process was killed before the group restarted: gone, or a zombie, never stopped.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, comm, state;
+  if (stat >> pid_field >> comm >> state) CHECK(state != "T");
+}
+
+TEST_CASE("a worker process killed by SIGSEGV leaves a crash report in status: the signal, its last "
+          "lines and a native stack trace",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto job = c.write_job(hang_job("crashes", 60, c.dir().str() + "/runs", R"("max_failures": 0)"));
+  auto id = start_job(c, job);
+  c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
+  const int pid = c.worker_pid(id, 1, "n1");
+  REQUIRE(::kill(pid, SIGSEGV) == 0);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 60s);
+  INFO(s.dump(2));
+  REQUIRE(s["failures"].size() == 1);
+  const auto& f = s["failures"][0];
+  CHECK(f["rank"] == 1);
+  CHECK(f["pid"] == pid);
+  CHECK_THAT(f["reason"].get<std::string>(), Catch::Contains("signal 11 (SIGSEGV)"));
+  const auto report = f["report"].get<std::string>();
+  CHECK_THAT(report, Catch::Contains("last lines of its output:") &&
+                         Catch::Contains("cohort-worker: rank 1 of job " + id.substr(0, id.find(' '))) &&
+                         Catch::Contains("native stack trace:") &&
+                         Catch::Contains("cohort-worker: fatal signal 11 (SIGSEGV)") &&
+                         Catch::Contains("cohort-worker("));
+  auto text = c.submit({"status", id});
+  CHECK_THAT(text.out, Catch::Contains("crash report of attempt 1, rank 1 (pid " + std::to_string(pid) + ")") &&
+                           Catch::Contains("    native stack trace:"));
+}
