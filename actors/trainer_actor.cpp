@@ -205,7 +205,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         if (!is_mine(self, wf.job_id, wf.attempt)) return;
         if (!wf.ok) {
           // A rank whose collective timed out waiting on a silent peer does not take the blame.
-          if (st.hang)
+          if (st.hang && wf.kind == failure_kind::retryable)
             if (auto peer = st.hang->silent_peer(wf.rank, now_s())) {
               fail_hung(self, *peer);
               return;
