@@ -72,6 +72,9 @@ extern "C" void on_fatal_signal(int sig) {
   const char tail[] = "); native stack trace:\n";
   for (const char* p = tail; *p != '\0'; ++p) line[n++] = *p;
   write_stderr(line, n);
+  // Unwinding takes the loader's lock; should the signal have come while this thread held it,
+  // SIGALRM's default action ends the process instead of leaving it hung.
+  ::alarm(10);
   void* frames[64];
   const int count = ::backtrace(frames, 64);
   ::backtrace_symbols_fd(frames, count, STDERR_FILENO);

@@ -658,7 +658,7 @@ TEST_CASE("a rank stopped with SIGSTOP mid-run is named hung in status (node, ra
   c.start_worker("n1", 2);
   // The waiting rank's collective timeout (60 s) is far above the hang allowance (3 s): the
   // detector must decide, and it must name the stopped rank.
-  auto job = c.write_job(hang_job("stalls", 60, c.dir().str() + "/runs",
+  auto job = c.write_job(hang_job("stalls", 120, c.dir().str() + "/runs",
                                   R"("max_failures": -1, "hang_timeout_s": 3, "collective_timeout_s": 60)"));
   auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return running_past(s, 3); }, 60s);
@@ -693,7 +693,8 @@ TEST_CASE("a worker process killed by SIGSEGV leaves a crash report in status: t
   test_cluster c;
   c.start_head();
   c.start_worker("n1", 2);
-  auto job = c.write_job(hang_job("crashes", 60, c.dir().str() + "/runs", R"("max_failures": 0)"));
+  // Far more steps than it will ever run: it is killed mid-run however slow the machine is.
+  auto job = c.write_job(hang_job("crashes", 100000, c.dir().str() + "/runs", R"("max_failures": 0)"));
   auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return running_past(s, 2); }, 60s);
   const int pid = c.worker_pid(id, 1, "n1");
