@@ -43,8 +43,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
 
   auto ctx = worker_context_for(setup);
-  // In process, a rank heartbeats from this actor with the last step it reported (the runner
-  // thread shares the process, so its collective waits cannot be told apart from its peers').
+  // In process, a rank heartbeats from this actor with the step its runner reached (the runner
+  // thread shares the process with its peers', so its collective waits are not told apart).
   self->state.heartbeat_every = std::chrono::milliseconds(static_cast<std::int64_t>(
       heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s) * 1000));
   self->delayed_send(self, self->state.heartbeat_every, heartbeat_tick{});

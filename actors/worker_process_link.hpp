@@ -1,9 +1,9 @@
 // What passes between a cluster-worker and a worker process it starts: the worker's setup (as
 // JSON, in a file of its own named by the environment variable COHORT_WORKER_SETUP_FILE; a job
 // spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux)
-// and the control lines the worker writes to file descriptor 3 (progress reports and its final
-// word, as JSON lines). Plain output on stdout/stderr becomes the job's log. No CAF here: the
-// worker process links none.
+// and the control lines the worker writes to file descriptor 3 (progress reports, heartbeats for
+// the trainer's hang detector and its final word, as JSON lines). Plain output on stdout/stderr
+// becomes the job's log. No CAF here: the worker process links none.
 #pragma once
 
 #include <map>
