@@ -2,6 +2,7 @@
 // its behavior. Each actor is a thin shell; its logic lives in a plain *_state class or in core.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -14,6 +15,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/hang_detector.hpp"
 #include "actors/head_state.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_directory.hpp"
@@ -94,6 +96,11 @@ struct trainer_actor_state {
   trainer_setup setup;
   caf::actor head;
   std::vector<caf::actor> workers;  // by rank; null until started
+  std::vector<std::int64_t> pids;   // by rank; 0 until started
+  // Judges the ranks' progress and heartbeats (run.failure.hang_timeout_s); checked every
+  // heartbeat interval. Empty when the spec could not be read (the workers then fail on it).
+  std::optional<hang_detector> hang;
+  std::chrono::milliseconds hang_check_every{1000};
   std::map<caf::actor_addr, std::int32_t> rank_of;
   std::set<std::int32_t> done;
   std::int32_t started = 0;
@@ -112,6 +119,8 @@ caf::behavior trainer_actor(caf::stateful_actor<trainer_actor_state>* self, trai
 struct worker_actor_state {
   worker_setup setup;
   caf::actor trainer;
+  std::shared_ptr<std::atomic<std::int64_t>> step;  // the runner's last completed step
+  std::chrono::milliseconds heartbeat_every{1000};
   std::shared_ptr<workload_runner> runner;
   ~worker_actor_state() {
     if (runner) runner->cancel();

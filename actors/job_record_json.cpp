@@ -16,9 +16,17 @@ job_state parse_job_state(const std::string& text) {
 
 json to_json(const job_record& r) {
   json failures = json::array();
-  for (const auto& f : r.failures)
-    failures.push_back({{"attempt", f.attempt}, {"rank", f.rank}, {"node", f.node},
-                        {"reason", f.reason}, {"kind", to_string(f.kind)}});
+  for (const auto& f : r.failures) {
+    json one{{"attempt", f.attempt}, {"rank", f.rank}, {"node", f.node},
+             {"reason", f.reason}, {"kind", to_string(f.kind)}};
+    if (f.hung) {
+      one["hung"] = true;
+      one["last_step"] = f.last_step;
+    }
+    if (f.pid != 0) one["pid"] = f.pid;
+    if (!f.report.empty()) one["report"] = f.report;
+    failures.push_back(std::move(one));
+  }
   return json{{"id", r.id},
               {"name", r.name},
               {"state", to_string(r.state)},
@@ -54,11 +62,13 @@ job_record job_record_from_json(const json& j) {
     r.state = parse_job_state(j.at("state").get<std::string>());
     r.reason = j.at("reason").get<std::string>();
     r.attempts = j.at("attempts").get<std::int32_t>();
-    for (const auto& f : j.at("failures"))  // records of older heads have no kind
+    for (const auto& f : j.at("failures"))  // records of older heads lack kind and what follows
       r.failures.push_back(failure_cause{
           f.at("attempt").get<std::int32_t>(), f.at("rank").get<std::int32_t>(),
           f.at("node").get<std::string>(), f.at("reason").get<std::string>(),
-          failure_kind_from_string(f.value("kind", std::string()))});
+          failure_kind_from_string(f.value("kind", std::string())), f.value("hung", false),
+          f.value("pid", std::int64_t{0}), f.value("last_step", std::int64_t{0}),
+          f.value("report", std::string())});
     r.trainer_node = j.at("trainer_node").get<std::string>();
     r.rank_nodes = j.at("rank_nodes").get<std::vector<std::string>>();
     r.step = j.at("step").get<std::int64_t>();

@@ -9,7 +9,8 @@
 //   node → head      node_hello (the head monitors the node)
 //   head → node      start_trainer; the trainer → head: trainer_started (monitored)
 //   trainer → node   start_worker; the worker → trainer: worker_started (monitored)
-//   worker → trainer progress_report, log_line, worker_finished
+//   worker → trainer progress_report, rank_heartbeat, log_line, worker_finished
+//   trainer → worker kill_hung_worker
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
 //   head → trainer   checkpoint_attempt, release_attempt
@@ -55,6 +56,14 @@ struct failure_cause {
   std::string node;
   std::string reason;
   failure_kind kind = failure_kind::retryable;
+  // A rank the trainer's hang detector found hung (its process was killed): its pid and the last
+  // step it reached.
+  bool hung = false;
+  std::int64_t pid = 0;
+  std::int64_t last_step = 0;
+  // A worker process that died: its last log lines and, where it could write one, its native
+  // stack trace (several lines; "" when there is nothing to tell).
+  std::string report{};
 };
 
 // The head's view of one job; what `submit status` shows.
@@ -266,6 +275,26 @@ struct worker_finished {
   bool ok = false;
   std::string reason;
   failure_kind kind = failure_kind::retryable;
+  std::string report{};  // a process that died: its last lines and stack trace (failure_cause)
+};
+// worker → trainer: rank `rank` is alive at step `step` (the last it completed); it has waited in
+// a collective for collective_wait_s seconds (< 0: it is not waiting). Sent every
+// heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang detector.
+struct rank_heartbeat {
+  static constexpr std::uint32_t wire_id = 44;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::int32_t rank = 0;
+  std::int64_t step = 0;
+  double collective_wait_s = -1;
+};
+// trainer → worker: kill the process of a rank found hung (SIGKILL: a stopped process ignores
+// SIGTERM until it is continued). The worker then reports how its process ended.
+struct kill_hung_worker {
+  static constexpr std::uint32_t wire_id = 45;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::int32_t rank = 0;
 };
 // trainer → head: every rank of the attempt is up.
 struct attempt_running {
@@ -322,7 +351,7 @@ struct kill_trainer_drill {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
   return f(caf::meta::type_name("failure_cause"), x.attempt, x.rank, x.node, x.reason,
-           x.kind);
+           x.kind, x.hung, x.pid, x.last_step, x.report);
 }
 
 template <class Inspector>
@@ -461,7 +490,18 @@ typename Inspector::result_type inspect(Inspector& f, worker_started& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_finished& x) {
   return f(caf::meta::type_name("worker_finished"), x.job_id, x.attempt, x.rank, x.ok, x.reason,
-           x.kind);
+           x.kind, x.report);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rank_heartbeat& x) {
+  return f(caf::meta::type_name("rank_heartbeat"), x.job_id, x.attempt, x.rank, x.step,
+           x.collective_wait_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kill_hung_worker& x) {
+  return f(caf::meta::type_name("kill_hung_worker"), x.job_id, x.attempt, x.rank);
 }
 
 template <class Inspector>

@@ -1,9 +1,13 @@
 // The trainer actor: drives one attempt of one job. It serves the attempt's rendezvous store,
 // starts the worker group through the nodes, forwards rank 0's progress to the head, and ends
 // the attempt at the first failure (stopping the other workers) or when every rank has finished.
+#include <chrono>
+#include <optional>
+
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "config/job_spec.hpp"
 #include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/train/checkpoint_request.hpp"
@@ -12,6 +16,23 @@
 namespace cohort::actors {
 
 namespace {
+
+// The trainer's own timer: time to ask the hang detector.
+struct hang_check {};
+
+}  // namespace
+}  // namespace cohort::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::hang_check)
+
+namespace cohort::actors {
+
+namespace {
+
+// Seconds on the monotonic clock the hang detector judges by.
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 using trainer_ptr = caf::stateful_actor<trainer_actor_state>*;
 
@@ -61,6 +82,23 @@ void fail_rank(trainer_ptr self, std::int32_t rank, const std::string& reason,
   settle(self, false, failure_cause{0, rank, node, reason, kind});
 }
 
+// The hang detector named a rank: kill its process and end the attempt, blaming that rank.
+void fail_hung(trainer_ptr self, const hang_verdict& v) {
+  auto& st = self->state;
+  if (st.settled) return;
+  if (auto& w = st.workers[static_cast<std::size_t>(v.rank)])
+    self->send(w, kill_hung_worker{st.setup.job_id, st.setup.attempt, v.rank});
+  self->send(st.head, log_line{st.setup.job_id, -1, st.setup.trainer_node, 0,
+                               "trainer: " + v.reason + "; killing its process " +
+                                   std::to_string(v.pid) + " (SIGKILL) and ending attempt " +
+                                   std::to_string(st.setup.attempt + 1)});
+  failure_cause cause{0, v.rank, v.node, v.reason, failure_kind::retryable};
+  cause.hung = true;
+  cause.pid = v.pid;
+  cause.last_step = v.last_step;
+  settle(self, false, cause);
+}
+
 bool is_mine(trainer_ptr self, const std::string& job_id, std::int32_t attempt) {
   return job_id == self->state.setup.job_id && attempt == self->state.setup.attempt;
 }
@@ -76,6 +114,17 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
   self->send(head, trainer_started{setup.job_id, setup.attempt});
   const auto world = static_cast<std::int32_t>(setup.rank_nodes.size());
   st.workers.resize(world);
+  st.pids.resize(world);
+  try {
+    const auto spec = config::parse_job_spec(setup.spec_json);
+    const auto& f = spec.run.failure;
+    st.hang.emplace(setup.rank_nodes, hang_limits{f.hang_timeout_s, f.startup_timeout_s}, now_s());
+    st.hang_check_every = std::chrono::milliseconds(
+        static_cast<std::int64_t>(heartbeat_interval_s(f.hang_timeout_s) * 1000));
+    self->delayed_send(self, st.hang_check_every, hang_check{});
+  } catch (const std::exception&) {
+    // The head accepted this spec, so this cannot happen; if it does, each worker fails on it.
+  }
 
   self->set_down_handler([=](caf::down_msg& msg) {
     auto it = self->state.rank_of.find(msg.source);
@@ -122,23 +171,61 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         auto worker = caf::actor_cast<caf::actor>(self->current_sender());
         self->monitor(worker);
         st.workers[ws.rank] = worker;
+        st.pids[ws.rank] = ws.pid;
+        if (st.hang) st.hang->on_started(ws.rank, ws.pid);
         st.rank_of[worker.address()] = ws.rank;
         if (++st.started == world)
           self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
       },
       [=](const progress_report& report) {
+        auto& st = self->state;
+        if (report.job_id != st.setup.job_id) return;
+        if (st.hang) st.hang->on_progress(report.rank, report.step, now_s());
         if (report.rank != 0) return;
-        self->state.last_report = report;
-        self->send(self->state.head, report);
+        if (st.hang && report.held_before_step > 0) st.hang->hold();
+        if (st.hang && report.held_before_step == 0 && st.last_report && st.last_report->held_before_step > 0)
+          st.hang->release(now_s());
+        st.last_report = report;
+        self->send(st.head, report);
+      },
+      [=](const rank_heartbeat& hb) {
+        auto& st = self->state;
+        if (!is_mine(self, hb.job_id, hb.attempt) || !st.hang) return;
+        st.hang->on_heartbeat(hb.rank, hb.step,
+                              hb.collective_wait_s >= 0 ? std::optional<double>(hb.collective_wait_s)
+                                                        : std::nullopt,
+                              now_s());
+      },
+      [=](hang_check) {
+        auto& st = self->state;
+        if (st.settled || !st.hang) return;
+        if (auto verdict = st.hang->check(now_s())) {
+          fail_hung(self, *verdict);
+          return;
+        }
+        self->delayed_send(self, st.hang_check_every, hang_check{});
       },
       [=](const log_line& line) { self->send(self->state.head, line); },
       [=](const worker_finished& wf) {
         auto& st = self->state;
         if (!is_mine(self, wf.job_id, wf.attempt)) return;
         if (!wf.ok) {
-          fail_rank(self, wf.rank, wf.reason, wf.kind);
+          // A rank whose collective timed out waiting on a silent peer does not take the blame.
+          if (st.hang && wf.kind == failure_kind::retryable)
+            if (auto peer = st.hang->silent_peer(wf.rank, now_s())) {
+              fail_hung(self, *peer);
+              return;
+            }
+          const auto& nodes = st.setup.rank_nodes;
+          failure_cause cause{0, wf.rank,
+                              wf.rank >= 0 && wf.rank < world ? nodes[static_cast<std::size_t>(wf.rank)] : "",
+                              wf.reason, wf.kind};
+          cause.pid = wf.rank >= 0 && wf.rank < world ? st.pids[static_cast<std::size_t>(wf.rank)] : 0;
+          cause.report = wf.report;
+          settle(self, false, cause);
           return;
         }
+        if (st.hang) st.hang->on_finished(wf.rank);
         st.done.insert(wf.rank);
         if (static_cast<std::int32_t>(st.done.size()) == world) settle(self, true, {});
       },

@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "actors/hang_detector.hpp"
 #include "actors/worker_process_link.hpp"
 
 namespace cohort::actors {
@@ -14,6 +15,7 @@ namespace {
 
 // Messages from the runner thread to its actor.
 struct runner_done {};
+struct heartbeat_tick {};
 struct runner_failed {
   std::string reason;
   failure_kind kind;
@@ -24,6 +26,7 @@ struct runner_failed {
 }  // namespace cohort::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::runner_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::heartbeat_tick)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::runner_failed)
 
 namespace cohort::actors {
@@ -40,11 +43,19 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
 
   auto ctx = worker_context_for(setup);
+  // In process, a rank heartbeats from this actor with the step its runner reached (the runner
+  // thread shares the process with its peers', so its collective waits are not told apart).
+  self->state.heartbeat_every = std::chrono::milliseconds(static_cast<std::int64_t>(
+      heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s) * 1000));
+  self->delayed_send(self, self->state.heartbeat_every, heartbeat_tick{});
+  auto step = std::make_shared<std::atomic<std::int64_t>>(0);
+  self->state.step = step;
+  ctx.step_reached = step.get();  // kept alive by on_report below as long as the runner lives
 
   // The runner thread reaches the trainer through this actor only.
   auto me = caf::actor_cast<caf::actor>(self);
   workload_runner::callbacks cb;
-  cb.on_report = [me, setup](const core::train::step_report& r) {
+  cb.on_report = [me, setup, step](const core::train::step_report& r) {
     caf::anon_send(me, progress_report{setup.job_id, setup.rank, r.step, r.total_steps, r.loss,
                                        r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.checkpoint_step,
                                        r.held_before_step});
@@ -73,6 +84,14 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
       [=](runner_done) { finish(true, "", failure_kind::retryable); },
       [=](const runner_failed& f) { finish(false, f.reason, f.kind); },
       [=](const stop_attempt&) { self->quit(caf::exit_reason::user_shutdown); },
+      // A thread cannot be killed: the runner is cancelled as the actor ends (its state's dtor).
+      [=](const kill_hung_worker&) { self->quit(caf::exit_reason::user_shutdown); },
+      [=](heartbeat_tick) {
+        const auto& s = self->state.setup;
+        self->send(self->state.trainer,
+                   rank_heartbeat{s.job_id, s.attempt, s.rank, self->state.step->load(), -1});
+        self->delayed_send(self, self->state.heartbeat_every, heartbeat_tick{});
+      },
   };
 }
 

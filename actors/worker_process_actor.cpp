@@ -3,6 +3,8 @@
 // including a crash or kill -9, which takes only this worker.
 #include <signal.h>
 
+#include <deque>
+
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
@@ -35,6 +37,11 @@ namespace cohort::actors {
 
 namespace {
 
+constexpr std::size_t crash_report_lines = 8;    // lines of output before the crash
+constexpr std::size_t crash_trace_lines = 64;    // frames of the native stack trace
+const std::string fatal_marker = "cohort-worker: fatal signal ";
+const std::string trace_end = "cohort-worker: end of stack trace";
+
 struct worker_process_state {
   worker_setup setup;
   caf::actor trainer;
@@ -43,6 +50,11 @@ struct worker_process_state {
   bool finished_ok = false;
   std::string failure;  // the worker's own account of its failure, if it gave one
   failure_kind reported_kind = failure_kind::retryable;  // and its kind
+  // For the crash report: the last lines of output before a fatal signal's marker, and the
+  // native stack trace the process wrote after it (see cohort_worker_main.cpp).
+  std::deque<std::string> last_lines;
+  std::vector<std::string> stack_trace;
+  bool in_trace = false;
   static inline const char* name = "cohort.worker_process";
 };
 using wp_ptr = caf::stateful_actor<worker_process_state>*;
@@ -77,14 +89,27 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
   self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
   return {
       [=](const child_output& out) {
-        const auto& s = self->state.setup;
-        self->send(self->state.trainer, log_line{s.job_id, s.rank, s.node, pid, out.line});
+        auto& st = self->state;
+        const auto& s = st.setup;
+        if (out.line.rfind(fatal_marker, 0) == 0) st.in_trace = true;
+        if (st.in_trace) {
+          if (st.stack_trace.size() < crash_trace_lines && out.line != trace_end)
+            st.stack_trace.push_back(out.line);
+        } else {
+          st.last_lines.push_back(out.line);
+          if (st.last_lines.size() > crash_report_lines) st.last_lines.pop_front();
+        }
+        self->send(st.trainer, log_line{s.job_id, s.rank, s.node, pid, out.line});
       },
       [=](const child_control& ctl) {
         auto parsed = parse_control_line(ctl.line);
         if (!parsed) return;
         if (parsed->type == worker_control::kind::progress) {
           self->send(self->state.trainer, parsed->progress);
+        } else if (parsed->type == worker_control::kind::heartbeat) {
+          const auto& s = self->state.setup;
+          self->send(self->state.trainer, rank_heartbeat{s.job_id, s.attempt, s.rank, parsed->step,
+                                                         parsed->collective_wait_s});
         } else {
           self->state.finished_ok = parsed->ok;
           self->state.failure = parsed->reason;
@@ -100,11 +125,30 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
                                                                  " " + ended.status.describe();
         // Only the worker's own account can say bad input; a crash is always retryable.
         const auto kind = !ok && !st.failure.empty() ? st.reported_kind : failure_kind::retryable;
-        self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason, kind});
+        // A process that died without its own account leaves a crash report.
+        std::string report;
+        if (!ok && st.failure.empty()) {
+          report = "last lines of its output:";
+          if (st.last_lines.empty()) report += " (none)";
+          for (const auto& line : st.last_lines) report += "\n  " + line;
+          if (!st.stack_trace.empty()) {
+            report += "\nnative stack trace:";
+            for (const auto& line : st.stack_trace) report += "\n  " + line;
+          } else if (ended.status.signaled) {
+            report += "\nno native stack trace (signal " + std::to_string(ended.status.signal) +
+                      " cannot be caught, or the process died before it could write one)";
+          }
+        }
+        self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason, kind, report});
         if (ok)
           self->quit();
         else
           self->quit(caf::make_error(caf::sec::runtime_error, reason));
+      },
+      [=](const kill_hung_worker& req) {
+        auto& st = self->state;
+        if (req.job_id != st.setup.job_id || req.attempt != st.setup.attempt) return;
+        st.child->signal(SIGKILL);  // a stopped process would leave SIGTERM pending
       },
       [=](const stop_attempt&) {
         self->state.child->signal(SIGTERM);

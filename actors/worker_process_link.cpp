@@ -133,6 +133,10 @@ std::string progress_line(const progress_report& r) {
       .dump();
 }
 
+std::string heartbeat_line(std::int64_t step, double collective_wait_s) {
+  return json{{"type", "heartbeat"}, {"step", step}, {"collective_wait_s", collective_wait_s}}.dump();
+}
+
 std::string finished_line(bool ok, const std::string& reason, failure_kind kind) {
   return json{{"type", "finished"}, {"ok", ok}, {"reason", reason}, {"kind", to_string(kind)}}.dump();
 }
@@ -157,6 +161,12 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
       r.mfu = j.at("mfu").get<double>();
       r.checkpoint_step = j.value("checkpoint_step", std::int64_t{0});
       r.held_before_step = j.value("held_before_step", std::int64_t{0});
+      return c;
+    }
+    if (j["type"] == "heartbeat") {
+      c.type = worker_control::kind::heartbeat;
+      c.step = j.at("step").get<std::int64_t>();
+      c.collective_wait_s = j.at("collective_wait_s").get<double>();
       return c;
     }
     if (j["type"] == "finished") {

@@ -1,9 +1,9 @@
 // What passes between a cluster-worker and a worker process it starts: the worker's setup (as
 // JSON, in a file of its own named by the environment variable COHORT_WORKER_SETUP_FILE; a job
 // spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux)
-// and the control lines the worker writes to file descriptor 3 (progress reports and its final
-// word, as JSON lines). Plain output on stdout/stderr becomes the job's log. No CAF here: the
-// worker process links none.
+// and the control lines the worker writes to file descriptor 3 (progress reports, heartbeats for
+// the trainer's hang detector and its final word, as JSON lines). Plain output on stdout/stderr
+// becomes the job's log. No CAF here: the worker process links none.
 #pragma once
 
 #include <map>
@@ -65,14 +65,18 @@ core::train::worker_context worker_context_for(const worker_setup& setup);
 
 // One control line from a worker process.
 struct worker_control {
-  enum class kind { progress, finished } type = kind::progress;
+  enum class kind { progress, finished, heartbeat } type = kind::progress;
   progress_report progress;  // when progress
+  std::int64_t step = 0;           // when heartbeat: the last step completed
+  double collective_wait_s = -1;   // when heartbeat: seconds waiting in a collective (< 0: not)
   bool ok = false;           // when finished
   std::string reason;        // when finished and !ok
   failure_kind kind = failure_kind::retryable;  // when finished and !ok
 };
 
 std::string progress_line(const progress_report& report);
+// collective_wait_s < 0: not waiting in a collective.
+std::string heartbeat_line(std::int64_t step, double collective_wait_s);
 std::string finished_line(bool ok, const std::string& reason,
                           failure_kind kind = failure_kind::retryable);
 // nullopt for a line that is not a valid control line (it is ignored, never fatal).

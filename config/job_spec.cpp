@@ -47,6 +47,7 @@ const number_range positive{0.0, false};
 const number_range non_negative{0.0, true};
 const number_range unit_open{0.0, true, 1.0, false};  // [0, 1)
 const number_range unit_closed{0.0, true, 1.0, true};  // [0, 1]
+constexpr double max_timeout_s = 86400;  // run.failure's timeouts: at most a day
 
 std::string read_text_file(const std::string& file, const std::string& path, const char* what) {
   std::ifstream in(file, std::ios::binary);
@@ -207,8 +208,22 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   if (const json* f = r.find("failure")) {
     object_reader fr(*f, "run.failure");
     fr.read("max_failures", run.failure.max_failures, -1);
+    const number_range seconds{1.0, true, max_timeout_s, true};  // [1, 1 day]
+    fr.read("hang_timeout_s", run.failure.hang_timeout_s, seconds);
+    fr.read("startup_timeout_s", run.failure.startup_timeout_s, seconds);
+    fr.read("collective_timeout_s", run.failure.collective_timeout_s, seconds);
     fr.finish();
   }
+  const auto& fs = run.failure;
+  if (fs.startup_timeout_s < fs.hang_timeout_s)
+    throw spec_error("run.failure.startup_timeout_s",
+                     "is " + json(fs.startup_timeout_s).dump() + " but must be >= run.failure.hang_timeout_s (" +
+                         json(fs.hang_timeout_s).dump() + "): it is the longer allowance before the first step");
+  if (fs.collective_timeout_s <= fs.hang_timeout_s)
+    throw spec_error("run.failure.collective_timeout_s",
+                     "is " + json(fs.collective_timeout_s).dump() + " but must be > run.failure.hang_timeout_s (" +
+                         json(fs.hang_timeout_s).dump() + "), so a hung rank is named before the ranks waiting "
+                         "on it time out");
   r.read("resume", run.resume);
   r.read("hold_before_step", run.hold_before_step, std::int64_t{0});
   r.finish();

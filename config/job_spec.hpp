@@ -90,6 +90,14 @@ struct checkpoint_spec {
 
 struct failure_spec {
   int max_failures = 0;  // 0 fail at once, n at most n restarts, -1 always restart
+  // A rank whose step does not advance for hang_timeout_s (startup_timeout_s before its first
+  // step: model load, rendezvous) while it is not waiting in a collective is hung: the trainer
+  // names it, kills its process and ends the attempt (restarted under max_failures). Each
+  // collective a rank waits on fails after collective_timeout_s, which must be longer than
+  // hang_timeout_s so that the detector names the hung peer before the waiting rank fails.
+  double hang_timeout_s = 120;
+  double startup_timeout_s = 600;   // >= hang_timeout_s
+  double collective_timeout_s = 300;  // > hang_timeout_s
 };
 
 struct run_spec {

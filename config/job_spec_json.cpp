@@ -63,7 +63,10 @@ std::string to_json_text(const job_spec& spec) {
                   {"score_attribute", r.checkpoint.score_attribute},
                   {"score_order", to_string(r.checkpoint.order)},
                   {"async", r.checkpoint.async}}},
-                {"failure", {{"max_failures", r.failure.max_failures}}},
+                {"failure", {{"max_failures", r.failure.max_failures},
+                             {"hang_timeout_s", r.failure.hang_timeout_s},
+                             {"startup_timeout_s", r.failure.startup_timeout_s},
+                             {"collective_timeout_s", r.failure.collective_timeout_s}}},
                 {"resume", r.resume},
                 {"hold_before_step", r.hold_before_step}};
   if (!spec.runtime_env.env_vars.empty())

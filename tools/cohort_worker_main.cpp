@@ -6,16 +6,29 @@
 // Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
 // job's runtime_env.env_vars it has; a worker whose bundle has GPUs but that sees none fails.
 // SIGTERM stops it at the next step. Exit: 0 done or stopped, 1 failed, 2 bad setup.
+// A thread heartbeats on fd 3 (the step reached, and how long the rank has waited in a
+// collective) every heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang
+// detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker: fatal signal …"
+// and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps for the crash
+// report, then end the process with the same signal.
+#include <execinfo.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 
+#include "actors/hang_detector.hpp"
 #include "actors/worker_process_link.hpp"
+#include "core/comm/collective_wait.hpp"
 #include "core/resources/gpu_discovery.hpp"
 #include "core/train/workload.hpp"
 
@@ -27,8 +40,68 @@ std::atomic<bool> stop_requested{false};
 
 extern "C" void on_sigterm(int) { stop_requested.store(true); }
 
-// One control line, written whole with one write(2).
+// Async-signal-safe: writes text to stderr.
+void write_stderr(const char* text, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+// The fatal signal handler: only async-signal-safe calls (backtrace was called once before, so
+// its library is loaded). SA_RESETHAND restored the default action: raising the signal again
+// ends the process with it, as the node reports.
+extern "C" void on_fatal_signal(int sig) {
+  const char* name = sig == SIGSEGV ? "SIGSEGV"
+                     : sig == SIGABRT ? "SIGABRT"
+                     : sig == SIGBUS  ? "SIGBUS"
+                     : sig == SIGFPE  ? "SIGFPE"
+                     : sig == SIGILL  ? "SIGILL"
+                                      : "signal";
+  char line[96] = "cohort-worker: fatal signal ";
+  std::size_t n = std::strlen(line);
+  char digits[12];
+  int d = 0;
+  for (int v = sig; v > 0 && d < 11; v /= 10) digits[d++] = static_cast<char>('0' + v % 10);
+  while (d > 0) line[n++] = digits[--d];
+  line[n++] = ' ';
+  line[n++] = '(';
+  for (const char* p = name; *p != '\0'; ++p) line[n++] = *p;
+  const char tail[] = "); native stack trace:\n";
+  for (const char* p = tail; *p != '\0'; ++p) line[n++] = *p;
+  write_stderr(line, n);
+  // Unwinding takes the loader's lock; should the signal have come while this thread held it,
+  // SIGALRM's default action ends the process instead of leaving it hung.
+  ::alarm(10);
+  void* frames[64];
+  const int count = ::backtrace(frames, 64);
+  ::backtrace_symbols_fd(frames, count, STDERR_FILENO);
+  const char end[] = "cohort-worker: end of stack trace\n";
+  write_stderr(end, sizeof end - 1);
+  ::raise(sig);
+}
+
+void install_crash_handlers() {
+  static char alt_stack[64 * 1024];  // a stack overflow still gets its trace
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  ::sigaltstack(&ss, nullptr);
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  struct sigaction sa {};
+  sa.sa_handler = on_fatal_signal;
+  sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+  for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
+}
+
+std::mutex control_mutex;  // the heartbeat thread and the workload both write control lines
+
+// One control line, written whole.
 void control(const std::string& line) {
+  std::lock_guard<std::mutex> lock(control_mutex);
   std::string out = line + "\n";
   const char* p = out.data();
   std::size_t left = out.size();
@@ -66,9 +139,39 @@ std::string job_env_text(const config::job_spec& spec) {
 
 }  // namespace
 
+// Heartbeats on fd 3 every `interval` until stopped (destruction).
+class heartbeat_thread {
+ public:
+  heartbeat_thread(const std::atomic<std::int64_t>& step, double interval_s)
+      : thread_([this, &step, interval_s] {
+          const auto interval = std::chrono::duration<double>(interval_s);
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!stop_) {
+            const auto waited = core::comm::collective_wait_seconds();
+            control(actors::heartbeat_line(step.load(), waited ? *waited : -1.0));
+            cv_.wait_for(lock, interval, [this] { return stop_; });
+          }
+        }) {}
+  ~heartbeat_thread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 int main(int argc, char** argv) {
   // A peer that went away must show up as EPIPE on its connection, not end this process.
   ::signal(SIGPIPE, SIG_IGN);
+  install_crash_handlers();
   if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::cout << "cohort-worker: started by cluster-worker for one rank of a job; reads its "
                  "setup from the file $" << actors::worker_setup_file_variable << " names\n";
@@ -89,6 +192,10 @@ int main(int argc, char** argv) {
     control(actors::finished_line(false, e.what(), actors::failure_kind::bad_input));
     return 2;
   }
+  // From here on, for the trainer's hang detector: alive, and the step reached.
+  std::atomic<std::int64_t> step_reached{0};
+  ctx.step_reached = &step_reached;
+  heartbeat_thread heartbeat(step_reached, actors::heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s));
   const auto found = core::resources::discover_gpus();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node "
             << setup.node << " (pid " << ::getpid() << "): " << devices_text(found)

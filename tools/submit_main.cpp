@@ -325,6 +325,18 @@ void print_record(const actors::job_record& r) {
     std::cout << "  attempt " << f.attempt + 1 << " failed: "
               << (f.rank >= 0 ? "rank " + std::to_string(f.rank) : std::string("trainer"))
               << " on " << f.node << ": " << f.reason << "\n";
+  for (const auto& f : r.failures) {
+    if (f.report.empty()) continue;
+    std::cout << "  crash report of attempt " << f.attempt + 1 << ", rank " << f.rank << " (pid "
+              << f.pid << "):\n";
+    std::size_t begin = 0;
+    while (begin < f.report.size()) {
+      auto end = f.report.find('\n', begin);
+      if (end == std::string::npos) end = f.report.size();
+      std::cout << "    " << f.report.substr(begin, end - begin) << "\n";
+      begin = end + 1;
+    }
+  }
 }
 
 void print_log(const actors::log_line& l) {

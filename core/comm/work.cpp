@@ -1,5 +1,6 @@
 #include "core/comm/work.hpp"
 
+#include "core/comm/collective_wait.hpp"
 #include "core/comm/comm_error.hpp"
 
 #include <algorithm>
@@ -21,6 +22,7 @@ std::exception_ptr work::exception() {
 }
 
 void work::wait(std::chrono::milliseconds timeout) {
+  collective_wait_scope waiting;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::function<void(const std::string&)> on_timeout;
   for (;;) {

@@ -118,6 +118,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
       engine.request_checkpoint();
     }
     const step_result last = engine.train_step();
+    if (ctx.step_reached) ctx.step_reached->store(last.step);
     const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
     report = step_report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
                          mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), ctx.world_size),

@@ -121,6 +121,7 @@ void linear_regression_workload::run(const worker_context& ctx) {
       if (ctx.report) ctx.report(report);
     }
     last = report;
+    if (ctx.step_reached) ctx.step_reached->store(step + 1);
     pause_between_steps(ctx);
   }
   if (ctx.log)

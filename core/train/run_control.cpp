@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/comm/collective_wait.hpp"
 #include "core/comm/tcp_store.hpp"
 
 namespace cohort::core::train {
@@ -15,6 +16,7 @@ void check_cancelled(const std::atomic<bool>* cancelled) {
 
 void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
               const std::atomic<bool>* cancelled) {
+  comm::collective_wait_scope waiting;  // the hang detector must not blame this rank
   while (!w->is_completed()) {
     if (cancelled != nullptr && cancelled->load()) {
       group.abort("worker rank " + std::to_string(group.rank()) + " was stopped");
@@ -44,7 +46,8 @@ std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm:
   options.world_size = ctx.world_size;
   options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port, ctx.store_secret);
   options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/dp/";
-  options.timeout = std::chrono::seconds(30);
+  options.timeout = std::chrono::milliseconds(
+      static_cast<std::int64_t>(ctx.spec.run.failure.collective_timeout_s * 1000));
   options.cuda_device = cuda_device;
   options.gloo_hostname = ctx.node_address;
   return comm::make_process_group(options);

@@ -43,6 +43,9 @@ struct worker_context {
   std::string node_address = "127.0.0.1";  // where this worker's peers reach it (Gloo)
   std::string run_dir;           // <storage_path>/<name>: metrics, checkpoints, exports
   const std::atomic<bool>* cancelled = nullptr;  // set when the worker must stop now
+  // When set, the workload stores each step it completes (1-based), logged or not: the rank's
+  // progress, which its heartbeat carries to the trainer's hang detector.
+  std::atomic<std::int64_t>* step_reached = nullptr;
   std::function<void(const step_report&)> report;  // called after each logged step
   std::function<void(const std::string&)> log;     // one line of worker output
 };

@@ -118,3 +118,17 @@ TEST_CASE("the node removes a setup file its worker never read", "[actors]") {
   }
   CHECK(::access(path.c_str(), F_OK) != 0);
 }
+
+TEST_CASE("a heartbeat control line carries the step and the collective wait, and a mistyped one "
+          "is ignored",
+          "[actors]") {
+  auto waiting = cohort::actors::parse_control_line(cohort::actors::heartbeat_line(12, 1.5));
+  REQUIRE(waiting);
+  CHECK(waiting->type == cohort::actors::worker_control::kind::heartbeat);
+  CHECK(waiting->step == 12);
+  CHECK(waiting->collective_wait_s == 1.5);
+  auto busy = cohort::actors::parse_control_line(cohort::actors::heartbeat_line(3, -1));
+  REQUIRE(busy);
+  CHECK(busy->collective_wait_s < 0);
+  CHECK_FALSE(cohort::actors::parse_control_line(R"({"type": "heartbeat", "step": "x"})"));
+}

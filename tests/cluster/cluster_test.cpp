@@ -761,6 +761,17 @@ json wait_for_node(test_cluster& c, const std::string& node, std::chrono::second
   throw std::runtime_error("node " + node + " was never listed; last answer: " + last);
 }
 
+// A two-worker linear-regression job of `steps` steps held before step `hold`, whose
+// run.failure block is `failure` (without braces).
+std::string hang_job(const std::string& name, int steps, int hold, const std::string& storage,
+                     const std::string& failure) {
+  auto text = holding(lr_job(name, 2, steps, 0, -1, storage), hold);
+  const std::string block = R"("failure": {"max_failures": -1})";
+  const auto at = text.find(block);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, block.size(), R"("failure": {)" + failure + "}");
+}
+
 }  // namespace
 
 TEST_CASE("a standby head on another port answers with who leads, and submit follows it to the "
@@ -901,4 +912,77 @@ TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; node
   c.head().kill(SIGCONT);
   c.head().wait_for_line("is stepping down", 60s);
   CHECK(c.head().wait_for_exit(60s));
+}
+
+TEST_CASE("a rank stopped with SIGSTOP mid-run is named hung in status (node, rank, pid, last step), "
+          "killed, and the job restarts and succeeds; the rank waiting on it is not blamed",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  // The waiting rank's collective timeout (60 s) is far above the hang allowance (3 s): the
+  // detector must decide, and it must name the stopped rank.
+  auto job = c.write_job(hang_job("stalls", 8, 4, c.dir().str() + "/runs",
+                                  R"("max_failures": -1, "hang_timeout_s": 3, "collective_timeout_s": 60)"));
+  auto id = start_job(c, job);
+  c.wait_for(id, [](const json& s) { return held_before(s, 4); }, 60s);
+  const int pid = c.worker_pid(id, 1, "n1");
+  REQUIRE(::kill(pid, SIGSTOP) == 0);
+  release(c, id);  // rank 0 goes on into the next step's collective; rank 1 cannot
+  // The restarted group holds again at step 4.
+  c.wait_for(id, [](const json& s) { return held_before(s, 4, 2); }, 120s);
+  release(c, id);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  INFO(s.dump(2));
+  CHECK(s["attempts"] == 2);
+  REQUIRE(s["failures"].size() == 1);
+  const auto& f = s["failures"][0];
+  CHECK(f["rank"] == 1);
+  CHECK(f["node"] == "n1");
+  CHECK(f["hung"] == true);
+  CHECK(f["pid"] == pid);
+  CHECK(f["last_step"] == 3);
+  // (Whether rank 0 was already inside the collective when the verdict came depends on how fast
+  // the release reached it; the unit tests check that sentence.)
+  CHECK_THAT(f["reason"].get<std::string>(),
+             Catch::Contains("hung: rank 1 on node n1 (pid " + std::to_string(pid) + ")") &&
+                 Catch::Contains("no heartbeat"));
+  auto text = c.submit({"status", id});
+  CHECK_THAT(text.out, Catch::Contains("failed: rank 1 on n1: hung: rank 1"));
+  CHECK_THAT(c.submit({"logs", id}).out,
+             Catch::Contains("killing its process " + std::to_string(pid) + " (SIGKILL)"));
+  // The stopped process was killed before the group restarted: gone, or a zombie, never stopped.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, comm, state;
+  if (stat >> pid_field >> comm >> state) CHECK(state != "T");
+}
+
+TEST_CASE("a worker process killed by SIGSEGV leaves a crash report in status: the signal, its last "
+          "lines and a native stack trace",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  // Held before step 3: it is killed mid-run however slow the machine is.
+  auto job = c.write_job(hang_job("crashes", 6, 3, c.dir().str() + "/runs", R"("max_failures": 0)"));
+  auto id = start_job(c, job);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
+  const int pid = c.worker_pid(id, 1, "n1");
+  REQUIRE(::kill(pid, SIGSEGV) == 0);
+  auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 60s);
+  INFO(s.dump(2));
+  REQUIRE(s["failures"].size() == 1);
+  const auto& f = s["failures"][0];
+  CHECK(f["rank"] == 1);
+  CHECK(f["pid"] == pid);
+  CHECK_THAT(f["reason"].get<std::string>(), Catch::Contains("signal 11 (SIGSEGV)"));
+  const auto report = f["report"].get<std::string>();
+  CHECK_THAT(report, Catch::Contains("last lines of its output:") &&
+                         Catch::Contains("cohort-worker: rank 1 of job " + id.substr(0, id.find(' '))) &&
+                         Catch::Contains("native stack trace:") &&
+                         Catch::Contains("cohort-worker: fatal signal 11 (SIGSEGV)") &&
+                         Catch::Contains("cohort-worker("));
+  auto text = c.submit({"status", id});
+  CHECK_THAT(text.out, Catch::Contains("crash report of attempt 1, rank 1 (pid " + std::to_string(pid) + ")") &&
+                           Catch::Contains("    native stack trace:"));
 }

@@ -81,6 +81,9 @@ TEST_CASE("a minimal spec gets the documented defaults", "[config]") {
   CHECK(s.train.dtype == precision::fp32);
   CHECK(s.zero.stage == 0);
   CHECK(s.run.failure.max_failures == 0);
+  CHECK(s.run.failure.hang_timeout_s == 120);
+  CHECK(s.run.failure.startup_timeout_s == 600);
+  CHECK(s.run.failure.collective_timeout_s == 300);
   CHECK(s.run.resume);
   CHECK(s.run.hold_before_step == 0);
 }

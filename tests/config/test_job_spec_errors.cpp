@@ -76,6 +76,12 @@ TEST_CASE("out-of-range numbers name the field, the value and the allowed range"
       {R"({"run": {"checkpoint": {"num_to_keep": -1}}})", "run.checkpoint.num_to_keep", "-1", "an integer >= 0"},
       {R"({"run": {"failure": {"max_failures": -2}}})", "run.failure.max_failures", "-2", "an integer >= -1"},
       {R"({"run": {"hold_before_step": -1}})", "run.hold_before_step", "-1", "an integer >= 0"},
+      {R"({"run": {"failure": {"hang_timeout_s": 0.5}}})", "run.failure.hang_timeout_s", "0.5",
+       "a number in [1, 86400]"},
+      {R"({"run": {"failure": {"startup_timeout_s": 90000}}})", "run.failure.startup_timeout_s", "90000",
+       "a number in [1, 86400]"},
+      {R"({"run": {"failure": {"collective_timeout_s": 0}}})", "run.failure.collective_timeout_s", "0",
+       "a number in [1, 86400]"},
       {R"({"scaling": {"resources_per_worker": {"CPU": -1}}})", "scaling.resources_per_worker.CPU",
        "-1", "a number >= 0"},
       {R"({"scaling": {"trainer_resources": {"large_cpu_mem": -0.01}}})",
@@ -133,6 +139,11 @@ TEST_CASE("rules across fields are checked", "[config]") {
   check_bad({R"({"train": {"epochs": 0}})", "train", "both 0", "max_steps >= 1"});
   check_bad({R"({"train": {"max_steps": 24}, "run": {"hold_before_step": 25}})", "run.hold_before_step",
              "got 25, after the last step (train.max_steps 24)", "allowed: 0 (none) to 24"});
+  check_bad({R"({"run": {"failure": {"hang_timeout_s": 60, "collective_timeout_s": 60}}})",
+             "run.failure.collective_timeout_s", "is 60", "must be > run.failure.hang_timeout_s (60"});
+  check_bad({R"({"run": {"failure": {"hang_timeout_s": 700, "collective_timeout_s": 900}}})",
+             "run.failure.startup_timeout_s", "is 600",
+             "must be >= run.failure.hang_timeout_s (700"});
   check_bad({R"({"zero": {"offload_optimizer": "cpu"}})", "zero.offload_optimizer", "\"cpu\"",
              "zero.stage 1, 2 or 3"});
   check_bad({R"({"zero": {"stage": 2, "offload_param": "cpu"}})", "zero.offload_param",
