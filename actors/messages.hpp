@@ -281,7 +281,7 @@ struct worker_finished {
 // a collective for collective_wait_s seconds (< 0: it is not waiting). Sent every
 // heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang detector.
 struct rank_heartbeat {
-  static constexpr std::uint32_t wire_id = 44;
+  static constexpr std::uint32_t wire_id = 46;
   std::string job_id;
   std::int32_t attempt = 0;
   std::int32_t rank = 0;
@@ -291,7 +291,7 @@ struct rank_heartbeat {
 // trainer → worker: kill the process of a rank found hung (SIGKILL: a stopped process ignores
 // SIGTERM until it is continued). The worker then reports how its process ended.
 struct kill_hung_worker {
-  static constexpr std::uint32_t wire_id = 45;
+  static constexpr std::uint32_t wire_id = 47;
   std::string job_id;
   std::int32_t attempt = 0;
   std::int32_t rank = 0;
