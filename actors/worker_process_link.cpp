@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -30,6 +32,38 @@ std::string worker_setup_to_json(const worker_setup& s) {
       .dump();
 }
 
+namespace {
+
+// v as a T when it is a JSON integer that T holds; nullopt otherwise. (get<T>() casts a float or
+// an integer out of T's range, undefined behaviour for a float past it: found by fuzzing.)
+template <typename T>
+std::optional<T> as_integer(const json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+    return static_cast<T>(u);
+  }
+  if (!v.is_number_integer()) return std::nullopt;
+  const auto i = v.get<std::int64_t>();
+  if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) return std::nullopt;
+  return static_cast<T>(i);
+}
+
+// An integer field of a control line (absent: `absent`); a malformed one throws json's
+// out_of_range, which parse_control_line turns into "not a control line".
+template <typename T>
+T integer_field(const json& j, const char* name, std::optional<T> absent = std::nullopt) {
+  if (!j.contains(name)) {
+    if (absent) return *absent;
+    throw std::out_of_range(name);
+  }
+  const auto v = as_integer<T>(j.at(name));
+  if (!v) throw std::out_of_range(name);
+  return *v;
+}
+
+}  // namespace
+
 worker_setup worker_setup_from_json(const std::string& text) {
   auto j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
@@ -38,17 +72,27 @@ worker_setup worker_setup_from_json(const std::string& text) {
     if (!j.contains(name)) throw std::invalid_argument(std::string("worker setup lacks ") + name);
     return j.at(name);
   };
+  auto int_field = [&](const char* name) {
+    const auto v = as_integer<std::int32_t>(field(name));
+    if (!v) throw std::invalid_argument(std::string("worker setup's ") + name + " is not a 32-bit integer");
+    return *v;
+  };
   worker_setup s;
   try {
     s.job_id = field("job_id").get<std::string>();
     s.spec_json = field("spec_json").get<std::string>();
-    s.rank = field("rank").get<std::int32_t>();
-    s.world_size = field("world_size").get<std::int32_t>();
-    s.attempt = field("attempt").get<std::int32_t>();
+    s.rank = int_field("rank");
+    s.world_size = int_field("world_size");
+    s.attempt = int_field("attempt");
     s.node = field("node").get<std::string>();
     s.store_address = field("store_address").get<std::string>();
     s.node_address = field("node_address").get<std::string>();
-    s.gpus = field("gpus").get<std::vector<std::int32_t>>();
+    if (!field("gpus").is_array()) throw std::invalid_argument("worker setup's gpus is not an array");
+    for (const auto& g : field("gpus")) {
+      const auto v = as_integer<std::int32_t>(g);
+      if (!v) throw std::invalid_argument("worker setup's gpus holds something other than GPU indices");
+      s.gpus.push_back(*v);
+    }
     s.store_secret = field("store_secret").get<std::string>();
   } catch (const json::type_error& e) {
     throw std::invalid_argument(std::string("worker setup has a mistyped field: ") + e.what());
@@ -151,21 +195,21 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
       c.type = worker_control::kind::progress;
       auto& r = c.progress;
       r.job_id = j.at("job_id").get<std::string>();
-      r.rank = j.at("rank").get<std::int32_t>();
-      r.step = j.at("step").get<std::int64_t>();
-      r.total_steps = j.at("total_steps").get<std::int64_t>();
+      r.rank = integer_field<std::int32_t>(j, "rank");
+      r.step = integer_field<std::int64_t>(j, "step");
+      r.total_steps = integer_field<std::int64_t>(j, "total_steps");
       r.loss = j.at("loss").get<double>();
       r.lr = j.at("lr").get<double>();
       r.grad_norm = j.at("grad_norm").get<double>();
       r.tokens_per_s = j.at("tokens_per_s").get<double>();
       r.mfu = j.at("mfu").get<double>();
-      r.checkpoint_step = j.value("checkpoint_step", std::int64_t{0});
-      r.held_before_step = j.value("held_before_step", std::int64_t{0});
+      r.checkpoint_step = integer_field<std::int64_t>(j, "checkpoint_step", std::int64_t{0});
+      r.held_before_step = integer_field<std::int64_t>(j, "held_before_step", std::int64_t{0});
       return c;
     }
     if (j["type"] == "heartbeat") {
       c.type = worker_control::kind::heartbeat;
-      c.step = j.at("step").get<std::int64_t>();
+      c.step = integer_field<std::int64_t>(j, "step");
       c.collective_wait_s = j.at("collective_wait_s").get<double>();
       return c;
     }
@@ -177,6 +221,7 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
       return c;
     }
   } catch (const json::exception&) {
+  } catch (const std::out_of_range&) {
   }
   return std::nullopt;
 }

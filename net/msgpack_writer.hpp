@@ -44,7 +44,16 @@ public:
   void apply(bool x) { x ? out_.pack_true() : out_.pack_false(); }
   void apply(const std::string& x) { out_.pack(x); }
   void apply(float x) { out_.pack_float(x); }
-  void apply(double x) { out_.pack_double(x); }
+  // msgpack-c packs an integral double as an integer, and for exactly 2^64 converts it to
+  // uint64_t first: undefined behaviour (found by fuzz_frame_decoder). That one value is a power
+  // of two, exact as a float32, which reads back as the same double.
+  void apply(double x) {
+    if (x == 18446744073709551616.0) {
+      out_.pack_float(static_cast<float>(x));
+    } else {
+      out_.pack_double(x);
+    }
+  }
 
   template <class T>
   std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>> apply(T x) {
