@@ -102,7 +102,9 @@ bool running_process::wait_for_exit(std::chrono::milliseconds timeout) const {
   return ended();
 }
 
-test_cluster::test_cluster() : bin_(required_env("COHORT_BIN")) {}
+// A port picked up front: the heads record it in the store, and clients that run before any
+// head started get an address they can parse.
+test_cluster::test_cluster() : bin_(required_env("COHORT_BIN")), port_(free_port()) {}
 
 test_cluster::~test_cluster() {
   workers_.clear();

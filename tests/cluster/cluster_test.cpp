@@ -765,11 +765,11 @@ json wait_for_node(test_cluster& c, const std::string& node, std::chrono::second
 // run.failure block is `failure` (without braces).
 std::string hang_job(const std::string& name, int steps, int hold, const std::string& storage,
                      const std::string& failure) {
-  auto text = holding(lr_job(name, 2, steps, 0, -1, storage), hold);
+  auto text = lr_job(name, 2, steps, 0, -1, storage);
   const std::string block = R"("failure": {"max_failures": -1})";
   const auto at = text.find(block);
   REQUIRE(at != std::string::npos);
-  return text.replace(at, block.size(), R"("failure": {)" + failure + "}");
+  return holding(text.replace(at, block.size(), R"("failure": {)" + failure + "}"), hold);
 }
 
 }  // namespace
