@@ -38,6 +38,12 @@ std::string holding(const std::string& spec_json, int step) {
   return spec.dump();
 }
 
+// The job's attempt is held before `step` and its trainer was adopted by a head that restarted or
+// took over (until then the reason says "head restarted" and a release would be refused).
+bool held_and_adopted(const json& s, int step) {
+  return held_before(s, step) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
+}
+
 // `submit release JOB`, which must be accepted.
 void release(test_cluster& c, const std::string& id) {
   auto r = c.submit({"release", id});
@@ -175,9 +181,7 @@ TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, 
   REQUIRE(jobs.size() == 1);
   CHECK(jobs[0]["id"] == id);
   // The trainer, adopted, tells the new head where its ranks are: still held, same attempt.
-  auto adopted = c.wait_for(id, [](const json& s) {
-    return held_before(s, 3) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
-  }, 120s);
+  auto adopted = c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
   CHECK(adopted["step"] == 2);
   release(c, id);
   auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
@@ -858,9 +862,7 @@ TEST_CASE("after the leader is killed a standby at another address takes over; n
   CHECK(listed["jobs"].size() == 1);
   // The new leader adopted the job's trainer (it reports the hold again), so the release reaches
   // the ranks.
-  c.wait_for(id, [](const json& s) {
-    return held_before(s, 3) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
-  }, 120s);
+  c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
   release(c, id);
   // The job's trainer, adopted by the new leader, finishes the first attempt (max_failures 0:
   // a lost attempt would have failed the job).
@@ -899,9 +901,7 @@ TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; node
   c.head().kill(SIGSTOP);
   standby->wait_for_line("serving on", 60s);  // once the stopped leader's 3 s lease ran out
   node.wait_for_line("joined the leader at " + standby_address, 60s);
-  c.wait_for(id, [](const json& s) {
-    return held_before(s, 3) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
-  }, 120s);
+  c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
   release(c, id);
   const auto done = c.wait_for(id, [](const json& s) {
     return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
