@@ -34,6 +34,20 @@ struct node_ping {};
 // Head timers: give up on restored jobs whose trainers did not return; renew the lease.
 struct adoption_deadline {};
 struct renew_lease {};
+// Head timer: a preempted attempt's run.failure.preemption_grace_s is over; it is stopped now
+// whether or not its emergency checkpoint committed.
+struct preemption_deadline {
+  std::string job_id;
+  std::int32_t attempt = 0;
+};
+// cluster-worker → its node actor: the process got SIGTERM (a preemption notice). The node tells
+// the head (node_draining) and quits once its trainers and workers are gone, or at the latest
+// after the longest run.failure.preemption_grace_s of its jobs plus drain_margin.
+struct begin_drain {
+  std::string reason;
+};
+struct drain_deadline {};
+constexpr std::chrono::seconds drain_margin{15};
 
 // How many lines of worker output an embedded head (no store) keeps per job for `submit logs`.
 constexpr std::size_t max_log_lines_per_job = 10000;
@@ -86,6 +100,8 @@ struct node_actor_state {
   std::map<caf::actor_addr, worker_ref> workers;
   std::set<caf::actor_addr> children;  // linked trainers and workers, until their exit arrives
   std::map<std::string, caf::actor> trainer_of_job;
+  double longest_grace_s = 0;  // the longest run.failure.preemption_grace_s of the jobs it ran
+  bool draining = false;       // begin_drain came: it quits once `children` is empty
   static inline const char* name = "cohort.node";
 };
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
@@ -146,3 +162,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::node_ping)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::renew_lease)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::drain_deadline)

@@ -51,7 +51,7 @@ void store_write(head_ptr self, const char* what, F&& write) {
 // What of a record, when changed, is written to the store again.
 std::string persisted_key(const job_record& r) {
   return std::string(to_string(r.state)) + "|" + r.reason + "|" + std::to_string(r.attempts) + "|" +
-         r.trainer_node;
+         r.trainer_node + "|" + std::to_string(r.preemptions);
 }
 
 // Writes the records whose state, reason or placement changed since the last write, and a
@@ -139,6 +139,53 @@ void start_trainers(head_ptr self) {
   persist(self);
 }
 
+// Stops a preempted attempt (its emergency checkpoint committed, or its grace is over, or it
+// could not save one) and restarts the job under failure.max_preemptions.
+void end_preemption(head_ptr self, const std::string& job_id) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(job_id);
+  if (r == nullptr || !st.logic.preempting(job_id)) return;
+  const auto attempt = r->attempts - 1;
+  if (auto trainer = current_trainer(self, *r))
+    self->send(trainer, stop_attempt{job_id, attempt, "the attempt was preempted"});
+  forget_trainer(self, job_id, attempt);
+  st.logic.on_preempted(job_id, attempt);
+  notify_state(self, job_id);
+  start_trainers(self);
+}
+
+// Drains `node` (kind "preempted" or "drained", see head_state::drain): every job with ranks there
+// saves an emergency checkpoint and is stopped once it commits (or its grace is over); a job that
+// cannot save one now (not running yet, no checkpoints in its workload, no grace) is stopped at
+// once. Returns the jobs preempted; throws std::invalid_argument for an unknown node.
+std::vector<std::string> drain_node_now(head_ptr self, const std::string& node,
+                                        const std::string& kind, const std::string& why) {
+  auto& st = self->state;
+  const auto jobs = st.logic.drain(node, kind);
+  std::cerr << "cluster-head: " << why << ": no new placement on it; " << jobs.size()
+            << " job(s) with ranks there are preempted" << std::endl;
+  std::vector<std::string> preempted;
+  for (const auto& id : jobs) {
+    if (!st.logic.begin_preemption(id, node, why)) continue;
+    preempted.push_back(id);
+    const auto* r = st.logic.find(id);
+    const auto* spec = st.logic.spec(id);
+    auto trainer = current_trainer(self, *r);
+    const double grace = spec->run.failure.preemption_grace_s;
+    if (r->state != job_state::running || spec->workload != config::workload_kind::causal_lm ||
+        !trainer || grace <= 0) {
+      end_preemption(self, id);
+      continue;
+    }
+    self->send(trainer, preempt_attempt{id, r->attempts - 1});
+    self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(grace * 1000)),
+                       preemption_deadline{id, r->attempts - 1});
+    notify_state(self, id);
+  }
+  persist(self);
+  return preempted;
+}
+
 // Puts back the jobs of the store (a restarted head) and schedules the adoption deadline.
 void restore_jobs(head_ptr self) {
   auto& st = self->state;
@@ -217,6 +264,43 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         st.node_by_addr[sender.address()] = hello.info.name;
         st.logic.add_node(hello.info);
         start_trainers(self);
+      },
+      [=](const node_draining& req) {
+        auto& st = self->state;
+        // Only the node itself announces that it leaves.
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        auto known = st.node_actors.find(req.node);
+        if (known == st.node_actors.end() || known->second != sender) return;
+        try {
+          drain_node_now(self, req.node, "preempted",
+                         "node " + req.node + " is leaving (" + req.reason + ")");
+        } catch (const std::exception& e) {
+          std::cerr << "cluster-head: cannot drain node " << req.node << ": " << e.what() << std::endl;
+        }
+      },
+      [=](const drain_node& req) -> caf::result<drain_reply> {
+        auto& st = self->state;
+        if (req.drain) {
+          try {
+            auto jobs = drain_node_now(self, req.node, "drained",
+                                       "node " + req.node + " is drained on request (submit drain)");
+            return drain_reply{req.node, st.logic.drain_state(req.node), jobs};
+          } catch (const std::exception& e) {
+            return request_error(std::string("submit drain: ") + e.what());
+          }
+        }
+        if (!st.logic.has_node(req.node) && st.logic.drain_state(req.node).empty())
+          return request_error("submit undrain: no node named \"" + req.node + "\" is registered or drained");
+        if (!st.logic.undrain(req.node))
+          return request_error("submit undrain: node " + req.node + " is not draining");
+        std::cerr << "cluster-head: node " << req.node << " is schedulable again (submit undrain)" << std::endl;
+        start_trainers(self);
+        return drain_reply{req.node, st.logic.drain_state(req.node), {}};
+      },
+      [=](const preemption_deadline& d) {
+        const auto* r = self->state.logic.find(d.job_id);
+        if (r == nullptr || r->attempts - 1 != d.attempt || !self->state.logic.preempting(d.job_id)) return;
+        end_preemption(self, d.job_id);
       },
       [=](const submit_job& req) -> caf::result<job_accepted> {
         config::job_spec spec;
@@ -382,6 +466,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       [=](const progress_report& report) {
         self->state.logic.on_progress(report);
         notify(self, report.job_id, "");
+        // A preempted attempt whose emergency checkpoint committed is stopped now.
+        if (self->state.logic.emergency_checkpoint_committed(report.job_id))
+          end_preemption(self, report.job_id);
       },
       [=](const log_line& line) {
         // With a store the output lives there (logs_query reads it back); without, in memory.

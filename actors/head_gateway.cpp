@@ -133,6 +133,8 @@ void head_incoming(head_gw self, const incoming_frame& in) {
     serve<checkpoint_job, job_record>(self, in.routing_id, msg.get_as<checkpoint_job>(0));
   else if (msg.match_element<release_job>(0))
     serve<release_job, job_record>(self, in.routing_id, msg.get_as<release_job>(0));
+  else if (msg.match_element<drain_node>(0))
+    serve<drain_node, drain_reply>(self, in.routing_id, msg.get_as<drain_node>(0));
   else if (msg.match_element<stop_job>(0))
     serve<stop_job, job_record>(self, in.routing_id, msg.get_as<stop_job>(0));
   else if (msg.match_element<logs_query>(0))

@@ -90,6 +90,10 @@ void head_state::add_node(const node_info& node) {
 }
 
 void head_state::remove_node(const std::string& name) {
+  // A node that left after its notice may come back (a spot instance returns) as a new node; an
+  // operator's drain stays until undrain.
+  if (auto it = draining_.find(name); it != draining_.end() && it->second == "preempted")
+    draining_.erase(it);
   gpu_pools_.erase(name);
   node_infos_.erase(name);
   nodes_.erase(std::remove_if(nodes_.begin(), nodes_.end(),
@@ -107,8 +111,96 @@ std::vector<node_info> head_state::nodes() const {
     auto it = node_infos_.find(n.name());
     out.push_back(it != node_infos_.end() ? it->second
                                           : node_info{n.name(), n.total().quantities()});
+    out.back().drain_state = drain_state(n.name());
   }
   return out;
+}
+
+std::vector<std::string> head_state::drain(const std::string& node, const std::string& kind) {
+  if (kind != "preempted" && kind != "drained")
+    throw std::invalid_argument("drain kind \"" + kind + "\": must be preempted or drained");
+  if (!has_node(node)) {
+    std::string known;
+    for (const auto& n : nodes_) known += (known.empty() ? "" : ", ") + n.name();
+    throw std::invalid_argument("no node named \"" + node + "\" is registered (nodes: " +
+                                (known.empty() ? "none" : known) + ")");
+  }
+  auto& mark = draining_[node];
+  if (mark != "drained") mark = kind;  // an operator's drain outlives the node's own notice
+  return jobs_placed_on(node);
+}
+
+bool head_state::undrain(const std::string& node) { return draining_.erase(node) > 0; }
+
+std::string head_state::drain_state(const std::string& node) const {
+  auto it = draining_.find(node);
+  return it == draining_.end() ? "" : it->second;
+}
+
+std::vector<res::node_inventory> head_state::schedulable() const {
+  std::vector<res::node_inventory> out;
+  for (const auto& n : nodes_)
+    if (draining_.count(n.name()) == 0) out.push_back(n);
+  return out;
+}
+
+bool head_state::begin_preemption(const std::string& job_id, const std::string& node,
+                                  const std::string& why) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return false;
+  auto& job = it->second;
+  if (!job.held || is_terminal(job.record.state) || job.preempting) return false;
+  job.preempting = job_entry::preemption{job.record.attempts - 1, node, why, job.record.checkpoint_step};
+  job.record.reason = "preempting attempt " + std::to_string(job.record.attempts) + ": " + why +
+                      "; saving an emergency checkpoint within " +
+                      res::format_quantity(job.spec.run.failure.preemption_grace_s) + " s";
+  return true;
+}
+
+bool head_state::preempting(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && it->second.preempting.has_value();
+}
+
+bool head_state::emergency_checkpoint_committed(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || !it->second.preempting) return false;
+  return it->second.record.checkpoint_step > it->second.preempting->checkpoint_before;
+}
+
+void head_state::record_preemption(job_entry& job) {
+  const auto p = job.preempting.value_or(job_entry::preemption{job.record.attempts - 1, "", "", 0});
+  job.preempting.reset();
+  job.record.preemptions += 1;
+  const int max = job.spec.run.failure.max_preemptions;
+  const std::string saved = job.record.checkpoint_step > p.checkpoint_before
+                                ? "emergency checkpoint at step " + std::to_string(job.record.checkpoint_step)
+                                : "no emergency checkpoint within run.failure.preemption_grace_s (" +
+                                      res::format_quantity(job.spec.run.failure.preemption_grace_s) +
+                                      " s); it resumes from " +
+                                      (job.record.checkpoint_step > 0
+                                           ? "step " + std::to_string(job.record.checkpoint_step)
+                                           : std::string("the start"));
+  const std::string what = "attempt " + std::to_string(p.attempt + 1) + " preempted (" + p.why + "); " + saved;
+  if (max == -1 || job.record.preemptions <= max) {
+    job.record.state = job_state::restarting;
+    job.record.reason = what + "; restarting on nodes that are not draining (preemption " +
+                        std::to_string(job.record.preemptions) + ")";
+  } else {
+    job.record.state = job_state::failed;
+    job.record.reason = what + "; preempted " + std::to_string(job.record.preemptions) +
+                        " times (failure.max_preemptions=" + std::to_string(max) + " exhausted)";
+  }
+}
+
+const job_record& head_state::on_preempted(const std::string& job_id, std::int32_t attempt) {
+  auto& job = entry(job_id);
+  if (is_terminal(job.record.state) || !job.held || attempt != job.record.attempts - 1)
+    return job.record;
+  job.awaiting_adoption = false;
+  release(job);
+  record_preemption(job);
+  return job.record;
 }
 
 std::string head_state::submit(const config::job_spec& spec, const std::string& spec_json,
@@ -164,7 +256,7 @@ bool head_state::on_trainer_started(const std::string& job_id, std::int32_t atte
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return false;
   auto& job = it->second;
-  if (is_terminal(job.record.state) || job.record.attempts - 1 != attempt) return false;
+  if (is_terminal(job.record.state) || !job.held || job.record.attempts - 1 != attempt) return false;
   if (job.awaiting_adoption) {
     job.awaiting_adoption = false;
     job.record.reason = "attempt " + std::to_string(attempt + 1) + ": trainer on " +
@@ -230,8 +322,9 @@ head_state::admission head_state::admit(const job_entry& job) const {
     return out;
   };
   if (!job.memory_error.empty()) return refuse(job.memory_error);
+  const auto nodes = schedulable();  // a draining node takes no new placement
   if (!job.memory) {
-    out.result = res::plan_job(job.spec, nodes_);
+    out.result = res::plan_job(job.spec, nodes);
     return out;
   }
   const auto& plan = *job.memory;
@@ -248,7 +341,7 @@ head_state::admission head_state::admit(const job_entry& job) const {
   bool gpu_fits_somewhere = false, ram_fits_somewhere = false;
   std::int64_t rank_room = 0;
   const std::int64_t ranks = job.spec.scaling.num_workers;
-  for (const auto& node : nodes_) {
+  for (const auto& node : nodes) {
     if (!node.alive()) continue;
     const double usable = train::usable_gpu_bytes(job.gpu_limit_bytes,
                                                   static_cast<double>(node.gpu_memory_bytes()));
@@ -269,7 +362,7 @@ head_state::admission head_state::admit(const job_entry& job) const {
     fitting.push_back(std::move(copy));
     rank_room += slots;
   }
-  const bool any_node = std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n.alive(); });
+  const bool any_node = std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.alive(); });
   if (any_node && !gpu_fits_somewhere)
     return refuse(on_gpu + " exceeds every node's GPU memory (largest: " +
                   train::format_memory(largest_gpu) + "); " + gpu_advice(job.spec));
@@ -446,12 +539,17 @@ const job_record& head_state::on_outcome(const attempt_outcome& outcome) {
   auto& job = entry(outcome.job_id);
   if (is_terminal(job.record.state) || outcome.attempt != job.record.attempts - 1)
     return job.record;  // a late report from an attempt already settled
+  if (!job.held) return job.record;  // already ended here (preempted, stopped)
   release(job);
   if (outcome.succeeded) {
+    job.preempting.reset();
     job.record.state = job_state::succeeded;
     job.record.reason = "all " + std::to_string(job.spec.scaling.num_workers) +
                         " workers finished";
+  } else if (job.preempting && outcome.cause.kind == failure_kind::retryable) {
+    record_preemption(job);  // a rank lost to the leaving node is no rank's fault
   } else {
+    job.preempting.reset();
     record_failure(job, outcome.cause);
   }
   return job.record;
@@ -461,8 +559,13 @@ const job_record& head_state::on_trainer_lost(const std::string& job_id, std::in
                                               const std::string& reason) {
   auto& job = entry(job_id);
   if (is_terminal(job.record.state) || attempt != job.record.attempts - 1) return job.record;
+  if (!job.held) return job.record;  // already ended here (preempted, stopped)
   job.awaiting_adoption = false;
   release(job);
+  if (job.preempting) {
+    record_preemption(job);  // the trainer went with the leaving node
+    return job.record;
+  }
   record_failure(job, failure_cause{attempt, -1, job.record.trainer_node, reason});
   return job.record;
 }
@@ -471,6 +574,7 @@ bool head_state::stop(const std::string& job_id, const std::string& reason) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || is_terminal(it->second.record.state)) return false;
   release(it->second);
+  it->second.preempting.reset();
   it->second.record.state = job_state::stopped;
   it->second.record.reason = reason;
   return true;

@@ -1,7 +1,7 @@
 // The head's logic without CAF: the node registry with free resources, the job table, placement
 // of waiting jobs, GPU isolation (which of a node's GPUs each rank gets, see
 // core/resources/gpu_assignment.hpp), memory admission, and the failure policy
-// (failure.max_failures). A causal_lm job's rank memory plan (core/train/memory_estimate.hpp, from
+// (failure.max_failures), draining nodes and preemptions (failure.max_preemptions). A causal_lm job's rank memory plan (core/train/memory_estimate.hpp, from
 // its config.json) is made once at submit: a job whose ranks fit no node's GPU memory
 // (min(node, COHORT_GPU_MEMORY_LIMIT_GB)) or RAM (the "memory" resource), or whose model cannot be
 // read, is FAILED with the numbers; one that fits some node waits PENDING for room. Unknown GPU
@@ -48,6 +48,31 @@ class head_state {
   // The registered nodes as they registered, in registration order.
   std::vector<node_info> nodes() const;
 
+  // Drains a node: nothing new is placed on it from now on. `kind` is "preempted" (the node
+  // announced that it leaves, SIGTERM; the mark goes when the node is removed) or "drained"
+  // (`submit drain`; the mark stays, across re-registration and removal, until undrain). Returns
+  // the unfinished jobs whose current attempt has ranks there (to preempt). Throws
+  // std::invalid_argument for a node that is not registered or another kind.
+  std::vector<std::string> drain(const std::string& node, const std::string& kind);
+  // Makes a drained node schedulable again; false when it was not draining.
+  bool undrain(const std::string& node);
+  // "" (schedulable), "preempted" or "drained".
+  std::string drain_state(const std::string& node) const;
+
+  // Starts preempting the current attempt of a job because `node` (one of its nodes) is leaving;
+  // `why` says how ("node n2 got SIGTERM (a preemption notice)"): the job stays RUNNING with a reason that says so until on_preempted. Returns false
+  // when the job has no attempt to preempt (not placed, ended) or one is being preempted.
+  bool begin_preemption(const std::string& job_id, const std::string& node, const std::string& why);
+  // Whether the job's current attempt is being preempted.
+  bool preempting(const std::string& job_id) const;
+  // Whether a preempted attempt reported a checkpoint newer than the newest when the preemption
+  // began (its emergency checkpoint committed): the attempt may be stopped now.
+  bool emergency_checkpoint_committed(const std::string& job_id) const;
+  // Ends attempt `attempt` as preempted (the head stops its trainer): releases its placement,
+  // counts a preemption (never a failure; no rank blamed) and restarts the job while
+  // failure.max_preemptions allows, else FAILED naming the count. Returns the record after.
+  const job_record& on_preempted(const std::string& job_id, std::int32_t attempt);
+
   // Accepts a parsed spec; returns the new job's id (`id` when given: the store allocates ids).
   // The job starts PENDING.
   std::string submit(const config::job_spec& spec, const std::string& spec_json,
@@ -81,7 +106,7 @@ class head_state {
   std::vector<double> gpu_use(const std::string& node) const;
 
   // The trainer of attempt `outcome.attempt` ended it. Releases the reservation; applies the
-  // failure policy: a bad_input failure ends the job FAILED at once, whatever
+  // failure policy (an attempt being preempted that fails counts as preempted instead): a bad_input failure ends the job FAILED at once, whatever
   // failure.max_failures says; a retryable one restarts it while max_failures allows. Returns the
   // job's record after the change.
   const job_record& on_outcome(const attempt_outcome& outcome);
@@ -117,6 +142,12 @@ class head_state {
     std::optional<core::train::memory_estimate> memory;  // causal_lm jobs with a readable model
     std::string memory_error;                             // why there is no plan: FAILED
     double gpu_limit_bytes = 0;                           // COHORT_GPU_MEMORY_LIMIT_GB; 0 = none
+    struct preemption {
+      std::int32_t attempt = 0;
+      std::string node, why;
+      std::int64_t checkpoint_before = 0;  // the newest checkpoint when it began
+    };
+    std::optional<preemption> preempting;  // the current attempt's, until it ends
   };
   // Placement with memory admission: refused (FAILED) with the numbers, else the placement on
   // the nodes whose GPU memory and RAM hold a rank; placed only when every node can hold the
@@ -132,6 +163,9 @@ class head_state {
   std::string infeasible_reason(const config::job_spec& spec, const std::string& why) const;
 
   void release(job_entry& job);
+  void record_preemption(job_entry& job);
+  // The registered nodes that take new placements (not draining).
+  std::vector<core::resources::node_inventory> schedulable() const;
   void record_failure(job_entry& job, const failure_cause& cause);
   job_entry& entry(const std::string& job_id);
 
@@ -139,6 +173,7 @@ class head_state {
   std::map<std::string, node_info> node_infos_;         // as registered, by name
   std::map<std::string, core::resources::gpu_pool> gpu_pools_;  // by node name
   double largest_gpu_offer_ = 0;  // the most GPUs one node has offered since this head started
+  std::map<std::string, std::string> draining_;  // node → "preempted" | "drained"
   std::map<std::string, job_entry> jobs_;
   std::vector<std::string> job_order_;   // submission order: first come, first placed
   std::int64_t next_job_number_ = 1;

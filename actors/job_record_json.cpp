@@ -40,7 +40,8 @@ json to_json(const job_record& r) {
               {"loss", r.loss},
               {"checkpoint_step", r.checkpoint_step},
               {"held_before_step", r.held_before_step},
-              {"rank_gpus", r.rank_gpus}};
+              {"rank_gpus", r.rank_gpus},
+              {"preemptions", r.preemptions}};
 }
 
 json to_json(const node_info& n) {
@@ -51,7 +52,8 @@ json to_json(const node_info& n) {
               {"accelerator_type", n.accelerator_type},
               {"gpu_memory_bytes", n.gpu_memory_bytes},
               {"gpu_ids", n.gpu_ids},
-              {"gpu_note", n.gpu_note}};
+              {"gpu_note", n.gpu_note},
+              {"drain_state", n.drain_state}};
 }
 
 job_record job_record_from_json(const json& j) {
@@ -76,6 +78,7 @@ job_record job_record_from_json(const json& j) {
     r.loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : 0.0;
     r.checkpoint_step = j.value("checkpoint_step", std::int64_t{0});
     r.held_before_step = j.value("held_before_step", std::int64_t{0});
+    r.preemptions = j.value("preemptions", std::int32_t{0});
     if (j.contains("rank_gpus"))  // records of older heads have none
       r.rank_gpus = j.at("rank_gpus").get<std::vector<std::vector<std::int32_t>>>();
   } catch (const json::exception& e) {

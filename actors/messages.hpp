@@ -13,7 +13,8 @@
 //   trainer → worker kill_hung_worker
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
-//   head → trainer   checkpoint_attempt, release_attempt
+//   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt
+//   client → head    drain_node → drain_reply;  node → head   node_draining
 //   drills → node    kill_worker_drill → bool | kill_trainer_drill → bool
 #pragma once
 
@@ -88,6 +89,9 @@ struct job_record {
   // Per rank, the indices of its GPUs in its node's offered GPU list (empty: none); the current
   // attempt's, while it holds a placement.
   std::vector<std::vector<std::int32_t>> rank_gpus{};
+  // Attempts ended by a preemption (a node of theirs drained); counted against
+  // run.failure.max_preemptions, never against max_failures, and not listed in `failures`.
+  std::int32_t preemptions = 0;
 };
 
 // A node as it registers: name and total resources ("GPU": how many it offers, and the tag
@@ -105,6 +109,9 @@ struct node_info {
   // indices into this list. Shorter than resources["GPU"] when unknown: index i is named "i".
   std::vector<std::string> gpu_ids{};
   std::string gpu_note{};  // why it offers no GPUs ("" when it does, or when not known)
+  // Set by the head, not the node: "" schedulable; "preempted" (the node announced that it
+  // leaves, SIGTERM) or "drained" (`submit drain NODE`): no new placement on it.
+  std::string drain_state{};
 };
 
 // What the head gives a trainer: one attempt of one job, placed.
@@ -321,6 +328,36 @@ struct release_attempt {
   std::string job_id;
   std::int32_t attempt = 0;
 };
+// head → trainer: a node of the attempt is leaving (preemption). The ranks save an emergency
+// checkpoint after their next step and then wait (no further step) until the head stops the
+// attempt, which it does once the checkpoint committed or run.failure.preemption_grace_s passed.
+struct preempt_attempt {
+  static constexpr std::uint32_t wire_id = 60;
+  std::string job_id;
+  std::int32_t attempt = 0;
+};
+// client → head: drain a node (drain true: the jobs with ranks there save an emergency checkpoint
+// and restart elsewhere, and nothing new is placed on it while it stays registered) or make a
+// drained node schedulable again (drain false). Reply: drain_reply.
+struct drain_node {
+  static constexpr std::uint32_t wire_id = 61;
+  std::string node;
+  bool drain = true;
+};
+struct drain_reply {
+  static constexpr std::uint32_t wire_id = 62;
+  std::string node;
+  std::string drain_state;        // after the request: "" schedulable, "drained", "preempted"
+  std::vector<std::string> jobs;  // the jobs the drain preempted
+};
+// node → head: this node leaves (its cluster-worker got SIGTERM, a spot instance's notice). The
+// head drains it as `submit drain` does; the node exits once its trainers and workers stopped.
+struct node_draining {
+  static constexpr std::uint32_t wire_id = 63;
+  std::string node;
+  std::string reason;
+};
+
 // client → head: where would this job run now? Reply: plan_reply.
 struct plan_request {
   static constexpr std::uint32_t wire_id = 39;
@@ -356,13 +393,13 @@ typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_record& x) {
-  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json, x.rank_gpus, x.held_before_step);
+  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json, x.rank_gpus, x.held_before_step, x.preemptions);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
   return f(caf::meta::type_name("node_info"), x.name, x.resources, x.address, x.gpu_memory_bytes,
-           x.accelerator_type, x.gpu_ids, x.gpu_note);
+           x.accelerator_type, x.gpu_ids, x.gpu_note, x.drain_state);
 }
 
 template <class Inspector>
@@ -532,6 +569,26 @@ typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, kill_trainer_drill& x) {
   return f(caf::meta::type_name("kill_trainer_drill"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, preempt_attempt& x) {
+  return f(caf::meta::type_name("preempt_attempt"), x.job_id, x.attempt);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, drain_node& x) {
+  return f(caf::meta::type_name("drain_node"), x.node, x.drain);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, drain_reply& x) {
+  return f(caf::meta::type_name("drain_reply"), x.node, x.drain_state, x.jobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_draining& x) {
+  return f(caf::meta::type_name("node_draining"), x.node, x.reason);
 }
 
 }  // namespace cohort::actors

@@ -1,11 +1,28 @@
 // The node actor: one per cluster-worker (or per embedded node). It introduces itself to the
 // head, starts trainers and workers linked to itself (a node that dies takes them with it), and
-// keeps the list of its live workers for drills.
+// keeps the list of its live workers for drills. Told to drain (begin_drain: its cluster-worker got
+// SIGTERM), it tells the head it leaves (node_draining) and quits once its trainers and workers
+// are gone, or after the longest run.failure.preemption_grace_s of its jobs plus drain_margin.
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "config/job_spec.hpp"
 
 namespace cohort::actors {
+
+namespace {
+
+// Remembers the longest preemption grace of the jobs this node runs a part of.
+void note_grace(node_actor_state& st, const std::string& spec_json) {
+  try {
+    st.longest_grace_s =
+        std::max(st.longest_grace_s, config::parse_job_spec(spec_json).run.failure.preemption_grace_s);
+  } catch (const std::exception&) {
+    // The head accepted the spec; the worker reports what is wrong with it.
+  }
+}
+
+}  // namespace
 
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
                          caf::actor head, std::shared_ptr<node_directory> directory,
@@ -19,11 +36,28 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
   // any other exit request does.
   self->set_exit_handler([=](caf::exit_msg& msg) {
     if (self->state.children.erase(msg.source) == 0) self->quit(msg.reason);
+    else if (self->state.draining && self->state.children.empty()) self->quit();
   });
   self->set_down_handler([=](caf::down_msg& msg) { self->state.workers.erase(msg.source); });
   self->send(head, node_hello{info});
   return {
+      [=](const begin_drain& req) {
+        auto& st = self->state;
+        if (st.draining) return;
+        st.draining = true;
+        self->send(st.head, node_draining{st.info.name, req.reason});
+        if (st.children.empty()) {
+          self->quit();
+          return;
+        }
+        self->delayed_send(self,
+                           std::chrono::milliseconds(static_cast<std::int64_t>(st.longest_grace_s * 1000)) +
+                               drain_margin,
+                           drain_deadline{});
+      },
+      [=](drain_deadline) { self->quit(); },
       [=](const start_trainer& req) {
+        note_grace(self->state, req.setup.spec_json);
         auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
                                                 self->state.directory, self->state.info.address);
         self->state.children.insert(trainer.address());
@@ -31,6 +65,7 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
       },
       [=](start_worker req) {
         auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+        note_grace(self->state, req.setup.spec_json);
         req.setup.node = self->state.info.name;
         req.setup.node_address = self->state.info.address;
         auto worker = self->state.spawn_worker(self, req.setup, trainer);

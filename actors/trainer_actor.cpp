@@ -249,6 +249,19 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
                                        std::string("trainer: cannot pass on the checkpoint request: ") + e.what()});
         }
       },
+      [=](const preempt_attempt& req) {
+        auto& st = self->state;
+        if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
+        try {  // the preempt mark first: a rank that saves the requested checkpoint then finds it
+          core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
+                                       std::chrono::seconds(5));
+          client.set(core::train::preempt_key(req.job_id, req.attempt), "1");
+          client.set(core::train::checkpoint_request_key(req.job_id, req.attempt), "1");
+        } catch (const std::exception& e) {
+          self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
+                                       std::string("trainer: cannot pass on the preemption: ") + e.what()});
+        }
+      },
       [=](const release_attempt& req) {
         auto& st = self->state;
         if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;

@@ -212,6 +212,9 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     fr.read("hang_timeout_s", run.failure.hang_timeout_s, seconds);
     fr.read("startup_timeout_s", run.failure.startup_timeout_s, seconds);
     fr.read("collective_timeout_s", run.failure.collective_timeout_s, seconds);
+    fr.read("preemption_grace_s", run.failure.preemption_grace_s,
+            number_range{0.0, true, max_timeout_s, true});
+    fr.read("max_preemptions", run.failure.max_preemptions, -1);
     fr.finish();
   }
   const auto& fs = run.failure;

@@ -98,6 +98,13 @@ struct failure_spec {
   double hang_timeout_s = 120;
   double startup_timeout_s = 600;   // >= hang_timeout_s
   double collective_timeout_s = 300;  // > hang_timeout_s
+  // A preemption (a node of the attempt announced that it leaves: SIGTERM to cluster-worker, or
+  // `submit drain NODE`): the job saves an emergency checkpoint after its next step and the
+  // attempt is stopped once it commits, or after preemption_grace_s at the latest; the job then
+  // restarts elsewhere. Preemptions count against max_preemptions (-1: unlimited, 0: fail the
+  // job at the first, n: at most n restarts), never against max_failures.
+  double preemption_grace_s = 30;
+  int max_preemptions = -1;
 };
 
 struct run_spec {

@@ -66,7 +66,9 @@ std::string to_json_text(const job_spec& spec) {
                 {"failure", {{"max_failures", r.failure.max_failures},
                              {"hang_timeout_s", r.failure.hang_timeout_s},
                              {"startup_timeout_s", r.failure.startup_timeout_s},
-                             {"collective_timeout_s", r.failure.collective_timeout_s}}},
+                             {"collective_timeout_s", r.failure.collective_timeout_s},
+                             {"preemption_grace_s", r.failure.preemption_grace_s},
+                             {"max_preemptions", r.failure.max_preemptions}}},
                 {"resume", r.resume},
                 {"hold_before_step", r.hold_before_step}};
   if (!spec.runtime_env.env_vars.empty())

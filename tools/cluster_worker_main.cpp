@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <iostream>
@@ -225,16 +227,42 @@ int main(int argc, char** argv) {
     }
     // Joined: the gateway's report said "joined the leader at ADDRESS (epoch N)", as it does
     // after every failover.
+    std::atomic<bool> gateway_gone{false}, node_gone{false};
     std::thread watcher([&] {
       caf::scoped_actor self{sys};
       self->monitor(gateway);
       self->receive([](caf::down_msg&) {});
-      ::kill(::getpid(), SIGTERM);
+      gateway_gone = true;
+      ::kill(::getpid(), SIGINT);
     });
-    tools::wait_for_termination_signal();
+    std::thread node_watcher([&] {
+      caf::scoped_actor self{sys};
+      self->monitor(node);
+      self->receive([](caf::down_msg&) {});
+      node_gone = true;
+      ::kill(::getpid(), SIGINT);
+    });
+    // SIGTERM is a preemption notice (a spot instance's): the node tells the head it leaves, the
+    // jobs with ranks here save an emergency checkpoint and are stopped, and the node exits once
+    // its workers are gone (or at its drain deadline). SIGINT, a second signal, or a lost link
+    // to the head end it at once.
+    if (tools::wait_for_termination_signal() == SIGTERM && !gateway_gone && !node_gone) {
+      std::cout << "cluster-worker: node " << info.name
+                << " got SIGTERM: draining (its jobs save an emergency checkpoint and move to other "
+                   "nodes); it exits once its workers stopped"
+                << std::endl;
+      caf::anon_send(node, actors::begin_drain{"SIGTERM to its cluster-worker, a preemption notice"});
+      while (!node_gone && !gateway_gone) {
+        const int again = tools::wait_for_termination_signal_for(std::chrono::milliseconds(200));
+        if (again == SIGTERM || (again == SIGINT && !node_gone && !gateway_gone)) break;
+      }
+      std::cout << "cluster-worker: node " << info.name
+                << (node_gone ? " drained: exiting" : " exiting before its drain ended") << std::endl;
+    }
     caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
     if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     watcher.join();
+    node_watcher.join();
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "cluster-worker: " << e.what() << "\n";

@@ -2,7 +2,7 @@
 //   submit plan JOB.json [--nodes NODES.json]   where the job would run (offline, or live cluster)
 //   submit run JOB.json [--follow]              submit to the cluster (--local: embedded cluster)
 //   submit status JOB [--json] | list [--json] | logs JOB [-f] | checkpoint JOB | release JOB
-//   | stop JOB
+//   | stop JOB | drain NODE | undrain NODE
 // The cluster is --address / $COHORT_ADDRESS (a list of heads: the one that leads answers; a
 // standby's "not the leader; the leader is X" is followed) with --credentials /
 // $COHORT_CREDENTIALS; a client that shares the store (--store, or a credentials file inside it)
@@ -60,7 +60,11 @@ const char* usage_text =
     "  logs JOB [-f]                       the workers' output (-f: keep following)\n"
     "  checkpoint JOB                      save a checkpoint of a running job after its next step\n"
     "  release JOB                         let a job held at run.hold_before_step go on\n"
-    "  stop JOB                            stop a job\n";
+    "  stop JOB                            stop a job\n"
+    "  drain NODE                          take a node out of service: its jobs save an emergency\n"
+    "                                      checkpoint and move to other nodes; nothing new is\n"
+    "                                      placed on it until undrain\n"
+    "  undrain NODE                        make a drained node take placements again\n";
 
 struct options {
   std::string command, arg, address, credentials, nodes, store;
@@ -291,6 +295,8 @@ void print_nodes(const std::vector<actors::node_info>& nodes) {
   for (const auto& n : nodes) {
     auto gpus = n.resources.find("GPU");
     std::cout << "  node " << n.name << " (" << n.address << "): ";
+    if (n.drain_state == "preempted") std::cout << "draining (it got SIGTERM and is leaving; no new placement), ";
+    if (n.drain_state == "drained") std::cout << "drained (no new placement until `submit undrain " << n.name << "`), ";
     if (gpus == n.resources.end() || gpus->second <= 0) {
       std::cout << "no GPUs" << (n.gpu_note.empty() ? "" : " (" + n.gpu_note + ")") << "\n";
       continue;
@@ -317,7 +323,7 @@ void print_record(const actors::job_record& r) {
   std::cout << "  attempts " << r.attempts << ", step " << r.step << "/" << r.total_steps
             << ", loss " << r.loss;
   if (r.checkpoint_step > 0) std::cout << ", last checkpoint at step " << r.checkpoint_step;
-  std::cout << "\n";
+  std::cout << "\n  failures " << r.failures.size() << ", preemptions " << r.preemptions << "\n";
   if (r.held_before_step > 0)
     std::cout << "  held before step " << r.held_before_step << " (run.hold_before_step): `submit release "
               << r.id << "` lets it go on\n";
@@ -401,6 +407,23 @@ int remote(const options& o) {
       std::cout << "released: job " << r.id << " goes on without holding at run.hold_before_step\n";
     return exit_ok;
   }
+  if (o.command == "drain" || o.command == "undrain") {
+    const bool drain = o.command == "drain";
+    auto r = client->ask<actors::drain_reply>(actors::drain_node{o.arg, drain});
+    if (!drain) {
+      std::cout << "node " << r.node << " is schedulable again\n";
+      return exit_ok;
+    }
+    std::cout << "node " << r.node << " drained: no new placement on it until `submit undrain " << r.node
+              << "`";
+    if (r.jobs.empty()) std::cout << "; no job had ranks there\n";
+    else {
+      std::cout << "; preempted (emergency checkpoint, then restart elsewhere):";
+      for (const auto& j : r.jobs) std::cout << " " << j;
+      std::cout << "\n";
+    }
+    return exit_ok;
+  }
   if (o.command == "stop") {
     auto r = client->ask<actors::job_record>(actors::stop_job{o.arg});
     print_record(r);
@@ -476,7 +499,9 @@ int main(int argc, char** argv) {
   const bool needs_arg = o.command != "list";
   if (needs_arg && o.arg.empty()) {
     std::cerr << "submit " << o.command << ": "
-              << (o.command == "run" || o.command == "plan" ? "JOB.json" : "JOB (a job id)")
+              << (o.command == "run" || o.command == "plan"          ? "JOB.json"
+                  : o.command == "drain" || o.command == "undrain" ? "NODE (a node name)"
+                                                                   : "JOB (a job id)")
               << " is missing\n" << usage_text;
     return exit_usage;
   }

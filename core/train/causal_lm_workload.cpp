@@ -141,6 +141,21 @@ void causal_lm_workload::run(const worker_context& ctx) {
                 std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
     checkpoints.log_commits();
+    if (last.checkpoint_requested && last.step < total && checkpoints.preempted()) {
+      // A node of this attempt is leaving: the emergency checkpoint is this one. Wait for its
+      // commit, tell the head (which then stops the attempt) and run no further step.
+      checkpoints.finish();
+      checkpoints.log_commits();
+      if (ctx.rank == 0) {
+        report.checkpoint_step = checkpoints.committed_step();
+        if (ctx.log)
+          ctx.log("preempted: emergency checkpoint of step " + std::to_string(last.step) +
+                  " committed; waiting for the attempt to be stopped");
+        if (ctx.report) ctx.report(report);
+      }
+      wait_until_cancelled(ctx.cancelled, std::chrono::milliseconds(static_cast<std::int64_t>(
+                                              (ctx.spec.run.failure.preemption_grace_s + 60) * 1000)));
+    }
     if (ctx.log && last.step == first_step + 2)  // the steady state's memory, for the plan
       ctx.log("rank " + std::to_string(ctx.rank) + " memory after step " + std::to_string(last.step) +
               ": " + describe(read_memory_peaks(device)));

@@ -75,6 +75,8 @@ bool checkpointer::take_request(bool now) {
   return true;
 }
 
+bool checkpointer::preempted() { return store_->check({preempt_key(ctx_.job_id, ctx_.attempt)}); }
+
 ckpt::retention_policy checkpointer::policy(bool writer_running) const {
   const auto& c = ctx_.spec.run.checkpoint;
   ckpt::retention_policy p;

@@ -53,6 +53,10 @@ class checkpointer {
   // looks in the store at most every 250 ms, unless `now` (after a hold, and after the last
   // step, so that no accepted request goes unanswered).
   bool take_request(bool now = false);
+  // Any rank: whether the attempt is being preempted (preempt_key is set). Asked after saving a
+  // requested checkpoint: the preemption set its key before its request, so every rank that
+  // saved that checkpoint gets the same answer.
+  bool preempted();
   // Saves this rank's part of step `step`'s checkpoint. Rank 0 commits it with `metrics` (the
   // step's reported figures, for retention scores) and `extra` once every rank reported. Blocks
   // until written (and, on rank 0, committed) unless run.checkpoint.async; then only the

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "core/comm/collective_wait.hpp"
@@ -25,6 +27,19 @@ void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   w->wait(group.timeout());
+}
+
+void wait_until_cancelled(const std::atomic<bool>* cancelled, std::chrono::milliseconds limit) {
+  comm::collective_wait_scope waiting;  // waiting for the head, not hung
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (cancelled == nullptr || !cancelled->load()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("preempted: the emergency checkpoint committed but the attempt was not "
+                               "stopped within " + std::to_string(limit.count() / 1000) +
+                               " s (run.failure.preemption_grace_s + 60 s); ending it");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw cancelled_error();
 }
 
 void pause_between_steps(const worker_context& ctx) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,12 @@ void check_cancelled(const std::atomic<bool>* cancelled);
 // peers fail instead of hanging) and throws cancelled_error.
 void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
               const std::atomic<bool>* cancelled);
+
+// Blocks until *cancelled is set, then throws cancelled_error (a preempted rank waiting to be
+// stopped; it counts as waiting in a collective for the hang detector). When `limit` passes
+// first (the head that preempted the attempt never stopped it, e.g. it was replaced meanwhile),
+// throws std::runtime_error saying so, so that the attempt ends as a failure and restarts.
+[[noreturn]] void wait_until_cancelled(const std::atomic<bool>* cancelled, std::chrono::milliseconds limit);
 
 // Sleeps train.step_delay_s in small slices, checking cancellation.
 void pause_between_steps(const worker_context& ctx);
