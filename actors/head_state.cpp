@@ -487,15 +487,21 @@ std::string head_state::infeasible_reason(const config::job_spec& spec,
   res::resource_set needs, has;
   for (const auto& bundle : res::job_bundles(spec.scaling)) needs += bundle;
   std::size_t alive = 0;
+  std::string draining;
   for (const auto& n : nodes_) {
     if (!n.alive()) continue;
+    if (draining_.count(n.name()) != 0) {
+      draining += (draining.empty() ? "" : ", ") + n.name() + " (" + draining_.at(n.name()) + ")";
+      continue;
+    }
     has += n.total();
     ++alive;
   }
   return "infeasible on the current cluster: needs " + std::to_string(spec.scaling.num_workers) +
          " workers, " + needs.to_string() + " in all; has " + std::to_string(alive) +
-         " alive nodes, " + has.to_string() + " in all (" + why +
-         "); it waits PENDING until nodes that can hold it join";
+         " alive nodes, " + has.to_string() + " in all (" + why + ")" +
+         (draining.empty() ? "" : "; draining, so taking no new placement: " + draining) +
+         "; it waits PENDING until nodes that can hold it join";
 }
 
 std::vector<double> head_state::gpu_use(const std::string& node) const {

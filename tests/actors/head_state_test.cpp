@@ -556,3 +556,153 @@ TEST_CASE("a standby answers with the leader of a live lease, and with no addres
   CHECK(none.leader.empty());
   CHECK_THAT(none.message, Catch::Contains("no head ever led on this store"));
 }
+
+// ---- Draining nodes and preemptions ----
+
+namespace {
+
+// Nodes n1, n2 and n3 with one CPU each.
+void three_single_cpu_nodes(head_state& head) {
+  for (const char* n : {"n1", "n2", "n3"}) head.add_node({n, {{"CPU", 1}}});
+}
+
+}  // namespace
+
+TEST_CASE("a drained node gets no new placement until it is undrained, and says so in the node list",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  head.add_node({"n2", {{"CPU", 1}}});
+  CHECK(head.drain("n2", "drained").empty());  // no job had ranks there
+  CHECK(head.drain_state("n2") == "drained");
+  CHECK(head.nodes()[1].drain_state == "drained");
+  CHECK(head.nodes()[0].drain_state.empty());
+  auto id = submit(head, {});
+  CHECK(head.schedule().empty());
+  CHECK(head.find(id)->state == job_state::pending);
+  // A drained node that registers again (its link came back) stays drained.
+  head.add_node({"n2", {{"CPU", 1}}});
+  CHECK(head.schedule().empty());
+  CHECK(head.undrain("n2"));
+  CHECK_FALSE(head.undrain("n2"));
+  auto starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].rank_nodes == std::vector<std::string>{"n1", "n2"});
+}
+
+TEST_CASE("draining refuses a node that is not registered and a kind it does not know, naming them",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  CHECK_THROWS_WITH(head.drain("n9", "drained"), Catch::Contains("no node named \"n9\" is registered (nodes: n1)"));
+  CHECK_THROWS_WITH(head.drain("n1", "gone"), Catch::Contains("must be preempted or drained"));
+}
+
+TEST_CASE("a node's own preemption mark goes when it leaves, an operator's drain stays", "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  head.add_node({"n2", {{"CPU", 1}}});
+  head.drain("n1", "preempted");
+  head.drain("n2", "drained");
+  head.drain("n2", "preempted");  // the node's notice does not weaken the operator's drain
+  CHECK(head.drain_state("n2") == "drained");
+  head.remove_node("n1");
+  head.remove_node("n2");
+  CHECK(head.drain_state("n1").empty());
+  CHECK(head.drain_state("n2") == "drained");
+}
+
+TEST_CASE("a preempted attempt restarts on the nodes that are not draining, counted as a preemption "
+          "and not as a failure",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  head.add_node({"n2", {{"CPU", 1}}});
+  auto id = submit(head, {});  // max_failures 0: one failure would end it
+  REQUIRE(head.schedule().size() == 1);
+  head.on_running(id, 0);
+  head.add_node({"n3", {{"CPU", 1}}});
+  CHECK(head.drain("n2", "preempted") == std::vector<std::string>{id});
+  REQUIRE(head.begin_preemption(id, "n2", "node n2 got SIGTERM"));
+  CHECK_FALSE(head.begin_preemption(id, "n2", "again"));
+  CHECK(head.preempting(id));
+  CHECK(head.find(id)->state == job_state::running);
+  CHECK_THAT(head.find(id)->reason, Catch::StartsWith("preempting attempt 1: node n2 got SIGTERM"));
+
+  progress_report report;
+  report.job_id = id;
+  report.step = 5;
+  CHECK_FALSE(head.emergency_checkpoint_committed(id));
+  report.checkpoint_step = 5;
+  head.on_progress(report);
+  CHECK(head.emergency_checkpoint_committed(id));
+
+  const auto& r = head.on_preempted(id, 0);
+  CHECK(r.state == job_state::restarting);
+  CHECK(r.preemptions == 1);
+  CHECK(r.failures.empty());
+  CHECK_THAT(r.reason, Catch::Contains("attempt 1 preempted (node n2 got SIGTERM); emergency checkpoint at step 5"));
+  CHECK_FALSE(head.preempting(id));
+  auto starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].rank_nodes == std::vector<std::string>{"n1", "n3"});
+  // The old attempt's late outcome (its workers were stopped) changes nothing.
+  head.on_outcome({id, 0, false, worker_failure(0, 1)});
+  CHECK(head.find(id)->failures.empty());
+  CHECK(head.find(id)->attempts == 2);
+}
+
+TEST_CASE("a rank lost to the leaving node while its attempt is preempted blames no rank", "[actors]") {
+  head_state head;
+  three_single_cpu_nodes(head);
+  auto id = submit(head, {});
+  REQUIRE(head.schedule().size() == 1);
+  head.on_running(id, 0);
+  head.drain("n2", "preempted");
+  REQUIRE(head.begin_preemption(id, "n2", "node n2 got SIGTERM"));
+  const auto& r = head.on_outcome({id, 0, false, worker_failure(0, 1)});
+  CHECK(r.state == job_state::restarting);
+  CHECK(r.failures.empty());
+  CHECK(r.preemptions == 1);
+  CHECK_THAT(r.reason, Catch::Contains("no emergency checkpoint within run.failure.preemption_grace_s (30 s); it "
+                                       "resumes from the start"));
+}
+
+TEST_CASE("max_preemptions bounds the restarts after preemptions and fails the job naming the count",
+          "[actors]") {
+  auto max_preemptions = GENERATE(0, 2);
+  head_state head;
+  three_single_cpu_nodes(head);
+  cohort::test::lr_job_options o;
+  o.max_preemptions = max_preemptions;
+  auto id = submit(head, o);
+  for (int attempt = 0; attempt <= max_preemptions; ++attempt) {
+    auto starts = head.schedule();
+    REQUIRE(starts.size() == 1);
+    head.on_running(id, attempt);
+    const auto node = starts[0].rank_nodes[1];
+    REQUIRE(head.drain(node, "preempted") == std::vector<std::string>{id});
+    REQUIRE(head.begin_preemption(id, node, "node " + node + " got SIGTERM"));
+    head.on_preempted(id, attempt);
+    head.remove_node(node);  // it left; it comes back as a new node
+    head.add_node({node, {{"CPU", 1}}});
+  }
+  const auto* r = head.find(id);
+  CHECK(r->state == job_state::failed);
+  CHECK(r->preemptions == max_preemptions + 1);
+  CHECK(r->failures.empty());
+  CHECK_THAT(r->reason, Catch::Contains("preempted " + std::to_string(max_preemptions + 1) +
+                                        " times (failure.max_preemptions=" +
+                                        std::to_string(max_preemptions) + " exhausted)"));
+  CHECK(head.schedule().empty());
+}
+
+TEST_CASE("a job with no attempt placed is not preempted", "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  auto id = submit(head, {});  // needs two CPUs: PENDING
+  CHECK(head.schedule().empty());
+  CHECK(head.drain("n1", "drained").empty());
+  CHECK_FALSE(head.begin_preemption(id, "n1", "drained"));
+  CHECK(head.find(id)->preemptions == 0);
+}

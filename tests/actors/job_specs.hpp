@@ -9,6 +9,7 @@ struct lr_job_options {
   std::string name = "lr";
   int workers = 2;
   int max_failures = 0;
+  int max_preemptions = -1;  // run.failure.max_preemptions
   int steps = 40;
   double step_delay_s = 0.0;
   int hold_before_step = 0;  // run.hold_before_step (0: none)
@@ -26,7 +27,8 @@ inline std::string linear_regression_job(const lr_job_options& o) {
          R"(, "lr": 0.1, "seed": 7, "step_delay_s": )" + std::to_string(o.step_delay_s) + R"(},
     "run": {)" + (o.storage_path.empty() ? "" : R"("storage_path": ")" + o.storage_path + R"(", )") +
          R"("hold_before_step": )" + std::to_string(o.hold_before_step) +
-         R"(, "failure": {"max_failures": )" + std::to_string(o.max_failures) + "}}}";
+         R"(, "failure": {"max_failures": )" + std::to_string(o.max_failures) +
+         R"(, "max_preemptions": )" + std::to_string(o.max_preemptions) + "}}}";
 }
 
 }  // namespace cohort::test

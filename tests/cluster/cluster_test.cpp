@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "core/resources/gpu_discovery.hpp"
 #include "core/store/leader_lease.hpp"
@@ -25,6 +26,10 @@ using cohort::test::test_cluster;
 using json = nlohmann::json;
 
 namespace {
+
+bool is_terminal_state(const json& s) {
+  return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || s["state"] == "STOPPED";
+}
 
 // The job's current attempt (1-based: `attempts`) waits before `step` (run.hold_before_step).
 bool held_before(const json& s, int step, int attempt = 1) {
@@ -985,4 +990,145 @@ TEST_CASE("a worker process killed by SIGSEGV leaves a crash report in status: t
   auto text = c.submit({"status", id});
   CHECK_THAT(text.out, Catch::Contains("crash report of attempt 1, rank 1 (pid " + std::to_string(pid) + ")") &&
                            Catch::Contains("    native stack trace:"));
+}
+
+// ---- Preemption: SIGTERM to a cluster-worker, submit drain / undrain ----
+
+namespace {
+
+// Polls `submit list --json` until pred holds for its "nodes"; returns them, or throws with the
+// last answer.
+json wait_for_nodes(test_cluster& c, const std::function<bool(const json&)>& pred,
+                    std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  json last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = c.submit({"list", "--json"});
+    if (r.exit_code == 0) {
+      last = json::parse(r.out)["nodes"];
+      if (pred(last)) return last;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  throw std::runtime_error("the nodes did not reach the awaited state; last list: " + last.dump());
+}
+
+// The node named `name` in a node list, or null.
+json node_named(const json& nodes, const std::string& name) {
+  for (const auto& n : nodes)
+    if (n["name"] == name) return n;
+  return nullptr;
+}
+
+bool registered(const json& nodes, std::initializer_list<const char*> names) {
+  return std::all_of(names.begin(), names.end(),
+                     [&](const char* n) { return !node_named(nodes, n).is_null(); });
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint at the held step and "
+          "the job resumes there on the other nodes, a preemption and not a failure",
+          "[cluster][ckpt][preempt]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 1);
+  auto& n2 = c.start_worker("n2", 1);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  // every_steps 0: the only checkpoints are the emergency one and the final one. max_failures 0:
+  // a preemption counted as a failure would end the job.
+  auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", 0), 5));
+  spec["run"]["failure"]["max_failures"] = 0;
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 5); }, 120s);
+  REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
+  c.start_worker("n3", 1);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2", "n3"}); }, 60s);
+
+  n2.kill(SIGTERM);
+  // The node is draining and the job is being preempted; held, it saves nothing yet.
+  const auto preempting = c.wait_for(id, [](const json& s) {
+    return s["reason"].get<std::string>().rfind("preempting attempt 1: node n2 is leaving", 0) == 0;
+  }, 60s);
+  CHECK(preempting["state"] == "RUNNING");
+  const auto nodes = wait_for_nodes(c, [](const json& n) {
+    return node_named(n, "n2")["drain_state"] == "preempted";
+  }, 60s);
+  CHECK(node_named(nodes, "n1")["drain_state"] == "");
+  CHECK_THAT(c.submit({"list"}).out, Catch::Contains("node n2 (127.0.0.1): draining (it got SIGTERM"));
+  // Released, it runs step 5, saves it, and is stopped there; the next attempt resumes after it.
+  release(c, id);
+  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 2);
+  CHECK(s["preemptions"] == 1);
+  CHECK(s["failures"].empty());
+  CHECK(s["rank_nodes"] == json::array({"n1", "n3"}));
+  CHECK(s["step"] == 24);
+  const std::string run_dir = c.dir().str() + "/runs/spot";
+  CHECK(::access((run_dir + "/checkpoints/step-00000005/COMMITTED").c_str(), F_OK) == 0);
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK_THAT(logs, Catch::Contains("preempted: emergency checkpoint of step 5 committed"));
+  CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
+  // No step lost nor run twice in the metrics: 1..24 once each.
+  int expected = 1;
+  for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl")) CHECK(j["step"] == expected++);
+  CHECK(expected == 25);
+  const auto status = c.submit({"status", id}).out;
+  CHECK_THAT(status, Catch::Contains("failures 0, preemptions 1"));
+  // The node left once its worker stopped.
+  REQUIRE(n2.wait_for_exit(60s));
+  CHECK_THAT(n2.output(), Catch::Contains("node n2 drained: exiting"));
+}
+
+TEST_CASE("submit drain keeps a node out of placement until submit undrain, and a preemption beyond "
+          "max_preemptions fails the job naming why",
+          "[cluster][preempt]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 1);
+  c.start_worker("n2", 1);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
+
+  const auto drained = c.submit({"drain", "n2"});
+  INFO(drained.out << drained.err);
+  REQUIRE(drained.exit_code == 0);
+  CHECK_THAT(drained.out, Catch::Contains("node n2 drained: no new placement on it until `submit undrain n2`"));
+  CHECK(node_named(json::parse(c.submit({"list", "--json"}).out)["nodes"], "n2")["drain_state"] == "drained");
+  CHECK_THAT(c.submit({"list"}).out, Catch::Contains("drained (no new placement until `submit undrain n2`)"));
+
+  auto spec = json::parse(holding(lr_job("spot", 2, 5, 0, -1, c.dir().str() + "/runs"), 2));
+  spec["run"]["failure"]["max_preemptions"] = 0;
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto pending = c.wait_for(id, [](const json& s) { return s["state"] == "PENDING"; }, 60s);
+  CHECK_THAT(pending["reason"].get<std::string>(), Catch::Contains("draining, so taking no new placement: n2 (drained)"));
+  CHECK(pending["attempts"] == 0);
+
+  const auto undrained = c.submit({"undrain", "n2"});
+  INFO(undrained.out << undrained.err);
+  REQUIRE(undrained.exit_code == 0);
+  CHECK_THAT(undrained.out, Catch::Contains("node n2 is schedulable again"));
+  const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 2); }, 60s);
+  CHECK(held["rank_nodes"] == json::array({"n1", "n2"}));
+
+  // max_preemptions 0: the first preemption ends the job; no rank is blamed.
+  const auto again = c.submit({"drain", "n2"});
+  INFO(again.out << again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.out, Catch::Contains("preempted (emergency checkpoint, then restart elsewhere): " + id));
+  const auto failed = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 60s);
+  CHECK(failed["preemptions"] == 1);
+  CHECK(failed["failures"].empty());
+  CHECK_THAT(failed["reason"].get<std::string>(),
+             Catch::Contains("node n2 is drained on request (submit drain)") &&
+                 Catch::Contains("preempted 1 times (failure.max_preemptions=0 exhausted)"));
+
+  const auto unknown = c.submit({"drain", "n9"});
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.err, Catch::Contains("no node named \"n9\" is registered (nodes: n1, n2)"));
+  const auto not_drained = c.submit({"undrain", "n1"});
+  CHECK(not_drained.exit_code == 1);
+  CHECK_THAT(not_drained.err, Catch::Contains("node n1 is not draining"));
 }

@@ -84,6 +84,8 @@ TEST_CASE("a minimal spec gets the documented defaults", "[config]") {
   CHECK(s.run.failure.hang_timeout_s == 120);
   CHECK(s.run.failure.startup_timeout_s == 600);
   CHECK(s.run.failure.collective_timeout_s == 300);
+  CHECK(s.run.failure.preemption_grace_s == 30);
+  CHECK(s.run.failure.max_preemptions == -1);
   CHECK(s.run.resume);
   CHECK(s.run.hold_before_step == 0);
 }
