@@ -227,11 +227,16 @@ void head_state::restore(const job_record& record) {
   job.spec = config::parse_job_spec(record.spec_json);
   job.failures_counted = static_cast<std::int32_t>(record.failures.size());
   plan_memory(job);
-  if (job.record.state == job_state::running &&
-      record.rank_nodes.size() == static_cast<std::size_t>(job.spec.scaling.num_workers)) {
-    // Its trainer may still run on its node: keep the placement until it comes back.
+  const auto ranks = static_cast<std::int32_t>(record.rank_nodes.size());
+  const auto& scaling = job.spec.scaling;
+  if (job.record.state == job_state::running && ranks <= scaling.num_workers &&
+      ranks >= (scaling.min_workers > 0 ? scaling.min_workers : scaling.num_workers)) {
+    // Its trainer may still run on its node: keep the placement until it comes back (an elastic
+    // attempt holds as many bundles as it has ranks).
+    auto attempt_scaling = scaling;
+    attempt_scaling.num_workers = ranks;
     job.held = res::placement{record.trainer_node, record.rank_nodes,
-                              res::job_bundles(job.spec.scaling)};
+                              res::job_bundles(attempt_scaling)};
     if (record.rank_gpus.size() == record.rank_nodes.size()) job.gpus = record.rank_gpus;
     job.awaiting_adoption = true;
     job.record.reason = "head restarted; waiting for the trainer on " + record.trainer_node;
@@ -411,7 +416,23 @@ std::vector<trainer_setup> head_state::schedule() {
       job.record.reason = refusal;
       continue;
     }
-    const auto admitted = admit(job);
+    auto admitted = admit(job);
+    // An elastic job (scaling.min_workers) that cannot get all its workers starts on fewer.
+    std::optional<config::job_spec> fewer;
+    const int wanted = job.spec.scaling.num_workers, least = job.spec.scaling.min_workers;
+    if (!admitted.refused && admitted.result.status != res::placement_status::placed) {
+      for (int w = wanted - 1; least > 0 && w >= least; --w) {
+        if ((std::int64_t{job.spec.train.grad_accum} * wanted) % w != 0) continue;
+        job_entry trial;
+        trial.spec = config::shrunk_to(job.spec, w);
+        plan_memory(trial);
+        auto fits = admit(trial);
+        if (fits.refused || fits.result.status != res::placement_status::placed) continue;
+        admitted = std::move(fits);
+        fewer = trial.spec;
+        break;
+      }
+    }
     const auto& result = admitted.result;
     if (admitted.refused) {
       job.record.state = job_state::failed;
@@ -445,7 +466,13 @@ std::vector<trainer_setup> head_state::schedule() {
     job.record.trainer_node = result.plan.trainer_node;
     job.record.rank_nodes = result.plan.rank_nodes;
     job.record.reason = "starting attempt " + std::to_string(job.record.attempts);
-    starts.push_back(trainer_setup{id, job.record.spec_json, job.record.attempts - 1,
+    if (fewer)
+      job.record.reason += " on " + std::to_string(fewer->scaling.num_workers) + " of " +
+                           std::to_string(wanted) + " workers (scaling.min_workers " +
+                           std::to_string(least) + "; train.grad_accum " +
+                           std::to_string(fewer->train.grad_accum) + " keeps the global batch)";
+    starts.push_back(trainer_setup{id, fewer ? config::to_json_text(*fewer) : job.record.spec_json,
+                                   job.record.attempts - 1,
                                    result.plan.trainer_node, result.plan.rank_nodes, job.gpus});
   }
   return starts;
@@ -550,7 +577,7 @@ const job_record& head_state::on_outcome(const attempt_outcome& outcome) {
   if (outcome.succeeded) {
     job.preempting.reset();
     job.record.state = job_state::succeeded;
-    job.record.reason = "all " + std::to_string(job.spec.scaling.num_workers) +
+    job.record.reason = "all " + std::to_string(job.record.rank_nodes.size()) +
                         " workers finished";
   } else if (job.preempting && outcome.cause.kind == failure_kind::retryable) {
     record_preemption(job);  // a rank lost to the leaving node is no rank's fault
@@ -591,7 +618,7 @@ void head_state::on_running(const std::string& job_id, std::int32_t attempt) {
   if (is_terminal(job.record.state) || attempt != job.record.attempts - 1) return;
   job.record.state = job_state::running;
   job.record.reason = "attempt " + std::to_string(attempt + 1) + ": all " +
-                      std::to_string(job.spec.scaling.num_workers) + " workers running";
+                      std::to_string(job.record.rank_nodes.size()) + " workers running";
 }
 
 void head_state::on_progress(const progress_report& report) {

@@ -124,11 +124,16 @@ void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
 void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
   object_reader r(v, "scaling", &given);
   r.read("num_workers", s.num_workers, 1, 65536);
+  r.read("min_workers", s.min_workers, 0, 65536);
   r.read("use_gpu", s.use_gpu);
   const bool explicit_resources = r.read("resources_per_worker", s.resources_per_worker);
   r.read("trainer_resources", s.trainer_resources);
   r.read_enum("placement_strategy", s.strategy, strategy_names);
   r.finish();
+  if (s.min_workers > s.num_workers)
+    throw spec_error("scaling.min_workers",
+                     "is " + std::to_string(s.min_workers) + " but must be at most scaling.num_workers (" +
+                         std::to_string(s.num_workers) + "); 0 means num_workers (not elastic)");
   if (auto it = s.trainer_resources.find("GPU"); it != s.trainer_resources.end() && it->second > 0)
     throw spec_error("scaling.trainer_resources.GPU",
                      "got " + describe(it->second) + "; the trainer runs no GPU work: give GPUs to "
@@ -411,6 +416,20 @@ void check_runnable(const job_spec& spec) {
     throw spec_error("data.train", "missing; workload causal_lm needs a token-shard directory "
                                    "written by `cohort-data build`");
   }
+}
+
+job_spec shrunk_to(const job_spec& spec, int workers) {
+  const std::int64_t per_step = std::int64_t{spec.train.grad_accum} * spec.scaling.num_workers;
+  if (workers < 1 || workers > spec.scaling.num_workers || per_step % workers != 0)
+    throw spec_error("scaling.min_workers",
+                     "an attempt on " + std::to_string(workers) + " of " +
+                         std::to_string(spec.scaling.num_workers) + " workers cannot keep the global batch: " +
+                         "train.grad_accum × scaling.num_workers = " + std::to_string(per_step) +
+                         " is not a multiple of " + std::to_string(workers));
+  job_spec out = spec;
+  out.scaling.num_workers = workers;
+  out.train.grad_accum = static_cast<int>(per_step / workers);
+  return out;
 }
 
 const char* to_string(placement_strategy s) { return name_of(s, strategy_names); }

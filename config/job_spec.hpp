@@ -41,6 +41,11 @@ struct data_spec {
 
 struct scaling_spec {
   int num_workers = 1;
+  // Elastic jobs: with room for fewer than num_workers ranks but at least min_workers, an attempt
+  // starts on w ranks, the largest w in [min_workers, num_workers] that divides
+  // num_workers × train.grad_accum, with grad_accum × num_workers / w (same global batch); every
+  // restart tries num_workers first. 0 (the default): num_workers, not elastic.
+  int min_workers = 0;
   bool use_gpu = false;
   resource_quantities resources_per_worker;  // default {"CPU": 1} (+ {"GPU": 1} with use_gpu)
   resource_quantities trainer_resources;     // default {}: merged into rank 0's bundle
@@ -198,6 +203,11 @@ const char* to_string(precision p);
 const char* to_string(offload_device d);
 const char* to_string(workload_kind w);
 const char* to_string(score_order o);
+
+// The spec an attempt on `workers` ranks (scaling.min_workers ≤ workers ≤ num_workers) runs:
+// num_workers = workers and grad_accum scaled so that the global batch stays the same. Throws
+// spec_error when grad_accum × num_workers is not a multiple of `workers`.
+job_spec shrunk_to(const job_spec& spec, int workers);
 
 // Global batch in samples: micro_batch_size × grad_accum × num_workers.
 inline std::int64_t global_batch(const job_spec& s) {

@@ -706,3 +706,74 @@ TEST_CASE("a job with no attempt placed is not preempted", "[actors]") {
   CHECK_FALSE(head.begin_preemption(id, "n1", "drained"));
   CHECK(head.find(id)->preemptions == 0);
 }
+
+// ---- Elastic jobs (scaling.min_workers) ----
+
+namespace {
+
+// A linear-regression job of `workers` ranks (one CPU each) with scaling.min_workers `least`,
+// restarted forever.
+std::string elastic_job(head_state& head, int workers, int least) {
+  cohort::test::lr_job_options o;
+  o.workers = workers;
+  o.max_failures = -1;
+  auto spec = nlohmann::json::parse(cohort::test::linear_regression_job(o));
+  spec["scaling"]["min_workers"] = least;
+  const auto text = spec.dump();
+  return head.submit(cohort::config::parse_job_spec(text), text);
+}
+
+}  // namespace
+
+TEST_CASE("an elastic job starts on fewer workers with more accumulation and grows back at its next "
+          "restart",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 3}}});
+  const auto id = elastic_job(head, 4, 2);
+  auto starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  // 3 ranks would not divide the 4 micro-batches of a step: 2 ranks accumulating 2 each.
+  CHECK(starts[0].rank_nodes.size() == 2);
+  const auto shrunk = cohort::config::parse_job_spec(starts[0].spec_json);
+  CHECK(shrunk.scaling.num_workers == 2);
+  CHECK(shrunk.train.grad_accum == 2);
+  CHECK(cohort::config::global_batch(shrunk) == cohort::config::global_batch(*head.spec(id)));
+  CHECK_THAT(head.find(id)->reason, Catch::Contains("on 2 of 4 workers (scaling.min_workers 2; "
+                                                    "train.grad_accum 2 keeps the global batch)"));
+  head.on_running(id, 0);
+  CHECK_THAT(head.find(id)->reason, Catch::Contains("all 2 workers running"));
+  CHECK(free_cpu(head, "n1") == Approx(1));
+
+  head.add_node({"n2", {{"CPU", 1}}});
+  head.on_outcome({id, 0, false, worker_failure(0, 1)});
+  starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].rank_nodes.size() == 4);
+  CHECK(cohort::config::parse_job_spec(starts[0].spec_json).scaling.num_workers == 4);
+  CHECK(cohort::config::parse_job_spec(starts[0].spec_json).train.grad_accum == 1);
+}
+
+TEST_CASE("a job without min_workers, or with fewer room than min_workers, waits PENDING", "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  const auto strict = elastic_job(head, 2, 0);
+  const auto elastic = elastic_job(head, 4, 2);
+  CHECK(head.schedule().empty());
+  CHECK(head.find(strict)->state == job_state::pending);
+  CHECK(head.find(elastic)->state == job_state::pending);
+}
+
+TEST_CASE("a restored RUNNING elastic attempt on fewer workers keeps its placement for adoption",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 4}}});
+  cohort::test::lr_job_options o;
+  o.workers = 4;
+  auto spec = nlohmann::json::parse(cohort::test::linear_regression_job(o));
+  spec["scaling"]["min_workers"] = 2;
+  head.restore(running_record("job-0001", {"n1", "n1"}, spec.dump()));
+  CHECK(head.awaiting_adoption() == std::vector<std::string>{"job-0001"});
+  CHECK(free_cpu(head, "n1") == Approx(2));
+  CHECK(head.on_trainer_started("job-0001", 0));
+}

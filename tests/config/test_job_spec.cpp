@@ -230,3 +230,20 @@ TEST_CASE("load_job_spec sends every relative path absolute, whatever the workin
   CHECK(sent.run.storage_path == s.run.storage_path);
   fs::remove_all(dir);
 }
+
+TEST_CASE("an attempt on fewer workers keeps the global batch through more accumulation, and refuses "
+          "a world size that cannot",
+          "[config]") {
+  const job_spec s = parse_job_spec(
+      R"({"name": "elastic", "scaling": {"num_workers": 4, "min_workers": 2}, "train": {"grad_accum": 3}})");
+  CHECK(s.scaling.min_workers == 2);
+  CHECK(parse_job_spec(to_json_text(s)).scaling.min_workers == 2);
+  const job_spec two = shrunk_to(s, 2);
+  CHECK(two.scaling.num_workers == 2);
+  CHECK(two.train.grad_accum == 6);
+  CHECK(global_batch(two) == global_batch(s));
+  CHECK_THROWS_WITH(shrunk_to(s, 5), Catch::Contains("an attempt on 5 of 4 workers"));
+  CHECK(shrunk_to(s, 3).train.grad_accum == 4);
+  const job_spec one_each = parse_job_spec(R"({"name": "elastic", "scaling": {"num_workers": 4}})");
+  CHECK_THROWS_WITH(shrunk_to(one_each, 3), Catch::Contains("= 4 is not a multiple of 3"));
+}

@@ -76,6 +76,8 @@ TEST_CASE("out-of-range numbers name the field, the value and the allowed range"
       {R"({"run": {"checkpoint": {"num_to_keep": -1}}})", "run.checkpoint.num_to_keep", "-1", "an integer >= 0"},
       {R"({"run": {"failure": {"max_failures": -2}}})", "run.failure.max_failures", "-2", "an integer >= -1"},
       {R"({"run": {"hold_before_step": -1}})", "run.hold_before_step", "-1", "an integer >= 0"},
+      {R"({"scaling": {"num_workers": 2, "min_workers": 3}})", "scaling.min_workers", "3",
+       "must be at most scaling.num_workers (2)"},
       {R"({"run": {"failure": {"max_preemptions": -2}}})", "run.failure.max_preemptions", "-2", "an integer >= -1"},
       {R"({"run": {"failure": {"preemption_grace_s": -1}}})", "run.failure.preemption_grace_s", "-1",
        "a number in [0, 86400]"},
