@@ -1132,3 +1132,39 @@ TEST_CASE("submit drain keeps a node out of placement until submit undrain, and 
   CHECK(not_drained.exit_code == 1);
   CHECK_THAT(not_drained.err, Catch::Contains("node n1 is not draining"));
 }
+
+TEST_CASE("an elastic job whose node is preempted with no node to replace it goes on from its emergency "
+          "checkpoint on the node that is left, with the same global batch",
+          "[cluster][ckpt][preempt]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 1);
+  auto& n2 = c.start_worker("n2", 1);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(holding(tiny_llama_job("shrinks", data, c.dir().str() + "/runs", 0), 5));
+  spec["scaling"]["min_workers"] = 1;
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 5); }, 120s);
+  REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
+  n2.kill(SIGTERM);
+  c.wait_for(id, [](const json& s) {
+    return s["reason"].get<std::string>().rfind("preempting attempt 1", 0) == 0;
+  }, 60s);
+  release(c, id);
+  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 2);
+  CHECK(s["preemptions"] == 1);
+  CHECK(s["failures"].empty());
+  CHECK(s["rank_nodes"] == json::array({"n1"}));
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
+  CHECK_THAT(logs, Catch::Contains("rank 0/1 on node n1"));
+  const std::string run_dir = c.dir().str() + "/runs/shrinks";
+  int expected = 1;
+  for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl")) CHECK(j["step"] == expected++);
+  CHECK(expected == 25);
+  REQUIRE(n2.wait_for_exit(60s));
+}
