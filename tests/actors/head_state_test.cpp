@@ -767,12 +767,12 @@ TEST_CASE("a job without min_workers, or with fewer room than min_workers, waits
 TEST_CASE("a restored RUNNING elastic attempt on fewer workers keeps its placement for adoption",
           "[actors]") {
   head_state head;
-  head.add_node({"n1", {{"CPU", 4}}});
   cohort::test::lr_job_options o;
   o.workers = 4;
   auto spec = nlohmann::json::parse(cohort::test::linear_regression_job(o));
   spec["scaling"]["min_workers"] = 2;
   head.restore(running_record("job-0001", {"n1", "n1"}, spec.dump()));
+  head.add_node({"n1", {{"CPU", 4}}});  // its node comes back: the attempt's 2 ranks stay reserved
   CHECK(head.awaiting_adoption() == std::vector<std::string>{"job-0001"});
   CHECK(free_cpu(head, "n1") == Approx(2));
   CHECK(head.on_trainer_started("job-0001", 0));
