@@ -1040,6 +1040,8 @@ TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint
   // a preemption counted as a failure would end the job.
   auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", 0), 5));
   spec["run"]["failure"]["max_failures"] = 0;
+  // The test releases the hold after the notice; no grace deadline may race it on a slow machine.
+  spec["run"]["failure"]["preemption_grace_s"] = 600;
   const auto id = start_job(c, c.write_job(spec.dump()));
   const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 5); }, 120s);
   REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
@@ -1144,6 +1146,7 @@ TEST_CASE("an elastic job whose node is preempted with no node to replace it goe
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
   auto spec = json::parse(holding(tiny_llama_job("shrinks", data, c.dir().str() + "/runs", 0), 5));
   spec["scaling"]["min_workers"] = 1;
+  spec["run"]["failure"]["preemption_grace_s"] = 600;  // the release, not a deadline, moves it on
   const auto id = start_job(c, c.write_job(spec.dump()));
   const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 5); }, 120s);
   REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
