@@ -97,7 +97,9 @@ class head_state {
   // worker than any node has offered since this head started ends FAILED, naming the numbers
   // (it could never run); one that fits a node that is gone waits PENDING, and one that the alive
   // nodes could not hold even when idle waits PENDING with the reason "infeasible on the current
-  // cluster: needs … has …".
+  // cluster: needs … has …". Draining nodes take no placement. An elastic job
+  // (scaling.min_workers) that does not fit with num_workers ranks starts on fewer (see
+  // config::shrunk_to); its trainer_setup::spec_json is then the shrunk spec.
   std::vector<trainer_setup> schedule();
   // Why a job can never get its GPUs on this cluster (the FAILED reason), or "" when it can or
   // no node is alive to judge by.
