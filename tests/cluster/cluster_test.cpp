@@ -1171,3 +1171,49 @@ TEST_CASE("an elastic job whose node is preempted with no node to replace it goe
   CHECK(expected == 25);
   REQUIRE(n2.wait_for_exit(60s));
 }
+
+TEST_CASE("an elastic job shrunk by a preemption grows back to num_workers at its next restart once a "
+          "node joins",
+          "[cluster][ckpt][preempt]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 1);
+  auto& n2 = c.start_worker("n2", 1);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  // Checkpoints every 2 steps; every attempt holds before step 5, after step 4's checkpoint.
+  auto spec = json::parse(holding(tiny_llama_job("grows", data, c.dir().str() + "/runs", 2), 5));
+  spec["scaling"]["min_workers"] = 1;
+  spec["run"]["failure"]["preemption_grace_s"] = 0;  // stopped at the notice: resumes from step 4
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  REQUIRE(c.wait_for(id, [](const json& s) { return held_before(s, 5); }, 120s)["rank_nodes"] ==
+          json::array({"n1", "n2"}));
+  n2.kill(SIGTERM);
+  const auto shrunk = c.wait_for(id, [](const json& s) { return held_before(s, 5, 2); }, 120s);
+  CHECK(shrunk["rank_nodes"] == json::array({"n1"}));
+  CHECK(shrunk["preemptions"] == 1);
+  CHECK_THAT(shrunk["reason"].get<std::string>(), Catch::Contains("all 1 workers running"));
+  REQUIRE(n2.wait_for_exit(60s));
+
+  c.start_worker("n3", 1);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n3"}); }, 60s);
+  // The next restart (a crash of rank 0) takes both workers again.
+  REQUIRE(::kill(c.worker_pid(id, 0, "n1"), SIGKILL) == 0);
+  const auto grown = c.wait_for(id, [](const json& s) { return held_before(s, 5, 3); }, 120s);
+  CHECK(grown["rank_nodes"] == json::array({"n1", "n3"}));
+  CHECK(grown["checkpoint_step"] == 4);
+  release(c, id);
+  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 3);
+  CHECK(s["preemptions"] == 1);
+  CHECK(s["failures"].size() == 1);
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK_THAT(logs, Catch::Contains("rank 0/1 on node n1"));
+  CHECK_THAT(logs, Catch::Contains("rank 1/2 on node n3"));
+  int expected = 1;
+  for (const auto& j : cohort::test::read_json_lines(c.dir().str() + "/runs/grows/metrics.jsonl"))
+    CHECK(j["step"] == expected++);
+  CHECK(expected == 25);
+}
