@@ -1,7 +1,10 @@
 // The node actor: one per cluster-worker (or per embedded node). It introduces itself to the
 // head, starts trainers and workers linked to itself (a node that dies takes them with it), and
-// keeps the list of its live workers for drills.
+// keeps the list of its live workers for drills. Head commands of an epoch older than the newest
+// leader it has seen are refused (epoch_fence.hpp).
 #include <caf/all.hpp>
+
+#include <iostream>
 
 #include "actors/actor_system_types.hpp"
 
@@ -9,8 +12,9 @@ namespace cohort::actors {
 
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
                          caf::actor head, std::shared_ptr<node_directory> directory,
-                         worker_spawner spawn_worker) {
+                         worker_spawner spawn_worker, std::shared_ptr<epoch_fence> fence) {
   auto& st = self->state;
+  st.fence = fence ? std::move(fence) : std::make_shared<epoch_fence>();
   st.info = info;
   st.head = head;
   st.directory = std::move(directory);
@@ -24,8 +28,17 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
   self->send(head, node_hello{info});
   return {
       [=](const start_trainer& req) {
+        auto& st = self->state;
+        if (auto refused = st.fence->refuse(
+                req.epoch, "start_trainer of job " + req.setup.job_id + " attempt " +
+                               std::to_string(req.setup.attempt + 1))) {
+          std::cerr << "node " << st.info.name << ": " << *refused << std::endl;
+          self->send(st.head, log_line{req.setup.job_id, -1, st.info.name, 0, "node: " + *refused});
+          return;
+        }
         auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
-                                                self->state.directory, self->state.info.address);
+                                                self->state.directory, self->state.info.address,
+                                                self->state.fence);
         self->state.children.insert(trainer.address());
         self->state.trainer_of_job[req.setup.job_id] = trainer;
       },
@@ -39,8 +52,9 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
         self->state.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
       },
       [=](node_ping) { return true; },
-      [=](reintroduce) {
+      [=](reintroduce r) {
         auto& st = self->state;
+        st.fence->observe(r.epoch);  // the leader that welcomed us
         self->send(st.head, node_hello{st.info});
         for (const auto& child : st.children) {
           if (st.workers.count(child) != 0) continue;
