@@ -1043,7 +1043,7 @@ TEST_CASE("after kill -9 of the leader a standby on another host address takes o
   // hung, nor the waiting one time out, within the test.
   const auto id = start_job(c, c.write_job(hang_job(
                                    "outage", 6, 3, runs,
-                                   R"("max_failures": 0, "hang_timeout_s": 600, "collective_timeout_s": 600)")));
+                                   R"("max_failures": 0, "hang_timeout_s": 600, "collective_timeout_s": 900)")));
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
   const int rank0 = c.worker_pid(id, 0, "n1");
   const int rank1 = c.worker_pid(id, 1, "n1");
