@@ -17,6 +17,7 @@
 
 #include "actors/epoch_fence.hpp"
 #include "actors/hang_detector.hpp"
+#include "actors/log_sequence.hpp"
 #include "actors/head_state.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_directory.hpp"
@@ -72,9 +73,9 @@ struct head_actor_state {
   std::map<caf::actor_addr, trainer_ref> trainers;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
-  // Per (job, attempt): the highest log_line::seq stored, so lines a trainer sends again after a
-  // failover are stored once (restored from the store's logs of unfinished jobs).
-  std::map<std::pair<std::string, std::int32_t>, std::uint64_t> log_seq;
+  // The running attempts' output lines stored, so lines a trainer sends again after a failover
+  // are stored once (restored from the store's logs of unfinished jobs).
+  log_sequence log_seq;
   // Until when this head may act as leader without renewing first (its last renewal, started at
   // t, plus 0.9 of the lease ttl). A head woken from SIGSTOP past it renews before it writes or
   // commands anything, and steps down (writing nothing) when a newer epoch exists.
@@ -138,6 +139,10 @@ struct trainer_actor_state {
   std::size_t unacked_log_bytes = 0;
   std::uint64_t next_log_seq = 0;
   std::uint64_t dropped_logs = 0;  // not yet told
+  // The attempt's outcome once settled: kept, and sent again to every head that adopts the
+  // trainer, until a head acknowledges it (outcome_ack), so an attempt that ends while no leader
+  // is reachable is not taken for lost by the next one.
+  std::optional<attempt_outcome> outcome;
   static inline const char* name = "cohort.trainer";
 };
 // What a trainer keeps of its attempt's unacknowledged output (see trainer_actor_state).

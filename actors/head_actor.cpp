@@ -213,12 +213,7 @@ void restore_jobs(head_ptr self) {
     // What earlier heads stored of the running attempts' output: lines their trainers send again
     // are stored once.
     try {
-      for (const auto& j : st.options.store->read_logs(r.id)) {
-        const auto seq = j.value("seq", std::uint64_t{0});
-        if (seq == 0) continue;
-        auto& stored = st.log_seq[{r.id, j.value("attempt", std::int32_t{-1})}];
-        stored = std::max(stored, seq);
-      }
+      for (const auto& j : st.options.store->read_logs(r.id)) st.log_seq.restore(r.id, j);
     } catch (const std::exception& e) {
       std::cerr << "cluster-head: cannot read the logs of job " << r.id << ": " << e.what() << std::endl;
     }
@@ -453,22 +448,20 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       [=](const log_line& line) {
         auto& st = self->state;
         const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        std::uint64_t* stored = nullptr;
-        if (line.seq > 0) {
-          stored = &st.log_seq[{line.job_id, line.attempt}];
-          if (line.seq <= *stored) {  // sent again after a failover; kept already
-            if (sender) command(self, sender, log_ack{line.job_id, line.attempt, *stored});
-            return;
-          }
+        if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already
+          if (sender)
+            command(self, sender,
+                    log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)});
+          return;
         }
         // With a store the output lives there (logs_query reads it back); without, in memory.
         if (st.options.store) {
           const bool written = store_write(
               self, "record worker output", [&](core::store::cluster_store& s, std::int64_t e) {
-                s.append_logs(e, line.job_id,
-                              {{{"rank", line.rank}, {"node", line.node}, {"pid", line.pid},
-                                {"line", line.text}, {"attempt", line.attempt},
-                                {"seq", line.seq}}});
+                auto stored = log_sequence::stored_fields(line);
+                stored.update(nlohmann::json{
+                    {"rank", line.rank}, {"node", line.node}, {"pid", line.pid}, {"line", line.text}});
+                s.append_logs(e, line.job_id, {stored});
               });
           if (!written) return;  // not acknowledged: the trainer keeps it for the next head
         } else {
@@ -476,8 +469,8 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           if (lines.size() >= max_log_lines_per_job) lines.pop_front();
           lines.push_back(line);
         }
-        if (stored != nullptr) {
-          *stored = line.seq;
+        if (line.seq > 0) {
+          st.log_seq.stored(line);
           if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
         }
         notify(self, line.job_id,
@@ -485,11 +478,16 @@ caf::behavior head_actor(head_ptr self, head_options options) {
                    " pid=" + std::to_string(line.pid) + ") " + line.text);
       },
       [=](const attempt_outcome& outcome) {
+        if (self->state.logic.find(outcome.job_id) == nullptr) return;
         forget_trainer(self, outcome.job_id, outcome.attempt);
-        self->state.log_seq.erase({outcome.job_id, outcome.attempt});
+        self->state.log_seq.forget(outcome.job_id, outcome.attempt);
         self->state.logic.on_outcome(outcome);
         notify_state(self, outcome.job_id);
         start_trainers(self);
+        // The trainer keeps its outcome until told it was taken, once it is in the store (a
+        // repeat of an outcome already taken is acknowledged too).
+        if (auto trainer = caf::actor_cast<caf::actor>(self->current_sender()))
+          command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
       },
   };
 }

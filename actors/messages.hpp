@@ -13,7 +13,7 @@
 //   trainer → worker kill_hung_worker
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
-//   head → trainer   checkpoint_attempt, release_attempt, log_ack
+//   head → trainer   checkpoint_attempt, release_attempt, log_ack, outcome_ack
 //   (every head → node and head → trainer command carries the leader's epoch: epoch_fence.hpp)
 //   drills → node    kill_worker_drill → bool | kill_trainer_drill → bool
 #pragma once
@@ -338,6 +338,14 @@ struct release_attempt {
   std::int32_t attempt = 0;
   std::int64_t epoch = 0;
 };
+// head → trainer: the head has taken the attempt's outcome; the trainer, which kept it (and sent
+// it again to every head that adopted it since), ends.
+struct outcome_ack {
+  static constexpr std::uint32_t wire_id = 49;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::int64_t epoch = 0;
+};
 // head → trainer: the head has stored the attempt's output lines up to `seq` (log_line::seq);
 // the trainer forgets them.
 struct log_ack {
@@ -466,6 +474,11 @@ typename Inspector::result_type inspect(Inspector& f, release_job& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, release_attempt& x) {
   return f(caf::meta::type_name("release_attempt"), x.job_id, x.attempt, x.epoch);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, outcome_ack& x) {
+  return f(caf::meta::type_name("outcome_ack"), x.job_id, x.attempt, x.epoch);
 }
 
 template <class Inspector>

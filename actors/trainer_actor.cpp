@@ -56,8 +56,10 @@ void settle(trainer_ptr self, bool succeeded, failure_cause cause) {
   for (auto& w : st.workers)
     if (w) self->send(w, stop_attempt{st.setup.job_id, st.setup.attempt, "the attempt ended"});
   cause.attempt = st.setup.attempt;
-  self->send(st.head, attempt_outcome{st.setup.job_id, st.setup.attempt, succeeded, cause});
-  self->quit();
+  // Kept until a head acknowledges it (outcome_ack); a head that adopts the trainer meanwhile
+  // gets it again.
+  st.outcome = attempt_outcome{st.setup.job_id, st.setup.attempt, succeeded, cause};
+  self->send(st.head, *st.outcome);
 }
 
 // Every refused or dropped store client becomes a line of the job's log; past ten, only every
@@ -239,6 +241,13 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         self->delayed_send(self, st.hang_check_every, hang_check{});
       },
       [=](const log_line& line) { forward_log(self, line); },
+      [=](const outcome_ack& ack) {
+        auto& st = self->state;
+        if (!is_mine(self, ack.job_id, ack.attempt) || !st.outcome ||
+            !admitted(self, ack.epoch, "outcome_ack"))
+          return;
+        self->quit();
+      },
       [=](const log_ack& ack) {
         auto& st = self->state;
         if (!is_mine(self, ack.job_id, ack.attempt) || !admitted(self, ack.epoch, "log_ack")) return;
@@ -288,6 +297,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
           st.dropped_logs = 0;
         }
         for (const auto& line : st.unacked_logs) self->send(st.head, line);
+        if (st.outcome) self->send(st.head, *st.outcome);
       },
       [=](const checkpoint_attempt& req) {
         auto& st = self->state;

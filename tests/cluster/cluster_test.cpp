@@ -1151,3 +1151,43 @@ TEST_CASE("a head started with --port 0 publishes the port it bound in the leade
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
 }
+
+TEST_CASE("a job that ends while no leader is reachable is taken as ended by the next leader, "
+          "not restarted",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
+  standby->wait_for_line("waiting as a standby", 60s);
+  const auto both = c.address() + "," + standby_address;
+  c.use_address(both);
+  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
+                                      "--credentials", c.credentials(), "--name", "n1",
+                                      "--num-cpus", "1"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  const auto runs = c.dir().str() + "/runs";
+  const auto id = start_job(c, c.write_job(holding(lr_job("ends", 1, 6, 0, 0, runs), 3)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
+  const int rank0 = c.worker_pid(id, 0, "n1");
+  REQUIRE(::kill(rank0, SIGSTOP) == 0);
+  release(c, id);
+  wait_for_log(c, id, "trainer: released attempt 1", 60s);
+  c.kill_head();
+  // The rank runs its last steps and the attempt ends with the leader dead and its successor
+  // still waiting for the lease to run out.
+  REQUIRE(::kill(rank0, SIGCONT) == 0);
+  standby->wait_for_line("serving on", 60s);
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || s["attempts"] != 1;
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  CHECK(done["failures"].empty());
+  CHECK(cohort::test::read_json_lines(runs + "/ends/metrics.jsonl").size() == 6);
+  CHECK(occurrences(c.submit({"logs", id}).out, "rank 0 done") == 1);
+}
