@@ -1189,5 +1189,11 @@ TEST_CASE("a job that ends while no leader is reachable is taken as ended by the
   CHECK(done["attempts"] == 1);
   CHECK(done["failures"].empty());
   CHECK(cohort::test::read_json_lines(runs + "/ends/metrics.jsonl").size() == 6);
+  // The attempt ended after the old leader died (its rank was stopped until then): the new leader
+  // (epoch 2) recorded the end from the outcome the trainer kept for it.
+  const auto events = cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl");
+  REQUIRE_FALSE(events.empty());
+  CHECK(events.back()["state"] == "SUCCEEDED");
+  CHECK(events.back()["epoch"] == 2);
   CHECK(occurrences(c.submit({"logs", id}).out, "rank 0 done") == 1);
 }
