@@ -15,7 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path claims_dir(const std::string& run_dir) { return fs::path(checkpoints_dir(run_dir)) / "attempts"; }
+// Beside checkpoints/, which holds only step directories.
+fs::path claims_dir(const std::string& run_dir) { return fs::path(run_dir) / "attempts"; }
 
 void check_job_id(const std::string& job_id) {
   if (job_id.empty() || job_id.find('/') != std::string::npos || job_id[0] == '.')

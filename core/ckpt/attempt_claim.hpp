@@ -1,6 +1,6 @@
 // Which attempt of a job may commit checkpoints into its run directory. Each attempt's rank 0
 // claims the job's checkpoints when it starts (claim_checkpoints: the file
-// <run>/checkpoints/attempts/<job_id>.<attempt>, made durably); a commit carries its attempt's
+// <run>/attempts/<job_id>.<attempt>, made durably); a commit carries its attempt's
 // token and is refused (ckpt_error stale_attempt) once a newer attempt of the same job has
 // claimed: a zombie attempt, still running after the head started a newer one (a partitioned
 // node, a trainer the head gave up on), cannot commit over the newer attempt's checkpoints.

@@ -72,6 +72,10 @@ TEST_CASE("attempt claims of another job, and commits without a token, are not f
   const attempt_token mine{"job-7", 0};
   CHECK_NOTHROW(commit_checkpoint(dir, 1, 1, write_ranks(dir, 1, 1), nlohmann::json::object(), nlohmann::json::object(), &mine));
   CHECK_THROWS_WITH(claim_checkpoints(run, {"../x", 0}), Catch::Contains("cannot name a file"));
-  // The claims directory is not a checkpoint.
+  // The claims lie beside the checkpoints: checkpoints/ holds only step directories.
   CHECK(scan_checkpoints(run).size() == 1);
+  CHECK(fs::exists(fs::path(run) / "attempts" / "job-8.5"));
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir(run))) entries += e.is_directory() ? 1 : 0;
+  CHECK(entries == 1);
 }
