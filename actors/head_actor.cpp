@@ -478,7 +478,11 @@ caf::behavior head_actor(head_ptr self, head_options options) {
                    " pid=" + std::to_string(line.pid) + ") " + line.text);
       },
       [=](const attempt_outcome& outcome) {
-        if (self->state.logic.find(outcome.job_id) == nullptr) return;
+        const auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+        if (self->state.logic.find(outcome.job_id) == nullptr) {  // not this store's: let it end
+          if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
+          return;
+        }
         forget_trainer(self, outcome.job_id, outcome.attempt);
         self->state.log_seq.forget(outcome.job_id, outcome.attempt);
         self->state.logic.on_outcome(outcome);
@@ -486,8 +490,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         start_trainers(self);
         // The trainer keeps its outcome until told it was taken, once it is in the store (a
         // repeat of an outcome already taken is acknowledged too).
-        if (auto trainer = caf::actor_cast<caf::actor>(self->current_sender()))
-          command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
+        if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
       },
   };
 }
