@@ -15,7 +15,9 @@
 
 #include <caf/all.hpp>
 
+#include "actors/epoch_fence.hpp"
 #include "actors/hang_detector.hpp"
+#include "actors/log_sequence.hpp"
 #include "actors/head_state.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_directory.hpp"
@@ -27,7 +29,10 @@ namespace cohort::actors {
 
 // A node whose link to the head came back introduces itself again (node_hello), and its
 // trainers announce themselves again (trainer_started), so a restarted head adopts them.
-struct reintroduce {};
+// `epoch`: the leader that welcomed the node (0 when a trainer is told by its node).
+struct reintroduce {
+  std::int64_t epoch = 0;
+};
 // An embedded cluster's round trip to a node: answered (true) once the node has started, so
 // after its node_hello went out.
 struct node_ping {};
@@ -48,6 +53,11 @@ struct begin_drain {
 };
 struct drain_deadline {};
 constexpr std::chrono::seconds drain_margin{15};
+// cluster-head → its head actor: the lease names `address` from now on (the port a head asked
+// for as 0 is known once it bound).
+struct publish_address {
+  std::string address;
+};
 
 // How many lines of worker output an embedded head (no store) keeps per job for `submit logs`.
 constexpr std::size_t max_log_lines_per_job = 10000;
@@ -77,6 +87,14 @@ struct head_actor_state {
   std::map<caf::actor_addr, trainer_ref> trainers;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
+  // The running attempts' output lines stored, so lines a trainer sends again after a failover
+  // are stored once (restored from the store's logs of unfinished jobs).
+  log_sequence log_seq;
+  // Until when this head may act as leader without renewing first (its last renewal, started at
+  // t, plus 0.9 of the lease ttl). A head woken from SIGSTOP past it renews before it writes or
+  // commands anything, and steps down (writing nothing) when a newer epoch exists.
+  std::chrono::steady_clock::time_point lease_valid_until{};
+  bool stepped_down = false;
   static inline const char* name = "cohort.head";
 };
 caf::behavior head_actor(caf::stateful_actor<head_actor_state>* self, head_options options);
@@ -102,11 +120,14 @@ struct node_actor_state {
   std::map<std::string, caf::actor> trainer_of_job;
   double longest_grace_s = 0;  // the longest run.failure.preemption_grace_s of the jobs it ran
   bool draining = false;       // begin_drain came: it quits once `children` is empty
+  std::shared_ptr<epoch_fence> fence;
   static inline const char* name = "cohort.node";
 };
+// `fence`: the newest leader epoch this node process has seen; head commands of older epochs are
+// refused (null: a fence of the node's own).
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
                          caf::actor head, std::shared_ptr<node_directory> directory,
-                         worker_spawner spawn_worker);
+                         worker_spawner spawn_worker, std::shared_ptr<epoch_fence> fence);
 
 struct trainer_actor_state {
   trainer_setup setup;
@@ -125,12 +146,27 @@ struct trainer_actor_state {
   // The rendezvous store the attempt's workers bootstrap their collective group through.
   std::unique_ptr<core::comm::tcp_store_server> store;
   std::string store_secret;  // the store's (raw bytes); handed to this attempt's workers only
+  std::shared_ptr<epoch_fence> fence;  // the node's: head commands of older epochs are refused
+  // The attempt's output lines the head has not acknowledged (log_ack), oldest first, at most
+  // max_unacked_log_bytes of text: sent again to a head that adopts the trainer, so lines
+  // written while no leader was reachable are kept. Lines dropped to stay in bounds are counted
+  // and the count is told to the next head.
+  std::deque<log_line> unacked_logs;
+  std::size_t unacked_log_bytes = 0;
+  std::uint64_t next_log_seq = 0;
+  std::uint64_t dropped_logs = 0;  // not yet told
+  // The attempt's outcome once settled: kept, and sent again to every head that adopts the
+  // trainer, until a head acknowledges it (outcome_ack), so an attempt that ends while no leader
+  // is reachable is not taken for lost by the next one.
+  std::optional<attempt_outcome> outcome;
   static inline const char* name = "cohort.trainer";
 };
+// What a trainer keeps of its attempt's unacknowledged output (see trainer_actor_state).
+constexpr std::size_t max_unacked_log_bytes = 4u << 20;
 // `bind_address`: where this node is reached; the attempt's rendezvous store listens there.
 caf::behavior trainer_actor(caf::stateful_actor<trainer_actor_state>* self, trainer_setup setup,
                             caf::actor head, std::shared_ptr<node_directory> directory,
-                            std::string bind_address);
+                            std::string bind_address, std::shared_ptr<epoch_fence> fence);
 
 struct worker_actor_state {
   worker_setup setup;
@@ -165,3 +201,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::renew_lease)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::drain_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::publish_address)

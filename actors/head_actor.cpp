@@ -25,6 +25,8 @@ caf::error request_error(const std::string& message) {
 // gateway answers clients with it and cluster-head prints it.
 void step_down(head_ptr self, const std::string& what) {
   auto& st = self->state;
+  if (st.stepped_down) return;
+  st.stepped_down = true;
   std::optional<core::store::lease_record> leader;
   try {
     leader = st.options.store->lease().current();
@@ -35,17 +37,62 @@ void step_down(head_ptr self, const std::string& what) {
                              step_down_reason(st.options.epoch, what, leader)));
 }
 
-// Runs a store write; a fenced write means another head leads now: this one must stop.
+using steady = std::chrono::steady_clock;
+
+// Renews the lease; true when this head still leads (then it may act until lease_valid_until).
+bool renew(head_ptr self) {
+  auto& st = self->state;
+  const auto started = steady::now();
+  std::optional<core::store::lease_record> renewed;
+  try {
+    renewed = st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl);
+  } catch (const std::exception& e) {
+    std::cerr << "cluster-head: cannot renew the leader lease: " << e.what() << std::endl;
+    return steady::now() < st.lease_valid_until;  // the lease it holds may still be good
+  }
+  if (!renewed) {
+    std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
+              << "); another head leads now" << std::endl;
+    step_down(self, "its leader lease expired and another head claimed a newer epoch");
+    return false;
+  }
+  st.lease_valid_until = started + st.options.lease_ttl * 9 / 10;
+  return true;
+}
+
+// Whether this head may write to the store or command nodes and trainers now: it has not stepped
+// down, and its lease is known good (renewed within 0.9 ttl), or a renewal now succeeds. A head
+// woken from SIGSTOP after a standby claimed a newer epoch steps down here before anything it
+// would have written or sent.
+bool leads(head_ptr self) {
+  auto& st = self->state;
+  if (st.stepped_down) return false;
+  if (!st.options.store || steady::now() < st.lease_valid_until) return true;
+  return renew(self);
+}
+
+// Runs a store write, only while this head leads; a fenced write means another head leads now:
+// this one must stop. True when the write was made.
 template <class F>
-void store_write(head_ptr self, const char* what, F&& write) {
-  if (!self->state.options.store) return;
+bool store_write(head_ptr self, const char* what, F&& write) {
+  if (!self->state.options.store || !leads(self)) return false;
   try {
     write(*self->state.options.store, self->state.options.epoch);
+    return true;
   } catch (const core::store::store_error& e) {
     std::cerr << "cluster-head: cannot " << what << ": " << e.what() << std::endl;
     if (e.kind() == core::store::store_error_kind::fenced)
       step_down(self, std::string("a store write was fenced (") + e.what() + ")");
+    return false;
   }
+}
+
+// Sends a command to a node or trainer, stamped with this head's epoch, only while it leads.
+template <class Command>
+void command(head_ptr self, const caf::actor& to, Command cmd) {
+  if (!leads(self)) return;
+  cmd.epoch = self->state.options.epoch;
+  self->send(to, std::move(cmd));
 }
 
 // What of a record, when changed, is written to the store again.
@@ -134,7 +181,7 @@ void start_trainers(head_ptr self) {
       notify_state(self, setup.job_id);
       continue;
     }
-    self->send(node->second, start_trainer{setup});
+    command(self, node->second, start_trainer{setup});
   }
   persist(self);
 }
@@ -147,7 +194,7 @@ void end_preemption(head_ptr self, const std::string& job_id) {
   if (r == nullptr || !st.logic.preempting(job_id)) return;
   const auto attempt = r->attempts - 1;
   if (auto trainer = current_trainer(self, *r))
-    self->send(trainer, stop_attempt{job_id, attempt, "the attempt was preempted"});
+    command(self, trainer, stop_attempt{job_id, attempt, "the attempt was preempted"});
   forget_trainer(self, job_id, attempt);
   st.logic.on_preempted(job_id, attempt);
   notify_state(self, job_id);
@@ -177,7 +224,7 @@ std::vector<std::string> drain_node_now(head_ptr self, const std::string& node,
       end_preemption(self, id);
       continue;
     }
-    self->send(trainer, preempt_attempt{id, r->attempts - 1});
+    command(self, trainer, preempt_attempt{id, r->attempts - 1});
     self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(grace * 1000)),
                        preemption_deadline{id, r->attempts - 1});
     notify_state(self, id);
@@ -207,8 +254,17 @@ void restore_jobs(head_ptr self) {
       std::cerr << "cluster-head: cannot restore job " << stored.id << ": " << e.what() << std::endl;
     }
   }
-  for (const auto& r : st.logic.jobs())
+  for (const auto& r : st.logic.jobs()) {
     st.persisted_state[r.id] = persisted_key(r);
+    if (is_terminal(r.state)) continue;
+    // What earlier heads stored of the running attempts' output: lines their trainers send again
+    // are stored once.
+    try {
+      for (const auto& j : st.options.store->read_logs(r.id)) st.log_seq.restore(r.id, j);
+    } catch (const std::exception& e) {
+      std::cerr << "cluster-head: cannot read the logs of job " << r.id << ": " << e.what() << std::endl;
+    }
+  }
   if (!st.logic.awaiting_adoption().empty())
     self->delayed_send(self, st.options.adoption_grace, adoption_deadline{});
 }
@@ -217,6 +273,8 @@ void restore_jobs(head_ptr self) {
 
 caf::behavior head_actor(head_ptr self, head_options options) {
   self->state.options = std::move(options);
+  // The lease was taken (or renewed) just before the actor started.
+  self->state.lease_valid_until = steady::now() + self->state.options.lease_ttl / 2;
   restore_jobs(self);
   if (self->state.options.store) self->send(self, renew_lease{});
   self->set_down_handler([=](caf::down_msg& msg) {
@@ -315,6 +373,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         }
         std::string id;
         if (self->state.options.store) {
+          if (!leads(self))
+            return caf::make_error(caf::sec::runtime_error,
+                                   "this head no longer leads; submit to the new leader");
           try {
             id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
           } catch (const std::exception& e) {
@@ -342,7 +403,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         if (st.logic.stop(req.job_id, "stopped on request")) {
           for (auto& [addr, ref] : st.trainers)
             if (ref.job_id == req.job_id)
-              self->send(ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
+              command(self, ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
           forget_trainer(self, req.job_id, attempt);
           notify_state(self, req.job_id);
           start_trainers(self);
@@ -362,7 +423,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
                                ", which saves no checkpoints (only causal_lm does)");
         auto trainer = current_trainer(self, *r);
         if (!trainer) return trainer_unknown(*r);
-        self->send(trainer, checkpoint_attempt{req.job_id, r->attempts - 1});
+        command(self, trainer, checkpoint_attempt{req.job_id, r->attempts - 1});
         return *r;
       },
       [=](const release_job& req) -> caf::result<job_record> {
@@ -377,7 +438,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
                                ": only a RUNNING job can be released");
         auto trainer = current_trainer(self, *r);
         if (!trainer) return trainer_unknown(*r);
-        self->send(trainer, release_attempt{req.job_id, r->attempts - 1});
+        command(self, trainer, release_attempt{req.job_id, r->attempts - 1});
         return *r;
       },
       [=](const follow_job& req) -> caf::result<job_record> {
@@ -411,7 +472,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
         if (!st.logic.on_trainer_started(ts.job_id, ts.attempt)) {
           // An attempt the head has given up on (stopped, or failed meanwhile).
-          self->send(trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
+          command(self, trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
           return;
         }
         for (auto it = st.trainers.begin(); it != st.trainers.end(); ++it) {
@@ -447,15 +508,17 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         }
         start_trainers(self);
       },
-      [=](renew_lease) {
+      [=](const publish_address& p) {
         auto& st = self->state;
-        auto renewed = st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl);
-        if (!renewed) {
-          std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
-                    << "); another head leads now" << std::endl;
-          step_down(self, "its leader lease expired and another head claimed a newer epoch");
+        if (st.stepped_down || !st.options.store) return;
+        if (!st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl, p.address)) {
+          step_down(self, "its leader lease was lost before it could publish its address");
           return;
         }
+      },
+      [=](renew_lease) {
+        auto& st = self->state;
+        if (st.stepped_down || !renew(self)) return;
         self->delayed_send(self, st.options.lease_ttl / 3, renew_lease{});
       },
       [=](const attempt_running& ar) {
@@ -464,35 +527,57 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         if (r != nullptr && r->state == job_state::running) notify_state(self, ar.job_id);
       },
       [=](const progress_report& report) {
-        self->state.logic.on_progress(report);
-        notify(self, report.job_id, "");
+        if (self->state.logic.on_progress(report)) notify(self, report.job_id, "");
         // A preempted attempt whose emergency checkpoint committed is stopped now.
         if (self->state.logic.emergency_checkpoint_committed(report.job_id))
           end_preemption(self, report.job_id);
       },
       [=](const log_line& line) {
+        auto& st = self->state;
+        const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already
+          if (sender)
+            command(self, sender,
+                    log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)});
+          return;
+        }
         // With a store the output lives there (logs_query reads it back); without, in memory.
-        if (self->state.options.store) {
-          store_write(self, "record worker output",
-                      [&](core::store::cluster_store& s, std::int64_t e) {
-                        s.append_logs(e, line.job_id,
-                                      {{{"rank", line.rank}, {"node", line.node},
-                                        {"pid", line.pid}, {"line", line.text}}});
-                      });
+        if (st.options.store) {
+          const bool written = store_write(
+              self, "record worker output", [&](core::store::cluster_store& s, std::int64_t e) {
+                auto stored = log_sequence::stored_fields(line);
+                stored.update(nlohmann::json{
+                    {"rank", line.rank}, {"node", line.node}, {"pid", line.pid}, {"line", line.text}});
+                s.append_logs(e, line.job_id, {stored});
+              });
+          if (!written) return;  // not acknowledged: the trainer keeps it for the next head
         } else {
-          auto& lines = self->state.logs[line.job_id];
+          auto& lines = st.logs[line.job_id];
           if (lines.size() >= max_log_lines_per_job) lines.pop_front();
           lines.push_back(line);
+        }
+        if (line.seq > 0) {
+          st.log_seq.stored(line);
+          if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
         }
         notify(self, line.job_id,
                "(worker rank=" + std::to_string(line.rank) + " node=" + line.node +
                    " pid=" + std::to_string(line.pid) + ") " + line.text);
       },
       [=](const attempt_outcome& outcome) {
+        const auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+        if (self->state.logic.find(outcome.job_id) == nullptr) {  // not this store's: let it end
+          if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
+          return;
+        }
         forget_trainer(self, outcome.job_id, outcome.attempt);
+        self->state.log_seq.forget(outcome.job_id, outcome.attempt);
         self->state.logic.on_outcome(outcome);
         notify_state(self, outcome.job_id);
         start_trainers(self);
+        // The trainer keeps its outcome until told it was taken, once it is in the store (a
+        // repeat of an outcome already taken is acknowledged too).
+        if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
       },
   };
 }

@@ -207,6 +207,7 @@ caf::behavior head_gateway(head_gw self, caf::actor head, std::shared_ptr<net::w
         broadcast_downs(self, self->state.bridge->on_flushed(f, caf::actor_cast<caf::actor_addr>(self->current_sender())));
       },
       [=](gateway_tick) { head_tick(self); },
+      [=](const net::process_welcome& w) { self->state.welcome = w; },  // the bound port
   };
 }
 
@@ -221,6 +222,8 @@ caf::actor spawn_head_gateway(caf::actor_system& sys, caf::actor head, net::serv
       make_wire_codec(), std::move(options), [gateway](const net::peer& from, caf::message msg) {
         caf::anon_send(*gateway, incoming_frame{from.routing_id, std::move(msg)});
       });
+  const auto welcome_address = welcome.head_address;
+  const auto epoch = welcome.epoch;
   *gateway = sys.spawn(head_gateway, std::move(head), server, liveness, std::move(welcome));
   try {
     server->start();
@@ -229,6 +232,11 @@ caf::actor spawn_head_gateway(caf::actor_system& sys, caf::actor head, net::serv
     throw;
   }
   *bound_port = server->port();
+  // Asked for any port (":0"): welcomes name the port bound.
+  if (welcome_address.size() > 2 && welcome_address.compare(welcome_address.size() - 2, 2, ":0") == 0)
+    caf::anon_send(*gateway, net::process_welcome{welcome_address.substr(0, welcome_address.size() - 1) +
+                                                      std::to_string(*bound_port),
+                                                  epoch});
   return *gateway;
 }
 

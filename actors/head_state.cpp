@@ -621,15 +621,19 @@ void head_state::on_running(const std::string& job_id, std::int32_t attempt) {
                       std::to_string(job.record.rank_nodes.size()) + " workers running";
 }
 
-void head_state::on_progress(const progress_report& report) {
+bool head_state::on_progress(const progress_report& report) {
   auto it = jobs_.find(report.job_id);
-  if (it == jobs_.end()) return;
+  if (it == jobs_.end()) return false;
+  // A zombie (an older attempt still running after a newer one started) reports nothing here:
+  // its steps and checkpoints are not the job's.
+  if (report.attempt != it->second.record.attempts - 1) return false;
   it->second.record.step = report.step;
   it->second.record.total_steps = report.total_steps;
   it->second.record.loss = report.loss;
   if (report.checkpoint_step > 0) it->second.record.checkpoint_step = report.checkpoint_step;
   // A report that arrives after the attempt ended (stopped while held) holds nothing any more.
   it->second.record.held_before_step = it->second.held ? report.held_before_step : 0;
+  return true;
 }
 
 const job_record* head_state::find(const std::string& job_id) const {

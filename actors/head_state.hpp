@@ -121,8 +121,10 @@ class head_state {
   // The job's trainer has all workers up.
   void on_running(const std::string& job_id, std::int32_t attempt);
   // Rank 0's step report: step, loss, newest checkpoint, and whether the attempt is held at
-  // run.hold_before_step (cleared again when the attempt ends).
-  void on_progress(const progress_report& report);
+  // run.hold_before_step (cleared again when the attempt ends). Only the job's current attempt
+  // (report.attempt, stamped by its trainer) counts: a report of another attempt (a zombie still
+  // running after a newer attempt started) changes nothing and returns false.
+  bool on_progress(const progress_report& report);
 
   const job_record* find(const std::string& job_id) const;
   // The job's parsed spec, or nullptr when unknown.

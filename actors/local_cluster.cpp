@@ -62,7 +62,8 @@ struct local_cluster::impl {
 
   void spawn_node(const node_info& info) {
     if (nodes.count(info.name) != 0) throw cluster_error("a node named " + info.name + " exists");
-    auto node = sys->spawn(node_actor, info, head, directory, in_process_workers(runners));
+    auto node = sys->spawn(node_actor, info, head, directory, in_process_workers(runners),
+                           std::make_shared<epoch_fence>());
     nodes[info.name] = node;
     directory->put(info.name, node);
     // The node introduces itself with a plain send once it starts; a round trip through the node

@@ -13,8 +13,9 @@
 //   trainer → worker kill_hung_worker
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
-//   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt
+//   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt, log_ack, outcome_ack
 //   client → head    drain_node → drain_reply;  node → head   node_draining
+//   (every head → node and head → trainer command carries the leader's epoch: epoch_fence.hpp)
 //   drills → node    kill_worker_drill → bool | kill_trainer_drill → bool
 #pragma once
 
@@ -159,6 +160,9 @@ struct progress_report {
   double mfu = 0;
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint (0: none yet)
   std::int64_t held_before_step = 0;  // the ranks wait before this step (0: not held)
+  // The attempt whose rank 0 reported (the trainer stamps it): the head takes step and
+  // checkpoint_step only from its job's current attempt, so a zombie attempt's report is ignored.
+  std::int32_t attempt = 0;
 };
 
 // How an attempt ended, as the trainer tells the head.
@@ -178,6 +182,13 @@ struct log_line {
   std::string node;
   std::int64_t pid = 0;
   std::string text;
+  // Set by the trainer that forwards the line: its attempt, and the line's number in that
+  // attempt's output (1, 2, …; 0: a line outside the sequence, stored as it comes). The trainer
+  // keeps the unacknowledged lines (log_ack) and sends them again to every head that adopts it,
+  // so what workers log while no leader is reachable reaches the next one; the head stores a
+  // line only once per (job, attempt, seq).
+  std::int32_t attempt = -1;
+  std::uint64_t seq = 0;
 };
 
 // What followers of a job receive: the record after a change, and optionally a line to show.
@@ -250,9 +261,12 @@ struct node_hello {
   node_info info;
 };
 // head → node: start the trainer of one attempt.
+// Every head → node and head → trainer command carries `epoch`, the sending leader's lease
+// epoch; a node refuses one older than the newest it has seen (actors/epoch_fence.hpp).
 struct start_trainer {
   static constexpr std::uint32_t wire_id = 31;
   trainer_setup setup;
+  std::int64_t epoch = 0;
 };
 // trainer → head: I run attempt `attempt` of `job_id` (the head monitors the sender).
 struct trainer_started {
@@ -315,18 +329,38 @@ struct stop_attempt {
   std::string job_id;
   std::int32_t attempt = 0;
   std::string reason;
+  std::int64_t epoch = 0;  // the head's (trainer → worker: the trainer passes its own on)
 };
 // head → trainer: the attempt saves a checkpoint after its next step.
 struct checkpoint_attempt {
   static constexpr std::uint32_t wire_id = 43;
   std::string job_id;
   std::int32_t attempt = 0;
+  std::int64_t epoch = 0;
 };
 // head → trainer: the attempt's ranks go on past run.hold_before_step.
 struct release_attempt {
   static constexpr std::uint32_t wire_id = 45;
   std::string job_id;
   std::int32_t attempt = 0;
+  std::int64_t epoch = 0;
+};
+// head → trainer: the head has taken the attempt's outcome; the trainer, which kept it (and sent
+// it again to every head that adopted it since), ends.
+struct outcome_ack {
+  static constexpr std::uint32_t wire_id = 49;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::int64_t epoch = 0;
+};
+// head → trainer: the head has stored the attempt's output lines up to `seq` (log_line::seq);
+// the trainer forgets them.
+struct log_ack {
+  static constexpr std::uint32_t wire_id = 48;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  std::uint64_t seq = 0;
+  std::int64_t epoch = 0;
 };
 // head → trainer: a node of the attempt is leaving (preemption). The ranks save an emergency
 // checkpoint after their next step and then wait (no further step) until the head stops the
@@ -335,6 +369,7 @@ struct preempt_attempt {
   static constexpr std::uint32_t wire_id = 60;
   std::string job_id;
   std::int32_t attempt = 0;
+  std::int64_t epoch = 0;
 };
 // client → head: drain a node (drain true: the jobs with ranks there save an emergency checkpoint
 // and restart elsewhere, and nothing new is placed on it while it stays registered) or make a
@@ -416,7 +451,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step);
+  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step, x.attempt);
 }
 
 template <class Inspector>
@@ -426,7 +461,7 @@ typename Inspector::result_type inspect(Inspector& f, attempt_outcome& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_line& x) {
-  return f(caf::meta::type_name("log_line"), x.job_id, x.rank, x.node, x.pid, x.text);
+  return f(caf::meta::type_name("log_line"), x.job_id, x.rank, x.node, x.pid, x.text, x.attempt, x.seq);
 }
 
 template <class Inspector>
@@ -466,7 +501,7 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_job& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_attempt& x) {
-  return f(caf::meta::type_name("checkpoint_attempt"), x.job_id, x.attempt);
+  return f(caf::meta::type_name("checkpoint_attempt"), x.job_id, x.attempt, x.epoch);
 }
 
 template <class Inspector>
@@ -476,7 +511,17 @@ typename Inspector::result_type inspect(Inspector& f, release_job& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, release_attempt& x) {
-  return f(caf::meta::type_name("release_attempt"), x.job_id, x.attempt);
+  return f(caf::meta::type_name("release_attempt"), x.job_id, x.attempt, x.epoch);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, outcome_ack& x) {
+  return f(caf::meta::type_name("outcome_ack"), x.job_id, x.attempt, x.epoch);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_ack& x) {
+  return f(caf::meta::type_name("log_ack"), x.job_id, x.attempt, x.seq, x.epoch);
 }
 
 template <class Inspector>
@@ -506,7 +551,7 @@ typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, start_trainer& x) {
-  return f(caf::meta::type_name("start_trainer"), x.setup);
+  return f(caf::meta::type_name("start_trainer"), x.setup, x.epoch);
 }
 
 template <class Inspector>
@@ -548,7 +593,7 @@ typename Inspector::result_type inspect(Inspector& f, attempt_running& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stop_attempt& x) {
-  return f(caf::meta::type_name("stop_attempt"), x.job_id, x.attempt, x.reason);
+  return f(caf::meta::type_name("stop_attempt"), x.job_id, x.attempt, x.reason, x.epoch);
 }
 
 template <class Inspector>
@@ -573,7 +618,7 @@ typename Inspector::result_type inspect(Inspector& f, kill_trainer_drill& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, preempt_attempt& x) {
-  return f(caf::meta::type_name("preempt_attempt"), x.job_id, x.attempt);
+  return f(caf::meta::type_name("preempt_attempt"), x.job_id, x.attempt, x.epoch);
 }
 
 template <class Inspector>

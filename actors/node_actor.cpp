@@ -3,7 +3,10 @@
 // keeps the list of its live workers for drills. Told to drain (begin_drain: its cluster-worker got
 // SIGTERM), it tells the head it leaves (node_draining) and quits once its trainers and workers
 // are gone, or after the longest run.failure.preemption_grace_s of its jobs plus drain_margin.
+// Head commands of an epoch older than the newest leader it has seen are refused (epoch_fence.hpp).
 #include <caf/all.hpp>
+
+#include <iostream>
 
 #include "actors/actor_system_types.hpp"
 #include "config/job_spec.hpp"
@@ -26,8 +29,9 @@ void note_grace(node_actor_state& st, const std::string& spec_json) {
 
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
                          caf::actor head, std::shared_ptr<node_directory> directory,
-                         worker_spawner spawn_worker) {
+                         worker_spawner spawn_worker, std::shared_ptr<epoch_fence> fence) {
   auto& st = self->state;
+  st.fence = fence ? std::move(fence) : std::make_shared<epoch_fence>();
   st.info = info;
   st.head = head;
   st.directory = std::move(directory);
@@ -57,9 +61,18 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
       },
       [=](drain_deadline) { self->quit(); },
       [=](const start_trainer& req) {
-        note_grace(self->state, req.setup.spec_json);
+        auto& st = self->state;
+        if (auto refused = st.fence->refuse(
+                req.epoch, "start_trainer of job " + req.setup.job_id + " attempt " +
+                               std::to_string(req.setup.attempt + 1))) {
+          std::cerr << "node " << st.info.name << ": " << *refused << std::endl;
+          self->send(st.head, log_line{req.setup.job_id, -1, st.info.name, 0, "node: " + *refused});
+          return;
+        }
+        note_grace(st, req.setup.spec_json);
         auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
-                                                self->state.directory, self->state.info.address);
+                                                self->state.directory, self->state.info.address,
+                                                self->state.fence);
         self->state.children.insert(trainer.address());
         self->state.trainer_of_job[req.setup.job_id] = trainer;
       },
@@ -74,8 +87,9 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
         self->state.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
       },
       [=](node_ping) { return true; },
-      [=](reintroduce) {
+      [=](reintroduce r) {
         auto& st = self->state;
+        st.fence->observe(r.epoch);  // the leader that welcomed us
         self->send(st.head, node_hello{st.info});
         for (const auto& child : st.children) {
           if (st.workers.count(child) != 0) continue;

@@ -186,7 +186,7 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
           if (!again)
             report(self, "joined the leader at " + st.options.address + " (epoch " +
                              std::to_string(w.epoch) + ")");
-          if (st.node) self->send(st.node, reintroduce{});
+          if (st.node) self->send(st.node, reintroduce{w.epoch});
         } else if (msg.match_element<net::not_leader>(0)) {
           const auto& n = msg.get_as<net::not_leader>(0);
           st.join->standby(st.options.address + ": " + n.message);

@@ -2,6 +2,7 @@
 // starts the worker group through the nodes, forwards rank 0's progress to the head, and ends
 // the attempt at the first failure (stopping the other workers) or when every rank has finished.
 #include <chrono>
+#include <iostream>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -55,8 +56,10 @@ void settle(trainer_ptr self, bool succeeded, failure_cause cause) {
   for (auto& w : st.workers)
     if (w) self->send(w, stop_attempt{st.setup.job_id, st.setup.attempt, "the attempt ended"});
   cause.attempt = st.setup.attempt;
-  self->send(st.head, attempt_outcome{st.setup.job_id, st.setup.attempt, succeeded, cause});
-  self->quit();
+  // Kept until a head acknowledges it (outcome_ack); a head that adopts the trainer meanwhile
+  // gets it again.
+  st.outcome = attempt_outcome{st.setup.job_id, st.setup.attempt, succeeded, cause};
+  self->send(st.head, *st.outcome);
 }
 
 // Every refused or dropped store client becomes a line of the job's log; past ten, only every
@@ -103,12 +106,43 @@ bool is_mine(trainer_ptr self, const std::string& job_id, std::int32_t attempt) 
   return job_id == self->state.setup.job_id && attempt == self->state.setup.attempt;
 }
 
+// A head command of `epoch`: false (and the refusal logged, to the node's stderr and the job's
+// log, which the current leader keeps) when a newer leader has been seen.
+bool admitted(trainer_ptr self, std::int64_t epoch, const char* command) {
+  auto& st = self->state;
+  if (!st.fence) return true;
+  auto refused = st.fence->refuse(epoch, std::string(command) + " of job " + st.setup.job_id +
+                                             " attempt " + std::to_string(st.setup.attempt + 1));
+  if (!refused) return true;
+  std::cerr << "trainer: " << *refused << std::endl;
+  self->send(st.head, log_line{st.setup.job_id, -1, st.setup.trainer_node, 0, "trainer: " + *refused});
+  return false;
+}
+
+// A line of the attempt's output on its way to the head: numbered and kept until the head
+// acknowledges it (bounded: the oldest are dropped and counted).
+void forward_log(trainer_ptr self, log_line line) {
+  auto& st = self->state;
+  line.attempt = st.setup.attempt;
+  line.seq = ++st.next_log_seq;
+  st.unacked_log_bytes += line.text.size();
+  st.unacked_logs.push_back(line);
+  while (st.unacked_log_bytes > max_unacked_log_bytes && st.unacked_logs.size() > 1) {
+    st.unacked_log_bytes -= st.unacked_logs.front().text.size();
+    st.unacked_logs.pop_front();
+    ++st.dropped_logs;
+  }
+  self->send(st.head, line);
+}
+
 }  // namespace
 
 caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor head,
-                            std::shared_ptr<node_directory> directory, std::string bind_address) {
+                            std::shared_ptr<node_directory> directory, std::string bind_address,
+                            std::shared_ptr<epoch_fence> fence) {
   auto& st = self->state;
   st.setup = setup;
+  st.fence = std::move(fence);
   st.head = head;
   // First of all, so the head supervises this attempt whatever happens next.
   self->send(head, trainer_started{setup.job_id, setup.attempt});
@@ -186,7 +220,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         if (st.hang && report.held_before_step == 0 && st.last_report && st.last_report->held_before_step > 0)
           st.hang->release(now_s());
         st.last_report = report;
-        self->send(st.head, report);
+        st.last_report->attempt = st.setup.attempt;  // the head counts only its current attempt's
+        self->send(st.head, *st.last_report);
       },
       [=](const rank_heartbeat& hb) {
         auto& st = self->state;
@@ -205,7 +240,22 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         }
         self->delayed_send(self, st.hang_check_every, hang_check{});
       },
-      [=](const log_line& line) { self->send(self->state.head, line); },
+      [=](const log_line& line) { forward_log(self, line); },
+      [=](const outcome_ack& ack) {
+        auto& st = self->state;
+        if (!is_mine(self, ack.job_id, ack.attempt) || !st.outcome ||
+            !admitted(self, ack.epoch, "outcome_ack"))
+          return;
+        self->quit();
+      },
+      [=](const log_ack& ack) {
+        auto& st = self->state;
+        if (!is_mine(self, ack.job_id, ack.attempt) || !admitted(self, ack.epoch, "log_ack")) return;
+        while (!st.unacked_logs.empty() && st.unacked_logs.front().seq <= ack.seq) {
+          st.unacked_log_bytes -= st.unacked_logs.front().text.size();
+          st.unacked_logs.pop_front();
+        }
+      },
       [=](const worker_finished& wf) {
         auto& st = self->state;
         if (!is_mine(self, wf.job_id, wf.attempt)) return;
@@ -236,10 +286,24 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
           self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
         // A restarted head learns the step (and a hold) without waiting for the next report.
         if (st.last_report) self->send(st.head, *st.last_report);
+        // And gets the output no head acknowledged: lines written while no leader was reachable
+        // (or sent to one that died before storing them). The head stores each seq once.
+        if (st.dropped_logs > 0) {
+          self->send(st.head, log_line{st.setup.job_id, -1, st.setup.trainer_node, 0,
+                                       "trainer: " + std::to_string(st.dropped_logs) +
+                                           " lines of output were dropped while no head "
+                                           "acknowledged them (kept at most " +
+                                           std::to_string(max_unacked_log_bytes >> 20) + " MiB)"});
+          st.dropped_logs = 0;
+        }
+        for (const auto& line : st.unacked_logs) self->send(st.head, line);
+        if (st.outcome) self->send(st.head, *st.outcome);
       },
       [=](const checkpoint_attempt& req) {
         auto& st = self->state;
-        if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
+        if (!is_mine(self, req.job_id, req.attempt) || !st.store ||
+            !admitted(self, req.epoch, "checkpoint_attempt"))
+          return;
         try {  // rank 0 takes the request before its next step
           core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
                                        std::chrono::seconds(5));
@@ -251,7 +315,9 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
       },
       [=](const preempt_attempt& req) {
         auto& st = self->state;
-        if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
+        if (!is_mine(self, req.job_id, req.attempt) || !st.store ||
+            !admitted(self, req.epoch, "preempt_attempt"))
+          return;
         try {  // the preempt mark first: a rank that saves the requested checkpoint then finds it
           core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
                                        std::chrono::seconds(5));
@@ -264,11 +330,17 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
       },
       [=](const release_attempt& req) {
         auto& st = self->state;
-        if (!is_mine(self, req.job_id, req.attempt) || !st.store) return;
+        if (!is_mine(self, req.job_id, req.attempt) || !st.store ||
+            !admitted(self, req.epoch, "release_attempt"))
+          return;
         try {  // every rank polls this key at run.hold_before_step
           core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
                                        std::chrono::seconds(5));
           client.set(core::train::hold_release_key(req.job_id, req.attempt), "1");
+          forward_log(self, log_line{req.job_id, -1, st.setup.trainer_node, 0,
+                                     "trainer: released attempt " + std::to_string(req.attempt + 1) +
+                                         " at the request of the head of epoch " +
+                                         std::to_string(req.epoch)});
         } catch (const std::exception& e) {
           self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
                                        std::string("trainer: cannot pass on the release: ") + e.what()});
@@ -276,7 +348,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
       },
       [=](const stop_attempt& req) {
         auto& st = self->state;
-        if (!is_mine(self, req.job_id, req.attempt)) return;
+        if (!is_mine(self, req.job_id, req.attempt) || !admitted(self, req.epoch, "stop_attempt"))
+          return;
         st.settled = true;  // the head asked: no outcome to report
         log_store_refusals(self);
         for (auto& w : st.workers)

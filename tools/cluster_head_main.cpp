@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     // interface) this host's name.
     const auto& bind = vm["bind"].as<std::string>();
     const bool wildcard = bind == "*" || bind == "0.0.0.0" || bind == "::";
-    const std::string address =
+    std::string address =
         vm.count("advertise")
             ? vm["advertise"].as<std::string>()
             : (wildcard ? std::string(host) : bind) + ":" + std::to_string(vm["port"].as<std::uint16_t>());
@@ -168,6 +168,12 @@ int main(int argc, char** argv) {
                              : std::string("the leader lease was already lost"))
                 << std::endl;
       return 1;
+    }
+    if (vm["port"].as<std::uint16_t>() == 0 && !vm.count("advertise")) {
+      // Asked for any free port: the lease named ":0" until now; publish the port bound.
+      address = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
+      // Through the head actor, which renews the lease: one writer of the record at a time.
+      caf::anon_send(head, actors::publish_address{address});
     }
     std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
               << store_dir << ", epoch " << lease->epoch << ")\ncluster-head: credentials "

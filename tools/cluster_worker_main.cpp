@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
         sys, info.name, options, liveness, search, [&](caf::actor head_proxy) {
           return sys.spawn(actors::node_actor, info, head_proxy, directory,
                            actors::process_workers(program, info.gpu_ids,
-                                                   static_cast<std::int32_t>(gpus.devices.size())));
+                                                   static_cast<std::int32_t>(gpus.devices.size())),
+                           std::make_shared<actors::epoch_fence>());
         });
     auto gateway = process.gateway;
     auto node = process.node;

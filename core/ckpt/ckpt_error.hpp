@@ -16,6 +16,7 @@ enum class ckpt_errc {
   checksum_mismatch,  // a file's XXH64 differs from the manifest's
   bad_manifest,       // manifest.json / COMMITTED / rank-*.json unreadable or inconsistent
   no_checkpoint,      // no committed, valid checkpoint exists
+  stale_attempt,      // a zombie attempt: a newer attempt of the job claimed its checkpoints
 };
 
 class ckpt_error : public std::runtime_error {

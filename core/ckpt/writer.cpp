@@ -258,7 +258,8 @@ std::vector<std::string> compare_layout(const std::vector<reported_piece>& repor
 }
 
 manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
-                           const std::vector<rank_report>& reports, const json& metrics, const json& extra) {
+                           const std::vector<rank_report>& reports, const json& metrics, const json& extra,
+                           const attempt_token* token) {
   if (world_size <= 0) bad_input("commit_checkpoint: world_size must be positive, got " + std::to_string(world_size));
   if (!metrics.is_object()) bad_input("commit_checkpoint: metrics must be a JSON object");
   std::vector<const rank_report*> by_rank(static_cast<std::size_t>(world_size), nullptr);
@@ -334,8 +335,16 @@ manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world
   json j = manifest_to_json(m);
   m = manifest_from_json(j, (std::filesystem::path(dir) / manifest_name).string());
   const std::string text = j.dump(1);
+  const auto run_dir = std::filesystem::path(dir).parent_path().parent_path().string();
+  const auto what = "the commit of " + std::filesystem::path(dir).filename().string();
+  if (token) check_claim(run_dir, *token, what);
   write_file_durable((std::filesystem::path(dir) / manifest_name).string(), text);
-  const json committed = {{"step", step}, {"manifest_xxh64", data::to_hex64(data::xxh64(text.data(), text.size()))}};
+  json committed = {{"step", step}, {"manifest_xxh64", data::to_hex64(data::xxh64(text.data(), text.size()))}};
+  if (token) {
+    check_claim(run_dir, *token, what);
+    committed["job_id"] = token->job_id;
+    committed["attempt"] = token->attempt;
+  }
   write_file_durable((std::filesystem::path(dir) / committed_name).string(), committed.dump());
   return m;
 }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/ckpt/attempt_claim.hpp"
 #include "core/ckpt/manifest.hpp"
 
 namespace cohort::core::ckpt {
@@ -97,9 +98,14 @@ std::vector<std::string> compare_layout(const std::vector<reported_piece>& repor
 // shape must agree, slices must cover each tensor), writes manifest.json, then COMMITTED.
 // Returns the manifest. A report that disagrees with its file is refused with ckpt_error
 // (bad_input) naming the rank, the file and the tensor; nothing is committed then.
+// `token` (optional): the committing attempt (attempt_claim.hpp), whose run directory is `dir`'s
+// grandparent (<run>/checkpoints/step-N). Checked just before manifest.json and again just
+// before COMMITTED is written, and recorded in COMMITTED: a zombie attempt's commit is refused
+// with ckpt_error(stale_attempt) and leaves the step uncommitted.
 manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
                            const std::vector<rank_report>& reports,
                            const nlohmann::json& metrics = nlohmann::json::object(),
-                           const nlohmann::json& extra = nlohmann::json::object());
+                           const nlohmann::json& extra = nlohmann::json::object(),
+                           const attempt_token* token = nullptr);
 
 }  // namespace cohort::core::ckpt

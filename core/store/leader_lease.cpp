@@ -135,6 +135,16 @@ std::optional<lease_record> leader_lease::renew(std::int64_t epoch, std::chrono:
   return publish(*held);
 }
 
+std::optional<lease_record> leader_lease::renew(std::int64_t epoch, std::chrono::milliseconds ttl,
+                                               const std::string& address) {
+  auto expires = expiry(ttl);
+  auto held = current();
+  if (!held || held->epoch != epoch) return std::nullopt;
+  held->expires_at_ms = expires;
+  held->address = address;
+  return publish(*held);
+}
+
 bool leader_lease::release(std::int64_t epoch) {
   auto held = current();
   if (!held || held->epoch != epoch) return false;

@@ -64,6 +64,10 @@ class leader_lease {
   // Extends the lease of `epoch` to now + ttl. nullopt when the lease was lost (a higher epoch
   // was claimed): the caller must stop acting as leader.
   std::optional<lease_record> renew(std::int64_t epoch, std::chrono::milliseconds ttl);
+  // renew, publishing `address` as where the leader serves from now on (a head that asked for
+  // any free port learns it only after it took the lease and bound). nullopt when lost.
+  std::optional<lease_record> renew(std::int64_t epoch, std::chrono::milliseconds ttl,
+                                    const std::string& address);
   // Gives the lease up (expires it now) if `epoch` still holds it, so a standby takes over at
   // once. Returns false when it was already lost.
   bool release(std::int64_t epoch);

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/ckpt/attempt_claim.hpp"
 #include "core/ckpt/ckpt_error.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/reader.hpp"
@@ -118,6 +119,8 @@ std::optional<resume_point> checkpointer::choose_resume() {
 
 nlohmann::json checkpointer::pick_resume() {
   nlohmann::json choice = nlohmann::json::object();
+  // From now on only this attempt commits the job's checkpoints (a zombie older one is refused).
+  ckpt::claim_checkpoints(ctx_.run_dir, ckpt::attempt_token{ctx_.job_id, ctx_.attempt});
   const bool resume = ctx_.attempt > 0 || ctx_.spec.run.resume;
   if (!resume) {
     const auto committed = ckpt::list_checkpoints(ctx_.run_dir);
@@ -185,7 +188,9 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
     reports.push_back(ckpt::rank_report_from_json(nlohmann::json::parse(text)));
   }
   const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
-  const auto m = ckpt::commit_checkpoint(dir, report.step, ctx_.world_size, reports, metrics, extra);
+  const ckpt::attempt_token token{ctx_.job_id, ctx_.attempt};
+  // A zombie attempt's commit throws stale_attempt, which ends this rank's run saying so.
+  const auto m = ckpt::commit_checkpoint(dir, report.step, ctx_.world_size, reports, metrics, extra, &token);
   committed_step_ = static_cast<std::int64_t>(report.step);
   // The reports are in the manifest now: the store keeps O(world) keys however many checkpoints.
   for (int r = 0; r < ctx_.world_size; ++r) store_->remove(key(step_name + "/rank-" + std::to_string(r)));

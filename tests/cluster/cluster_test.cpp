@@ -1217,3 +1217,216 @@ TEST_CASE("an elastic job shrunk by a preemption grows back to num_workers at it
     CHECK(j["step"] == expected++);
   CHECK(expected == 25);
 }
+
+// ---- Fencing: epochs on commands, acknowledged logs and outcomes ----
+
+namespace {
+
+// How many times `text` occurs in `haystack`.
+std::size_t occurrences(const std::string& haystack, const std::string& text) {
+  std::size_t n = 0;
+  for (auto at = haystack.find(text); at != std::string::npos; at = haystack.find(text, at + 1)) ++n;
+  return n;
+}
+
+// `submit logs JOB` until its output holds `text`; the output.
+std::string wait_for_log(test_cluster& c, const std::string& id, const std::string& text,
+                         std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto r = c.submit({"logs", id});
+    last = r.out + r.err;
+    if (r.exit_code == 0 && r.out.find(text) != std::string::npos) return r.out;
+    std::this_thread::sleep_for(200ms);
+  }
+  throw std::runtime_error("\"" + text + "\" never appeared in the logs of " + id + "; last: " + last);
+}
+
+// What the store holds of a job: its state, history and output files.
+std::string job_files(test_cluster& c, const std::string& id) {
+  std::string all;
+  for (const char* name : {"state.json", "events.jsonl", "logs.jsonl"})
+    all += std::string(name) + ":\n" + cohort::test::read_file(c.store() + "/jobs/" + id + "/" + name);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("after kill -9 of the leader a standby on another host address takes over a held job, "
+          "which finishes with every step once in one attempt, and what a worker printed while no "
+          "leader was reachable is in submit logs once",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
+  standby->wait_for_line("waiting as a standby", 60s);
+  const auto both = c.address() + "," + standby_address;
+  c.use_address(both);
+  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
+                                      "--credentials", c.credentials(), "--name", "n1",
+                                      "--num-cpus", "2"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  const auto runs = c.dir().str() + "/runs";
+  // max_failures 0: a lost attempt would fail the job. The stopped rank below must not be judged
+  // hung, nor the waiting one time out, within the test.
+  const auto id = start_job(c, c.write_job(hang_job(
+                                   "outage", 6, 3, runs,
+                                   R"("max_failures": 0, "hang_timeout_s": 600, "collective_timeout_s": 900)")));
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
+  const int rank0 = c.worker_pid(id, 0, "n1");
+  const int rank1 = c.worker_pid(id, 1, "n1");
+  REQUIRE(::kill(rank0, SIGSTOP) == 0);
+  REQUIRE(::kill(rank1, SIGSTOP) == 0);
+  release(c, id);
+  // The trainer passed the release on to the ranks (which cannot see it yet) while the leader lived.
+  wait_for_log(c, id, "trainer: released attempt 1", 60s);
+  c.kill_head();
+  // Rank 0 goes on with no leader alive: it prints that it was released, then waits in step 3's
+  // collective for rank 1, so the job cannot end before the new leader adopts it.
+  REQUIRE(::kill(rank0, SIGCONT) == 0);
+  standby->wait_for_line("serving on", 60s);
+  node.wait_for_line("joined the leader at " + standby_address, 60s);
+  c.wait_for(id, [](const json& s) {
+    return s["state"] == "RUNNING" && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
+  }, 120s);
+  REQUIRE(::kill(rank1, SIGCONT) == 0);
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  CHECK(done["failures"].empty());
+  std::vector<std::int64_t> steps;
+  for (const auto& m : cohort::test::read_json_lines(runs + "/outage/metrics.jsonl"))
+    steps.push_back(m["step"].get<std::int64_t>());
+  CHECK(steps == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  const auto logs = c.submit({"logs", id}).out;
+  INFO(logs);
+  CHECK(occurrences(logs, "released: running step 3") == 1);  // written during the outage
+  CHECK(occurrences(logs, "trainer: released attempt 1") == 1);
+  CHECK(occurrences(logs, "rank 0 done") == 1);
+  CHECK(occurrences(logs, "rank 1 done") == 1);
+  CHECK(occurrences(logs, "held before step 3") == 1);
+}
+
+TEST_CASE("a SIGSTOPped leader woken after a standby took over steps down without writing to the "
+          "store, and the job it ran finishes under the new leader alone",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head({"--step-down-grace", "0"});
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.1:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port);
+  standby->wait_for_line("waiting as a standby", 60s);
+  c.use_address(c.address() + "," + standby_address);
+  cohort::test::running_process node({c.program("cluster-worker"), "--address",
+                                      c.address() + "," + standby_address, "--credentials",
+                                      c.credentials(), "--name", "n1", "--num-cpus", "2"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  const auto id = start_job(c, c.write_job(holding(lr_job("fenced", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
+
+  c.head().kill(SIGSTOP);
+  standby->wait_for_line("serving on", 60s);
+  node.wait_for_line("joined the leader at " + standby_address, 60s);
+  c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
+  release(c, id);
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  const auto before = job_files(c, id);
+  // Woken, the old leader still has the node's silence, the job and its timers to act on; it
+  // must find itself fenced first.
+  c.head().kill(SIGCONT);
+  c.head().wait_for_line("is stepping down", 60s);
+  REQUIRE(c.head().wait_for_exit(60s));
+  const auto out = c.head().output();
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("lost the leader lease") && !Catch::Contains("cannot record") &&
+                      !Catch::Contains("was fenced"));
+  CHECK(job_files(c, id) == before);
+  // No split brain: the new leader serves the job as it ended.
+  c.use_address(standby_address);
+  CHECK(c.status(id)["state"] == "SUCCEEDED");
+}
+
+TEST_CASE("a head started with --port 0 publishes the port it bound in the leader record, where "
+          "clients find it",
+          "[cluster]") {
+  test_cluster c;
+  auto head = c.start_other_head(0);
+  const auto line = head->wait_for_line("serving on", 60s);
+  const auto from = line.find("serving on ") + 11;
+  const auto served = line.substr(from, line.find(' ', from) - from);
+  REQUIRE(served.rfind("127.0.0.1:", 0) == 0);
+  CHECK(served != "127.0.0.1:0");
+  cohort::core::store::leader_lease lease(c.store());
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string published;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto l = lease.current()) published = l->address;
+    if (published == served) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(published == served);
+  const auto r = c.submit({"list"}, {{"COHORT_ADDRESS", published}});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+}
+
+TEST_CASE("a job that ends while no leader is reachable is taken as ended by the next leader, "
+          "not restarted",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
+  standby->wait_for_line("waiting as a standby", 60s);
+  const auto both = c.address() + "," + standby_address;
+  c.use_address(both);
+  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
+                                      "--credentials", c.credentials(), "--name", "n1",
+                                      "--num-cpus", "1"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  const auto runs = c.dir().str() + "/runs";
+  const auto id = start_job(c, c.write_job(holding(lr_job("ends", 1, 6, 0, 0, runs), 3)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
+  const int rank0 = c.worker_pid(id, 0, "n1");
+  REQUIRE(::kill(rank0, SIGSTOP) == 0);
+  release(c, id);
+  wait_for_log(c, id, "trainer: released attempt 1", 60s);
+  c.kill_head();
+  // The rank runs its last steps and the attempt ends with the leader dead and its successor
+  // still waiting for the lease to run out.
+  REQUIRE(::kill(rank0, SIGCONT) == 0);
+  standby->wait_for_line("serving on", 60s);
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || s["attempts"] != 1;
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  CHECK(done["failures"].empty());
+  CHECK(cohort::test::read_json_lines(runs + "/ends/metrics.jsonl").size() == 6);
+  // The attempt ended after the old leader died (its rank was stopped until then): the new leader
+  // (epoch 2) recorded the end from the outcome the trainer kept for it.
+  const auto events = cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl");
+  REQUIRE_FALSE(events.empty());
+  CHECK(events.back()["state"] == "SUCCEEDED");
+  CHECK(events.back()["epoch"] == 2);
+  CHECK(occurrences(c.submit({"logs", id}).out, "rank 0 done") == 1);
+}

@@ -255,3 +255,21 @@ TEST_CASE("Processes contending for the lease never both win one epoch", "[core]
   }
   check_winners(dir.path(), by_head);
 }
+
+TEST_CASE("A leader that learns its port after taking the lease publishes it, and keeps it through "
+          "renewals; a deposed one cannot",
+          "[core][store]") {
+  cohort::test::temp_dir dir("store-lease");
+  manual_clock clock;
+  store::leader_lease a(dir.path(), clock.fn()), b(dir.path(), clock.fn());
+  auto held = a.acquire("head-a", "127.0.0.1:0", 1000ms);
+  REQUIRE(held);
+  REQUIRE(a.renew(held->epoch, 1000ms, "127.0.0.1:40123"));
+  CHECK(b.current()->address == "127.0.0.1:40123");
+  REQUIRE(a.renew(held->epoch, 1000ms));
+  CHECK(b.current()->address == "127.0.0.1:40123");
+  clock.advance(2000);
+  REQUIRE(b.acquire("head-b", "127.0.0.1:7411", 1000ms));
+  CHECK_FALSE(a.renew(held->epoch, 1000ms, "127.0.0.1:40124"));
+  CHECK(b.current()->address == "127.0.0.1:7411");
+}
