@@ -285,7 +285,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         auto& st = self->state;
         const auto* r = st.logic.find(req.job_id);
         if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (st.logic.spec(req.job_id)->run.hold_before_step <= 0)
+        if (!config::has_holds(st.logic.spec(req.job_id)->run))
           return request_error("job " + req.job_id +
                                " has no run.hold_before_step: there is no hold to release");
         if (r->state != job_state::running)

@@ -68,7 +68,9 @@ std::string to_json_text(const job_spec& spec) {
                              {"startup_timeout_s", r.failure.startup_timeout_s},
                              {"collective_timeout_s", r.failure.collective_timeout_s}}},
                 {"resume", r.resume},
-                {"hold_before_step", r.hold_before_step}};
+                {"hold_before_step", r.hold_before_step},
+                {"hold_before_steps", r.hold_before_steps},
+                {"sample_log", r.sample_log}};
   if (!spec.runtime_env.env_vars.empty())
     out["runtime_env"] = {{"env_vars", spec.runtime_env.env_vars}};
   return out.dump(2);
