@@ -402,6 +402,7 @@ class chaos_run {
         wait([&](const json& s) { return s["attempts"] > attempt && running_held(s); }, 300s,
              "the attempt after " + std::string(name_of(f.kind)));
         r.seconds = seconds_since(t_kill);
+        r.note += "; attempt " + std::to_string(attempt) + " -> " + c_.status(id_)["attempts"].dump();
         return r;
       }
     }
@@ -414,7 +415,8 @@ class chaos_run {
       r.note += (r.note.empty() ? "" : "; ") + std::string("the attempt was restarted, not adopted");
       unadopted_ = true;
     }
-    if (restarts) r.note += (r.note.empty() ? "" : "; ") + ("attempt " + s["attempts"].dump());
+    if (restarts)
+      r.note += (r.note.empty() ? "" : "; ") + ("attempt " + std::to_string(attempt) + " -> " + s["attempts"].dump());
     return r;
   }
 
