@@ -181,11 +181,24 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       st.logic.remove_node(name);
       // Attempts placed there whose trainer never started will never report: end them now.
       for (const auto& id : st.logic.jobs_placed_on(name)) {
-        const auto attempt = st.logic.find(id)->attempts - 1;
-        bool watched = false;
-        for (const auto& [addr, ref] : st.trainers)
-          watched = watched || (ref.job_id == id && ref.attempt == attempt);
-        if (watched) continue;  // its trainer reports the lost workers
+        const auto* record = st.logic.find(id);
+        const auto attempt = record->attempts - 1;
+        auto watched = st.trainers.end();
+        for (auto t = st.trainers.begin(); t != st.trainers.end(); ++t)
+          if (t->second.job_id == id && t->second.attempt == attempt) watched = t;
+        if (watched != st.trainers.end()) {
+          if (record->trainer_node == name) continue;  // the trainer's own loss reports it
+          // A trainer on another node cannot see that ranks of the lost process are gone (nothing
+          // tells its process): it would wait for them until a collective or hang timeout, and
+          // forever while the attempt is held. The attempt ends here.
+          const auto trainer = watched->second.handle;
+          st.trainers.erase(watched);
+          self->demonitor(trainer);
+          self->send(trainer, stop_attempt{id, attempt, "node " + name + " was lost"});
+          st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost with ranks of the attempt");
+          notify_state(self, id);
+          continue;
+        }
         st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost before the attempt started");
         notify_state(self, id);
       }
