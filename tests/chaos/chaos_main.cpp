@@ -316,6 +316,31 @@ class chaos_run {
     }
   }
 
+  // The pid of the cohort-worker of rank `rank` under node `name`'s cluster-worker (from /proc:
+  // the job's log may have lost lines in a head failover).
+  int rank_pid(const std::string& name, int rank) {
+    const pid_t parent = nodes_.at(name)->pid();
+    const std::string want = std::string("--rank") + '\0' + std::to_string(rank) + '\0';
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const auto pid_text = e.path().filename().string();
+      if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(e.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      const auto close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 2));
+      char state = 0;
+      int ppid = 0;
+      if (!(rest >> state >> ppid) || ppid != parent) continue;
+      std::ifstream cmd(e.path() / "cmdline");
+      const std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+      if (argv.find("cohort-worker") != std::string::npos && argv.find(want) != std::string::npos)
+        return std::stoi(pid_text);
+    }
+    throw std::runtime_error("no cohort-worker of rank " + std::to_string(rank) + " under node " + name);
+  }
+
   // The node rank `rank` runs on, from the status.
   static std::string node_of(const json& s, int rank) { return s["rank_nodes"].at(rank).get<std::string>(); }
 
@@ -371,7 +396,7 @@ class chaos_run {
         break;
       }
       case fault_kind::rank_kill: {
-        const int pid = c_.worker_pid(id_, f.pick, node_of(held, f.pick));
+        const int pid = rank_pid(node_of(held, f.pick), f.pick);
         r.note = "rank " + std::to_string(f.pick) + " pid " + std::to_string(pid);
         if (::kill(pid, SIGKILL) != 0) throw std::runtime_error("cannot kill rank " + std::to_string(f.pick));
         break;
