@@ -85,14 +85,23 @@ void bridge_state::proxy_down(const std::string& endpoint, const std::string& re
 }
 
 void bridge_state::process_lost(const std::string& process, const std::string& reason) {
-  for (auto& [endpoint, proxy] : proxies_)
-    if (net::process_of(endpoint) == process)
-      caf::anon_send(proxy, proxy_quit{reason});
+  // Detached at once: a message from a process that comes back under the same name gets a new
+  // proxy, never one that is about to end with the old process's death.
+  for (auto it = proxies_.begin(); it != proxies_.end();) {
+    if (net::process_of(it->first) != process) {
+      ++it;
+      continue;
+    }
+    caf::anon_send(it->second, proxy_quit{reason});
+    it = proxies_.erase(it);
+  }
 }
 
 std::vector<net::endpoint_down> bridge_state::on_down(const caf::down_msg& msg, const std::string& reason) {
   if (auto p = proxy_names_.find(msg.source); p != proxy_names_.end()) {
-    proxies_.erase(p->second);
+    // Its endpoint may already have a newer proxy (process_lost detached this one).
+    if (auto q = proxies_.find(p->second); q != proxies_.end() && q->second.address() == msg.source)
+      proxies_.erase(q);
     proxy_names_.erase(p);
   }
   if (all_proxies_.erase(msg.source) != 0) return stop_waiting_for(msg.source);

@@ -286,11 +286,24 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       st.logic.remove_node(name);
       // Attempts placed there whose trainer never started will never report: end them now.
       for (const auto& id : st.logic.jobs_placed_on(name)) {
-        const auto attempt = st.logic.find(id)->attempts - 1;
-        bool watched = false;
-        for (const auto& [addr, ref] : st.trainers)
-          watched = watched || (ref.job_id == id && ref.attempt == attempt);
-        if (watched) continue;  // its trainer reports the lost workers
+        const auto* record = st.logic.find(id);
+        const auto attempt = record->attempts - 1;
+        auto watched = st.trainers.end();
+        for (auto t = st.trainers.begin(); t != st.trainers.end(); ++t)
+          if (t->second.job_id == id && t->second.attempt == attempt) watched = t;
+        if (watched != st.trainers.end()) {
+          if (record->trainer_node == name) continue;  // the trainer's own loss reports it
+          // A trainer on another node cannot see that ranks of the lost process are gone (nothing
+          // tells its process): it would wait for them until a collective or hang timeout, and
+          // forever while the attempt is held. The attempt ends here.
+          const auto trainer = watched->second.handle;
+          st.trainers.erase(watched);
+          self->demonitor(trainer);
+          self->send(trainer, stop_attempt{id, attempt, "node " + name + " was lost"});
+          st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost with ranks of the attempt");
+          notify_state(self, id);
+          continue;
+        }
         st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost before the attempt started");
         notify_state(self, id);
       }
@@ -430,7 +443,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         auto& st = self->state;
         const auto* r = st.logic.find(req.job_id);
         if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (st.logic.spec(req.job_id)->run.hold_before_step <= 0)
+        if (!config::has_holds(st.logic.spec(req.job_id)->run))
           return request_error("job " + req.job_id +
                                " has no run.hold_before_step: there is no hold to release");
         if (r->state != job_state::running)

@@ -24,6 +24,7 @@ struct head_gateway_state {
   std::map<std::string, std::string> routing_of_process;  // process → routing id
   std::map<std::string, std::string> process_of_routing;  // routing id → process
   std::map<std::string, clock::time_point> last_seen;     // by process
+  std::map<std::string, std::string> incarnation_of_process;
   net::process_welcome welcome;  // this head's address and epoch, for every process_hello
   std::string stepping_down;  // why the head actor ended (it lost the leadership); "" while it leads
   static inline const char* name = "cohort.head_gateway";
@@ -77,6 +78,13 @@ void head_incoming(head_gw self, const incoming_frame& in) {
   auto known = st.process_of_routing.find(in.routing_id);
   if (msg.match_element<net::process_hello>(0)) {
     const auto& hello = msg.get_as<net::process_hello>(0);
+    auto& incarnation = st.incarnation_of_process[hello.process];
+    if (!incarnation.empty() && incarnation != hello.incarnation && st.last_seen.count(hello.process) != 0) {
+      // The process restarted before its silence was noticed: what ran in the old one is gone.
+      st.bridge->process_lost(hello.process, hello.process + " lost: it restarted (a new process said hello)");
+      st.last_seen.erase(hello.process);
+    }
+    incarnation = hello.incarnation;
     if (auto old = st.routing_of_process.find(hello.process); old != st.routing_of_process.end())
       st.process_of_routing.erase(old->second);
     st.routing_of_process[hello.process] = in.routing_id;

@@ -2,6 +2,11 @@
 // CURVE DEALER socket, routes envelopes, sends heartbeats, follows standbys' redirects, moves to
 // another head when its head falls silent, and re-introduces the node to every leader that
 // welcomes it.
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
+
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
@@ -63,6 +68,15 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// A process_hello incarnation: the pid and 64 random bits, so a restarted node never repeats one.
+std::string new_incarnation() {
+  std::random_device rd;
+  const std::uint64_t r = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char text[48];
+  std::snprintf(text, sizeof text, "%d-%016llx", static_cast<int>(::getpid()), static_cast<unsigned long long>(r));
+  return text;
+}
+
 struct node_gateway_state {
   std::unique_ptr<bridge_state> bridge;
   std::shared_ptr<const net::wire_codec> codec;
@@ -80,6 +94,7 @@ struct node_gateway_state {
   caf::actor node;
   liveness_options liveness;
   std::uint64_t seq = 0;
+  std::string incarnation = new_incarnation();  // this process's, for every process_hello
   static inline const char* name = "cohort.node_gateway";
 };
 using node_gw = caf::stateful_actor<node_gateway_state>*;
@@ -164,7 +179,7 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
         st.connected = change.state == net::link_state::connected;
         if (change.state == net::link_state::connected) {
           // The head answers with a welcome when it leads, with not_leader when it does not.
-          st.client->send(net::process_hello{st.bridge->process()});
+          st.client->send(net::process_hello{st.bridge->process(), st.incarnation});
         } else if (st.welcomed) {
           st.welcomed = false;
           st.waiting_since = clock::now();

@@ -336,7 +336,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         try {  // every rank polls this key at run.hold_before_step
           core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
                                        std::chrono::seconds(5));
-          client.set(core::train::hold_release_key(req.job_id, req.attempt), "1");
+          client.add(core::train::hold_release_key(req.job_id, req.attempt), 1);  // one hold each
           forward_log(self, log_line{req.job_id, -1, st.setup.trainer_node, 0,
                                      "trainer: released attempt " + std::to_string(req.attempt + 1) +
                                          " at the request of the head of epoch " +

@@ -234,6 +234,21 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
                          "on it time out");
   r.read("resume", run.resume);
   r.read("hold_before_step", run.hold_before_step, std::int64_t{0});
+  if (const json* steps = r.find("hold_before_steps")) {
+    const std::string path = r.child("hold_before_steps");
+    if (!steps->is_array()) fail_value(path, *steps, "an array of strictly increasing steps >= 1");
+    std::int64_t last = 0;
+    for (std::size_t i = 0; i < steps->size(); ++i) {
+      const json& v = (*steps)[i];
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      if (!v.is_number_integer() || v.get<std::int64_t>() <= last)
+        fail_value(at, v, last == 0 ? "an integer step >= 1" : "an integer step > " + std::to_string(last) +
+                                                                  " (the steps strictly increase)");
+      last = v.get<std::int64_t>();
+      run.hold_before_steps.push_back(last);
+    }
+  }
+  r.read("sample_log", run.sample_log);
   r.finish();
 }
 
@@ -303,6 +318,13 @@ void check_cross_fields(const job_spec& spec) {
                      "got \"cpu\" with zero.stage " + std::to_string(spec.zero.stage) +
                          "; parameter offload needs zero.stage 3 (allowed otherwise: \"none\")");
   }
+  if (spec.train.max_steps > 0 && !spec.run.hold_before_steps.empty() &&
+      spec.run.hold_before_steps.back() > spec.train.max_steps) {
+    const auto last = std::to_string(spec.train.max_steps);
+    throw spec_error("run.hold_before_steps", "got step " + std::to_string(spec.run.hold_before_steps.back()) +
+                                                  ", after the last step (train.max_steps " + last +
+                                                  "): the job would never hold there; allowed: 1 to " + last);
+  }
   if (spec.train.max_steps > 0 && spec.run.hold_before_step > spec.train.max_steps) {
     const auto last = std::to_string(spec.train.max_steps);
     throw spec_error("run.hold_before_step", "got " + std::to_string(spec.run.hold_before_step) +
@@ -347,6 +369,13 @@ void check_json_limits(const std::string& text, const std::string& path, const s
       --depth;
     }
   }
+}
+
+bool has_holds(const run_spec& run) { return run.hold_before_step > 0 || !run.hold_before_steps.empty(); }
+
+bool holds_before(const run_spec& run, std::int64_t step) {
+  return step == run.hold_before_step ||
+         std::find(run.hold_before_steps.begin(), run.hold_before_steps.end(), step) != run.hold_before_steps.end();
 }
 
 double gpu_memory_limit_gib(const std::string& text) {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace cohort::config {
 
@@ -122,7 +123,17 @@ struct run_spec {
   // stopped; `submit status` shows the job held meanwhile. For stepping through a run (inspect
   // it, ask for a checkpoint at an exact step) and for tests that must act while a job runs.
   std::int64_t hold_before_step = 0;
+  // More steps to hold before, each as hold_before_step and each needing its own release:
+  // strictly increasing, >= 1. An attempt's n-th hold waits for the attempt's n-th release.
+  std::vector<std::int64_t> hold_before_steps;
+  // Each rank appends the sample indices of every step it ran to <run>/samples/rank-N.jsonl.
+  bool sample_log = false;
 };
+
+// Whether the run holds at all (hold_before_step or hold_before_steps), and whether it holds
+// before 1-based step `step`.
+bool has_holds(const run_spec& run);
+bool holds_before(const run_spec& run, std::int64_t step);
 
 // Ray's runtime_env, the part cohort supports: environment variables for every worker process.
 // Names that change what code a process loads or runs (LD_*, PATH, PYTHON*, ...), the GPU

@@ -71,7 +71,9 @@ std::string to_json_text(const job_spec& spec) {
                              {"preemption_grace_s", r.failure.preemption_grace_s},
                              {"max_preemptions", r.failure.max_preemptions}}},
                 {"resume", r.resume},
-                {"hold_before_step", r.hold_before_step}};
+                {"hold_before_step", r.hold_before_step},
+                {"hold_before_steps", r.hold_before_steps},
+                {"sample_log", r.sample_log}};
   if (!spec.runtime_env.env_vars.empty())
     out["runtime_env"] = {{"env_vars", spec.runtime_env.env_vars}};
   return out.dump(2);

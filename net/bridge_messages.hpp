@@ -28,6 +28,10 @@ struct endpoint_down {
 struct process_hello {
   static constexpr std::uint32_t wire_id = 102;
   std::string process;
+  // New each time the process starts. A hello under a registered name with another incarnation
+  // is a restarted process: the head declares the old one lost (its actors died with it) before
+  // registering the new one, however soon it came back.
+  std::string incarnation;
 };
 
 struct heartbeat {
@@ -69,7 +73,7 @@ typename Inspector::result_type inspect(Inspector& f, endpoint_down& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_hello& x) {
-  return f(caf::meta::type_name("process_hello"), x.process);
+  return f(caf::meta::type_name("process_hello"), x.process, x.incarnation);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, heartbeat& x) {

@@ -150,10 +150,12 @@ config::job_spec load_run_spec(const std::string& path) {
 
 int run_local(const options& o) {
   auto spec = load_run_spec(o.arg);
-  if (spec.run.hold_before_step > 0) {
-    std::cerr << "submit: run.hold_before_step " << spec.run.hold_before_step
+  if (config::has_holds(spec.run)) {
+    const bool one = spec.run.hold_before_step > 0;
+    std::cerr << "submit: " << (one ? "run.hold_before_step " : "run.hold_before_steps ")
+              << (one ? spec.run.hold_before_step : spec.run.hold_before_steps.front())
               << ": the cluster embedded in this process has no `submit release`, so the job would "
-                 "hold forever; run it on a cluster (--address), or remove run.hold_before_step\n";
+                 "hold forever; run it on a cluster (--address), or remove the hold\n";
     return exit_usage;
   }
   std::vector<actors::node_info> infos;

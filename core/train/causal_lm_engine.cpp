@@ -258,8 +258,10 @@ struct causal_lm_engine::impl {
     std::vector<batch_tensors> batches;
     double labels = 0, tokens = 0;
     data::micro_batch mb;
+    std::vector<std::int64_t> samples;
     for (int m = 0; m < train.grad_accum; ++m) {
       loader->next(mb);
+      samples.insert(samples.end(), mb.sample_ids.begin(), mb.sample_ids.end());
       batches.push_back(to_tensors(mb));
       labels += batches.back().labels.slice(1, 1).ne(-100).sum().item<double>();
       for (auto n : mb.lengths) tokens += static_cast<double>(std::min<std::int64_t>(n, train.seq_len));
@@ -303,6 +305,7 @@ struct causal_lm_engine::impl {
     r.grad_norm = grad_norm;
     r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
     r.checkpoint_requested = counts[2].item<double>() > 0;
+    r.samples = std::move(samples);
     const auto now = std::chrono::steady_clock::now();
     r.seconds = std::chrono::duration<double>(now - started).count();
     r.optimizer_seconds = std::chrono::duration<double>(now - update_started).count();

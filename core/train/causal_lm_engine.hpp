@@ -31,6 +31,7 @@ struct step_result {
   // offload the host AdamW; on a GPU without offload mostly the kernels' launch.
   double optimizer_seconds = 0;
   bool checkpoint_requested = false;  // some rank called request_checkpoint() before this step
+  std::vector<std::int64_t> samples;  // the data set indices this rank consumed, in order
 };
 
 class causal_lm_engine {

@@ -21,6 +21,7 @@
 #include "core/train/metrics_log.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/sample_log.hpp"
 #include "core/train/step_gate.hpp"
 
 namespace cohort::core::train {
@@ -110,6 +111,8 @@ void causal_lm_workload::run(const worker_context& ctx) {
   }
   report.total_steps = total;
   step_gate gate(ctx);
+  std::unique_ptr<sample_log> samples;
+  if (ctx.spec.run.sample_log) samples = std::make_unique<sample_log>(ctx.run_dir, ctx.rank, ctx.attempt);
   while (engine.steps_done() < total) {
     const bool held = gate.pass(engine.steps_done() + 1, report);
     if (checkpoints.take_request(held)) {  // a request made while held is seen before the step
@@ -119,6 +122,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
     }
     const step_result last = engine.train_step();
     if (ctx.step_reached) ctx.step_reached->store(last.step);
+    if (samples) samples->append(last.step, last.samples);
     const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
     report = step_report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
                          mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), ctx.world_size),

@@ -17,6 +17,7 @@
 #include "core/comm/tcp_store.hpp"
 #include "core/train/checkpoint_request.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/test_hooks.hpp"
 
 namespace cohort::core::train {
 
@@ -188,6 +189,8 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
     reports.push_back(ckpt::rank_report_from_json(nlohmann::json::parse(text)));
   }
   const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
+  // Every rank's files are written, nothing committed yet: where a test kills the committer.
+  test_pause_point("commit-" + step_name, ctx_.cancelled);
   const ckpt::attempt_token token{ctx_.job_id, ctx_.attempt};
   // A zombie attempt's commit throws stale_attempt, which ends this rank's run saying so.
   const auto m = ckpt::commit_checkpoint(dir, report.step, ctx_.world_size, reports, metrics, extra, &token);

@@ -16,7 +16,7 @@ constexpr auto release_poll_interval = std::chrono::milliseconds(20);
 }  // namespace
 
 step_gate::step_gate(const worker_context& ctx) : ctx_(ctx) {
-  if (ctx.spec.run.hold_before_step <= 0) return;
+  if (!config::has_holds(ctx.spec.run)) return;
   const auto address = comm::parse_host_port(ctx.store_address);
   store_ = std::make_unique<comm::tcp_store>(address.host, address.port, ctx.store_secret);
 }
@@ -24,8 +24,8 @@ step_gate::step_gate(const worker_context& ctx) : ctx_(ctx) {
 step_gate::~step_gate() = default;
 
 bool step_gate::pass(std::int64_t next_step, const step_report& last) {
-  const std::int64_t hold = ctx_.spec.run.hold_before_step;
-  if (hold <= 0 || next_step != hold) return false;
+  if (!config::holds_before(ctx_.spec.run, next_step)) return false;
+  const std::int64_t release_needed = ++holds_reached_;
   const std::string key = hold_release_key(ctx_.job_id, ctx_.attempt);
   step_report held = last;
   held.step = next_step - 1;
@@ -36,7 +36,9 @@ bool step_gate::pass(std::int64_t next_step, const step_report& last) {
                std::to_string(ctx_.attempt + 1) + "; `submit release " + ctx_.job_id + "` lets it go on");
     if (ctx_.report) ctx_.report(held);
   }
-  while (!store_->check({key})) {
+  // The trainer counts releases in the key (store add): the attempt's n-th hold waits for its
+  // n-th release.
+  while (store_->add(key, 0) < release_needed) {
     check_cancelled(ctx_.cancelled);
     std::this_thread::sleep_for(release_poll_interval);
   }

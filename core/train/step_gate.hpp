@@ -1,5 +1,6 @@
-// The step gate of run.hold_before_step: every rank of an attempt stops before that step and
-// waits until the job is released. `submit release JOB` reaches the head, which asks the
+// The step gate of run.hold_before_step and run.hold_before_steps: every rank of an attempt stops
+// before each such step and waits until the job is released (the n-th hold an attempt reaches
+// waits for that attempt's n-th release). `submit release JOB` reaches the head, which asks the
 // attempt's trainer to set hold_release_key in the attempt's rendezvous store; each rank polls
 // that key (no collective runs while held, so no collective timeout can fire). Rank 0 reports the
 // hold through ctx.report (step_report::held_before_step) so `submit status` shows it, and again
@@ -20,7 +21,7 @@ class store;
 
 namespace cohort::core::train {
 
-// The store key that releases attempt `attempt` of `job_id` from its hold. Inline, so actors/
+// The store key that releases attempt (a counter: each release adds 1) `attempt` of `job_id` from its hold. Inline, so actors/
 // (the trainer sets it) needs no link to core/train.
 inline std::string hold_release_key(const std::string& job_id, std::int32_t attempt) {
   return job_id + "/attempt-" + std::to_string(attempt) + "/hold/release";
@@ -43,6 +44,7 @@ class step_gate {
  private:
   const worker_context& ctx_;
   std::unique_ptr<comm::store> store_;
+  std::int64_t holds_reached_ = 0;  // holds this attempt reached, this one included
 };
 
 }  // namespace cohort::core::train

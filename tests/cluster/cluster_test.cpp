@@ -1430,3 +1430,91 @@ TEST_CASE("a job that ends while no leader is reachable is taken as ended by the
   CHECK(events.back()["epoch"] == 2);
   CHECK(occurrences(c.submit({"logs", id}).out, "rank 0 done") == 1);
 }
+
+TEST_CASE("a job with run.hold_before_steps holds before each of them, and each hold takes a release "
+          "of its own",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto spec = json::parse(lr_job("stepped", 2, 8, 0, 0, c.dir().str() + "/runs"));
+  spec["run"]["hold_before_steps"] = {2, 5};
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  c.wait_for(id, [](const json& s) { return held_before(s, 2); }, 60s);
+  release(c, id);
+  const auto second = c.wait_for(id, [](const json& s) { return held_before(s, 5); }, 60s);
+  CHECK(second["step"] == 4);
+  release(c, id);
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 60s);
+  CHECK(s["step"] == 8);
+  CHECK(s["attempts"] == 1);
+}
+
+TEST_CASE("rank 0 killed inside a checkpoint commit leaves a directory without COMMITTED that the "
+          "restart never loads: it resumes from the checkpoint before and ends bitwise equal to a "
+          "straight run",
+          "[cluster][ckpt]") {
+  test_cluster c;
+  c.start_head();
+  const std::string pause = c.dir().str() + "/pause";
+  std::filesystem::create_directories(pause);
+  // The node's workers inherit the pause point (test_hooks.hpp): a job spec cannot set it.
+  cohort::test::running_process node({c.program("cluster-worker"), "--address", c.address(), "--credentials",
+                                      c.credentials(), "--name", "n1", "--num-cpus", "2"},
+                                     {{"COHORT_TEST_PAUSE_DIR", pause}});
+  node.wait_for_line("joining", 30s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto job = [&](const std::string& name) { return tiny_llama_job(name, data, c.dir().str() + "/runs", 3); };
+  auto straight = c.submit({"run", c.write_job(job("straight")), "--follow"});
+  INFO(straight.out << straight.err);
+  REQUIRE(straight.exit_code == 0);
+
+  cohort::test::write_file(pause + "/commit-step-00000006.arm", "");
+  const auto id = start_job(c, c.write_job(job("torn")));
+  const std::string torn = c.dir().str() + "/runs/torn/checkpoints/step-00000006";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (::access((pause + "/commit-step-00000006.paused").c_str(), F_OK) != 0) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(20ms);
+  }
+  // Every rank's files are there; the commit is not.
+  CHECK(::access((torn + "/rank-00000.safetensors").c_str(), F_OK) == 0);
+  CHECK(::access((torn + "/rank-00001.safetensors").c_str(), F_OK) == 0);
+  CHECK(::access((torn + "/COMMITTED").c_str(), F_OK) != 0);
+  const int pid = std::stoi(cohort::test::read_file(pause + "/commit-step-00000006.paused"));
+  REQUIRE(::kill(pid, SIGKILL) == 0);
+  std::filesystem::remove(pause + "/commit-step-00000006.arm");
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["attempts"] == 2);
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK_THAT(logs, Catch::Contains("checkpoint " + torn + " skipped") &&
+                       Catch::Contains("resuming from " + c.dir().str() + "/runs/torn/checkpoints/step-00000003"));
+  CHECK(::access((torn + "/COMMITTED").c_str(), F_OK) == 0);  // written again by the restart
+  CHECK(c.run("cohort-ckpt", {"verify", torn}).exit_code == 0);
+  const std::string straight_dir = c.dir().str() + "/runs/straight/checkpoints/step-00000024/";
+  for (const char* shard : {"rank-00000.safetensors", "rank-00001.safetensors"}) {
+    INFO(shard);
+    CHECK(cohort::test::read_file(c.dir().str() + "/runs/torn/checkpoints/step-00000024/" + shard) ==
+          cohort::test::read_file(straight_dir + shard));
+  }
+}
+
+TEST_CASE("a cluster-worker killed with kill -9 and restarted under the same name at once: the head "
+          "counts the old process lost, and the job restarts on the new one",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("a", 2);
+  const auto id = start_job(c, c.write_job(holding(lr_job("reborn", 2, 6, 0, -1, c.dir().str() + "/runs"), 3)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
+  c.kill_worker_process("a");
+  c.start_worker("a", 2);  // well within the 3 s heartbeat timeout on any machine that is not stalled
+  // The first attempt's trainer and ranks died with the old process: without its loss the job
+  // would stay RUNNING, held, with nothing left to release.
+  c.wait_for(id, [](const json& s) { return held_before(s, 3, s["attempts"].get<int>()) && s["attempts"] >= 2; }, 120s);
+  release(c, id);
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  CHECK(s["step"] == 6);
+  REQUIRE(s["failures"].size() >= 1);
+  CHECK_THAT(s["failures"][0]["reason"].get<std::string>(), Catch::Contains("restarted") || Catch::Contains("lost"));
+}

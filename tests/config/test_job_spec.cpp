@@ -88,6 +88,8 @@ TEST_CASE("a minimal spec gets the documented defaults", "[config]") {
   CHECK(s.run.failure.max_preemptions == -1);
   CHECK(s.run.resume);
   CHECK(s.run.hold_before_step == 0);
+  CHECK(s.run.hold_before_steps.empty());
+  CHECK_FALSE(s.run.sample_log);
 }
 
 TEST_CASE("run.hold_before_step is read and kept through the spec's canonical JSON", "[config]") {
@@ -95,6 +97,21 @@ TEST_CASE("run.hold_before_step is read and kept through the spec's canonical JS
                                         "run": {"hold_before_step": 4}})");
   CHECK(s.run.hold_before_step == 4);
   CHECK(parse_job_spec(to_json_text(s)).run.hold_before_step == 4);
+}
+
+TEST_CASE("run.hold_before_steps and run.sample_log are read and kept through the spec's canonical JSON",
+          "[config]") {
+  const job_spec s = parse_job_spec(R"({"name": "held", "train": {"max_steps": 10},
+                                        "run": {"hold_before_steps": [2, 5, 9], "sample_log": true}})");
+  CHECK(s.run.hold_before_steps == std::vector<std::int64_t>{2, 5, 9});
+  CHECK(s.run.sample_log);
+  CHECK(has_holds(s.run));
+  CHECK(holds_before(s.run, 5));
+  CHECK_FALSE(holds_before(s.run, 4));
+  const job_spec again = parse_job_spec(to_json_text(s));
+  CHECK(again.run.hold_before_steps == s.run.hold_before_steps);
+  CHECK(again.run.sample_log);
+  CHECK_FALSE(has_holds(parse_job_spec(R"({"name": "free"})").run));
 }
 
 TEST_CASE("use_gpu adds one GPU per worker unless resources_per_worker names GPUs", "[config]") {

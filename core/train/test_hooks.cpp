@@ -1,0 +1,30 @@
+// test_pause_point: see test_hooks.hpp.
+#include "core/train/test_hooks.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+namespace cohort::core::train {
+
+void test_pause_point(const std::string& name, const std::atomic<bool>* cancelled) {
+  const char* dir = std::getenv(test_pause_dir_variable);
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string arm = std::string(dir) + "/" + name + ".arm";
+  if (::access(arm.c_str(), F_OK) != 0) return;
+  const std::string paused = std::string(dir) + "/" + name + ".paused";
+  {
+    const std::string tmp = paused + ".tmp";
+    std::ofstream(tmp) << ::getpid() << "\n";
+    std::rename(tmp.c_str(), paused.c_str());  // whole, or not there
+  }
+  while (::access(arm.c_str(), F_OK) == 0) {
+    if (cancelled != nullptr && cancelled->load()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace cohort::core::train

@@ -1,0 +1,17 @@
+// Pause points for fault-injection tests (scripts/chaos), reachable only through the worker
+// process's environment, never from a job spec (runtime_env refuses COHORT_* names). With
+// COHORT_TEST_PAUSE_DIR=DIR set, a process reaching pause point NAME while DIR/NAME.arm exists
+// writes its pid to DIR/NAME.paused and waits until the .arm file is removed (or `cancelled` is
+// set), so a test can kill it at exactly that point. Without the variable it returns at once.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+namespace cohort::core::train {
+
+inline constexpr const char* test_pause_dir_variable = "COHORT_TEST_PAUSE_DIR";
+
+void test_pause_point(const std::string& name, const std::atomic<bool>* cancelled = nullptr);
+
+}  // namespace cohort::core::train

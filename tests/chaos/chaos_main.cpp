@@ -1,0 +1,629 @@
+// cohort-chaos: seeded fault schedules against a real cluster on 127.0.0.1 (scripts/chaos runs
+// it). Per schedule: two heads on one store (leader + standby), three cluster-workers, and a
+// tiny-Llama job (2 ranks, CPU fp32, checkpoints every 3 steps, run.sample_log) held before each
+// step where a fault is due (run.hold_before_steps), so every fault lands at a chosen step
+// boundary however fast the machine is. Faults, drawn by a seeded RNG: kill -9 of the leader (a
+// replacement standby is started), SIGSTOP of the leader past its lease then SIGCONT, kill -9 of
+// the standby, kill -9 of a cluster-worker (restarted), kill -9 of a rank's process, kill -9 of
+// rank 0 while it commits a checkpoint (every rank's files written, no COMMITTED yet; through
+// COHORT_TEST_PAUSE_DIR), and SIGTERM of a cluster-worker (preemption; restarted once it left).
+// After each schedule: the job SUCCEEDED without a resubmission, its final checkpoint shards and
+// exported weights are bitwise equal to an uninterrupted run's, the sample log replays the
+// sampler exactly (each sample once per epoch), every checkpoint an attempt resumed from was
+// committed, and `cohort-ckpt verify` passes on every checkpoint kept.
+//
+// Usage: cohort-chaos [--short] [--faults N] [--keep-failures DIR] (--count N [--first-seed S] | SEED...)
+// Needs $COHORT_BIN (the cluster's programs). Exit 0 when every schedule passed, 1 otherwise.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/data/dataset.hpp"
+#include "core/data/sample_audit.hpp"
+#include "tests/cluster/cluster_harness.hpp"
+#include "tests/core/train/tiny_data.hpp"
+#include "tests/support/files.hpp"
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using cohort::test::running_process;
+using cohort::test::test_cluster;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class fault_kind { leader_kill, leader_stop, standby_kill, node_kill, rank_kill, commit_kill, node_term };
+constexpr fault_kind all_kinds[] = {fault_kind::leader_kill, fault_kind::leader_stop, fault_kind::standby_kill,
+                                    fault_kind::node_kill,   fault_kind::rank_kill,   fault_kind::commit_kill,
+                                    fault_kind::node_term};
+
+const char* name_of(fault_kind k) {
+  switch (k) {
+    case fault_kind::leader_kill: return "leader-kill9";
+    case fault_kind::leader_stop: return "leader-sigstop";
+    case fault_kind::standby_kill: return "standby-kill9";
+    case fault_kind::node_kill: return "node-kill9";
+    case fault_kind::rank_kill: return "rank-kill9";
+    case fault_kind::commit_kill: return "commit-kill9";
+    case fault_kind::node_term: return "node-sigterm";
+  }
+  return "?";
+}
+
+// The job's shape: steps, checkpoint interval; the data set has 96 samples, 8 per step.
+struct job_shape {
+  int epochs = 2;           // 12 steps each
+  int every_steps = 3;
+  int total_steps() const { return epochs * 12; }
+};
+
+struct fault {
+  fault_kind kind;
+  int step;  // the job is held before this step when the fault is injected
+  int pick;  // which node or rank, where the fault has a choice
+};
+
+// A seeded schedule: `count` faults at strictly increasing hold steps in [2, total]; a commit
+// kill at step k lands in the commit of the next checkpoint (the first multiple of every_steps
+// >= k), so the next fault comes after that.
+std::vector<fault> make_schedule(std::uint64_t seed, int count, const job_shape& shape) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
+  const int total = shape.total_steps();
+  for (int tries = 0; tries < 1000; ++tries) {
+    std::vector<fault> out;
+    int at = 1;
+    const int room = std::max(1, (total - 2) / count);
+    for (int i = 0; i < count; ++i) {
+      const auto kind = all_kinds[rng() % std::size(all_kinds)];
+      const int step = at + 1 + static_cast<int>(rng() % static_cast<unsigned>(room));
+      out.push_back({kind, step, static_cast<int>(rng() % 2)});
+      at = step;
+      if (kind == fault_kind::commit_kill) at = (step + shape.every_steps - 1) / shape.every_steps * shape.every_steps;
+    }
+    if (at <= total) return out;
+  }
+  throw std::runtime_error("no schedule of " + std::to_string(count) + " faults fits " + std::to_string(total) + " steps");
+}
+
+std::string job_spec(const std::string& name, const std::string& data, const std::string& storage,
+                     const job_shape& shape, const std::vector<int>& holds) {
+  json spec = json::parse(R"({"workload": "causal_lm",
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "lr": 0.01,
+              "warmup_steps": 3, "schedule": "cosine", "seed": 3},
+    "zero": {"stage": 2}})");
+  spec["name"] = name;
+  spec["model"] = {{"config", json::parse(cohort::test::tiny_llama_config())}, {"init_seed", 7}};
+  spec["data"] = {{"train", data}};
+  spec["train"]["epochs"] = shape.epochs;
+  spec["run"] = {{"storage_path", storage},
+                 {"sample_log", true},
+                 {"failure", {{"max_failures", -1}}},
+                 {"checkpoint", {{"every_steps", shape.every_steps}}}};
+  if (!holds.empty()) spec["run"]["hold_before_steps"] = holds;
+  return spec.dump(2);
+}
+
+// The files whose bytes must match the uninterrupted run's: the final checkpoint's shards and
+// the exported model's weights.
+std::map<std::string, std::string> final_weights(const std::string& run_dir, int total_steps) {
+  std::map<std::string, std::string> out;
+  char step_dir[32];
+  std::snprintf(step_dir, sizeof step_dir, "step-%08d", total_steps);
+  const std::string ckpt = run_dir + "/checkpoints/" + step_dir;
+  for (const char* shard : {"rank-00000.safetensors", "rank-00001.safetensors"})
+    out[std::string(step_dir) + "/" + shard] = cohort::test::read_file(ckpt + "/" + shard);
+  for (const auto& e : fs::directory_iterator(run_dir + "/model"))
+    if (e.path().extension() == ".safetensors")
+      out["model/" + e.path().filename().string()] = cohort::test::read_file(e.path().string());
+  if (out.size() < 3) throw std::runtime_error(run_dir + "/model holds no .safetensors file");
+  return out;
+}
+
+double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
+
+std::string fixed(double v, int digits = 1) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(digits);
+  o << v;
+  return o.str();
+}
+
+bool running_held(const json& s) {
+  return s.value("state", "") == "RUNNING" && s.value("held_before_step", 0) > 0 &&
+         s.value("reason", "").rfind("head restarted", 0) != 0;  // adopted by the head answering
+}
+
+struct head_proc {
+  int port = 0;
+  std::unique_ptr<running_process> proc;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+struct recovery {
+  fault f;
+  double seconds = 0;
+  std::string note;  // what the recovery looked like (new attempt, adopted, ...)
+};
+
+struct outcome {
+  std::uint64_t seed = 0;
+  std::vector<recovery> recoveries;
+  bool ok = false;
+  std::string error;
+  double seconds = 0;
+};
+
+// One schedule's cluster: heads, nodes and the job.
+class chaos_run {
+ public:
+  chaos_run(std::uint64_t seed, const job_shape& shape, std::vector<fault> faults, const std::string& data,
+            const std::map<std::string, std::string>& baseline)
+      : seed_(seed), shape_(shape), faults_(std::move(faults)), data_(data), baseline_(baseline) {}
+
+  outcome run() {
+    outcome out;
+    out.seed = seed_;
+    const auto started = steady::now();
+    try {
+      setup();
+      drive(out);
+      check();
+      out.ok = true;
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+    out.seconds = seconds_since(started);
+    return out;
+  }
+
+  // Copies the store, the run directory and every process's output to `dir`.
+  void keep(const std::string& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fs::copy(c_.store(), dir + "/store", fs::copy_options::recursive, ec);
+    fs::copy(run_dir(), dir + "/run", fs::copy_options::recursive, ec);
+    int i = 0;
+    for (const auto& h : heads_)
+      if (h.proc) cohort::test::write_file(dir + "/head-" + std::to_string(i++) + ".log", h.proc->output());
+    for (const auto& old : dead_) cohort::test::write_file(dir + "/dead-" + std::to_string(i++) + ".log", old->output());
+    for (const auto& [name, n] : nodes_)
+      if (n) cohort::test::write_file(dir + "/node-" + name + ".log", n->output());
+    cohort::test::write_file(dir + "/job-logs.txt", c_.submit({"logs", id_}).out);
+  }
+
+ private:
+  std::string run_dir() const { return c_.dir().str() + "/runs/chaos"; }
+  std::string pause_dir() const { return c_.dir().str() + "/pause"; }
+
+  void start_head(bool leader) {
+    head_proc h;
+    h.port = cohort::test::free_port();
+    h.proc = c_.start_other_head(h.port);
+    if (leader) {
+      h.proc->wait_for_line("serving on", 60s);
+    } else {
+      h.proc->wait_for_line("waiting as a standby", 60s);
+    }
+    heads_.push_back(std::move(h));
+    if (leader) leader_ = heads_.size() - 1;
+    std::string list;
+    for (const auto& x : heads_) list += (list.empty() ? "" : ",") + x.address();
+    c_.use_address(list);
+  }
+
+  std::size_t standby() const {
+    for (std::size_t i = 0; i < heads_.size(); ++i)
+      if (i != leader_) return i;
+    throw std::runtime_error("no standby head");
+  }
+
+  // Retires head i (its process kept for the logs) from the address list.
+  void retire_head(std::size_t i) {
+    dead_.push_back(std::move(heads_[i].proc));
+    heads_.erase(heads_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (leader_ > i) --leader_;
+  }
+
+  void start_node(const std::string& name) {
+    std::string list;
+    for (const auto& x : heads_) list += (list.empty() ? "" : ",") + x.address();
+    if (auto& old = nodes_[name]) dead_.push_back(std::move(old));
+    nodes_[name] = std::make_unique<running_process>(
+        std::vector<std::string>{c_.program("cluster-worker"), "--address", list, "--credentials", c_.credentials(),
+                                 "--name", name, "--num-cpus", "1"},
+        std::map<std::string, std::string>{{"COHORT_TEST_PAUSE_DIR", pause_dir()}});
+    nodes_[name]->wait_for_line("joining", 60s);
+  }
+
+  void wait_for_nodes(std::size_t count) {
+    const auto deadline = steady::now() + 120s;
+    while (steady::now() < deadline) {
+      const auto r = c_.submit({"list", "--json"});
+      if (r.exit_code == 0 && json::parse(r.out)["nodes"].size() >= count) return;
+      std::this_thread::sleep_for(200ms);
+    }
+    throw std::runtime_error("the nodes did not all register");
+  }
+
+  void setup() {
+    fs::create_directories(pause_dir());
+    start_head(true);
+    start_head(false);
+    for (const char* n : {"n1", "n2", "n3"}) start_node(n);
+    wait_for_nodes(3);
+    std::vector<int> holds;
+    for (const auto& f : faults_) holds.push_back(f.step);
+    const auto run = c_.submit({"run", c_.write_job(job_spec("chaos", data_, c_.dir().str() + "/runs", shape_, holds))});
+    if (run.exit_code != 0) throw std::runtime_error("submit run failed: " + run.err);
+    id_ = run.out.substr(0, run.out.find('\n'));
+  }
+
+  json wait(const std::function<bool(const json&)>& pred, std::chrono::seconds timeout, const std::string& what) {
+    try {
+      return c_.wait_for(id_, pred, timeout);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("waiting for " + what + ": " + e.what());
+    }
+  }
+
+  void release(int step, int attempt) {
+    const auto r = c_.submit({"release", id_});
+    if (r.exit_code != 0) throw std::runtime_error("submit release at step " + std::to_string(step) + ": " + r.err);
+    // Until the release shows, the status still says held here: never release one hold twice.
+    wait([&](const json& s) {
+      return s["state"] != "RUNNING" || s["attempts"] != attempt || s["held_before_step"] != step;
+    }, 120s, "the release of step " + std::to_string(step));
+  }
+
+  void drive(outcome& out) {
+    std::size_t next = 0;
+    while (true) {
+      const auto s = wait([](const json& s) {
+        return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || running_held(s);
+      }, 300s, "a hold or the end");
+      if (s["state"] != "RUNNING") {
+        if (s["state"] != "SUCCEEDED") throw std::runtime_error("the job ended " + s.dump());
+        if (next != faults_.size())
+          throw std::runtime_error("the job ended before fault " + std::to_string(next + 1) + " was injected");
+        return;
+      }
+      const int step = s["held_before_step"];
+      const int attempt = s["attempts"];
+      if (next < faults_.size() && faults_[next].step == step) {
+        out.recoveries.push_back(inject(faults_[next], s));
+        ++next;
+      } else {
+        release(step, attempt);
+      }
+    }
+  }
+
+  // The pid of the cohort-worker of rank `rank` under node `name`'s cluster-worker (from /proc:
+  // the job's log may have lost lines in a head failover).
+  int rank_pid(const std::string& name, int rank) {
+    const pid_t parent = nodes_.at(name)->pid();
+    const std::string want = std::string("--rank") + '\0' + std::to_string(rank) + '\0';
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const auto pid_text = e.path().filename().string();
+      if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(e.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      const auto close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 2));
+      char state = 0;
+      int ppid = 0;
+      if (!(rest >> state >> ppid) || ppid != parent) continue;
+      std::ifstream cmd(e.path() / "cmdline");
+      const std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+      if (argv.find("cohort-worker") != std::string::npos && argv.find(want) != std::string::npos)
+        return std::stoi(pid_text);
+    }
+    throw std::runtime_error("no cohort-worker of rank " + std::to_string(rank) + " under node " + name);
+  }
+
+  // The node rank `rank` runs on, from the status.
+  static std::string node_of(const json& s, int rank) { return s["rank_nodes"].at(rank).get<std::string>(); }
+
+  void kill_node(const std::string& name, int sig, std::string& note) {
+    auto& n = nodes_.at(name);
+    n->kill(sig);
+    if (!n->wait_for_exit(sig == SIGTERM ? 120s : 30s)) {
+      note += "; did not exit on SIGTERM within 120 s, killed";
+      n->kill(SIGKILL);
+      n->wait_for_exit(30s);
+    }
+  }
+
+  recovery inject(const fault& f, const json& held) {
+    recovery r{f, 0, ""};
+    const int step = f.step;
+    const int attempt = held["attempts"];
+    const auto t0 = steady::now();
+    bool restarts = true;  // the fault ends the attempt
+    switch (f.kind) {
+      case fault_kind::leader_kill:
+      case fault_kind::leader_stop: {
+        restarts = false;
+        const auto old = leader_;
+        const auto next = standby();
+        heads_[old].proc->kill(f.kind == fault_kind::leader_kill ? SIGKILL : SIGSTOP);
+        heads_[next].proc->wait_for_line("serving on", 120s);
+        leader_ = next;
+        if (f.kind == fault_kind::leader_stop) {
+          heads_[old].proc->kill(SIGCONT);
+          if (!heads_[old].proc->wait_for_exit(120s)) throw std::runtime_error("the woken leader did not step down");
+        }
+        heads_[old].proc->wait_for_exit(30s);
+        retire_head(old);
+        start_head(false);  // two heads again
+        break;
+      }
+      case fault_kind::standby_kill: {
+        restarts = false;
+        const auto s = standby();
+        heads_[s].proc->kill(SIGKILL);
+        heads_[s].proc->wait_for_exit(30s);
+        retire_head(s);
+        start_head(false);
+        break;
+      }
+      case fault_kind::node_kill:
+      case fault_kind::node_term: {
+        const auto name = node_of(held, f.pick);
+        r.note = name;
+        kill_node(name, f.kind == fault_kind::node_kill ? SIGKILL : SIGTERM, r.note);
+        start_node(name);
+        break;
+      }
+      case fault_kind::rank_kill: {
+        const int pid = rank_pid(node_of(held, f.pick), f.pick);
+        r.note = "rank " + std::to_string(f.pick) + " pid " + std::to_string(pid);
+        if (::kill(pid, SIGKILL) != 0) throw std::runtime_error("cannot kill rank " + std::to_string(f.pick));
+        break;
+      }
+      case fault_kind::commit_kill: {
+        const int ckpt = (step + shape_.every_steps - 1) / shape_.every_steps * shape_.every_steps;
+        char name[40];
+        std::snprintf(name, sizeof name, "commit-step-%08d", ckpt);
+        const std::string arm = pause_dir() + "/" + name + ".arm", paused = pause_dir() + "/" + name + ".paused";
+        cohort::test::write_file(arm, "");
+        release(step, attempt);
+        const auto deadline = steady::now() + 300s;
+        while (::access(paused.c_str(), F_OK) != 0) {
+          if (steady::now() > deadline) throw std::runtime_error("rank 0 never paused in the commit of " + std::string(name));
+          std::this_thread::sleep_for(20ms);
+        }
+        const int pid = std::stoi(cohort::test::read_file(paused));
+        char dir[32];
+        std::snprintf(dir, sizeof dir, "/step-%08d", ckpt);
+        const std::string ckpt_dir = run_dir() + "/checkpoints" + dir;
+        if (::access((ckpt_dir + "/COMMITTED").c_str(), F_OK) == 0)
+          throw std::runtime_error(ckpt_dir + " was committed before the commit's pause point");
+        r.note = "step " + std::to_string(ckpt) + ", rank 0 pid " + std::to_string(pid);
+        const auto t_kill = steady::now();
+        if (::kill(pid, SIGKILL) != 0) throw std::runtime_error("cannot kill rank 0 in its commit");
+        fs::remove(arm);
+        fs::remove(paused);
+        wait([&](const json& s) { return s["attempts"] > attempt && running_held(s); }, 300s,
+             "the attempt after " + std::string(name_of(f.kind)));
+        r.seconds = seconds_since(t_kill);
+        r.note += "; attempt " + std::to_string(attempt) + " -> " + c_.status(id_)["attempts"].dump();
+        return r;
+      }
+    }
+    const auto s = wait([&](const json& s) {
+      if (!running_held(s)) return false;
+      return restarts ? s["attempts"] > attempt : (s["attempts"] > attempt || s["held_before_step"] == step);
+    }, 300s, "recovery from " + std::string(name_of(f.kind)));
+    r.seconds = seconds_since(t0);
+    if (!restarts && s["attempts"] > attempt) {
+      r.note += (r.note.empty() ? "" : "; ") + std::string("the attempt was restarted, not adopted");
+      unadopted_ = true;
+    }
+    if (restarts)
+      r.note += (r.note.empty() ? "" : "; ") + ("attempt " + std::to_string(attempt) + " -> " + s["attempts"].dump());
+    return r;
+  }
+
+  void check() {
+    const auto s = c_.status(id_);
+    if (s["state"] != "SUCCEEDED") throw std::runtime_error("job not SUCCEEDED: " + s.dump());
+    const auto list = json::parse(c_.submit({"list", "--json"}).out);
+    if (list["jobs"].size() != 1) throw std::runtime_error("the cluster lists " + list["jobs"].dump());
+    // Bitwise equal to the uninterrupted run.
+    const auto got = final_weights(run_dir(), shape_.total_steps());
+    for (const auto& [file, bytes] : baseline_) {
+      const auto it = got.find(file);
+      if (it == got.end()) throw std::runtime_error(file + " is missing");
+      if (it->second != bytes) throw std::runtime_error(file + " differs from the uninterrupted run's");
+    }
+    // The sample log against the sampler.
+    std::vector<std::vector<cohort::core::data::sample_log_line>> logs;
+    for (int r = 0; r < 2; ++r)
+      logs.push_back(cohort::core::data::read_sample_log(run_dir() + "/samples/rank-" + std::to_string(r) + ".jsonl"));
+    const cohort::core::data::dataset data(data_);
+    const auto audit = cohort::core::data::audit_sample_logs(logs, static_cast<std::int64_t>(data.size()),
+                                                             {2, 2, 2}, 3, shape_.total_steps());
+    if (!audit.ok()) {
+      std::string all;
+      for (const auto& e : audit.errors) all += "\n  " + e;
+      throw std::runtime_error("sample log:" + all);
+    }
+    // Every resume was from a committed checkpoint, and the workers said which.
+    const auto job_logs = c_.submit({"logs", id_}).out;
+    for (const auto& rank : audit.resumes) {
+      for (const auto& [attempt, after] : rank) {
+        if (after == 0) continue;
+        char dir[32];
+        std::snprintf(dir, sizeof dir, "step-%08lld", static_cast<long long>(after));
+        const std::string path = run_dir() + "/checkpoints/" + dir;
+        if (::access((path + "/COMMITTED").c_str(), F_OK) != 0)
+          throw std::runtime_error("attempt " + std::to_string(attempt + 1) + " resumed after step " +
+                                   std::to_string(after) + ", but " + path + " is not committed");
+        if (job_logs.find("resuming from " + path) == std::string::npos)
+          throw std::runtime_error("attempt " + std::to_string(attempt + 1) + " resumed after step " +
+                                   std::to_string(after) + " and no worker said \"resuming from " + path + "\"");
+      }
+    }
+    std::istringstream lines(job_logs);
+    for (std::string line; std::getline(lines, line);) {
+      const auto at = line.find("resuming from ");
+      if (at == std::string::npos) continue;
+      const auto path = line.substr(at + 14);
+      if (::access((path + "/COMMITTED").c_str(), F_OK) != 0)
+        throw std::runtime_error("a worker resumed from " + path + ", which has no COMMITTED");
+    }
+    // Every kept checkpoint verifies.
+    int kept = 0;
+    for (const auto& e : fs::directory_iterator(run_dir() + "/checkpoints")) {
+      const auto v = c_.run("cohort-ckpt", {"verify", e.path().string()});
+      if (v.exit_code != 0)
+        throw std::runtime_error("cohort-ckpt verify " + e.path().string() + ": " + v.out + v.err);
+      ++kept;
+    }
+    if (kept < shape_.total_steps() / shape_.every_steps)
+      throw std::runtime_error("only " + std::to_string(kept) + " checkpoints kept");
+  }
+
+  std::uint64_t seed_;
+  job_shape shape_;
+  std::vector<fault> faults_;
+  std::string data_;
+  const std::map<std::string, std::string>& baseline_;
+  test_cluster c_;
+  std::vector<head_proc> heads_;
+  std::size_t leader_ = 0;
+  std::map<std::string, std::unique_ptr<running_process>> nodes_;
+  std::vector<std::unique_ptr<running_process>> dead_;
+  std::string id_;
+  bool unadopted_ = false;
+};
+
+// The uninterrupted run: one head, two nodes, the same job without holds.
+std::map<std::string, std::string> run_baseline(const std::string& data, const job_shape& shape) {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("b1", 1);
+  c.start_worker("b2", 1);
+  const auto run = c.submit({"run", c.write_job(job_spec("chaos", data, c.dir().str() + "/runs", shape, {})), "--follow"});
+  if (run.exit_code != 0) throw std::runtime_error("the uninterrupted run failed: " + run.out + run.err);
+  return final_weights(c.dir().str() + "/runs/chaos", shape.total_steps());
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+int usage(const std::string& why) {
+  std::cerr << "cohort-chaos: " << why
+            << "\nusage: cohort-chaos [--short] [--faults N] [--keep-failures DIR] (--count N [--first-seed S] | SEED...)\n"
+               "  --short           a one-epoch job (12 steps) instead of two (24): CI's schedules\n"
+               "  --faults N        faults per schedule (default 5)\n"
+               "  --keep-failures D copy a failed schedule's store, run and process logs to D/seed-N\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::uint64_t> seeds;
+  job_shape shape;
+  int faults = 5, count = 0;
+  std::uint64_t first_seed = 1;
+  std::string keep;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--short") shape.epochs = 1;
+      else if (a == "--faults") faults = std::stoi(value());
+      else if (a == "--count") count = std::stoi(value());
+      else if (a == "--first-seed") first_seed = std::stoull(value());
+      else if (a == "--keep-failures") keep = value();
+      else if (a == "-h" || a == "--help") return usage("runs seeded fault schedules against a cluster on 127.0.0.1");
+      else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) seeds.push_back(std::stoull(a));
+      else return usage("unknown argument \"" + a + "\"");
+    }
+  } catch (const std::exception& e) {
+    return usage(e.what());
+  }
+  if (faults < 1 || faults > 8) return usage("--faults must be 1 to 8");
+  for (int i = 0; i < count; ++i) seeds.push_back(first_seed + static_cast<std::uint64_t>(i));
+  if (seeds.empty()) return usage("no seeds: give SEED... or --count N");
+
+  cohort::test::temp_dir data_dir("cohort-chaos-data");
+  const auto data = cohort::test::make_tiny_dataset(data_dir.str() + "/data");
+  const auto t0 = steady::now();
+  std::map<std::string, std::string> baseline;
+  try {
+    baseline = run_baseline(data, shape);
+  } catch (const std::exception& e) {
+    std::cerr << "cohort-chaos: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << "baseline: " << shape.total_steps() << " steps uninterrupted in " << fixed(seconds_since(t0))
+            << " s; " << baseline.size() << " weight files to match" << std::endl;
+
+  std::vector<double> ttr;
+  int failed = 0, injected = 0;
+  std::map<std::string, std::vector<double>> by_kind;
+  for (const auto seed : seeds) {
+    const auto schedule = make_schedule(seed, faults, shape);
+    chaos_run run(seed, shape, schedule, data, baseline);
+    const auto out = run.run();
+    std::ostringstream line;
+    line << "seed " << seed << ": faults";
+    for (const auto& f : schedule) line << " " << name_of(f.kind) << "@" << f.step;
+    line << "; recoveries " << out.recoveries.size() << ":";
+    for (const auto& r : out.recoveries) {
+      line << " " << name_of(r.f.kind) << "@" << r.f.step << " " << fixed(r.seconds) << "s";
+      if (!r.note.empty()) line << " (" << r.note << ")";
+      ttr.push_back(r.seconds);
+      by_kind[name_of(r.f.kind)].push_back(r.seconds);
+    }
+    injected += static_cast<int>(out.recoveries.size());
+    line << "; " << fixed(out.seconds) << " s; " << (out.ok ? "ok" : "FAILED: " + out.error);
+    std::cout << line.str() << std::endl;
+    if (!out.ok) {
+      ++failed;
+      if (!keep.empty()) {
+        run.keep(keep + "/seed-" + std::to_string(seed));
+        std::cout << "  kept in " << keep << "/seed-" << seed << std::endl;
+      }
+    }
+  }
+  std::cout << "summary: " << seeds.size() << " schedules, " << injected << " faults injected, " << ttr.size()
+            << " recoveries, time to recover p50 " << fixed(percentile(ttr, 0.5)) << " s, p99 "
+            << fixed(percentile(ttr, 0.99)) << " s, max " << fixed(percentile(ttr, 1.0)) << " s; " << failed
+            << " failed; " << fixed(seconds_since(t0)) << " s in all" << std::endl;
+  for (const auto& [kind, v] : by_kind)
+    std::cout << "  " << kind << ": " << v.size() << ", p50 " << fixed(percentile(v, 0.5)) << " s, max "
+              << fixed(percentile(v, 1.0)) << " s" << std::endl;
+  return failed == 0 ? 0 : 1;
+}
