@@ -45,6 +45,7 @@ inline config::job_spec tiny_job(const std::string& data_dir, int world_size, in
 struct run_output {
   std::vector<core::train::step_result> steps;
   std::vector<float> weights;
+  std::vector<std::int64_t> gathered_peaks;  // engine.gathered_peak_bytes() after each step
 };
 
 // Runs `spec` on spec.scaling.num_workers ranks (with scaling.use_gpu: NCCL, rank r on GPU
@@ -62,7 +63,10 @@ inline std::vector<run_output> run_job(const config::job_spec& spec) {
     auto group = core::comm::make_process_group(options);
     core::train::causal_lm_engine engine(spec, *group);
     run_output out;
-    while (engine.steps_done() < engine.total_steps()) out.steps.push_back(engine.train_step());
+    while (engine.steps_done() < engine.total_steps()) {
+      out.steps.push_back(engine.train_step());
+      out.gathered_peaks.push_back(engine.gathered_peak_bytes());
+    }
     out.weights = engine.full_weights();
     return out;
   });
