@@ -249,8 +249,9 @@ struct causal_lm_engine::impl {
     return sum.item<double>();
   }
 
-  // ZeRO-3 without recomputation (FSDP2's order). Forward: each layer runs under autograd on a
-  // detached copy of its input with its unit gathered (the next one's gather prefetched), and its
+  // ZeRO-3 without recomputation (FSDP2's order). Forward: each layer runs under autograd on its
+  // input detached from the graph below (one graph per layer), with its unit gathered (the next
+  // one's gather prefetched), and its
   // unit is released right after, so the layer's graph keeps its activations but its weights hold
   // no memory. Backward, last layer first: gather the layer's unit again (refilling the weights
   // its graph refers to), prefetch the one below, run the layer's backward from its kept output,
