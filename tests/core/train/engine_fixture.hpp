@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/job_spec.hpp"
 #include "core/comm/memory_store.hpp"
 #include "core/train/causal_lm_engine.hpp"
@@ -40,6 +42,20 @@ inline config::job_spec tiny_job(const std::string& data_dir, int world_size, in
   s.zero.stage = stage;
   s.zero.offload_optimizer = offload ? config::offload_device::cpu : config::offload_device::none;
   return s;
+}
+
+// `spec` with `layers` decoder layers in its inline model config.
+inline config::job_spec with_layers(config::job_spec spec, int layers) {
+  auto config = nlohmann::json::parse(spec.model.inline_config_json);
+  config["num_hidden_layers"] = layers;
+  spec.model.inline_config_json = config.dump();
+  return spec;
+}
+
+// Bytes of a unit of `elements` weights gathered in `element_size`-byte elements on `world`
+// ranks: every rank's padded shard.
+inline std::int64_t gathered_unit_bytes(std::int64_t elements, int world, std::int64_t element_size = 4) {
+  return element_size * world * ((elements + world - 1) / world);
 }
 
 struct run_output {

@@ -132,6 +132,15 @@ TEST_CASE("bf16 compute with fp32 master weights tracks the fp32 loss", "[core][
   CHECK(worst > 0);      // it really computed in bf16
   CHECK(worst < 0.03);   // and stayed close
   CHECK(bf16[0].steps[19].loss < bf16[0].steps[0].loss - 0.5);
+  // ZeRO-3 gathers bf16 weights into its layers' buffers, frees and refills them.
+  spec.zero.stage = 3;
+  const auto bf16_stage3 = test::run_job(spec);
+  double gap = 0;
+  for (std::size_t k = 0; k < 20; ++k)
+    gap = std::max(gap, relative(bf16_stage3[0].steps[k].loss, bf16[0].steps[k].loss));
+  CAPTURE(gap);
+  CHECK(gap < 0.02);
+  CHECK(bf16_stage3[0].steps[19].loss < bf16_stage3[0].steps[0].loss - 0.5);
 }
 
 TEST_CASE("a data set whose ids exceed the model's vocabulary is refused, naming both",
@@ -201,16 +210,7 @@ namespace {
 
 // tiny_job with `layers` decoder layers instead of 2.
 config::job_spec deep_job(const std::string& data, int world, int stage, int layers) {
-  auto spec = test::tiny_job(data, world, stage, false);
-  auto config = nlohmann::json::parse(spec.model.inline_config_json);
-  config["num_hidden_layers"] = layers;
-  spec.model.inline_config_json = config.dump();
-  return spec;
-}
-
-// Bytes of a unit gathered in fp32 on `world` ranks: every rank's padded shard.
-std::int64_t gathered_unit_bytes(std::int64_t elements, int world) {
-  return 4 * world * ((elements + world - 1) / world);
+  return test::with_layers(test::tiny_job(data, world, stage, false), layers);
 }
 
 }  // namespace
@@ -252,8 +252,8 @@ TEST_CASE("ZeRO-3 frees each layer's gathered weights after its forward: a step 
   spec.train.max_steps = 3;
   const auto shape = core::train::shape_of(
       core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
-  const auto unit0 = gathered_unit_bytes(shape.outer_parameters, world);
-  const auto layer = gathered_unit_bytes(shape.layer_parameters, world);
+  const auto unit0 = test::gathered_unit_bytes(shape.outer_parameters, world);
+  const auto layer = test::gathered_unit_bytes(shape.layer_parameters, world);
   // Unit 0 for the whole step, the layer in use and the next one prefetched (forward) or the one
   // below (backward). Kept whole until its backward, every layer would be gathered by the end of
   // the forward: unit 0 + 4 layers.
