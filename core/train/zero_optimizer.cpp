@@ -156,8 +156,9 @@ void zero_optimizer::assign(unit& u, const torch::Tensor& full) {
 // The storage of a unit's buffer is swapped for a fresh allocation from its own allocator (the
 // caching allocator on CUDA, on the current stream) and back to nothing: every tensor that views
 // it (the parameters, and whatever views of them autograd saved) follows, since they share the
-// storage object. Neither libtorch 1.13 nor 2.x offers a public storage resize in C++ that works
-// on both devices; this is what `storage().resize_(0)` does in Python's FSDP2.
+// storage object. This is what `storage().resize_(0)` does in Python's FSDP2; libtorch's C++
+// storage resize is one function per device (resize_bytes_cpu, resize_bytes_cuda in another
+// library), while the allocator that made the storage serves any device.
 void zero_optimizer::allocate_full(unit& u) {
   auto* storage = u.full.storage().unsafeGetStorageImpl();
   const auto nbytes = static_cast<std::size_t>(u.full.numel()) * u.full.element_size();
