@@ -303,6 +303,9 @@ std::string gpu_advice(const config::job_spec& spec) {
   if (spec.zero.stage < 3) return "try zero.stage 3 with zero.offload_param: \"cpu\" or more workers";
   if (spec.zero.offload_param != config::offload_device::cpu)
     return "try zero.offload_param: \"cpu\" or more workers";
+  if (!spec.train.activation_checkpointing)
+    return "try train.activation_checkpointing: true (layers recomputed in the backward instead of "
+           "keeping their activations), a smaller train.micro_batch_size or train.seq_len";
   return "try a smaller train.micro_batch_size or train.seq_len, or GPUs with more memory";
 }
 

@@ -2,10 +2,14 @@
 // job's worker runs it — NCCL group through a file store, ZeRO stage, bf16 compute with fp32
 // master weights — on random tokens, timing the steps after a warmup. Start one process per rank
 // with the same --store directory; each prints one JSON line (tokens/s of the whole group, MFU,
-// this rank's peak GPU memory). scripts/gpu-bench runs it beside benchmarks/gpu/torch_fsdp.py.
+// this rank's peak GPU memory and peak of gathered ZeRO-3 weights). scripts/gpu-bench runs it
+// beside benchmarks/gpu/torch_fsdp.py, with and without --checkpointing (train.activation_
+// checkpointing: layers recomputed in the backward; without it ZeRO-3 keeps each layer's
+// activations and gathers its weights again for its backward, as FSDP2 does).
 //
 //   engine_bench --config benchmarks/gpu/tinyllama-1.1b.json --rank R --world 2 --store DIR
 //                [--batch 4] [--seq 2048] [--steps 10] [--warmup 3] [--stage 3] [--precision bf16]
+//                [--checkpointing]
 #include "core/comm/file_store.hpp"
 #include "core/comm/process_group.hpp"
 #include "core/data/shard_writer.hpp"
@@ -43,6 +47,7 @@ struct bench_options {
   int warmup = 3;
   int stage = 3;
   std::string precision = "bf16";
+  bool checkpointing = false;
   int timeout_s = 600;
 };
 
@@ -92,6 +97,7 @@ int run(const bench_options& o) {
   spec.train.weight_decay = 0.01;
   spec.train.dtype = o.precision == "bf16" ? config::precision::bf16 : config::precision::fp32;
   spec.zero.stage = o.stage;
+  spec.train.activation_checkpointing = o.checkpointing;
   const std::int64_t samples = std::int64_t{o.batch} * o.world * (o.warmup + o.steps);
   spec.data.train = write_random_tokens(o.store + "/data-rank" + std::to_string(o.rank),
                                         model_config.vocab_size, samples, o.seq);
@@ -123,7 +129,8 @@ int run(const bench_options& o) {
   if (!std::isfinite(last.loss)) throw std::runtime_error("loss is not finite after the timed steps");
   const double tokens_per_s = static_cast<double>(tokens) / seconds;
   nlohmann::json result = {
-      {"impl", "cohort-zero" + std::to_string(o.stage)},
+      {"impl", "cohort-zero" + std::to_string(o.stage) + (o.checkpointing ? "-ac" : "")},
+      {"activation_checkpointing", o.checkpointing},
       {"config", o.config},
       {"device", core::train::cuda_device_name(device)},
       {"rank", o.rank},
@@ -138,6 +145,7 @@ int run(const bench_options& o) {
       {"tokens_per_s", tokens_per_s},
       {"mfu", core::train::mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), o.world)},
       {"peak_mem_gib", peak_gpu_gib(device)},
+      {"gathered_peak_gib", static_cast<double>(engine.gathered_peak_bytes()) / (1024.0 * 1024.0 * 1024.0)},
       {"build_s", build_s},
       {"loss_after_warmup", loss_first},
       {"loss", last.loss},
@@ -162,6 +170,8 @@ int main(int argc, char** argv) {
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed steps first")(
       "stage", po::value(&o.stage)->default_value(o.stage), "ZeRO stage (0..3)")(
       "precision", po::value(&o.precision)->default_value(o.precision), "bf16 or fp32")(
+      "checkpointing", po::bool_switch(&o.checkpointing),
+      "train.activation_checkpointing: recompute each layer in the backward")(
       "timeout", po::value(&o.timeout_s)->default_value(o.timeout_s), "collective timeout, seconds");
   try {
     po::variables_map vm;

@@ -117,7 +117,7 @@ def zero3_table(res, peak):
     lines = ["| impl | GPUs | batch per GPU x seq | params | step ms | tokens/s | MFU "
              "| peak GPU mem GiB (max over ranks) | vs FSDP2 |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
-    for impl in ["cohort-zero3", "torch-fsdp2", "torch-fsdp2-ac"]:
+    for impl in ["cohort-zero3", "cohort-zero3-ac", "torch-fsdp2", "torch-fsdp2-ac"]:
         ranks = by_impl.get(impl)
         if not ranks:
             lines.append(f"| {impl} | - | - | - | - | failed/not run | - | - | - |")

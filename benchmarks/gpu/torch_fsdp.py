@@ -118,7 +118,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--checkpointing", action="store_true",
-                   help="recompute each decoder layer in backward (as cohort's ZeRO-3 path does)")
+                   help="recompute each decoder layer in backward (as cohort does with train.activation_checkpointing)")
     args = p.parse_args()
     if torch.cuda.device_count() < args.world:
         raise SystemExit(f"torch_fsdp.py: --world {args.world} needs that many GPUs, "

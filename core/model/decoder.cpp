@@ -173,6 +173,14 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     auto parts = qkv->forward(x).split_with_sizes(
         {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     qs = parts[0], ks = parts[1], vs = parts[2];
+  } else if (fuse_qkv) {
+    // (out_q + 2·out_kv, C): a copy of the three weights (small beside the GEMM over B·T tokens,
+    // and one GEMM in place of three, both ways, with no sum of three input gradients).
+    const auto weight = torch::cat({q->weight, k->weight, v->weight}, 0);
+    const auto bias = q->bias.defined() ? torch::cat({q->bias, k->bias, v->bias}, 0) : torch::Tensor();
+    auto parts = torch::linear(x, weight, bias).split_with_sizes(
+        {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
+    qs = parts[0], ks = parts[1], vs = parts[2];
   } else {
     qs = q->forward(x), ks = k->forward(x), vs = v->forward(x);
   }

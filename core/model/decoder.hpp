@@ -59,6 +59,10 @@ class attention_impl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const attention_context& ctx);  // (B, T, C)
   projection qkv{nullptr};  // fused (GPT-2), else q, k, v
   projection q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+  // With separate q, k, v: one GEMM for the three, through their weights (and biases)
+  // concatenated for the forward; the parameters, their Hugging Face names, checkpoints and
+  // exports stay as they are (the backward splits the gradient back). false: three GEMMs.
+  bool fuse_qkv = true;
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_, rotary_dim_, window_;

@@ -104,10 +104,14 @@ struct causal_lm_engine::impl {
   std::unique_ptr<zero_optimizer> optimizer;
   std::int64_t total_steps = 0;
   std::int64_t steps_done = 0;
-  bool recompute = false;
-  // Stages 2-3 on the layer-by-layer path reduce-scatter each layer's gradients right after its
+  bool recompute = false;     // train.activation_checkpointing
+  // Stage 3 without checkpointing: every layer's graph is kept from its forward to its backward
+  // while its gathered weights' storage is freed in between (zero_optimizer.hpp).
+  bool kept_graphs = false;
+  // Stages 2-3 on the layer-by-layer paths reduce-scatter each layer's gradients right after its
   // backward (so a rank never holds all of them); otherwise they are reduced once per step.
   bool layers_reduced_in_backward = false;
+  std::int64_t gathered_peak_bytes = 0;  // of the last step
   bool save_rng = false;
   bool checkpoint_requested = false;  // by this rank, for the next step
   double peak_flops = 0;  // of `device` (mfu.hpp)
@@ -165,8 +169,9 @@ struct causal_lm_engine::impl {
     // The optimizer moved the weights (stage 3: only their shards); the rest follows.
     net->to(device);
     if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));
-    recompute = spec.zero.stage == 3 || train.activation_checkpointing;
-    layers_reduced_in_backward = recompute && spec.zero.stage >= 2;
+    recompute = train.activation_checkpointing;
+    kept_graphs = spec.zero.stage == 3 && !recompute;
+    layers_reduced_in_backward = (recompute || kept_graphs) && spec.zero.stage >= 2;
     save_rng = recompute && has_dropout(net->config());
   }
 
@@ -189,6 +194,7 @@ struct causal_lm_engine::impl {
   // the summed loss.
   double forward_backward(const batch_tensors& b, double scale) {
     const auto ctx = net->context(b.ids.size(1), device);
+    if (kept_graphs) return forward_backward_kept(b, scale, ctx);
     if (!recompute) {
       auto x = net->embed(b.ids);
       for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
@@ -243,6 +249,50 @@ struct causal_lm_engine::impl {
     return sum.item<double>();
   }
 
+  // ZeRO-3 without recomputation (FSDP2's order). Forward: each layer runs under autograd on its
+  // input detached from the graph below (one graph per layer), with its unit gathered (the next
+  // one's gather prefetched), and its
+  // unit is released right after, so the layer's graph keeps its activations but its weights hold
+  // no memory. Backward, last layer first: gather the layer's unit again (refilling the weights
+  // its graph refers to), prefetch the one below, run the layer's backward from its kept output,
+  // reduce-scatter its gradients, release it. The last layer stays gathered from its forward to
+  // its backward, and the head's forward and backward overlap the gather of the layer below it.
+  double forward_backward_kept(const batch_tensors& b, double scale, const model::attention_context& ctx) {
+    const auto& layers = net->layers();
+    const std::size_t count = layers.size();
+    std::vector<torch::Tensor> inputs(count), outputs(count);  // per layer: graph roots
+    auto embedded = net->embed(b.ids);
+    auto x = embedded;
+    for (std::size_t l = 0; l < count; ++l) {
+      const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
+      optimizer->gather(unit);
+      optimizer->prefetch(unit + 1);  // the next layer's gather overlaps this layer
+      inputs[l] = x.detach().requires_grad_(true);
+      auto layer = layers[l];
+      outputs[l] = layer->forward(inputs[l], ctx);
+      x = outputs[l];
+      if (l + 1 < count) optimizer->release(unit);  // the graph keeps the tensors, not the bytes
+    }
+    if (count >= 2) optimizer->prefetch(zero_optimizer::layer_unit(static_cast<std::int64_t>(count) - 2));
+    auto last = x.detach().requires_grad_(true);
+    auto sum = loss_sum(net->head(last), b.labels);
+    (sum * scale).backward();
+    auto grad = last.grad();
+    for (std::size_t l = count; l-- > 0;) {
+      const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
+      optimizer->gather(unit);
+      if (l > 0) optimizer->prefetch(unit - 1);
+      outputs[l].backward(grad);
+      grad = inputs[l].grad();
+      outputs[l] = torch::Tensor();  // the layer's graph and activations go
+      inputs[l] = torch::Tensor();
+      if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
+      optimizer->release(unit);
+    }
+    embedded.backward(grad);
+    return sum.item<double>();
+  }
+
   torch::Tensor all_reduce_sum(std::vector<double> values) {
     auto t = torch::tensor(values, torch::kDouble).to(device);
     wait_for(group.all_reduce(t, comm::reduce_op::sum), group, cancelled);
@@ -273,6 +323,7 @@ struct causal_lm_engine::impl {
     const double global_labels = std::max(1.0, counts[0].item<double>());
 
     optimizer->zero_grad_shards();
+    optimizer->reset_gathered_peak();
     optimizer->gather(0);
     double local_loss = 0;
     for (const auto& b : batches) local_loss += forward_backward(b, 1.0 / global_labels);
@@ -280,6 +331,7 @@ struct causal_lm_engine::impl {
       if (u == 0 || !layers_reduced_in_backward) optimizer->reduce_grads(u);
     }
     optimizer->release(0);
+    gathered_peak_bytes = optimizer->gathered_peak_bytes();
     optimizer->synchronize();
 
     const double local_squares = optimizer->grad_square_sum();
@@ -340,6 +392,8 @@ double causal_lm_engine::flops_per_token() const {
 double causal_lm_engine::peak_flops() const {
   return impl_->peak_flops;
 }
+
+std::int64_t causal_lm_engine::gathered_peak_bytes() const { return impl_->gathered_peak_bytes; }
 
 step_result causal_lm_engine::train_step() { return impl_->step(); }
 void causal_lm_engine::request_checkpoint() { impl_->checkpoint_requested = true; }

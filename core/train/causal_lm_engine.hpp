@@ -1,7 +1,9 @@
 // The training engine of a causal LM job on one rank of a data-parallel group: builds the model
 // (a Hugging Face directory, or a config and init_seed: the same weights on any world size), reads
-// this rank's micro-batches, runs forward/backward (layer by layer with recomputation under ZeRO-3
-// or activation checkpointing), reduces gradients and updates the ZeRO-sharded fp32 master weights
+// this rank's micro-batches, runs forward/backward (layer by layer under ZeRO-3, each layer's
+// weights gathered for its forward, freed, and gathered again for its backward; with activation
+// checkpointing, layer by layer with recomputation), reduces gradients and updates the
+// ZeRO-sharded fp32 master weights
 // with AdamW. The loss and gradients are those of the mean over every label token of the global
 // batch, so results do not depend on the world size. One per rank, used by one thread; no torch here.
 #pragma once
@@ -58,6 +60,10 @@ class causal_lm_engine {
   // of this rank's GPU (0 on CPU or an unknown card): the two sides of MFU (mfu.hpp).
   double flops_per_token() const;
   double peak_flops() const;
+  // ZeRO-3: the most bytes of gathered compute-dtype weights this rank held at once during the
+  // last step (unit 0 for the whole step, plus the layers being used and prefetched); 0 for
+  // stages 0-2, which hold whole weights.
+  std::int64_t gathered_peak_bytes() const;
   // Runs the next step (a collective: every rank calls it). Throws cancelled_error when cancelled.
   step_result train_step();
   // Marks the next step's result checkpoint_requested on every rank (it travels with the step's

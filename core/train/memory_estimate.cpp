@@ -90,8 +90,10 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const bool gpu = spec.scaling.use_gpu;
   const bool offload_param = stage == 3 && spec.zero.offload_param == config::offload_device::cpu;
   const bool offload_opt = offload_param || spec.zero.offload_optimizer == config::offload_device::cpu;
-  const bool recompute = stage == 3 || spec.train.activation_checkpointing;
-  const bool layers_reduced_in_backward = recompute && stage >= 2;
+  // Layers are recomputed only with activation checkpointing; ZeRO-3 without it keeps every
+  // layer's activations (only the gathered weights are freed between forward and backward).
+  const bool recompute = spec.train.activation_checkpointing;
+  const bool layers_reduced_in_backward = stage == 3 || (stage == 2 && recompute);
   const double n = static_cast<double>(m.parameters);
   const double u0 = static_cast<double>(m.outer_parameters);
   const double ul = static_cast<double>(m.layer_parameters);

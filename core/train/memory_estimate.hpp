@@ -15,17 +15,18 @@
 //   - compute-dtype gradients (.grad) until reduced: the whole model (p·n) at stages 0-1 and at
 //     stage 2 without activation checkpointing (reduced once per step); unit 0 plus one layer
 //     (p·(U0 + UL)) where layers are reduced right after their backward (stage 3, stage 2 with
-//     activation checkpointing).
+//     activation checkpointing). Stage 3 frees a layer's gathered weights between its forward
+//     and its backward, so its graph's references to them cost nothing.
 //   - the reduction buffer: one unit's gradients flattened to fp32 (4·max(U0, UL)), plus the
 //     reduce-scatter output shard at stages 2-3 (4·ceil(max/w)).
 //   - host staging of one unit's fp32 gradient shard (4·ceil(max/w)) with either offload.
 //   - a checkpoint's host copy of the master shard and moments (12·S, host RAM; stage 0: rank 0),
 //     held while it is written (with run.checkpoint.async, while training goes on).
 //   - activations of one micro-batch (tokens t = micro_batch_size·seq_len): where the engine
-//     recomputes layers (stage 3 or train.activation_checkpointing) the L+1 layer inputs
+//     recomputes layers (train.activation_checkpointing, any stage) the L+1 layer inputs
 //     (p·d·t each) and the larger of the logits (below) and one layer's backward: the incoming
-//     and outgoing gradient (2·p·d·t) and its working set; otherwise L working sets, the
-//     embedding output and the logits. A layer's working set is
+//     and outgoing gradient (2·p·d·t) and its working set; otherwise (ZeRO-3 included) L
+//     working sets, the embedding output and the logits. A layer's working set is
 //     t·(p·(9·d + k·ffn) + 16·d) (attention 8·d and norm2 output d in the compute dtype; k = 4 for
 //     gated MLPs (gate, up, activation, product), 2 otherwise; 16·d for the two norms' fp32
 //     temporaries). The logits are t·V·(p + 4 + 4): the compute-dtype logits, their fp32 copy

@@ -55,6 +55,12 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
       u.grad = torch::zeros({u.shard}, on_device);
     }
     if (options_.stage == 3) {
+      // The parameters become views of the unit's buffer for good; its storage is freed until
+      // the first gather.
+      u.full = torch::empty({parts() * u.shard}, on_device.dtype(options_.compute_dtype));
+      for (auto& s : u.slots) s.param.set_data(u.full.narrow(0, s.offset, s.numel).view(s.shape));
+      u.gathered = true;
+      gathered_bytes_ += static_cast<std::int64_t>(u.full.storage().nbytes());
       release(i);
     } else {
       for (auto& s : u.slots)
@@ -63,6 +69,7 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
     }
   }
   synchronize();
+  gathered_peak_bytes_ = gathered_bytes_;
 }
 
 torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtype) const {
@@ -143,29 +150,58 @@ void zero_optimizer::synchronize() {
 
 void zero_optimizer::assign(unit& u, const torch::Tensor& full) {
   torch::NoGradGuard no_grad;
-  for (auto& s : u.slots) {
-    auto value = full.narrow(0, s.offset, s.numel).view(s.shape);
-    if (options_.stage == 3) {
-      s.param.set_data(value.to(options_.compute_dtype));
-    } else {
-      s.param.copy_(value);
-    }
-  }
+  for (auto& s : u.slots) s.param.copy_(full.narrow(0, s.offset, s.numel).view(s.shape));
 }
 
-void zero_optimizer::prefetch(std::size_t u) {
-  if (options_.stage != 3 || u >= units_.size()) return;
-  for (const auto& p : pending_) {
-    if (p.unit == u) return;
-  }
+// The storage of a unit's buffer is swapped for a fresh allocation from its own allocator (the
+// caching allocator on CUDA, on the current stream) and back to nothing: every tensor that views
+// it (the parameters, and whatever views of them autograd saved) follows, since they share the
+// storage object. This is what `storage().resize_(0)` does in Python's FSDP2; libtorch's C++
+// storage resize is one function per device (resize_bytes_cpu, resize_bytes_cuda in another
+// library), while the allocator that made the storage serves any device.
+void zero_optimizer::allocate_full(unit& u) {
+  auto* storage = u.full.storage().unsafeGetStorageImpl();
+  const auto nbytes = static_cast<std::size_t>(u.full.numel()) * u.full.element_size();
+  if (storage->nbytes() == nbytes) return;
+  if (storage->allocator() == nullptr)
+    throw std::logic_error("zero_optimizer: a gathered unit's buffer has no allocator");
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+  gathered_bytes_ += static_cast<std::int64_t>(nbytes);
+  gathered_peak_bytes_ = std::max(gathered_peak_bytes_, gathered_bytes_);
+}
+
+void zero_optimizer::free_full(unit& u) {
+  auto* storage = u.full.storage().unsafeGetStorageImpl();
+  gathered_bytes_ -= static_cast<std::int64_t>(storage->nbytes());
+  // On CUDA the caching allocator hands the block out again only to work ordered after what the
+  // compute stream queued so far, and after the collective that filled it (NCCL records its
+  // stream on the block).
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, u.full.device()));
+  storage->set_nbytes(0);
+}
+
+zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
+  auto& un = units_.at(u);
   throttle();
   pending_gather p;
   p.unit = u;
-  p.shard = device_shard(units_[u], options_.compute_dtype);
-  p.full = torch::empty({parts() * units_[u].shard}, p.shard.options());
-  p.work = group_.all_gather(p.shard, p.full);
+  p.shard = device_shard(un, options_.compute_dtype);
+  allocate_full(un);
+  un.gathered = true;
+  if (parts() == 1) {
+    torch::NoGradGuard no_grad;
+    un.full.copy_(p.shard);
+    return p;
+  }
+  p.work = group_.all_gather(p.shard, un.full);
   track(p.work);
-  pending_.push_back(std::move(p));
+  return p;
+}
+
+void zero_optimizer::prefetch(std::size_t u) {
+  if (options_.stage != 3 || u >= units_.size() || units_[u].gathered) return;
+  pending_.push_back(start_gather(u));
 }
 
 void zero_optimizer::gather(std::size_t u) {
@@ -174,17 +210,26 @@ void zero_optimizer::gather(std::size_t u) {
     if (it->unit != u) continue;
     auto p = std::move(*it);
     pending_.erase(it);
-    complete(p.work);
-    assign(units_.at(u), p.full);
+    if (p.work) complete(p.work);
     return;
   }
-  assign(units_.at(u), gather_full(units_.at(u), options_.compute_dtype));
+  if (units_.at(u).gathered) return;
+  auto p = start_gather(u);
+  if (p.work) complete(p.work);
 }
 
 void zero_optimizer::release(std::size_t u) {
   if (options_.stage != 3) return;
-  const auto empty = torch::TensorOptions().dtype(options_.compute_dtype).device(options_.device);
-  for (auto& s : units_.at(u).slots) s.param.set_data(torch::empty({0}, empty));
+  auto& un = units_.at(u);
+  // A prefetch still filling the buffer finishes first: its collective writes into the storage.
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->unit != u) continue;
+    if (it->work) wait_(it->work);
+    pending_.erase(it);
+    break;
+  }
+  free_full(un);
+  un.gathered = false;
 }
 
 void zero_optimizer::zero_grad_shards() {
@@ -240,6 +285,7 @@ double zero_optimizer::grad_square_sum() const {
 
 void zero_optimizer::step(const model::adamw_options& options, double clip_coef) {
   torch::NoGradGuard no_grad;
+  release_all();  // stage 3: what is still gathered would be stale after the update
   if (opt_device_.is_cuda()) {
     // Every unit's shard in one fused update.
     std::vector<torch::Tensor> masters, grads;
@@ -296,9 +342,18 @@ void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
   if (options_.offload_param)
     for (auto& u : units_) u.host_weights.copy_(u.master);
-  if (options_.stage == 3) return;
+  if (options_.stage == 3) {
+    release_all();
+    return;
+  }
   for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
   synchronize();
+}
+
+void zero_optimizer::release_all() {
+  if (options_.stage != 3) return;
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (units_[u].gathered) release(u);
 }
 
 }  // namespace cohort::core::train

@@ -8,6 +8,13 @@
 // collective without blocking the host; synchronize() checks their outcome. One per rank, used by
 // one thread; holds the model's parameter tensors.
 //
+// Stage 3 (FSDP2's semantics): each unit's parameters are views of one flat compute-dtype buffer
+// of the unit, for the optimizer's whole life. gather() allocates that buffer's storage and fills
+// it (an all-gather of the shards); release() frees the storage and leaves the tensors. Autograd
+// keeps the parameters (or views of them) that a forward saved for its backward, and those hold
+// no memory while their unit is released: a layer's graph can be kept from its forward to its
+// backward without its weights, and gather() before the backward refills them in place.
+//
 // Where a rank's bytes live (S = this rank's elements of all shards, P = the model's parameters):
 //   device, stages 0-2: P compute-dtype weights + S fp32 gradient shard (+ S master and 2S moments
 //     without offload); stage 3: the gathered units in use + S fp32 gradient shard (+ 3S fp32
@@ -64,13 +71,27 @@ class zero_optimizer {
   static std::size_t layer_unit(std::int64_t layer) { return static_cast<std::size_t>(layer + 1); }
   std::int64_t parameter_count() const { return parameter_count_; }
 
-  // Stage 3: makes unit u's weights whole in the model (all-gather of the shards) / frees them.
-  // prefetch(u) starts that all-gather so it overlaps the compute before gather(u) (which then
-  // only waits); every rank must prefetch the same units in the same order. No-ops for stages
-  // 0-2, whose weights stay whole; an index past the last unit is ignored by prefetch.
+  // Stage 3: makes unit u's weights whole in the model (allocates the unit's buffer and
+  // all-gathers the shards into it) / frees the buffer's storage (the parameter tensors stay, with
+  // their shapes, holding no memory; reading one before the next gather() is an error the caller
+  // must avoid). prefetch(u) starts that all-gather so it overlaps the compute before gather(u)
+  // (which then only waits); every rank must gather and prefetch the same units in the same
+  // order. gather() and prefetch() of a unit that is gathered (or, for prefetch, being gathered)
+  // do nothing. No-ops for stages 0-2, whose weights stay whole; an index past the last unit is
+  // ignored by prefetch.
   void prefetch(std::size_t u);
   void gather(std::size_t u);
   void release(std::size_t u);
+  bool gathered(std::size_t u) const { return units_.at(u).gathered; }
+  // Stage 3: bytes of gathered weights this rank holds now (the storage of the units' buffers,
+  // prefetches included), and the most it held at once since reset_gathered_peak(). 0 for
+  // stages 0-2.
+  std::int64_t gathered_bytes() const { return gathered_bytes_; }
+  std::int64_t gathered_peak_bytes() const { return gathered_peak_bytes_; }
+  void reset_gathered_peak() { gathered_peak_bytes_ = gathered_bytes_; }
+  // Stage 3: releases every gathered unit (step() and refresh_weights() do, since the weights
+  // change).
+  void release_all();
 
   // Sets this rank's gradient shards to zero (start of a step).
   void zero_grad_shards();
@@ -125,6 +146,10 @@ class zero_optimizer {
                              // (pinned host with offload_param)
     bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
+    // Stage 3: (parts * shard) compute dtype on the device, the slots' parameters are views of
+    // it; its storage holds bytes only between gather (or prefetch) and release.
+    torch::Tensor full;
+    bool gathered = false;  // stage 3: full holds the unit's weights (or a prefetch fills it)
   };
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
@@ -137,10 +162,14 @@ class zero_optimizer {
   void complete(const std::shared_ptr<comm::work>& w);
   struct pending_gather {
     std::size_t unit = 0;
-    std::shared_ptr<comm::work> work;
-    torch::Tensor shard, full;  // kept alive until the work completes
+    std::shared_ptr<comm::work> work;  // null on one rank (a local copy)
+    torch::Tensor shard;  // the collective's input, kept alive until the work completes
   };
-  void assign(unit& u, const torch::Tensor& full);         // full -> the model's weights
+  void assign(unit& u, const torch::Tensor& full);         // stages 0-2: full -> the model's weights
+  // Stage 3: allocates unit u's buffer and starts filling it (all-gather, or a copy on one rank).
+  pending_gather start_gather(std::size_t u);
+  void allocate_full(unit& u);
+  void free_full(unit& u);
   // (shard) in dtype on the device: this rank's weights of unit u, for a gather.
   torch::Tensor device_shard(const unit& u, torch::ScalarType dtype) const;
   // An empty host tensor of n elements, pinned when the device is a GPU (fast, async copies).
@@ -167,6 +196,8 @@ class zero_optimizer {
   std::deque<std::shared_ptr<comm::work>> in_flight_;   // CUDA: throttled collectives, oldest first
   std::vector<std::pair<std::size_t, std::size_t>> order_;  // hf_parameters() index -> (unit, slot)
   std::int64_t parameter_count_ = 0;
+  std::int64_t gathered_bytes_ = 0;
+  std::int64_t gathered_peak_bytes_ = 0;
 };
 
 }  // namespace cohort::core::train

@@ -152,6 +152,41 @@ TEST_CASE("fused and explicit attention agree, causal and windowed", "[core][mod
   CHECK(torch::allclose(out.select(2, 0), v.select(2, 0), 1e-6, 1e-6));
 }
 
+TEST_CASE("one GEMM for q, k and v computes what three do, forward and backward, and the weights "
+          "stay three", "[core][model]") {
+  int separate = 0;
+  for (const auto& j : family_configs()) {
+    INFO(j.dump());
+    const auto cfg = parse_config(j, "test");
+    torch::manual_seed(5);
+    decoder model(cfg);
+    const auto& attn = model->layers()[0]->attn;
+    if (!attn->q) continue;  // GPT-2's Conv1D is one projection already
+    ++separate;
+    CHECK(attn->fuse_qkv);  // the default
+    auto ids = random_ids(cfg.vocab_size, 2, 9);
+    const auto run = [&](bool fused) {
+      for (auto layer : model->layers()) layer->attn->fuse_qkv = fused;  // holders share the module
+      model->zero_grad();
+      auto out = model->forward(ids, ids);
+      out.loss.backward();
+      std::vector<torch::Tensor> grads;
+      for (const auto& p : model->hf_parameters()) grads.push_back(p.tensor.grad().clone());
+      return std::make_pair(out.logits.detach(), grads);
+    };
+    model->eval();  // no dropout: both runs draw nothing
+    const auto [fused_logits, fused_grads] = run(true);
+    const auto [plain_logits, plain_grads] = run(false);
+    CHECK(torch::allclose(fused_logits, plain_logits, 1e-5, 1e-6));
+    REQUIRE(fused_grads.size() == plain_grads.size());
+    for (std::size_t i = 0; i < fused_grads.size(); ++i) {
+      INFO(model->hf_parameters()[i].name);
+      CHECK(torch::allclose(fused_grads[i], plain_grads[i], 1e-4, 1e-6));
+    }
+  }
+  CHECK(separate >= 3);  // Llama, Mistral, Qwen2 at least
+}
+
 TEST_CASE("bad input ids are refused with their position", "[core][model]") {
   decoder model(parse_config(family_configs()[0], "t"));
   CHECK_THROWS_WITH(model->forward(torch::tensor({{1, 2, 40}}, torch::kInt64)),

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/job_spec.hpp"
 #include "core/comm/memory_store.hpp"
 #include "core/train/causal_lm_engine.hpp"
@@ -42,9 +44,24 @@ inline config::job_spec tiny_job(const std::string& data_dir, int world_size, in
   return s;
 }
 
+// `spec` with `layers` decoder layers in its inline model config.
+inline config::job_spec with_layers(config::job_spec spec, int layers) {
+  auto config = nlohmann::json::parse(spec.model.inline_config_json);
+  config["num_hidden_layers"] = layers;
+  spec.model.inline_config_json = config.dump();
+  return spec;
+}
+
+// Bytes of a unit of `elements` weights gathered in `element_size`-byte elements on `world`
+// ranks: every rank's padded shard.
+inline std::int64_t gathered_unit_bytes(std::int64_t elements, int world, std::int64_t element_size = 4) {
+  return element_size * world * ((elements + world - 1) / world);
+}
+
 struct run_output {
   std::vector<core::train::step_result> steps;
   std::vector<float> weights;
+  std::vector<std::int64_t> gathered_peaks;  // engine.gathered_peak_bytes() after each step
 };
 
 // Runs `spec` on spec.scaling.num_workers ranks (with scaling.use_gpu: NCCL, rank r on GPU
@@ -62,7 +79,10 @@ inline std::vector<run_output> run_job(const config::job_spec& spec) {
     auto group = core::comm::make_process_group(options);
     core::train::causal_lm_engine engine(spec, *group);
     run_output out;
-    while (engine.steps_done() < engine.total_steps()) out.steps.push_back(engine.train_step());
+    while (engine.steps_done() < engine.total_steps()) {
+      out.steps.push_back(engine.train_step());
+      out.gathered_peaks.push_back(engine.gathered_peak_bytes());
+    }
     out.weights = engine.full_weights();
     return out;
   });

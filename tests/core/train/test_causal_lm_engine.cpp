@@ -1,10 +1,13 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/model/model_config.hpp"
+#include "core/train/memory_estimate.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
@@ -105,7 +108,7 @@ TEST_CASE("all ZeRO stages and activation checkpointing compute the same trainin
     CAPTURE(gap.max_relative, gap.l2_relative);
     CHECK(gap.max_relative <= 1e-5);
   }
-  for (int stage : {0, 2}) {
+  for (int stage : {0, 2, 3}) {
     INFO("activation checkpointing, stage " << stage);
     auto spec = test::tiny_job(data, 2, stage, false);
     spec.train.activation_checkpointing = true;
@@ -129,6 +132,15 @@ TEST_CASE("bf16 compute with fp32 master weights tracks the fp32 loss", "[core][
   CHECK(worst > 0);      // it really computed in bf16
   CHECK(worst < 0.03);   // and stayed close
   CHECK(bf16[0].steps[19].loss < bf16[0].steps[0].loss - 0.5);
+  // ZeRO-3 gathers bf16 weights into its layers' buffers, frees and refills them.
+  spec.zero.stage = 3;
+  const auto bf16_stage3 = test::run_job(spec);
+  double gap = 0;
+  for (std::size_t k = 0; k < 20; ++k)
+    gap = std::max(gap, relative(bf16_stage3[0].steps[k].loss, bf16[0].steps[k].loss));
+  CAPTURE(gap);
+  CHECK(gap < 0.02);
+  CHECK(bf16_stage3[0].steps[19].loss < bf16_stage3[0].steps[0].loss - 0.5);
 }
 
 TEST_CASE("a data set whose ids exceed the model's vocabulary is refused, naming both",
@@ -151,7 +163,8 @@ TEST_CASE("a malformed inline model config is refused, naming model.config", "[c
   CHECK_THROWS_WITH(test::run_job(spec), Catch::Contains("model.config"));
 }
 
-TEST_CASE("with dropout, layer recomputation drops what the first pass dropped", "[core][train]") {
+TEST_CASE("with dropout, layer recomputation drops what the first pass dropped, and ZeRO-3's kept "
+          "layer graphs drop what one whole graph drops", "[core][train]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
   // One rank: dropout draws from torch's global generator, which rank threads would share.
@@ -163,12 +176,12 @@ TEST_CASE("with dropout, layer recomputation drops what the first pass dropped",
   spec.model.inline_config_json = config.dump();
   const auto plain = test::run_job(spec);
   CHECK(plain[0].steps[4].loss != no_dropout[0].steps[4].loss);  // dropout is on
-  for (int stage : {0, 3}) {
-    INFO("stage " << stage << " with activation checkpointing");
-    auto checkpointed = spec;
-    checkpointed.zero.stage = stage;
-    checkpointed.train.activation_checkpointing = true;
-    const auto out = test::run_job(checkpointed);
+  for (const auto& [stage, checkpointing] : std::vector<std::pair<int, bool>>{{0, true}, {3, true}, {3, false}}) {
+    INFO("stage " << stage << (checkpointing ? " with" : " without") << " activation checkpointing");
+    auto layered = spec;
+    layered.zero.stage = stage;
+    layered.train.activation_checkpointing = checkpointing;
+    const auto out = test::run_job(layered);
     for (std::size_t k = 0; k < 5; ++k)
       CHECK(relative(out[0].steps[k].loss, plain[0].steps[k].loss) <= 1e-6);
     CHECK(weight_difference(out[0].weights, plain[0].weights).max_relative <= 1e-6);
@@ -191,4 +204,70 @@ TEST_CASE("ZeRO-3 with parameter offload trains exactly as ZeRO-3 with optimizer
     }
     CHECK(offloaded[0].weights == base[0].weights);
   }
+}
+
+namespace {
+
+// tiny_job with `layers` decoder layers instead of 2.
+config::job_spec deep_job(const std::string& data, int world, int stage, int layers) {
+  return test::with_layers(test::tiny_job(data, world, stage, false), layers);
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-3 without recomputation trains as stage 0 and as ZeRO-3 with recomputation",
+          "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  for (int world : {2, 4}) {
+    INFO("world size " << world << ", 4 layers");  // world 2: 2 micro-batches per step
+    const auto base = test::run_job(deep_job(data, world, 0, 4));
+    const auto kept = test::run_job(deep_job(data, world, 3, 4));
+    auto spec = deep_job(data, world, 3, 4);
+    spec.train.activation_checkpointing = true;
+    const auto recomputed = test::run_job(spec);
+    for (std::size_t k = 0; k < 20; ++k) {
+      INFO("step " << k + 1);
+      CHECK(relative(kept[0].steps[k].loss, base[0].steps[k].loss) <= 1e-5);
+      CHECK(relative(kept[0].steps[k].loss, recomputed[0].steps[k].loss) <= 1e-5);
+      CHECK(relative(kept[0].steps[k].grad_norm, base[0].steps[k].grad_norm) <= 1e-4);
+    }
+    CHECK(kept[0].steps[19].loss < kept[0].steps[0].loss - 0.5);
+    for (const auto* other : {&base, &recomputed}) {
+      const auto gap = weight_difference(kept[0].weights, (*other)[0].weights);
+      CAPTURE(gap.max_relative, gap.l2_relative);
+      CHECK(gap.max_relative <= 1e-5);
+      CHECK(gap.l2_relative <= 1e-5);
+    }
+    for (std::size_t r = 1; r < kept.size(); ++r) CHECK(kept[r].weights == kept[0].weights);
+  }
+}
+
+TEST_CASE("ZeRO-3 frees each layer's gathered weights after its forward: a step never holds more "
+          "than unit 0 and two layers", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const int world = 2, layers = 4;
+  auto spec = deep_job(data, world, 3, layers);
+  spec.train.max_steps = 3;
+  const auto shape = core::train::shape_of(
+      core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
+  const auto unit0 = test::gathered_unit_bytes(shape.outer_parameters, world);
+  const auto layer = test::gathered_unit_bytes(shape.layer_parameters, world);
+  // Unit 0 for the whole step, the layer in use and the next one prefetched (forward) or the one
+  // below (backward). Kept whole until its backward, every layer would be gathered by the end of
+  // the forward: unit 0 + 4 layers.
+  for (bool checkpointing : {false, true}) {
+    INFO((checkpointing ? "with" : "without") << " activation checkpointing");
+    spec.train.activation_checkpointing = checkpointing;
+    const auto out = test::run_job(spec);
+    for (const auto& rank : out) {
+      REQUIRE(rank.gathered_peaks.size() == 3);
+      for (auto peak : rank.gathered_peaks) CHECK(peak == unit0 + 2 * layer);
+    }
+  }
+  spec.zero.stage = 2;  // whole weights, nothing gathered
+  spec.train.activation_checkpointing = false;
+  const auto whole = test::run_job(spec);
+  for (auto peak : whole[0].gathered_peaks) CHECK(peak == 0);
 }

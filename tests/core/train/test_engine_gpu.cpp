@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/model/model_config.hpp"
+#include "core/train/memory_estimate.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
@@ -69,5 +71,37 @@ TEST_CASE("on two GPUs over NCCL every ZeRO stage trains as on the CPU: fp32 clo
   for (std::size_t s = 1; s < bf16_runs.size(); ++s) {
     INFO("bf16, stage " << s << " against stage 0");
     CHECK(worst_loss_gap(bf16_runs[s], bf16_runs[0]) < 0.02);
+  }
+}
+
+TEST_CASE("on two GPUs ZeRO-3 trains alike with and without recomputation and holds unit 0 and two "
+          "layers gathered at most", "[core][train][.gpu]") {
+  require_two_gpus();
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  auto spec = test::with_layers(test::tiny_job(data, 2, 3, false), 4);
+  spec.scaling.use_gpu = true;
+  const auto shape = core::train::shape_of(
+      core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
+  for (auto dtype : {config::precision::fp32, config::precision::bf16}) {
+    INFO(config::to_string(dtype));
+    spec.train.dtype = dtype;
+    spec.train.activation_checkpointing = false;
+    const auto kept = test::run_job(spec);
+    spec.train.activation_checkpointing = true;
+    const auto recomputed = test::run_job(spec);
+    CHECK(kept[1].weights == kept[0].weights);
+    if (dtype == config::precision::fp32) {
+      CHECK(worst_loss_gap(kept[0], recomputed[0]) <= 1e-4);
+      CHECK(worst_weight_gap(kept[0].weights, recomputed[0].weights) <= 1e-3);
+    } else {
+      CHECK(worst_loss_gap(kept[0], recomputed[0]) < 0.02);
+    }
+    CHECK(kept[0].steps.back().loss < kept[0].steps.front().loss - 0.5);
+    const std::int64_t p = dtype == config::precision::bf16 ? 2 : 4;
+    const auto expected = test::gathered_unit_bytes(shape.outer_parameters, 2, p) +
+                          2 * test::gathered_unit_bytes(shape.layer_parameters, 2, p);
+    for (const auto& rank : kept)
+      for (auto peak : rank.gathered_peaks) CHECK(peak == expected);
   }
 }

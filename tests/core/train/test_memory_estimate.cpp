@@ -143,11 +143,20 @@ TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every
   CHECK(item(s3, "gathered compute weights", true) == 2 * (3216 + 2 * 2592));
   CHECK(item(s3, "compute-dtype gradients", true) == 2 * (3216 + 2592));
   CHECK(item(s3, "fp32 master shard", true) == 4 * 2100);
-  // Recomputed layers: 3 layer inputs (2·16·16 each) + the larger of the logits and one layer's
-  // backward (a gradient pair + one working set).
-  const double layer_backward = 2 * 2 * 16 * 16 + 16 * (2 * (9 * 16 + 4 * 32) + 16 * 16);
+  // Without recomputation every layer's activations stay until its backward (the gathered weights
+  // are freed in between): 2 working sets + the embedding output + the logits, as at stage 0.
+  const double layer_working = 16 * (2 * (9 * 16 + 4 * 32) + 16 * 16);
+  CHECK(s3.per_rank.activation_bytes == 2 * layer_working + 2 * 16 * 16 + 16.0 * 100 * 10);
+  CHECK(s3.per_rank.activation_bytes ==
+        estimate_memory(job(true, 0, 4, bf16), shape).per_rank.activation_bytes);
+
+  // With activation checkpointing, recomputed layers: 3 layer inputs (2·16·16 each) + the larger
+  // of the logits and one layer's backward (a gradient pair + one working set).
+  spec.train.activation_checkpointing = true;
+  const double layer_backward = 2 * 2 * 16 * 16 + layer_working;
   const double activations = 3 * 2 * 16 * 16 + std::max(layer_backward, 16.0 * 100 * 10);
-  CHECK(s3.per_rank.activation_bytes == activations);
+  CHECK(estimate_memory(spec, shape).per_rank.activation_bytes == activations);
+  CHECK(item(estimate_memory(spec, shape), "gathered compute weights", true) == 2 * (3216 + 2 * 2592));
 
   spec.zero.offload_optimizer = cpu;
   const auto opt = estimate_memory(spec, shape);
@@ -179,7 +188,8 @@ TEST_CASE("a CPU job keeps everything in host RAM and counts the attention score
                                                  gpu.per_rank.steady_host_bytes + 2 * 2048);
 }
 
-TEST_CASE("a 7B model on 4 ranks fits 24 GiB GPUs with both offloads and not without",
+TEST_CASE("a 7B model on 4 ranks fits 24 GiB GPUs with both offloads and activation "
+          "checkpointing and not without",
           "[core][train][memory]") {
   const auto shape = core::train::shape_of(llama_7b());
   CHECK(shape.parameters == 6'738'415'616);  // Llama-2-7b
@@ -191,6 +201,11 @@ TEST_CASE("a 7B model on 4 ranks fits 24 GiB GPUs with both offloads and not wit
     CHECK(plain.per_rank.device_bytes > 24 * gib);
     spec.zero.offload_optimizer = cpu;
     spec.zero.offload_param = cpu;
+    // Without recomputation the 32 layers' activations alone take 14 GiB per 2048 tokens.
+    const auto kept = estimate_memory(spec, shape);
+    CHECK(kept.per_rank.activation_bytes > micro_batch * 14 * gib);
+    CHECK(kept.per_rank.device_bytes > 16 * gib);
+    spec.train.activation_checkpointing = true;
     const auto offloaded = estimate_memory(spec, shape);
     INFO("micro batch " << micro_batch << ": " << core::train::format_memory(offloaded.per_rank.device_bytes));
     CHECK(offloaded.per_rank.device_bytes < 16 * gib);  // a clear margin under 24 GiB

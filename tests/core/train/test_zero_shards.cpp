@@ -2,6 +2,7 @@
 // no rank ever holds the whole model in fp32 (the model's weights start as placeholders).
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,7 @@ core::model::model_config tiny_config() {
 struct filled {
   std::int64_t parameters = 0;     // of the model
   std::int64_t kept = 0;           // elements of master shards this rank keeps
-  std::int64_t held = 0;           // elements of the model's weights after construction
+  std::int64_t held = 0;           // bytes the model's weights hold after construction
   std::vector<float> weights;      // full_weights()
 };
 
@@ -67,7 +68,10 @@ std::vector<filled> fill(int world, int stage, const core::model::weight_source&
     filled f;
     f.parameters = opt.parameter_count();
     for (std::size_t u = 0; u < opt.unit_count(); ++u) f.kept += opt.kept_range(u).second;
-    for (const auto& p : net->hf_parameters()) f.held += p.tensor.numel();
+    std::set<const void*> storages;  // stage 3: a unit's weights share one buffer
+    for (const auto& p : net->hf_parameters())
+      if (storages.insert(p.tensor.storage().unsafeGetStorageImpl()).second)
+        f.held += static_cast<std::int64_t>(p.tensor.storage().nbytes());
     auto w = opt.full_weights().contiguous();
     f.weights.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
     return f;
@@ -135,7 +139,96 @@ TEST_CASE("under ZeRO-1 each rank reads its shards and all-gathers whole weights
   for (int r = 0; r < 2; ++r) {
     const auto& f = ranks[static_cast<std::size_t>(r)];
     CHECK(reads[static_cast<std::size_t>(r)] == f.kept);
-    CHECK(f.held == f.parameters);
+    CHECK(f.held == 4 * f.parameters);
     CHECK(f.weights == whole_model(*initial));
+  }
+}
+
+namespace {
+
+// What one rank saw while gathering and releasing layer 0's unit around an autograd forward.
+struct release_trace {
+  std::int64_t unit_bytes = 0;             // 4 × world × padded shard
+  std::int64_t bytes_before = -1;          // gathered_bytes() after construction
+  std::int64_t weight_bytes_before = -1;   // q_proj.weight's storage then
+  std::int64_t bytes_gathered = -1;        // gathered_bytes() after gather()
+  bool values_gathered = false;            // q_proj.weight equals the source's
+  std::int64_t bytes_released = -1;        // gathered_bytes() after release()
+  std::int64_t peak = -1;                  // gathered_peak_bytes() then
+  std::int64_t weight_bytes_released = -1; // q_proj.weight's storage then
+  std::int64_t saved_bytes_released = -1;  // a view of it, as autograd saves one
+  bool shape_kept = false;
+  bool values_refilled = false;            // the view after gather() again
+  bool backward_right = false;             // x.grad from the refilled weight
+  bool weight_grad = false;
+  std::int64_t bytes_after_release_all = -1;
+};
+
+}  // namespace
+
+TEST_CASE("a released ZeRO-3 unit holds no bytes while autograd keeps its weights, and a gather "
+          "refills them for the backward", "[core][train]") {
+  const auto initial = core::model::seeded_init(
+      tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 5);
+  const int world = 2;
+  auto store = std::make_shared<core::comm::memory_store>();
+  const auto prefix = test::unique_prefix("zero-release");
+  auto results = test::run_ranks<release_trace>(world, [&](int rank) {
+    auto group = core::comm::make_process_group(test::gloo_options(store, rank, world, prefix));
+    auto net = core::model::make_placeholder_decoder(tiny_config());
+    core::train::zero_options o;
+    o.stage = 3;
+    core::train::zero_optimizer opt(net->hf_parameters(), *initial, *group, o,
+                                    [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
+    release_trace t;
+    const auto unit = core::train::zero_optimizer::layer_unit(0);
+    std::int64_t elements = 0;
+    for (const auto& p : opt.parameters_of(unit)) elements += p.numel;
+    t.unit_bytes = 4 * world * ((elements + world - 1) / world);
+    torch::Tensor w = net->layers()[0]->attn->q->weight;  // (out, in), a view of the unit's buffer
+    t.bytes_before = opt.gathered_bytes();
+    t.weight_bytes_before = static_cast<std::int64_t>(w.storage().nbytes());
+
+    opt.gather(unit);
+    t.bytes_gathered = opt.gathered_bytes();
+    auto expected = torch::empty({w.numel()}, torch::kFloat);
+    initial->read("model.layers.0.self_attn.q_proj.weight", 0, expected);
+    expected = expected.view(w.sizes());
+    t.values_gathered = torch::equal(w, expected);
+    // A forward that autograd records keeps a view of the weight for its backward (mm: w.t()).
+    auto x = torch::randn({3, w.size(1)}).requires_grad_(true);
+    auto y = torch::matmul(x, w.t()).sum();
+    auto saved_like = w.t();
+    opt.release(unit);
+    t.bytes_released = opt.gathered_bytes();
+    t.peak = opt.gathered_peak_bytes();
+    t.weight_bytes_released = static_cast<std::int64_t>(w.storage().nbytes());
+    t.saved_bytes_released = static_cast<std::int64_t>(saved_like.storage().nbytes());
+    t.shape_kept = w.sizes() == expected.sizes();
+    opt.gather(unit);
+    t.values_refilled = torch::equal(saved_like, expected.t());
+    y.backward();  // dy/dx = ones(3, out) @ w, with the refilled weight
+    t.backward_right = torch::allclose(x.grad(), torch::ones({3, w.size(0)}).matmul(expected));
+    t.weight_grad = w.grad().defined();
+    opt.release_all();
+    t.bytes_after_release_all = opt.gathered_bytes();
+    return t;
+  });
+  for (auto& r : results) {
+    if (r.error) FAIL("rank failed: " << r.error_text());
+    const auto& t = *r.value;
+    CHECK(t.bytes_before == 0);
+    CHECK(t.weight_bytes_before == 0);
+    CHECK(t.bytes_gathered == t.unit_bytes);
+    CHECK(t.values_gathered);
+    CHECK(t.bytes_released == 0);
+    CHECK(t.peak == t.unit_bytes);
+    CHECK(t.weight_bytes_released == 0);  // the weight holds nothing ...
+    CHECK(t.saved_bytes_released == 0);   // ... nor does what autograd keeps of it
+    CHECK(t.shape_kept);                  // but it keeps its shape
+    CHECK(t.values_refilled);
+    CHECK(t.backward_right);
+    CHECK(t.weight_grad);
+    CHECK(t.bytes_after_release_all == 0);
   }
 }
