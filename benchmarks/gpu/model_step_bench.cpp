@@ -6,6 +6,10 @@
 //
 //   model_step_bench --config benchmarks/gpu/tinyllama-1.1b.json --batch 8 --seq 2048
 //                    [--steps 10] [--warmup 3] [--optimizer cohort|fused] [--device cuda:0]
+//                    [--profile N]
+// --profile N (libtorch 2.x): after the timed steps, N more steps under the Kineto profiler, then
+// one JSON line per GPU kernel (the 40 longest in total): name, calls and milliseconds per step,
+// share of all kernel time — where the step's time goes, without a profiler UI.
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
 #include "core/model/model_config.hpp"
@@ -15,6 +19,10 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2 && __has_include(<torch/csrc/autograd/profiler_kineto.h>)
+#include <torch/csrc/autograd/profiler_kineto.h>
+#define COHORT_BENCH_PROFILER 1
+#endif
 #ifdef COHORT_BENCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -22,7 +30,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <iostream>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,6 +52,7 @@ struct bench_options {
   std::string optimizer = "cohort";
   std::string device = "cuda:0";
   double lr = 1e-4;
+  int profile = 0;
 };
 
 // fp32 master copy of every bf16 weight, with its AdamW state; the bf16 weight is refreshed
@@ -108,6 +120,49 @@ double peak_gpu_gib(const torch::Device& device) {
 #endif
 }
 
+// Runs `steps` calls of `step` under the Kineto profiler and prints the longest GPU kernels.
+template <typename Step>
+void profile_kernels(int steps, Step&& step) {
+#ifdef COHORT_BENCH_PROFILER
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  torch::Tensor last;
+  for (int i = 0; i < steps; ++i) last = step();
+  (void)last.item<float>();
+  const auto result = prof::disableProfiler();
+  struct total { double ns = 0; std::int64_t calls = 0; };
+  std::map<std::string, total> kernels;
+  double all_ns = 0;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    auto& k = kernels[e.name()];
+    k.ns += static_cast<double>(e.durationNs());
+    ++k.calls;
+    all_ns += static_cast<double>(e.durationNs());
+  }
+  std::vector<std::pair<std::string, total>> sorted(kernels.begin(), kernels.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::cout << nlohmann::json{{"profile_steps", steps}, {"kernel_ms_per_step", all_ns / 1e6 / steps},
+                              {"kernels", kernels.size()}}.dump() << std::endl;
+  for (std::size_t i = 0; i < sorted.size() && i < 40; ++i) {
+    const auto& [name, t] = sorted[i];
+    std::cout << nlohmann::json{{"kernel", name.substr(0, 160)},
+                                {"calls_per_step", static_cast<double>(t.calls) / steps},
+                                {"ms_per_step", t.ns / 1e6 / steps},
+                                {"share", all_ns > 0 ? t.ns / all_ns : 0.0}}.dump() << std::endl;
+  }
+#else
+  (void)steps;
+  (void)step;
+  throw std::invalid_argument("--profile needs libtorch 2.x with Kineto");
+#endif
+}
+
 int run(const bench_options& o) {
   const torch::Device device(o.device);
   const model::model_config config = model::read_config(o.config);
@@ -155,6 +210,7 @@ int run(const bench_options& o) {
       {"torch", TORCH_VERSION},
   };
   std::cout << result.dump() << std::endl;
+  if (o.profile > 0) profile_kernels(o.profile, train_step);
   return 0;
 }
 
@@ -172,7 +228,9 @@ int main(int argc, char** argv) {
       "optimizer", po::value(&o.optimizer)->default_value(o.optimizer),
       "cohort (core/model adamw_step per tensor) or fused (ATen _fused_adamw_)")(
       "device", po::value(&o.device)->default_value(o.device), "torch device")(
-      "lr", po::value(&o.lr)->default_value(o.lr), "AdamW learning rate");
+      "lr", po::value(&o.lr)->default_value(o.lr), "AdamW learning rate")(
+      "profile", po::value(&o.profile)->default_value(o.profile),
+      "after the timed steps, profile this many steps and print the longest GPU kernels");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);

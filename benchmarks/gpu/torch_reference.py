@@ -4,7 +4,10 @@ fp32 weights under bf16 autocast, fused torch.optim.AdamW, eager or under torch.
 JSON line with the fields model_step_bench prints.
 
     python3 benchmarks/gpu/torch_reference.py --config benchmarks/gpu/gpt2-124m.json \
-        --batch 8 --seq 1024 [--compile] [--steps 10] [--warmup 3]
+        --batch 8 --seq 1024 [--compile] [--steps 10] [--warmup 3] [--profile N]
+
+--profile N: after the timed steps, N more steps under torch.profiler, then one JSON line per GPU
+kernel (the 40 longest in total), as model_step_bench --profile prints them.
 """
 import argparse
 import json
@@ -26,6 +29,27 @@ def build_model(config_path):
     return model, config
 
 
+def profile_kernels(steps, step):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            loss = step()
+        loss.item()
+    totals = {}
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        t = totals.setdefault(e.name, [0.0, 0])
+        t[0] += e.time_range.elapsed_us()
+        t[1] += 1
+    all_us = sum(t[0] for t in totals.values())
+    print(json.dumps({"profile_steps": steps, "kernel_ms_per_step": all_us / 1e3 / steps,
+                      "kernels": len(totals)}))
+    for name, (us, calls) in sorted(totals.items(), key=lambda kv: -kv[1][0])[:40]:
+        print(json.dumps({"kernel": name[:160], "calls_per_step": calls / steps,
+                          "ms_per_step": us / 1e3 / steps, "share": us / all_us if all_us else 0.0}))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", required=True)
@@ -35,6 +59,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--compile", action="store_true")
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--profile", type=int, default=0)
     args = p.parse_args()
 
     device = torch.device("cuda")
@@ -80,6 +105,8 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }), flush=True)
+    if args.profile > 0:
+        profile_kernels(args.profile, step)
 
 
 if __name__ == "__main__":
