@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -165,6 +166,9 @@ void zero_optimizer::allocate_full(unit& u) {
   if (storage->nbytes() == nbytes) return;
   if (storage->allocator() == nullptr)
     throw std::logic_error("zero_optimizer: a gathered unit's buffer has no allocator");
+  // The CUDA allocator serves the calling thread's current device, which need not be this
+  // rank's (ranks may be threads of one process).
+  const c10::DeviceGuard on_device(u.full.device());
   storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
   storage->set_nbytes(nbytes);
   gathered_bytes_ += static_cast<std::int64_t>(nbytes);
