@@ -114,7 +114,8 @@ std::string job_spec(const std::string& name, const std::string& data, const std
   spec["train"]["epochs"] = shape.epochs;
   spec["run"] = {{"storage_path", storage},
                  {"sample_log", true},
-                 {"failure", {{"max_failures", -1}}},
+                 // The driver releases a preempted attempt's hold itself: no grace deadline may race it.
+                 {"failure", {{"max_failures", -1}, {"preemption_grace_s", 600}}},
                  {"checkpoint", {{"every_steps", shape.every_steps}}}};
   if (!holds.empty()) spec["run"]["hold_before_steps"] = holds;
   return spec.dump(2);
@@ -345,8 +346,13 @@ class chaos_run {
   static std::string node_of(const json& s, int rank) { return s["rank_nodes"].at(rank).get<std::string>(); }
 
   void kill_node(const std::string& name, int sig, std::string& note) {
+    nodes_.at(name)->kill(sig);
+    wait_gone(name, sig, note);
+  }
+
+  // Waits for node `name`'s cluster-worker to exit after `sig`; kills it past the allowance.
+  void wait_gone(const std::string& name, int sig, std::string& note) {
     auto& n = nodes_.at(name);
-    n->kill(sig);
     if (!n->wait_for_exit(sig == SIGTERM ? 120s : 30s)) {
       note += "; did not exit on SIGTERM within 120 s, killed";
       n->kill(SIGKILL);
@@ -387,12 +393,35 @@ class chaos_run {
         start_head(false);
         break;
       }
-      case fault_kind::node_kill:
-      case fault_kind::node_term: {
+      case fault_kind::node_kill: {
         const auto name = node_of(held, f.pick);
         r.note = name;
-        kill_node(name, f.kind == fault_kind::node_kill ? SIGKILL : SIGTERM, r.note);
+        kill_node(name, SIGKILL, r.note);
         start_node(name);
+        break;
+      }
+      case fault_kind::node_term: {
+        // A preemption notice: once the head marks the attempt preempted, the released attempt
+        // runs the held step, commits it as an emergency checkpoint and stops; the next attempt
+        // resumes after it on the other nodes, and the node leaves once its rank is gone.
+        const auto name = node_of(held, f.pick);
+        r.note = name;
+        nodes_.at(name)->kill(SIGTERM);
+        wait([&](const json& s) {
+          return s["reason"].get<std::string>().rfind("preempting attempt", 0) == 0;
+        }, 120s, "the preemption notice of " + name);
+        release(step, attempt);
+        wait_gone(name, SIGTERM, r.note);
+        start_node(name);
+        // No step lost: the preempted attempt saved the step it was released into.
+        const auto said = "emergency checkpoint of step " + std::to_string(step) + " committed";
+        const auto deadline = steady::now() + 120s;
+        while (c_.submit({"logs", id_}).out.find(said) == std::string::npos) {
+          if (steady::now() > deadline)
+            throw std::runtime_error("after SIGTERM of " + name + " the logs never said \"" + said + "\"");
+          std::this_thread::sleep_for(200ms);
+        }
+        r.note += "; emergency checkpoint of step " + std::to_string(step);
         break;
       }
       case fault_kind::rank_kill: {
