@@ -76,7 +76,7 @@ struct head_options {
 struct head_actor_state {
   head_state logic;
   head_options options;
-  std::map<std::string, std::string> persisted_state;  // job → "STATE: reason" last written
+  std::map<std::string, persisted_job_fields> persisted;  // job → what was last written of it
   std::map<std::string, caf::actor> node_actors;  // by node name
   std::map<caf::actor_addr, std::string> node_by_addr;
   struct trainer_ref {

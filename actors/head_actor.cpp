@@ -5,11 +5,12 @@
 #include <iostream>
 
 #include "actors/actor_system_types.hpp"
-#include "actors/job_record_json.hpp"
+#include "actors/client_protocol.hpp"
 #include "config/job_spec.hpp"
 #include "config/storage_roots.hpp"
 #include "core/store/store_error.hpp"
 #include "core/train/job_preflight.hpp"
+#include "net/json_inspector.hpp"
 
 namespace cohort::actors {
 
@@ -95,23 +96,17 @@ void command(head_ptr self, const caf::actor& to, Command cmd) {
   self->send(to, std::move(cmd));
 }
 
-// What of a record, when changed, is written to the store again.
-std::string persisted_key(const job_record& r) {
-  return std::string(to_string(r.state)) + "|" + r.reason + "|" + std::to_string(r.attempts) + "|" +
-         r.trainer_node + "|" + std::to_string(r.preemptions);
-}
-
 // Writes the records whose state, reason or placement changed since the last write, and a
 // history line for each.
 void persist(head_ptr self) {
   if (!self->state.options.store) return;
   for (const auto& r : self->state.logic.jobs()) {
-    auto key = persisted_key(r);
-    auto& last = self->state.persisted_state[r.id];
-    if (last == key) continue;
-    last = key;
+    const auto fields = persisted_job_fields::of(r);
+    auto last = self->state.persisted.find(r.id);
+    if (last != self->state.persisted.end() && last->second == fields) continue;
+    self->state.persisted.insert_or_assign(r.id, fields);
     store_write(self, "record the job state", [&](core::store::cluster_store& s, std::int64_t e) {
-      s.write_state(e, r.id, to_json(r));
+      s.write_state(e, r.id, net::to_json_view(r));
       s.append_event(e, r.id, {{"state", to_string(r.state)}, {"reason", r.reason},
                                {"attempts", r.attempts}});
     });
@@ -242,7 +237,7 @@ void restore_jobs(head_ptr self) {
     try {
       auto spec = config::parse_job_spec(stored.spec_json);
       if (stored.state) {
-        r = job_record_from_json(*stored.state);
+        r = net::from_json_view<job_record>(*stored.state);
       } else {
         r.id = stored.id;
         r.name = spec.name;
@@ -255,7 +250,7 @@ void restore_jobs(head_ptr self) {
     }
   }
   for (const auto& r : st.logic.jobs()) {
-    st.persisted_state[r.id] = persisted_key(r);
+    st.persisted.insert_or_assign(r.id, persisted_job_fields::of(r));
     if (is_terminal(r.state)) continue;
     // What earlier heads stored of the running attempts' output: lines their trainers send again
     // are stored once.
@@ -267,6 +262,167 @@ void restore_jobs(head_ptr self) {
   }
   if (!st.logic.awaiting_adoption().empty())
     self->delayed_send(self, st.options.adoption_grace, adoption_deadline{});
+}
+
+// ---- The client requests (actors/client_protocol.hpp): one serve_client per request of the table,
+// answering the reply type the table names ----
+
+caf::result<drain_reply> serve_client(head_ptr self, const drain_node& req) {
+  auto& st = self->state;
+  if (req.drain) {
+    try {
+      auto jobs = drain_node_now(self, req.node, "drained",
+                                 "node " + req.node + " is drained on request (submit drain)");
+      return drain_reply{req.node, st.logic.drain_state(req.node), jobs};
+    } catch (const std::exception& e) {
+      return request_error(std::string("submit drain: ") + e.what());
+    }
+  }
+  if (!st.logic.has_node(req.node) && st.logic.drain_state(req.node).empty())
+    return request_error("submit undrain: no node named \"" + req.node + "\" is registered or drained");
+  if (!st.logic.undrain(req.node))
+    return request_error("submit undrain: node " + req.node + " is not draining");
+  std::cerr << "cluster-head: node " << req.node << " is schedulable again (submit undrain)" << std::endl;
+  start_trainers(self);
+  return drain_reply{req.node, st.logic.drain_state(req.node), {}};
+}
+
+caf::result<job_accepted> serve_client(head_ptr self, const submit_job& req) {
+  config::job_spec spec;
+  try {
+    spec = config::parse_job_spec(req.spec_json);
+    config::check_runnable(spec);
+    // Before anything reads the paths: a refused path is not even looked into.
+    config::check_storage_roots(spec, self->state.options.storage_roots);
+    core::train::check_data_set(spec);
+  } catch (const std::exception& e) {
+    return request_error(e.what());
+  }
+  std::string id;
+  if (self->state.options.store) {
+    if (!leads(self))
+      return caf::make_error(caf::sec::runtime_error,
+                             "this head no longer leads; submit to the new leader");
+    try {
+      id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::runtime_error,
+                             std::string("cannot record the job: ") + e.what());
+    }
+  }
+  id = self->state.logic.submit(spec, config::to_json_text(spec), id);
+  persist(self);
+  start_trainers(self);
+  return job_accepted{id};
+}
+
+caf::result<job_record> serve_client(head_ptr self, const job_query& q) {
+  if (const auto* r = self->state.logic.find(q.job_id)) return *r;
+  return request_error("no job with id " + q.job_id);
+}
+
+caf::result<job_list> serve_client(head_ptr self, const job_list_query&) {
+  return job_list{self->state.logic.jobs(), self->state.logic.nodes()};
+}
+
+caf::result<job_record> serve_client(head_ptr self, const stop_job& req) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  const auto attempt = r->attempts - 1;
+  if (st.logic.stop(req.job_id, "stopped on request")) {
+    for (auto& [addr, ref] : st.trainers)
+      if (ref.job_id == req.job_id)
+        command(self, ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
+    forget_trainer(self, req.job_id, attempt);
+    notify_state(self, req.job_id);
+    start_trainers(self);
+  }
+  return *st.logic.find(req.job_id);
+}
+
+caf::result<job_record> serve_client(head_ptr self, const checkpoint_job& req) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  if (r->state != job_state::running)
+    return request_error("job " + req.job_id + " is " + to_string(r->state) +
+                         ": only a RUNNING job can be asked for a checkpoint");
+  if (st.logic.spec(req.job_id)->workload != config::workload_kind::causal_lm)
+    return request_error("job " + req.job_id + " runs workload " +
+                         to_string(st.logic.spec(req.job_id)->workload) +
+                         ", which saves no checkpoints (only causal_lm does)");
+  auto trainer = current_trainer(self, *r);
+  if (!trainer) return trainer_unknown(*r);
+  command(self, trainer, checkpoint_attempt{req.job_id, r->attempts - 1});
+  return *r;
+}
+
+caf::result<job_record> serve_client(head_ptr self, const release_job& req) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  if (!config::has_holds(st.logic.spec(req.job_id)->run))
+    return request_error("job " + req.job_id +
+                         " has no run.hold_before_step: there is no hold to release");
+  if (r->state != job_state::running)
+    return request_error("job " + req.job_id + " is " + to_string(r->state) +
+                         ": only a RUNNING job can be released");
+  auto trainer = current_trainer(self, *r);
+  if (!trainer) return trainer_unknown(*r);
+  command(self, trainer, release_attempt{req.job_id, r->attempts - 1});
+  return *r;
+}
+
+caf::result<job_record> serve_client(head_ptr self, const follow_job& req) {
+  const auto* r = self->state.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  if (!is_terminal(r->state))
+    self->state.followers[req.job_id].push_back(
+        caf::actor_cast<caf::actor>(self->current_sender()));
+  return *r;
+}
+
+caf::result<job_logs> serve_client(head_ptr self, const logs_query& q) {
+  auto& st = self->state;
+  if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
+  if (!st.options.store) {
+    const auto& lines = st.logs[q.job_id];
+    return job_logs{std::vector<log_line>(lines.begin(), lines.end())};
+  }
+  // The store has the output of earlier heads too.
+  job_logs out;
+  try {
+    for (const auto& j : st.options.store->read_logs(q.job_id))
+      out.lines.push_back(log_line{q.job_id, j.value("rank", 0), j.value("node", ""),
+                                   j.value("pid", std::int64_t{0}), j.value("line", "")});
+  } catch (const std::exception& e) {
+    return request_error(std::string("cannot read the job's logs: ") + e.what());
+  }
+  return out;
+}
+
+caf::result<plan_reply> serve_client(head_ptr self, const plan_request& req) {
+  config::job_spec spec;
+  try {
+    spec = config::parse_job_spec(req.spec_json);
+    config::check_storage_roots(spec, self->state.options.storage_roots);
+  } catch (const std::exception& e) {
+    return request_error(e.what());
+  }
+  auto result = self->state.logic.plan(spec);
+  return plan_reply{core::resources::to_string(result.status), result.plan.trainer_node,
+                    result.plan.rank_nodes, result.reason};
+}
+
+// The head's client handlers, one per entry of client_calls: a request of the table without a
+// serve_client overload answering its reply type does not compile.
+template <class... Calls>
+caf::message_handler client_handlers(head_ptr self, call_list<Calls...>) {
+  return caf::message_handler{
+      [=](const typename Calls::request& req) -> caf::result<typename Calls::reply> {
+        return serve_client(self, req);
+      }...};
 }
 
 }  // namespace
@@ -321,7 +477,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
     notify_state(self, ref.job_id);
     start_trainers(self);
   });
-  return {
+  return client_handlers(self, client_calls{}).or_else(
       [=](const node_hello& hello) {
         auto& st = self->state;
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
@@ -349,136 +505,10 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           std::cerr << "cluster-head: cannot drain node " << req.node << ": " << e.what() << std::endl;
         }
       },
-      [=](const drain_node& req) -> caf::result<drain_reply> {
-        auto& st = self->state;
-        if (req.drain) {
-          try {
-            auto jobs = drain_node_now(self, req.node, "drained",
-                                       "node " + req.node + " is drained on request (submit drain)");
-            return drain_reply{req.node, st.logic.drain_state(req.node), jobs};
-          } catch (const std::exception& e) {
-            return request_error(std::string("submit drain: ") + e.what());
-          }
-        }
-        if (!st.logic.has_node(req.node) && st.logic.drain_state(req.node).empty())
-          return request_error("submit undrain: no node named \"" + req.node + "\" is registered or drained");
-        if (!st.logic.undrain(req.node))
-          return request_error("submit undrain: node " + req.node + " is not draining");
-        std::cerr << "cluster-head: node " << req.node << " is schedulable again (submit undrain)" << std::endl;
-        start_trainers(self);
-        return drain_reply{req.node, st.logic.drain_state(req.node), {}};
-      },
       [=](const preemption_deadline& d) {
         const auto* r = self->state.logic.find(d.job_id);
         if (r == nullptr || r->attempts - 1 != d.attempt || !self->state.logic.preempting(d.job_id)) return;
         end_preemption(self, d.job_id);
-      },
-      [=](const submit_job& req) -> caf::result<job_accepted> {
-        config::job_spec spec;
-        try {
-          spec = config::parse_job_spec(req.spec_json);
-          config::check_runnable(spec);
-          // Before anything reads the paths: a refused path is not even looked into.
-          config::check_storage_roots(spec, self->state.options.storage_roots);
-          core::train::check_data_set(spec);
-        } catch (const std::exception& e) {
-          return request_error(e.what());
-        }
-        std::string id;
-        if (self->state.options.store) {
-          if (!leads(self))
-            return caf::make_error(caf::sec::runtime_error,
-                                   "this head no longer leads; submit to the new leader");
-          try {
-            id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
-          } catch (const std::exception& e) {
-            return caf::make_error(caf::sec::runtime_error,
-                                   std::string("cannot record the job: ") + e.what());
-          }
-        }
-        id = self->state.logic.submit(spec, config::to_json_text(spec), id);
-        persist(self);
-        start_trainers(self);
-        return job_accepted{id};
-      },
-      [=](const job_query& q) -> caf::result<job_record> {
-        if (const auto* r = self->state.logic.find(q.job_id)) return *r;
-        return request_error("no job with id " + q.job_id);
-      },
-      [=](const job_list_query&) {
-        return job_list{self->state.logic.jobs(), self->state.logic.nodes()};
-      },
-      [=](const stop_job& req) -> caf::result<job_record> {
-        auto& st = self->state;
-        const auto* r = st.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        const auto attempt = r->attempts - 1;
-        if (st.logic.stop(req.job_id, "stopped on request")) {
-          for (auto& [addr, ref] : st.trainers)
-            if (ref.job_id == req.job_id)
-              command(self, ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
-          forget_trainer(self, req.job_id, attempt);
-          notify_state(self, req.job_id);
-          start_trainers(self);
-        }
-        return *st.logic.find(req.job_id);
-      },
-      [=](const checkpoint_job& req) -> caf::result<job_record> {
-        auto& st = self->state;
-        const auto* r = st.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (r->state != job_state::running)
-          return request_error("job " + req.job_id + " is " + to_string(r->state) +
-                               ": only a RUNNING job can be asked for a checkpoint");
-        if (st.logic.spec(req.job_id)->workload != config::workload_kind::causal_lm)
-          return request_error("job " + req.job_id + " runs workload " +
-                               to_string(st.logic.spec(req.job_id)->workload) +
-                               ", which saves no checkpoints (only causal_lm does)");
-        auto trainer = current_trainer(self, *r);
-        if (!trainer) return trainer_unknown(*r);
-        command(self, trainer, checkpoint_attempt{req.job_id, r->attempts - 1});
-        return *r;
-      },
-      [=](const release_job& req) -> caf::result<job_record> {
-        auto& st = self->state;
-        const auto* r = st.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (!config::has_holds(st.logic.spec(req.job_id)->run))
-          return request_error("job " + req.job_id +
-                               " has no run.hold_before_step: there is no hold to release");
-        if (r->state != job_state::running)
-          return request_error("job " + req.job_id + " is " + to_string(r->state) +
-                               ": only a RUNNING job can be released");
-        auto trainer = current_trainer(self, *r);
-        if (!trainer) return trainer_unknown(*r);
-        command(self, trainer, release_attempt{req.job_id, r->attempts - 1});
-        return *r;
-      },
-      [=](const follow_job& req) -> caf::result<job_record> {
-        const auto* r = self->state.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (!is_terminal(r->state))
-          self->state.followers[req.job_id].push_back(
-              caf::actor_cast<caf::actor>(self->current_sender()));
-        return *r;
-      },
-      [=](const logs_query& q) -> caf::result<job_logs> {
-        auto& st = self->state;
-        if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
-        if (!st.options.store) {
-          const auto& lines = st.logs[q.job_id];
-          return job_logs{std::vector<log_line>(lines.begin(), lines.end())};
-        }
-        // The store has the output of earlier heads too.
-        job_logs out;
-        try {
-          for (const auto& j : st.options.store->read_logs(q.job_id))
-            out.lines.push_back(log_line{q.job_id, j.value("rank", 0), j.value("node", ""),
-                                         j.value("pid", std::int64_t{0}), j.value("line", "")});
-        } catch (const std::exception& e) {
-          return request_error(std::string("cannot read the job's logs: ") + e.what());
-        }
-        return out;
       },
       [=](const trainer_started& ts) {
         auto& st = self->state;
@@ -499,18 +529,6 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         self->monitor(trainer);
         st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
         persist(self);
-      },
-      [=](const plan_request& req) -> caf::result<plan_reply> {
-        config::job_spec spec;
-        try {
-          spec = config::parse_job_spec(req.spec_json);
-          config::check_storage_roots(spec, self->state.options.storage_roots);
-        } catch (const std::exception& e) {
-          return request_error(e.what());
-        }
-        auto result = self->state.logic.plan(spec);
-        return plan_reply{core::resources::to_string(result.status), result.plan.trainer_node,
-                          result.plan.rank_nodes, result.reason};
       },
       [=](adoption_deadline) {
         for (const auto& id : self->state.logic.awaiting_adoption()) {
@@ -591,8 +609,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         // The trainer keeps its outcome until told it was taken, once it is in the store (a
         // repeat of an outcome already taken is acknowledged too).
         if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
-      },
-  };
+      });
 }
 
 std::string describe(caf::actor_system& sys, const caf::error& err) {
