@@ -87,6 +87,8 @@ struct head_actor_state {
   std::map<caf::actor_addr, trainer_ref> trainers;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
+  // With a store: the detached actor that does the head's store writes (store_writer.hpp).
+  caf::actor store_writer;
   // The running attempts' output lines stored, so lines a trainer sends again after a failover
   // are stored once (restored from the store's logs of unfinished jobs).
   log_sequence log_seq;

@@ -6,6 +6,7 @@
 
 #include "actors/actor_system_types.hpp"
 #include "actors/client_protocol.hpp"
+#include "actors/store_writer.hpp"
 #include "config/job_spec.hpp"
 #include "config/storage_roots.hpp"
 #include "core/store/store_error.hpp"
@@ -72,20 +73,24 @@ bool leads(head_ptr self) {
   return renew(self);
 }
 
-// Runs a store write, only while this head leads; a fenced write means another head leads now:
-// this one must stop. True when the write was made.
-template <class F>
-bool store_write(head_ptr self, const char* what, F&& write) {
-  if (!self->state.options.store || !leads(self)) return false;
-  try {
-    write(*self->state.options.store, self->state.options.epoch);
-    return true;
-  } catch (const core::store::store_error& e) {
-    std::cerr << "cluster-head: cannot " << what << ": " << e.what() << std::endl;
-    if (e.kind() == core::store::store_error_kind::fenced)
-      step_down(self, std::string("a store write was fenced (") + e.what() + ")");
-    return false;
-  }
+// Hands a store write (store_job_state, store_log_lines) to the store writer, stamped with this
+// head's epoch, only while this head leads; false when it does not. Writes are done in the order
+// they are handed over. `written` runs once the write was made; a write refused as fenced means
+// another head leads now: this one steps down.
+template <class Write, class Written>
+bool store_write(head_ptr self, const char* what, Write write, Written written) {
+  if (!self->state.store_writer || !leads(self)) return false;
+  write.epoch = self->state.options.epoch;
+  self->request(self->state.store_writer, caf::infinite, std::move(write))
+      .then([=](const store_write_result& r) mutable {
+        if (r.error.empty()) {
+          written();
+          return;
+        }
+        std::cerr << "cluster-head: cannot " << what << ": " << r.error << std::endl;
+        if (r.fenced) step_down(self, "a store write was fenced (" + r.error + ")");
+      });
+  return true;
 }
 
 // Sends a command to a node or trainer, stamped with this head's epoch, only while it leads.
@@ -105,11 +110,9 @@ void persist(head_ptr self) {
     auto last = self->state.persisted.find(r.id);
     if (last != self->state.persisted.end() && last->second == fields) continue;
     self->state.persisted.insert_or_assign(r.id, fields);
-    store_write(self, "record the job state", [&](core::store::cluster_store& s, std::int64_t e) {
-      s.write_state(e, r.id, net::to_json_view(r));
-      s.append_event(e, r.id, {{"state", to_string(r.state)}, {"reason", r.reason},
-                               {"attempts", r.attempts}});
-    });
+    auto record = r;
+    record.spec_json.clear();  // not part of state.json: the store keeps it in spec.json
+    store_write(self, "record the job state", store_job_state{0, std::move(record)}, [] {});
   }
 }
 
@@ -386,20 +389,17 @@ caf::result<job_record> serve_client(head_ptr self, const follow_job& req) {
 caf::result<job_logs> serve_client(head_ptr self, const logs_query& q) {
   auto& st = self->state;
   if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
-  if (!st.options.store) {
+  if (!st.store_writer) {
     const auto& lines = st.logs[q.job_id];
     return job_logs{std::vector<log_line>(lines.begin(), lines.end())};
   }
-  // The store has the output of earlier heads too.
-  job_logs out;
-  try {
-    for (const auto& j : st.options.store->read_logs(q.job_id))
-      out.lines.push_back(log_line{q.job_id, j.value("rank", 0), j.value("node", ""),
-                                   j.value("pid", std::int64_t{0}), j.value("line", "")});
-  } catch (const std::exception& e) {
-    return request_error(std::string("cannot read the job's logs: ") + e.what());
-  }
-  return out;
+  // The store has the output of earlier heads too; the writer reads it after the lines it was
+  // handed before.
+  auto promise = self->make_response_promise<job_logs>();
+  self->request(st.store_writer, caf::infinite, read_job_logs{q.job_id})
+      .then([=](job_logs& logs) mutable { promise.deliver(std::move(logs)); },
+            [=](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
 }
 
 caf::result<plan_reply> serve_client(head_ptr self, const plan_request& req) {
@@ -431,6 +431,13 @@ caf::behavior head_actor(head_ptr self, head_options options) {
   self->state.options = std::move(options);
   // The lease was taken (or renewed) just before the actor started.
   self->state.lease_valid_until = steady::now() + self->state.options.lease_ttl / 2;
+  if (self->state.options.store) {
+    // Linked: a writer that fails takes the head along; the head's end, however it ends, ends the
+    // writer (what it was still to write is not written: this head no longer leads).
+    auto writer = self->spawn<caf::detached + caf::linked>(store_writer, self->state.options.store);
+    self->attach_functor([writer] { caf::anon_send_exit(writer, caf::exit_reason::user_shutdown); });
+    self->state.store_writer = writer;
+  }
   restore_jobs(self);
   if (self->state.options.store) self->send(self, renew_lease{});
   self->set_down_handler([=](caf::down_msg& msg) {
@@ -572,24 +579,25 @@ caf::behavior head_actor(head_ptr self, head_options options) {
                     log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)});
           return;
         }
-        // With a store the output lives there (logs_query reads it back); without, in memory.
-        if (st.options.store) {
-          const bool written = store_write(
-              self, "record worker output", [&](core::store::cluster_store& s, std::int64_t e) {
-                auto stored = log_sequence::stored_fields(line);
-                stored.update(nlohmann::json{
-                    {"rank", line.rank}, {"node", line.node}, {"pid", line.pid}, {"line", line.text}});
-                s.append_logs(e, line.job_id, {stored});
-              });
-          if (!written) return;  // not acknowledged: the trainer keeps it for the next head
+        // With a store the output lives there (logs_query reads it back, through the writer, so
+        // after this line); without, in memory. The trainer hears that a line was kept (log_ack)
+        // once it is written; a line not written stays with the trainer for the next head.
+        if (st.store_writer) {
+          const auto ack = log_ack{line.job_id, line.attempt, line.seq};
+          const bool handed = store_write(self, "record worker output",
+                                          store_log_lines{0, line.job_id, {line}}, [=] {
+                                            if (ack.seq > 0 && sender) command(self, sender, ack);
+                                          });
+          if (!handed) return;
+          st.log_seq.stored(line);  // a copy sent again meanwhile is not written twice
         } else {
           auto& lines = st.logs[line.job_id];
           if (lines.size() >= max_log_lines_per_job) lines.pop_front();
           lines.push_back(line);
-        }
-        if (line.seq > 0) {
-          st.log_seq.stored(line);
-          if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
+          if (line.seq > 0) {
+            st.log_seq.stored(line);
+            if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
+          }
         }
         notify(self, line.job_id,
                "(worker rank=" + std::to_string(line.rank) + " node=" + line.node +
