@@ -492,7 +492,13 @@ typename Inspector::result_type inspect(Inspector& f, attempt_outcome& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_line& x) {
-  return f(caf::meta::type_name("log_line"), x.job_id, x.rank, x.node, x.pid, x.text, x.attempt, x.seq);
+  // The JSON view is a line of the store's logs.jsonl (the store adds its own "seq" and "ts"; the
+  // trainer's number is "attempt_seq"); lines of earlier heads may lack any field.
+  using net::field_or_default;
+  return f(caf::meta::type_name("log_line"), net::wire_only("job_id"), x.job_id,
+           field_or_default("rank"), x.rank, field_or_default("node"), x.node,
+           field_or_default("pid"), x.pid, field_or_default("line"), x.text,
+           field_or_default("attempt"), x.attempt, field_or_default("attempt_seq"), x.seq);
 }
 
 template <class Inspector>

@@ -3,7 +3,6 @@
 
 #include <caf/all.hpp>
 
-#include "actors/log_sequence.hpp"
 #include "core/store/store_error.hpp"
 #include "net/json_inspector.hpp"
 
@@ -25,11 +24,7 @@ store_write_result attempt(F&& write) {
 
 }  // namespace
 
-nlohmann::json stored_log_line(const log_line& line) {
-  auto stored = log_sequence::stored_fields(line);
-  stored.update(nlohmann::json{{"rank", line.rank}, {"node", line.node}, {"pid", line.pid}, {"line", line.text}});
-  return stored;
-}
+nlohmann::json stored_log_line(const log_line& line) { return net::to_json_view(line); }
 
 caf::behavior store_writer(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like) {
@@ -55,9 +50,10 @@ caf::behavior store_writer(caf::event_based_actor* self,
       [store](const read_job_logs& q) -> caf::result<job_logs> {
         job_logs out;
         try {
-          for (const auto& j : store->read_logs(q.job_id))
-            out.lines.push_back(log_line{q.job_id, j.value("rank", 0), j.value("node", ""),
-                                         j.value("pid", std::int64_t{0}), j.value("line", "")});
+          for (const auto& j : store->read_logs(q.job_id)) {
+            out.lines.push_back(net::from_json_view<log_line>(j));
+            out.lines.back().job_id = q.job_id;
+          }
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, std::string("cannot read the job's logs: ") + e.what());
         }

@@ -27,8 +27,8 @@ struct store_job_state {
   std::int64_t epoch = 0;
   job_record record;
 };
-// head → writer: append worker output lines of one job (each with its trainer's attempt and
-// number, log_sequence::stored_fields). Reply: store_write_result.
+// head → writer: append worker output lines of one job, each as its JSON view (with its trainer's
+// attempt and number, which log_sequence restores from). Reply: store_write_result.
 struct store_log_lines {
   std::int64_t epoch = 0;
   std::string job_id;
@@ -66,8 +66,8 @@ typename Inspector::result_type inspect(Inspector& f, store_write_result& x) {
 caf::behavior store_writer(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like);
 
-// The JSON object a worker output line is stored as (read back by read_job_logs and restored
-// from by log_sequence).
+// The JSON object a worker output line is stored as: its JSON view (net/json_inspector.hpp), read
+// back by read_job_logs and restored from by log_sequence.
 nlohmann::json stored_log_line(const log_line& line);
 
 }  // namespace cohort::actors

@@ -8,6 +8,8 @@
 #include "actors/messages.hpp"
 #include "actors/worker_process_link.hpp"
 #include "net/json_inspector.hpp"
+#include "net/msgpack_reader.hpp"
+#include "net/msgpack_writer.hpp"
 
 using namespace cohort;
 using actors::failure_cause;
@@ -139,6 +141,26 @@ TEST_CASE("every record of a JSON view survives a round trip through JSON text",
     CHECK(back.held_before_step == 8);
     CHECK(back.attempt == 2);
   }
+  SECTION("log_line, as a line of the store's logs (which adds keys of its own)") {
+    actors::log_line l{"job-1", 1, "n2", 77, "step 3 loss 2.0", 4, 9};
+    auto j = net::to_json_view(l);
+    CHECK(j["line"] == "step 3 loss 2.0");
+    CHECK(j["attempt_seq"] == 9);
+    CHECK_FALSE(j.contains("job_id"));
+    j["seq"] = 120;
+    j["ts"] = 1700000000000LL;
+    const auto back = net::from_json_view<actors::log_line>(j);
+    CHECK(back.rank == 1);
+    CHECK(back.node == "n2");
+    CHECK(back.pid == 77);
+    CHECK(back.text == "step 3 loss 2.0");
+    CHECK(back.attempt == 4);
+    CHECK(back.seq == 9);
+    const auto older = net::from_json_view<actors::log_line>(json{{"line", "unnumbered"}});
+    CHECK(older.text == "unnumbered");
+    CHECK(older.attempt == -1);
+    CHECK(older.seq == 0);
+  }
   SECTION("a NaN loss is written as null and read back as NaN") {
     auto r = full_record();
     r.loss = std::nan("");
@@ -225,4 +247,19 @@ TEST_CASE("JSON that does not fit a record is refused naming the field and what 
     CHECK_THROWS_WITH(actors::worker_setup_from_json(R"({"job_id": "j"})"),
                       "worker_setup.spec_json: missing");
   }
+}
+
+TEST_CASE("a wire frame whose named field does not fit is refused naming the field", "[actors][json]") {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> packer{buf};
+  net::msgpack_writer writer{packer};
+  writer.apply(full_record());
+  auto handle = msgpack::unpack(buf.data(), buf.size());
+  msgpack::object body = handle.get();
+  REQUIRE(body.type == msgpack::type::ARRAY);
+  body.via.array.ptr[4] = msgpack::object(std::string("three"), *handle.zone());  // attempts
+  net::field_path root{};
+  job_record r;
+  CHECK_THROWS_WITH(net::msgpack_reader::read(body, r, root),
+                    Catch::StartsWith("job_record.attempts: expected an integer in [-2147483648, 2147483647]"));
 }
