@@ -93,6 +93,19 @@ bool store_write(head_ptr self, const char* what, Write write, Written written) 
   return true;
 }
 
+// Runs `then` once every store write handed over before it was made (or refused: a fenced one has
+// made the head step down by then, and commands are no longer sent). What acknowledges that
+// something is stored waits for this.
+template <class F>
+void after_store_writes(head_ptr self, F then) {
+  if (!self->state.store_writer) {
+    then();
+    return;
+  }
+  self->request(self->state.store_writer, caf::infinite, store_barrier{})
+      .then([=](const store_write_result&) mutable { then(); });
+}
+
 // Sends a command to a node or trainer, stamped with this head's epoch, only while it leads.
 template <class Command>
 void command(head_ptr self, const caf::actor& to, Command cmd) {
@@ -415,13 +428,31 @@ caf::result<plan_reply> serve_client(head_ptr self, const plan_request& req) {
                     result.plan.rank_nodes, result.reason};
 }
 
+// Serves one client request; a command is answered once what it changed is in the store (the
+// store writes it handed over are made), as when the head wrote synchronously.
+template <class Call>
+caf::result<typename Call::reply> serve_call(head_ptr self, const typename Call::request& req) {
+  using reply = typename Call::reply;
+  caf::result<reply> answer = serve_client(self, req);
+  if constexpr (Call::kind == call_kind::command) {
+    if (answer.flag == caf::rt_value && self->state.store_writer) {
+      auto promise = self->make_response_promise<reply>();
+      after_store_writes(self, [promise, value = answer.value]() mutable {
+        promise.deliver(value.template get_as<reply>(0));
+      });
+      return promise;
+    }
+  }
+  return answer;
+}
+
 // The head's client handlers, one per entry of client_calls: a request of the table without a
 // serve_client overload answering its reply type does not compile.
 template <class... Calls>
 caf::message_handler client_handlers(head_ptr self, call_list<Calls...>) {
   return caf::message_handler{
       [=](const typename Calls::request& req) -> caf::result<typename Calls::reply> {
-        return serve_client(self, req);
+        return serve_call<Calls>(self, req);
       }...};
 }
 
@@ -573,10 +604,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       [=](const log_line& line) {
         auto& st = self->state;
         const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already
-          if (sender)
-            command(self, sender,
-                    log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)});
+        if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already (or handed over)
+          const auto ack = log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)};
+          if (sender) after_store_writes(self, [=] { command(self, sender, ack); });
           return;
         }
         // With a store the output lives there (logs_query reads it back, through the writer, so
@@ -616,7 +646,8 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         start_trainers(self);
         // The trainer keeps its outcome until told it was taken, once it is in the store (a
         // repeat of an outcome already taken is acknowledged too).
-        if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
+        if (trainer)
+          after_store_writes(self, [=] { command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt}); });
       });
 }
 

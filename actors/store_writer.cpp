@@ -47,6 +47,7 @@ caf::behavior store_writer(caf::event_based_actor* self,
           store->append_logs(w.epoch, w.job_id, std::move(lines));
         });
       },
+      [](store_barrier) { return store_write_result{}; },
       [store](const read_job_logs& q) -> caf::result<job_logs> {
         job_logs out;
         try {

@@ -39,6 +39,9 @@ struct store_log_lines {
 struct read_job_logs {
   std::string job_id;
 };
+// head → writer: answered (with an empty store_write_result) once every write sent before it was
+// made or refused.
+struct store_barrier {};
 struct store_write_result {
   std::string error;   // "" when written
   bool fenced = false;  // refused: a newer epoch leads the store
@@ -56,6 +59,10 @@ typename Inspector::result_type inspect(Inspector& f, store_log_lines& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, read_job_logs& x) {
   return f(caf::meta::type_name("read_job_logs"), x.job_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_barrier&) {
+  return f(caf::meta::type_name("store_barrier"));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_write_result& x) {

@@ -52,6 +52,9 @@ TEST_CASE("the store writer writes in the order it was sent, and a read follows 
   // Sent one after the other without waiting: the read comes after every line.
   for (std::uint64_t seq = 1; seq <= 50; ++seq)
     caf::anon_send(f.writer, actors::store_log_lines{f.epoch, id, {numbered(id, seq)}});
+  // The barrier is answered once they are all on disk: what the head acknowledges waits for it.
+  CHECK(f.ask<actors::store_write_result>(actors::store_barrier{}).error.empty());
+  CHECK(f.head_store->read_logs(id).size() == 50);
   const auto logs = f.ask<actors::job_logs>(actors::read_job_logs{id});
   REQUIRE(logs.lines.size() == 50);
   for (std::size_t i = 0; i < logs.lines.size(); ++i) CHECK(logs.lines[i].text == "line " + std::to_string(i + 1));
