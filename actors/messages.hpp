@@ -608,14 +608,22 @@ typename Inspector::result_type inspect(Inspector& f, worker_started& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_finished& x) {
-  return f(caf::meta::type_name("worker_finished"), x.job_id, x.attempt, x.rank, x.ok, x.reason,
-           x.kind, x.report);
+  // The JSON view is a worker process's final control line: the node knows who it is and reads
+  // its report from its output.
+  using net::wire_only;
+  return f(caf::meta::type_name("worker_finished"), wire_only("job_id"), x.job_id,
+           wire_only("attempt"), x.attempt, wire_only("rank"), x.rank, net::field("ok"), x.ok,
+           net::field("reason"), x.reason, net::field_or_default("kind"), x.kind,
+           wire_only("report"), x.report);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_heartbeat& x) {
-  return f(caf::meta::type_name("rank_heartbeat"), x.job_id, x.attempt, x.rank, x.step,
-           x.collective_wait_s);
+  // The JSON view is a worker process's heartbeat control line: the node knows who it is.
+  using net::wire_only;
+  return f(caf::meta::type_name("rank_heartbeat"), wire_only("job_id"), x.job_id,
+           wire_only("attempt"), x.attempt, wire_only("rank"), x.rank, net::field("step"), x.step,
+           net::field("collective_wait_s"), x.collective_wait_s);
 }
 
 template <class Inspector>

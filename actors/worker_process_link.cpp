@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -27,34 +26,6 @@ using nlohmann::json;
 
 std::string worker_setup_to_json(const worker_setup& s) { return net::to_json_view(s).dump(); }
 
-namespace {
-
-// v as a T when it is a JSON integer that T holds; nullopt otherwise. (get<T>() casts a float or
-// an integer out of T's range, undefined behaviour for a float past it: found by fuzzing.)
-template <typename T>
-std::optional<T> as_integer(const json& v) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
-    return static_cast<T>(u);
-  }
-  if (!v.is_number_integer()) return std::nullopt;
-  const auto i = v.get<std::int64_t>();
-  if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) return std::nullopt;
-  return static_cast<T>(i);
-}
-
-// An integer field of a control line; a malformed or missing one throws json's out_of_range,
-// which parse_control_line turns into "not a control line".
-template <typename T>
-T integer_field(const json& j, const char* name) {
-  if (!j.contains(name)) throw std::out_of_range(name);
-  const auto v = as_integer<T>(j.at(name));
-  if (!v) throw std::out_of_range(name);
-  return *v;
-}
-
-}  // namespace
 
 worker_setup worker_setup_from_json(const std::string& text) {
   auto j = json::parse(text, nullptr, false);
@@ -132,6 +103,19 @@ core::train::worker_context worker_context_for(const worker_setup& setup) {
   return ctx;
 }
 
+namespace {
+
+// A control line: the message's JSON view with "type" (text that is not UTF-8, say in a reason,
+// is replaced rather than refused).
+template <class T>
+std::string control_line(const char* type, const T& message) {
+  auto j = net::to_json_view(message);
+  j["type"] = type;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
 progress_report progress_of(const worker_setup& setup, const core::train::step_report& r) {
   progress_report out;
   out.job_id = setup.job_id;
@@ -149,18 +133,21 @@ progress_report progress_of(const worker_setup& setup, const core::train::step_r
   return out;
 }
 
-std::string progress_line(const progress_report& r) {
-  auto j = net::to_json_view(r);
-  j["type"] = "progress";
-  return j.dump();
-}
+std::string progress_line(const progress_report& r) { return control_line("progress", r); }
 
 std::string heartbeat_line(std::int64_t step, double collective_wait_s) {
-  return json{{"type", "heartbeat"}, {"step", step}, {"collective_wait_s", collective_wait_s}}.dump();
+  rank_heartbeat beat;
+  beat.step = step;
+  beat.collective_wait_s = collective_wait_s;
+  return control_line("heartbeat", beat);
 }
 
 std::string finished_line(bool ok, const std::string& reason, failure_kind kind) {
-  return json{{"type", "finished"}, {"ok", ok}, {"reason", reason}, {"kind", to_string(kind)}}.dump();
+  worker_finished end;
+  end.ok = ok;
+  end.reason = reason;
+  end.kind = kind;
+  return control_line("finished", end);
 }
 
 std::optional<worker_control> parse_control_line(const std::string& line) {
@@ -176,19 +163,19 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
     }
     if (j["type"] == "heartbeat") {
       c.type = worker_control::kind::heartbeat;
-      c.step = integer_field<std::int64_t>(j, "step");
-      c.collective_wait_s = j.at("collective_wait_s").get<double>();
+      const auto beat = net::from_json_view<rank_heartbeat>(j);
+      c.step = beat.step;
+      c.collective_wait_s = beat.collective_wait_s;
       return c;
     }
     if (j["type"] == "finished") {
       c.type = worker_control::kind::finished;
-      c.ok = j.at("ok").get<bool>();
-      c.reason = j.at("reason").get<std::string>();
-      c.kind = failure_kind_from_string(j.value("kind", std::string()));
+      const auto end = net::from_json_view<worker_finished>(j);
+      c.ok = end.ok;
+      c.reason = end.reason;
+      c.kind = end.kind;
       return c;
     }
-  } catch (const json::exception&) {
-  } catch (const std::out_of_range&) {
   } catch (const net::json_error&) {
   }
   return std::nullopt;

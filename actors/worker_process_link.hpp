@@ -2,7 +2,8 @@
 // JSON, in a file of its own named by the environment variable COHORT_WORKER_SETUP_FILE; a job
 // spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux)
 // and the control lines the worker writes to file descriptor 3 (progress reports, heartbeats for
-// the trainer's hang detector and its final word, as JSON lines). Plain output on stdout/stderr
+// the trainer's hang detector and its final word, as JSON lines: the JSON views of
+// progress_report, rank_heartbeat and worker_finished, net/json_inspector.hpp, with "type"). Plain output on stdout/stderr
 // becomes the job's log. No CAF here: the worker process links none.
 #pragma once
 

@@ -161,6 +161,21 @@ TEST_CASE("every record of a JSON view survives a round trip through JSON text",
     CHECK(older.attempt == -1);
     CHECK(older.seq == 0);
   }
+  SECTION("a worker's final word, through a control line, and one of an earlier worker without kind") {
+    const auto failed = actors::parse_control_line(
+        actors::finished_line(false, "the data set is gone", actors::failure_kind::bad_input));
+    REQUIRE(failed);
+    CHECK(failed->type == actors::worker_control::kind::finished);
+    CHECK_FALSE(failed->ok);
+    CHECK(failed->reason == "the data set is gone");
+    CHECK(failed->kind == actors::failure_kind::bad_input);
+    CHECK_FALSE(json::parse(actors::finished_line(true, "")).contains("report"));
+    const auto older = actors::parse_control_line(R"({"type": "finished", "ok": true, "reason": ""})");
+    REQUIRE(older);
+    CHECK(older->ok);
+    CHECK(older->kind == actors::failure_kind::retryable);
+    CHECK_FALSE(actors::parse_control_line(R"({"type": "finished", "ok": "yes", "reason": ""})"));
+  }
   SECTION("a NaN loss is written as null and read back as NaN") {
     auto r = full_record();
     r.loss = std::nan("");
