@@ -1,9 +1,10 @@
 // The client protocol: every request a client (`submit`, the embedded cluster) sends the head, the
 // one reply type the head answers it with, and whether it is safe to send again. This table is the
 // only list of client requests: the head actor builds its client handlers from it (a request
-// without a `serve` overload of the right reply type does not compile), the head gateway forwards
-// exactly the requests it lists, tools/cluster_client and actors/local_cluster take the reply type
-// from it (a request not listed does not compile), and the codec registers every type it names.
+// without a `serve_client` overload of the right reply type does not compile), the head gateway
+// forwards exactly the requests it lists, tools/cluster_client and actors/local_cluster take the
+// reply type from it (a request not listed does not compile), and wire_protocol.cpp asserts that
+// the codec registers every type it names.
 // Header only; no CAF beyond messages.hpp's type_name.
 #pragma once
 
