@@ -76,7 +76,7 @@ struct head_options {
 struct head_actor_state {
   head_state logic;
   head_options options;
-  std::map<std::string, std::string> persisted_state;  // job → "STATE: reason" last written
+  std::map<std::string, persisted_job_fields> persisted;  // job → what was last written of it
   std::map<std::string, caf::actor> node_actors;  // by node name
   std::map<caf::actor_addr, std::string> node_by_addr;
   struct trainer_ref {
@@ -87,6 +87,8 @@ struct head_actor_state {
   std::map<caf::actor_addr, trainer_ref> trainers;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
+  // With a store: the detached actor that does the head's store writes (store_writer.hpp).
+  caf::actor store_writer;
   // The running attempts' output lines stored, so lines a trainer sends again after a failover
   // are stored once (restored from the store's logs of unfinished jobs).
   log_sequence log_seq;

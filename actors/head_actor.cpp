@@ -5,11 +5,13 @@
 #include <iostream>
 
 #include "actors/actor_system_types.hpp"
-#include "actors/job_record_json.hpp"
+#include "actors/client_protocol.hpp"
+#include "actors/store_writer.hpp"
 #include "config/job_spec.hpp"
 #include "config/storage_roots.hpp"
 #include "core/store/store_error.hpp"
 #include "core/train/job_preflight.hpp"
+#include "net/json_inspector.hpp"
 
 namespace cohort::actors {
 
@@ -71,20 +73,37 @@ bool leads(head_ptr self) {
   return renew(self);
 }
 
-// Runs a store write, only while this head leads; a fenced write means another head leads now:
-// this one must stop. True when the write was made.
+// Hands a store write (store_job_state, store_log_lines) to the store writer, stamped with this
+// head's epoch, only while this head leads; false when it does not. Writes are done in the order
+// they are handed over. `written` runs once the write was made; a write refused as fenced means
+// another head leads now: this one steps down.
+template <class Write, class Written>
+bool store_write(head_ptr self, const char* what, Write write, Written written) {
+  if (!self->state.store_writer || !leads(self)) return false;
+  write.epoch = self->state.options.epoch;
+  self->request(self->state.store_writer, caf::infinite, std::move(write))
+      .then([=](const store_write_result& r) mutable {
+        if (r.error.empty()) {
+          written();
+          return;
+        }
+        std::cerr << "cluster-head: cannot " << what << ": " << r.error << std::endl;
+        if (r.fenced) step_down(self, "a store write was fenced (" + r.error + ")");
+      });
+  return true;
+}
+
+// Runs `then` once every store write handed over before it was made (or refused: a fenced one has
+// made the head step down by then, and commands are no longer sent). What acknowledges that
+// something is stored waits for this.
 template <class F>
-bool store_write(head_ptr self, const char* what, F&& write) {
-  if (!self->state.options.store || !leads(self)) return false;
-  try {
-    write(*self->state.options.store, self->state.options.epoch);
-    return true;
-  } catch (const core::store::store_error& e) {
-    std::cerr << "cluster-head: cannot " << what << ": " << e.what() << std::endl;
-    if (e.kind() == core::store::store_error_kind::fenced)
-      step_down(self, std::string("a store write was fenced (") + e.what() + ")");
-    return false;
+void after_store_writes(head_ptr self, F then) {
+  if (!self->state.store_writer) {
+    then();
+    return;
   }
+  self->request(self->state.store_writer, caf::infinite, store_barrier{})
+      .then([=](const store_write_result&) mutable { then(); });
 }
 
 // Sends a command to a node or trainer, stamped with this head's epoch, only while it leads.
@@ -95,26 +114,18 @@ void command(head_ptr self, const caf::actor& to, Command cmd) {
   self->send(to, std::move(cmd));
 }
 
-// What of a record, when changed, is written to the store again.
-std::string persisted_key(const job_record& r) {
-  return std::string(to_string(r.state)) + "|" + r.reason + "|" + std::to_string(r.attempts) + "|" +
-         r.trainer_node + "|" + std::to_string(r.preemptions);
-}
-
 // Writes the records whose state, reason or placement changed since the last write, and a
 // history line for each.
 void persist(head_ptr self) {
   if (!self->state.options.store) return;
   for (const auto& r : self->state.logic.jobs()) {
-    auto key = persisted_key(r);
-    auto& last = self->state.persisted_state[r.id];
-    if (last == key) continue;
-    last = key;
-    store_write(self, "record the job state", [&](core::store::cluster_store& s, std::int64_t e) {
-      s.write_state(e, r.id, to_json(r));
-      s.append_event(e, r.id, {{"state", to_string(r.state)}, {"reason", r.reason},
-                               {"attempts", r.attempts}});
-    });
+    const auto fields = persisted_job_fields::of(r);
+    auto last = self->state.persisted.find(r.id);
+    if (last != self->state.persisted.end() && last->second == fields) continue;
+    self->state.persisted.insert_or_assign(r.id, fields);
+    auto record = r;
+    record.spec_json.clear();  // not part of state.json: the store keeps it in spec.json
+    store_write(self, "record the job state", store_job_state{0, std::move(record)}, [] {});
   }
 }
 
@@ -242,7 +253,7 @@ void restore_jobs(head_ptr self) {
     try {
       auto spec = config::parse_job_spec(stored.spec_json);
       if (stored.state) {
-        r = job_record_from_json(*stored.state);
+        r = net::from_json_view<job_record>(*stored.state);
       } else {
         r.id = stored.id;
         r.name = spec.name;
@@ -255,7 +266,7 @@ void restore_jobs(head_ptr self) {
     }
   }
   for (const auto& r : st.logic.jobs()) {
-    st.persisted_state[r.id] = persisted_key(r);
+    st.persisted.insert_or_assign(r.id, persisted_job_fields::of(r));
     if (is_terminal(r.state)) continue;
     // What earlier heads stored of the running attempts' output: lines their trainers send again
     // are stored once.
@@ -269,12 +280,195 @@ void restore_jobs(head_ptr self) {
     self->delayed_send(self, st.options.adoption_grace, adoption_deadline{});
 }
 
+// ---- The client requests (actors/client_protocol.hpp): one serve_client per request of the table,
+// answering the reply type the table names ----
+
+caf::result<drain_reply> serve_client(head_ptr self, const drain_node& req) {
+  auto& st = self->state;
+  if (req.drain) {
+    try {
+      auto jobs = drain_node_now(self, req.node, "drained",
+                                 "node " + req.node + " is drained on request (submit drain)");
+      return drain_reply{req.node, st.logic.drain_state(req.node), jobs};
+    } catch (const std::exception& e) {
+      return request_error(std::string("submit drain: ") + e.what());
+    }
+  }
+  if (!st.logic.has_node(req.node) && st.logic.drain_state(req.node).empty())
+    return request_error("submit undrain: no node named \"" + req.node + "\" is registered or drained");
+  if (!st.logic.undrain(req.node))
+    return request_error("submit undrain: node " + req.node + " is not draining");
+  std::cerr << "cluster-head: node " << req.node << " is schedulable again (submit undrain)" << std::endl;
+  start_trainers(self);
+  return drain_reply{req.node, st.logic.drain_state(req.node), {}};
+}
+
+caf::result<job_accepted> serve_client(head_ptr self, const submit_job& req) {
+  config::job_spec spec;
+  try {
+    spec = config::parse_job_spec(req.spec_json);
+    config::check_runnable(spec);
+    // Before anything reads the paths: a refused path is not even looked into.
+    config::check_storage_roots(spec, self->state.options.storage_roots);
+    core::train::check_data_set(spec);
+  } catch (const std::exception& e) {
+    return request_error(e.what());
+  }
+  std::string id;
+  if (self->state.options.store) {
+    if (!leads(self))
+      return caf::make_error(caf::sec::runtime_error,
+                             "this head no longer leads; submit to the new leader");
+    try {
+      id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::runtime_error,
+                             std::string("cannot record the job: ") + e.what());
+    }
+  }
+  id = self->state.logic.submit(spec, config::to_json_text(spec), id);
+  persist(self);
+  start_trainers(self);
+  return job_accepted{id};
+}
+
+caf::result<job_record> serve_client(head_ptr self, const job_query& q) {
+  if (const auto* r = self->state.logic.find(q.job_id)) return *r;
+  return request_error("no job with id " + q.job_id);
+}
+
+caf::result<job_list> serve_client(head_ptr self, const job_list_query&) {
+  return job_list{self->state.logic.jobs(), self->state.logic.nodes()};
+}
+
+caf::result<job_record> serve_client(head_ptr self, const stop_job& req) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  const auto attempt = r->attempts - 1;
+  if (st.logic.stop(req.job_id, "stopped on request")) {
+    for (auto& [addr, ref] : st.trainers)
+      if (ref.job_id == req.job_id)
+        command(self, ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
+    forget_trainer(self, req.job_id, attempt);
+    notify_state(self, req.job_id);
+    start_trainers(self);
+  }
+  return *st.logic.find(req.job_id);
+}
+
+caf::result<job_record> serve_client(head_ptr self, const checkpoint_job& req) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  if (r->state != job_state::running)
+    return request_error("job " + req.job_id + " is " + to_string(r->state) +
+                         ": only a RUNNING job can be asked for a checkpoint");
+  if (st.logic.spec(req.job_id)->workload != config::workload_kind::causal_lm)
+    return request_error("job " + req.job_id + " runs workload " +
+                         to_string(st.logic.spec(req.job_id)->workload) +
+                         ", which saves no checkpoints (only causal_lm does)");
+  auto trainer = current_trainer(self, *r);
+  if (!trainer) return trainer_unknown(*r);
+  command(self, trainer, checkpoint_attempt{req.job_id, r->attempts - 1});
+  return *r;
+}
+
+caf::result<job_record> serve_client(head_ptr self, const release_job& req) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  if (!config::has_holds(st.logic.spec(req.job_id)->run))
+    return request_error("job " + req.job_id +
+                         " has no run.hold_before_step: there is no hold to release");
+  if (r->state != job_state::running)
+    return request_error("job " + req.job_id + " is " + to_string(r->state) +
+                         ": only a RUNNING job can be released");
+  auto trainer = current_trainer(self, *r);
+  if (!trainer) return trainer_unknown(*r);
+  command(self, trainer, release_attempt{req.job_id, r->attempts - 1});
+  return *r;
+}
+
+caf::result<job_record> serve_client(head_ptr self, const follow_job& req) {
+  const auto* r = self->state.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  if (!is_terminal(r->state))
+    self->state.followers[req.job_id].push_back(
+        caf::actor_cast<caf::actor>(self->current_sender()));
+  return *r;
+}
+
+caf::result<job_logs> serve_client(head_ptr self, const logs_query& q) {
+  auto& st = self->state;
+  if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
+  if (!st.store_writer) {
+    const auto& lines = st.logs[q.job_id];
+    return job_logs{std::vector<log_line>(lines.begin(), lines.end())};
+  }
+  // The store has the output of earlier heads too; the writer reads it after the lines it was
+  // handed before.
+  auto promise = self->make_response_promise<job_logs>();
+  self->request(st.store_writer, caf::infinite, read_job_logs{q.job_id})
+      .then([=](job_logs& logs) mutable { promise.deliver(std::move(logs)); },
+            [=](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
+}
+
+caf::result<plan_reply> serve_client(head_ptr self, const plan_request& req) {
+  config::job_spec spec;
+  try {
+    spec = config::parse_job_spec(req.spec_json);
+    config::check_storage_roots(spec, self->state.options.storage_roots);
+  } catch (const std::exception& e) {
+    return request_error(e.what());
+  }
+  auto result = self->state.logic.plan(spec);
+  return plan_reply{core::resources::to_string(result.status), result.plan.trainer_node,
+                    result.plan.rank_nodes, result.reason};
+}
+
+// Serves one client request; a command is answered once what it changed is in the store (the
+// store writes it handed over are made), as when the head wrote synchronously.
+template <class Call>
+caf::result<typename Call::reply> serve_call(head_ptr self, const typename Call::request& req) {
+  using reply = typename Call::reply;
+  caf::result<reply> answer = serve_client(self, req);
+  if constexpr (Call::kind == call_kind::command) {
+    if (answer.flag == caf::rt_value && self->state.store_writer) {
+      auto promise = self->make_response_promise<reply>();
+      after_store_writes(self, [promise, value = answer.value]() mutable {
+        promise.deliver(value.template get_as<reply>(0));
+      });
+      return promise;
+    }
+  }
+  return answer;
+}
+
+// The head's client handlers, one per entry of client_calls: a request of the table without a
+// serve_client overload answering its reply type does not compile.
+template <class... Calls>
+caf::message_handler client_handlers(head_ptr self, call_list<Calls...>) {
+  return caf::message_handler{
+      [=](const typename Calls::request& req) -> caf::result<typename Calls::reply> {
+        return serve_call<Calls>(self, req);
+      }...};
+}
+
 }  // namespace
 
 caf::behavior head_actor(head_ptr self, head_options options) {
   self->state.options = std::move(options);
   // The lease was taken (or renewed) just before the actor started.
   self->state.lease_valid_until = steady::now() + self->state.options.lease_ttl / 2;
+  if (self->state.options.store) {
+    // Linked: a writer that fails takes the head along; the head's end, however it ends, ends the
+    // writer (what it was still to write is not written: this head no longer leads).
+    auto writer = self->spawn<caf::detached + caf::linked>(store_writer, self->state.options.store);
+    self->attach_functor([writer] { caf::anon_send_exit(writer, caf::exit_reason::user_shutdown); });
+    self->state.store_writer = writer;
+  }
   restore_jobs(self);
   if (self->state.options.store) self->send(self, renew_lease{});
   self->set_down_handler([=](caf::down_msg& msg) {
@@ -321,7 +515,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
     notify_state(self, ref.job_id);
     start_trainers(self);
   });
-  return {
+  return client_handlers(self, client_calls{}).or_else(
       [=](const node_hello& hello) {
         auto& st = self->state;
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
@@ -349,136 +543,10 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           std::cerr << "cluster-head: cannot drain node " << req.node << ": " << e.what() << std::endl;
         }
       },
-      [=](const drain_node& req) -> caf::result<drain_reply> {
-        auto& st = self->state;
-        if (req.drain) {
-          try {
-            auto jobs = drain_node_now(self, req.node, "drained",
-                                       "node " + req.node + " is drained on request (submit drain)");
-            return drain_reply{req.node, st.logic.drain_state(req.node), jobs};
-          } catch (const std::exception& e) {
-            return request_error(std::string("submit drain: ") + e.what());
-          }
-        }
-        if (!st.logic.has_node(req.node) && st.logic.drain_state(req.node).empty())
-          return request_error("submit undrain: no node named \"" + req.node + "\" is registered or drained");
-        if (!st.logic.undrain(req.node))
-          return request_error("submit undrain: node " + req.node + " is not draining");
-        std::cerr << "cluster-head: node " << req.node << " is schedulable again (submit undrain)" << std::endl;
-        start_trainers(self);
-        return drain_reply{req.node, st.logic.drain_state(req.node), {}};
-      },
       [=](const preemption_deadline& d) {
         const auto* r = self->state.logic.find(d.job_id);
         if (r == nullptr || r->attempts - 1 != d.attempt || !self->state.logic.preempting(d.job_id)) return;
         end_preemption(self, d.job_id);
-      },
-      [=](const submit_job& req) -> caf::result<job_accepted> {
-        config::job_spec spec;
-        try {
-          spec = config::parse_job_spec(req.spec_json);
-          config::check_runnable(spec);
-          // Before anything reads the paths: a refused path is not even looked into.
-          config::check_storage_roots(spec, self->state.options.storage_roots);
-          core::train::check_data_set(spec);
-        } catch (const std::exception& e) {
-          return request_error(e.what());
-        }
-        std::string id;
-        if (self->state.options.store) {
-          if (!leads(self))
-            return caf::make_error(caf::sec::runtime_error,
-                                   "this head no longer leads; submit to the new leader");
-          try {
-            id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
-          } catch (const std::exception& e) {
-            return caf::make_error(caf::sec::runtime_error,
-                                   std::string("cannot record the job: ") + e.what());
-          }
-        }
-        id = self->state.logic.submit(spec, config::to_json_text(spec), id);
-        persist(self);
-        start_trainers(self);
-        return job_accepted{id};
-      },
-      [=](const job_query& q) -> caf::result<job_record> {
-        if (const auto* r = self->state.logic.find(q.job_id)) return *r;
-        return request_error("no job with id " + q.job_id);
-      },
-      [=](const job_list_query&) {
-        return job_list{self->state.logic.jobs(), self->state.logic.nodes()};
-      },
-      [=](const stop_job& req) -> caf::result<job_record> {
-        auto& st = self->state;
-        const auto* r = st.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        const auto attempt = r->attempts - 1;
-        if (st.logic.stop(req.job_id, "stopped on request")) {
-          for (auto& [addr, ref] : st.trainers)
-            if (ref.job_id == req.job_id)
-              command(self, ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
-          forget_trainer(self, req.job_id, attempt);
-          notify_state(self, req.job_id);
-          start_trainers(self);
-        }
-        return *st.logic.find(req.job_id);
-      },
-      [=](const checkpoint_job& req) -> caf::result<job_record> {
-        auto& st = self->state;
-        const auto* r = st.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (r->state != job_state::running)
-          return request_error("job " + req.job_id + " is " + to_string(r->state) +
-                               ": only a RUNNING job can be asked for a checkpoint");
-        if (st.logic.spec(req.job_id)->workload != config::workload_kind::causal_lm)
-          return request_error("job " + req.job_id + " runs workload " +
-                               to_string(st.logic.spec(req.job_id)->workload) +
-                               ", which saves no checkpoints (only causal_lm does)");
-        auto trainer = current_trainer(self, *r);
-        if (!trainer) return trainer_unknown(*r);
-        command(self, trainer, checkpoint_attempt{req.job_id, r->attempts - 1});
-        return *r;
-      },
-      [=](const release_job& req) -> caf::result<job_record> {
-        auto& st = self->state;
-        const auto* r = st.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (!config::has_holds(st.logic.spec(req.job_id)->run))
-          return request_error("job " + req.job_id +
-                               " has no run.hold_before_step: there is no hold to release");
-        if (r->state != job_state::running)
-          return request_error("job " + req.job_id + " is " + to_string(r->state) +
-                               ": only a RUNNING job can be released");
-        auto trainer = current_trainer(self, *r);
-        if (!trainer) return trainer_unknown(*r);
-        command(self, trainer, release_attempt{req.job_id, r->attempts - 1});
-        return *r;
-      },
-      [=](const follow_job& req) -> caf::result<job_record> {
-        const auto* r = self->state.logic.find(req.job_id);
-        if (r == nullptr) return request_error("no job with id " + req.job_id);
-        if (!is_terminal(r->state))
-          self->state.followers[req.job_id].push_back(
-              caf::actor_cast<caf::actor>(self->current_sender()));
-        return *r;
-      },
-      [=](const logs_query& q) -> caf::result<job_logs> {
-        auto& st = self->state;
-        if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
-        if (!st.options.store) {
-          const auto& lines = st.logs[q.job_id];
-          return job_logs{std::vector<log_line>(lines.begin(), lines.end())};
-        }
-        // The store has the output of earlier heads too.
-        job_logs out;
-        try {
-          for (const auto& j : st.options.store->read_logs(q.job_id))
-            out.lines.push_back(log_line{q.job_id, j.value("rank", 0), j.value("node", ""),
-                                         j.value("pid", std::int64_t{0}), j.value("line", "")});
-        } catch (const std::exception& e) {
-          return request_error(std::string("cannot read the job's logs: ") + e.what());
-        }
-        return out;
       },
       [=](const trainer_started& ts) {
         auto& st = self->state;
@@ -499,18 +567,6 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         self->monitor(trainer);
         st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
         persist(self);
-      },
-      [=](const plan_request& req) -> caf::result<plan_reply> {
-        config::job_spec spec;
-        try {
-          spec = config::parse_job_spec(req.spec_json);
-          config::check_storage_roots(spec, self->state.options.storage_roots);
-        } catch (const std::exception& e) {
-          return request_error(e.what());
-        }
-        auto result = self->state.logic.plan(spec);
-        return plan_reply{core::resources::to_string(result.status), result.plan.trainer_node,
-                          result.plan.rank_nodes, result.reason};
       },
       [=](adoption_deadline) {
         for (const auto& id : self->state.logic.awaiting_adoption()) {
@@ -548,30 +604,30 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       [=](const log_line& line) {
         auto& st = self->state;
         const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already
-          if (sender)
-            command(self, sender,
-                    log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)});
+        if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already (or handed over)
+          const auto ack = log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)};
+          if (sender) after_store_writes(self, [=] { command(self, sender, ack); });
           return;
         }
-        // With a store the output lives there (logs_query reads it back); without, in memory.
-        if (st.options.store) {
-          const bool written = store_write(
-              self, "record worker output", [&](core::store::cluster_store& s, std::int64_t e) {
-                auto stored = log_sequence::stored_fields(line);
-                stored.update(nlohmann::json{
-                    {"rank", line.rank}, {"node", line.node}, {"pid", line.pid}, {"line", line.text}});
-                s.append_logs(e, line.job_id, {stored});
-              });
-          if (!written) return;  // not acknowledged: the trainer keeps it for the next head
+        // With a store the output lives there (logs_query reads it back, through the writer, so
+        // after this line); without, in memory. The trainer hears that a line was kept (log_ack)
+        // once it is written; a line not written stays with the trainer for the next head.
+        if (st.store_writer) {
+          const auto ack = log_ack{line.job_id, line.attempt, line.seq};
+          const bool handed = store_write(self, "record worker output",
+                                          store_log_lines{0, line.job_id, {line}}, [=] {
+                                            if (ack.seq > 0 && sender) command(self, sender, ack);
+                                          });
+          if (!handed) return;
+          st.log_seq.stored(line);  // a copy sent again meanwhile is not written twice
         } else {
           auto& lines = st.logs[line.job_id];
           if (lines.size() >= max_log_lines_per_job) lines.pop_front();
           lines.push_back(line);
-        }
-        if (line.seq > 0) {
-          st.log_seq.stored(line);
-          if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
+          if (line.seq > 0) {
+            st.log_seq.stored(line);
+            if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
+          }
         }
         notify(self, line.job_id,
                "(worker rank=" + std::to_string(line.rank) + " node=" + line.node +
@@ -590,9 +646,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         start_trainers(self);
         // The trainer keeps its outcome until told it was taken, once it is in the store (a
         // repeat of an outcome already taken is acknowledged too).
-        if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
-      },
-  };
+        if (trainer)
+          after_store_writes(self, [=] { command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt}); });
+      });
 }
 
 std::string describe(caf::actor_system& sys, const caf::error& err) {

@@ -4,6 +4,7 @@
 
 #include "actors/actor_system_types.hpp"
 #include "actors/bridge.hpp"
+#include "actors/client_protocol.hpp"
 #include "actors/gateways.hpp"
 #include "actors/wire_protocol.hpp"
 #include "net/bridge_messages.hpp"
@@ -31,11 +32,15 @@ struct head_gateway_state {
 };
 using head_gw = caf::stateful_actor<head_gateway_state>*;
 
-// Streams a followed job's events to one client until the job ends.
+// Streams a followed job's events to one client until the job ends: the reply to the follow
+// request (Call::reply, a job_record), then every job_event.
+template <class Call>
 caf::behavior client_follower(caf::event_based_actor* self, caf::actor head,
                               std::shared_ptr<net::wire_server> server, std::string routing_id,
-                              std::string job_id) {
-  self->request(head, client_request_timeout, follow_job{job_id})
+                              typename Call::request request) {
+  static_assert(std::is_same_v<typename Call::reply, job_record>,
+                "a followed call answers the job's record, then job_event messages");
+  self->request(head, client_request_timeout, std::move(request))
       .then(
           [=](job_record& r) {
             server->send(routing_id, r);
@@ -131,28 +136,20 @@ void head_incoming(head_gw self, const incoming_frame& in) {
     st.server->send(in.routing_id, net::request_failed{st.stepping_down});
     return;
   }
-  if (msg.match_element<submit_job>(0))
-    serve<submit_job, job_accepted>(self, in.routing_id, msg.get_as<submit_job>(0));
-  else if (msg.match_element<job_query>(0))
-    serve<job_query, job_record>(self, in.routing_id, msg.get_as<job_query>(0));
-  else if (msg.match_element<job_list_query>(0))
-    serve<job_list_query, job_list>(self, in.routing_id, msg.get_as<job_list_query>(0));
-  else if (msg.match_element<checkpoint_job>(0))
-    serve<checkpoint_job, job_record>(self, in.routing_id, msg.get_as<checkpoint_job>(0));
-  else if (msg.match_element<release_job>(0))
-    serve<release_job, job_record>(self, in.routing_id, msg.get_as<release_job>(0));
-  else if (msg.match_element<drain_node>(0))
-    serve<drain_node, drain_reply>(self, in.routing_id, msg.get_as<drain_node>(0));
-  else if (msg.match_element<stop_job>(0))
-    serve<stop_job, job_record>(self, in.routing_id, msg.get_as<stop_job>(0));
-  else if (msg.match_element<logs_query>(0))
-    serve<logs_query, job_logs>(self, in.routing_id, msg.get_as<logs_query>(0));
-  else if (msg.match_element<plan_request>(0))
-    serve<plan_request, plan_reply>(self, in.routing_id, msg.get_as<plan_request>(0));
-  else if (msg.match_element<follow_job>(0))
-    self->spawn(client_follower, st.head, st.server, in.routing_id,
-                msg.get_as<follow_job>(0).job_id);
-  else
+  // Exactly the requests of the client table, each answered with its reply type.
+  bool served = false;
+  for_each_client_call([&](auto call) {
+    using call_type = decltype(call);
+    using request = typename call_type::request;
+    if (served || !msg.match_element<request>(0)) return;
+    served = true;
+    if constexpr (call_type::kind == call_kind::follow)
+      self->spawn(client_follower<call_type>, st.head, st.server, in.routing_id,
+                  msg.get_as<request>(0));
+    else
+      serve<request, typename call_type::reply>(self, in.routing_id, msg.get_as<request>(0));
+  });
+  if (!served)
     st.server->send(in.routing_id,
                     net::request_failed{"the head does not serve " + to_string(msg)});
 }

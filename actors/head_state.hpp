@@ -37,6 +37,26 @@ std::string step_down_reason(std::int64_t own_epoch, const std::string& what,
 net::not_leader standby_answer(const std::optional<core::store::lease_record>& leader,
                                std::int64_t now_ms);
 
+// The fields of a job record whose change the head writes to the store (state.json, and a line of
+// events.jsonl): state, reason, attempts, the trainer's node and preemptions. Progress alone (step,
+// loss, checkpoint_step) is not written at every step; it goes along with the next such change.
+struct persisted_job_fields {
+  job_state state = job_state::pending;
+  std::string reason;
+  std::int32_t attempts = 0;
+  std::string trainer_node;
+  std::int32_t preemptions = 0;
+
+  static persisted_job_fields of(const job_record& r) {
+    return {r.state, r.reason, r.attempts, r.trainer_node, r.preemptions};
+  }
+  bool operator==(const persisted_job_fields& o) const {
+    return state == o.state && reason == o.reason && attempts == o.attempts &&
+           trainer_node == o.trainer_node && preemptions == o.preemptions;
+  }
+  bool operator!=(const persisted_job_fields& o) const { return !(*this == o); }
+};
+
 class head_state {
  public:
   // Registers a node, or replaces the record of one that registers again under the same name.

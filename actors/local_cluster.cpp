@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "actors/client_protocol.hpp"
 
 namespace cohort::actors {
 
@@ -19,8 +20,10 @@ struct local_cluster::impl {
   std::shared_ptr<local_node_directory> directory = std::make_shared<local_node_directory>();
   std::shared_ptr<runner_registry> runners = std::make_shared<runner_registry>();
 
-  template <class T, class Request>
-  T ask(const Request& req) {
+  // A request of client_calls (client_protocol.hpp), answered with the reply the table names.
+  template <class Request>
+  reply_to<Request> ask(const Request& req) {
+    using T = reply_to<Request>;
     caf::scoped_actor self{*sys};
     T out{};
     std::string failure;
@@ -90,27 +93,27 @@ local_cluster::~local_cluster() {
 }
 
 std::string local_cluster::submit(const std::string& spec_json) {
-  return impl_->ask<job_accepted>(submit_job{spec_json}).job_id;
+  return impl_->ask(submit_job{spec_json}).job_id;
 }
 
 job_record local_cluster::status(const std::string& job_id) {
-  return impl_->ask<job_record>(job_query{job_id});
+  return impl_->ask(job_query{job_id});
 }
 
 std::vector<job_record> local_cluster::list() {
-  return impl_->ask<job_list>(job_list_query{}).jobs;
+  return impl_->ask(job_list_query{}).jobs;
 }
 
 std::vector<log_line> local_cluster::logs(const std::string& job_id) {
-  return impl_->ask<job_logs>(logs_query{job_id}).lines;
+  return impl_->ask(logs_query{job_id}).lines;
 }
 
 job_record local_cluster::stop(const std::string& job_id) {
-  return impl_->ask<job_record>(stop_job{job_id});
+  return impl_->ask(stop_job{job_id});
 }
 
 job_record local_cluster::release(const std::string& job_id) {
-  return impl_->ask<job_record>(release_job{job_id});
+  return impl_->ask(release_job{job_id});
 }
 
 job_record local_cluster::follow(const std::string& job_id, std::chrono::milliseconds timeout,

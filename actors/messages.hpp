@@ -1,7 +1,8 @@
 // The actor protocol: plain records that describe jobs, nodes and attempts, and the messages
 // (each exactly one struct). Each is declared once, with one field list (its inspect function)
 // that drives CAF messages in-process and the msgpack wire between processes. Only CAF's tiny
-// meta::type_name header is pulled in. Who sends what to whom:
+// meta::type_name header is pulled in. The records shown as JSON (store records, `--json`, the
+// worker link) name their fields in the list (net/field_name.hpp) for net/json_inspector.hpp. Who sends what to whom:
 //   client → head    submit_job → job_accepted | job_query → job_record | job_list_query → job_list
 //                    stop_job → job_record | follow_job → job_record, then job_event…
 //                    checkpoint_job → job_record | release_job → job_record
@@ -25,6 +26,8 @@
 #include <vector>
 
 #include <caf/meta/type_name.hpp>
+
+#include "net/field_name.hpp"
 
 namespace cohort::actors {
 
@@ -422,19 +425,36 @@ struct kill_trainer_drill {
 // The field lists: one per record, in wire order.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure_cause& x) {
-  return f(caf::meta::type_name("failure_cause"), x.attempt, x.rank, x.node, x.reason,
-           x.kind, x.hung, x.pid, x.last_step, x.report);
+  using net::field;
+  using net::field_or_default;
+  return f(caf::meta::type_name("failure_cause"), field("attempt"), x.attempt, field("rank"), x.rank,
+           field("node"), x.node, field("reason"), x.reason, field_or_default("kind"), x.kind,
+           field_or_default("hung"), x.hung, field_or_default("pid"), x.pid,
+           field_or_default("last_step"), x.last_step, field_or_default("report"), x.report);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_record& x) {
-  return f(caf::meta::type_name("job_record"), x.id, x.name, x.state, x.reason, x.attempts, x.failures, x.trainer_node, x.rank_nodes, x.step, x.total_steps, x.loss, x.checkpoint_step, x.spec_json, x.rank_gpus, x.held_before_step, x.preemptions);
+  using net::field;
+  using net::field_or_default;
+  // The JSON view leaves the spec out: the store keeps it in spec.json.
+  return f(caf::meta::type_name("job_record"), field("id"), x.id, field("name"), x.name,
+           field("state"), x.state, field("reason"), x.reason, field("attempts"), x.attempts,
+           field("failures"), x.failures, field("trainer_node"), x.trainer_node,
+           field("rank_nodes"), x.rank_nodes, field("step"), x.step, field("total_steps"),
+           x.total_steps, field_or_default("loss"), x.loss, field_or_default("checkpoint_step"),
+           x.checkpoint_step, net::wire_only("spec_json"), x.spec_json,
+           field_or_default("rank_gpus"), x.rank_gpus, field_or_default("held_before_step"),
+           x.held_before_step, field_or_default("preemptions"), x.preemptions);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_info& x) {
-  return f(caf::meta::type_name("node_info"), x.name, x.resources, x.address, x.gpu_memory_bytes,
-           x.accelerator_type, x.gpu_ids, x.gpu_note, x.drain_state);
+  using net::field;
+  return f(caf::meta::type_name("node_info"), field("name"), x.name, field("resources"), x.resources,
+           field("address"), x.address, field("gpu_memory_bytes"), x.gpu_memory_bytes,
+           field("accelerator_type"), x.accelerator_type, field("gpu_ids"), x.gpu_ids,
+           field("gpu_note"), x.gpu_note, field("drain_state"), x.drain_state);
 }
 
 template <class Inspector>
@@ -445,13 +465,24 @@ typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
-  return f(caf::meta::type_name("worker_setup"), x.job_id, x.spec_json, x.rank, x.world_size, x.attempt, x.node, x.store_address, x.node_address,
-           x.gpus, x.store_secret);
+  using net::field;
+  return f(caf::meta::type_name("worker_setup"), field("job_id"), x.job_id, field("spec_json"),
+           x.spec_json, field("rank"), x.rank, field("world_size"), x.world_size, field("attempt"),
+           x.attempt, field("node"), x.node, field("store_address"), x.store_address,
+           field("node_address"), x.node_address, field("gpus"), x.gpus, field("store_secret"),
+           x.store_secret);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss, x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step, x.attempt);
+  using net::field;
+  using net::field_or_default;
+  return f(caf::meta::type_name("progress_report"), field("job_id"), x.job_id, field("rank"), x.rank,
+           field("step"), x.step, field("total_steps"), x.total_steps, field("loss"), x.loss,
+           field("lr"), x.lr, field("grad_norm"), x.grad_norm, field("tokens_per_s"), x.tokens_per_s,
+           field("mfu"), x.mfu, field_or_default("checkpoint_step"), x.checkpoint_step,
+           field_or_default("held_before_step"), x.held_before_step, field_or_default("attempt"),
+           x.attempt);
 }
 
 template <class Inspector>
@@ -461,7 +492,13 @@ typename Inspector::result_type inspect(Inspector& f, attempt_outcome& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_line& x) {
-  return f(caf::meta::type_name("log_line"), x.job_id, x.rank, x.node, x.pid, x.text, x.attempt, x.seq);
+  // The JSON view is a line of the store's logs.jsonl (the store adds its own "seq" and "ts"; the
+  // trainer's number is "attempt_seq"); lines of earlier heads may lack any field.
+  using net::field_or_default;
+  return f(caf::meta::type_name("log_line"), net::wire_only("job_id"), x.job_id,
+           field_or_default("rank"), x.rank, field_or_default("node"), x.node,
+           field_or_default("pid"), x.pid, field_or_default("line"), x.text,
+           field_or_default("attempt"), x.attempt, field_or_default("attempt_seq"), x.seq);
 }
 
 template <class Inspector>
@@ -571,14 +608,22 @@ typename Inspector::result_type inspect(Inspector& f, worker_started& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_finished& x) {
-  return f(caf::meta::type_name("worker_finished"), x.job_id, x.attempt, x.rank, x.ok, x.reason,
-           x.kind, x.report);
+  // The JSON view is a worker process's final control line: the node knows who it is and reads
+  // its report from its output.
+  using net::wire_only;
+  return f(caf::meta::type_name("worker_finished"), wire_only("job_id"), x.job_id,
+           wire_only("attempt"), x.attempt, wire_only("rank"), x.rank, net::field("ok"), x.ok,
+           net::field("reason"), x.reason, net::field_or_default("kind"), x.kind,
+           wire_only("report"), x.report);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_heartbeat& x) {
-  return f(caf::meta::type_name("rank_heartbeat"), x.job_id, x.attempt, x.rank, x.step,
-           x.collective_wait_s);
+  // The JSON view is a worker process's heartbeat control line: the node knows who it is.
+  using net::wire_only;
+  return f(caf::meta::type_name("rank_heartbeat"), wire_only("job_id"), x.job_id,
+           wire_only("attempt"), x.attempt, wire_only("rank"), x.rank, net::field("step"), x.step,
+           net::field("collective_wait_s"), x.collective_wait_s);
 }
 
 template <class Inspector>

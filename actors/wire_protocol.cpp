@@ -1,19 +1,38 @@
 // The registry of wire messages (see wire_protocol.hpp).
 #include "actors/wire_protocol.hpp"
 
+#include "actors/client_protocol.hpp"
 #include "actors/messages.hpp"
 #include "net/bridge_messages.hpp"
 
 namespace cohort::actors {
 
-std::shared_ptr<const net::wire_codec> make_wire_codec() {
-  using types = net::wire_types<
+namespace {
+
+using types = net::wire_types<
       failure_cause, job_record, node_info, trainer_setup, worker_setup, progress_report,
       attempt_outcome, log_line, job_event, submit_job, job_accepted, job_query, job_list_query,
       job_list, stop_job, follow_job, logs_query, job_logs, node_hello, start_trainer,
       trainer_started, start_worker, worker_started, worker_finished, attempt_running,
       stop_attempt, checkpoint_job, checkpoint_attempt, release_job, release_attempt, log_ack, outcome_ack, kill_worker_drill, kill_trainer_drill, rank_heartbeat, kill_hung_worker, plan_request, plan_reply, preempt_attempt, drain_node, drain_reply, node_draining, net::routed, net::endpoint_down, net::process_hello,
       net::heartbeat, net::request_failed, net::not_leader, net::process_welcome>;
+
+template <class T, class... Ts>
+constexpr bool registered(net::wire_types<Ts...>) {
+  return (std::is_same_v<T, Ts> || ...);
+}
+
+// Every request and reply of the client table travels on the wire.
+template <class... Calls>
+constexpr bool client_calls_registered(call_list<Calls...>) {
+  return ((registered<typename Calls::request>(types{}) && registered<typename Calls::reply>(types{})) && ...);
+}
+static_assert(client_calls_registered(client_calls{}),
+              "a request or reply of client_calls (client_protocol.hpp) is missing from the wire types");
+
+}  // namespace
+
+std::shared_ptr<const net::wire_codec> make_wire_codec() {
   return std::make_shared<const net::wire_codec>(types{});
 }
 

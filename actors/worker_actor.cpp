@@ -56,9 +56,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   auto me = caf::actor_cast<caf::actor>(self);
   workload_runner::callbacks cb;
   cb.on_report = [me, setup, step](const core::train::step_report& r) {
-    caf::anon_send(me, progress_report{setup.job_id, setup.rank, r.step, r.total_steps, r.loss,
-                                       r.lr, r.grad_norm, r.tokens_per_s, r.mfu, r.checkpoint_step,
-                                       r.held_before_step});
+    caf::anon_send(me, progress_of(setup, r));
   };
   cb.on_log = [me, setup, pid](const std::string& text) {
     caf::anon_send(me, log_line{setup.job_id, setup.rank, setup.node, pid, text});

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -19,85 +18,20 @@
 
 #include "core/comm/store_auth.hpp"
 #include "core/store/posix_io.hpp"
+#include "net/json_inspector.hpp"
 
 namespace cohort::actors {
 
 using nlohmann::json;
 
-std::string worker_setup_to_json(const worker_setup& s) {
-  return json{{"job_id", s.job_id},   {"spec_json", s.spec_json}, {"rank", s.rank},
-              {"world_size", s.world_size}, {"attempt", s.attempt}, {"node", s.node},
-              {"store_address", s.store_address}, {"node_address", s.node_address},
-              {"gpus", s.gpus}, {"store_secret", s.store_secret}}
-      .dump();
-}
+std::string worker_setup_to_json(const worker_setup& s) { return net::to_json_view(s).dump(); }
 
-namespace {
-
-// v as a T when it is a JSON integer that T holds; nullopt otherwise. (get<T>() casts a float or
-// an integer out of T's range, undefined behaviour for a float past it: found by fuzzing.)
-template <typename T>
-std::optional<T> as_integer(const json& v) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
-    return static_cast<T>(u);
-  }
-  if (!v.is_number_integer()) return std::nullopt;
-  const auto i = v.get<std::int64_t>();
-  if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) return std::nullopt;
-  return static_cast<T>(i);
-}
-
-// An integer field of a control line (absent: `absent`); a malformed one throws json's
-// out_of_range, which parse_control_line turns into "not a control line".
-template <typename T>
-T integer_field(const json& j, const char* name, std::optional<T> absent = std::nullopt) {
-  if (!j.contains(name)) {
-    if (absent) return *absent;
-    throw std::out_of_range(name);
-  }
-  const auto v = as_integer<T>(j.at(name));
-  if (!v) throw std::out_of_range(name);
-  return *v;
-}
-
-}  // namespace
 
 worker_setup worker_setup_from_json(const std::string& text) {
   auto j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw std::invalid_argument(std::string(worker_setup_variable) + " is not a JSON object");
-  auto field = [&](const char* name) -> const json& {
-    if (!j.contains(name)) throw std::invalid_argument(std::string("worker setup lacks ") + name);
-    return j.at(name);
-  };
-  auto int_field = [&](const char* name) {
-    const auto v = as_integer<std::int32_t>(field(name));
-    if (!v) throw std::invalid_argument(std::string("worker setup's ") + name + " is not a 32-bit integer");
-    return *v;
-  };
-  worker_setup s;
-  try {
-    s.job_id = field("job_id").get<std::string>();
-    s.spec_json = field("spec_json").get<std::string>();
-    s.rank = int_field("rank");
-    s.world_size = int_field("world_size");
-    s.attempt = int_field("attempt");
-    s.node = field("node").get<std::string>();
-    s.store_address = field("store_address").get<std::string>();
-    s.node_address = field("node_address").get<std::string>();
-    if (!field("gpus").is_array()) throw std::invalid_argument("worker setup's gpus is not an array");
-    for (const auto& g : field("gpus")) {
-      const auto v = as_integer<std::int32_t>(g);
-      if (!v) throw std::invalid_argument("worker setup's gpus holds something other than GPU indices");
-      s.gpus.push_back(*v);
-    }
-    s.store_secret = field("store_secret").get<std::string>();
-  } catch (const json::type_error& e) {
-    throw std::invalid_argument(std::string("worker setup has a mistyped field: ") + e.what());
-  }
-  return s;
+  return net::from_json_view<worker_setup>(j);
 }
 
 worker_setup_file::worker_setup_file(const worker_setup& setup) {
@@ -169,20 +103,51 @@ core::train::worker_context worker_context_for(const worker_setup& setup) {
   return ctx;
 }
 
-std::string progress_line(const progress_report& r) {
-  return json{{"type", "progress"}, {"job_id", r.job_id}, {"rank", r.rank}, {"step", r.step},
-              {"total_steps", r.total_steps}, {"loss", r.loss}, {"lr", r.lr},
-              {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu},
-              {"checkpoint_step", r.checkpoint_step}, {"held_before_step", r.held_before_step}}
-      .dump();
+namespace {
+
+// A control line: the message's JSON view with "type" (text that is not UTF-8, say in a reason,
+// is replaced rather than refused).
+template <class T>
+std::string control_line(const char* type, const T& message) {
+  auto j = net::to_json_view(message);
+  j["type"] = type;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+}  // namespace
+
+progress_report progress_of(const worker_setup& setup, const core::train::step_report& r) {
+  progress_report out;
+  out.job_id = setup.job_id;
+  out.rank = setup.rank;
+  out.attempt = setup.attempt;
+  out.step = r.step;
+  out.total_steps = r.total_steps;
+  out.loss = r.loss;
+  out.lr = r.lr;
+  out.grad_norm = r.grad_norm;
+  out.tokens_per_s = r.tokens_per_s;
+  out.mfu = r.mfu;
+  out.checkpoint_step = r.checkpoint_step;
+  out.held_before_step = r.held_before_step;
+  return out;
+}
+
+std::string progress_line(const progress_report& r) { return control_line("progress", r); }
+
 std::string heartbeat_line(std::int64_t step, double collective_wait_s) {
-  return json{{"type", "heartbeat"}, {"step", step}, {"collective_wait_s", collective_wait_s}}.dump();
+  rank_heartbeat beat;
+  beat.step = step;
+  beat.collective_wait_s = collective_wait_s;
+  return control_line("heartbeat", beat);
 }
 
 std::string finished_line(bool ok, const std::string& reason, failure_kind kind) {
-  return json{{"type", "finished"}, {"ok", ok}, {"reason", reason}, {"kind", to_string(kind)}}.dump();
+  worker_finished end;
+  end.ok = ok;
+  end.reason = reason;
+  end.kind = kind;
+  return control_line("finished", end);
 }
 
 std::optional<worker_control> parse_control_line(const std::string& line) {
@@ -193,35 +158,25 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
     worker_control c;
     if (j["type"] == "progress") {
       c.type = worker_control::kind::progress;
-      auto& r = c.progress;
-      r.job_id = j.at("job_id").get<std::string>();
-      r.rank = integer_field<std::int32_t>(j, "rank");
-      r.step = integer_field<std::int64_t>(j, "step");
-      r.total_steps = integer_field<std::int64_t>(j, "total_steps");
-      r.loss = j.at("loss").get<double>();
-      r.lr = j.at("lr").get<double>();
-      r.grad_norm = j.at("grad_norm").get<double>();
-      r.tokens_per_s = j.at("tokens_per_s").get<double>();
-      r.mfu = j.at("mfu").get<double>();
-      r.checkpoint_step = integer_field<std::int64_t>(j, "checkpoint_step", std::int64_t{0});
-      r.held_before_step = integer_field<std::int64_t>(j, "held_before_step", std::int64_t{0});
+      c.progress = net::from_json_view<progress_report>(j);
       return c;
     }
     if (j["type"] == "heartbeat") {
       c.type = worker_control::kind::heartbeat;
-      c.step = integer_field<std::int64_t>(j, "step");
-      c.collective_wait_s = j.at("collective_wait_s").get<double>();
+      const auto beat = net::from_json_view<rank_heartbeat>(j);
+      c.step = beat.step;
+      c.collective_wait_s = beat.collective_wait_s;
       return c;
     }
     if (j["type"] == "finished") {
       c.type = worker_control::kind::finished;
-      c.ok = j.at("ok").get<bool>();
-      c.reason = j.at("reason").get<std::string>();
-      c.kind = failure_kind_from_string(j.value("kind", std::string()));
+      const auto end = net::from_json_view<worker_finished>(j);
+      c.ok = end.ok;
+      c.reason = end.reason;
+      c.kind = end.kind;
       return c;
     }
-  } catch (const json::exception&) {
-  } catch (const std::out_of_range&) {
+  } catch (const net::json_error&) {
   }
   return std::nullopt;
 }

@@ -2,7 +2,8 @@
 // JSON, in a file of its own named by the environment variable COHORT_WORKER_SETUP_FILE; a job
 // spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux)
 // and the control lines the worker writes to file descriptor 3 (progress reports, heartbeats for
-// the trainer's hang detector and its final word, as JSON lines). Plain output on stdout/stderr
+// the trainer's hang detector and its final word, as JSON lines: the JSON views of
+// progress_report, rank_heartbeat and worker_finished, net/json_inspector.hpp, with "type"). Plain output on stdout/stderr
 // becomes the job's log. No CAF here: the worker process links none.
 #pragma once
 
@@ -22,8 +23,9 @@ inline constexpr const char* worker_setup_file_variable = "COHORT_WORKER_SETUP_F
 inline constexpr const char* worker_setup_variable = "COHORT_WORKER_SETUP";
 inline constexpr int worker_control_fd = 3;
 
+// The setup's JSON view (net/json_inspector.hpp).
 std::string worker_setup_to_json(const worker_setup& setup);
-// Throws std::invalid_argument naming the missing or mistyped field.
+// Throws std::invalid_argument (net::json_error) naming the missing or mistyped field.
 worker_setup worker_setup_from_json(const std::string& text);
 
 // A worker's setup as JSON in a new file of the temporary directory (mode 0600, created by
@@ -74,6 +76,10 @@ struct worker_control {
   failure_kind kind = failure_kind::retryable;  // when finished and !ok
 };
 
+// The progress report of one logged step of the worker `setup` describes (its job, rank and
+// attempt).
+progress_report progress_of(const worker_setup& setup, const core::train::step_report& r);
+// A progress control line: the report's JSON view (net/json_inspector.hpp) with "type": "progress".
 std::string progress_line(const progress_report& report);
 // collective_wait_s < 0: not waiting in a collective.
 std::string heartbeat_line(std::int64_t step, double collective_wait_s);

@@ -15,7 +15,8 @@ std::string field_path::str() const {
       if (!out.empty())
         out += " > ";
       out += p.type_name;
-      out += ".field[" + std::to_string(p.index) + "]";
+      out += p.field_name != nullptr ? std::string(".") + p.field_name
+                                     : ".field[" + std::to_string(p.index) + "]";
     } else if (p.key != nullptr) {
       out += "[\"" + p.key->substr(0, 64) + "\"]";
     } else {

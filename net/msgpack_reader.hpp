@@ -1,6 +1,7 @@
 // A CAF 0.17-style loading inspector that fills a message from a msgpack object, checking every
 // field's type, count and range. Errors throw body_error naming the field, e.g.
-// "node_heartbeat.field[2]: expected an integer in [0, 65535], got 70000".
+// "node_heartbeat.field[2]: expected an integer in [0, 65535], got 70000" (a field that its
+// inspect names, net/field_name.hpp, by its name: "job_record.attempts: ...").
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <caf/meta/type_name.hpp>
 #include <msgpack.hpp>
 
+#include "net/field_name.hpp"
 #include "net/wire_message.hpp"
 
 namespace cohort::net {
@@ -33,6 +35,7 @@ struct field_path {
   const char* type_name = nullptr; // struct being read, when this link is a struct field
   std::size_t index = 0;           // field or element index
   const std::string* key = nullptr; // map key, when this link is a map value
+  const char* field_name = nullptr; // the field's name, when its inspect names it (field_name.hpp)
   std::string str() const;
 };
 
@@ -171,6 +174,8 @@ private:
     using type = std::decay_t<T>;
     if constexpr (std::is_same_v<type, caf::meta::type_name_t>) {
       type_name_ = x.value;
+    } else if constexpr (std::is_same_v<type, field_name_t>) {
+      field_name_ = x.name;
     } else if constexpr (caf::meta::is_load_callback<type>::value) {
       if (auto err = x.fun()) {
         field_path here{where_, type_name_, next_, nullptr};
@@ -179,8 +184,9 @@ private:
     } else if constexpr (caf::meta::is_annotation<type>::value) {
       // save callbacks and other annotations do not read anything
     } else {
-      field_path here{where_, type_name_, next_, nullptr};
+      field_path here{where_, type_name_, next_, nullptr, field_name_};
       read(obj_.via.array.ptr[next_], const_cast<type&>(x), here);
+      field_name_ = nullptr;
       ++next_;
     }
   }
@@ -189,6 +195,7 @@ private:
   const field_path* where_;
   const char* type_name_ = "message";
   std::uint32_t next_ = 0;
+  const char* field_name_ = nullptr;  // the name of the field that follows, when given
 };
 
 } // namespace cohort::net

@@ -18,6 +18,7 @@
 
 #include <caf/message.hpp>
 
+#include "actors/client_protocol.hpp"
 #include "actors/messages.hpp"
 #include "net/bridge_messages.hpp"
 #include "net/head_addresses.hpp"
@@ -50,13 +51,16 @@ class cluster_client {
                  std::chrono::milliseconds connect_timeout = std::chrono::seconds(10));
   ~cluster_client();
 
-  // Sends `request` to the leader and returns the first reply of type Reply, passing over events
+  // Sends `request` (a request of actors::client_calls) to the leader and returns the first reply
+  // of the type the table names for it, passing over events
   // of a followed job that arrive meanwhile. A standby's not_leader sends the request on to the
   // head it names (at most net::leader_search::default_max_redirects times); a request_failed
   // from the head becomes client_error. A query (status, list, logs, follow, plan) whose head
   // does not answer within `timeout` goes to the next head that answers.
-  template <class Reply, class Request>
-  Reply ask(const Request& request, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  template <class Request>
+  actors::reply_to<Request> ask(const Request& request,
+                                std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    using Reply = actors::reply_to<Request>;
     for (;;) {
       client_->send(request);
       const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -71,7 +75,7 @@ class cluster_client {
         const auto why = "the head at " + address_ + " did not answer within " + seconds(timeout);
         // A query may go to another head (the leader may have died); a command may have been
         // carried out by the silent head, so it is not sent twice.
-        if (!retry_safe<Request>()) throw client_error(why);
+        if (!actors::retry_safe<Request>) throw client_error(why);
         move_on(why);
         continue;
       }
@@ -94,12 +98,6 @@ class cluster_client {
   static Reply unpack(const caf::message& msg);
 
  private:
-  template <class Request>
-  static constexpr bool retry_safe() {
-    return std::is_same_v<Request, actors::job_query> || std::is_same_v<Request, actors::job_list_query> ||
-           std::is_same_v<Request, actors::logs_query> || std::is_same_v<Request, actors::follow_job> ||
-           std::is_same_v<Request, actors::plan_request>;
-  }
   // The head at address_ failed (`why`): connects to the next candidate; throws client_error
   // (just `why` when there is no other) when none answers.
   void move_on(const std::string& why);

@@ -218,10 +218,7 @@ int main(int argc, char** argv) {
 
   ctx.cancelled = &stop_requested;
   ctx.report = [&](const core::train::step_report& r) {
-    control(actors::progress_line(actors::progress_report{setup.job_id, setup.rank, r.step,
-                                                          r.total_steps, r.loss, r.lr,
-                                                          r.grad_norm, r.tokens_per_s, r.mfu,
-                                                          r.checkpoint_step, r.held_before_step}));
+    control(actors::progress_line(actors::progress_of(setup, r)));
   };
   ctx.log = [](const std::string& line) { std::cout << line << std::endl; };
   try {

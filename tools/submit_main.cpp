@@ -25,7 +25,6 @@
 #include <boost/program_options.hpp>
 
 #include "actors/head_state.hpp"
-#include "actors/job_record_json.hpp"
 #include "actors/local_cluster.hpp"
 #include "config/job_spec.hpp"
 #include "config/nodes_spec.hpp"
@@ -34,6 +33,7 @@
 #include "core/train/memory_estimate.hpp"
 #include "net/bridge_messages.hpp"
 #include "net/credentials.hpp"
+#include "net/json_inspector.hpp"
 #include "tools/cluster_client.hpp"
 #include "tools/machine.hpp"
 #include "tools/progress_printer.hpp"
@@ -108,7 +108,7 @@ constexpr std::chrono::seconds quiet_query_timeout{10};
 template <class OnEvent>
 actors::job_record follow_events(tools::cluster_client& client, const std::string& id,
                                  OnEvent on_event) {
-  auto last = client.ask<actors::job_record>(actors::follow_job{id});
+  auto last = client.ask(actors::follow_job{id});
   on_event(actors::job_event{last, ""});
   auto connections = client.connections();
   while (!actors::is_terminal(last.state)) {
@@ -122,9 +122,9 @@ actors::job_record follow_events(tools::cluster_client& client, const std::strin
     }
     if (client.connections() != connections) {
       connections = client.connections();
-      last = client.ask<actors::job_record>(actors::follow_job{id});
+      last = client.ask(actors::follow_job{id});
     } else {
-      last = client.ask<actors::job_record>(actors::job_query{id}, quiet_query_timeout);
+      last = client.ask(actors::job_query{id}, quiet_query_timeout);
     }
     on_event(actors::job_event{last, ""});
   }
@@ -261,7 +261,7 @@ int plan(const options& o) {
     }
     result = head.plan(spec);
   } else {
-    auto reply = connect(o)->ask<actors::plan_reply>(actors::plan_request{config::to_json_text(spec)});
+    auto reply = connect(o)->ask(actors::plan_request{config::to_json_text(spec)});
     result.status = reply.status == "placed"    ? core::resources::placement_status::placed
                     : reply.status == "pending" ? core::resources::placement_status::pending
                                                 : core::resources::placement_status::infeasible;
@@ -289,6 +289,13 @@ int plan(const options& o) {
 std::string index_list(const std::vector<std::int32_t>& gpus) {
   std::string out;
   for (auto g : gpus) out += (out.empty() ? "" : ",") + std::to_string(g);
+  return out;
+}
+
+// A node as `status --json` and `list --json` show it: its record, and "gpus" (how many it offers).
+nlohmann::json node_json(const actors::node_info& n) {
+  auto out = net::to_json_view(n);
+  out["gpus"] = n.resources.count("GPU") != 0 ? n.resources.at("GPU") : 0.0;
   return out;
 }
 
@@ -356,22 +363,22 @@ int remote(const options& o) {
   if (o.command == "run") {
     auto spec = load_run_spec(o.arg);
     auto client = connect(o);
-    auto accepted = client->ask<actors::job_accepted>(actors::submit_job{config::to_json_text(spec)});
+    auto accepted = client->ask(actors::submit_job{config::to_json_text(spec)});
     std::cout << accepted.job_id << std::endl;
     return o.follow ? follow_remote(*client, accepted.job_id) : exit_ok;
   }
   auto client = connect(o);
   if (o.command == "status") {
-    auto r = client->ask<actors::job_record>(actors::job_query{o.arg});
+    auto r = client->ask(actors::job_query{o.arg});
     // The nodes the job runs on, with their GPUs.
     std::vector<actors::node_info> nodes;
-    for (auto& n : client->ask<actors::job_list>(actors::job_list_query{}).nodes)
+    for (auto& n : client->ask(actors::job_list_query{}).nodes)
       if (std::find(r.rank_nodes.begin(), r.rank_nodes.end(), n.name) != r.rank_nodes.end())
         nodes.push_back(std::move(n));
     if (o.json) {
-      auto out = actors::to_json(r);
+      auto out = net::to_json_view(r);
       out["nodes"] = nlohmann::json::array();
-      for (const auto& n : nodes) out["nodes"].push_back(actors::to_json(n));
+      for (const auto& n : nodes) out["nodes"].push_back(node_json(n));
       std::cout << out.dump() << "\n";
     } else {
       print_record(r);
@@ -380,12 +387,12 @@ int remote(const options& o) {
     return exit_ok;
   }
   if (o.command == "list") {
-    auto list = client->ask<actors::job_list>(actors::job_list_query{});
+    auto list = client->ask(actors::job_list_query{});
     if (o.json) {
       auto jobs = nlohmann::json::array();
-      for (const auto& r : list.jobs) jobs.push_back(actors::to_json(r));
+      for (const auto& r : list.jobs) jobs.push_back(net::to_json_view(r));
       auto nodes = nlohmann::json::array();
-      for (const auto& n : list.nodes) nodes.push_back(actors::to_json(n));
+      for (const auto& n : list.nodes) nodes.push_back(node_json(n));
       std::cout << nlohmann::json{{"jobs", jobs}, {"nodes", nodes}}.dump() << "\n";
     } else {
       for (const auto& r : list.jobs)
@@ -397,12 +404,12 @@ int remote(const options& o) {
     return exit_ok;
   }
   if (o.command == "checkpoint") {
-    auto r = client->ask<actors::job_record>(actors::checkpoint_job{o.arg});
+    auto r = client->ask(actors::checkpoint_job{o.arg});
     std::cout << "checkpoint requested: job " << r.id << " saves one after its next step\n";
     return exit_ok;
   }
   if (o.command == "release") {
-    auto r = client->ask<actors::job_record>(actors::release_job{o.arg});
+    auto r = client->ask(actors::release_job{o.arg});
     if (r.held_before_step > 0)
       std::cout << "released: job " << r.id << " goes on with step " << r.held_before_step << "\n";
     else
@@ -411,7 +418,7 @@ int remote(const options& o) {
   }
   if (o.command == "drain" || o.command == "undrain") {
     const bool drain = o.command == "drain";
-    auto r = client->ask<actors::drain_reply>(actors::drain_node{o.arg, drain});
+    auto r = client->ask(actors::drain_node{o.arg, drain});
     if (!drain) {
       std::cout << "node " << r.node << " is schedulable again\n";
       return exit_ok;
@@ -427,12 +434,12 @@ int remote(const options& o) {
     return exit_ok;
   }
   if (o.command == "stop") {
-    auto r = client->ask<actors::job_record>(actors::stop_job{o.arg});
+    auto r = client->ask(actors::stop_job{o.arg});
     print_record(r);
     return exit_ok;
   }
   if (o.command == "logs") {
-    auto logs = client->ask<actors::job_logs>(actors::logs_query{o.arg});
+    auto logs = client->ask(actors::logs_query{o.arg});
     for (const auto& l : logs.lines) print_log(l);
     std::cout.flush();
     if (!o.follow) return exit_ok;

@@ -43,6 +43,10 @@ class cluster_store {
                          clock_ms now = system_clock_ms);
 
   const std::filesystem::path& dir() const { return dir_; }
+  // What this object was opened with: another object on the same directory (another thread's
+  // owner) opens it the same way.
+  const store_options& options() const { return options_; }
+  const clock_ms& clock() const { return now_; }
   // The leader lease of this store (same clock); what fence checks compare against.
   leader_lease& lease() { return lease_; }
   const leader_lease& lease() const { return lease_; }

@@ -777,3 +777,34 @@ TEST_CASE("a restored RUNNING elastic attempt on fewer workers keeps its placeme
   CHECK(free_cpu(head, "n1") == Approx(2));
   CHECK(head.on_trainer_started("job-0001", 0));
 }
+
+TEST_CASE("the head persists a job record again when a persisted field changes, and not for progress "
+          "alone",
+          "[actors]") {
+  using cohort::actors::persisted_job_fields;
+  job_record r;
+  r.id = "job-1";
+  r.state = job_state::running;
+  r.reason = "x|1";
+  r.attempts = 2;
+  r.trainer_node = "n";
+  const auto before = persisted_job_fields::of(r);
+  auto progressed = r;
+  progressed.step = 9;
+  progressed.loss = 0.5;
+  progressed.checkpoint_step = 8;
+  CHECK(persisted_job_fields::of(progressed) == before);
+  auto changed = r;
+  changed.preemptions = 1;
+  CHECK(persisted_job_fields::of(changed) != before);
+  changed = r;
+  changed.state = job_state::restarting;
+  CHECK(persisted_job_fields::of(changed) != before);
+  // Fields compared one by one: a reason holding the separator of a joined key cannot make two
+  // records look the same ("x|1", 2, "n" and "x", 1, "2|n" joined the same way).
+  changed = r;
+  changed.reason = "x";
+  changed.attempts = 1;
+  changed.trainer_node = "2|n";
+  CHECK(persisted_job_fields::of(changed) != before);
+}

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/client_protocol.hpp"
 #include "core/resources/gpu_discovery.hpp"
 #include "core/store/leader_lease.hpp"
 #include "tests/cluster/cluster_harness.hpp"
@@ -544,6 +545,87 @@ TEST_CASE("submit plan against a running cluster places the job on its nodes wit
   const auto list = c.submit({"list", "--json"});
   REQUIRE(list.exit_code == 0);
   CHECK(json::parse(list.out)["jobs"].empty());  // planning submitted nothing
+}
+
+namespace {
+
+// The `submit` subcommand that sends each request of the client table (actors/client_protocol.hpp).
+// A request added to the table without one here does not compile.
+namespace actors = cohort::actors;
+const char* subcommand_for(const actors::submit_job&) { return "run"; }
+const char* subcommand_for(const actors::job_query&) { return "status"; }
+const char* subcommand_for(const actors::job_list_query&) { return "list"; }
+const char* subcommand_for(const actors::stop_job&) { return "stop"; }
+const char* subcommand_for(const actors::checkpoint_job&) { return "checkpoint"; }
+const char* subcommand_for(const actors::release_job&) { return "release"; }
+const char* subcommand_for(const actors::follow_job&) { return "logs -f"; }
+const char* subcommand_for(const actors::logs_query&) { return "logs"; }
+const char* subcommand_for(const actors::plan_request&) { return "plan"; }
+const char* subcommand_for(const actors::drain_node&) { return "drain"; }
+
+}  // namespace
+
+TEST_CASE("every client request of the protocol table gets its real reply from a running head "
+          "through submit",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  std::set<std::string> answered;  // subcommands whose request got its reply
+  const auto ok = [&](const cohort::test::command_result& r, const char* subcommand) {
+    INFO("submit " << subcommand << ": " << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    answered.insert(subcommand);
+    return r.out;
+  };
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(holding(tiny_llama_job("every-request", data, c.dir().str() + "/runs", 0), 2));
+  spec["train"]["max_steps"] = 4;
+  const auto job = c.write_job(spec.dump());
+
+  // plan_request → plan_reply: the placement on the live node, nothing submitted.
+  CHECK_THAT(ok(c.submit({"plan", job}), "plan"), Catch::Contains("rank 1 on n1: "));
+  CHECK(json::parse(c.submit({"plan", job, "--json"}).out)["ranks"] == json::array({"n1", "n1"}));
+  // submit_job → job_accepted: the new job's id.
+  const auto id = first_line(ok(c.submit({"run", job}), "run"));
+  CHECK(id.rfind("job-", 0) == 0);
+  c.wait_for(id, [](const json& s) { return held_before(s, 2); }, 120s);
+  // job_query → job_record.
+  CHECK_THAT(ok(c.submit({"status", id}), "status"),
+             Catch::Contains(id + " (every-request) RUNNING") && Catch::Contains("held before step 2"));
+  // job_list_query → job_list: the job and the node.
+  const auto list = json::parse(ok(c.submit({"list", "--json"}), "list"));
+  REQUIRE(list["jobs"].size() == 1);
+  CHECK(list["jobs"][0]["id"] == id);
+  REQUIRE(list["nodes"].size() == 1);
+  CHECK(list["nodes"][0]["name"] == "n1");
+  // checkpoint_job → job_record; release_job → job_record.
+  CHECK_THAT(ok(c.submit({"checkpoint", id}), "checkpoint"), Catch::Contains("checkpoint requested: job " + id));
+  CHECK_THAT(ok(c.submit({"release", id}), "release"),
+             Catch::Contains("released: job " + id + " goes on with step 2"));
+  // logs_query → job_logs, then follow_job → job_record and job_event until the job ends.
+  CHECK_THAT(ok(c.submit({"logs", id, "-f"}), "logs -f"), Catch::Contains("checkpoint requested: saving after step 2"));
+  CHECK(c.status(id)["state"] == "SUCCEEDED");
+  CHECK_THAT(ok(c.submit({"logs", id}), "logs"), Catch::Contains("(worker rank=1 node=n1 pid="));
+  CHECK(std::filesystem::exists(c.dir().str() + "/runs/every-request/checkpoints/step-00000002/COMMITTED"));
+  // stop_job → job_record of the stopped job.
+  const auto held = start_job(c, c.write_job(holding(lr_job("to-stop", 1, 5, 0, 0, c.dir().str() + "/runs"), 2)));
+  c.wait_for(held, [](const json& s) { return held_before(s, 2); }, 60s);
+  CHECK_THAT(ok(c.submit({"stop", held}), "stop"), Catch::Contains(held + " (to-stop) STOPPED: stopped on request"));
+  // drain_node → drain_reply, both ways.
+  CHECK_THAT(ok(c.submit({"drain", "n1"}), "drain"),
+             Catch::Contains("node n1 drained: no new placement on it until `submit undrain n1`; no job had "
+                             "ranks there"));
+  CHECK_THAT(c.submit({"undrain", "n1"}).out, Catch::Contains("node n1 is schedulable again"));
+
+  std::size_t requests = 0;
+  actors::for_each_client_call([&](auto call) {
+    using request = typename decltype(call)::request;
+    INFO("the request that `submit " << subcommand_for(request{}) << "` sends");
+    CHECK(answered.count(subcommand_for(request{})) == 1);
+    ++requests;
+  });
+  CHECK(requests == actors::client_calls::size);
 }
 
 TEST_CASE("relative paths in a spec are resolved by submit against the spec's directory, whatever the "

@@ -1,0 +1,66 @@
+// The head's store writer (see store_writer.hpp).
+#include "actors/store_writer.hpp"
+
+#include <caf/all.hpp>
+
+#include "core/store/store_error.hpp"
+#include "net/json_inspector.hpp"
+
+namespace cohort::actors {
+
+namespace {
+
+template <class F>
+store_write_result attempt(F&& write) {
+  try {
+    write();
+    return {};
+  } catch (const core::store::store_error& e) {
+    return {e.what(), e.kind() == core::store::store_error_kind::fenced};
+  } catch (const std::exception& e) {
+    return {e.what(), false};
+  }
+}
+
+}  // namespace
+
+nlohmann::json stored_log_line(const log_line& line) { return net::to_json_view(line); }
+
+caf::behavior store_writer(caf::event_based_actor* self,
+                           std::shared_ptr<const core::store::cluster_store> like) {
+  auto store = std::make_shared<core::store::cluster_store>(like->dir(), like->options(), like->clock());
+  (void)self;
+  return {
+      [store](const store_job_state& w) {
+        return attempt([&] {
+          const auto& r = w.record;
+          store->write_state(w.epoch, r.id, net::to_json_view(r));
+          store->append_event(w.epoch, r.id,
+                              {{"state", to_string(r.state)}, {"reason", r.reason}, {"attempts", r.attempts}});
+        });
+      },
+      [store](const store_log_lines& w) {
+        return attempt([&] {
+          std::vector<nlohmann::json> lines;
+          lines.reserve(w.lines.size());
+          for (const auto& l : w.lines) lines.push_back(stored_log_line(l));
+          store->append_logs(w.epoch, w.job_id, std::move(lines));
+        });
+      },
+      [](store_barrier) { return store_write_result{}; },
+      [store](const read_job_logs& q) -> caf::result<job_logs> {
+        job_logs out;
+        try {
+          for (const auto& j : store->read_logs(q.job_id)) {
+            out.lines.push_back(net::from_json_view<log_line>(j));
+            out.lines.back().job_id = q.job_id;
+          }
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, std::string("cannot read the job's logs: ") + e.what());
+        }
+        return out;
+      },
+  };
+}
+
+}  // namespace cohort::actors

@@ -1,0 +1,80 @@
+// The head's store writer: a detached actor (a thread of its own) that does the head's store I/O
+// while it leads, so the head actor's handlers on the shared scheduler never wait on the disk:
+// job records and their history lines (state.json, events.jsonl, fsync'd), worker output
+// (logs.jsonl, every line a worker prints) and reading that output back for `submit logs`. It owns
+// its own core::store::cluster_store on the head's store directory (one owner per object) and does
+// the work in the order the head sent it; so a read follows every write sent before it. Each write
+// carries the epoch the head stamped when it still led; the store refuses a stale one (fenced) and
+// the reply says so, and the head then steps down. The head spawns it linked: they end together.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "actors/messages.hpp"
+#include "core/store/cluster_store.hpp"
+
+namespace cohort::actors {
+
+// head → writer: replace the job's state.json with `record` (its JSON view) and append a history
+// line (state, reason, attempts). Reply: store_write_result.
+struct store_job_state {
+  std::int64_t epoch = 0;
+  job_record record;
+};
+// head → writer: append worker output lines of one job, each as its JSON view (with its trainer's
+// attempt and number, which log_sequence restores from). Reply: store_write_result.
+struct store_log_lines {
+  std::int64_t epoch = 0;
+  std::string job_id;
+  std::vector<log_line> lines;
+};
+// head → writer: the job's stored output, after every write sent before. Reply: job_logs, or an
+// error naming what could not be read.
+struct read_job_logs {
+  std::string job_id;
+};
+// head → writer: answered (with an empty store_write_result) once every write sent before it was
+// made or refused.
+struct store_barrier {};
+struct store_write_result {
+  std::string error;   // "" when written
+  bool fenced = false;  // refused: a newer epoch leads the store
+};
+
+// In-process messages only (never on the wire): field lists for CAF.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_job_state& x) {
+  return f(caf::meta::type_name("store_job_state"), x.epoch, x.record);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_log_lines& x) {
+  return f(caf::meta::type_name("store_log_lines"), x.epoch, x.job_id, x.lines);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, read_job_logs& x) {
+  return f(caf::meta::type_name("read_job_logs"), x.job_id);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_barrier&) {
+  return f(caf::meta::type_name("store_barrier"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, store_write_result& x) {
+  return f(caf::meta::type_name("store_write_result"), x.error, x.fenced);
+}
+
+// The writer, on a store opened like `like` (same directory, options and clock).
+caf::behavior store_writer(caf::event_based_actor* self,
+                           std::shared_ptr<const core::store::cluster_store> like);
+
+// The JSON object a worker output line is stored as: its JSON view (net/json_inspector.hpp), read
+// back by read_job_logs and restored from by log_sequence.
+nlohmann::json stored_log_line(const log_line& line);
+
+}  // namespace cohort::actors
