@@ -204,7 +204,8 @@ int run(const bench_options& o) {
 
   const double step_s = took.count() / o.steps;
   nlohmann::json result = {
-      {"impl", std::string("cohort-") + o.optimizer},
+      {"impl", std::string("cohort-") + o.optimizer +
+                   (o.compute_path == "automatic" ? "" : "-" + o.compute_path)},
       {"compute_path", o.compute_path},
       {"loss_chunk", o.loss_chunk},
       {"config", o.config},
