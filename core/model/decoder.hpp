@@ -155,9 +155,11 @@ class decoder_impl : public torch::nn::Module {
   // (int64, -100 = ignored): position t predicts labels[t + 1], in fp32; summed over the labels
   // that count with `sum`, else their mean (causal_lm_loss). The plain path is
   // causal_lm_loss(head(hidden), labels, sum), op for op. The fused path shifts the labels
-  // instead of the logits, keeps only the positions that have a label, and computes logits over
-  // the padded vocabulary loss_chunk_tokens() positions at a time (chunked_lm_head_loss), never
-  // all (B, T, V) of them; loss_chunk_tokens() == 0: all positions in one piece.
+  // instead of the logits (the last position and -100 count for nothing; nothing waits on the
+  // host to find them) and computes logits over the padded vocabulary loss_chunk_tokens()
+  // positions at a time (chunked_lm_head_loss), never all (B, T, V) of them;
+  // loss_chunk_tokens() == 0: all positions in one piece. Labels must be -100 or in [0, V): the
+  // fused path does not check them (the engine's data set was checked against the vocabulary).
   torch::Tensor head_loss(const torch::Tensor& hidden, const torch::Tensor& labels, bool sum);
   const std::vector<decoder_layer>& layers() const { return layers_; }
 
@@ -209,8 +211,8 @@ decoder make_placeholder_decoder(const model_config& config);
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels,
                              bool sum = false);
 
-// y = x W^T + b for W the rows of `weights` stacked, b the entries of `biases` concatenated (all
-// undefined, or one per weight): one GEMM in place of one per weight, forward and backward. x
+// y = x W^T + b for W the rows of `weights` stacked, b the entries of `biases` concatenated (none,
+// or one per weight): one GEMM in place of one per weight, forward and backward. x
 // (..., in), weights (out_i, in) of x's dtype -> (..., sum out_i). The concatenated weight is a
 // temporary of the call and of the backward: autograd keeps the weights themselves, so a ZeRO-3
 // unit released between a layer's forward and its backward holds no copy of them.
@@ -220,8 +222,8 @@ torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Ten
 // The summed cross-entropy of logits x W^T + b (fp32 log-softmax) against targets, for
 // `chunk_rows` rows of x at a time: a chunk's logits are computed in x's dtype (bf16 in mixed
 // precision) and their log-softmax in fp32, and no more than one chunk's logits exist at once.
-// x (N, C), weight (V', C), bias (V') or undefined, targets (N) int64 in [0, V'), none ignored;
-// chunk_rows >= 1. Returns a fp32 scalar. When a gradient is wanted, the forward computes it too
+// x (N, C), weight (V', C), bias (V') or undefined, targets (N) int64 in [0, V') or -100 (the
+// row counts for nothing); chunk_rows >= 1 (else model_error). Returns a fp32 scalar. When a gradient is wanted, the forward computes it too
 // (the loss ends the graph): the backward only scales what the forward kept.
 torch::Tensor chunked_lm_head_loss(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias, const torch::Tensor& targets,
