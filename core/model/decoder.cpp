@@ -178,17 +178,17 @@ class chunked_head_loss_function : public torch::autograd::Function<chunked_head
     for (std::int64_t start = 0; start < N; start += chunk_rows) {
       const std::int64_t end = std::min(N, start + chunk_rows);
       const auto xc = x.slice(0, start, end);                          // (n, C)
-      const auto tc = targets.slice(0, start, end).unsqueeze(1);       // (n, 1)
-      const auto counted = tc.ne(-100);                                // (n, 1)
-      const auto index = tc.clamp_min(0);                              // -100 -> any column
-      auto logits = torch::linear(xc, weight, bias).to(torch::kFloat); // (n, V') fp32
-      const auto lse = torch::logsumexp(logits, 1, true);              // (n, 1)
-      loss += (lse - logits.gather(1, index)).masked_fill(counted.logical_not(), 0.0).sum();
+      const auto tc = targets.slice(0, start, end);                     // (n)
+      // cross_entropy's own kernels (log-softmax, NLL with ignore_index, and their backwards):
+      // the plain path's numbers per row, and deterministic on CUDA.
+      const auto logp = torch::log_softmax(torch::linear(xc, weight, bias).to(torch::kFloat), 1);
+      const auto nll = at::nll_loss_forward(logp, tc, {}, at::Reduction::Sum, -100);
+      loss += std::get<0>(nll);
       if (!(want_x || want_w || want_b)) continue;
-      // d loss / d logits = softmax - one_hot(target), zero on rows that do not count.
-      auto g = logits.sub_(lse).exp_();
-      g.scatter_add_(1, index, torch::full_like(lse, -1.0));
-      g.mul_(counted);
+      // d loss / d logits = softmax - one_hot(target), zero on rows of -100.
+      const auto grad_logp = at::nll_loss_backward(torch::ones({}, fp32), logp, tc, {},
+                                                   at::Reduction::Sum, -100, std::get<1>(nll));
+      const auto g = at::_log_softmax_backward_data(grad_logp, logp, 1, torch::kFloat);  // (n, V')
       const auto gc = g.to(x.scalar_type());
       if (want_x) gx.slice(0, start, end).copy_(gc.mm(weight));
       if (want_w) gw.add_(gc.t().mm(xc));
