@@ -28,6 +28,8 @@ const std::vector<std::pair<const char*, lr_schedule>> schedule_names = {
     {"constant", lr_schedule::constant}, {"cosine", lr_schedule::cosine}, {"linear", lr_schedule::linear}};
 const std::vector<std::pair<const char*, precision>> precision_names = {{"fp32", precision::fp32},
                                                                         {"bf16", precision::bf16}};
+const std::vector<std::pair<const char*, compute_path>> compute_path_names = {
+    {"automatic", compute_path::automatic}, {"plain", compute_path::plain}, {"fused", compute_path::fused}};
 const std::vector<std::pair<const char*, offload_device>> offload_names = {
     {"none", offload_device::none}, {"cpu", offload_device::cpu}};
 const std::vector<std::pair<const char*, score_order>> order_names = {{"min", score_order::min},
@@ -185,6 +187,8 @@ void parse_train(const json& v, train_spec& t, given_map& given) {
   r.read("seed", t.seed);
   r.read("log_every", t.log_every, 1);
   r.read("activation_checkpointing", t.activation_checkpointing);
+  r.read_enum("compute_path", t.path, compute_path_names);
+  r.read("loss_chunk_tokens", t.loss_chunk_tokens, 0);
   r.read("deterministic", t.deterministic);
   r.read("step_delay_s", t.step_delay_s, non_negative);
   r.finish();
@@ -464,6 +468,7 @@ job_spec shrunk_to(const job_spec& spec, int workers) {
 const char* to_string(placement_strategy s) { return name_of(s, strategy_names); }
 const char* to_string(lr_schedule s) { return name_of(s, schedule_names); }
 const char* to_string(precision p) { return name_of(p, precision_names); }
+const char* to_string(compute_path p) { return name_of(p, compute_path_names); }
 const char* to_string(offload_device d) { return name_of(d, offload_names); }
 const char* to_string(workload_kind w) { return name_of(w, workload_names); }
 const char* to_string(score_order o) { return name_of(o, order_names); }

@@ -19,6 +19,8 @@ using resource_quantities = std::map<std::string, double>;
 enum class placement_strategy { pack, spread, strict_pack, strict_spread };
 enum class lr_schedule { constant, cosine, linear };
 enum class precision { fp32, bf16 };
+// How the model computes (core/model/decoder.hpp): automatic is fused on GPUs, plain on the CPU.
+enum class compute_path { automatic, plain, fused };
 enum class offload_device { none, cpu };
 enum class score_order { min, max };
 // What the workers run. causal_lm is the training engine; linear_regression is a small built-in
@@ -72,6 +74,8 @@ struct train_spec {
   std::uint64_t seed = 0;
   int log_every = 1;
   bool activation_checkpointing = false;
+  compute_path path = compute_path::automatic;
+  std::int64_t loss_chunk_tokens = 2048;  // fused path: positions per chunk of the loss; 0 = one
   // Bitwise the same results run to run on GPUs (deterministic kernels, attention by the math
   // path), at a cost in speed; CPU runs are deterministic anyway.
   bool deterministic = false;
@@ -211,6 +215,7 @@ std::string to_json_text(const job_spec& spec);
 const char* to_string(placement_strategy s);
 const char* to_string(lr_schedule s);
 const char* to_string(precision p);
+const char* to_string(compute_path p);
 const char* to_string(offload_device d);
 const char* to_string(workload_kind w);
 const char* to_string(score_order o);

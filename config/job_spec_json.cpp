@@ -51,6 +51,8 @@ std::string to_json_text(const job_spec& spec) {
                   {"seed", t.seed},
                   {"log_every", t.log_every},
                   {"activation_checkpointing", t.activation_checkpointing},
+                  {"compute_path", to_string(t.path)},
+                  {"loss_chunk_tokens", t.loss_chunk_tokens},
                   {"deterministic", t.deterministic},
                   {"step_delay_s", t.step_delay_s}};
   out["zero"] = {{"stage", spec.zero.stage},

@@ -6,7 +6,9 @@
 //
 //   model_step_bench --config benchmarks/gpu/tinyllama-1.1b.json --batch 8 --seq 2048
 //                    [--steps 10] [--warmup 3] [--optimizer cohort|fused] [--device cuda:0]
-//                    [--profile N]
+//                    [--profile N] [--compute-path automatic|plain|fused] [--loss-chunk 2048]
+// The step is the engine's: embed, the layers, decoder::head_loss (on the fused path chunked over
+// --loss-chunk positions; 0: one chunk), backward, the optimizer.
 // --profile N (libtorch 2.x): after the timed steps, N more steps under the Kineto profiler, then
 // one JSON line per GPU kernel (the 40 longest in total): name, calls and milliseconds per step,
 // share of all kernel time — where the step's time goes, without a profiler UI.
@@ -53,6 +55,8 @@ struct bench_options {
   std::string device = "cuda:0";
   double lr = 1e-4;
   int profile = 0;
+  std::string compute_path = "automatic";
+  std::int64_t loss_chunk = 2048;
 };
 
 // fp32 master copy of every bf16 weight, with its AdamW state; the bf16 weight is refreshed
@@ -173,16 +177,21 @@ int run(const bench_options& o) {
   torch::manual_seed(0);
   model::decoder net(config, torch::TensorOptions().dtype(torch::kBFloat16).device(device), true);
   net->train();
+  net->set_compute_path(model::parse_compute_path(o.compute_path, "--compute-path"));
+  net->set_loss_chunk_tokens(o.loss_chunk);
   mixed_precision_adamw optimizer(net->hf_parameters(), o.optimizer, o.lr);
 
   auto ids = torch::randint(0, config.vocab_size, {o.batch, o.seq},
                             torch::TensorOptions().dtype(torch::kInt64).device(device));
   float loss = 0.0F;
+  const auto ctx = net->context(o.seq, device);
   auto train_step = [&] {
-    auto out = net->forward(ids, ids);
-    out.loss.backward();
+    auto x = net->embed(ids);
+    for (auto layer : net->layers()) x = layer->forward(x, ctx);
+    auto loss = net->head_loss(x, ids, /*sum=*/false);
+    loss.backward();
     optimizer.step();
-    return out.loss;
+    return loss;
   };
   torch::Tensor last;
   for (int i = 0; i < o.warmup; ++i) last = train_step();
@@ -195,7 +204,10 @@ int run(const bench_options& o) {
 
   const double step_s = took.count() / o.steps;
   nlohmann::json result = {
-      {"impl", std::string("cohort-") + o.optimizer},
+      {"impl", std::string("cohort-") + o.optimizer +
+                   (o.compute_path == "automatic" ? "" : "-" + o.compute_path)},
+      {"compute_path", o.compute_path},
+      {"loss_chunk", o.loss_chunk},
       {"config", o.config},
       {"params", net->parameter_count()},
       {"layers", config.num_layers},
@@ -230,7 +242,11 @@ int main(int argc, char** argv) {
       "device", po::value(&o.device)->default_value(o.device), "torch device")(
       "lr", po::value(&o.lr)->default_value(o.lr), "AdamW learning rate")(
       "profile", po::value(&o.profile)->default_value(o.profile),
-      "after the timed steps, profile this many steps and print the longest GPU kernels");
+      "after the timed steps, profile this many steps and print the longest GPU kernels")(
+      "compute-path", po::value(&o.compute_path)->default_value(o.compute_path),
+      "automatic (fused on CUDA), plain or fused")(
+      "loss-chunk", po::value(&o.loss_chunk)->default_value(o.loss_chunk),
+      "fused path: positions per chunk of the loss (0: all at once)");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);

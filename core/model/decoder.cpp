@@ -2,8 +2,12 @@
 // gptj}.py; comments name the places where families differ.
 #include "core/model/decoder.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 
+#include <torch/autograd.h>
 #include <torch/utils.h>
 
 #include "core/model/model_error.hpp"
@@ -88,6 +92,174 @@ torch::Tensor inverse_frequencies(const model_config& c) {
 
 }  // namespace
 
+const char* compute_path_name(compute_path path) {
+  switch (path) {
+    case compute_path::plain:
+      return "plain";
+    case compute_path::fused:
+      return "fused";
+    case compute_path::automatic:
+      break;
+  }
+  return "automatic";
+}
+
+compute_path parse_compute_path(const std::string& name, const std::string& field) {
+  for (auto p : {compute_path::automatic, compute_path::plain, compute_path::fused}) {
+    if (name == compute_path_name(p)) return p;
+  }
+  throw std::invalid_argument(field + ": '" + name +
+                              "' is not a compute path (allowed: automatic, plain, fused)");
+}
+
+namespace {
+
+// concat_linear's autograd. The weights and biases come as lists (libtorch 1.13 takes no
+// undefined tensor as an input); the backward concatenates the weights again instead of keeping
+// their copy, and returns the gradients of x, each weight and each bias, in that order.
+class concat_linear_function : public torch::autograd::Function<concat_linear_function> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               torch::TensorList weights, torch::TensorList biases) {
+    torch::autograd::variable_list keep{x};
+    keep.insert(keep.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(keep);
+    ctx->saved_data["biased"] = !biases.empty();
+    return torch::linear(x, torch::cat(weights, 0),
+                         biases.empty() ? torch::Tensor() : torch::cat(biases, 0));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
+    const std::size_t n = weights.size();
+    const bool biased = ctx->saved_data["biased"].toBool();
+    std::vector<std::int64_t> rows;
+    for (const auto& w : weights) rows.push_back(w.size(0));
+    const auto& g = grads[0];  // (..., sum out_i)
+    torch::autograd::variable_list out(1 + n + (biased ? n : 0));
+    if (ctx->needs_input_grad(0)) out[0] = g.matmul(torch::cat(weights, 0));  // (..., in)
+    const auto g2 = g.reshape({-1, g.size(-1)});
+    bool any_weight = false;
+    for (std::size_t i = 0; i < n; ++i) any_weight = any_weight || ctx->needs_input_grad(1 + i);
+    if (any_weight) {
+      const auto gw = g2.t().mm(x.reshape({-1, x.size(-1)})).split_with_sizes(rows, 0);
+      for (std::size_t i = 0; i < n; ++i) out[1 + i] = gw[i];
+    }
+    if (biased) {
+      const auto gb = g2.sum(0).split_with_sizes(rows, 0);
+      for (std::size_t i = 0; i < n; ++i) out[1 + n + i] = gb[i];
+    }
+    return out;
+  }
+};
+
+// chunked_lm_head_loss's autograd: the forward computes the loss and, when `want_grads`, its
+// gradients; the backward scales those. The bias comes as a list of none or one. Targets of
+// -100 count for nothing.
+class chunked_head_loss_function : public torch::autograd::Function<chunked_head_loss_function> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, torch::TensorList biases,
+                               const torch::Tensor& targets, std::int64_t chunk_rows,
+                               bool want_grads) {
+    const torch::Tensor bias = biases.empty() ? torch::Tensor() : biases[0];
+    const std::int64_t N = x.size(0);
+    const bool want_x = want_grads && x.requires_grad();
+    const bool want_w = want_grads && weight.requires_grad();
+    const bool want_b = want_grads && bias.defined() && bias.requires_grad();
+    const auto fp32 = x.options().dtype(torch::kFloat);
+    auto loss = torch::zeros({}, fp32);
+    auto gx = want_x ? torch::empty_like(x) : torch::zeros({0}, x.options());
+    auto gw = want_w ? torch::zeros(weight.sizes(), fp32) : torch::zeros({0}, fp32);
+    auto gb = want_b ? torch::zeros(bias.sizes(), fp32) : torch::zeros({0}, fp32);
+    for (std::int64_t start = 0; start < N; start += chunk_rows) {
+      const std::int64_t end = std::min(N, start + chunk_rows);
+      const auto xc = x.slice(0, start, end);                          // (n, C)
+      const auto tc = targets.slice(0, start, end);                     // (n)
+      // cross_entropy's own kernels (log-softmax, NLL with ignore_index, and their backwards):
+      // the plain path's numbers per row, and deterministic on CUDA.
+      const auto logp = torch::log_softmax(torch::linear(xc, weight, bias).to(torch::kFloat), 1);
+      const auto nll = at::nll_loss_forward(logp, tc, {}, at::Reduction::Sum, -100);
+      loss += std::get<0>(nll);
+      if (!(want_x || want_w || want_b)) continue;
+      // d loss / d logits = softmax - one_hot(target), zero on rows of -100.
+      const auto grad_logp = at::nll_loss_backward(torch::ones({}, fp32), logp, tc, {},
+                                                   at::Reduction::Sum, -100, std::get<1>(nll));
+      const auto g = at::_log_softmax_backward_data(grad_logp, logp, 1, torch::kFloat);  // (n, V')
+      const auto gc = g.to(x.scalar_type());
+      if (want_x) gx.slice(0, start, end).copy_(gc.mm(weight));
+      if (want_w) gw.add_(gc.t().mm(xc));
+      if (want_b) gb.add_(g.sum(0));
+    }
+    if (want_w) gw = gw.to(weight.scalar_type());
+    if (want_b) gb = gb.to(bias.scalar_type());
+    ctx->save_for_backward({gx, gw, gb});
+    ctx->saved_data["x"] = want_x;
+    ctx->saved_data["w"] = want_w;
+    ctx->saved_data["b"] = want_b;
+    ctx->saved_data["biased"] = bias.defined();
+    return loss;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& scale = grads[0];  // scalar fp32
+    const auto scaled = [&](const torch::Tensor& t, const char* wanted) {
+      return ctx->saved_data[wanted].toBool() ? t * scale.to(t.scalar_type()) : torch::Tensor();
+    };
+    // x, weight, [bias], targets, chunk_rows, want_grads
+    torch::autograd::variable_list out{scaled(saved[0], "x"), scaled(saved[1], "w")};
+    if (ctx->saved_data["biased"].toBool()) out.push_back(scaled(saved[2], "b"));
+    out.insert(out.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()});
+    return out;
+  }
+};
+
+// labels (B, T) -> (B, T): position t holds labels[t + 1], the last position -100.
+torch::Tensor shifted_targets(const torch::Tensor& labels) {
+  const std::int64_t T = labels.size(1);
+  return torch::cat({labels.slice(1, 1, T), torch::full({labels.size(0), 1}, -100, labels.options())},
+                    1);
+}
+
+}  // namespace
+
+torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                            const std::vector<torch::Tensor>& biases) {
+  if (weights.empty() || (!biases.empty() && biases.size() != weights.size())) {
+    throw model_error(model_errc::bad_input, "concat_linear takes one weight or more and as many "
+                                             "biases or none");
+  }
+  return concat_linear_function::apply(x, torch::TensorList(weights), torch::TensorList(biases));
+}
+
+torch::Tensor chunked_lm_head_loss(const torch::Tensor& x, const torch::Tensor& weight,
+                                   const torch::Tensor& bias, const torch::Tensor& targets,
+                                   std::int64_t chunk_rows) {
+  if (x.dim() != 2 || weight.dim() != 2 || x.size(1) != weight.size(1)) {
+    throw model_error(model_errc::bad_input, "chunked_lm_head_loss: x must be (N, C) and the "
+                                             "weight (V, C)");
+  }
+  if (targets.dim() != 1 || targets.size(0) != x.size(0)) {
+    throw model_error(model_errc::bad_input, "chunked_lm_head_loss: targets must be (N,) for x (N, C)");
+  }
+  if (chunk_rows < 1) {
+    throw model_error(model_errc::bad_input, "chunked_lm_head_loss: chunk_rows must be >= 1, not " +
+                                                 std::to_string(chunk_rows));
+  }
+  const bool want_grads = torch::GradMode::is_enabled() &&
+                          (x.requires_grad() || weight.requires_grad() ||
+                           (bias.defined() && bias.requires_grad()));
+  std::vector<torch::Tensor> biases;
+  if (bias.defined()) biases.push_back(bias);
+  return chunked_head_loss_function::apply(x, weight, torch::TensorList(biases), targets, chunk_rows,
+                                           want_grads);
+}
+
 const torch::Tensor& attention_context::mask(std::int64_t window) const {
   for (const auto& [w, m] : masks) {
     if (w == window) return m;
@@ -134,6 +306,7 @@ norm_impl::norm_impl(const model_config& c, const torch::TensorOptions& options)
 
 torch::Tensor norm_impl::forward(const torch::Tensor& x) {
   if (kind == norm_kind::layer_norm) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  if (compat::has_rms_norm && fused_for(path, x)) return compat::rms_norm(x, weight, eps);
   auto h = x.to(torch::kFloat);
   h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps);
   return weight * h.to(x.scalar_type());
@@ -173,12 +346,12 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     auto parts = qkv->forward(x).split_with_sizes(
         {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     qs = parts[0], ks = parts[1], vs = parts[2];
-  } else if (fuse_qkv) {
-    // (out_q + 2·out_kv, C): a copy of the three weights (small beside the GEMM over B·T tokens,
-    // and one GEMM in place of three, both ways, with no sum of three input gradients).
-    const auto weight = torch::cat({q->weight, k->weight, v->weight}, 0);
-    const auto bias = q->bias.defined() ? torch::cat({q->bias, k->bias, v->bias}, 0) : torch::Tensor();
-    auto parts = torch::linear(x, weight, bias).split_with_sizes(
+  } else if (fused_for(path, x)) {
+    // One GEMM in place of three, both ways, with no sum of three input gradients.
+    const std::vector<torch::Tensor> biases =
+        q->bias.defined() ? std::vector<torch::Tensor>{q->bias, k->bias, v->bias}
+                          : std::vector<torch::Tensor>{};
+    auto parts = concat_linear(x, {q->weight, k->weight, v->weight}, biases).split_with_sizes(
         {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     qs = parts[0], ks = parts[1], vs = parts[2];
   } else {
@@ -229,8 +402,17 @@ mlp_impl::mlp_impl(const model_config& c, const torch::TensorOptions& options)
 
 torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
   const bool train = is_training();
-  torch::Tensor h = gate ? activate(activation_, gate->forward(x)) * up->forward(x)
-                         : activate(activation_, up->forward(x));
+  torch::Tensor h;
+  if (gate && !up->conv1d && fused_for(path, x)) {  // one GEMM for gate and up
+    const std::vector<torch::Tensor> biases =
+        gate->bias.defined() ? std::vector<torch::Tensor>{gate->bias, up->bias}
+                             : std::vector<torch::Tensor>{};
+    auto parts = concat_linear(x, {gate->weight, up->weight}, biases).chunk(2, -1);
+    h = activate(activation_, parts[0]) * parts[1];
+  } else {
+    h = gate ? activate(activation_, gate->forward(x)) * up->forward(x)
+             : activate(activation_, up->forward(x));
+  }
   h = torch::dropout(h, act_dropout_, train && act_dropout_ > 0.0);
   return torch::dropout(down->forward(h), resid_dropout_, train && resid_dropout_ > 0.0);
 }
@@ -415,11 +597,58 @@ attention_context decoder_impl::context(std::int64_t T, const torch::Device& dev
   return ctx;
 }
 
-torch::Tensor decoder_impl::head(const torch::Tensor& hidden) {
+torch::Tensor decoder_impl::head_input(const torch::Tensor& hidden) {
   auto x = hidden;
   if (final_norm_) x = final_norm_->forward(x);
   if (project_out_) x = project_out_->forward(x);
-  return torch::linear(x, lm_head_weight_, lm_head_bias_);
+  return x;
+}
+
+std::pair<torch::Tensor, torch::Tensor> decoder_impl::padded_head() const {
+  const std::int64_t V = config_.vocab_size, padded = padded_vocab(V);
+  if (padded == V) return {lm_head_weight_, lm_head_bias_};
+  const auto options = lm_head_weight_.options();
+  auto weight = torch::constant_pad_nd(lm_head_weight_, {0, 0, 0, padded - V});  // (V', E)
+  auto bias = torch::cat({lm_head_bias_.defined() ? lm_head_bias_ : torch::zeros({V}, options),
+                          torch::full({padded - V}, -std::numeric_limits<double>::infinity(), options)});
+  return {weight, bias};
+}
+
+torch::Tensor decoder_impl::head(const torch::Tensor& hidden) {
+  const auto x = head_input(hidden);
+  if (!fused_for(path_, x)) return torch::linear(x, lm_head_weight_, lm_head_bias_);
+  const auto [weight, bias] = padded_head();
+  return torch::linear(x, weight, bias).slice(-1, 0, config_.vocab_size);  // (B, T, V) view
+}
+
+torch::Tensor decoder_impl::head_loss(const torch::Tensor& hidden, const torch::Tensor& labels,
+                                      bool sum) {
+  if (!fused_for(path_, hidden)) return causal_lm_loss(head(hidden), labels, sum);
+  const auto x = head_input(hidden);
+  const auto flat = x.reshape({-1, x.size(-1)});                   // (B·T, E)
+  const auto targets = shifted_targets(labels).reshape({-1});       // (B·T)
+  const auto [weight, bias] = padded_head();
+  const std::int64_t rows = loss_chunk_tokens_ > 0 ? loss_chunk_tokens_ : std::max<std::int64_t>(1, flat.size(0));
+  auto total = chunked_lm_head_loss(flat, weight, bias, targets, rows);
+  if (sum) return total;
+  return total / targets.ne(-100).sum().to(torch::kFloat);  // no host synchronisation
+}
+
+void decoder_impl::set_compute_path(compute_path path) {
+  path_ = path;
+  for (const auto& m : modules(false)) {
+    if (auto* n = m->as<norm_impl>()) n->path = path;
+    if (auto* a = m->as<attention_impl>()) a->path = path;
+    if (auto* f = m->as<mlp_impl>()) f->path = path;
+  }
+}
+
+void decoder_impl::set_loss_chunk_tokens(std::int64_t tokens) {
+  if (tokens < 0) {
+    throw std::invalid_argument("loss chunk: " + std::to_string(tokens) +
+                                " positions per chunk; allowed: 0 (one chunk) or more");
+  }
+  loss_chunk_tokens_ = tokens;
 }
 
 decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& labels) {
@@ -427,22 +656,38 @@ decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch
   const auto ctx = context(input_ids.size(1), input_ids.device());
   for (auto& layer : layers_) x = layer->forward(x, ctx);
   decoder_output out;
-  out.logits = head(x);
+  x = head_input(x);
+  const bool fused = fused_for(path_, x);
+  torch::Tensor padded;  // (B, T, V') on the fused path
+  if (fused) {
+    const auto [weight, bias] = padded_head();
+    padded = torch::linear(x, weight, bias);
+    out.logits = padded.slice(-1, 0, config_.vocab_size);
+  } else {
+    out.logits = torch::linear(x, lm_head_weight_, lm_head_bias_);
+  }
   if (labels.defined()) {
     check_ids(labels, "labels", true);
     if (labels.sizes() != input_ids.sizes()) {
       throw model_error(model_errc::bad_input, "labels must have the shape of input_ids");
     }
-    out.loss = causal_lm_loss(out.logits, labels);
+    if (fused) {  // the padded logits as they are (no copy of a (B, T - 1, V) slice)
+      out.loss = at::cross_entropy_loss(padded.to(torch::kFloat).reshape({-1, padded.size(-1)}),
+                                        shifted_targets(labels).reshape({-1}), {},
+                                        at::Reduction::Mean, -100);
+    } else {
+      out.loss = causal_lm_loss(out.logits, labels);
+    }
   }
   return out;
 }
 
-torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, bool sum) {
   const std::int64_t V = logits.size(-1), T = logits.size(1);
   auto shift_logits = logits.slice(1, 0, T - 1).to(torch::kFloat).reshape({-1, V});
   auto shift_labels = labels.slice(1, 1, T).reshape({-1});
-  return at::cross_entropy_loss(shift_logits, shift_labels, {}, at::Reduction::Mean, -100);
+  return at::cross_entropy_loss(shift_logits, shift_labels, {},
+                                sum ? at::Reduction::Sum : at::Reduction::Mean, -100);
 }
 
 decoder make_placeholder_decoder(const model_config& config) {

@@ -15,6 +15,33 @@
 
 namespace cohort::core::model {
 
+// How a forward computes, never what: both paths compute transformers' formulas, the fused one
+// in fewer, bigger kernels. plain: one GEMM per Hugging Face weight, RMSNorm written out, the LM
+// head over the vocabulary as it is, the loss from (B, T, V) fp32 logits. fused: one GEMM for q,
+// k and v and one for gate and up (their weights concatenated for the call only: parameters,
+// Hugging Face names, checkpoints and exports stay as they are, and the backward splits the
+// gradient back), RMSNorm through ATen's fused kernel where the library has one (libtorch 2.4 and
+// later), the LM head over the vocabulary padded to a multiple of 64 (tensor-core shapes; the
+// extra columns are -inf, so they take no probability and no gradient, and nothing outside the
+// decoder ever sees them), and head_loss() chunked over tokens (loss_chunk_tokens). The fused
+// path equals the plain one up to floating-point rounding. automatic: fused for CUDA tensors,
+// plain elsewhere, so CPU results are bitwise the plain path's.
+enum class compute_path { automatic, plain, fused };
+
+// "automatic", "plain", "fused".
+const char* compute_path_name(compute_path path);
+// Parses a name of compute_path_name; throws std::invalid_argument naming `field` and the
+// allowed names.
+compute_path parse_compute_path(const std::string& name, const std::string& field);
+
+// Whether `path` computes on `x` the fused way.
+inline bool fused_for(compute_path path, const torch::Tensor& x) {
+  return path == compute_path::fused || (path == compute_path::automatic && x.is_cuda());
+}
+
+// The vocabulary the fused LM head computes over: vocab_size rounded up to a multiple of 64.
+constexpr std::int64_t padded_vocab(std::int64_t vocab_size) { return (vocab_size + 63) / 64 * 64; }
+
 // One weight under its Hugging Face name; layer is its decoder layer or -1 (embeddings, head).
 struct hf_parameter {
   std::string name;
@@ -50,6 +77,7 @@ class norm_impl : public torch::nn::Module {
   torch::Tensor weight, bias;  // undefined when not affine / RMSNorm has no bias
   norm_kind kind;
   double eps;
+  compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
 };
 TORCH_MODULE_IMPL(norm, norm_impl);
 
@@ -59,10 +87,8 @@ class attention_impl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const attention_context& ctx);  // (B, T, C)
   projection qkv{nullptr};  // fused (GPT-2), else q, k, v
   projection q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
-  // With separate q, k, v: one GEMM for the three, through their weights (and biases)
-  // concatenated for the forward; the parameters, their Hugging Face names, checkpoints and
-  // exports stay as they are (the backward splits the gradient back). false: three GEMMs.
-  bool fuse_qkv = true;
+  // The fused path runs separate q, k, v as one GEMM (concat_linear); the plain one as three.
+  compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
 
  private:
   std::int64_t heads_, kv_heads_, head_dim_, rotary_dim_, window_;
@@ -77,6 +103,8 @@ class mlp_impl : public torch::nn::Module {
   mlp_impl(const model_config& config, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C)
   projection gate{nullptr}, up{nullptr}, down{nullptr};
+  // The fused path runs gate and up as one GEMM (concat_linear); the plain one as two.
+  compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
 
  private:
   std::string activation_;
@@ -101,7 +129,7 @@ class decoder_layer_impl : public torch::nn::Module {
 TORCH_MODULE_IMPL(decoder_layer, decoder_layer_impl);
 
 struct decoder_output {
-  torch::Tensor logits;  // (B, T, V) in the model's dtype
+  torch::Tensor logits;  // (B, T, V) in the model's dtype (fused path: a view of (B, T, V'))
   torch::Tensor loss;    // scalar fp32; undefined without labels
 };
 
@@ -120,8 +148,29 @@ class decoder_impl : public torch::nn::Module {
   // The pieces of forward(), for an engine that drives the layers itself.
   torch::Tensor embed(const torch::Tensor& input_ids);  // (B, T) -> (B, T, C)
   attention_context context(std::int64_t seq_len, const torch::Device& device) const;
-  torch::Tensor head(const torch::Tensor& hidden);  // (B, T, C) -> (B, T, V)
+  // (B, T, C) -> (B, T, V): the final norm, projection and LM head. On the fused path the GEMM
+  // runs over padded_vocab(V) columns and the result is a view of its first V.
+  torch::Tensor head(const torch::Tensor& hidden);
+  // The causal LM loss of the last layer's output `hidden` (B, T, C) against labels (B, T)
+  // (int64, -100 = ignored): position t predicts labels[t + 1], in fp32; summed over the labels
+  // that count with `sum`, else their mean (causal_lm_loss). The plain path is
+  // causal_lm_loss(head(hidden), labels, sum), op for op. The fused path shifts the labels
+  // instead of the logits (the last position and -100 count for nothing; nothing waits on the
+  // host to find them) and computes logits over the padded vocabulary loss_chunk_tokens()
+  // positions at a time (chunked_lm_head_loss), never all (B, T, V) of them;
+  // loss_chunk_tokens() == 0: all positions in one piece. Labels must be -100 or in [0, V): the
+  // fused path does not check them (the engine's data set was checked against the vocabulary).
+  torch::Tensor head_loss(const torch::Tensor& hidden, const torch::Tensor& labels, bool sum);
   const std::vector<decoder_layer>& layers() const { return layers_; }
+
+  // Sets the compute path of every module of the model (default automatic). Not thread-safe
+  // against a running forward.
+  void set_compute_path(compute_path path);
+  compute_path path() const { return path_; }
+  // Positions per chunk of the fused path's head_loss (default 2048; 0: unchunked). Throws
+  // std::invalid_argument for a negative count.
+  void set_loss_chunk_tokens(std::int64_t tokens);
+  std::int64_t loss_chunk_tokens() const { return loss_chunk_tokens_; }
 
   // Every weight once (a tied lm_head is not listed), in a fixed order: embeddings, layers in
   // order, final norm, output projection, lm_head.
@@ -133,6 +182,12 @@ class decoder_impl : public torch::nn::Module {
 
  private:
   void check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const;
+  // The input of the LM head: hidden after the final norm and the output projection.
+  torch::Tensor head_input(const torch::Tensor& hidden);
+  // The LM head's weight and bias as the fused path uses them: padded to padded_vocab(V) rows
+  // (zeros) and the bias to as many entries (-inf past V); undefined bias when there is nothing
+  // to add. Copies for the call; the parameters stay (V, E) and (V).
+  std::pair<torch::Tensor, torch::Tensor> padded_head() const;
   void list(const std::string& name, const torch::Tensor& t, std::int64_t layer);
 
   model_config config_;
@@ -141,6 +196,8 @@ class decoder_impl : public torch::nn::Module {
   norm final_norm_{nullptr};
   std::vector<decoder_layer> layers_;
   std::vector<hf_parameter> hf_params_;
+  compute_path path_ = compute_path::automatic;
+  std::int64_t loss_chunk_tokens_ = 2048;
 };
 TORCH_MODULE_IMPL(decoder, decoder_impl);
 
@@ -150,7 +207,26 @@ TORCH_MODULE_IMPL(decoder, decoder_impl);
 decoder make_placeholder_decoder(const model_config& config);
 
 // transformers' ForCausalLMLoss: logits[:, :-1] against labels[:, 1:], fp32, mean over labels
-// that are not -100.
-torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+// that are not -100 (their sum with `sum`).
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels,
+                             bool sum = false);
+
+// y = x W^T + b for W the rows of `weights` stacked, b the entries of `biases` concatenated (none,
+// or one per weight): one GEMM in place of one per weight, forward and backward. x
+// (..., in), weights (out_i, in) of x's dtype -> (..., sum out_i). The concatenated weight is a
+// temporary of the call and of the backward: autograd keeps the weights themselves, so a ZeRO-3
+// unit released between a layer's forward and its backward holds no copy of them.
+torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                            const std::vector<torch::Tensor>& biases);
+
+// The summed cross-entropy of logits x W^T + b (fp32 log-softmax) against targets, for
+// `chunk_rows` rows of x at a time: a chunk's logits are computed in x's dtype (bf16 in mixed
+// precision) and their log-softmax in fp32, and no more than one chunk's logits exist at once.
+// x (N, C), weight (V', C), bias (V') or undefined, targets (N) int64 in [0, V') or -100 (the
+// row counts for nothing); chunk_rows >= 1 (else model_error). Returns a fp32 scalar. When a gradient is wanted, the forward computes it too
+// (the loss ends the graph): the backward only scales what the forward kept.
+torch::Tensor chunked_lm_head_loss(const torch::Tensor& x, const torch::Tensor& weight,
+                                   const torch::Tensor& bias, const torch::Tensor& targets,
+                                   std::int64_t chunk_rows);
 
 }  // namespace cohort::core::model

@@ -1,9 +1,10 @@
 // The one place that knows which libtorch it is built against: attention is the fused
 // at::scaled_dot_product_attention on libtorch 2.x and an explicit equivalent on 1.13; the fused
-// multi-tensor AdamW kernel exists on 2.x only.
+// multi-tensor AdamW kernel exists on 2.x only, ATen's RMSNorm on 2.4 and later.
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -49,6 +50,23 @@ inline void use_deterministic_algorithms() {
 #if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 4
   at::globalContext().setSDPUseCuDNN(false);
 #endif
+#endif
+}
+
+// Whether rms_norm() can run: ATen's RMSNorm (libtorch 2.4 and later; a fused kernel on CUDA).
+constexpr bool has_rms_norm =
+    TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4);
+
+// x * rsqrt(mean(x², -1) + eps) * weight over the last dimension, accumulated in fp32 and
+// returned in x's dtype; an undefined weight multiplies by nothing. Only where has_rms_norm.
+inline at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  std::optional<at::Tensor> w;
+  if (weight.defined()) w = weight;
+  return at::rms_norm(x, {x.size(-1)}, w, eps);
+#else
+  (void)x, (void)weight, (void)eps;
+  throw std::logic_error("rms_norm needs libtorch 2.4 or later (check has_rms_norm)");
 #endif
 }
 

@@ -73,17 +73,21 @@ torch::Device compute_device(const config::job_spec& spec, int rank) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
+model::compute_path compute_path_of(config::compute_path p) {
+  switch (p) {
+    case config::compute_path::plain:
+      return model::compute_path::plain;
+    case config::compute_path::fused:
+      return model::compute_path::fused;
+    case config::compute_path::automatic:
+      break;
+  }
+  return model::compute_path::automatic;
+}
+
 bool has_dropout(const model::model_config& c) {
   return c.embed_dropout > 0 || c.attention_dropout > 0 || c.residual_dropout > 0 ||
          c.activation_dropout > 0;
-}
-
-// Summed (not averaged) causal LM loss: logits[:, :-1] against labels[:, 1:], fp32.
-torch::Tensor loss_sum(const torch::Tensor& logits, const torch::Tensor& labels) {
-  const std::int64_t V = logits.size(-1), T = logits.size(1);
-  auto shift_logits = logits.slice(1, 0, T - 1).to(torch::kFloat).reshape({-1, V});
-  auto shift_labels = labels.slice(1, 1, T).reshape({-1});
-  return at::cross_entropy_loss(shift_logits, shift_labels, {}, at::Reduction::Sum, -100);
 }
 
 struct batch_tensors {
@@ -125,6 +129,8 @@ struct causal_lm_engine::impl {
     // No rank holds the whole model: the weights are placeholders until the ZeRO optimizer fills
     // its shards from the source (and, below stage 3, gathers the whole weights on the device).
     net = model::make_placeholder_decoder(model_config_of(spec.model));
+    net->set_compute_path(compute_path_of(train.path));
+    net->set_loss_chunk_tokens(train.loss_chunk_tokens);
     if (train.deterministic) {
       // cuBLAS reads its workspace setting when its first handle is made, after this.
       ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
@@ -190,15 +196,15 @@ struct causal_lm_engine::impl {
     return {ids.to(device), labels.to(device)};
   }
 
-  // Forward and backward of one micro-batch; the gradient is that of loss_sum × scale. Returns
-  // the summed loss.
+  // Forward and backward of one micro-batch; the gradient is that of the summed loss
+  // (decoder::head_loss) × scale. Returns the summed loss.
   double forward_backward(const batch_tensors& b, double scale) {
     const auto ctx = net->context(b.ids.size(1), device);
     if (kept_graphs) return forward_backward_kept(b, scale, ctx);
     if (!recompute) {
       auto x = net->embed(b.ids);
       for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
-      auto sum = loss_sum(net->head(x), b.labels);
+      auto sum = net->head_loss(x, b.labels, /*sum=*/true);
       (sum * scale).backward();
       return sum.item<double>();
     }
@@ -228,7 +234,7 @@ struct causal_lm_engine::impl {
       if (save_rng) rng_after_forward = generator.get_state();
     }
     auto last = inputs.back().detach().requires_grad_(true);
-    auto sum = loss_sum(net->head(last), b.labels);
+    auto sum = net->head_loss(last, b.labels, /*sum=*/true);
     (sum * scale).backward();
     auto grad = last.grad();
     for (std::size_t l = layers.size(); l-- > 0;) {
@@ -275,7 +281,7 @@ struct causal_lm_engine::impl {
     }
     if (count >= 2) optimizer->prefetch(zero_optimizer::layer_unit(static_cast<std::int64_t>(count) - 2));
     auto last = x.detach().requires_grad_(true);
-    auto sum = loss_sum(net->head(last), b.labels);
+    auto sum = net->head_loss(last, b.labels, /*sum=*/true);
     (sum * scale).backward();
     auto grad = last.grad();
     for (std::size_t l = count; l-- > 0;) {

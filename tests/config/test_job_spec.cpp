@@ -92,6 +92,21 @@ TEST_CASE("a minimal spec gets the documented defaults", "[config]") {
   CHECK_FALSE(s.run.sample_log);
 }
 
+TEST_CASE("train.compute_path and train.loss_chunk_tokens default to automatic and 2048 and are "
+          "kept through the spec's canonical JSON", "[config]") {
+  const job_spec plain = parse_job_spec(R"({"name": "tiny"})");
+  CHECK(plain.train.path == compute_path::automatic);
+  CHECK(plain.train.loss_chunk_tokens == 2048);
+  const job_spec s = parse_job_spec(R"({"name": "fused",
+                                        "train": {"compute_path": "fused", "loss_chunk_tokens": 0}})");
+  CHECK(s.train.path == compute_path::fused);
+  CHECK(s.train.loss_chunk_tokens == 0);
+  const job_spec again = parse_job_spec(to_json_text(s));
+  CHECK(again.train.path == compute_path::fused);
+  CHECK(again.train.loss_chunk_tokens == 0);
+  CHECK(std::string(to_string(compute_path::plain)) == "plain");
+}
+
 TEST_CASE("run.hold_before_step is read and kept through the spec's canonical JSON", "[config]") {
   const job_spec s = parse_job_spec(R"({"name": "held", "train": {"max_steps": 10},
                                         "run": {"hold_before_step": 4}})");

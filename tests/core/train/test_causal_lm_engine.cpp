@@ -271,3 +271,38 @@ TEST_CASE("ZeRO-3 frees each layer's gathered weights after its forward: a step 
   const auto whole = test::run_job(spec);
   for (auto peak : whole[0].gathered_peaks) CHECK(peak == 0);
 }
+
+TEST_CASE("the fused compute path trains as the plain one at stage 0 and under ZeRO-3 with and "
+          "without recomputation, and keeps the real vocabulary in the weights", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));  // vocabulary 300, padded to 320
+  const auto base = test::run_job(deep_job(data, 2, 0, 3));     // CPU: automatic is plain
+  REQUIRE(base[0].steps.size() == 20);
+  struct variant {
+    int stage;
+    bool checkpointing;
+    std::int64_t chunk;  // loss_chunk_tokens
+  };
+  for (const auto v : {variant{0, false, 2048}, variant{3, false, 7}, variant{3, true, 0}}) {
+    INFO("stage " << v.stage << (v.checkpointing ? " with" : " without")
+                  << " recomputation, loss chunk " << v.chunk);
+    auto spec = deep_job(data, 2, v.stage, 3);
+    spec.train.path = config::compute_path::fused;
+    spec.train.loss_chunk_tokens = v.chunk;
+    spec.train.activation_checkpointing = v.checkpointing;
+    const auto fused = test::run_job(spec);
+    REQUIRE(fused[0].steps.size() == 20);
+    for (std::size_t k = 0; k < 20; ++k) {
+      INFO("step " << k + 1);
+      CHECK(relative(fused[0].steps[k].loss, base[0].steps[k].loss) <= 1e-5);
+      CHECK(relative(fused[0].steps[k].grad_norm, base[0].steps[k].grad_norm) <= 1e-4);
+    }
+    // Same weights, and as many: the padded vocabulary's rows exist only inside the head's GEMM.
+    REQUIRE(fused[0].weights.size() == base[0].weights.size());
+    const auto gap = weight_difference(fused[0].weights, base[0].weights);
+    CAPTURE(gap.max_relative, gap.l2_relative);
+    CHECK(gap.max_relative <= 1e-5);
+    CHECK(gap.l2_relative <= 1e-5);
+    for (std::size_t r = 1; r < fused.size(); ++r) CHECK(fused[r].weights == fused[0].weights);
+  }
+}
