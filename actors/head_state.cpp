@@ -150,7 +150,10 @@ bool head_state::begin_preemption(const std::string& job_id, const std::string& 
   if (it == jobs_.end()) return false;
   auto& job = it->second;
   if (!job.held || is_terminal(job.record.state) || job.preempting) return false;
-  job.preempting = job_entry::preemption{job.record.attempts - 1, node, why, job.record.checkpoint_step};
+  // The emergency checkpoint is one of a step after the last the head has heard of: a commit of an
+  // earlier step reported after the notice (commits are reported with the next step) is not it.
+  job.preempting = job_entry::preemption{job.record.attempts - 1, node, why,
+                                         std::max(job.record.checkpoint_step, job.record.step)};
   job.record.reason = "preempting attempt " + std::to_string(job.record.attempts) + ": " + why +
                       "; saving an emergency checkpoint within " +
                       res::format_quantity(job.spec.run.failure.preemption_grace_s) + " s";

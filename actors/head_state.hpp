@@ -169,7 +169,7 @@ class head_state {
     struct preemption {
       std::int32_t attempt = 0;
       std::string node, why;
-      std::int64_t checkpoint_before = 0;  // the newest checkpoint when it began
+      std::int64_t checkpoint_before = 0;  // the newest checkpoint or step reported when it began
     };
     std::optional<preemption> preempting;  // the current attempt's, until it ends
   };

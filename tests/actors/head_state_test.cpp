@@ -652,6 +652,32 @@ TEST_CASE("a preempted attempt restarts on the nodes that are not draining, coun
   CHECK(head.find(id)->attempts == 2);
 }
 
+TEST_CASE("a commit of an earlier step reported after the preemption notice is not the emergency "
+          "checkpoint",
+          "[actors]") {
+  head_state head;
+  three_single_cpu_nodes(head);
+  auto id = submit(head, {});
+  REQUIRE(head.schedule().size() == 1);
+  head.on_running(id, 0);
+  progress_report report;
+  report.job_id = id;
+  report.step = 6;  // step 6 ran; its checkpoint commits in the background
+  report.checkpoint_step = 3;
+  head.on_progress(report);
+  head.drain("n2", "preempted");
+  REQUIRE(head.begin_preemption(id, "n2", "node n2 got SIGTERM"));
+  // Step 6's commit, reported with step 7's progress before step 7's own checkpoint commits.
+  report.step = 7;
+  report.checkpoint_step = 6;
+  head.on_progress(report);
+  CHECK_FALSE(head.emergency_checkpoint_committed(id));
+  report.checkpoint_step = 7;  // the emergency checkpoint, of the step after the notice
+  head.on_progress(report);
+  CHECK(head.emergency_checkpoint_committed(id));
+  CHECK_THAT(head.on_preempted(id, 0).reason, Catch::Contains("emergency checkpoint at step 7"));
+}
+
 TEST_CASE("a rank lost to the leaving node while its attempt is preempted blames no rank", "[actors]") {
   head_state head;
   three_single_cpu_nodes(head);
