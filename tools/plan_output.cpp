@@ -71,7 +71,8 @@ void print_plan(std::ostream& out, const std::string& job_name,
   else rank_rows.push_back({"RANK", "NODE"});
   for (std::size_t i = 0; i < plan.rank_nodes.size(); ++i) {
     if (memory.known)
-      rank_rows.push_back({std::to_string(i), plan.rank_nodes[i], format_bytes(memory.device_bytes),
+      rank_rows.push_back({std::to_string(i), plan.rank_nodes[i],
+                           memory.device_bytes > 0 ? format_bytes(memory.device_bytes) : "-",
                            format_bytes(rank_host_bytes(memory, i))});
     else
       rank_rows.push_back({std::to_string(i), plan.rank_nodes[i]});

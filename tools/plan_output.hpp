@@ -17,7 +17,7 @@ namespace cohort::tools {
 std::string format_bytes(double bytes);
 
 // The table: the trainer's node, each node with its ranks, each rank with its node, GPU memory
-// and host RAM, and (memory.known) the items of one rank.
+// ("-" for a CPU job) and host RAM, and (memory.known) the items of one rank.
 void print_plan(std::ostream& out, const std::string& job_name,
                 const core::resources::placement& plan, const actors::memory_plan& memory);
 
