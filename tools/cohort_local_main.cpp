@@ -51,6 +51,8 @@ config::job_spec load_run_spec(const std::string& path) {
   return spec;
 }
 
+// `submit run JOB.json` without a cluster: checks the job can ever run on the embedded node(s),
+// then runs it on a head and node embedded here (workers as threads) and follows it to its end.
 int run_local(const options& o) {
   auto spec = load_run_spec(o.arg);
   if (config::has_holds(spec.run)) {
