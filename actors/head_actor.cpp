@@ -424,8 +424,16 @@ caf::result<plan_reply> serve_client(head_ptr self, const plan_request& req) {
     return request_error(e.what());
   }
   auto result = self->state.logic.plan(spec);
-  return plan_reply{core::resources::to_string(result.status), result.plan.trainer_node,
-                    result.plan.rank_nodes, result.reason};
+  plan_reply reply{core::resources::to_string(result.status), result.plan.trainer_node,
+                   result.plan.rank_nodes, result.reason, {}};
+  if (result.status == core::resources::placement_status::placed) {
+    try {
+      reply.memory = plan_rank_memory(spec);
+    } catch (const std::exception& e) {
+      return request_error(e.what());
+    }
+  }
+  return reply;
 }
 
 // Serves one client request; a command is answered once what it changed is in the store (the

@@ -11,22 +11,6 @@ namespace cohort::actors {
 
 namespace res = cohort::core::resources;
 
-const char* to_string(job_state s) {
-  switch (s) {
-    case job_state::pending: return "PENDING";
-    case job_state::running: return "RUNNING";
-    case job_state::restarting: return "RESTARTING";
-    case job_state::succeeded: return "SUCCEEDED";
-    case job_state::failed: return "FAILED";
-    case job_state::stopped: return "STOPPED";
-  }
-  return "UNKNOWN";
-}
-
-bool is_terminal(job_state s) {
-  return s == job_state::succeeded || s == job_state::failed || s == job_state::stopped;
-}
-
 namespace {
 
 double offered_gpus(const node_info& node) {
@@ -662,6 +646,25 @@ std::map<std::string, double> head_state::available(const std::string& node) con
   for (const auto& n : nodes_)
     if (n.name() == node) return n.available().quantities();
   return {};
+}
+
+memory_plan plan_rank_memory(const config::job_spec& spec) {
+  memory_plan out;
+  if (spec.workload != config::workload_kind::causal_lm) return out;
+  const auto e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model));
+  const auto& r = e.per_rank;
+  out.known = true;
+  out.parameters = e.model.parameters;
+  out.setting = e.setting;
+  out.device_bytes = r.device_bytes;
+  out.host_bytes = r.host_bytes;
+  out.steady_host_bytes = r.steady_host_bytes;
+  out.load_peak_host_bytes = r.load_peak_host_bytes;
+  out.activation_bytes = r.activation_bytes;
+  for (const auto& i : r.items) out.items.push_back({i.name, i.bytes, i.on_device ? "gpu" : "host"});
+  out.cuda_context_bytes = spec.scaling.use_gpu ? core::train::cuda_context_bytes : 0.0;
+  out.rank0_extra_host_bytes = e.rank0_extra_host_bytes;
+  return out;
 }
 
 }  // namespace cohort::actors

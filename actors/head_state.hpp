@@ -203,4 +203,9 @@ class head_state {
   std::int64_t next_job_number_ = 1;
 };
 
+// What each rank of `spec` needs in GPU memory and host RAM, item by item (`submit plan`, from
+// the model's config.json alone): known false for a job that is not causal_lm. Throws
+// std::invalid_argument naming the model field when the model's shape cannot be read.
+memory_plan plan_rank_memory(const config::job_spec& spec);
+
 }  // namespace cohort::actors

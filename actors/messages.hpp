@@ -401,12 +401,37 @@ struct plan_request {
   static constexpr std::uint32_t wire_id = 39;
   std::string spec_json;
 };
+// One item of what a rank needs, as core/train/memory_estimate.hpp counts it.
+struct memory_plan_item {
+  static constexpr std::uint32_t wire_id = 64;
+  std::string name;   // e.g. "fp32 master shard"
+  double bytes = 0;
+  std::string where;  // "gpu" or "host"
+};
+// What every rank of a causal_lm job needs in GPU memory and host RAM, computed by the head from
+// the model's config.json (core/train/memory_estimate.hpp), so that the client needs no engine.
+// known false: not a causal_lm job, nothing estimated.
+struct memory_plan {
+  static constexpr std::uint32_t wire_id = 65;
+  bool known = false;
+  std::int64_t parameters = 0;
+  std::string setting;  // "ZeRO-3, bf16, offload_param cpu" and the like
+  double device_bytes = 0;  // per rank, cuda_context_bytes included
+  double host_bytes = 0;    // per rank: max(steady, load peak)
+  double steady_host_bytes = 0;
+  double load_peak_host_bytes = 0;
+  double activation_bytes = 0;
+  std::vector<memory_plan_item> items;
+  double cuda_context_bytes = 0;      // 0 for CPU jobs
+  double rank0_extra_host_bytes = 0;  // rank 0's export staging buffer
+};
 struct plan_reply {
   static constexpr std::uint32_t wire_id = 40;
   std::string status;  // "placed", "pending" or "infeasible"
   std::string trainer_node;
   std::vector<std::string> rank_nodes;
   std::string reason;
+  memory_plan memory;  // when placed
 };
 
 // → node, for failure drills: kill the worker of rank `rank` of `job_id` as a crash would.
@@ -652,8 +677,21 @@ typename Inspector::result_type inspect(Inspector& f, plan_request& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, memory_plan_item& x) {
+  return f(caf::meta::type_name("memory_plan_item"), x.name, x.bytes, x.where);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, memory_plan& x) {
+  return f(caf::meta::type_name("memory_plan"), x.known, x.parameters, x.setting, x.device_bytes,
+           x.host_bytes, x.steady_host_bytes, x.load_peak_host_bytes, x.activation_bytes, x.items,
+           x.cuda_context_bytes, x.rank0_extra_host_bytes);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
-  return f(caf::meta::type_name("plan_reply"), x.status, x.trainer_node, x.rank_nodes, x.reason);
+  return f(caf::meta::type_name("plan_reply"), x.status, x.trainer_node, x.rank_nodes, x.reason,
+           x.memory);
 }
 
 template <class Inspector>

@@ -1,3 +1,4 @@
+// Maps a DeepSpeed config onto the job spec's fields (see deepspeed_mapping.hpp).
 #include "config/deepspeed_mapping.hpp"
 
 #include <algorithm>

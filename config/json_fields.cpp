@@ -1,3 +1,4 @@
+// Path-aware reading of JSON values for the config parsers (see json_fields.hpp).
 #include "config/json_fields.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Reading and checking NODES.json, the cluster node descriptions (see nodes_spec.hpp).
 #include "config/nodes_spec.hpp"
 
 #include <algorithm>

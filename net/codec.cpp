@@ -1,3 +1,4 @@
+// The frame codec: msgpack [protocol_version, type_id, body] per ZeroMQ frame (see codec.hpp).
 #include "net/codec.hpp"
 
 #include <new>

@@ -1,3 +1,4 @@
+// The cluster's credentials file and the head's key store (see credentials.hpp).
 #include "net/credentials.hpp"
 
 #include <cerrno>

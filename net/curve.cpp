@@ -1,3 +1,4 @@
+// CURVE keys (Z85 text) and the socket settings that encrypt every connection (see curve.hpp).
 #include "net/curve.hpp"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+// Structural check of a msgpack frame against frame_limits, before decoding (see frame_check.hpp).
 #include "net/frame_check.hpp"
 
 #include <stdexcept>

@@ -1,3 +1,4 @@
+// Why a frame was refused, and per-reason counters (see frame_error.hpp).
 #include "net/frame_error.hpp"
 
 #include <numeric>

@@ -1,3 +1,4 @@
+// Pieces shared by the server and client poll loops (see loop_support.hpp).
 #include "net/loop_support.hpp"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// The inspector that fills a message from msgpack, checking every field (see msgpack_reader.hpp).
 #include "net/msgpack_reader.hpp"
 
 #include <vector>

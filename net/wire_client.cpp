@@ -1,3 +1,4 @@
+// The node's / client's side of the wire (see wire_client.hpp).
 #include "net/wire_client.hpp"
 
 #include "net/credentials.hpp"

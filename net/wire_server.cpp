@@ -1,3 +1,4 @@
+// The head's side of the wire (see wire_server.hpp).
 #include "net/wire_server.hpp"
 
 #include "net/credentials.hpp"

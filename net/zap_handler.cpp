@@ -1,3 +1,4 @@
+// The ZAP handler of one ZeroMQ context (see zap_handler.hpp).
 #include "net/zap_handler.hpp"
 
 #include <sodium.h>

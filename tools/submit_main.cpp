@@ -1,91 +1,51 @@
-// submit: the user's client.
-//   submit plan JOB.json [--nodes NODES.json]   where the job would run (offline, or live cluster)
+// submit: the user's client, light enough to run in a shell loop: it links no libtorch and no
+// actor system, and starts in milliseconds.
+//   submit plan JOB.json [--nodes NODES.json]   where the job would run (the live cluster, or
+//                                               NODES.json offline)
 //   submit run JOB.json [--follow]              submit to the cluster (--local: embedded cluster)
 //   submit status JOB [--json] | list [--json] | logs JOB [-f] | checkpoint JOB | release JOB
 //   | stop JOB | drain NODE | undrain NODE
 // The cluster is --address / $COHORT_ADDRESS (a list of heads: the one that leads answers; a
 // standby's "not the leader; the leader is X" is followed) with --credentials /
 // $COHORT_CREDENTIALS; a client that shares the store (--store, or a credentials file inside it)
-// also finds the leader from the store's leader record. `run` without any address or store runs on
-// a cluster embedded in this process.
+// also finds the leader from the store's leader record. What needs the engine runs in
+// cohort-local, the program beside this one, with the same arguments: `run` without any address
+// or store (or with --local) on a cluster embedded there, and `plan --nodes` (the head's placement
+// and memory rules over listed nodes). The head computes a live plan's memory itself.
 // Exit codes: 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage or bad input.
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <boost/program_options.hpp>
-
-#include "actors/head_state.hpp"
-#include "actors/local_cluster.hpp"
 #include "config/job_spec.hpp"
-#include "config/nodes_spec.hpp"
 #include "core/resources/placement.hpp"
 #include "core/train/job_preflight.hpp"
-#include "core/train/memory_estimate.hpp"
 #include "net/bridge_messages.hpp"
-#include "net/credentials.hpp"
 #include "net/json_inspector.hpp"
 #include "tools/cluster_client.hpp"
-#include "tools/machine.hpp"
+#include "tools/plan_output.hpp"
 #include "tools/progress_printer.hpp"
+#include "tools/submit_options.hpp"
 
-namespace po = boost::program_options;
 using namespace cohort;
+using tools::exit_failed;
+using tools::exit_ok;
+using tools::exit_usage;
+using options = tools::submit_options;
 
 namespace {
 
-constexpr int exit_ok = 0;
-constexpr int exit_failed = 1;
-constexpr int exit_usage = 2;
 constexpr const char* default_address = "127.0.0.1:7411";
-
-const char* usage_text =
-    "usage: submit [options] COMMAND [ARG]\n"
-    "  plan JOB.json [--nodes NODES.json]  where the job's trainer and ranks would run, and the\n"
-    "                                      GPU memory and host RAM each rank needs [--json]\n"
-    "  run JOB.json [--follow]             submit a job (prints its id first); --local or no\n"
-    "                                      address nor --store: run it on an embedded cluster\n"
-    "                                      and follow it\n"
-    "  status JOB [--json]                 a job's state, placement, attempts and failures\n"
-    "  list [--json]                       every job, and the nodes with their GPUs\n"
-    "  logs JOB [-f]                       the workers' output (-f: keep following)\n"
-    "  checkpoint JOB                      save a checkpoint of a running job after its next step\n"
-    "  release JOB                         let a job held at run.hold_before_step go on\n"
-    "  stop JOB                            stop a job\n"
-    "  drain NODE                          take a node out of service: its jobs save an emergency\n"
-    "                                      checkpoint and move to other nodes; nothing new is\n"
-    "                                      placed on it until undrain\n"
-    "  undrain NODE                        make a drained node take placements again\n";
-
-struct options {
-  std::string command, arg, address, credentials, nodes, store;
-  bool local = false, follow = false, json = false;
-  double num_cpus = 0;
-  std::optional<double> num_gpus;
-};
-
-// The embedded cluster's nodes: NODES.json's, or this machine with its CPUs, memory and GPUs.
-std::vector<actors::node_info> local_nodes(const options& o) {
-  std::vector<actors::node_info> infos;
-  if (!o.nodes.empty()) {
-    for (const auto& n : config::load_nodes_file(o.nodes)) infos.push_back(actors::node_info{n.name, n.resources});
-    return infos;
-  }
-  actors::node_info local{"local",
-                          {{"CPU", o.num_cpus > 0 ? o.num_cpus : tools::machine_cpus()},
-                           {"memory", tools::machine_memory_bytes()}}};
-  tools::add_gpu_offer(local, tools::machine_gpu_offer(o.num_gpus, "--num-gpus"));
-  return {local};
-}
 
 std::unique_ptr<tools::cluster_client> connect(const options& o) {
   if (o.credentials.empty())
@@ -148,141 +108,37 @@ config::job_spec load_run_spec(const std::string& path) {
   return spec;
 }
 
-int run_local(const options& o) {
-  auto spec = load_run_spec(o.arg);
-  if (config::has_holds(spec.run)) {
-    const bool one = spec.run.hold_before_step > 0;
-    std::cerr << "submit: " << (one ? "run.hold_before_step " : "run.hold_before_steps ")
-              << (one ? spec.run.hold_before_step : spec.run.hold_before_steps.front())
-              << ": the cluster embedded in this process has no `submit release`, so the job would "
-                 "hold forever; run it on a cluster (--address), or remove the hold\n";
-    return exit_usage;
-  }
-  std::vector<actors::node_info> infos;
-  try {
-    infos = local_nodes(o);
-  } catch (const core::resources::resource_error& e) {
-    std::cerr << "submit: " << e.what() << "\n";
-    return exit_usage;
-  }
-  std::vector<core::resources::node_inventory> inventories;
-  for (const auto& n : infos)
-    inventories.emplace_back(n.name, core::resources::resource_set(n.resources));
-  actors::head_state judge;  // the head's own rule for GPU counts no node can ever hold
-  for (const auto& n : infos) judge.add_node(n);
-  if (auto refusal = judge.gpu_refusal(spec); !refusal.empty()) {
-    std::cerr << "submit: job " << spec.name << " can never run on this local cluster: "
-              << (core::resources::cuda_build() || o.num_gpus ? refusal
-                                                              : std::string("scaling.use_gpu: ") +
-                                                                    core::resources::no_cuda_text)
-              << "\n";
-    return exit_usage;
-  }
-  auto check = core::resources::plan_job(spec, inventories);
-  if (check.status == core::resources::placement_status::infeasible) {
-    std::cerr << "submit: job " << spec.name << " can never run on this local cluster: "
-              << check.reason << "\n(give the embedded node more with --num-cpus, or "
-              << "describe nodes with --nodes)\n";
-    return exit_usage;
-  }
-  actors::local_cluster cluster(infos);
-  auto id = cluster.submit(config::to_json_text(spec));
-  std::cout << id << std::endl;
-  tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);
-  auto last = cluster.follow(id, std::chrono::hours(24 * 365),
-                             [&](const actors::job_event& e) { printer.on_event(e); });
-  printer.finish(last);
-  return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
-}
-
-// The plan's memory section: what one rank needs (item by item, on the GPU and in host RAM) and
-// each rank's node. Without a model config (not a causal_lm job): nothing.
-nlohmann::json memory_section(const config::job_spec& spec, const core::resources::placement& plan) {
-  if (spec.workload != config::workload_kind::causal_lm) return nullptr;
-  const auto e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model));
-  const auto& r = e.per_rank;
-  nlohmann::json items = nlohmann::json::array();
-  for (const auto& i : r.items)
-    items.push_back({{"name", i.name}, {"bytes", i.bytes}, {"where", i.on_device ? "gpu" : "host"}});
-  nlohmann::json ranks = nlohmann::json::array();
-  for (std::size_t i = 0; i < plan.rank_nodes.size(); ++i)
-    ranks.push_back({{"rank", i}, {"node", plan.rank_nodes[i]}, {"device_bytes", r.device_bytes},
-                     {"host_bytes", r.host_bytes + (i == 0 ? e.rank0_extra_host_bytes : 0)}});
-  return {{"parameters", e.model.parameters},
-          {"setting", e.setting},
-          {"per_rank", {{"device_bytes", r.device_bytes}, {"host_bytes", r.host_bytes},
-                        {"steady_host_bytes", r.steady_host_bytes},
-                        {"load_peak_host_bytes", r.load_peak_host_bytes},
-                        {"activation_bytes", r.activation_bytes}, {"items", items}}},
-          {"cuda_context_bytes", spec.scaling.use_gpu ? core::train::cuda_context_bytes : 0.0},
-          {"rank0_extra_host_bytes", e.rank0_extra_host_bytes},
-          {"ranks", ranks}};
-}
-
-void print_plan(const std::string& name, const core::resources::placement& plan,
-                const nlohmann::json& memory) {
-  using core::train::format_memory;
-  std::cout << "job " << name << ": trainer on " << plan.trainer_node << "\n";
-  if (memory.is_null()) {
-    for (std::size_t i = 0; i < plan.rank_nodes.size(); ++i)
-      std::cout << "  rank " << i << " on " << plan.rank_nodes[i] << "\n";
-    return;
-  }
-  for (const auto& rank : memory["ranks"])
-    std::cout << "  rank " << rank["rank"].get<int>() << " on " << rank["node"].get<std::string>()
-              << ": GPU " << format_memory(rank["device_bytes"].get<double>()) << ", host "
-              << format_memory(rank["host_bytes"].get<double>()) << "\n";
-  const auto& r = memory["per_rank"];
-  std::cout << "memory per rank (" << memory["setting"].get<std::string>() << ", "
-            << memory["parameters"].get<std::int64_t>() << " parameters):\n";
-  for (const auto& i : r["items"]) {
-    std::string label = i["name"].get<std::string>();
-    label.resize(std::max<std::size_t>(label.size(), 28), ' ');
-    std::cout << "  " << label << " " << format_memory(i["bytes"].get<double>()) << "  "
-              << i["where"].get<std::string>() << "\n";
-  }
-  std::cout << "  GPU " << format_memory(r["device_bytes"].get<double>()) << "; host "
-            << format_memory(r["host_bytes"].get<double>()) << " (steady "
-            << format_memory(r["steady_host_bytes"].get<double>()) << ", load peak "
-            << format_memory(r["load_peak_host_bytes"].get<double>()) << "); rank 0 exports with "
-            << format_memory(memory["rank0_extra_host_bytes"].get<double>()) << " more\n";
-}
-
+// `submit plan JOB` against the live cluster: the head places the job on its nodes and computes
+// what each rank needs (it reads the model's config.json; nothing is started).
 int plan(const options& o) {
   auto spec = config::load_job_spec(o.arg);
-  core::resources::placement_result result;
-  if (!o.nodes.empty()) {
-    // The head's own placement and memory admission, over the listed nodes.
-    actors::head_state head;
-    for (const auto& n : config::load_nodes_file(o.nodes)) {
-      actors::node_info info{n.name, n.resources};
-      info.gpu_memory_bytes = n.gpu_memory_bytes;
-      head.add_node(info);
-    }
-    result = head.plan(spec);
-  } else {
-    auto reply = connect(o)->ask(actors::plan_request{config::to_json_text(spec)});
-    result.status = reply.status == "placed"    ? core::resources::placement_status::placed
-                    : reply.status == "pending" ? core::resources::placement_status::pending
-                                                : core::resources::placement_status::infeasible;
-    result.reason = reply.reason;
-    result.plan.trainer_node = reply.trainer_node;
-    result.plan.rank_nodes = reply.rank_nodes;
-  }
-  if (result.status != core::resources::placement_status::placed) {
-    std::cerr << "submit plan: no placement for job " << spec.name << " ("
-              << core::resources::to_string(result.status) << "): " << result.reason << "\n";
+  auto reply = connect(o)->ask(actors::plan_request{config::to_json_text(spec)});
+  if (reply.status != "placed") {
+    std::cerr << "submit plan: no placement for job " << spec.name << " (" << reply.status
+              << "): " << reply.reason << "\n";
     return exit_usage;
   }
-  const auto memory = memory_section(spec, result.plan);
-  if (!o.json) {
-    print_plan(spec.name, result.plan, memory);
-    return exit_ok;
-  }
-  auto out = nlohmann::json::parse(core::resources::plan_json_text(result.plan));
-  if (!memory.is_null()) out["memory"] = memory;
-  std::cout << out.dump() << "\n";
+  core::resources::placement placement;
+  placement.trainer_node = reply.trainer_node;
+  placement.rank_nodes = reply.rank_nodes;
+  if (o.json) std::cout << tools::plan_json(placement, reply.memory).dump() << "\n";
+  else tools::print_plan(std::cout, spec.name, placement, reply.memory);
   return exit_ok;
+}
+
+// Replaces this process with cohort-local (the same directory as this program) given the same
+// arguments. Returns only when it cannot be started.
+int exec_local(char** argv) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const auto program = (ec ? std::filesystem::path(argv[0]).parent_path() : self.parent_path()) / "cohort-local";
+  std::string name = "cohort-local";
+  argv[0] = name.data();
+  ::execv(program.c_str(), argv);
+  std::cerr << "submit: cannot start " << program.string() << " (" << std::strerror(errno)
+            << "): `submit --local` and `submit plan --nodes` run there; install it beside submit, "
+               "or give the cluster with --address\n";
+  return exit_failed;
 }
 
 // "0,1" for GPU indices.
@@ -448,7 +304,7 @@ int remote(const options& o) {
     });
     return exit_ok;
   }
-  std::cerr << "submit: unknown command \"" << o.command << "\"\n" << usage_text;
+  std::cerr << "submit: unknown command \"" << o.command << "\"\n" << tools::submit_usage;
   return exit_usage;
 }
 
@@ -457,66 +313,12 @@ int remote(const options& o) {
 int main(int argc, char** argv) {
   // A peer that went away must show up as EPIPE on its connection, not end this process.
   ::signal(SIGPIPE, SIG_IGN);
-  po::options_description desc("options");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("address", po::value<std::string>(),
-       "the heads, HOST:PORT[,HOST:PORT...]: the one that leads answers (default $COHORT_ADDRESS, "
-       "else the store's leader record, else 127.0.0.1:7411)")
-      ("store", po::value<std::string>(),
-       "the cluster store, when this client shares it: the leader is found from its leader record "
-       "and the credentials default to <store>/cluster/credentials.json")
-      ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
-      ("local", "run on a cluster embedded in this process")
-      ("nodes", po::value<std::string>(), "NODES.json: the nodes to plan for, or to embed with --local")
-      ("num-cpus", po::value<double>()->default_value(0), "CPUs of the embedded node (0: this machine's)")
-      ("num-gpus", po::value<double>(),
-       "GPUs of the embedded node (default: every GPU found; CUDA_VISIBLE_DEVICES honoured)")
-      ("follow,f", "stream progress (run) or output (logs) until the job ends")
-      ("json", "print JSON (plan, status, list)")
-      ("command", po::value<std::string>(), "")
-      ("arg", po::value<std::string>(), "");
-  po::positional_options_description positional;
-  positional.add("command", 1).add("arg", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "submit: " << e.what() << "\n" << usage_text;
-    return exit_usage;
-  }
-  if (vm.count("help") || !vm.count("command")) {
-    std::cout << usage_text << "\n" << desc;
-    return vm.count("help") ? exit_ok : exit_usage;
-  }
-  options o;
-  o.command = vm["command"].as<std::string>();
-  o.arg = vm.count("arg") ? vm["arg"].as<std::string>() : "";
-  o.address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
-  o.store = vm.count("store") ? vm["store"].as<std::string>() : "";
-  o.credentials = vm.count("credentials") ? vm["credentials"].as<std::string>()
-                                          : tools::env_or("COHORT_CREDENTIALS", "");
-  if (o.credentials.empty() && !o.store.empty())
-    o.credentials = net::credentials_file_in(o.store).string();
-  o.nodes = vm.count("nodes") ? vm["nodes"].as<std::string>() : "";
-  o.local = vm.count("local") != 0;
-  o.follow = vm.count("follow") != 0;
-  o.json = vm.count("json") != 0;
-  o.num_cpus = vm["num-cpus"].as<double>();
-  if (vm.count("num-gpus")) o.num_gpus = vm["num-gpus"].as<double>();
-  const bool needs_arg = o.command != "list";
-  if (needs_arg && o.arg.empty()) {
-    std::cerr << "submit " << o.command << ": "
-              << (o.command == "run" || o.command == "plan"          ? "JOB.json"
-                  : o.command == "drain" || o.command == "undrain" ? "NODE (a node name)"
-                                                                   : "JOB (a job id)")
-              << " is missing\n" << usage_text;
-    return exit_usage;
-  }
+  auto parsed = tools::parse_submit_options(argc, argv);
+  if (auto* code = std::get_if<int>(&parsed)) return *code;
+  const auto& o = std::get<options>(parsed);
+  if (tools::runs_without_cluster(o)) return exec_local(argv);
   try {
     if (o.command == "plan") return plan(o);
-    if (o.command == "run" && (o.local || (o.address.empty() && o.store.empty()))) return run_local(o);
     return remote(o);
   } catch (const config::spec_error& e) {
     std::cerr << "submit: " << e.what() << "\n";

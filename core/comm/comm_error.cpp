@@ -1,3 +1,4 @@
+// The one error type of cohort::core::comm (stores and collectives) (see comm_error.hpp).
 #include "core/comm/comm_error.hpp"
 
 namespace cohort::core::comm {

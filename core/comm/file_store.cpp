@@ -1,3 +1,4 @@
+// A store on a directory (one machine, or a shared NFS / ReadWriteMany mount) (see file_store.hpp).
 #include "core/comm/file_store.hpp"
 
 #include "core/comm/comm_error.hpp"

@@ -1,3 +1,4 @@
+// The Gloo backend of process_group for CPU tensors (see gloo_process_group.hpp).
 #include "core/comm/gloo_process_group.hpp"
 
 #include "core/comm/abort_link.hpp"

@@ -1,3 +1,4 @@
+// Lets Gloo bootstrap through any cohort store (see gloo_store_adapter.hpp).
 #include "core/comm/gloo_store_adapter.hpp"
 
 #include "core/comm/comm_error.hpp"

@@ -1,3 +1,4 @@
+// An in-process store (a map under a mutex) (see memory_store.hpp).
 #include "core/comm/memory_store.hpp"
 
 #include "core/comm/comm_error.hpp"

@@ -1,3 +1,4 @@
+// The NCCL backend of process_group for CUDA tensors (see nccl_process_group.hpp).
 #include "core/comm/nccl_process_group.hpp"
 
 #include "core/comm/abort_link.hpp"

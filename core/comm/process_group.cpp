@@ -1,3 +1,4 @@
+// The collective interface (as c10d's ProcessGroup) (see process_group.hpp).
 #include "core/comm/process_group.hpp"
 
 #include "core/comm/abort_link.hpp"

@@ -1,3 +1,4 @@
+// The rendezvous key-value store that bootstraps a collective group (see store.hpp).
 #include "core/comm/store.hpp"
 
 #include "core/comm/comm_error.hpp"

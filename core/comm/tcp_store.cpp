@@ -1,3 +1,4 @@
+// The client of tcp_store_server: one TCP connection, one request at a time (see tcp_store.hpp).
 #include "core/comm/tcp_store.hpp"
 
 #include "core/comm/comm_error.hpp"

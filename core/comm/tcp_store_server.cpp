@@ -1,3 +1,4 @@
+// The TCP rendezvous store server the job's trainer owns (see tcp_store_server.hpp).
 #include "core/comm/tcp_store_server.hpp"
 
 #include "core/comm/comm_error.hpp"

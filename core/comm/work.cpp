@@ -1,3 +1,4 @@
+// The handle of one asynchronous collective (as c10d's Work) (see work.hpp).
 #include "core/comm/work.hpp"
 
 #include "core/comm/collective_wait.hpp"

@@ -1,3 +1,4 @@
+// The engine's view of a dataset: one rank's micro-batches, step by step (see batch_loader.hpp).
 #include "core/data/batch_loader.hpp"
 
 #include <utility>

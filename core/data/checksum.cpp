@@ -1,3 +1,4 @@
+// Streaming XXH64 (the xxHash 64-bit digest) for shard checksums (see checksum.hpp).
 #include "core/data/checksum.hpp"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// A token-shard dataset opened read-only through mmap (see dataset.hpp).
 #include "core/data/dataset.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The on-disk token-shard format: manifest.json and the shard files (see format.hpp).
 #include "core/data/format.hpp"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// A read-only memory mapping of one whole file (RAII; movable, not copyable) (see mapped_file.hpp).
 #include "core/data/mapped_file.hpp"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// A seeded bijection of [0, n), O(1) per index (see permutation.hpp).
 #include "core/data/permutation.hpp"
 
 #include <stdexcept>

@@ -1,3 +1,4 @@
+// The deterministic distributed sampler (see sampler.hpp).
 #include "core/data/sampler.hpp"
 
 #include <string>

@@ -1,3 +1,4 @@
+// Writes a token-shard dataset sample by sample (see shard_writer.hpp).
 #include "core/data/shard_writer.hpp"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+// Integrity checks of a dataset (see verify.hpp).
 #include "core/data/verify.hpp"
 
 #include <algorithm>

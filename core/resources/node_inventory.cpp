@@ -1,3 +1,4 @@
+// What one cluster node has: total, free, alive (see node_inventory.hpp).
 #include "core/resources/node_inventory.hpp"
 
 namespace cohort::core::resources {

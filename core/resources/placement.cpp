@@ -1,3 +1,4 @@
+// Placement of a job's bundles on cluster nodes with Ray's strategies (see placement.hpp).
 #include "core/resources/placement.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Resource sets: quantities by name (CPU, GPU, memory, custom tags) (see resource_set.hpp).
 #include "core/resources/resource_set.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Added tokens of a Hugging Face tokenizer (special and not) (see added_vocabulary.hpp).
 #include "core/tokenizer/added_vocabulary.hpp"
 
 #include <algorithm>

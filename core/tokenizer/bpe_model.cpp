@@ -1,3 +1,4 @@
+// The Hugging Face "BPE" model: merges by rank, byte_fallback, unk (see bpe_model.hpp).
 #include "core/tokenizer/bpe_model.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// Hugging Face tokenizer.json decoders (see decoder.hpp).
 #include "core/tokenizer/decoder.hpp"
 
 #include <nlohmann/json.hpp>

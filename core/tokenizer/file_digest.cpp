@@ -1,3 +1,4 @@
+// Reads a tokenizer file whole and names its content by SHA-256 (see file_digest.hpp).
 #include "core/tokenizer/file_digest.hpp"
 
 #include <sodium.h>

@@ -1,3 +1,4 @@
+// A Hugging Face tokenizer.json with a BPE model (see hf_tokenizer.hpp).
 #include "core/tokenizer/hf_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// Checked access to tokenizer.json fields (see json_fields.hpp).
 #include "core/tokenizer/json_fields.hpp"
 
 #include "core/tokenizer/tokenizer.hpp"

@@ -1,3 +1,4 @@
+// Hugging Face tokenizer.json normalizers as plain string transforms (see normalizer.hpp).
 #include "core/tokenizer/normalizer.hpp"
 
 #include <nlohmann/json.hpp>

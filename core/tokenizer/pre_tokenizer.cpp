@@ -1,3 +1,4 @@
+// Hugging Face tokenizer.json pre-tokenizers (see pre_tokenizer.hpp).
 #include "core/tokenizer/pre_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>

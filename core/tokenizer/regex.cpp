@@ -1,3 +1,4 @@
+// A compiled PCRE2 pattern and the onig-style patterns tokenizer.json uses (see regex.hpp).
 #include "core/tokenizer/regex.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8

@@ -1,3 +1,4 @@
+// A sentencepiece tokenizer.model through libsentencepiece (see sentencepiece_tokenizer.hpp).
 #include "core/tokenizer/sentencepiece_tokenizer.hpp"
 
 #include "core/tokenizer/file_digest.hpp"

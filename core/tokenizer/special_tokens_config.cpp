@@ -1,3 +1,4 @@
+// The bos / eos / pad token strings kept next to a tokenizer file (see special_tokens_config.hpp).
 #include "core/tokenizer/special_tokens_config.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// Unicode helpers the tokenizers share (see unicode.hpp).
 #include "core/tokenizer/unicode.hpp"
 
 #include <unicode/locid.h>

@@ -516,7 +516,10 @@ TEST_CASE("submit plan prints each rank's GPU memory and host RAM, and refuses w
   const auto human = c.submit({"plan", job, "--nodes", nodes(24e9)});
   INFO(human.out << human.err);
   REQUIRE(human.exit_code == 0);
-  CHECK_THAT(human.out, Catch::Contains("rank 1 on g1: GPU 1.0 GiB, host ") &&
+  CHECK_THAT(human.out, Catch::Contains("job planned: 2 ranks on 1 node, trainer on g1") &&
+                            Catch::Contains("NODE  RANKS\n  g1    0,1\n") &&
+                            Catch::Contains("RANK  NODE  GPU MEMORY  HOST RAM") &&
+                            Catch::Contains("\n  1     g1    1.0 GiB     ") &&
                             Catch::Contains("memory per rank (ZeRO-2, bf16, no offload") &&
                             Catch::Contains("CUDA context and allocator"));
 
@@ -536,12 +539,20 @@ TEST_CASE("submit plan against a running cluster places the job on its nodes wit
   const auto plan = c.submit({"plan", job});
   INFO(plan.out << plan.err);
   REQUIRE(plan.exit_code == 0);
-  CHECK_THAT(plan.out, Catch::Contains("rank 0 on n1: ") && Catch::Contains("rank 1 on n1: ") &&
+  // The head computed each rank's memory: the client has no engine to do it.
+  CHECK_THAT(plan.out, Catch::Contains("NODE  RANKS\n  n1    0,1\n") &&
+                           Catch::Contains("\n  0     n1    ") && Catch::Contains("\n  1     n1    ") &&
                            Catch::Contains("memory per rank (ZeRO-2, fp32, no offload"));
   const auto as_json = c.submit({"plan", job, "--json"});
   INFO(as_json.out << as_json.err);
   REQUIRE(as_json.exit_code == 0);
-  CHECK(json::parse(as_json.out)["ranks"] == json::array({"n1", "n1"}));
+  const auto live = json::parse(as_json.out);
+  CHECK(live["ranks"] == json::array({"n1", "n1"}));
+  CHECK(live["memory"]["setting"] == "ZeRO-2, fp32, no offload");
+  REQUIRE(live["memory"]["ranks"].size() == 2);
+  CHECK(live["memory"]["ranks"][0]["host_bytes"].get<double>() ==
+        live["memory"]["per_rank"]["host_bytes"].get<double>() +
+            live["memory"]["rank0_extra_host_bytes"].get<double>());
   const auto list = c.submit({"list", "--json"});
   REQUIRE(list.exit_code == 0);
   CHECK(json::parse(list.out)["jobs"].empty());  // planning submitted nothing
@@ -584,7 +595,7 @@ TEST_CASE("every client request of the protocol table gets its real reply from a
   const auto job = c.write_job(spec.dump());
 
   // plan_request → plan_reply: the placement on the live node, nothing submitted.
-  CHECK_THAT(ok(c.submit({"plan", job}), "plan"), Catch::Contains("rank 1 on n1: "));
+  CHECK_THAT(ok(c.submit({"plan", job}), "plan"), Catch::Contains("\n  1     n1    "));
   CHECK(json::parse(c.submit({"plan", job, "--json"}).out)["ranks"] == json::array({"n1", "n1"}));
   // submit_job → job_accepted: the new job's id.
   const auto id = first_line(ok(c.submit({"run", job}), "run"));
@@ -626,6 +637,36 @@ TEST_CASE("every client request of the protocol table gets its real reply from a
     ++requests;
   });
   CHECK(requests == actors::client_calls::size);
+}
+
+TEST_CASE("submit following a job's output runs without libtorch, and --help lists only user "
+          "options",
+          "[cluster][client]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto id = start_job(c, c.write_job(holding(lr_job("light", 1, 3, 0, 0, c.dir().str() + "/runs"), 2)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 2); }, 60s);
+  // A running `submit logs -f` that has printed the job's output is past its start: every library
+  // it loads is mapped.
+  cohort::test::running_process follower({c.program("submit"), "logs", id, "-f"},
+                                         {{"COHORT_ADDRESS", c.address()},
+                                          {"COHORT_CREDENTIALS", c.credentials()}});
+  follower.wait_for_line("held before step 2", 60s);
+  std::ifstream maps_file("/proc/" + std::to_string(follower.pid()) + "/maps");
+  const std::string maps((std::istreambuf_iterator<char>(maps_file)), std::istreambuf_iterator<char>());
+  INFO(maps);
+  CHECK_THAT(maps, Catch::Contains("libzmq"));  // the client's own libraries are listed
+  CHECK_THAT(maps, !Catch::Contains("libtorch") && !Catch::Contains("libc10"));
+  release(c, id);
+  REQUIRE(follower.wait_for_exit(60s));
+  CHECK(c.status(id)["state"] == "SUCCEEDED");
+
+  const auto help = c.submit({"--help"});
+  INFO(help.out << help.err);
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("--address") && Catch::Contains("--local"));
+  CHECK_THAT(help.out, !Catch::Contains("--command") && !Catch::Contains("--arg"));
 }
 
 TEST_CASE("relative paths in a spec are resolved by submit against the spec's directory, whatever the "

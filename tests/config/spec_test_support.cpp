@@ -1,3 +1,4 @@
+// Test support for the config tests (see spec_test_support.hpp).
 #include <nlohmann/json.hpp>
 
 #include "tests/config/spec_test_support.hpp"

@@ -1,3 +1,4 @@
+// Example wire messages for the net tests and the fuzz target (see example_messages.hpp).
 #include "tests/net/example_messages.hpp"
 
 #include <limits>

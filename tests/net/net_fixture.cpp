@@ -1,3 +1,4 @@
+// Helpers for the socket tests (see net_fixture.hpp).
 #include "tests/net/net_fixture.hpp"
 
 #include <thread>

@@ -1,3 +1,4 @@
+// The cohort-data subcommands (see commands.hpp).
 #include "tools/cohort-data/commands.hpp"
 
 #include <boost/program_options.hpp>

@@ -1,3 +1,4 @@
+// `cohort-model tokenize`: a text's token ids as JSON (see tokenize_command.hpp).
 #include "tools/cohort-model/tokenize_command.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// Builds a token-shard dataset from text or jsonl (see builder.hpp).
 #include "core/data/build/builder.hpp"
 
 #include <algorithm>

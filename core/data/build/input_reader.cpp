@@ -1,3 +1,4 @@
+// Streams builder input in bounded chunks (see input_reader.hpp).
 #include "core/data/build/input_reader.hpp"
 
 #include <algorithm>

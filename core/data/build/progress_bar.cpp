@@ -1,3 +1,4 @@
+// A progress line on stderr for long builds (see progress_bar.hpp).
 #include "core/data/build/progress_bar.hpp"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// Turns tokenized records into samples for the shard writer (see sample_packer.hpp).
 #include "core/data/build/sample_packer.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SFT prompt templates: literal text with {field} placeholders (see sft_template.hpp).
 #include "core/data/build/sft_template.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,3 +1,4 @@
+// Tests of the batch loader: each rank's micro-batches, step by step.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <vector>

@@ -1,3 +1,4 @@
+// Tests of the dataset builder: text and jsonl into token shards.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>

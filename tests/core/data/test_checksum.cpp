@@ -1,3 +1,4 @@
+// Tests of the streaming XXH64 checksum against known digests.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <string>

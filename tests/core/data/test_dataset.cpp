@@ -1,3 +1,4 @@
+// Tests of opening, reading and verifying token-shard datasets.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>

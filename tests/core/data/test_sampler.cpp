@@ -1,3 +1,4 @@
+// Tests of the deterministic distributed sampler.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <set>

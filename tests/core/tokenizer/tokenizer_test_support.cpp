@@ -1,3 +1,4 @@
+// Helpers shared by the tokenizer tests (see tokenizer_test_support.hpp).
 #include "tests/core/tokenizer/tokenizer_test_support.hpp"
 
 #include "core/tokenizer/unicode.hpp"

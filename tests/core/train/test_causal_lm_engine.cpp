@@ -1,3 +1,4 @@
+// Tests of the causal-LM engine: it learns, and every ZeRO stage computes the same training.
 #include <algorithm>
 #include <cmath>
 #include <string>

@@ -1,3 +1,4 @@
+// Tests of the learning-rate schedules.
 #include <catch2/catch.hpp>
 
 #include <cmath>

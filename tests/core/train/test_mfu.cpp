@@ -1,3 +1,4 @@
+// Tests of the model FLOPs utilisation (MFU) of a training run.
 #include "core/train/mfu.hpp"
 
 #include <catch2/catch.hpp>
