@@ -461,6 +461,9 @@ class chaos_run {
       }
     }
     const auto s = wait([&](const json& s) {
+      // A preempted attempt saved the held step, so after the last hold its successor holds no
+      // more and may finish the job before it is seen running.
+      if (f.kind == fault_kind::node_term && s["state"] == "SUCCEEDED") return s["attempts"] > attempt;
       if (!running_held(s)) return false;
       return restarts ? s["attempts"] > attempt : (s["attempts"] > attempt || s["held_before_step"] == step);
     }, 300s, "recovery from " + std::string(name_of(f.kind)));
