@@ -267,18 +267,23 @@ void etcd_store::append_sequenced(std::int64_t epoch, const std::string& job_id,
       auto it = next.find(job_id);
       if (it == next.end() || retried) it = next.insert_or_assign(job_id, last_seq(dir)).first;
       auto seq = it->second;
+      const auto last = seq + std::int64_t(end - begin);
+      // Records that the cap would drop at once are not written; the delete covers only keys
+      // older than this txn's (etcd refuses a txn that names one key twice).
+      const auto first = std::max(seq + 1, last - kept + 1);
       auto compares = nlohmann::json::array({fence(epoch)});
       require_job_compare(compares, job_id);
-      compares.push_back(compare(dir + seq_name(seq + 1), "CREATE", "EQUAL", 0));
+      compares.push_back(compare(dir + seq_name(first), "CREATE", "EQUAL", 0));
       auto ops = nlohmann::json::array();
       std::string first_value;
       for (auto i = begin; i < end; ++i) {
-        if (stamp_seq) records[i]["seq"] = seq + 1 + std::int64_t(i - begin);
+        const auto n = seq + 1 + std::int64_t(i - begin);
+        if (stamp_seq) records[i]["seq"] = n;
+        if (n < first) continue;
         auto text = records[i].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-        if (i == begin) first_value = text;
-        ops.push_back(put(dir + seq_name(seq + 1 + std::int64_t(i - begin)), text));
+        if (n == first) first_value = text;
+        ops.push_back(put(dir + seq_name(n), text));
       }
-      const auto last = seq + std::int64_t(end - begin);
       if (last > kept) ops.push_back(delete_range(dir, dir + seq_name(last - kept + 1)));
       auto answer = txn(compares, ops);
       if (answer.value("succeeded", false)) {
@@ -288,7 +293,7 @@ void etcd_store::append_sequenced(std::int64_t epoch, const std::string& job_id,
       explain_failure(epoch, job_id);
       // The key was taken: this txn applied with its answer lost (the first record is ours),
       // or another store object appended meanwhile (read the last number again).
-      auto there = get(dir + seq_name(seq + 1));
+      auto there = get(dir + seq_name(first));
       if (there && there->value == first_value) {
         it->second = last;
         break;
