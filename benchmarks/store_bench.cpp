@@ -2,7 +2,8 @@
 // actor is) holds the lease and, for --writes rounds, writes a job's state, appends a history line
 // and appends one output line: the writes of a job's state change and its output. Prints write
 // calls per second and the mean latency of each kind, for the directory (--dir) and, when given,
-// an etcd cluster (--etcd etcd://HOST:PORT[,...]; a fresh prefix per run, left in etcd).
+// an etcd cluster (--etcd etcd://HOST:PORT[,...]; a fresh prefix per run, left in etcd). It
+// renews the lease every 10 s (ttl 30 s), outside the timed writes.
 #include <boost/program_options.hpp>
 #include <unistd.h>
 
@@ -28,7 +29,13 @@ void run(const std::string& name, const std::string& location, int writes) {
   const auto id = db->create_job(epoch, R"({"name": "bench", "scaling": {"num_workers": 2}})");
   double state_s = 0, event_s = 0, log_s = 0;
   const auto t0 = clock_type::now();
+  auto renewed = clock_type::now();
   for (int i = 0; i < writes; ++i) {
+    if (clock_type::now() - renewed > std::chrono::seconds(10)) {  // as the head: every ttl/3
+      if (!db->lease().renew(epoch, std::chrono::seconds(30)))
+        throw std::runtime_error(location + ": lost the lease");
+      renewed = clock_type::now();
+    }
     auto t = clock_type::now();
     db->write_state(epoch, id, {{"status", "RUNNING"}, {"attempts", 1}, {"step", i}});
     auto t1 = clock_type::now();
@@ -40,7 +47,8 @@ void run(const std::string& name, const std::string& location, int writes) {
     event_s += std::chrono::duration<double>(t2 - t1).count();
     log_s += std::chrono::duration<double>(t3 - t2).count();
   }
-  const double total = std::chrono::duration<double>(clock_type::now() - t0).count();
+  (void)t0;
+  const double total = state_s + event_s + log_s;
   std::printf("%-9s %6d rounds  %8.0f writes/s  state %7.3f ms  event %7.3f ms  log %7.3f ms\n",
               name.c_str(), writes, 3.0 * writes / total, 1e3 * state_s / writes,
               1e3 * event_s / writes, 1e3 * log_s / writes);

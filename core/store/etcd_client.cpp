@@ -125,6 +125,7 @@ struct etcd_client::connection {
   httplib::Client client;
   explicit connection(const etcd_endpoint& e) : endpoint(e), client(e.host, e.port) {
     client.set_keep_alive(true);
+    client.set_tcp_nodelay(true);  // else Nagle and delayed ACKs add 40 ms to every request
     client.set_connection_timeout(1, 0);
     client.set_read_timeout(5, 0);
     client.set_write_timeout(5, 0);
