@@ -1,7 +1,11 @@
 // The etcd backend of the cluster store (see etcd_store.hpp for the keys and the protocol).
 #include "core/store/etcd_store.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <random>
 #include <cstdio>
 
 #include "core/store/job_ids.hpp"
@@ -198,6 +202,11 @@ std::string etcd_store::create_job(std::int64_t epoch, const std::string& spec_j
                           " bytes; the etcd store keeps specs of at most " +
                           std::to_string(record_cap_bytes) + " bytes");
   const auto counter = key("next_job_id");
+  // The counter holds "<last id number> <token of the create that took it>": a create that
+  // finds its txn applied (its answer lost, then retried) knows it by the token.
+  static std::atomic<std::uint64_t> creates{0};
+  const auto token = std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()) +
+                     "-" + std::to_string(++creates);
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::int64_t last = 0, mod = 0;
     if (auto c = get(counter)) {
@@ -207,22 +216,20 @@ std::string etcd_store::create_job(std::int64_t epoch, const std::string& spec_j
         throw store_error(store_error_kind::corrupt, counter,
                           "etcd key " + counter + " must hold a job number, got '" + c->value + "'");
       }
+      if (c->value.size() > token.size() + 1 &&
+          c->value.compare(c->value.size() - token.size(), token.size(), token) == 0)
+        return format_job_id(last);  // an earlier try of this create was applied
       mod = c->mod_revision;
     }
     const auto id = format_job_id(last + 1);
     auto answer = txn(nlohmann::json::array({fence(epoch), compare(counter, "MOD", "EQUAL", mod),
                                              compare(key("specs/" + id), "CREATE", "EQUAL", 0)}),
-                      nlohmann::json::array({put(counter, std::to_string(last + 1)),
+                      nlohmann::json::array({put(counter, std::to_string(last + 1) + " " + token),
                                              put(key("specs/" + id), spec_json)}));
     if (answer.value("succeeded", false)) return id;
     explain_failure(epoch, "");
-    // The counter moved: another store object took the id, or this very txn was applied and its
-    // answer lost (then retried on another endpoint): then the spec under the id is ours.
-    auto mine = get(key("specs/" + id));
-    auto now_counter = get(counter);
-    if (mine && mine->value == spec_json && now_counter && now_counter->value == std::to_string(last + 1) &&
-        now_counter->mod_revision == mine->create_revision)
-      return id;
+    // The counter moved (another store object took the id), or this very txn was applied and
+    // its answer lost: the next read of the counter tells.
   }
   throw store_error(store_error_kind::io, counter,
                     "could not take a job id from " + counter + " in 100 tries: too many writers");

@@ -11,8 +11,9 @@
 //                         creates P/leader (its epoch is then its mod_revision) and on every
 //                         change, so the epoch survives the leader key and a stale writer is told
 //                         who took over.
-//   P/next_job_id         the job counter (decimal), advanced by a txn that compares its
-//                         mod_revision, so two writers never get one id.
+//   P/next_job_id         the job counter "<last number> <token of the create that took it>",
+//                         advanced by a txn that compares its mod_revision, so two writers
+//                         never get one id.
 //   P/specs/<id>, P/states/<id>              the spec verbatim, the state with "epoch"
 //   P/events/<id>/<seq:020>, P/logs/<id>/<seq:020>   one key per history line / output line
 //   P/nodes/<name>
@@ -30,7 +31,9 @@
 // etcd_events_kept history lines (older keys are deleted in the same txn that adds new ones);
 // a spec, state or node record over 1 MiB is refused (etcd's request limit is 1.5 MiB).
 // Requests fail over between endpoints (etcd_client.hpp). A write whose answer was lost and was
-// retried is recognised (its key holds what this store wrote), so it is applied once.
+// retried is applied once: create_job knows its own by a token in the counter; an append by its
+// first record being there already, byte for byte (records carry seq, ts and epoch; two store
+// objects appending identical records at one epoch in one millisecond would be taken as one).
 // Not thread-safe: one owner per object.
 #pragma once
 
