@@ -325,3 +325,17 @@ TEST_CASE("Killing an etcd member, or the etcd leader, during writes loses no ac
   CHECK((*reader->load_job(id)->state)["n"] == acked.back());
   CHECK(reader->lease().current()->epoch == epoch);
 }
+
+TEST_CASE("An etcd store none of whose endpoints answers fails with an io error naming each",
+          "[core][store][etcd]") {
+  // Ports 1 and 9 on loopback: nothing listens there (privileged, no such services in tests).
+  store::etcd_store db(store::parse_etcd_location("etcd://127.0.0.1:1,127.0.0.1:9/x"), {},
+                       store::system_clock_ms, 300ms);
+  try {
+    db.list_jobs();
+    FAIL("no error");
+  } catch (const store::store_error& e) {
+    CHECK(e.kind() == store::store_error_kind::io);
+    CHECK_THAT(e.what(), Catch::Contains("127.0.0.1:1: ") && Catch::Contains("127.0.0.1:9: "));
+  }
+}
