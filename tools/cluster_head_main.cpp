@@ -145,7 +145,11 @@ int main(int argc, char** argv) {
                   << address << ": " << e.what() << ")" << std::endl;
       }
       while (!lease) {
-        if (tools::wait_for_termination_signal_for(lease_ttl / 4) != 0) {
+        // An etcd store wakes the standby as soon as the leader key goes; a signal is then
+        // seen within a quarter ttl (the longest a watch waits).
+        const bool watched = store->lease().wait_for_change(lease_ttl / 4);
+        if (tools::wait_for_termination_signal_for(watched ? std::chrono::milliseconds(0)
+                                                           : lease_ttl / 4) != 0) {
           std::cout << "cluster-head: stopped (a standby)" << std::endl;
           return 0;
         }

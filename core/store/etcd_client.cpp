@@ -190,4 +190,40 @@ nlohmann::json etcd_client::call(const std::string& path, const nlohmann::json& 
                         std::to_string(call_timeout_.count()) + " ms (" + why + ")");
 }
 
+bool etcd_client::watch(const nlohmann::json& create_request, std::chrono::milliseconds timeout) {
+  const auto& e = location_.endpoints[current_];
+  httplib::Client client(e.host, e.port);
+  client.set_tcp_nodelay(true);
+  client.set_connection_timeout(1, 0);
+  const auto ms = std::max<long long>(1, timeout.count());
+  client.set_read_timeout(ms / 1000, (ms % 1000) * 1000);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v3/watch";
+  req.body = nlohmann::json{{"create_request", create_request}}.dump();
+  req.set_header("Content-Type", "application/json");
+  bool changed = false;
+  std::string buffer;
+  // The gateway streams one JSON object per line: first "created", then batches of "events".
+  req.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
+    buffer.append(data, length);
+    for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
+      auto line = nlohmann::json::parse(buffer.substr(0, nl), nullptr, false);
+      buffer.erase(0, nl + 1);
+      if (line.is_discarded()) continue;
+      auto result = line.value("result", nlohmann::json::object());
+      if (line.contains("error") || result.value("canceled", false)) return false;
+      if (result.contains("events")) {
+        changed = true;
+        return false;  // ends the request
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  client.send(req, res, error);
+  return changed;
+}
+
 }  // namespace cohort::core::store

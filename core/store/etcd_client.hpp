@@ -47,6 +47,11 @@ class etcd_client {
   // store_error invalid when etcd refused the request itself (4xx, with etcd's message).
   nlohmann::json call(const std::string& path, const nlohmann::json& body);
 
+  // Opens a watch (/v3/watch with `create_request`) on the endpoint that answered last, on a
+  // connection of its own, and blocks until it reports an event (true) or `timeout` passed or
+  // the watch failed (false).
+  bool watch(const nlohmann::json& create_request, std::chrono::milliseconds timeout);
+
   const etcd_location& location() const { return location_; }
 
  private:

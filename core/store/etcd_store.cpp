@@ -459,6 +459,24 @@ std::optional<lease_record> etcd_lease::current() const {
   return r;
 }
 
+bool etcd_lease::wait_for_change(std::chrono::milliseconds timeout) {
+  std::optional<etcd_store::kv> held;
+  try {
+    held = store_.get(store_.key("leader"));
+  } catch (const store_error&) {
+    return false;  // etcd unreachable: the caller waits and polls
+  }
+  if (!held) return true;  // no leader now: try to take it at once
+  const auto start = std::chrono::steady_clock::now();
+  if (store_.client_.watch(
+          {{"key", b64(held->key)}, {"start_revision", std::to_string(held->mod_revision + 1)}},
+          timeout))
+    return true;
+  // No event: it waited out the timeout (true), or the watch failed early (false: the caller
+  // waits, rather than asking again at once).
+  return std::chrono::steady_clock::now() - start >= timeout * 9 / 10;
+}
+
 std::int64_t etcd_lease::current_epoch() const {
   auto r = current();
   return r ? r->epoch : 0;

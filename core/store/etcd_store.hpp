@@ -24,6 +24,7 @@
 // txn whose first compare is "P/leader's create_revision == epoch" (epoch 0: "P/last_leader
 // never existed"), so the write of a head whose lease expired or was taken lands nowhere, even
 // if it believes it still leads; there is no one-write window as with the directory.
+// Standbys watch P/leader (wait_for_change) instead of only polling it.
 // Renewing keeps the etcd lease alive (/v3/lease/keepalive); the ttl is the one given when the
 // lease was acquired. While P/leader exists the lease is live: current() reports it as expiring
 // ttl_ms from now (an upper bound); once etcd deleted it, the last leader's record, expired.
@@ -58,6 +59,10 @@ class etcd_lease : public lease_service {
   bool release(std::int64_t epoch) override;
   std::optional<lease_record> current() const override;
   std::int64_t current_epoch() const override;
+  // Watches P/leader from just after its last change: returns at once when it is gone, else
+  // when etcd reports it deleted or rewritten, or after `timeout`. True (it waited) unless
+  // etcd did not answer or the watch failed early.
+  bool wait_for_change(std::chrono::milliseconds timeout) override;
 
  private:
   etcd_store& store_;

@@ -69,6 +69,13 @@ class lease_service {
   virtual bool release(std::int64_t epoch) = 0;
   virtual std::optional<lease_record> current() const = 0;
   virtual std::int64_t current_epoch() const = 0;
+  // For a standby: blocks up to `timeout` or until the lease may have changed hands (etcd: the
+  // leader key was deleted or rewritten), whichever comes first. Returns false at once when the
+  // backend cannot watch (the directory): the caller then waits and polls acquire() itself.
+  virtual bool wait_for_change(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return false;
+  }
 };
 
 // The lease kept as files of a store directory (the protocol above).

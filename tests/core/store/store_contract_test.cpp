@@ -339,3 +339,35 @@ TEST_CASE("An etcd store none of whose endpoints answers fails with an io error 
     CHECK_THAT(e.what(), Catch::Contains("127.0.0.1:1: ") && Catch::Contains("127.0.0.1:9: "));
   }
 }
+
+TEST_CASE("A standby watching the etcd leader key wakes when the leader gives the lease up",
+          "[core][store][etcd]") {
+  const auto location = shared_etcd().location(fresh_prefix());
+  auto a = store::open_cluster_store(location);
+  auto b = store::open_cluster_store(location);
+  auto held = a->lease().acquire("head-a", "a:1", 10s);
+  REQUIRE(held);
+  std::atomic<bool> woke{false};
+  std::chrono::steady_clock::duration waited{};
+  std::thread standby([&] {
+    const auto start = std::chrono::steady_clock::now();
+    woke = b->lease().wait_for_change(60s);
+    waited = std::chrono::steady_clock::now() - start;
+  });
+  // The standby's watch starts after the leader key's last change, so a release at any moment
+  // from here on wakes it.
+  REQUIRE(a->lease().release(held->epoch));
+  standby.join();
+  CHECK(woke);
+  CHECK(waited < 30s);  // the release woke it, not the 60 s timeout
+  auto taken = b->lease().acquire("head-b", "b:1", 10s);
+  REQUIRE(taken);
+  CHECK(taken->epoch > held->epoch);
+}
+
+TEST_CASE("A directory store cannot watch its lease: wait_for_change returns false at once",
+          "[core][store]") {
+  cohort::test::temp_dir dir("store");
+  store::cluster_store db(dir.path());
+  CHECK_FALSE(db.lease().wait_for_change(60s));
+}
