@@ -16,14 +16,22 @@ namespace cohort::core::store {
 
 class cluster_store {
  public:
-  // Opens (creating the directories of) the directory store at `dir`.
-  explicit cluster_store(std::filesystem::path dir, store_options options = {},
+  // Opens the store at `location`: an etcd store for "etcd://..." (etcd_store.hpp), else the
+  // directory store there (creating its directories). Throws store_error invalid naming what is
+  // wrong with a bad etcd location.
+  explicit cluster_store(std::filesystem::path location, store_options options = {},
                          clock_ms now = system_clock_ms);
   // Over any backend (non-null).
   explicit cluster_store(std::unique_ptr<store_backend> backend);
 
   // Where the store lives ("/shared/store", "etcd://h1:2379/cohort").
   std::string location() const { return backend_->location(); }
+  // The same as a path: what the constructor takes to open this store again.
+  const std::filesystem::path& dir() const { return location_; }
+  // What this object was opened with: another object on the same store (another thread's
+  // owner) opens it the same way: cluster_store(dir(), options(), clock()).
+  const store_options& options() const { return backend_->options(); }
+  const clock_ms& clock() const { return backend_->clock(); }
   // The leader lease of this store; what fence checks compare against.
   lease_service& lease() { return backend_->lease(); }
   const lease_service& lease() const { return backend_->lease(); }
@@ -63,6 +71,7 @@ class cluster_store {
 
  private:
   std::unique_ptr<store_backend> backend_;
+  std::filesystem::path location_;
 };
 
 // Whether `location` names an etcd store ("etcd://...") rather than a directory.

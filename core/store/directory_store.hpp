@@ -23,6 +23,8 @@ class directory_store : public store_backend {
                            clock_ms now = system_clock_ms);
 
   const std::filesystem::path& dir() const { return dir_; }
+  const store_options& options() const override { return options_; }
+  const clock_ms& clock() const override { return now_; }
   std::string location() const override { return dir_.string(); }
   // The leader lease of this store (same clock); what fence checks compare against.
   leader_lease& lease() override { return lease_; }

@@ -75,6 +75,8 @@ class etcd_store : public store_backend {
                       clock_ms now = system_clock_ms,
                       std::chrono::milliseconds call_timeout = std::chrono::seconds(5));
 
+  const store_options& options() const override { return options_; }
+  const clock_ms& clock() const override { return now_; }
   std::string location() const override { return client_.location().text; }
   lease_service& lease() override { return lease_; }
   const lease_service& lease() const override { return lease_; }

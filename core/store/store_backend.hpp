@@ -49,6 +49,9 @@ class store_backend {
 
   // Where the store lives, for messages ("/shared/store", "etcd://h1:2379/cohort").
   virtual std::string location() const = 0;
+  // What the backend was opened with.
+  virtual const store_options& options() const = 0;
+  virtual const clock_ms& clock() const = 0;
   virtual lease_service& lease() = 0;
   virtual const lease_service& lease() const = 0;
 

@@ -88,6 +88,11 @@ TEST_CASE("Every store backend gives increasing job ids and keeps specs and stat
         store::store_error_kind::not_found);
   // A second store object continues the counter.
   CHECK(reopened->create_job(epoch, spec_text) == "job-0003");
+  // Opened again the way it was opened (as a second owner on another thread does), it is the
+  // same store.
+  store::cluster_store like(db->dir(), db->options(), db->clock());
+  CHECK(like.location() == db->location());
+  CHECK(like.list_jobs().size() == 3);
 }
 
 TEST_CASE("Every store backend appends history and numbered log lines, across store objects",
