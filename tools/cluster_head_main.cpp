@@ -1,6 +1,7 @@
 // cluster-head: the head of a cluster. Serves nodes and clients over CURVE on 127.0.0.1 (or
 // --bind), keeps every job in the store, and recovers the job table from it when restarted.
-// On first start it creates the cluster's keys and <store>/cluster/credentials.json.
+// On first start it creates the cluster's keys and <store>/cluster/credentials.json (with an etcd
+// store, --store etcd://HOST:PORT[,...][/prefix], under --keys-dir instead).
 // A second head on the same store waits as a standby until the leader's lease expires; meanwhile
 // it serves its address and answers every client request and node hello with "not the leader;
 // the leader is X" (net::not_leader), which clients and nodes follow.
@@ -34,10 +35,15 @@ int main(int argc, char** argv) {
   // A peer that went away must show up as EPIPE on its connection, not end this process.
   ::signal(SIGPIPE, SIG_IGN);
   tools::block_termination_signals();
-  po::options_description desc("usage: cluster-head --store DIR [options]");
+  po::options_description desc("usage: cluster-head --store DIR|etcd://HOST:PORT[,...][/prefix] [options]");
   desc.add_options()
       ("help,h", "show this help")
-      ("store", po::value<std::string>(), "the cluster store directory (shared storage)")
+      ("store", po::value<std::string>(),
+       "the cluster store: a directory on shared storage (the default kind), or an etcd cluster "
+       "etcd://HOST:PORT[,HOST:PORT...][/prefix] (prefix default /cohort)")
+      ("keys-dir", po::value<std::string>(),
+       "with an etcd store: the directory holding the cluster's keys (cluster/credentials.json, "
+       "cluster/server_key.json), created on first start; every head of the cluster needs a copy")
       ("port", po::value<std::uint16_t>()->default_value(7411), "port to serve on (0: any free)")
       ("bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")
       ("advertise", po::value<std::string>(),
@@ -70,6 +76,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto store_dir = vm["store"].as<std::string>();
+  const bool on_etcd = core::store::is_etcd_location(store_dir);
+  if (on_etcd && !vm.count("keys-dir")) {
+    std::cerr << "cluster-head: --store " << store_dir
+              << " is an etcd store: give --keys-dir DIR, where the cluster's keys are kept "
+                 "(created on first start; copy it to every head)\n";
+    return 2;
+  }
+  if (!on_etcd && vm.count("keys-dir")) {
+    std::cerr << "cluster-head: --keys-dir is for an etcd store only; a directory store keeps "
+                 "the keys in <store>/cluster/\n";
+    return 2;
+  }
   const double timeout_s = vm["heartbeat-timeout"].as<double>();
   const double lease_s = vm["lease-ttl"].as<double>();
   const double grace_s = vm["step-down-grace"].as<double>();
@@ -96,8 +114,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto secrets = net::ensure_cluster_credentials(store_dir);
-    auto store = std::make_shared<core::store::cluster_store>(store_dir);
+    auto secrets =
+        net::ensure_cluster_credentials(on_etcd ? vm["keys-dir"].as<std::string>() : store_dir);
+    auto store = core::store::open_cluster_store(store_dir);
     const auto lease_ttl = std::chrono::milliseconds(static_cast<long>(lease_s * 1000));
     char host[256] = "head";
     ::gethostname(host, sizeof host - 1);
@@ -126,7 +145,11 @@ int main(int argc, char** argv) {
                   << address << ": " << e.what() << ")" << std::endl;
       }
       while (!lease) {
-        if (tools::wait_for_termination_signal_for(lease_ttl / 4) != 0) {
+        // An etcd store wakes the standby as soon as the leader key goes; a signal is then
+        // seen within a quarter ttl (the longest a watch waits).
+        const bool watched = store->lease().wait_for_change(lease_ttl / 4);
+        if (tools::wait_for_termination_signal_for(watched ? std::chrono::milliseconds(0)
+                                                           : lease_ttl / 4) != 0) {
           std::cout << "cluster-head: stopped (a standby)" << std::endl;
           return 0;
         }

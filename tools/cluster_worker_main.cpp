@@ -125,6 +125,12 @@ int main(int argc, char** argv) {
   const auto address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
   std::optional<std::filesystem::path> store;
   if (vm.count("store")) store = vm["store"].as<std::string>();
+  if (store && store->string().rfind("etcd://", 0) == 0) {
+    std::cerr << "cluster-worker: --store " << store->string()
+              << ": an etcd store names no head; give --address HEAD[,HEAD...] and --credentials "
+                 "FILE (<keys-dir>/cluster/credentials.json of cluster-head)\n";
+    return 2;
+  }
   const auto credentials_file =
       vm.count("credentials") ? vm["credentials"].as<std::string>()
       : store && tools::env_or("COHORT_CREDENTIALS", "").empty()

@@ -74,6 +74,12 @@ std::variant<submit_options, int> parse_submit_options(int argc, char** argv) {
   o.arg = vm.count("arg") ? vm["arg"].as<std::string>() : "";
   o.address = vm.count("address") ? vm["address"].as<std::string>() : env_or("COHORT_ADDRESS", "");
   o.store = vm.count("store") ? vm["store"].as<std::string>() : "";
+  if (o.store.rfind("etcd://", 0) == 0) {
+    std::cerr << "submit: --store " << o.store
+              << ": an etcd store names no head; give --address HEAD[,HEAD...] and --credentials "
+                 "FILE (<keys-dir>/cluster/credentials.json of cluster-head)\n";
+    return exit_usage;
+  }
   o.credentials = vm.count("credentials") ? vm["credentials"].as<std::string>()
                                           : env_or("COHORT_CREDENTIALS", "");
   if (o.credentials.empty() && !o.store.empty())

@@ -53,29 +53,55 @@ struct lease_record {
   static lease_record from_json(const std::filesystem::path& path, const nlohmann::json& j);
 };
 
-class leader_lease {
+// What a head needs of a leader lease, whatever keeps it (this directory protocol, or etcd:
+// core/store/etcd_store.hpp). The contract every backend keeps: at most one holder per epoch; a
+// new holder always gets a higher epoch than every earlier one; an epoch once lost is never held
+// again. The comments on leader_lease's methods below are the contract of each call.
+class lease_service {
+ public:
+  virtual ~lease_service() = default;
+  virtual std::optional<lease_record> acquire(const std::string& head_id,
+                                              const std::string& address,
+                                              std::chrono::milliseconds ttl) = 0;
+  virtual std::optional<lease_record> renew(std::int64_t epoch, std::chrono::milliseconds ttl) = 0;
+  virtual std::optional<lease_record> renew(std::int64_t epoch, std::chrono::milliseconds ttl,
+                                            const std::string& address) = 0;
+  virtual bool release(std::int64_t epoch) = 0;
+  virtual std::optional<lease_record> current() const = 0;
+  virtual std::int64_t current_epoch() const = 0;
+  // For a standby: blocks up to `timeout` or until the lease may have changed hands (etcd: the
+  // leader key was deleted or rewritten), whichever comes first. Returns false at once when the
+  // backend cannot watch (the directory): the caller then waits and polls acquire() itself.
+  virtual bool wait_for_change(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return false;
+  }
+};
+
+// The lease kept as files of a store directory (the protocol above).
+class leader_lease : public lease_service {
  public:
   explicit leader_lease(std::filesystem::path store_dir, clock_ms now = system_clock_ms);
 
   // Takes or keeps the lease for `head_id` (unique per head process, e.g. host:pid:random).
   // Returns the lease now held, or nullopt when another head holds it or won the race.
   std::optional<lease_record> acquire(const std::string& head_id, const std::string& address,
-                                      std::chrono::milliseconds ttl);
+                                      std::chrono::milliseconds ttl) override;
   // Extends the lease of `epoch` to now + ttl. nullopt when the lease was lost (a higher epoch
   // was claimed): the caller must stop acting as leader.
-  std::optional<lease_record> renew(std::int64_t epoch, std::chrono::milliseconds ttl);
+  std::optional<lease_record> renew(std::int64_t epoch, std::chrono::milliseconds ttl) override;
   // renew, publishing `address` as where the leader serves from now on (a head that asked for
   // any free port learns it only after it took the lease and bound). nullopt when lost.
   std::optional<lease_record> renew(std::int64_t epoch, std::chrono::milliseconds ttl,
-                                    const std::string& address);
+                                    const std::string& address) override;
   // Gives the lease up (expires it now) if `epoch` still holds it, so a standby takes over at
   // once. Returns false when it was already lost.
-  bool release(std::int64_t epoch);
+  bool release(std::int64_t epoch) override;
 
   // The lease of the highest epoch, expired or not; nullopt when no head ever held one.
-  std::optional<lease_record> current() const;
+  std::optional<lease_record> current() const override;
   // The highest epoch claimed so far; 0 when none. What fenced writes compare against.
-  std::int64_t current_epoch() const;
+  std::int64_t current_epoch() const override;
 
   const std::filesystem::path& store_dir() const { return store_dir_; }
 

@@ -123,6 +123,10 @@ std::unique_ptr<running_process> test_cluster::start_other_head(
   std::vector<std::string> argv{bin_ + "/cluster-head", "--store", store(), "--port",
                                 std::to_string(port), "--heartbeat-timeout", "3", "--lease-ttl",
                                 "3"};
+  if (!etcd_location_.empty()) {
+    argv[2] = etcd_location_;
+    argv.insert(argv.end(), {"--keys-dir", store()});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   return std::make_unique<running_process>(argv, std::map<std::string, std::string>{});
 }

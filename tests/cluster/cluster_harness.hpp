@@ -58,6 +58,9 @@ class test_cluster {
   // (a standby until the head's lease expires).
   std::unique_ptr<running_process> start_other_head(int port,
                                                     const std::vector<std::string>& extra_args = {});
+  // Heads started from now on keep their state in the etcd cluster at `location`
+  // ("etcd://..."), with the cluster's keys under store() (so credentials() stays where it is).
+  void use_etcd(const std::string& location) { etcd_location_ = location; }
   running_process& head() { return *head_; }
   void kill_head();
   // extra_args: more cluster-worker options, e.g. {"--memory", "1e6"}. working_dir: the directory
@@ -98,6 +101,7 @@ class test_cluster {
   temp_dir dir_{"cohort-cluster"};
   std::string bin_;
   int port_ = 0;
+  std::string etcd_location_;
   std::string address_override_;
   std::unique_ptr<running_process> head_;
   std::map<std::string, std::unique_ptr<running_process>> workers_;

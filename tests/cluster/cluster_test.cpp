@@ -15,9 +15,11 @@
 
 #include "actors/client_protocol.hpp"
 #include "core/resources/gpu_discovery.hpp"
+#include "core/store/cluster_store.hpp"
 #include "core/store/leader_lease.hpp"
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
+#include "tests/support/etcd_cluster.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/json_lines.hpp"
 
@@ -1640,4 +1642,46 @@ TEST_CASE("a cluster-worker killed with kill -9 and restarted under the same nam
   CHECK(s["step"] == 6);
   REQUIRE(s["failures"].size() >= 1);
   CHECK_THAT(s["failures"][0]["reason"].get<std::string>(), Catch::Contains("restarted") || Catch::Contains("lost"));
+}
+
+TEST_CASE("on an etcd store, after kill -9 of the leader head a standby head takes over from etcd "
+          "and the running job finishes in its first attempt",
+          "[cluster][etcd]") {
+  cohort::test::etcd_cluster etcd(3);
+  test_cluster c;
+  c.use_etcd(etcd.location("/cluster-test"));
+  c.start_head();
+  const int standby_port = cohort::test::free_port();
+  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
+  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
+  standby->wait_for_line("waiting as a standby", 60s);
+  const auto both = c.address() + "," + standby_address;
+  c.use_address(both);
+  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
+                                      "--credentials", c.credentials(), "--name", "n1",
+                                      "--num-cpus", "2"},
+                                     {});
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  const auto id = start_job(
+      c, c.write_job(holding(lr_job("on-etcd", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
+  c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
+
+  c.kill_head();  // kill -9: etcd expires its lease (3 s), the standby's acquire then wins
+  standby->wait_for_line("serving on", 60s);
+  node.wait_for_line("joined the leader at " + standby_address, 60s);
+  c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
+  release(c, id);
+  const auto done = c.wait_for(id, [](const json& s) {
+    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
+  }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  // The job's record lives in etcd, written by the new leader under its higher epoch.
+  auto db = cohort::core::store::open_cluster_store(etcd.location("/cluster-test"));
+  auto stored = db->load_job(id);
+  REQUIRE(stored);
+  REQUIRE(stored->state);
+  CHECK((*stored->state)["epoch"] == db->lease().current_epoch());
+  CHECK(db->lease().current()->address == standby_address);
 }

@@ -1,0 +1,160 @@
+// A real etcd cluster of `members` processes on 127.0.0.1 for tests: Debian's etcd binary (from
+// PATH; scripts/install-deps installs etcd-server), free ports, data under a temp dir. The
+// constructor returns once every member answers a linearizable read (the cluster has a leader);
+// the destructor kills (SIGKILL) and reaps every member still running. Members elect fast
+// (heartbeat 50 ms, election timeout 500 ms) so leases of 1 s are allowed and failovers are quick.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/store/etcd_client.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace cohort::test {
+
+class etcd_cluster {
+ public:
+  explicit etcd_cluster(int members = 3) : dir_("etcd") {
+    for (int i = 0; i < members; ++i) members_.push_back({free_port(), free_port(), -1});
+    std::string initial;
+    for (int i = 0; i < members; ++i)
+      initial += (i ? "," : "") + name(i) + "=" + peer_url(i);
+    for (int i = 0; i < members; ++i) start(i, initial);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int i = 0; i < members; ++i) {
+      core::store::etcd_client probe(
+          core::store::parse_etcd_location("etcd://127.0.0.1:" + std::to_string(members_[i].client)),
+          std::chrono::milliseconds(500));
+      for (;;) {
+        try {
+          probe.call("/v3/kv/range", {{"key", "AA=="}});  // a linearizable read: needs a leader
+          break;
+        } catch (const std::exception& e) {
+          if (std::chrono::steady_clock::now() > deadline)
+            throw std::runtime_error("etcd member " + name(i) + " did not become healthy within "
+                                     "60 s: " + e.what() + " (its log: " +
+                                     (dir_.path() / (name(i) + ".log")).string() + ")");
+        }
+      }
+    }
+  }
+  ~etcd_cluster() {
+    for (std::size_t i = 0; i < members_.size(); ++i) kill(static_cast<int>(i));
+  }
+  etcd_cluster(const etcd_cluster&) = delete;
+  etcd_cluster& operator=(const etcd_cluster&) = delete;
+
+  // "etcd://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C/<prefix>", members in `order` (default all).
+  std::string location(const std::string& prefix, std::vector<int> order = {}) const {
+    if (order.empty())
+      for (std::size_t i = 0; i < members_.size(); ++i) order.push_back(static_cast<int>(i));
+    std::string out = "etcd://";
+    for (std::size_t k = 0; k < order.size(); ++k)
+      out += (k ? "," : "") + std::string("127.0.0.1:") + std::to_string(members_[order[k]].client);
+    return out + prefix;
+  }
+  int size() const { return static_cast<int>(members_.size()); }
+  // The member that leads the etcd cluster now (asked of a running member); -1 when none says.
+  int leader() const {
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i].pid < 0) continue;
+      try {
+        core::store::etcd_client c(core::store::parse_etcd_location(
+                                       "etcd://127.0.0.1:" + std::to_string(members_[i].client)),
+                                   std::chrono::seconds(5));
+        auto status = c.call("/v3/maintenance/status", nlohmann::json::object());
+        auto leader_id = status.value("leader", nlohmann::json()).dump();
+        for (std::size_t j = 0; j < members_.size(); ++j) {
+          if (members_[j].pid < 0) continue;
+          core::store::etcd_client m(core::store::parse_etcd_location(
+                                         "etcd://127.0.0.1:" + std::to_string(members_[j].client)),
+                                     std::chrono::seconds(5));
+          auto s = m.call("/v3/maintenance/status", nlohmann::json::object());
+          if (s["header"].value("member_id", nlohmann::json()).dump() == leader_id)
+            return static_cast<int>(j);
+        }
+      } catch (const std::exception&) {
+      }
+    }
+    return -1;
+  }
+  // SIGKILLs member `i` and reaps it (no-op when it is not running).
+  void kill(int i) {
+    auto& m = members_[i];
+    if (m.pid < 0) return;
+    ::kill(m.pid, SIGKILL);
+    int status = 0;
+    ::waitpid(m.pid, &status, 0);
+    m.pid = -1;
+  }
+
+ private:
+  struct member {
+    int client, peer;
+    pid_t pid;
+  };
+  static std::string name(int i) { return "m" + std::to_string(i); }
+  std::string peer_url(int i) const {
+    return "http://127.0.0.1:" + std::to_string(members_[i].peer);
+  }
+  static int free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("etcd_cluster: cannot find a free port on 127.0.0.1");
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+  void start(int i, const std::string& initial) {
+    const auto client = "http://127.0.0.1:" + std::to_string(members_[i].client);
+    std::vector<std::string> args{"etcd",
+                                  "--name", name(i),
+                                  "--data-dir", (dir_.path() / name(i)).string(),
+                                  "--listen-client-urls", client,
+                                  "--advertise-client-urls", client,
+                                  "--listen-peer-urls", peer_url(i),
+                                  "--initial-advertise-peer-urls", peer_url(i),
+                                  "--initial-cluster", initial,
+                                  "--initial-cluster-token", "cohort-test",
+                                  "--initial-cluster-state", "new",
+                                  "--heartbeat-interval", "50",
+                                  "--election-timeout", "500"};
+    const auto log = (dir_.path() / (name(i) + ".log")).string();
+    pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("etcd_cluster: fork failed");
+    if (pid == 0) {
+      FILE* out = std::freopen(log.c_str(), "w", stdout);
+      if (out) ::dup2(::fileno(stdout), 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp("etcd", argv.data());
+      std::fprintf(stderr, "cannot run etcd: install etcd-server (scripts/install-deps)\n");
+      ::_exit(127);
+    }
+    members_[i].pid = pid;
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      throw std::runtime_error("etcd member " + name(i) + " exited at once; see " + log);
+  }
+
+  temp_dir dir_;
+  std::vector<member> members_;
+};
+
+}  // namespace cohort::test
