@@ -43,18 +43,10 @@ std::vector<actors::node_info> local_nodes(const options& o) {
   return {local};
 }
 
-// The spec of `submit run`, with what can be checked before the first attempt (see submit).
-config::job_spec load_run_spec(const std::string& path) {
-  auto spec = config::load_job_spec(path);
-  config::check_runnable(spec);
-  core::train::check_data_set(spec);
-  return spec;
-}
-
 // `submit run JOB.json` without a cluster: checks the job can ever run on the embedded node(s),
 // then runs it on a head and node embedded here (workers as threads) and follows it to its end.
 int run_local(const options& o) {
-  auto spec = load_run_spec(o.arg);
+  auto spec = core::train::load_runnable_spec(o.arg);
   if (config::has_holds(spec.run)) {
     const bool one = spec.run.hold_before_step > 0;
     std::cerr << "submit: " << (one ? "run.hold_before_step " : "run.hold_before_steps ")

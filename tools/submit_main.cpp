@@ -98,16 +98,6 @@ int follow_remote(tools::cluster_client& client, const std::string& id) {
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
 
-// The spec of `submit run`, with what can be checked before the first attempt: a spec over the
-// size and depth limits, a missing model or data set, a data set that is not one or too small
-// for one global batch (where data.train is visible here). Throws config::spec_error.
-config::job_spec load_run_spec(const std::string& path) {
-  auto spec = config::load_job_spec(path);
-  config::check_runnable(spec);
-  core::train::check_data_set(spec);
-  return spec;
-}
-
 // `submit plan JOB` against the live cluster: the head places the job on its nodes and computes
 // what each rank needs (it reads the model's config.json; nothing is started).
 int plan(const options& o) {
@@ -217,7 +207,7 @@ void print_log(const actors::log_line& l) {
 
 int remote(const options& o) {
   if (o.command == "run") {
-    auto spec = load_run_spec(o.arg);
+    auto spec = core::train::load_runnable_spec(o.arg);
     auto client = connect(o);
     auto accepted = client->ask(actors::submit_job{config::to_json_text(spec)});
     std::cout << accepted.job_id << std::endl;

@@ -35,4 +35,11 @@ void check_data_set(const config::job_spec& spec) {
                           "; use a smaller batch or more data");
 }
 
+config::job_spec load_runnable_spec(const std::string& path) {
+  auto spec = config::load_job_spec(path);
+  config::check_runnable(spec);
+  check_data_set(spec);
+  return spec;
+}
+
 }  // namespace cohort::core::train

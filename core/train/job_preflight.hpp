@@ -4,6 +4,8 @@
 // the job at once as bad input (see workload.hpp).
 #pragma once
 
+#include <string>
+
 #include "config/job_spec.hpp"
 
 namespace cohort::core::train {
@@ -13,5 +15,11 @@ namespace cohort::core::train {
 // grad_accum × num_workers samples). A path that does not exist here is skipped (it may exist on
 // the workers only). Throws config::spec_error naming data.train, the file and what is allowed.
 void check_data_set(const config::job_spec& spec);
+
+// The spec of a job about to be submitted, with what can be checked before its first attempt: a
+// spec over the size and depth limits, a missing model or data set, a data set that is not one
+// or too small for one global batch (where data.train is visible here). Throws
+// config::spec_error naming the file or field.
+config::job_spec load_runnable_spec(const std::string& path);
 
 }  // namespace cohort::core::train

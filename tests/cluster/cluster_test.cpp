@@ -30,6 +30,22 @@ using json = nlohmann::json;
 
 namespace {
 
+// A job's events.jsonl once its last line is in `state`: the head's store writer appends after
+// the head answers, so the file is read again until then (the test fails after `timeout`).
+std::vector<json> events_ending_in(test_cluster& c, const std::string& id, const std::string& state,
+                                   std::chrono::seconds timeout) {
+  const auto path = c.store() + "/jobs/" + id + "/events.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto events = cohort::test::read_json_lines(path);
+    if (!events.empty() && events.back()["state"] == state) return events;
+    if (std::chrono::steady_clock::now() > deadline) {
+      FAIL(path << " never ended in " << state << "; last: " << (events.empty() ? json() : events.back()).dump());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 bool is_terminal_state(const json& s) {
   return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || s["state"] == "STOPPED";
 }
@@ -196,8 +212,7 @@ TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, 
   CHECK(s["step"] == 10);
   CHECK(s["attempts"] == 1);
   std::set<std::string> states;
-  for (const auto& event : cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl"))
-    states.insert(event["state"]);
+  for (const auto& event : events_ending_in(c, id, "SUCCEEDED", 60s)) states.insert(event["state"]);
   CHECK(states.count("RUNNING") == 1);
   CHECK(states.count("SUCCEEDED") == 1);
 }
@@ -878,6 +893,30 @@ std::string credentials_outside_store(test_cluster& c) {
   return copy;
 }
 
+// A standby head on 127.0.0.2 (standing for another host) beside the cluster's leader, once it
+// waits; the cluster's clients are given both addresses from then on.
+struct standby_head {
+  std::unique_ptr<cohort::test::running_process> process;
+  std::string address;  // the standby's
+  std::string both;     // "leader,standby"
+};
+standby_head start_standby_elsewhere(test_cluster& c) {
+  const auto port = cohort::test::free_port();
+  standby_head h{c.start_other_head(port, {"--bind", "127.0.0.2"}), "127.0.0.2:" + std::to_string(port),
+                 ""};
+  h.process->wait_for_line("waiting as a standby", 60s);
+  h.both = c.address() + "," + h.address;
+  c.use_address(h.both);
+  return h;
+}
+
+// The command line of a cluster-worker named n1 with `cpus` CPUs that knows the heads `addresses`.
+std::vector<std::string> node_n1_args(test_cluster& c, const std::string& addresses,
+                                      const std::string& credentials, int cpus) {
+  return {c.program("cluster-worker"), "--address", addresses, "--credentials", credentials,
+          "--name", "n1", "--num-cpus", std::to_string(cpus)};
+}
+
 // `submit list --json` until `node` is listed; the listing.
 json wait_for_node(test_cluster& c, const std::string& node, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -964,17 +1003,11 @@ TEST_CASE("after the leader is killed a standby at another address takes over; n
   test_cluster c;
   c.start_head();
   // The standby on 127.0.0.2 stands for another host.
-  const int standby_port = cohort::test::free_port();
-  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
-  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
-  standby->wait_for_line("waiting as a standby", 60s);
-  const auto both = c.address() + "," + standby_address;
-  c.use_address(both);
+  auto elsewhere = start_standby_elsewhere(c);
+  auto& standby = elsewhere.process;
+  const auto standby_address = elsewhere.address, both = elsewhere.both;
   // The node does not share the store: only the list (and the standby's answers) lead it.
-  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
-                                      "--credentials", credentials_outside_store(c), "--name",
-                                      "n1", "--num-cpus", "2"},
-                                     {});
+  cohort::test::running_process node(node_n1_args(c, both, credentials_outside_store(c), 2), {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   wait_for_node(c, "n1", 60s);
   // Followed by `submit run --follow` given both heads, which must see it to the end.
@@ -1013,16 +1046,11 @@ TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; node
           "[cluster]") {
   test_cluster c;
   c.start_head();
-  const int standby_port = cohort::test::free_port();
-  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
-  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
-  standby->wait_for_line("waiting as a standby", 60s);
-  c.use_address(c.address() + "," + standby_address);
+  auto elsewhere = start_standby_elsewhere(c);
+  auto& standby = elsewhere.process;
+  const auto standby_address = elsewhere.address, both = elsewhere.both;
   // Its credentials lie in the store: the node also reads the leader record.
-  cohort::test::running_process node({c.program("cluster-worker"), "--address",
-                                      c.address() + "," + standby_address, "--credentials",
-                                      c.credentials(), "--name", "n1", "--num-cpus", "2"},
-                                     {});
+  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 2), {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   wait_for_node(c, "n1", 60s);
   const auto id = start_job(c, c.write_job(holding(lr_job("paused", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
@@ -1384,16 +1412,10 @@ TEST_CASE("after kill -9 of the leader a standby on another host address takes o
           "[cluster]") {
   test_cluster c;
   c.start_head();
-  const int standby_port = cohort::test::free_port();
-  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
-  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
-  standby->wait_for_line("waiting as a standby", 60s);
-  const auto both = c.address() + "," + standby_address;
-  c.use_address(both);
-  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
-                                      "--credentials", c.credentials(), "--name", "n1",
-                                      "--num-cpus", "2"},
-                                     {});
+  auto elsewhere = start_standby_elsewhere(c);
+  auto& standby = elsewhere.process;
+  const auto standby_address = elsewhere.address, both = elsewhere.both;
+  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 2), {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   wait_for_node(c, "n1", 60s);
   const auto runs = c.dir().str() + "/runs";
@@ -1450,10 +1472,8 @@ TEST_CASE("a SIGSTOPped leader woken after a standby took over steps down withou
   auto standby = c.start_other_head(standby_port);
   standby->wait_for_line("waiting as a standby", 60s);
   c.use_address(c.address() + "," + standby_address);
-  cohort::test::running_process node({c.program("cluster-worker"), "--address",
-                                      c.address() + "," + standby_address, "--credentials",
-                                      c.credentials(), "--name", "n1", "--num-cpus", "2"},
-                                     {});
+  cohort::test::running_process node(
+      node_n1_args(c, c.address() + "," + standby_address, c.credentials(), 2), {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   wait_for_node(c, "n1", 60s);
   const auto id = start_job(c, c.write_job(holding(lr_job("fenced", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
@@ -1470,6 +1490,7 @@ TEST_CASE("a SIGSTOPped leader woken after a standby took over steps down withou
   INFO(done.dump());
   CHECK(done["state"] == "SUCCEEDED");
   CHECK(done["attempts"] == 1);
+  events_ending_in(c, id, "SUCCEEDED", 60s);  // the new leader's writes are made
   const auto before = job_files(c, id);
   // Woken, the old leader still has the node's silence, the job and its timers to act on; it
   // must find itself fenced first.
@@ -1515,16 +1536,10 @@ TEST_CASE("a job that ends while no leader is reachable is taken as ended by the
           "[cluster]") {
   test_cluster c;
   c.start_head();
-  const int standby_port = cohort::test::free_port();
-  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
-  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
-  standby->wait_for_line("waiting as a standby", 60s);
-  const auto both = c.address() + "," + standby_address;
-  c.use_address(both);
-  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
-                                      "--credentials", c.credentials(), "--name", "n1",
-                                      "--num-cpus", "1"},
-                                     {});
+  auto elsewhere = start_standby_elsewhere(c);
+  auto& standby = elsewhere.process;
+  const auto standby_address = elsewhere.address, both = elsewhere.both;
+  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 1), {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   wait_for_node(c, "n1", 60s);
   const auto runs = c.dir().str() + "/runs";
@@ -1549,9 +1564,7 @@ TEST_CASE("a job that ends while no leader is reachable is taken as ended by the
   CHECK(cohort::test::read_json_lines(runs + "/ends/metrics.jsonl").size() == 6);
   // The attempt ended after the old leader died (its rank was stopped until then): the new leader
   // (epoch 2) recorded the end from the outcome the trainer kept for it.
-  const auto events = cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl");
-  REQUIRE_FALSE(events.empty());
-  CHECK(events.back()["state"] == "SUCCEEDED");
+  const auto events = events_ending_in(c, id, "SUCCEEDED", 60s);
   CHECK(events.back()["epoch"] == 2);
   CHECK(occurrences(c.submit({"logs", id}).out, "rank 0 done") == 1);
 }
@@ -1651,16 +1664,10 @@ TEST_CASE("on an etcd store, after kill -9 of the leader head a standby head tak
   test_cluster c;
   c.use_etcd(etcd.location("/cluster-test"));
   c.start_head();
-  const int standby_port = cohort::test::free_port();
-  const auto standby_address = "127.0.0.2:" + std::to_string(standby_port);
-  auto standby = c.start_other_head(standby_port, {"--bind", "127.0.0.2"});
-  standby->wait_for_line("waiting as a standby", 60s);
-  const auto both = c.address() + "," + standby_address;
-  c.use_address(both);
-  cohort::test::running_process node({c.program("cluster-worker"), "--address", both,
-                                      "--credentials", c.credentials(), "--name", "n1",
-                                      "--num-cpus", "2"},
-                                     {});
+  auto elsewhere = start_standby_elsewhere(c);
+  auto& standby = elsewhere.process;
+  const auto standby_address = elsewhere.address, both = elsewhere.both;
+  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 2), {});
   node.wait_for_line("joined the leader at " + c.address(), 60s);
   const auto id = start_job(
       c, c.write_job(holding(lr_job("on-etcd", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
