@@ -2,6 +2,7 @@
 // rank 0's node, and applies the failure policy when an attempt ends (logic in head_state).
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "actors/actor_system_types.hpp"
@@ -531,6 +532,20 @@ caf::behavior head_actor(head_ptr self, head_options options) {
             old != st.node_actors.end() && old->second != sender) {
           st.node_by_addr.erase(old->second.address());
           self->demonitor(old->second);
+          // A new process under the name (its predecessor's loss not yet seen): what was sent to
+          // the old one is lost, so an attempt placed there whose trainer has not started yet
+          // never will; it ends here (the down of the old actor, now unwatched, would have said
+          // so). Attempts with a started trainer end through that trainer's own loss.
+          for (const auto& id : st.logic.jobs_placed_on(hello.info.name)) {
+            const auto attempt = st.logic.find(id)->attempts - 1;
+            const bool started = std::any_of(st.trainers.begin(), st.trainers.end(), [&](const auto& t) {
+              return t.second.job_id == id && t.second.attempt == attempt;
+            });
+            if (started) continue;
+            st.logic.on_trainer_lost(id, attempt,
+                                     "node " + hello.info.name + " restarted before the attempt started");
+            notify_state(self, id);
+          }
         }
         self->monitor(sender);
         st.node_actors[hello.info.name] = sender;
