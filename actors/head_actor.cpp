@@ -502,7 +502,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           const auto trainer = watched->second.handle;
           st.trainers.erase(watched);
           self->demonitor(trainer);
-          self->send(trainer, stop_attempt{id, attempt, "node " + name + " was lost"});
+          command(self, trainer, stop_attempt{id, attempt, "node " + name + " was lost"});
           st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost with ranks of the attempt");
           notify_state(self, id);
           continue;
