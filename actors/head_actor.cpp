@@ -130,12 +130,19 @@ void persist(head_ptr self) {
   }
 }
 
+// The entry of `trainers` that watches the job's attempt, or trainers.end() (there is at most one).
+auto find_trainer(head_ptr self, const std::string& job_id, std::int32_t attempt) {
+  auto& trainers = self->state.trainers;
+  return std::find_if(trainers.begin(), trainers.end(), [&](const auto& t) {
+    return t.second.job_id == job_id && t.second.attempt == attempt;
+  });
+}
+
 // The trainer of the job's current attempt, when it has announced itself to this head (null
 // otherwise: a restarted head that has not adopted it yet).
 caf::actor current_trainer(head_ptr self, const job_record& r) {
-  for (const auto& [addr, ref] : self->state.trainers)
-    if (ref.job_id == r.id && ref.attempt == r.attempts - 1) return ref.handle;
-  return nullptr;
+  auto t = find_trainer(self, r.id, r.attempts - 1);
+  return t == self->state.trainers.end() ? nullptr : t->second.handle;
 }
 
 caf::error trainer_unknown(const job_record& r) {
@@ -159,13 +166,10 @@ void notify_state(head_ptr self, const std::string& job_id) {
 }
 
 void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attempt) {
-  for (auto it = self->state.trainers.begin(); it != self->state.trainers.end(); ++it) {
-    if (it->second.job_id == job_id && it->second.attempt == attempt) {
-      self->demonitor(it->second.handle);
-      self->state.trainers.erase(it);
-      return;
-    }
-  }
+  auto t = find_trainer(self, job_id, attempt);
+  if (t == self->state.trainers.end()) return;
+  self->demonitor(t->second.handle);
+  self->state.trainers.erase(t);
 }
 
 // Places what fits and asks the nodes to start the trainers. Followers of jobs that go (back)
@@ -491,9 +495,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       for (const auto& id : st.logic.jobs_placed_on(name)) {
         const auto* record = st.logic.find(id);
         const auto attempt = record->attempts - 1;
-        auto watched = st.trainers.end();
-        for (auto t = st.trainers.begin(); t != st.trainers.end(); ++t)
-          if (t->second.job_id == id && t->second.attempt == attempt) watched = t;
+        auto watched = find_trainer(self, id, attempt);
         if (watched != st.trainers.end()) {
           if (record->trainer_node == name) continue;  // the trainer's own loss reports it
           // A trainer on another node cannot see that ranks of the lost process are gone (nothing
@@ -538,10 +540,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           // so). Attempts with a started trainer end through that trainer's own loss.
           for (const auto& id : st.logic.jobs_placed_on(hello.info.name)) {
             const auto attempt = st.logic.find(id)->attempts - 1;
-            const bool started = std::any_of(st.trainers.begin(), st.trainers.end(), [&](const auto& t) {
-              return t.second.job_id == id && t.second.attempt == attempt;
-            });
-            if (started) continue;
+            if (find_trainer(self, id, attempt) != st.trainers.end()) continue;  // it started
             st.logic.on_trainer_lost(id, attempt,
                                      "node " + hello.info.name + " restarted before the attempt started");
             notify_state(self, id);
@@ -579,13 +578,10 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           command(self, trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
           return;
         }
-        for (auto it = st.trainers.begin(); it != st.trainers.end(); ++it) {
-          if (it->second.job_id == ts.job_id && it->second.attempt == ts.attempt) {
-            if (it->second.handle == trainer) return;  // announced again; already watched
-            self->demonitor(it->second.handle);
-            st.trainers.erase(it);
-            break;
-          }
+        if (auto it = find_trainer(self, ts.job_id, ts.attempt); it != st.trainers.end()) {
+          if (it->second.handle == trainer) return;  // announced again; already watched
+          self->demonitor(it->second.handle);
+          st.trainers.erase(it);
         }
         self->monitor(trainer);
         st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
