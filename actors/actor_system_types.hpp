@@ -86,6 +86,13 @@ struct head_actor_state {
   };
   std::map<caf::actor_addr, trainer_ref> trainers;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
+  // Followers of a job's output whose stored lines are being read (follow_logs with a store):
+  // the events meanwhile wait here and are sent after the reply, so none is lost or repeated.
+  struct catching_up_follower {
+    caf::actor who;
+    std::vector<job_event> held;
+  };
+  std::map<std::string, std::vector<catching_up_follower>> catching_up;  // by job id
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
   // With a store: the detached actor that does the head's store writes (store_writer.hpp).
   caf::actor store_writer;

@@ -41,6 +41,7 @@ using client_calls = call_list<
     client_call<release_job, job_record, call_kind::command>,
     client_call<follow_job, job_record, call_kind::follow>,
     client_call<logs_query, job_logs, call_kind::query>,
+    client_call<follow_logs, followed_logs, call_kind::follow>,
     client_call<plan_request, plan_reply, call_kind::query>,
     client_call<drain_node, drain_reply, call_kind::command>>;
 

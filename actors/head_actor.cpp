@@ -154,7 +154,10 @@ caf::error trainer_unknown(const job_record& r) {
 void notify(head_ptr self, const std::string& job_id, const std::string& line) {
   auto it = self->state.followers.find(job_id);
   const auto* record = self->state.logic.find(job_id);
-  if (it == self->state.followers.end() || record == nullptr) return;
+  if (record == nullptr) return;
+  if (auto c = self->state.catching_up.find(job_id); c != self->state.catching_up.end())
+    for (auto& f : c->second) f.held.push_back(job_event{*record, line});
+  if (it == self->state.followers.end()) return;
   for (auto& f : it->second) self->send(f, job_event{*record, line});
   if (is_terminal(record->state)) self->state.followers.erase(it);
 }
@@ -417,6 +420,54 @@ caf::result<job_logs> serve_client(head_ptr self, const logs_query& q) {
   self->request(st.store_writer, caf::infinite, read_job_logs{q.job_id})
       .then([=](job_logs& logs) mutable { promise.deliver(std::move(logs)); },
             [=](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
+}
+
+caf::result<followed_logs> serve_client(head_ptr self, const follow_logs& req) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(req.job_id);
+  if (r == nullptr) return request_error("no job with id " + req.job_id);
+  const auto follower = caf::actor_cast<caf::actor>(self->current_sender());
+  if (!st.store_writer) {  // the lines in memory and the registration, in one turn
+    const auto& lines = st.logs[req.job_id];
+    if (!is_terminal(r->state)) st.followers[req.job_id].push_back(follower);
+    return followed_logs{*r, std::vector<log_line>(lines.begin(), lines.end())};
+  }
+  // The writer reads after every line handed to it before; the lines handed after are held back
+  // for this follower until the reply is out, then sent in order. The reply carries the record as
+  // it was here: a job running now is not reported ended before its held events are.
+  const std::string job_id = req.job_id;
+  const job_record at_request = *r;
+  const bool follow = !is_terminal(r->state);
+  if (follow) st.catching_up[job_id].push_back({follower, {}});
+  const auto take_held = [self, job_id, follower] {
+    std::vector<job_event> held;
+    auto all = self->state.catching_up.find(job_id);
+    if (all == self->state.catching_up.end()) return held;
+    for (auto f = all->second.begin(); f != all->second.end(); ++f)
+      if (f->who == follower) {
+        held = std::move(f->held);
+        all->second.erase(f);
+        break;
+      }
+    if (all->second.empty()) self->state.catching_up.erase(all);
+    return held;
+  };
+  auto promise = self->make_response_promise<followed_logs>();
+  self->request(st.store_writer, caf::infinite, read_job_logs{job_id})
+      .then(
+          [=](job_logs& logs) mutable {
+            const auto held = take_held();
+            promise.deliver(followed_logs{at_request, std::move(logs.lines)});
+            if (!follow) return;
+            for (const auto& e : held) self->send(follower, e);
+            const auto* now = self->state.logic.find(job_id);
+            if (now != nullptr && !is_terminal(now->state)) self->state.followers[job_id].push_back(follower);
+          },
+          [=](caf::error& err) mutable {
+            take_held();
+            promise.deliver(std::move(err));
+          });
   return promise;
 }
 

@@ -32,19 +32,23 @@ struct head_gateway_state {
 };
 using head_gw = caf::stateful_actor<head_gateway_state>*;
 
+// The job's record in the reply to a follow request.
+const job_record& record_of(const job_record& r) { return r; }
+const job_record& record_of(const followed_logs& r) { return r.record; }
+
 // Streams a followed job's events to one client until the job ends: the reply to the follow
-// request (Call::reply, a job_record), then every job_event.
+// request (Call::reply: the job's record, or its record and output so far), then every job_event.
 template <class Call>
 caf::behavior client_follower(caf::event_based_actor* self, caf::actor head,
                               std::shared_ptr<net::wire_server> server, std::string routing_id,
                               typename Call::request request) {
-  static_assert(std::is_same_v<typename Call::reply, job_record>,
-                "a followed call answers the job's record, then job_event messages");
+  using reply = typename Call::reply;
   self->request(head, client_request_timeout, std::move(request))
       .then(
-          [=](job_record& r) {
+          [=](reply& r) {
+            const bool ended = is_terminal(record_of(r).state);
             server->send(routing_id, r);
-            if (is_terminal(r.state)) self->quit();
+            if (ended) self->quit();
           },
           [=](caf::error& err) {
             server->send(routing_id, net::request_failed{describe(self->system(), err)});

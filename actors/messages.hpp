@@ -6,7 +6,8 @@
 //   client → head    submit_job → job_accepted | job_query → job_record | job_list_query → job_list
 //                    stop_job → job_record | follow_job → job_record, then job_event…
 //                    checkpoint_job → job_record | release_job → job_record
-//                    logs_query → job_logs | plan_request → plan_reply
+//                    logs_query → job_logs | follow_logs → followed_logs, then job_event…
+//                    plan_request → plan_reply
 //   node → head      node_hello (the head monitors the node)
 //   head → node      start_trainer; the trainer → head: trainer_started (monitored)
 //   trainer → node   start_worker; the worker → trainer: worker_started (monitored)
@@ -255,6 +256,19 @@ struct logs_query {
 };
 struct job_logs {
   static constexpr std::uint32_t wire_id = 28;
+  std::vector<log_line> lines;
+};
+// A job's output so far and then every later line, with none lost or repeated in between (what
+// `submit logs -f` shows). Reply: followed_logs; then job_event messages until the job ends.
+struct follow_logs {
+  static constexpr std::uint32_t wire_id = 66;
+  std::string job_id;
+};
+// The job's record and its stored output at the moment the follower was registered: the first
+// job_event after it carries the first line logged after the last of `lines`.
+struct followed_logs {
+  static constexpr std::uint32_t wire_id = 67;
+  job_record record;
   std::vector<log_line> lines;
 };
 
@@ -604,6 +618,16 @@ typename Inspector::result_type inspect(Inspector& f, logs_query& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_logs& x) {
   return f(caf::meta::type_name("job_logs"), x.lines);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, follow_logs& x) {
+  return f(caf::meta::type_name("follow_logs"), x.job_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, followed_logs& x) {
+  return f(caf::meta::type_name("followed_logs"), x.record, x.lines);
 }
 
 template <class Inspector>

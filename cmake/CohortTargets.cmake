@@ -40,8 +40,11 @@ function(cohort_test name)
   target_link_libraries(${name} PRIVATE cohort_test_main ${T_LIBS})
   add_test(NAME ${name} COMMAND ${name} --order rand --warn NoAssertions)
   if(NOT T_TIMEOUT)
-    set(T_TIMEOUT 300)
+    set(T_TIMEOUT 600)
   endif()
+  # OPENBLAS_NUM_THREADS=1: tests run several ranks as threads of one process, which share
+  # OpenBLAS's one pool; a pool per core spins in sched_yield between their calls and slows a
+  # loaded 2-core machine several times over.
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-    ENVIRONMENT "COHORT_SHARED=${PROJECT_SOURCE_DIR}/../shared;COHORT_BIN=${PROJECT_BINARY_DIR}/bin")
+    ENVIRONMENT "COHORT_SHARED=${PROJECT_SOURCE_DIR}/../shared;COHORT_BIN=${PROJECT_BINARY_DIR}/bin;OPENBLAS_NUM_THREADS=1")
 endfunction()

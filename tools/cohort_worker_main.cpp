@@ -30,6 +30,7 @@
 #include "actors/worker_process_link.hpp"
 #include "core/comm/collective_wait.hpp"
 #include "core/resources/gpu_discovery.hpp"
+#include "core/train/host_threads.hpp"
 #include "core/train/workload.hpp"
 
 using namespace cohort;
@@ -197,9 +198,11 @@ int main(int argc, char** argv) {
   ctx.step_reached = &step_reached;
   heartbeat_thread heartbeat(step_reached, actors::heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s));
   const auto found = core::resources::discover_gpus();
+  const std::string blas = core::train::match_blas_threads_to_torch();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node "
             << setup.node << " (pid " << ::getpid() << "): " << devices_text(found)
-            << "; job environment: " << job_env_text(ctx.spec) << std::endl;
+            << (blas.empty() ? "" : "; " + blas) << "; job environment: " << job_env_text(ctx.spec)
+            << std::endl;
   const auto gpu = ctx.spec.scaling.resources_per_worker.find("GPU");
   const double gpus = gpu == ctx.spec.scaling.resources_per_worker.end() ? 0.0 : gpu->second;
   if ((gpus > 0 || !setup.gpus.empty()) && found.devices.empty()) {

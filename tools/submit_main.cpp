@@ -65,10 +65,10 @@ std::unique_ptr<tools::cluster_client> connect(const options& o) {
 // How long a followed job's status query waits before the client tries the next head.
 constexpr std::chrono::seconds quiet_query_timeout{10};
 
+// `last`: the record the follow request (follow_job or follow_logs) answered.
 template <class OnEvent>
 actors::job_record follow_events(tools::cluster_client& client, const std::string& id,
-                                 OnEvent on_event) {
-  auto last = client.ask(actors::follow_job{id});
+                                 actors::job_record last, OnEvent on_event) {
   on_event(actors::job_event{last, ""});
   auto connections = client.connections();
   while (!actors::is_terminal(last.state)) {
@@ -93,7 +93,8 @@ actors::job_record follow_events(tools::cluster_client& client, const std::strin
 
 int follow_remote(tools::cluster_client& client, const std::string& id) {
   tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);
-  auto last = follow_events(client, id, [&](const actors::job_event& e) { printer.on_event(e); });
+  auto last = follow_events(client, id, client.ask(actors::follow_job{id}),
+                            [&](const actors::job_event& e) { printer.on_event(e); });
   printer.finish(last);
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
@@ -285,11 +286,17 @@ int remote(const options& o) {
     return exit_ok;
   }
   if (o.command == "logs") {
-    auto logs = client->ask(actors::logs_query{o.arg});
-    for (const auto& l : logs.lines) print_log(l);
+    if (!o.follow) {
+      for (const auto& l : client->ask(actors::logs_query{o.arg}).lines) print_log(l);
+      return exit_ok;
+    }
+    // The output so far, then every later line: the head registers the follower where it read
+    // the lines, so none logged in between is lost. After a move to another head the lines
+    // logged while no head was followed are in `submit logs`, not here.
+    auto followed = client->ask(actors::follow_logs{o.arg});
+    for (const auto& l : followed.lines) print_log(l);
     std::cout.flush();
-    if (!o.follow) return exit_ok;
-    follow_events(*client, o.arg, [](const actors::job_event& e) {
+    follow_events(*client, o.arg, std::move(followed.record), [](const actors::job_event& e) {
       if (e.line.rfind("(worker ", 0) == 0) std::cout << e.line << std::endl;
     });
     return exit_ok;

@@ -22,6 +22,18 @@ std::exception_ptr work::exception() {
   return error_;
 }
 
+bool work::wait_finished(std::chrono::milliseconds slice) {
+  const auto deadline = std::chrono::steady_clock::now() + slice;
+  for (;;) {
+    poll();
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (done_ || now >= deadline) return done_;
+    const auto until = std::min<std::chrono::steady_clock::time_point>(deadline, now + poll_interval());
+    if (done_cv_.wait_until(lock, until, [&] { return done_; })) return true;
+  }
+}
+
 void work::wait(std::chrono::milliseconds timeout) {
   collective_wait_scope waiting;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

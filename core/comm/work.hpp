@@ -29,6 +29,10 @@ class work {
   // finish within timeout the group is aborted (a stuck collective never recovers) and
   // comm_error (timeout) is thrown.
   void wait(std::chrono::milliseconds timeout);
+  // Blocks until the operation finishes or `slice` passed, whichever is first; true if it
+  // finished (then wait() returns or rethrows at once). Neither throws nor aborts: for callers
+  // that look at something else (a cancel flag) between slices without spinning.
+  bool wait_finished(std::chrono::milliseconds slice);
   // CUDA backends: makes the caller's current stream wait for the operation without blocking
   // the host (errors surface through wait() / exception()). Elsewhere the same as wait(timeout).
   virtual void wait_stream(std::chrono::milliseconds timeout) { wait(timeout); }

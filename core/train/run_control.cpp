@@ -19,12 +19,14 @@ void check_cancelled(const std::atomic<bool>* cancelled) {
 void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
               const std::atomic<bool>* cancelled) {
   comm::collective_wait_scope waiting;  // the hang detector must not blame this rank
-  while (!w->is_completed()) {
+  // Blocked on the work (woken when it finishes), looking at the cancel flag every 20 ms: a rank
+  // that waits costs no CPU its peers need to finish the collective.
+  constexpr auto cancel_check = std::chrono::milliseconds(20);
+  while (!w->wait_finished(cancel_check)) {
     if (cancelled != nullptr && cancelled->load()) {
       group.abort("worker rank " + std::to_string(group.rank()) + " was stopped");
       throw cancelled_error();
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   w->wait(group.timeout());
 }

@@ -586,8 +586,9 @@ const char* subcommand_for(const actors::job_list_query&) { return "list"; }
 const char* subcommand_for(const actors::stop_job&) { return "stop"; }
 const char* subcommand_for(const actors::checkpoint_job&) { return "checkpoint"; }
 const char* subcommand_for(const actors::release_job&) { return "release"; }
-const char* subcommand_for(const actors::follow_job&) { return "logs -f"; }
+const char* subcommand_for(const actors::follow_job&) { return "run --follow"; }
 const char* subcommand_for(const actors::logs_query&) { return "logs"; }
+const char* subcommand_for(const actors::follow_logs&) { return "logs -f"; }
 const char* subcommand_for(const actors::plan_request&) { return "plan"; }
 const char* subcommand_for(const actors::drain_node&) { return "drain"; }
 
@@ -631,15 +632,28 @@ TEST_CASE("every client request of the protocol table gets its real reply from a
   CHECK_THAT(ok(c.submit({"checkpoint", id}), "checkpoint"), Catch::Contains("checkpoint requested: job " + id));
   CHECK_THAT(ok(c.submit({"release", id}), "release"),
              Catch::Contains("released: job " + id + " goes on with step 2"));
-  // logs_query → job_logs, then follow_job → job_record and job_event until the job ends.
-  CHECK_THAT(ok(c.submit({"logs", id, "-f"}), "logs -f"), Catch::Contains("checkpoint requested: saving after step 2"));
+  // follow_logs → followed_logs and job_event until the job ends: every line, also those logged
+  // between the reply and the first event.
+  const auto followed = ok(c.submit({"logs", id, "-f"}), "logs -f");
+  CHECK_THAT(followed, Catch::Contains("released: running step 2") &&
+                           Catch::Contains("checkpoint requested: saving after step 2") &&
+                           Catch::Contains("rank 0 done: final loss"));
   CHECK(c.status(id)["state"] == "SUCCEEDED");
   CHECK_THAT(ok(c.submit({"logs", id}), "logs"), Catch::Contains("(worker rank=1 node=n1 pid="));
   CHECK(std::filesystem::exists(c.dir().str() + "/runs/every-request/checkpoints/step-00000002/COMMITTED"));
-  // stop_job → job_record of the stopped job.
-  const auto held = start_job(c, c.write_job(holding(lr_job("to-stop", 1, 5, 0, 0, c.dir().str() + "/runs"), 2)));
+  // follow_job → job_record and job_event until the job ends (`submit run --follow`, which
+  // exits 1 for a job that did not succeed); stop_job → job_record of the stopped job.
+  cohort::test::running_process run_follow(
+      {c.program("submit"), "run", c.write_job(holding(lr_job("to-stop", 1, 5, 0, 0, c.dir().str() + "/runs"), 2)),
+       "--follow"},
+      {{"COHORT_ADDRESS", c.address()}, {"COHORT_CREDENTIALS", c.credentials()}});
+  const auto held = first_line(run_follow.wait_for_line("job-", 60s));
   c.wait_for(held, [](const json& s) { return held_before(s, 2); }, 60s);
   CHECK_THAT(ok(c.submit({"stop", held}), "stop"), Catch::Contains(held + " (to-stop) STOPPED: stopped on request"));
+  REQUIRE(run_follow.wait_for_exit(60s));
+  INFO(run_follow.output());
+  CHECK_THAT(run_follow.output(), Catch::Contains("STOPPED"));
+  answered.insert("run --follow");
   // drain_node → drain_reply, both ways.
   CHECK_THAT(ok(c.submit({"drain", "n1"}), "drain"),
              Catch::Contains("node n1 drained: no new placement on it until `submit undrain n1`; no job had "

@@ -1,0 +1,17 @@
+// The host threads a worker process computes with: torch's intra-op pool, and OpenBLAS's own
+// pool, which torch does not size (Debian's torch calls the system BLAS, and OpenBLAS's pthread
+// build starts one thread per core that spins in sched_yield between calls). One rank per
+// process: the BLAS pool follows torch's, so a node's ranks do not oversubscribe its cores.
+#pragma once
+
+#include <string>
+
+namespace cohort::core::train {
+
+// Sets OpenBLAS's pool to at::get_num_threads() threads, unless OPENBLAS_NUM_THREADS is set in
+// the environment (the user's, or the job's runtime_env, decides then). Returns what it did, for
+// the worker's first log line: "OpenBLAS threads 2", "OpenBLAS threads from OPENBLAS_NUM_THREADS",
+// or "" when the process's BLAS is not OpenBLAS. Call once, before the workload starts.
+std::string match_blas_threads_to_torch();
+
+}  // namespace cohort::core::train
