@@ -314,7 +314,8 @@ torch::Tensor norm_impl::forward(const torch::Tensor& x) {
 
 attention_impl::attention_impl(const model_config& c, std::int64_t layer,
                                const torch::TensorOptions& options)
-    : heads_(c.num_heads),
+    : layer_(layer),
+      heads_(c.num_heads),
       kv_heads_(c.num_kv_heads),
       head_dim_(c.head_dim),
       rotary_dim_(c.rotary_dim),
@@ -372,12 +373,19 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     qs = apply(qs), ks = apply(ks);
   }
   qs = qs.transpose(1, 2), ks = ks.transpose(1, 2), vs = vs.transpose(1, 2);  // (B, H, T, D)
+  if (ctx.cache != nullptr) {  // keys and values of every position so far: (B, H_kv, P + T, D)
+    auto& keys = ctx.cache->keys.at(static_cast<std::size_t>(layer_));
+    auto& values = ctx.cache->values.at(static_cast<std::size_t>(layer_));
+    keys = keys.defined() ? torch::cat({keys, ks}, 2) : ks;
+    values = values.defined() ? torch::cat({values, vs}, 2) : vs;
+    ks = keys, vs = values;
+  }
   if (kv_heads_ != heads_) {  // repeat_kv: each key/value head serves heads/kv_heads queries
     ks = ks.repeat_interleave(heads_ / kv_heads_, 1);
     vs = vs.repeat_interleave(heads_ / kv_heads_, 1);
   }
   const torch::Tensor no_mask;
-  const torch::Tensor& mask = window_ > 0 ? ctx.mask(window_) : no_mask;
+  const torch::Tensor& mask = window_ > 0 || ctx.cache != nullptr ? ctx.mask(window_) : no_mask;
   const double p = is_training() ? attn_dropout_ : 0.0;
   torch::Tensor y;
   if (fp32_scores_ && x.scalar_type() != torch::kFloat) {
@@ -561,39 +569,56 @@ void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool al
   }
 }
 
-torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids) {
+torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids, std::int64_t past) {
   check_ids(input_ids, "input_ids", false);
   const std::int64_t pad = config_.pad_token_id ? *config_.pad_token_id : -1;
   auto x = torch::embedding(embed_tokens_, input_ids, pad);  // (B, T, E); pad row gets no grad
   if (project_in_) x = project_in_->forward(x);
   if (embed_positions_.defined()) {
     const std::int64_t T = input_ids.size(1);
-    auto pos = torch::arange(config_.position_offset, config_.position_offset + T,
-                             input_ids.options());
+    const std::int64_t first = config_.position_offset + past;
+    auto pos = torch::arange(first, first + T, input_ids.options());
     x = x + torch::embedding(embed_positions_, pos);  // (T, C) broadcast over B
   }
   return torch::dropout(x, config_.embed_dropout, is_training() && config_.embed_dropout > 0.0);
 }
 
-attention_context decoder_impl::context(std::int64_t T, const torch::Device& device) const {
+namespace {
+
+// The (T, past + T) masks of every window the layers use, for the new positions past, …,
+// past + T - 1 against keys 0, …, past + T - 1; with `causal`, window 0's too.
+void add_masks(attention_context& ctx, const std::vector<std::int64_t>& windows, std::int64_t T,
+               const torch::Device& device, bool causal) {
+  const auto longs = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  for (std::int64_t w : windows) {
+    bool have = w == 0 && !causal;
+    for (const auto& m : ctx.masks) have = have || m.first == w;
+    if (have) continue;
+    auto queries = torch::arange(ctx.past, ctx.past + T, longs);
+    auto keys = torch::arange(ctx.past + T, longs);
+    auto diff = queries.view({T, 1}) - keys.view({1, ctx.past + T});  // query - key
+    auto allowed = diff.ge(0);
+    if (w > 0) allowed = allowed.logical_and(diff.lt(w));  // sliding_window_overlay
+    ctx.masks.emplace_back(w, allowed);
+  }
+}
+
+}  // namespace
+
+attention_context decoder_impl::context(std::int64_t T, const torch::Device& device,
+                                        std::int64_t past) const {
   attention_context ctx;
+  ctx.past = past;
   if (config_.rotary != rotary_style::none) {
     auto inv = inverse_frequencies(config_).to(device);
-    auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    auto pos = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kFloat).device(device));
     auto freqs = torch::outer(pos, inv);  // (T, rot / 2)
     auto emb = config_.rotary == rotary_style::half ? torch::cat({freqs, freqs}, -1)
                                                     : freqs.repeat_interleave(2, -1);
     ctx.cos = emb.cos();
     ctx.sin = emb.sin();
   }
-  for (std::int64_t w : config_.sliding_window) {
-    bool have = w == 0;
-    for (const auto& m : ctx.masks) have = have || m.first == w;
-    if (have) continue;
-    auto idx = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device));
-    auto diff = idx.view({T, 1}) - idx.view({1, T});  // query - key
-    ctx.masks.emplace_back(w, diff.ge(0).logical_and(diff.lt(w)));  // sliding_window_overlay
-  }
+  add_masks(ctx, config_.sliding_window, T, device, past > 0);
   return ctx;
 }
 
@@ -649,6 +674,24 @@ void decoder_impl::set_loss_chunk_tokens(std::int64_t tokens) {
                                 " positions per chunk; allowed: 0 (one chunk) or more");
   }
   loss_chunk_tokens_ = tokens;
+}
+
+torch::Tensor decoder_impl::forward_cached(const torch::Tensor& input_ids, kv_cache& cache) {
+  const std::int64_t T = input_ids.size(1), past = cache.length;
+  if (embed_positions_.defined() && past + T > config_.max_positions) {
+    throw model_error(model_errc::bad_input,
+                      "generation: " + std::to_string(past + T) + " positions exceed the model's " +
+                          std::to_string(config_.max_positions) + " (max_position_embeddings)");
+  }
+  cache.keys.resize(layers_.size());
+  cache.values.resize(layers_.size());
+  auto x = embed(input_ids, past);
+  auto ctx = context(T, input_ids.device(), past);
+  if (past == 0) add_masks(ctx, {0}, T, input_ids.device(), true);  // every layer masks with a cache
+  ctx.cache = &cache;
+  for (auto& layer : layers_) x = layer->forward(x, ctx);
+  cache.length = past + T;
+  return head(x);
 }
 
 decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& labels) {

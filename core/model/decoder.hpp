@@ -49,11 +49,27 @@ struct hf_parameter {
   std::int64_t layer = -1;
 };
 
-// Built once per sequence length and device, shared by every layer of a forward pass.
+// The keys and values of the positions a generating decoder has seen, per layer, so that each
+// new token costs one position's forward (decoder_impl::forward_cached). Keys are stored after
+// rotary and before repeat_kv: (B, kv_heads, P, head_dim) in the model's dtype. Sliding-window
+// layers keep every position too and mask what lies outside their window, as transformers'
+// dynamic cache does. One cache per sequence batch; not shared between threads.
+struct kv_cache {
+  std::vector<torch::Tensor> keys, values;  // per layer; undefined until the first forward
+  std::int64_t length = 0;                  // P: positions held
+};
+
+// Built once per sequence length and device, shared by every layer of a forward pass. Without a
+// cache the T positions attend to each other; with one (forward_cached) the T new positions
+// past, …, past + T - 1 attend to the past + T positions of the cache and themselves.
 struct attention_context {
-  torch::Tensor cos;  // (T, rotary_dim) fp32, undefined without rotary positions
+  torch::Tensor cos;  // (T, rotary_dim) fp32 at the new positions, undefined without rotary
   torch::Tensor sin;  // (T, rotary_dim)
-  std::vector<std::pair<std::int64_t, torch::Tensor>> masks;  // window -> (T, T) bool; 0 = causal
+  // window -> (T, past + T) bool, true = may attend; 0 = causal. Without a cache only sliding
+  // windows have one (plain causal attention needs no mask); with one, every window used.
+  std::vector<std::pair<std::int64_t, torch::Tensor>> masks;
+  std::int64_t past = 0;
+  kv_cache* cache = nullptr;
   const torch::Tensor& mask(std::int64_t window) const;
 };
 
@@ -84,14 +100,15 @@ TORCH_MODULE_IMPL(norm, norm_impl);
 class attention_impl : public torch::nn::Module {
  public:
   attention_impl(const model_config& config, std::int64_t layer, const torch::TensorOptions& options);
-  torch::Tensor forward(const torch::Tensor& x, const attention_context& ctx);  // (B, T, C)
+  // (B, T, C) -> (B, T, C); with ctx.cache, appends this layer's keys and values to it.
+  torch::Tensor forward(const torch::Tensor& x, const attention_context& ctx);
   projection qkv{nullptr};  // fused (GPT-2), else q, k, v
   projection q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
   // The fused path runs separate q, k, v as one GEMM (concat_linear); the plain one as three.
   compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
 
  private:
-  std::int64_t heads_, kv_heads_, head_dim_, rotary_dim_, window_;
+  std::int64_t layer_, heads_, kv_heads_, head_dim_, rotary_dim_, window_;
   rotary_style rotary_;
   double scale_, attn_dropout_, resid_dropout_;
   bool fp32_scores_;  // GPT-J computes attention in fp32 whatever the weights' dtype
@@ -145,9 +162,17 @@ class decoder_impl : public torch::nn::Module {
   // input_ids (B, T) int64; labels (B, T) int64 with -100 = ignored, or undefined.
   decoder_output forward(const torch::Tensor& input_ids, const torch::Tensor& labels = {});
 
-  // The pieces of forward(), for an engine that drives the layers itself.
-  torch::Tensor embed(const torch::Tensor& input_ids);  // (B, T) -> (B, T, C)
-  attention_context context(std::int64_t seq_len, const torch::Device& device) const;
+  // Generation: the logits (B, T, V) of the T positions of input_ids that follow the cache's
+  // (the whole prompt first, then one token at a time), appending their keys and values to it.
+  // No labels, no gradients wanted (call it under torch::NoGradGuard). Throws model_error
+  // (bad_input) when past + T exceeds a learned-position model's max_positions.
+  torch::Tensor forward_cached(const torch::Tensor& input_ids, kv_cache& cache);
+
+  // The pieces of forward(), for an engine that drives the layers itself. `past`: positions
+  // before input_ids' first (generation with a cache).
+  torch::Tensor embed(const torch::Tensor& input_ids, std::int64_t past = 0);  // (B, T) -> (B, T, C)
+  attention_context context(std::int64_t seq_len, const torch::Device& device,
+                            std::int64_t past = 0) const;
   // (B, T, C) -> (B, T, V): the final norm, projection and LM head. On the fused path the GEMM
   // runs over padded_vocab(V) columns and the result is a view of its first V.
   torch::Tensor head(const torch::Tensor& hidden);

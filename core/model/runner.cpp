@@ -83,6 +83,39 @@ eval_result evaluate(const std::string& hf_dir, const token_rows& ids) {
   return r;
 }
 
+std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir) {
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    const std::string path = hf_dir + "/" + name;
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw model_error(model_errc::bad_input, path + ": not a JSON object");
+    const auto it = j.find("eos_token_id");
+    if (it == j.end() || it->is_null()) continue;
+    std::vector<std::int64_t> ids;
+    if (it->is_number_integer()) ids.push_back(it->get<std::int64_t>());
+    else if (it->is_array()) {
+      for (const auto& v : *it) {
+        if (!v.is_number_integer()) throw model_error(model_errc::bad_input, path + ": eos_token_id holds a non-integer");
+        ids.push_back(v.get<std::int64_t>());
+      }
+    } else {
+      throw model_error(model_errc::bad_input, path + ": eos_token_id must be an integer or a list of integers");
+    }
+    return ids;
+  }
+  return {};
+}
+
+std::vector<std::int64_t> generate_from_dir(const std::string& hf_dir, const std::vector<std::int64_t>& prompt,
+                                            const sampling_settings& settings) {
+  check_sampling(settings);  // before the load: a bad option costs nothing
+  auto model = load_hf_model(hf_dir, {torch::kFloat});
+  return generate(*model, prompt, settings);
+}
+
 step_result train_one_step(const std::string& hf_dir, const token_rows& ids,
                            const step_settings& s, const std::string& out_dir) {
   const model_config source = read_config(hf_dir);

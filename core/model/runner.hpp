@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model/generate.hpp"
+
 namespace cohort::core::model {
 
 using token_rows = std::vector<std::vector<std::int64_t>>;  // (B, T)
@@ -40,6 +42,15 @@ struct step_result {
 // writes OUT_DIR as a Hugging Face directory (in DIR's dtype, with DIR's tokenizer files).
 step_result train_one_step(const std::string& hf_dir, const token_rows& ids,
                            const step_settings& settings, const std::string& out_dir);
+
+// The eos_token_id of DIR's generation_config.json, else of its config.json (a number or a list;
+// none: empty). Throws model_error (bad_input) for a value that is neither.
+std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir);
+
+// Loads DIR in fp32 on the host and generates after `prompt` (core/model/generate.hpp); the
+// settings' stop_ids are used as given.
+std::vector<std::int64_t> generate_from_dir(const std::string& hf_dir, const std::vector<std::int64_t>& prompt,
+                                            const sampling_settings& settings);
 
 // Family, parameter count and bytes of weights, gradients and optimizer state per precision
 // (fp32; bf16 with fp32 master weights), from config.json alone.

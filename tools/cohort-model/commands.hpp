@@ -26,5 +26,6 @@ int run_eval(const arg_list& args);
 int run_step(const arg_list& args);
 int run_info(const arg_list& args);
 int run_tokenize(const arg_list& args);
+int run_generate(const arg_list& args);
 
 }  // namespace cohort::tools

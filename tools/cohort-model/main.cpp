@@ -1,4 +1,5 @@
-// cohort-model: evaluate, train one step on, or describe a Hugging Face model directory.
+// cohort-model: evaluate, train one step on, generate from, or describe a Hugging Face model
+// directory.
 // Exit codes: 0 done, 2 usage or bad input (message on stderr), 1 any other failure.
 #include <cstdio>
 #include <iostream>
@@ -43,6 +44,7 @@ const command commands[] = {
     {"step", cohort::tools::run_step, "take one clipped AdamW step and write the model"},
     {"info", cohort::tools::run_info, "print family, parameter count and memory needs (JSON)"},
     {"tokenize", cohort::tools::run_tokenize, "print the token ids of a text (JSON list)"},
+    {"generate", cohort::tools::run_generate, "continue a prompt, greedy or sampled, with a KV cache"},
 };
 
 void usage(std::ostream& out) {

@@ -1,5 +1,11 @@
-// cohort-model as a subprocess: eval and step against the transformers fixtures, info, and exit
-// codes for usage errors and bad input.
+// cohort-model as a subprocess: eval and step against the transformers fixtures, info, generate,
+// and exit codes for usage errors and bad input.
+#include "core/model/decoder.hpp"
+#include "core/model/generate.hpp"
+#include "core/model/hf_io.hpp"
+
+// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
+#undef CHECK
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -160,4 +166,68 @@ TEST_CASE("cohort-model exits 2 with a message on usage errors and bad input", "
                                      "/reference.json --lr 0.1 --betas 0.9 --out " + tmp.path("o"));
   CHECK(one_beta.code == 2);
   CHECK_THAT(one_beta.err, Catch::Contains("--betas"));
+}
+
+TEST_CASE("cohort-model generate continues ids or a text prompt greedily as the library does, and "
+          "prints the text through the model's tokenizer", "[core][model][tools]") {
+  namespace cm = cohort::core::model;
+  temp_dir tmp;
+  // A small Llama whose vocabulary covers the tokenizer's ids, saved with the tokenizer.
+  torch::manual_seed(21);
+  auto config = cohort::test::family_configs()[1];
+  config["vocab_size"] = 1000;
+  cm::decoder model(cm::parse_config(config, "test"));
+  const std::string dir = tmp.path("model");
+  cm::save_hf_model(*model, dir);
+  std::filesystem::copy_file(std::string(COHORT_TOKENIZER_DATA) + "/llama-style/tokenizer.json",
+                             dir + "/tokenizer.json");
+  cm::sampling_settings greedy;
+  greedy.max_new_tokens = 6;
+
+  const auto by_ids = cohort_model("generate --hf-dir " + dir + " --input-ids '[5, 17, 42]' --max-new-tokens 6 --greedy --json");
+  INFO(by_ids.err);
+  REQUIRE(by_ids.code == 0);
+  const json ids_out = json::parse(by_ids.out);
+  CHECK(ids_out["new_tokens"].get<std::vector<std::int64_t>>() == cm::generate(*model, {5, 17, 42}, greedy));
+
+  const auto prompt_ids = json::parse(cohort_model("tokenize --tokenizer " + dir + " --text 'Hello world'").out)
+                              .get<std::vector<std::int64_t>>();
+  REQUIRE(!prompt_ids.empty());
+  const auto by_text = cohort_model("generate --hf-dir " + dir + " --prompt 'Hello world' --max-new-tokens 6 --greedy --json");
+  INFO(by_text.err);
+  REQUIRE(by_text.code == 0);
+  const json text_out = json::parse(by_text.out);
+  const auto tokens = text_out["new_tokens"].get<std::vector<std::int64_t>>();
+  CHECK(tokens == cm::generate(*model, prompt_ids, greedy));
+  const auto decoded = cohort_model("tokenize --tokenizer " + dir + " --decode '" + json(tokens).dump() + "'");
+  REQUIRE(decoded.code == 0);
+  CHECK(text_out["text"] == json::parse(decoded.out));
+  // Without --json: the text alone.
+  const auto plain = cohort_model("generate --hf-dir " + dir + " --prompt 'Hello world' --max-new-tokens 6 --greedy");
+  CHECK(plain.out == text_out["text"].get<std::string>() + "\n");
+  // Seeded sampling prints the same tokens twice.
+  const std::string sample = "generate --hf-dir " + dir + " --input-ids '[5, 17, 42]' --max-new-tokens 6 --top-k 20 --top-p 0.9 --temperature 0.8 --seed 3 --json";
+  CHECK(json::parse(cohort_model(sample).out)["new_tokens"] == json::parse(cohort_model(sample).out)["new_tokens"]);
+}
+
+TEST_CASE("cohort-model generate refuses bad options and prompts, naming them", "[core][model][tools]") {
+  const std::string dir = cohort::test::local_fixture("llama-variant");  // no tokenizer files
+  const auto cold = cohort_model("generate --hf-dir " + dir + " --input-ids '[1, 2]' --temperature 0");
+  CHECK(cold.code == 2);
+  CHECK_THAT(cold.err, Catch::Contains("temperature") && Catch::Contains("more than 0"));
+  const auto mixed = cohort_model("generate --hf-dir " + dir + " --input-ids '[1, 2]' --greedy --top-k 5");
+  CHECK(mixed.code == 2);
+  CHECK_THAT(mixed.err, Catch::Contains("--top-k") && Catch::Contains("--greedy"));
+  const auto neither = cohort_model("generate --hf-dir " + dir);
+  CHECK(neither.code == 2);
+  CHECK_THAT(neither.err, Catch::Contains("--input-ids") && Catch::Contains("--prompt"));
+  const auto no_tokenizer = cohort_model("generate --hf-dir " + dir + " --prompt hello");
+  CHECK(no_tokenizer.code == 2);
+  CHECK_THAT(no_tokenizer.err, Catch::Contains("no tokenizer.json"));
+  const auto outside = cohort_model("generate --hf-dir " + dir + " --input-ids '[1, 4000]' --greedy");
+  CHECK(outside.code == 2);
+  CHECK_THAT(outside.err, Catch::Contains("4000") && Catch::Contains("vocab_size 128"));
+  const auto ids_only = cohort_model("generate --hf-dir " + dir + " --input-ids '[1, 2, 3]' --greedy --max-new-tokens 3");
+  CHECK(ids_only.code == 0);
+  CHECK(json::parse(ids_only.out).size() <= 3);  // a JSON list of ids: the directory has no tokenizer
 }

@@ -1,0 +1,112 @@
+// Generation with a KV cache: every family's cached forward gives the logits of a full forward,
+// greedy decoding matches recomputing the whole sequence each step, and sampling is seeded.
+#include <torch/utils.h>
+
+#include "core/model/decoder.hpp"
+#include "core/model/generate.hpp"
+#include "core/model/model_error.hpp"
+#include "tests/core/model/model_test_support.hpp"
+
+// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
+#undef CHECK
+#include <catch2/catch.hpp>
+
+using namespace cohort::core::model;
+using cohort::test::family_configs;
+
+namespace {
+
+std::vector<std::int64_t> random_prompt(std::int64_t vocab, std::int64_t T) {
+  auto t = torch::randint(vocab, {T}, torch::kInt64);
+  return std::vector<std::int64_t>(t.data_ptr<std::int64_t>(), t.data_ptr<std::int64_t>() + T);
+}
+
+}  // namespace
+
+TEST_CASE("a cached forward, prompt first then a token at a time, gives every position the logits "
+          "of one full forward, sliding windows included", "[core][model][generate]") {
+  torch::manual_seed(11);
+  for (const auto& j : family_configs()) {
+    INFO(j.dump());
+    decoder model(parse_config(j, "test"));
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const auto ids = torch::randint(j["vocab_size"].get<std::int64_t>(), {2, 12}, torch::kInt64);
+    const auto full = model->forward(ids).logits;  // (2, 12, V)
+    kv_cache cache;
+    std::vector<torch::Tensor> pieces{model->forward_cached(ids.slice(1, 0, 5), cache)};
+    for (std::int64_t t = 5; t < 12; ++t) pieces.push_back(model->forward_cached(ids.slice(1, t, t + 1), cache));
+    CHECK(cache.length == 12);
+    const auto cached = torch::cat(pieces, 1);
+    REQUIRE(cached.sizes() == full.sizes());
+    CHECK((cached - full).abs().max().item<double>() < 1e-5);
+  }
+}
+
+TEST_CASE("greedy generation with the cache produces the tokens of recomputing the whole sequence "
+          "every step", "[core][model][generate]") {
+  torch::manual_seed(12);
+  for (const auto& j : family_configs()) {
+    INFO(j.dump());
+    decoder model(parse_config(j, "test"));
+    const auto prompt = random_prompt(j["vocab_size"].get<std::int64_t>(), 5);
+    sampling_settings s;
+    s.max_new_tokens = 9;  // 14 positions: within the 16 of the learned-position families
+    const auto cached = generate(*model, prompt, s);
+    CHECK(cached.size() == 9);
+    CHECK(cached == generate_uncached_greedy(*model, prompt, 9));
+    CHECK(model->is_training());  // the mode it had is restored
+  }
+}
+
+TEST_CASE("generation stops after a stop token and returns it", "[core][model][generate]") {
+  torch::manual_seed(13);
+  decoder model(parse_config(family_configs()[1], "test"));
+  const auto prompt = random_prompt(40, 4);
+  sampling_settings s;
+  s.max_new_tokens = 8;
+  const auto all = generate(*model, prompt, s);
+  s.stop_ids = {all[2]};
+  const auto first_stop = std::find(all.begin(), all.end(), all[2]) - all.begin();
+  const auto stopped = generate(*model, prompt, s);
+  CHECK(stopped == std::vector<std::int64_t>(all.begin(), all.begin() + first_stop + 1));
+}
+
+TEST_CASE("sampling is seeded, and top-k 1 or a tiny top-p leaves only the greedy token",
+          "[core][model][generate]") {
+  torch::manual_seed(14);
+  decoder model(parse_config(family_configs()[1], "test"));
+  const auto prompt = random_prompt(40, 4);
+  sampling_settings greedy;
+  greedy.max_new_tokens = 10;
+  const auto expected = generate(*model, prompt, greedy);
+  sampling_settings s = greedy;
+  s.greedy = false;
+  s.temperature = 1.5;
+  s.seed = 5;
+  const auto a = generate(*model, prompt, s);
+  CHECK(a == generate(*model, prompt, s));
+  s.seed = 6;
+  CHECK(a != generate(*model, prompt, s));  // 10 draws from near-uniform logits over 40 tokens
+  s.top_k = 1;
+  CHECK(generate(*model, prompt, s) == expected);
+  s.top_k = 0;
+  s.top_p = 1e-9;
+  CHECK(generate(*model, prompt, s) == expected);
+}
+
+TEST_CASE("bad sampling settings and prompts are refused, naming what is allowed",
+          "[core][model][generate]") {
+  decoder model(parse_config(family_configs()[0], "test"));  // gpt2, 16 learned positions
+  sampling_settings s;
+  s.temperature = 0;
+  CHECK_THROWS_WITH(generate(*model, {1, 2}, s), Catch::Contains("temperature") && Catch::Contains("more than 0"));
+  s = {};
+  s.top_p = 1.5;
+  CHECK_THROWS_WITH(generate(*model, {1, 2}, s), Catch::Contains("top_p") && Catch::Contains("at most 1"));
+  s = {};
+  CHECK_THROWS_WITH(generate(*model, {1, 40}, s), Catch::Contains("prompt token 1 is 40") && Catch::Contains("0 to 39"));
+  CHECK_THROWS_WITH(generate(*model, {}, s), Catch::Contains("no tokens"));
+  s.max_new_tokens = 8;
+  CHECK_THROWS_AS(generate(*model, std::vector<std::int64_t>(12, 3), s), model_error);  // 12 + 8 > 16
+}

@@ -1,0 +1,165 @@
+// cohort-model generate: the tokens (and text) a model produces after a prompt, with a KV cache.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model/model_error.hpp"
+#include "core/model/runner.hpp"
+#include "core/proc/child_process.hpp"
+#include "tools/cohort-model/commands.hpp"
+
+namespace po = boost::program_options;
+using cohort::core::model::model_errc;
+using cohort::core::model::model_error;
+
+namespace cohort::tools {
+namespace {
+
+constexpr const char* synopsis =
+    "cohort-model generate --hf-dir DIR (--input-ids '[ID, ...]'|FILE | --prompt TEXT [--add-bos])\n"
+    "       [--max-new-tokens N] [--greedy | --top-k K --top-p P --temperature T --seed S]\n"
+    "       [--ignore-eos] [--json]";
+
+// Runs cohort-tokenize (beside this program: the tokenizers cannot share a process with
+// libtorch) and returns its one line of output; its error message becomes a model_error.
+std::string run_tokenizer(const std::vector<std::string>& args) {
+  const auto program = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-tokenize";
+  std::vector<std::string> argv{program.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::mutex m;
+  std::condition_variable cv;
+  std::string out;
+  bool ended = false;
+  core::proc::exit_status status;
+  {
+    core::proc::child_process child(
+        argv, {}, [&](const std::string& line) {
+          std::lock_guard<std::mutex> lock(m);
+          out += line + "\n";
+        },
+        [&](const core::proc::exit_status& s) {
+          std::lock_guard<std::mutex> lock(m);
+          status = s;
+          ended = true;
+          cv.notify_all();
+        });
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return ended; });
+  }
+  if (!status.success())
+    throw model_error(model_errc::bad_input, "cohort-tokenize " + status.describe() + ": " + out);
+  return out;
+}
+
+std::vector<std::int64_t> parse_id_list(const nlohmann::json& list, const std::string& where) {
+  std::vector<std::int64_t> ids;
+  if (list.is_object() && list.contains("input_ids")) {  // eval's file: {"input_ids": [[...]]}
+    const auto& rows = list["input_ids"];
+    if (!rows.is_array() || rows.size() != 1)
+      throw model_error(model_errc::bad_input, where + ": input_ids must hold exactly one row for generate");
+    return parse_id_list(rows[0], where);
+  }
+  if (!list.is_array() || list.empty())
+    throw model_error(model_errc::bad_input, where + ": expected a non-empty JSON list of token ids");
+  for (const auto& v : list) {
+    if (!v.is_number_integer()) throw model_error(model_errc::bad_input, where + ": holds a non-integer token id");
+    ids.push_back(v.get<std::int64_t>());
+  }
+  return ids;
+}
+
+// --input-ids: an inline JSON list, or a file holding one (or eval's {"input_ids": [[...]]}).
+std::vector<std::int64_t> read_prompt_ids(const std::string& value) {
+  const auto inline_list = nlohmann::json::parse(value, nullptr, false);
+  if (!inline_list.is_discarded()) return parse_id_list(inline_list, "--input-ids");
+  std::ifstream in(value);
+  if (!in)
+    throw model_error(model_errc::bad_input,
+                      "--input-ids: '" + value + "' is neither a JSON list of token ids nor a readable file");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded()) throw model_error(model_errc::bad_input, value + ": not JSON");
+  return parse_id_list(j, value);
+}
+
+bool has_tokenizer(const std::string& dir) {
+  return std::filesystem::exists(dir + "/tokenizer.json") || std::filesystem::exists(dir + "/tokenizer.model");
+}
+
+}  // namespace
+
+int run_generate(const arg_list& args) {
+  std::string dir, input_ids, prompt;
+  core::model::sampling_settings s;
+  s.greedy = false;
+  s.top_k = 50;  // transformers' defaults for sampling
+  po::options_description desc("generate options");
+  desc.add_options()
+      ("hf-dir", po::value(&dir)->required(), "Hugging Face model directory (a run's export)")
+      ("input-ids", po::value(&input_ids), "the prompt's token ids: a JSON list, or a file holding one")
+      ("prompt", po::value(&prompt), "the prompt as text, encoded with the directory's tokenizer")
+      ("add-bos", "with --prompt: put the tokenizer's BOS token first")
+      ("max-new-tokens", po::value(&s.max_new_tokens)->default_value(32), "tokens to produce at most")
+      ("greedy", "take the most likely token each step (no sampling options then)")
+      ("top-k", po::value(&s.top_k)->default_value(50), "sample among the k most likely tokens (0: all)")
+      ("top-p", po::value(&s.top_p)->default_value(1.0), "sample among the most likely tokens of this mass")
+      ("temperature", po::value(&s.temperature)->default_value(1.0), "divide the logits by this before sampling")
+      ("seed", po::value(&s.seed)->default_value(0), "seed of the draws")
+      ("ignore-eos", "go on past the model's eos_token_id")
+      ("json", "print {\"new_tokens\": [...], \"text\": \"...\"}");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, synopsis)) return 0;
+  if (vm.count("input-ids") == vm.count("prompt"))
+    throw usage_error("give one of --input-ids and --prompt\nusage: " + std::string(synopsis));
+  s.greedy = vm.count("greedy") != 0;
+  if (s.greedy)
+    for (const char* option : {"top-k", "top-p", "temperature", "seed"})
+      if (!vm[option].defaulted()) throw usage_error(std::string("--") + option + " samples; it cannot go with --greedy");
+  try {
+    core::model::check_sampling(s);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(std::string("--") + e.what());
+  }
+
+  const bool tokenizer = has_tokenizer(dir);
+  std::vector<std::int64_t> ids;
+  if (vm.count("prompt")) {
+    if (!tokenizer)
+      throw model_error(model_errc::bad_input, dir + " has no tokenizer.json or tokenizer.model; give --input-ids");
+    std::vector<std::string> tokenize{"--tokenizer", dir, "--text", prompt};
+    if (vm.count("add-bos")) tokenize.push_back("--add-bos");
+    ids = parse_id_list(nlohmann::json::parse(run_tokenizer(tokenize), nullptr, false), "cohort-tokenize's output");
+  } else {
+    ids = read_prompt_ids(input_ids);
+  }
+  if (!vm.count("ignore-eos")) s.stop_ids = core::model::read_eos_ids(dir);
+  const auto tokens = core::model::generate_from_dir(dir, ids, s);
+  nlohmann::json text = nullptr;
+  if (tokenizer) {
+    const auto decoded = nlohmann::json::parse(
+        run_tokenizer({"--tokenizer", dir, "--decode", nlohmann::json(tokens).dump()}), nullptr, false);
+    if (!decoded.is_string()) throw std::runtime_error("cohort-tokenize --decode printed no JSON string");
+    text = decoded;
+  }
+  if (vm.count("json")) {
+    std::cout << nlohmann::json{{"new_tokens", tokens}, {"text", text}}.dump() << "\n";
+  } else if (tokenizer) {
+    std::cout << text.get<std::string>() << "\n";
+  } else {
+    std::cout << nlohmann::json(tokens).dump() << "\n";
+  }
+  return std::cout.flush() ? 0 : 1;
+}
+
+}  // namespace cohort::tools
