@@ -7,6 +7,7 @@
 
 #include "actors/actor_system_types.hpp"
 #include "actors/client_protocol.hpp"
+#include "actors/head_metrics.hpp"
 #include "actors/store_writer.hpp"
 #include "config/job_spec.hpp"
 #include "config/storage_roots.hpp"
@@ -647,6 +648,11 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         }
         start_trainers(self);
       },
+      [=](const metrics_query&) {
+        return metrics_snapshot{self->state.options.epoch,
+                                job_list{self->state.logic.jobs(), self->state.logic.nodes()},
+                                self->state.latest_progress};
+      },
       [=](const publish_address& p) {
         auto& st = self->state;
         if (st.stepped_down || !st.options.store) return;
@@ -667,6 +673,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       },
       [=](const progress_report& report) {
         if (self->state.logic.on_progress(report)) notify(self, report.job_id, "");
+        // For the metrics: the current attempt's newest report (on_progress ignores a zombie's).
+        if (const auto* r = self->state.logic.find(report.job_id); r != nullptr && report.attempt == r->attempts - 1)
+          self->state.latest_progress[report.job_id] = report;
         // A preempted attempt whose emergency checkpoint committed is stopped now.
         if (self->state.logic.emergency_checkpoint_committed(report.job_id))
           end_preemption(self, report.job_id);

@@ -1,6 +1,7 @@
 // The cluster's credentials file and the head's key store (see credentials.hpp).
 #include "net/credentials.hpp"
 
+#include <sodium.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -204,6 +205,21 @@ cluster_secrets ensure_cluster_credentials(const fs::path& store_dir) {
                             + key_file.string() + "; the two files come from different "
                               "clusters");
   return s;
+}
+
+std::string metrics_token(const cluster_credentials& creds) {
+  static constexpr char context[] = "cohort metrics token v1";
+  unsigned char hash[32];
+  const auto& secret = creds.client.secret_key;
+  crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
+                     reinterpret_cast<const unsigned char*>(context), sizeof context - 1);
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : hash) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
 }
 
 } // namespace cohort::net

@@ -4,7 +4,7 @@
 //                                               NODES.json offline)
 //   submit run JOB.json [--follow]              submit to the cluster (--local: embedded cluster)
 //   submit status JOB [--json] | list [--json] | logs JOB [-f] | checkpoint JOB | release JOB
-//   | stop JOB | drain NODE | undrain NODE
+//   | stop JOB | drain NODE | undrain NODE | metrics-token
 // The cluster is --address / $COHORT_ADDRESS (a list of heads: the one that leads answers; a
 // standby's "not the leader; the leader is X" is followed) with --credentials /
 // $COHORT_CREDENTIALS; a client that shares the store (--store, or a credentials file inside it)
@@ -31,6 +31,7 @@
 #include "core/resources/placement.hpp"
 #include "core/train/job_preflight.hpp"
 #include "net/bridge_messages.hpp"
+#include "net/credentials.hpp"
 #include "net/json_inspector.hpp"
 #include "tools/cluster_client.hpp"
 #include "tools/plan_output.hpp"
@@ -207,6 +208,13 @@ void print_log(const actors::log_line& l) {
 }
 
 int remote(const options& o) {
+  if (o.command == "metrics-token") {  // from the credentials alone: no head is asked
+    if (o.credentials.empty())
+      throw config::spec_error("--credentials", "no credentials: give --credentials FILE (or --store DIR) or set "
+                                                "COHORT_CREDENTIALS");
+    std::cout << net::metrics_token(net::load_credentials(o.credentials)) << "\n";
+    return exit_ok;
+  }
   if (o.command == "run") {
     auto spec = core::train::load_runnable_spec(o.arg);
     auto client = connect(o);

@@ -30,7 +30,9 @@ const char* const submit_usage =
     "  drain NODE                          take a node out of service: its jobs save an emergency\n"
     "                                      checkpoint and move to other nodes; nothing new is\n"
     "                                      placed on it until undrain\n"
-    "  undrain NODE                        make a drained node take placements again\n";
+    "  undrain NODE                        make a drained node take placements again\n"
+    "  metrics-token                       the bearer token of the head's metrics endpoint\n"
+    "                                      (cluster-head --metrics-port), from the credentials\n";
 
 std::variant<submit_options, int> parse_submit_options(int argc, char** argv) {
   po::options_description visible("options");
@@ -91,13 +93,13 @@ std::variant<submit_options, int> parse_submit_options(int argc, char** argv) {
   o.num_cpus = vm["num-cpus"].as<double>();
   if (vm.count("num-gpus")) o.num_gpus = vm["num-gpus"].as<double>();
   static const char* const commands[] = {"plan", "run", "status", "list", "logs", "checkpoint",
-                                          "release", "stop", "drain", "undrain"};
+                                          "release", "stop", "drain", "undrain", "metrics-token"};
   if (std::find(std::begin(commands), std::end(commands), o.command) == std::end(commands)) {
     std::cerr << "submit: unknown command \"" << o.command << "\" (allowed: plan, run, status, list, "
-              << "logs, checkpoint, release, stop, drain, undrain)\n" << submit_usage;
+              << "logs, checkpoint, release, stop, drain, undrain, metrics-token)\n" << submit_usage;
     return exit_usage;
   }
-  if (o.command != "list" && o.arg.empty()) {
+  if (o.command != "list" && o.command != "metrics-token" && o.arg.empty()) {
     std::cerr << "submit " << o.command << ": "
               << (o.command == "run" || o.command == "plan"          ? "JOB.json"
                   : o.command == "drain" || o.command == "undrain" ? "NODE (a node name)"

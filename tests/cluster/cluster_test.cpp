@@ -1,5 +1,7 @@
 // The cluster over the network, as users run it: cluster-head, cluster-workers and submit as real
 // processes on 127.0.0.1, with failures made the way they happen (kill -9).
+#include <httplib.h>
+
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "actors/client_protocol.hpp"
@@ -1705,4 +1708,52 @@ TEST_CASE("on an etcd store, after kill -9 of the leader head a standby head tak
   REQUIRE(stored->state);
   CHECK((*stored->state)["epoch"] == db->lease().current_epoch());
   CHECK(db->lease().current()->address == standby_address);
+}
+
+TEST_CASE("the head's metrics endpoint gives a scraper with the cluster's token the nodes, jobs and "
+          "training gauges in Prometheus text, and refuses one without it",
+          "[cluster][metrics]") {
+  test_cluster c;
+  c.start_head({"--metrics-port", "0"});
+  const auto line = c.head().wait_for_line("metrics on http://", 60s);
+  const auto slash = line.find("/metrics"), colon = line.rfind(':', slash);
+  REQUIRE((colon != std::string::npos && slash != std::string::npos && slash > colon));
+  const int port = std::stoi(line.substr(colon + 1, slash - colon - 1));
+  c.start_worker("n1", 2);
+  const auto id = start_job(c, c.write_job(lr_job("scraped", 2, 4, 0, 0, c.dir().str() + "/runs")));
+  const auto record = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  const auto token = first_line(c.submit({"metrics-token"}).out);
+  CHECK(token.size() == 64);
+
+  httplib::Client scraper("127.0.0.1", port);
+  const auto refused = scraper.Get("/metrics");
+  REQUIRE(refused);
+  CHECK(refused->status == 401);
+  const auto wrong = scraper.Get("/metrics", {{"Authorization", "Bearer " + std::string(64, '0')}});
+  REQUIRE(wrong);
+  CHECK(wrong->status == 401);
+  const auto res = scraper.Get("/metrics", {{"Authorization", "Bearer " + token}});
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  INFO(res->body);
+  // Every sample line: "name{labels} value".
+  std::map<std::string, double> samples;
+  std::istringstream lines(res->body);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.empty() || l[0] == '#') continue;
+    const auto space = l.rfind(' ');
+    REQUIRE(space != std::string::npos);
+    samples[l.substr(0, space)] = std::stod(l.substr(space + 1));
+  }
+  const std::string job = "job=\"" + id + "\",name=\"scraped\"";
+  CHECK(samples.at("cohort_jobs{state=\"SUCCEEDED\"}") == 1);
+  CHECK(samples.at("cohort_jobs{state=\"FAILED\"}") == 0);
+  CHECK(samples.at("cohort_job_state{" + job + ",state=\"SUCCEEDED\"}") == 1);
+  CHECK(samples.at("cohort_job_attempts{" + job + "}") == 1);
+  CHECK(samples.at("cohort_train_step{" + job + "}") == 4);
+  CHECK(samples.at("cohort_train_loss{" + job + "}") == Approx(record["loss"].get<double>()));
+  CHECK(samples.count("cohort_train_lr{" + job + "}") == 1);
+  CHECK(samples.at("cohort_nodes{drain_state=\"\"}") == 1);
+  CHECK(samples.at("cohort_node_resource{node=\"n1\",resource=\"CPU\"}") == 2);
+  CHECK(samples.at("cohort_head_epoch") >= 1);
 }
