@@ -1,4 +1,4 @@
-// The head's Prometheus text exposition (see head_metrics.hpp).
+// The head's job histories and Prometheus text exposition (see head_metrics.hpp).
 #include "actors/head_metrics.hpp"
 
 #include <cstdio>
@@ -46,6 +46,18 @@ class exposition {
 };
 
 }  // namespace
+
+void add_history_point(std::vector<progress_report>& points, const progress_report& report) {
+  if (report.step <= 0 || report.held_before_step > 0) return;
+  while (!points.empty() && points.back().step >= report.step) points.pop_back();
+  points.push_back(report);
+  if (points.size() <= max_history_points) return;
+  std::vector<progress_report> kept;
+  kept.reserve(points.size() / 2 + 1);
+  for (std::size_t i = 0; i < points.size(); i += 2) kept.push_back(points[i]);
+  if (kept.back().step != points.back().step) kept.push_back(points.back());  // the newest stays
+  points = std::move(kept);
+}
 
 std::string prometheus_text(const metrics_snapshot& s) {
   exposition e;

@@ -25,7 +25,7 @@ cluster_credentials load_credentials(const std::filesystem::path& file);
 // $COHORT_CREDENTIALS. Throws credentials_error saying how to pass one when neither is set.
 cluster_credentials load_credentials_from(const std::string& flag);
 
-// The bearer token of the head's metrics endpoint (cluster-head --metrics-port): 64 hex digits,
+// The bearer token of the head's dashboard and metrics endpoint (cluster-head --dashboard-port): 64 hex digits,
 // a keyed BLAKE2b hash of the client secret key, so whoever holds the credentials file can scrape
 // and the token reveals nothing of the key. `submit metrics-token` prints it.
 std::string metrics_token(const cluster_credentials& creds);

@@ -25,7 +25,7 @@
 #include "net/credentials.hpp"
 #include "net/head_addresses.hpp"
 #include "net/net_error.hpp"
-#include "tools/metrics_server.hpp"
+#include "tools/dashboard_server.hpp"
 #include "tools/signal_wait.hpp"
 #include "tools/standby_responder.hpp"
 
@@ -57,12 +57,12 @@ int main(int argc, char** argv) {
        "a directory (repeatable) that every job's paths on disk must lie under: run.storage_path, "
        "data.train, data.eval, model.hf_dir, model.config; a job naming another is refused at "
        "submit. Unset: no restriction (any path the workers can reach)")
-      ("metrics-port", po::value<std::uint16_t>(),
-       "serve GET /metrics (Prometheus text format) on this port while leading (0: any free); "
-       "scrapers send `Authorization: Bearer TOKEN`, the token `submit metrics-token` prints. Off "
-       "unless given")
-      ("metrics-bind", po::value<std::string>()->default_value("127.0.0.1"),
-       "address of the metrics endpoint (plain HTTP: keep it on a private interface)")
+      ("dashboard-port", po::value<std::uint16_t>(),
+       "serve the read-only dashboard (GET /), its JSON (/api/...) and Prometheus metrics "
+       "(GET /metrics) on this port while leading (0: any free); everything but the page needs "
+       "`Authorization: Bearer TOKEN`, the token `submit metrics-token` prints. Off unless given")
+      ("dashboard-bind", po::value<std::string>()->default_value("127.0.0.1"),
+       "address of the dashboard (plain HTTP: keep it on a private interface)")
       ("step-down-grace", po::value<double>()->default_value(3.0),
        "seconds a head that lost the leadership keeps answering clients with who leads now "
        "before it exits (1)");
@@ -208,13 +208,13 @@ int main(int argc, char** argv) {
     std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
               << store_dir << ", epoch " << lease->epoch << ")\ncluster-head: credentials "
               << secrets.credentials_file.string() << std::endl;
-    std::unique_ptr<tools::metrics_server> metrics;
-    if (vm.count("metrics-port")) {
-      metrics = std::make_unique<tools::metrics_server>(sys, head, vm["metrics-bind"].as<std::string>(),
-                                                        vm["metrics-port"].as<std::uint16_t>(),
-                                                        net::metrics_token(secrets.credentials));
-      std::cout << "cluster-head: metrics on http://" << vm["metrics-bind"].as<std::string>() << ":"
-                << metrics->port() << "/metrics (bearer token: `submit metrics-token`)" << std::endl;
+    std::unique_ptr<tools::dashboard_server> dashboard;
+    if (vm.count("dashboard-port")) {
+      const auto& at = vm["dashboard-bind"].as<std::string>();
+      dashboard = std::make_unique<tools::dashboard_server>(sys, head, at, vm["dashboard-port"].as<std::uint16_t>(),
+                                                            net::metrics_token(secrets.credentials));
+      std::cout << "cluster-head: dashboard on http://" << at << ":" << dashboard->port()
+                << "/ and Prometheus metrics on /metrics (bearer token: `submit metrics-token`)" << std::endl;
     }
     if (!storage_roots.empty()) {
       std::cout << "cluster-head: job paths confined to";
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
       stopping = true;
     }
     stopping_changed.notify_all();
-    metrics.reset();  // no scrape waits on a head that is going
+    dashboard.reset();  // no request waits on a head that is going
     caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head, caf::exit_reason::user_shutdown);
     watcher.join();

@@ -31,8 +31,8 @@ const char* const submit_usage =
     "                                      checkpoint and move to other nodes; nothing new is\n"
     "                                      placed on it until undrain\n"
     "  undrain NODE                        make a drained node take placements again\n"
-    "  metrics-token                       the bearer token of the head's metrics endpoint\n"
-    "                                      (cluster-head --metrics-port), from the credentials\n";
+    "  metrics-token                       the bearer token of the head's dashboard and metrics endpoint\n"
+    "                                      (cluster-head --dashboard-port), from the credentials\n";
 
 std::variant<submit_options, int> parse_submit_options(int argc, char** argv) {
   po::options_description visible("options");

@@ -1710,15 +1710,24 @@ TEST_CASE("on an etcd store, after kill -9 of the leader head a standby head tak
   CHECK(db->lease().current()->address == standby_address);
 }
 
+namespace {
+
+// Starts a head serving its dashboard on a free port; returns that port.
+int start_head_with_dashboard(test_cluster& c) {
+  c.start_head({"--dashboard-port", "0"});
+  const auto line = c.head().wait_for_line("dashboard on http://", 60s);
+  const auto slash = line.find("/ and"), colon = line.rfind(':', slash);
+  REQUIRE((slash != std::string::npos && colon != std::string::npos && slash > colon));
+  return std::stoi(line.substr(colon + 1, slash - colon - 1));
+}
+
+}  // namespace
+
 TEST_CASE("the head's metrics endpoint gives a scraper with the cluster's token the nodes, jobs and "
           "training gauges in Prometheus text, and refuses one without it",
           "[cluster][metrics]") {
   test_cluster c;
-  c.start_head({"--metrics-port", "0"});
-  const auto line = c.head().wait_for_line("metrics on http://", 60s);
-  const auto slash = line.find("/metrics"), colon = line.rfind(':', slash);
-  REQUIRE((colon != std::string::npos && slash != std::string::npos && slash > colon));
-  const int port = std::stoi(line.substr(colon + 1, slash - colon - 1));
+  const int port = start_head_with_dashboard(c);
   c.start_worker("n1", 2);
   const auto id = start_job(c, c.write_job(lr_job("scraped", 2, 4, 0, 0, c.dir().str() + "/runs")));
   const auto record = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
@@ -1756,4 +1765,68 @@ TEST_CASE("the head's metrics endpoint gives a scraper with the cluster's token 
   CHECK(samples.at("cohort_nodes{drain_state=\"\"}") == 1);
   CHECK(samples.at("cohort_node_resource{node=\"n1\",resource=\"CPU\"}") == 2);
   CHECK(samples.at("cohort_head_epoch") >= 1);
+
+  // The dashboard's JSON: the job's logged steps, and 404 for a job that does not exist.
+  const auto history = scraper.Get("/api/jobs/" + id + "/history", {{"Authorization", "Bearer " + token}});
+  REQUIRE(history);
+  REQUIRE(history->status == 200);
+  const auto points = json::parse(history->body)["points"];
+  REQUIRE(points.size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK(points[i]["step"] == i + 1);
+  CHECK(points[3]["loss"].get<double>() == Approx(record["loss"].get<double>()));
+  const auto unknown = scraper.Get("/api/jobs/job-9999/history", {{"Authorization", "Bearer " + token}});
+  REQUIRE(unknown);
+  CHECK(unknown->status == 404);
+  CHECK(scraper.Get("/api/cluster")->status == 401);
+}
+
+TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists the nodes and the "
+          "job and draws a point per logged step",
+          "[cluster][metrics][dashboard]") {
+  const std::string chromium = "/usr/bin/chromium";
+  INFO("the dashboard test needs Debian's chromium package (scripts/install-deps installs it)");
+  REQUIRE(std::filesystem::exists(chromium));
+  test_cluster c;
+  const int port = start_head_with_dashboard(c);
+  c.start_worker("n1", 2);
+  const auto id = start_job(c, c.write_job(lr_job("charted", 2, 5, 0, 0, c.dir().str() + "/runs")));
+  c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  const auto token = first_line(c.submit({"metrics-token"}).out);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/#token=" + token + "&job=" + id;
+  // Virtual time: the page's requests and first refresh complete before the DOM is dumped,
+  // however slow the machine.
+  const std::vector<std::string> common{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                                        "--user-data-dir=" + c.dir().str() + "/chromium",
+                                        "--virtual-time-budget=10000"};
+  // Chromium's output (the DOM on stdout, its chatter on stderr), once it has ended.
+  const auto chromium_run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), chromium);
+    cohort::test::running_process p(args, {});
+    REQUIRE(p.wait_for_exit(180s));
+    return p.output();
+  };
+  auto dump_args = common;
+  dump_args.insert(dump_args.end(), {"--dump-dom", url});
+  const auto dom = chromium_run(dump_args);
+  INFO(dom);
+  CHECK_THAT(dom, Catch::Contains("data-state=\"loaded\""));
+  CHECK_THAT(dom, Catch::Contains("id=\"node-n1\""));
+  CHECK_THAT(dom, Catch::Contains("id=\"job-" + id + "\"") && Catch::Contains("data-state=\"SUCCEEDED\""));
+  for (const char* metric : {"loss", "lr", "tokens_per_s", "mfu"})
+    CHECK_THAT(dom, Catch::Contains("data-metric=\"" + std::string(metric) + "\" data-points=\"5\""));
+  CHECK_THAT(dom, Catch::Contains("rank 0 done"));  // the log tail
+  // Without the token the page asks for one and shows no data.
+  auto login_args = common;
+  login_args.insert(login_args.end(), {"--dump-dom", "http://127.0.0.1:" + std::to_string(port) + "/"});
+  const auto login = chromium_run(login_args);
+  CHECK_THAT(login, Catch::Contains("data-state=\"login\"") && !Catch::Contains("id=\"job-" + id));
+  // A screenshot of the page with the job, kept as the test's artifact.
+  const std::string artifacts = c.program("..") + "/test-artifacts";
+  std::filesystem::create_directories(artifacts);
+  std::filesystem::remove(artifacts + "/dashboard.png");
+  auto shot_args = common;
+  shot_args.insert(shot_args.end(), {"--window-size=1400,1000", "--screenshot=" + artifacts + "/dashboard.png", url});
+  INFO(chromium_run(shot_args));
+  REQUIRE(std::filesystem::exists(artifacts + "/dashboard.png"));
+  CHECK(std::filesystem::file_size(artifacts + "/dashboard.png") > 10000);
 }

@@ -1,0 +1,121 @@
+// The dashboard's page (see dashboard_server.hpp): HTML, styles and script in one document.
+#include "tools/dashboard_server.hpp"
+
+namespace cohort::tools {
+
+const char* dashboard_page() {
+  return R"HTML(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>cohort</title>
+<style>
+body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
+table { border-collapse: collapse; } td, th { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
+tr.job { cursor: pointer; } tr.selected { background: #eef4ff; }
+.charts { display: flex; flex-wrap: wrap; gap: 14px; }
+figure { margin: 0; } figcaption { font-weight: 600; }
+canvas { border: 1px solid #ccc; background: #fff; }
+pre { background: #f6f6f6; padding: 8px; max-height: 320px; overflow: auto; font-size: 12px; }
+#login { display: none; } #status { color: #a00; }
+</style></head>
+<body data-state="loading">
+<h1>cohort</h1>
+<form id="login"><label>Token (<code>submit metrics-token</code>): <input id="token" size="70"></label>
+<button>Log in</button></form>
+<div id="status"></div>
+<h2>Nodes</h2>
+<table id="nodes"><thead><tr><th>node</th><th>address</th><th>resources</th><th>GPUs</th><th>state</th></tr></thead><tbody></tbody></table>
+<h2>Jobs</h2>
+<table id="jobs"><thead><tr><th>id</th><th>name</th><th>state</th><th>step</th><th>loss</th><th>attempts</th><th>failures</th><th>preemptions</th><th>reason</th></tr></thead><tbody></tbody></table>
+<h2 id="job-title"></h2>
+<div class="charts">
+<figure><figcaption>loss</figcaption><canvas width="420" height="200" data-metric="loss" data-points="0"></canvas></figure>
+<figure><figcaption>learning rate</figcaption><canvas width="420" height="200" data-metric="lr" data-points="0"></canvas></figure>
+<figure><figcaption>tokens/s</figcaption><canvas width="420" height="200" data-metric="tokens_per_s" data-points="0"></canvas></figure>
+<figure><figcaption>MFU</figcaption><canvas width="420" height="200" data-metric="mfu" data-points="0"></canvas></figure>
+</div>
+<h2>Log tail</h2>
+<pre id="logs"></pre>
+<script>
+"use strict";
+const hash = new URLSearchParams(location.hash.slice(1));
+let token = hash.get("token") || sessionStorage.getItem("cohort-token") || "";
+let selected = hash.get("job") || "";
+const $ = (id) => document.getElementById(id);
+function cell(row, text) { const td = document.createElement("td"); td.textContent = text; row.appendChild(td); }
+async function api(path) {
+  const r = await fetch(path, {headers: {Authorization: "Bearer " + token}});
+  if (r.status === 401) throw new Error("login");
+  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  return r.json();
+}
+function showNodes(nodes) {
+  const body = $("nodes").tBodies[0]; body.textContent = "";
+  for (const n of nodes) {
+    const row = body.insertRow(); row.id = "node-" + n.name;
+    cell(row, n.name); cell(row, n.address);
+    cell(row, Object.entries(n.resources).filter(([k]) => !k.startsWith("accelerator_type"))
+      .map(([k, v]) => k + " " + (k === "memory" ? (v / 2 ** 30).toFixed(1) + " GiB" : v)).join(", "));
+    cell(row, n.accelerator_type || n.gpu_note || "-");
+    cell(row, n.drain_state || "schedulable");
+  }
+}
+function showJobs(jobs) {
+  const body = $("jobs").tBodies[0]; body.textContent = "";
+  for (const j of jobs) {
+    const row = body.insertRow(); row.id = "job-" + j.id; row.className = "job" + (j.id === selected ? " selected" : "");
+    row.dataset.state = j.state;
+    row.onclick = () => { selected = j.id; refresh(); };
+    cell(row, j.id); cell(row, j.name); cell(row, j.state); cell(row, j.step + "/" + j.total_steps);
+    cell(row, Number(j.loss).toPrecision(5)); cell(row, j.attempts); cell(row, j.failures.length);
+    cell(row, j.preemptions); cell(row, j.reason);
+  }
+}
+function draw(canvas, points) {
+  const key = canvas.dataset.metric, ctx = canvas.getContext("2d");
+  const xs = points.map((p) => p.step), ys = points.map((p) => p[key]);
+  canvas.dataset.points = String(points.length);
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  if (points.length === 0) return;
+  const pad = 36, w = canvas.width - 2 * pad, h = canvas.height - 2 * pad;
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
+  const sx = (x) => pad + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * w;
+  const sy = (y) => pad + h - (y1 > y0 ? (y - y0) / (y1 - y0) : 0.5) * h;
+  ctx.strokeStyle = "#999"; ctx.strokeRect(pad, pad, w, h);
+  ctx.fillStyle = "#444"; ctx.font = "11px sans-serif";
+  ctx.fillText(y1.toPrecision(4), 2, pad + 4); ctx.fillText(y0.toPrecision(4), 2, pad + h);
+  ctx.fillText("step " + x0, pad, canvas.height - 8); ctx.fillText("step " + x1, pad + w - 50, canvas.height - 8);
+  ctx.strokeStyle = "#1f5fbf"; ctx.lineWidth = 2; ctx.beginPath();
+  points.forEach((p, i) => { const x = sx(p.step), y = sy(p[key]); if (i) ctx.lineTo(x, y); else ctx.moveTo(x, y); });
+  ctx.stroke();
+  ctx.fillStyle = "#1f5fbf";
+  for (const p of points) { ctx.beginPath(); ctx.arc(sx(p.step), sy(p[key]), 2.5, 0, 7); ctx.fill(); }
+}
+async function refresh() {
+  try {
+    const cluster = await api("/api/cluster");
+    if (!selected && cluster.jobs.length) selected = cluster.jobs[cluster.jobs.length - 1].id;
+    showNodes(cluster.nodes); showJobs(cluster.jobs);
+    if (selected) {
+      $("job-title").textContent = "Job " + selected;
+      const history = await api("/api/jobs/" + selected + "/history");
+      for (const c of document.querySelectorAll("canvas")) draw(c, history.points);
+      $("logs").textContent = (await api("/api/jobs/" + selected + "/logs")).lines.join("\n");
+    }
+    $("status").textContent = ""; $("login").style.display = "none";
+    document.body.dataset.state = "loaded";
+  } catch (e) {
+    if (e.message === "login") { $("login").style.display = "block"; document.body.dataset.state = "login"; }
+    else $("status").textContent = String(e.message || e);
+  }
+}
+$("login").onsubmit = (ev) => {
+  ev.preventDefault(); token = $("token").value.trim(); sessionStorage.setItem("cohort-token", token); refresh();
+};
+if (token) sessionStorage.setItem("cohort-token", token);
+refresh();
+setInterval(refresh, 2000);
+</script></body></html>
+)HTML";
+}
+
+}  // namespace cohort::tools
