@@ -174,6 +174,7 @@ void parse_train(const json& v, train_spec& t, given_map& given) {
   r.read("grad_accum", t.grad_accum, 1, max_grad_accum);
   r.read("epochs", t.epochs, 0);
   r.read("max_steps", t.max_steps, 0);
+  r.read("as_test", t.as_test);
   r.read("lr", t.lr, positive);
   r.read("beta1", t.beta1, unit_open);
   r.read("beta2", t.beta2, unit_open);

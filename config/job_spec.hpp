@@ -61,6 +61,9 @@ struct train_spec {
   int grad_accum = 1;
   int epochs = 1;
   std::int64_t max_steps = 0;  // 0: run the epochs
+  // A smoke test of the whole run: one optimizer step (the LR schedule still spans the full run),
+  // then the final checkpoint and the export as after a full run.
+  bool as_test = false;
   double lr = 1e-4;
   double beta1 = 0.9;
   double beta2 = 0.999;

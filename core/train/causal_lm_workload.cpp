@@ -97,8 +97,12 @@ void causal_lm_workload::run(const worker_context& ctx) {
             "; after loading: " + describe(read_memory_peaks(device)));
 
   const auto extra = engine.checkpoint_extra();
-  const std::int64_t total = engine.total_steps();
   const std::int64_t first_step = engine.steps_done();
+  // train.as_test: one step past where the run stands, then the final checkpoint and export.
+  const std::int64_t total =
+      ctx.spec.train.as_test ? std::min(engine.total_steps(), first_step + 1) : engine.total_steps();
+  if (ctx.spec.train.as_test && ctx.rank == 0 && ctx.log)
+    ctx.log("train.as_test: running step " + std::to_string(total) + " only, then the final checkpoint and export");
   step_report report;
   if (from) {  // what the checkpoint's step logged: reported even when no step is left to run
     const auto& logged = from->manifest.metrics;

@@ -70,8 +70,8 @@ void linear_regression_workload::run(const worker_context& ctx) {
                                 " samples");
   const std::int64_t per_rank = global / ctx.world_size;
   const std::int64_t steps_per_epoch = dataset_samples / global;
-  const std::int64_t total_steps =
-      train.max_steps > 0 ? train.max_steps : steps_per_epoch * train.epochs;
+  const std::int64_t total_steps = train.as_test ? 1  // train.as_test: one step
+                                   : train.max_steps > 0 ? train.max_steps : steps_per_epoch * train.epochs;
 
   auto group = join_group(ctx, comm::backend_kind::gloo);
 

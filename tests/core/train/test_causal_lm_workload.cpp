@@ -1,5 +1,6 @@
 // The causal_lm workload as a worker runs it: make_workload, rendezvous through a TCP store
 // server, rank 0's metrics.jsonl and reports, cancellation.
+#include "core/ckpt/layout.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/mfu.hpp"
 #include "tests/core/train/engine_fixture.hpp"
@@ -65,6 +66,33 @@ TEST_CASE("a job started again after its final checkpoint reports its last step 
   CHECK(resumed.checkpoint_step == 4);
   CHECK(resumed.loss == Approx(last.loss));
   CHECK(resumed.loss > 0);
+}
+
+TEST_CASE("train.as_test runs one step with the full run's learning rate, then the final "
+          "checkpoint and the export", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  auto full = test::tiny_job(data, 2, 2, false);
+  full.train.max_steps = 6;
+  full.train.warmup_steps = 0;
+  full.train.schedule = config::lr_schedule::cosine;
+  const auto straight = test::run_workload(full, tmp.path("full"));
+  REQUIRE(straight[0].error_text() == "");
+  auto smoke = full;
+  smoke.train.as_test = true;
+  const auto results = test::run_workload(smoke, tmp.path("smoke"));
+  for (const auto& r : results) REQUIRE(r.error_text() == "");
+  const auto& reports = results[0].value->reports;
+  REQUIRE(!reports.empty());
+  CHECK(reports.back().step == 1);
+  CHECK(reports.back().total_steps == 1);
+  CHECK(reports.back().checkpoint_step == 1);  // the final checkpoint is committed
+  CHECK(reports.front().loss == straight[0].value->reports.front().loss);
+  CHECK(reports.front().lr == straight[0].value->reports.front().lr);  // the schedule spans 6 steps
+  CHECK(test::metrics_lines(tmp.path("smoke")).size() == 1);
+  CHECK(std::filesystem::exists(core::ckpt::step_dir(tmp.path("smoke"), 1) + "/COMMITTED"));
+  CHECK(std::filesystem::exists(tmp.path("smoke") + "/model/model.safetensors"));
+  CHECK(test::contains_line(results[0].value->log, "train.as_test", "then the final checkpoint and export"));
 }
 
 TEST_CASE("a cancelled causal_lm workload stops with cancelled_error", "[core][train]") {
