@@ -160,6 +160,11 @@ struct trainer_actor_state {
   std::unique_ptr<core::comm::tcp_store_server> store;
   std::string store_secret;  // the store's (raw bytes); handed to this attempt's workers only
   std::shared_ptr<epoch_fence> fence;  // the node's: head commands of older epochs are refused
+  // What the attempt's workers were told (worker_command): totals, told again to a worker that
+  // starts after them.
+  std::int64_t checkpoint_requests = 0;  // checkpoint_attempt and preempt_attempt so far
+  std::int64_t releases = 0;             // release_attempt so far
+  bool preempted = false;
   // The attempt's output lines the head has not acknowledged (log_ack), oldest first, at most
   // max_unacked_log_bytes of text: sent again to a head that adopts the trainer, so lines
   // written while no leader was reachable are kept. Lines dropped to stay in bounds are counted

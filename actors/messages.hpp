@@ -12,7 +12,11 @@
 //   head → node      start_trainer; the trainer → head: trainer_started (monitored)
 //   trainer → node   start_worker; the worker → trainer: worker_started (monitored)
 //   worker → trainer progress_report, rank_heartbeat, log_line, worker_finished
-//   trainer → worker kill_hung_worker
+//   trainer → worker kill_hung_worker, worker_command (checkpoint, release, preempt, stop);
+//                    the worker actor of a process passes each on as a codec frame on the
+//                    process's command link (fd 4), whose reader thread sets its run_signals
+//   worker process → its worker actor   control lines on fd 3 (JSON: progress, heartbeat,
+//                    finished; worker_process_link.hpp), turned into the messages above
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
 //   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt, log_ack, outcome_ack
@@ -379,6 +383,34 @@ struct log_ack {
   std::uint64_t seq = 0;
   std::int64_t epoch = 0;
 };
+// trainer → worker, and on to the worker process as a codec frame on its command link
+// (worker_process_link.hpp): what the trainer tells a running rank between steps. The counts
+// are the attempt's totals so far, so a command told again (to a rank that started late) or
+// merged changes nothing: a worker keeps the largest it was told.
+//   checkpoint  the attempt's n-th checkpoint request: rank 0 takes it before its next step and
+//               the step's all-reduce makes every rank save after that step
+//   release     the attempt's n-th release: a rank held at its n-th run.hold_before_step goes on
+//   preempt     a node of the attempt is leaving; n counts the checkpoint requests as above (the
+//               preemption is one): the ranks save after the next step, then wait to be stopped
+//   stop        end now, as SIGTERM does (n unused)
+enum class worker_command_kind : std::uint8_t { checkpoint, release, preempt, stop };
+constexpr worker_command_kind wire_enum_max(worker_command_kind) { return worker_command_kind::stop; }
+inline const char* to_string(worker_command_kind k) {
+  switch (k) {
+    case worker_command_kind::checkpoint: return "checkpoint";
+    case worker_command_kind::release: return "release";
+    case worker_command_kind::preempt: return "preempt";
+    case worker_command_kind::stop: return "stop";
+  }
+  return "unknown";
+}
+struct worker_command {
+  static constexpr std::uint32_t wire_id = 68;
+  std::string job_id;
+  std::int32_t attempt = 0;
+  worker_command_kind kind = worker_command_kind::checkpoint;
+  std::int64_t n = 0;
+};
 // head → trainer: a node of the attempt is leaving (preemption). The ranks save an emergency
 // checkpoint after their next step and then wait (no further step) until the head stops the
 // attempt, which it does once the checkpoint committed or run.failure.preemption_grace_s passed.
@@ -683,6 +715,11 @@ typename Inspector::result_type inspect(Inspector& f, kill_hung_worker& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_running& x) {
   return f(caf::meta::type_name("attempt_running"), x.job_id, x.attempt);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_command& x) {
+  return f(caf::meta::type_name("worker_command"), x.job_id, x.attempt, x.kind, x.n);
 }
 
 template <class Inspector>

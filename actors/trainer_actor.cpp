@@ -1,5 +1,6 @@
 // The trainer actor: drives one attempt of one job. It serves the attempt's rendezvous store,
-// starts the worker group through the nodes, forwards rank 0's progress to the head, and ends
+// starts the worker group through the nodes, forwards rank 0's progress to the head, passes the
+// head's checkpoint requests, releases and preemption on to every worker (worker_command), and ends
 // the attempt at the first failure (stopping the other workers) or when every rank has finished.
 #include <chrono>
 #include <iostream>
@@ -11,8 +12,6 @@
 #include "config/job_spec.hpp"
 #include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"
-#include "core/train/checkpoint_request.hpp"
-#include "core/train/step_gate.hpp"
 
 namespace cohort::actors {
 
@@ -135,6 +134,27 @@ void forward_log(trainer_ptr self, log_line line) {
   self->send(st.head, line);
 }
 
+// Tells every started worker of the attempt (a worker that starts later is told in
+// worker_started). Asynchronous: no handler waits on a worker.
+void tell_workers(trainer_ptr self, worker_command_kind kind, std::int64_t n) {
+  auto& st = self->state;
+  for (auto& w : st.workers)
+    if (w) self->send(w, worker_command{st.setup.job_id, st.setup.attempt, kind, n});
+}
+
+// What the attempt's workers were told so far, for one that has just started.
+void tell_late_worker(trainer_ptr self, const caf::actor& worker) {
+  auto& st = self->state;
+  const auto& s = st.setup;
+  if (st.releases > 0)
+    self->send(worker, worker_command{s.job_id, s.attempt, worker_command_kind::release, st.releases});
+  if (st.checkpoint_requests > 0)
+    self->send(worker, worker_command{s.job_id, s.attempt,
+                                      st.preempted ? worker_command_kind::preempt
+                                                   : worker_command_kind::checkpoint,
+                                      st.checkpoint_requests});
+}
+
 }  // namespace
 
 caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor head,
@@ -208,6 +228,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         st.pids[ws.rank] = ws.pid;
         if (st.hang) st.hang->on_started(ws.rank, ws.pid);
         st.rank_of[worker.address()] = ws.rank;
+        tell_late_worker(self, worker);
         if (++st.started == world)
           self->send(st.head, attempt_running{st.setup.job_id, st.setup.attempt});
       },
@@ -301,50 +322,30 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
       },
       [=](const checkpoint_attempt& req) {
         auto& st = self->state;
-        if (!is_mine(self, req.job_id, req.attempt) || !st.store ||
-            !admitted(self, req.epoch, "checkpoint_attempt"))
+        if (!is_mine(self, req.job_id, req.attempt) || !admitted(self, req.epoch, "checkpoint_attempt"))
           return;
-        try {  // rank 0 takes the request before its next step
-          core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
-                                       std::chrono::seconds(5));
-          client.set(core::train::checkpoint_request_key(req.job_id, req.attempt), "1");
-        } catch (const std::exception& e) {
-          self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
-                                       std::string("trainer: cannot pass on the checkpoint request: ") + e.what()});
-        }
+        // Rank 0 takes it before its next step (a preempted attempt's workers keep their mark).
+        tell_workers(self, st.preempted ? worker_command_kind::preempt : worker_command_kind::checkpoint,
+                     ++st.checkpoint_requests);
       },
       [=](const preempt_attempt& req) {
         auto& st = self->state;
-        if (!is_mine(self, req.job_id, req.attempt) || !st.store ||
-            !admitted(self, req.epoch, "preempt_attempt"))
+        if (!is_mine(self, req.job_id, req.attempt) || !admitted(self, req.epoch, "preempt_attempt"))
           return;
-        try {  // the preempt mark first: a rank that saves the requested checkpoint then finds it
-          core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
-                                       std::chrono::seconds(5));
-          client.set(core::train::preempt_key(req.job_id, req.attempt), "1");
-          client.set(core::train::checkpoint_request_key(req.job_id, req.attempt), "1");
-        } catch (const std::exception& e) {
-          self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
-                                       std::string("trainer: cannot pass on the preemption: ") + e.what()});
-        }
+        // One command: the worker marks the preemption before it counts the request that comes
+        // with it, so rank 0 that takes the request sees the mark.
+        st.preempted = true;
+        tell_workers(self, worker_command_kind::preempt, ++st.checkpoint_requests);
       },
       [=](const release_attempt& req) {
         auto& st = self->state;
-        if (!is_mine(self, req.job_id, req.attempt) || !st.store ||
-            !admitted(self, req.epoch, "release_attempt"))
+        if (!is_mine(self, req.job_id, req.attempt) || !admitted(self, req.epoch, "release_attempt"))
           return;
-        try {  // every rank polls this key at run.hold_before_step
-          core::comm::tcp_store client(st.store->host(), st.store->port(), st.store_secret,
-                                       std::chrono::seconds(5));
-          client.add(core::train::hold_release_key(req.job_id, req.attempt), 1);  // one hold each
-          forward_log(self, log_line{req.job_id, -1, st.setup.trainer_node, 0,
-                                     "trainer: released attempt " + std::to_string(req.attempt + 1) +
-                                         " at the request of the head of epoch " +
-                                         std::to_string(req.epoch)});
-        } catch (const std::exception& e) {
-          self->send(st.head, log_line{req.job_id, -1, st.setup.trainer_node, 0,
-                                       std::string("trainer: cannot pass on the release: ") + e.what()});
-        }
+        tell_workers(self, worker_command_kind::release, ++st.releases);  // one hold each
+        forward_log(self, log_line{req.job_id, -1, st.setup.trainer_node, 0,
+                                   "trainer: released attempt " + std::to_string(req.attempt + 1) +
+                                       " at the request of the head of epoch " +
+                                       std::to_string(req.epoch)});
       },
       [=](const stop_attempt& req) {
         auto& st = self->state;

@@ -1,6 +1,7 @@
 // The in-process worker actor: one rank of a job, running its workload on a runner thread. It
-// turns the thread's reports into messages to its trainer and stops the workload when the
-// trainer goes or ends the attempt.
+// turns the thread's reports into messages to its trainer, hands the trainer's commands
+// (worker_command) to the runner's signals, and stops the workload when the trainer goes or ends
+// the attempt.
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -81,6 +82,10 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
       [=](const log_line& line) { self->send(self->state.trainer, line); },
       [=](runner_done) { finish(true, "", failure_kind::retryable); },
       [=](const runner_failed& f) { finish(false, f.reason, f.kind); },
+      [=](const worker_command& c) {
+        const auto& s = self->state.setup;
+        if (c.job_id == s.job_id && c.attempt == s.attempt) self->state.runner->command(c);
+      },
       [=](const stop_attempt&) { self->quit(caf::exit_reason::user_shutdown); },
       // A thread cannot be killed: the runner is cancelled as the actor ends (its state's dtor).
       [=](const kill_hung_worker&) { self->quit(caf::exit_reason::user_shutdown); },

@@ -1,6 +1,7 @@
 // The node-side actor of a worker that runs in its own OS process (cluster-worker). It starts
-// the process, relays its output and control lines to the trainer, and reports how it ended —
-// including a crash or kill -9, which takes only this worker.
+// the process, relays its output and control lines to the trainer, passes the trainer's
+// commands (worker_command, stop_attempt) on to the process as frames on its command link, and
+// reports how it ended — including a crash or kill -9, which takes only this worker.
 #include <signal.h>
 
 #include <deque>
@@ -77,7 +78,8 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
         worker_environment(setup, st.setup_file->path(), gpu_ids, gpu_count),
         [me](const std::string& line) { caf::anon_send(me, child_output{line}); },
         [me](const core::proc::exit_status& s) { caf::anon_send(me, child_exit{s}); },
-        [me](const std::string& line) { caf::anon_send(me, child_control{line}); });
+        [me](const std::string& line) { caf::anon_send(me, child_control{line}); },
+        /*command_pipe=*/true);
   } catch (const std::exception& e) {
     self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, 0});
     self->send(trainer, worker_finished{setup.job_id, setup.attempt, setup.rank, false,
@@ -150,8 +152,27 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
         if (req.job_id != st.setup.job_id || req.attempt != st.setup.attempt) return;
         st.child->signal(SIGKILL);  // a stopped process would leave SIGTERM pending
       },
+      [=](const worker_command& cmd) {
+        auto& st = self->state;
+        if (cmd.job_id != st.setup.job_id || cmd.attempt != st.setup.attempt) return;
+        if (st.child->write_commands(command_frame(cmd))) return;
+        if (cmd.kind == worker_command_kind::stop) {
+          st.child->signal(SIGTERM);  // the fallback
+          return;
+        }
+        const auto& s = st.setup;
+        self->send(st.trainer, log_line{s.job_id, s.rank, s.node, pid,
+                                        std::string("worker process ") + std::to_string(pid) +
+                                            ": its command link is broken; the " +
+                                            to_string(cmd.kind) + " command did not reach it"});
+      },
       [=](const stop_attempt&) {
-        self->state.child->signal(SIGTERM);
+        auto& st = self->state;
+        // The stop command, else SIGTERM; either way the process ends with this actor (its
+        // child_process kills what is left).
+        if (!st.child->write_commands(command_frame(worker_command{
+                st.setup.job_id, st.setup.attempt, worker_command_kind::stop, 0})))
+          st.child->signal(SIGTERM);
         self->quit(caf::exit_reason::user_shutdown);
       },
   };

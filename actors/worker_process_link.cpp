@@ -1,7 +1,8 @@
-// JSON of the worker-process link (see worker_process_link.hpp).
+// The worker-process link: setup and control lines as JSON, commands as codec frames (see worker_process_link.hpp).
 #include "actors/worker_process_link.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -13,11 +14,13 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
 #include "core/comm/store_auth.hpp"
 #include "core/store/posix_io.hpp"
+#include "net/codec.hpp"
 #include "net/json_inspector.hpp"
 
 namespace cohort::actors {
@@ -179,6 +182,141 @@ std::optional<worker_control> parse_control_line(const std::string& line) {
   } catch (const net::json_error&) {
   }
   return std::nullopt;
+}
+
+namespace {
+
+// The command link's codec: worker_command only, in frames far smaller than the wire's.
+const net::wire_codec& link_codec() {
+  static const net::wire_codec codec = [] {
+    net::frame_limits limits;
+    limits.max_frame_bytes = 64u << 10;
+    limits.max_container_elements = 16;
+    limits.max_string_bytes = 16u << 10;
+    limits.max_bin_bytes = 0;
+    limits.max_depth = 4;
+    return net::wire_codec(net::wire_types<worker_command>{}, limits);
+  }();
+  return codec;
+}
+
+constexpr std::size_t length_bytes = 4;
+
+void raise_to(std::atomic<std::int64_t>& count, std::int64_t n) {
+  std::int64_t seen = count.load();
+  while (seen < n && !count.compare_exchange_weak(seen, n)) {
+  }
+}
+
+}  // namespace
+
+std::string command_frame(const worker_command& command) {
+  const std::string frame = link_codec().encode(command);
+  const auto n = static_cast<std::uint32_t>(frame.size());
+  std::string out;
+  out.reserve(length_bytes + frame.size());
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((n >> shift) & 0xff));
+  return out + frame;
+}
+
+command_frame_reader::result command_frame_reader::feed(const char* data, std::size_t size) noexcept {
+  result out;
+  if (error_) {
+    out.error = error_;
+    return out;
+  }
+  try {
+    pending_.append(data, size);
+    std::size_t at = 0;
+    while (pending_.size() - at >= length_bytes) {
+      std::uint32_t n = 0;
+      for (std::size_t i = 0; i < length_bytes; ++i)
+        n = (n << 8) | static_cast<unsigned char>(pending_[at + i]);
+      if (n > link_codec().limits().max_frame_bytes) {
+        error_ = "a frame of " + std::to_string(n) + " bytes, over the link's limit of " +
+                 std::to_string(link_codec().limits().max_frame_bytes);
+        break;
+      }
+      if (pending_.size() - at - length_bytes < n) break;
+      const auto decoded = link_codec().decode(pending_.data() + at + length_bytes, n);
+      at += length_bytes + n;
+      if (!decoded.ok()) {
+        error_ = std::string(net::to_string(decoded.error)) + ": " + decoded.detail;
+        break;
+      }
+      if (!decoded.message.match_element<worker_command>(0)) {  // wire_error, type id 0
+        error_ = "a frame of type id " + std::to_string(decoded.type_id.value_or(0)) +
+                 ", not a worker_command";
+        break;
+      }
+      out.commands.push_back(decoded.message.get_as<worker_command>(0));
+    }
+    pending_.erase(0, at);
+  } catch (const std::exception& e) {  // out of memory
+    error_ = e.what();
+  }
+  if (error_) pending_.clear();
+  out.error = error_;
+  return out;
+}
+
+void apply_command(const worker_command& command, core::train::run_signals& signals) noexcept {
+  switch (command.kind) {
+    case worker_command_kind::checkpoint:
+      raise_to(signals.checkpoint_requests, command.n);
+      break;
+    case worker_command_kind::release:
+      raise_to(signals.releases, command.n);
+      break;
+    case worker_command_kind::preempt:
+      signals.preempted.store(true);  // before its request: rank 0 that takes it sees the mark
+      raise_to(signals.checkpoint_requests, command.n);
+      break;
+    case worker_command_kind::stop:
+      signals.cancelled.store(true);
+      break;
+  }
+}
+
+command_link_reader::command_link_reader(int fd, core::train::run_signals& signals,
+                                         std::function<void(const std::optional<std::string>&)> on_end)
+    : fd_(fd) {
+  if (::pipe2(wake_, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw std::system_error(err, std::generic_category(), "pipe for the command link's reader");
+  }
+  thread_ = std::thread([this, &signals, on_end = std::move(on_end)] {
+    command_frame_reader frames;
+    char buf[4096];
+    for (;;) {
+      pollfd pfd[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      if (::poll(pfd, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (pfd[1].revents != 0) return;  // the destructor
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {  // the node closed its end (or fd_ is not open: no link)
+        if (on_end) on_end(std::nullopt);
+        return;
+      }
+      auto got = frames.feed(buf, static_cast<std::size_t>(n));
+      for (const auto& c : got.commands) apply_command(c, signals);
+      if (got.error) {
+        if (on_end) on_end(got.error);
+        return;
+      }
+    }
+  });
+}
+
+command_link_reader::~command_link_reader() {
+  const char wake = 1;
+  (void)!::write(wake_[1], &wake, 1);
+  thread_.join();
+  for (int fd : {fd_, wake_[0], wake_[1]}) ::close(fd);
 }
 
 }  // namespace cohort::actors

@@ -1,15 +1,20 @@
 // What passes between a cluster-worker and a worker process it starts: the worker's setup (as
 // JSON, in a file of its own named by the environment variable COHORT_WORKER_SETUP_FILE; a job
-// spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux)
-// and the control lines the worker writes to file descriptor 3 (progress reports, heartbeats for
-// the trainer's hang detector and its final word, as JSON lines: the JSON views of
-// progress_report, rank_heartbeat and worker_finished, net/json_inspector.hpp, with "type"). Plain output on stdout/stderr
-// becomes the job's log. No CAF here: the worker process links none.
+// spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux);
+// worker → node, the control lines the worker writes to file descriptor 3 (progress reports,
+// heartbeats for the trainer's hang detector and its final word, as JSON lines: the JSON views of
+// progress_report, rank_heartbeat and worker_finished, net/json_inspector.hpp, with "type");
+// node → worker, the trainer's commands (worker_command: checkpoint, release, preempt, stop) as
+// codec frames (net/codec.hpp) on a pipe the worker reads as file descriptor 4, each frame behind
+// its length (4 bytes, big-endian). Plain output on stdout/stderr becomes the job's log. The
+// worker process links no actor: only CAF's message type, for the codec.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -21,7 +26,8 @@ namespace cohort::actors {
 // worker started by hand.
 inline constexpr const char* worker_setup_file_variable = "COHORT_WORKER_SETUP_FILE";
 inline constexpr const char* worker_setup_variable = "COHORT_WORKER_SETUP";
-inline constexpr int worker_control_fd = 3;
+inline constexpr int worker_control_fd = 3;   // worker → node: control lines
+inline constexpr int worker_command_fd = 4;   // node → worker: command frames
 
 // The setup's JSON view (net/json_inspector.hpp).
 std::string worker_setup_to_json(const worker_setup& setup);
@@ -87,5 +93,51 @@ std::string finished_line(bool ok, const std::string& reason,
                           failure_kind kind = failure_kind::retryable);
 // nullopt for a line that is not a valid control line (it is ignored, never fatal).
 std::optional<worker_control> parse_control_line(const std::string& line);
+
+// The bytes of one command on the command link: its codec frame's length (4 bytes, big-endian),
+// then the frame ([protocol_version, type_id, body], the link's codec: worker_command only).
+std::string command_frame(const worker_command& command);
+
+// Reassembles commands from the bytes read off the command link, in any pieces. Not
+// thread-safe: one per reader.
+class command_frame_reader {
+ public:
+  struct result {
+    std::vector<worker_command> commands;  // complete ones, in order
+    // Why the link is broken: a frame longer than the codec's limit, or one the codec refused
+    // (its frame_error and detail). The bytes after it are never read.
+    std::optional<std::string> error;
+  };
+  // Never throws. After an error, every later call returns it again and nothing more.
+  result feed(const char* data, std::size_t size) noexcept;
+
+ private:
+  std::string pending_;
+  std::optional<std::string> error_;
+};
+
+// Sets what `command` says in `signals` (the largest count told wins: a command told twice
+// changes nothing). Never throws.
+void apply_command(const worker_command& command, core::train::run_signals& signals) noexcept;
+
+// The worker's side of the command link: a thread that reads frames from `fd` (owned: closed by
+// the destructor) and applies each to `signals` until the link ends, then calls `on_end` once on
+// that thread: with nullopt when the node closed its end (or `fd` was not open), with the reason
+// when a frame was malformed — the link is then broken and nothing more is read (SIGTERM still
+// stops the worker). `signals` must outlive this object; the destructor stops and joins the
+// thread (on_end is not called then).
+class command_link_reader {
+ public:
+  command_link_reader(int fd, core::train::run_signals& signals,
+                      std::function<void(const std::optional<std::string>& error)> on_end);
+  ~command_link_reader();
+  command_link_reader(const command_link_reader&) = delete;
+  command_link_reader& operator=(const command_link_reader&) = delete;
+
+ private:
+  int fd_;
+  int wake_[2] = {-1, -1};  // the destructor's way to end a blocked read
+  std::thread thread_;
+};
 
 }  // namespace cohort::actors

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <exception>
 
+#include "actors/worker_process_link.hpp"
+
 namespace cohort::actors {
 
 workload_runner::workload_runner(core::train::worker_context ctx, callbacks cb) {
-  ctx.cancelled = &cancelled_;
+  ctx.cancelled = &signals_.cancelled;
+  ctx.signals = &signals_;
   ctx.report = cb.on_report;
   ctx.log = cb.on_log;
   thread_ = std::thread([this, ctx = std::move(ctx), cb = std::move(cb)] {
@@ -32,6 +35,8 @@ workload_runner::~workload_runner() {
   cancel();
   join();
 }
+
+void workload_runner::command(const worker_command& c) { apply_command(c, signals_); }
 
 void workload_runner::join() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();

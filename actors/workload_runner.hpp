@@ -26,20 +26,24 @@ class workload_runner {
     std::function<void(const std::string&, failure_kind)> on_failed;
   };
 
-  // Starts the thread at once. ctx.cancelled and ctx.report/log are filled in by the runner.
+  // Starts the thread at once. ctx.cancelled, ctx.signals and ctx.report/log are filled in by the
+  // runner.
   workload_runner(core::train::worker_context ctx, callbacks cb);
   ~workload_runner();
   workload_runner(const workload_runner&) = delete;
   workload_runner& operator=(const workload_runner&) = delete;
 
   // Asks the workload to stop at its next check; returns at once.
-  void cancel() { cancelled_.store(true); }
+  void cancel() { signals_.cancelled.store(true); }
+  // What a worker process's command link does with a trainer's command (apply_command on this
+  // runner's signals); returns at once. Any thread.
+  void command(const worker_command& c);
   void join();
   // True once run() returned or threw.
   bool finished() const { return finished_.load(); }
 
  private:
-  std::atomic<bool> cancelled_{false};
+  core::train::run_signals signals_;  // the workload's ctx.signals and ctx.cancelled
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };

@@ -5,13 +5,17 @@
 // on stdout (the job's log).
 // Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
 // job's runtime_env.env_vars it has; a worker whose bundle has GPUs but that sees none fails.
-// SIGTERM stops it at the next step. Exit: 0 done or stopped, 1 failed, 2 bad setup.
+// A thread reads the trainer's commands from fd 4 (worker_process_link.hpp: checkpoint, release,
+// preempt, stop as codec frames) into the run's run_signals, which the workload reads between
+// steps; a malformed frame is logged and ends the link. SIGTERM, like the stop command, stops it
+// at the next step. Exit: 0 done or stopped, 1 failed, 2 bad setup.
 // A thread heartbeats on fd 3 (the step reached, and how long the rank has waited in a
 // collective) every heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang
 // detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker: fatal signal …"
 // and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps for the crash
 // report, then end the process with the same signal.
 #include <execinfo.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,9 +42,12 @@ using namespace cohort;
 
 namespace {
 
-std::atomic<bool> stop_requested{false};
+// Written by the command link's thread and SIGTERM (a lock-free atomic store is
+// async-signal-safe); read by the workload.
+core::train::run_signals signals;
+static_assert(std::atomic<bool>::is_always_lock_free);
 
-extern "C" void on_sigterm(int) { stop_requested.store(true); }
+extern "C" void on_sigterm(int) { signals.cancelled.store(true); }
 
 // Async-signal-safe: writes text to stderr.
 void write_stderr(const char* text, std::size_t n) {
@@ -219,7 +227,17 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_sigterm;
   ::sigaction(SIGTERM, &sa, nullptr);
 
-  ctx.cancelled = &stop_requested;
+  ctx.cancelled = &signals.cancelled;
+  ctx.signals = &signals;
+  // The trainer's commands; none for a worker started without the link (fd 4 not open).
+  std::unique_ptr<actors::command_link_reader> commands;
+  if (::fcntl(actors::worker_command_fd, F_GETFD) >= 0)
+    commands = std::make_unique<actors::command_link_reader>(
+        actors::worker_command_fd, signals, [](const std::optional<std::string>& error) {
+          if (error)  // the node's end closing is no news: this process dies with the node
+            std::cerr << "cohort-worker: malformed frame on the command link (" << *error
+                      << "); no further command is read, SIGTERM still stops this worker" << std::endl;
+        });
   ctx.report = [&](const core::train::step_report& r) {
     control(actors::progress_line(actors::progress_of(setup, r)));
   };

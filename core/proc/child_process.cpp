@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,7 +54,7 @@ void emit_lines(std::string& pending, const child_process::line_handler& handler
 
 child_process::child_process(const std::vector<std::string>& argv,
                              const std::map<std::string, std::string>& env, line_handler on_line,
-                             exit_handler on_exit, line_handler on_control) {
+                             exit_handler on_exit, line_handler on_control, bool command_pipe) {
   if (argv.empty()) throw std::invalid_argument("child_process: empty argv");
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   std::vector<std::string> env_strings = child_environment(env);
@@ -72,11 +73,20 @@ child_process::child_process(const std::vector<std::string>& argv,
     ::close(fds[1]);
     throw std::system_error(err, std::generic_category(), "pipe for child control lines");
   }
+  int cmd[2] = {-1, -1};  // created after fds and ctl, so neither end is fd 3 or 4
+  // A socket pair, not a pipe: the parent's writes pass MSG_NOSIGNAL (no SIGPIPE in a parent that
+  // does not ignore it, when the child is gone) and MSG_DONTWAIT (never blocking the caller).
+  if (command_pipe && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cmd) != 0) {
+    int err = errno;
+    for (int fd : {fds[0], fds[1], ctl[0], ctl[1]}) ::close(fd);
+    throw std::system_error(err, std::generic_category(), "pipe for child commands");
+  }
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) {
     int err = errno;
-    for (int fd : {fds[0], fds[1], ctl[0], ctl[1]}) ::close(fd);
+    for (int fd : {fds[0], fds[1], ctl[0], ctl[1], cmd[0], cmd[1]})
+      if (fd >= 0) ::close(fd);
     throw std::system_error(err, std::generic_category(), "fork " + argv[0]);
   }
   if (pid_ == 0) {
@@ -85,6 +95,7 @@ child_process::child_process(const std::vector<std::string>& argv,
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     ::dup2(ctl[1], 3);  // dup2 clears close-on-exec on the copy
+    if (cmd[0] >= 0) ::dup2(cmd[0], 4);
     ::execve(args[0], args.data(), envp.data());
     const char msg[] = "child_process: exec failed\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -92,6 +103,11 @@ child_process::child_process(const std::vector<std::string>& argv,
   }
   ::close(fds[1]);
   ::close(ctl[1]);
+  if (cmd[0] >= 0) {
+    ::close(cmd[0]);
+    ::shutdown(cmd[1], SHUT_RD);  // one direction: parent → child
+    command_fd_ = cmd[1];
+  }
   const int out_fd = fds[0], ctl_fd = ctl[0];
   const pid_t pid = pid_;
   reader_ = std::thread([this, out_fd, ctl_fd, pid, on_line = std::move(on_line),
@@ -152,6 +168,24 @@ child_process::child_process(const std::vector<std::string>& argv,
 child_process::~child_process() {
   signal(SIGKILL);
   if (reader_.joinable()) reader_.join();
+  if (command_fd_ >= 0) ::close(command_fd_);
+}
+
+bool child_process::write_commands(const std::string& bytes) {
+  if (command_fd_ < 0) return false;
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::send(command_fd_, bytes.data() + done, bytes.size() - done,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // EPIPE: the child is gone; EAGAIN: it stopped reading. Either way broken.
+      ::close(command_fd_);
+      command_fd_ = -1;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
 }
 
 void child_process::signal(int sig) {

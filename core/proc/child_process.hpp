@@ -1,7 +1,10 @@
 // A child OS process with its output captured line by line: how a cluster-worker runs each worker
 // in a process of its own (a crash, kill -9 or OOM of one takes only that one). The child dies with
 // its parent (PR_SET_PDEATHSIG). Besides stdout/stderr the child may write control lines to file
-// descriptor 3 (the structured channel back to its parent). One reader thread per child delivers
+// descriptor 3 (the structured channel back to its parent), and, when asked for, read what its
+// parent writes with write_commands from file descriptor 4 (the other direction on a descriptor
+// of its own, so fd 3 stays the line channel it was: a Unix socket pair used one way, so that a
+// write never blocks and never raises SIGPIPE in the parent). One reader thread per child delivers
 // output and control lines, then the exit.
 #pragma once
 
@@ -34,9 +37,11 @@ class child_process {
   // Starts argv[0] (a path) with the given arguments; env entries are added to (or replace) the
   // parent's environment. stdout and stderr both arrive, line by line, at on_line; lines written
   // to fd 3 arrive at on_control; on_exit is called once, after the last line. All run on the
-  // reader thread. Throws std::system_error when the process cannot be started.
+  // reader thread. With `command_pipe`, the child's fd 4 is the read end of a socket pair that
+  // write_commands writes to. Throws std::system_error when the process cannot be started.
   child_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                line_handler on_line, exit_handler on_exit, line_handler on_control = {});
+                line_handler on_line, exit_handler on_exit, line_handler on_control = {},
+                bool command_pipe = false);
   // Kills the child (SIGKILL) if it still runs and waits for the reader thread.
   ~child_process();
   child_process(const child_process&) = delete;
@@ -45,9 +50,15 @@ class child_process {
   pid_t pid() const { return pid_; }
   // Sends a signal; harmless after the child has ended.
   void signal(int sig);
+  // Writes `bytes` whole to the child's fd 4 without blocking (a child that reads its commands
+  // never lets the socket's buffer fill). False, and nothing more is ever written,
+  // when there is no command pipe, the child closed its end or ended, or the bytes did not fit.
+  // Called from one thread at a time.
+  bool write_commands(const std::string& bytes);
 
  private:
   pid_t pid_ = -1;
+  int command_fd_ = -1;  // the write end of the child's fd 4; -1 without one or once broken
   // Guards reaping against signal(): the pid is never signalled after it was reaped (and could
   // belong to another process).
   std::mutex reap_mutex_;

@@ -118,6 +118,7 @@ struct causal_lm_engine::impl {
   std::int64_t gathered_peak_bytes = 0;  // of the last step
   bool save_rng = false;
   bool checkpoint_requested = false;  // by this rank, for the next step
+  bool preempt_requested = false;     // and with it a preemption
   double peak_flops = 0;  // of `device` (mfu.hpp)
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
@@ -324,8 +325,10 @@ struct causal_lm_engine::impl {
     }
     // Every rank weighs its summed loss by 1 / (label tokens of the global batch), so the reduced
     // gradient is that of the global mean whatever the world size.
-    const auto counts = all_reduce_sum({labels, tokens, checkpoint_requested ? 1.0 : 0.0});
+    const auto counts = all_reduce_sum({labels, tokens, checkpoint_requested ? 1.0 : 0.0,
+                                      preempt_requested ? 1.0 : 0.0});
     checkpoint_requested = false;
+    preempt_requested = false;
     const double global_labels = std::max(1.0, counts[0].item<double>());
 
     optimizer->zero_grad_shards();
@@ -363,6 +366,7 @@ struct causal_lm_engine::impl {
     r.grad_norm = grad_norm;
     r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
     r.checkpoint_requested = counts[2].item<double>() > 0;
+    r.preempted = counts[3].item<double>() > 0;
     r.samples = std::move(samples);
     const auto now = std::chrono::steady_clock::now();
     r.seconds = std::chrono::duration<double>(now - started).count();
@@ -402,7 +406,10 @@ double causal_lm_engine::peak_flops() const {
 std::int64_t causal_lm_engine::gathered_peak_bytes() const { return impl_->gathered_peak_bytes; }
 
 step_result causal_lm_engine::train_step() { return impl_->step(); }
-void causal_lm_engine::request_checkpoint() { impl_->checkpoint_requested = true; }
+void causal_lm_engine::request_checkpoint(bool preempted) {
+  impl_->checkpoint_requested = true;
+  impl_->preempt_requested = impl_->preempt_requested || preempted;
+}
 
 causal_lm_engine::checkpoint_part causal_lm_engine::checkpoint() {
   auto& d = *impl_;

@@ -33,6 +33,7 @@ struct step_result {
   // offload the host AdamW; on a GPU without offload mostly the kernels' launch.
   double optimizer_seconds = 0;
   bool checkpoint_requested = false;  // some rank called request_checkpoint() before this step
+  bool preempted = false;  // and one of them with preempted: after saving, run no further step
   std::vector<std::int64_t> samples;  // the data set indices this rank consumed, in order
 };
 
@@ -66,9 +67,10 @@ class causal_lm_engine {
   std::int64_t gathered_peak_bytes() const;
   // Runs the next step (a collective: every rank calls it). Throws cancelled_error when cancelled.
   step_result train_step();
-  // Marks the next step's result checkpoint_requested on every rank (it travels with the step's
-  // first all-reduce, so the group agrees without another collective).
-  void request_checkpoint();
+  // Marks the next step's result checkpoint_requested (and, when `preempted`, preempted) on every
+  // rank (it travels with the step's first all-reduce, so the group agrees without another
+  // collective).
+  void request_checkpoint(bool preempted = false);
   // Every weight in fp32, flattened in hf_parameters() order (a collective).
   std::vector<float> full_weights();
 

@@ -118,11 +118,13 @@ void causal_lm_workload::run(const worker_context& ctx) {
   std::unique_ptr<sample_log> samples;
   if (ctx.spec.run.sample_log) samples = std::make_unique<sample_log>(ctx.run_dir, ctx.rank, ctx.attempt);
   while (engine.steps_done() < total) {
-    const bool held = gate.pass(engine.steps_done() + 1, report);
-    if (checkpoints.take_request(held)) {  // a request made while held is seen before the step
+    gate.pass(engine.steps_done() + 1, report);
+    if (checkpoints.take_request()) {  // rank 0; a request made while held is seen before the step
+      const bool preempted = checkpoints.preempted();
       if (ctx.log)
-        ctx.log("checkpoint requested: saving after step " + std::to_string(engine.steps_done() + 1));
-      engine.request_checkpoint();
+        ctx.log("checkpoint requested: saving after step " + std::to_string(engine.steps_done() + 1) +
+                (preempted ? " (preemption: no further step)" : ""));
+      engine.request_checkpoint(preempted);
     }
     const step_result last = engine.train_step();
     if (ctx.step_reached) ctx.step_reached->store(last.step);
@@ -149,7 +151,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
                 std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
     checkpoints.log_commits();
-    if (last.checkpoint_requested && last.step < total && checkpoints.preempted()) {
+    if (last.preempted && last.step < total) {
       // A node of this attempt is leaving: the emergency checkpoint is this one. Wait for its
       // commit, tell the head (which then stops the attempt) and run no further step.
       checkpoints.finish();
@@ -172,7 +174,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
   checkpoints.finish();
   // A request that came during the last steps, after rank 0 last looked, is answered by the
   // final checkpoint (always saved), not dropped unsaid.
-  if (checkpoints.take_request(true) && ctx.log)
+  if (checkpoints.take_request() && ctx.log)
     ctx.log("checkpoint requested during the last step: the final checkpoint (step " +
             std::to_string(checkpoints.committed_step()) + ") answers it");
   if (ctx.rank == 0) export_final_model(ctx, checkpoints.committed_step());

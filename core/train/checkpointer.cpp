@@ -26,7 +26,6 @@ namespace {
 // How long rank 0 waits for the other ranks' reports of one checkpoint (large shards on slow disks).
 constexpr auto report_wait_limit = std::chrono::hours(1);
 constexpr auto resume_wait_limit = std::chrono::minutes(30);
-constexpr auto request_poll_interval = std::chrono::milliseconds(250);
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -66,18 +65,17 @@ std::string checkpointer::key(const std::string& name) const {
   return checkpoint_key_prefix(ctx_.job_id, ctx_.attempt) + name;
 }
 
-bool checkpointer::take_request(bool now) {
-  if (ctx_.rank != 0) return false;
-  // One store round trip per request_poll_interval at most, not one per step.
-  const auto time = std::chrono::steady_clock::now();
-  if (!now && time < next_request_poll_) return false;
-  next_request_poll_ = time + request_poll_interval;
-  if (!store_->check({checkpoint_request_key(ctx_.job_id, ctx_.attempt)})) return false;
-  store_->remove(checkpoint_request_key(ctx_.job_id, ctx_.attempt));
+bool checkpointer::take_request() {
+  if (ctx_.rank != 0 || ctx_.signals == nullptr) return false;
+  const std::int64_t requested = ctx_.signals->checkpoint_requests.load();
+  if (requested <= requests_taken_) return false;
+  requests_taken_ = requested;  // several requests before one step make one checkpoint
   return true;
 }
 
-bool checkpointer::preempted() { return store_->check({preempt_key(ctx_.job_id, ctx_.attempt)}); }
+bool checkpointer::preempted() const {
+  return ctx_.rank == 0 && ctx_.signals != nullptr && ctx_.signals->preempted.load();
+}
 
 ckpt::retention_policy checkpointer::policy(bool writer_running) const {
   const auto& c = ctx_.spec.run.checkpoint;

@@ -49,14 +49,14 @@ class checkpointer {
   std::optional<resume_point> choose_resume();
 
   bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step
-  // Rank 0: whether a checkpoint was requested (submit checkpoint) since it last looked. It
-  // looks in the store at most every 250 ms, unless `now` (after a hold, and after the last
-  // step, so that no accepted request goes unanswered).
-  bool take_request(bool now = false);
-  // Any rank: whether the attempt is being preempted (preempt_key is set). Asked after saving a
-  // requested checkpoint: the preemption set its key before its request, so every rank that
-  // saved that checkpoint gets the same answer.
-  bool preempted();
+  // Rank 0: whether a checkpoint was requested (submit checkpoint, or a preemption) since it last
+  // looked: ctx.signals->checkpoint_requests rose. Other ranks (and no signals): false.
+  bool take_request();
+  // Rank 0: whether the attempt is being preempted (ctx.signals->preempted). Asked right after
+  // take_request returned true: a preemption is marked before its request, so that request sees
+  // it. Rank 0 passes the answer to the step's all-reduce (causal_lm_engine::request_checkpoint),
+  // so every rank that saves the checkpoint learns it from the step's result.
+  bool preempted() const;
   // Saves this rank's part of step `step`'s checkpoint. Rank 0 commits it with `metrics` (the
   // step's reported figures, for retention scores) and `extra` once every rank reported. Blocks
   // until written (and, on rank 0, committed) unless run.checkpoint.async; then only the
@@ -84,7 +84,7 @@ class checkpointer {
   std::atomic<bool> abandoned_{false};
   std::optional<std::uint64_t> restored_step_;
   std::atomic<std::int64_t> committed_step_{0};
-  std::chrono::steady_clock::time_point next_request_poll_{};
+  std::int64_t requests_taken_ = 0;  // rank 0: the checkpoint requests taken so far
   std::mutex notes_mutex_;
   std::vector<std::string> notes_;
 };

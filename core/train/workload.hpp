@@ -29,6 +29,24 @@ struct step_report {
   std::int64_t held_before_step = 0;  // the ranks wait before this step (run.hold_before_step; 0: not held)
 };
 
+// What a rank is told while it runs, by whoever started it: in a cohort-worker process the
+// reader thread of its command link (actors/worker_process_link.hpp) that decodes the trainer's
+// commands, in tests the test itself. Every field is an atomic: one thread writes, the rank's
+// thread reads between steps (and, for `cancelled`, in collective waits). The counts only rise.
+struct run_signals {
+  // Checkpoint requests (submit checkpoint, and each preemption) the attempt was told so far. Rank
+  // 0 takes a new one before its next step (checkpointer::take_request); the step's all-reduce
+  // makes every rank save after that step.
+  std::atomic<std::int64_t> checkpoint_requests{0};
+  // Releases so far: the n-th run.hold_before_step an attempt reaches waits for the n-th.
+  std::atomic<std::int64_t> releases{0};
+  // A node of the attempt is leaving. Set before the checkpoint request that comes with it, so
+  // rank 0 that takes that request sees it; the step's all-reduce tells the other ranks.
+  std::atomic<bool> preempted{false};
+  // Stop now (the stop command, or SIGTERM); what worker_context::cancelled points to.
+  std::atomic<bool> cancelled{false};
+};
+
 // Everything a workload needs to know about its place in the job. Owned by the worker; valid for
 // the whole run() call.
 struct worker_context {
@@ -43,6 +61,9 @@ struct worker_context {
   std::string node_address = "127.0.0.1";  // where this worker's peers reach it (Gloo)
   std::string run_dir;           // <storage_path>/<name>: metrics, checkpoints, exports
   const std::atomic<bool>* cancelled = nullptr;  // set when the worker must stop now
+  // Checkpoint requests, releases and preemption (see run_signals); null: none ever come (a hold
+  // of the spec then waits until cancelled).
+  const run_signals* signals = nullptr;
   // When set, the workload stores each step it completes (1-based), logged or not: the rank's
   // progress, which its heartbeat carries to the trainer's hang detector.
   std::atomic<std::int64_t>* step_reached = nullptr;

@@ -97,3 +97,25 @@ TEST_CASE("lines written to fd 3 arrive on the control channel, apart from the o
   std::lock_guard<std::mutex> lock(control_mutex);
   CHECK(control == std::vector<std::string>{"{\"type\":\"x\"}"});
 }
+
+TEST_CASE("bytes written as commands arrive on the child's fd 4, and a write after its exit fails "
+          "without SIGPIPE", "[core]") {
+  collector c;
+  child_process child({"/bin/sh", "-c", "head -c 5 <&4; echo"}, {}, c.on_line(), c.on_exit(), {},
+                      /*command_pipe=*/true);
+  REQUIRE(child.write_commands("hello"));
+  REQUIRE(c.wait());
+  CHECK(c.status.success());
+  CHECK(c.lines == std::vector<std::string>{"hello"});
+  // The child is gone: the link is broken (and this test process, which does not ignore SIGPIPE,
+  // is still here).
+  CHECK_FALSE(child.write_commands("more"));
+  CHECK_FALSE(child.write_commands("more"));
+}
+
+TEST_CASE("a child started without a command pipe has none", "[core]") {
+  collector c;
+  child_process child({"/bin/sh", "-c", "exit 0"}, {}, c.on_line(), c.on_exit());
+  CHECK_FALSE(child.write_commands("x"));
+  REQUIRE(c.wait());
+}

@@ -129,36 +129,31 @@ std::string unauthenticated_set(std::uint16_t port, const std::string& key) {
 
 }  // namespace
 
-TEST_CASE("checkpoint requests from clients without the store secret are refused and make no checkpoint",
+TEST_CASE("a running attempt's store refuses clients without its secret and the run goes on unchanged",
           "[core][train][ckpt][security]") {
   temp_dir tmp;
   auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
   spec.train.max_steps = 6;
   spec.train.log_every = 1;
   spec.run.checkpoint.every_steps = 0;  // only at the end, and when requested
-  // Longer than rank 0's 250 ms between looks at the request key: a request set at one step's
-  // report is taken before the next step, whatever the machine's load.
-  spec.train.step_delay_s = 0.3;
-  const std::string request_key = core::train::checkpoint_request_key("job-1", 0);
+  // The key rank 0 waits on for rank 1's report of the final checkpoint: a forged one would
+  // corrupt the commit.
+  const std::string report_key = core::train::checkpoint_key_prefix("job-1", 0) + "step-00000006/rank-1";
   std::uint64_t refused = 0;
   std::string wrong_secret_error;
   test::run_options o;
-  o.on_report_store = [&](core::comm::tcp_store_server& server, const std::string& secret,
+  o.on_report_store = [&](core::comm::tcp_store_server& server, const std::string&,
                           const core::train::step_report& r) {
-    if (r.step == 1) {  // the attack: eight requests without the secret, one with a wrong one
+    if (r.step == 1) {  // the attack: eight writes without the secret, one with a wrong one
       for (int i = 0; i < 8; ++i)
-        CHECK(unauthenticated_set(server.port(), request_key).size() <= 4 + core::comm::wire::hello_bytes);
+        CHECK(unauthenticated_set(server.port(), report_key).size() <= 4 + core::comm::wire::hello_bytes);
       try {
         core::comm::tcp_store forged("127.0.0.1", server.port(), core::comm::make_store_secret(), std::chrono::seconds(5));
-        forged.set(request_key, "1");
+        forged.set(report_key, "{}");
       } catch (const core::comm::comm_error& e) {
         wrong_secret_error = e.what();
       }
       refused = server.refused_count();
-    }
-    if (r.step == 3) {  // the trainer's own request (submit checkpoint), holding the secret
-      core::comm::tcp_store trainer("127.0.0.1", server.port(), secret, std::chrono::seconds(5));
-      trainer.set(request_key, "1");
     }
   };
   require_ok(test::run_workload(spec, tmp.path("run"), o));
@@ -166,7 +161,60 @@ TEST_CASE("checkpoint requests from clients without the store secret are refused
   CHECK_THAT(wrong_secret_error, Catch::Contains("refused this client's proof"));
   std::vector<std::uint64_t> steps;
   for (const auto& c : core::ckpt::list_checkpoints(tmp.path("run"))) steps.push_back(c.step);
-  CHECK(steps == std::vector<std::uint64_t>{4, 6});  // the trainer's request and the end, no more
+  CHECK(steps == std::vector<std::uint64_t>{6});
+}
+
+TEST_CASE("a checkpoint requested through the run's signals is saved by every rank after the next step",
+          "[core][train][ckpt]") {
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  spec.train.max_steps = 6;
+  spec.train.log_every = 1;
+  spec.run.checkpoint.every_steps = 0;  // only at the end, and when requested
+  core::train::run_signals signals;
+  test::run_options o;
+  o.signals = &signals;
+  // Rank 0 reports step 3 on its own thread before it looks for requests again: the request is
+  // taken before step 4, whatever the machine's load. Two requests before one step make one save.
+  o.on_report_store = [&](core::comm::tcp_store_server&, const std::string&, const core::train::step_report& r) {
+    if (r.step == 3) signals.checkpoint_requests += 2;  // rank 0's thread only
+  };
+  const auto results = test::run_workload(spec, tmp.path("run"), o);
+  require_ok(results);
+  CHECK(test::contains_line(results[0].value->log, "checkpoint requested", "after step 4"));
+  std::vector<std::uint64_t> steps;
+  for (const auto& c : core::ckpt::list_checkpoints(tmp.path("run"))) steps.push_back(c.step);
+  CHECK(steps == std::vector<std::uint64_t>{4, 6});  // the request and the end, no more
+}
+
+TEST_CASE("a preempted run saves after the next step on every rank and runs no further step",
+          "[core][train][ckpt]") {
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  spec.train.max_steps = 8;
+  spec.train.log_every = 1;
+  spec.run.checkpoint.every_steps = 0;
+  core::train::run_signals signals;
+  test::run_options o;
+  o.signals = &signals;
+  std::int64_t last_step = 0;
+  o.on_report_store = [&](core::comm::tcp_store_server&, const std::string&, const core::train::step_report& r) {
+    last_step = std::max(last_step, r.step);  // rank 0's thread only
+    if (r.step == 2 && r.checkpoint_step == 0) {  // as the command link applies a preemption
+      signals.preempted = true;
+      ++signals.checkpoint_requests;
+    }
+    if (r.checkpoint_step == 3) signals.cancelled = true;  // the emergency checkpoint committed: stop
+  };
+  const auto results = test::run_workload(spec, tmp.path("run"), o);
+  for (const auto& r : results) {
+    REQUIRE(r.error);
+    REQUIRE_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
+  }
+  CHECK(last_step == 3);
+  std::vector<std::uint64_t> steps;
+  for (const auto& c : core::ckpt::list_checkpoints(tmp.path("run"))) steps.push_back(c.step);
+  CHECK(steps == std::vector<std::uint64_t>{3});
 }
 
 TEST_CASE("a run stopped after a checkpoint and started again ends bitwise equal to a straight run",

@@ -1,5 +1,5 @@
 // Runs the causal_lm workload the way workers do (ranks as threads, rendezvous through a TCP store
-// server) and reads back what a run leaves on disk: metrics.jsonl and checkpoint tensors.
+// server, the trainer's commands through one run_signals the test may drive) and reads back what a run leaves on disk: metrics.jsonl and checkpoint tensors.
 #pragma once
 
 #include <atomic>
@@ -29,7 +29,10 @@ struct rank_run {
 
 struct run_options {
   int attempt = 0;
-  const std::atomic<bool>* cancelled = nullptr;
+  const std::atomic<bool>* cancelled = nullptr;  // else signals->cancelled
+  // What the trainer's commands would set in a worker process (checkpoint requests, releases,
+  // preemption), shared by every rank; null: the run's own, never signalled.
+  core::train::run_signals* signals = nullptr;
   std::function<void(const core::train::step_report&)> on_report;  // rank 0's reports
   // Called on rank 0's thread after each of its reports, with the attempt's store (and its
   // secret), before on_report: to play a client of the store in the middle of a run.
@@ -43,6 +46,8 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
   const std::string secret = core::comm::make_store_secret();
   core::comm::tcp_store_server server("127.0.0.1", 0, secret);
   const int world = spec.scaling.num_workers;
+  core::train::run_signals own_signals;
+  core::train::run_signals* signals = options.signals ? options.signals : &own_signals;
   return run_ranks<rank_run>(world, [&](int rank) {
     core::train::worker_context ctx;
     ctx.spec = spec;
@@ -54,7 +59,8 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
     ctx.store_address = server.host() + ":" + std::to_string(server.port());
     ctx.store_secret = secret;
     ctx.run_dir = run_dir;
-    ctx.cancelled = options.cancelled;
+    ctx.cancelled = options.cancelled ? options.cancelled : &signals->cancelled;
+    ctx.signals = signals;
     rank_run out;
     ctx.report = [&](const core::train::step_report& r) {
       out.reports.push_back(r);
