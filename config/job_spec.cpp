@@ -192,6 +192,7 @@ void parse_train(const json& v, train_spec& t, given_map& given) {
   r.read("loss_chunk_tokens", t.loss_chunk_tokens, 0);
   r.read("deterministic", t.deterministic);
   r.read("step_delay_s", t.step_delay_s, non_negative);
+  r.read("eval_every", t.eval_every, std::int64_t{0});
   r.finish();
 }
 
@@ -254,6 +255,7 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     }
   }
   r.read("sample_log", run.sample_log);
+  r.read("memory_status_every_s", run.memory_status_every_s, number_range{0.0, true, max_timeout_s, true});
   r.finish();
 }
 
@@ -330,6 +332,21 @@ void check_cross_fields(const job_spec& spec) {
                                                   ", after the last step (train.max_steps " + last +
                                                   "): the job would never hold there; allowed: 1 to " + last);
   }
+  if (spec.train.eval_every > 0 && spec.data.eval.empty())
+    throw spec_error("train.eval_every", "got " + std::to_string(spec.train.eval_every) +
+                                             " but data.eval is not set; give data.eval (a directory written by "
+                                             "`cohort-data build`) or set eval_every to 0");
+  if (const auto& attribute = spec.run.checkpoint.score_attribute; !attribute.empty()) {
+    const auto allowed = score_attributes(spec);
+    if (std::find(allowed.begin(), allowed.end(), attribute) == allowed.end()) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+      throw spec_error("run.checkpoint.score_attribute",
+                       "got \"" + attribute + "\", not a metric this job records; allowed: " + list +
+                           (spec.data.eval.empty() ? " (eval_loss and eval_perplexity need data.eval)" : "") +
+                           ", or \"\" to keep the newest");
+    }
+  }
   if (spec.train.max_steps > 0 && spec.run.hold_before_step > spec.train.max_steps) {
     const auto last = std::to_string(spec.train.max_steps);
     throw spec_error("run.hold_before_step", "got " + std::to_string(spec.run.hold_before_step) +
@@ -374,6 +391,15 @@ void check_json_limits(const std::string& text, const std::string& path, const s
       --depth;
     }
   }
+}
+
+std::vector<std::string> score_attributes(const job_spec& spec) {
+  std::vector<std::string> names{"loss", "lr", "grad_norm", "tokens_per_s", "mfu"};
+  if (!spec.data.eval.empty()) {
+    names.emplace_back("eval_loss");
+    names.emplace_back("eval_perplexity");
+  }
+  return names;
 }
 
 bool has_holds(const run_spec& run) { return run.hold_before_step > 0 || !run.hold_before_steps.empty(); }

@@ -83,6 +83,9 @@ struct train_spec {
   // path), at a cost in speed; CPU runs are deterministic anyway.
   bool deterministic = false;
   double step_delay_s = 0.0;  // pause after each step (demos and failure drills)
+  // With data.eval: every this many steps (and after the last step) all ranks evaluate the eval
+  // data set; eval_loss and eval_perplexity join the step's metrics. 0: never.
+  std::int64_t eval_every = 0;
 };
 
 struct zero_spec {
@@ -135,6 +138,9 @@ struct run_spec {
   std::vector<std::int64_t> hold_before_steps;
   // Each rank appends the sample indices of every step it ran to <run>/samples/rank-N.jsonl.
   bool sample_log = false;
+  // > 0: each rank samples its host RSS and GPU memory every this many seconds (and at every
+  // logged step) into <run>/memory/rank-N.csv. 0: off.
+  double memory_status_every_s = 0.0;
 };
 
 // Whether the run holds at all (hold_before_step or hold_before_steps), and whether it holds
@@ -213,6 +219,11 @@ job_spec load_job_spec(const std::string& path);
 void check_runnable(const job_spec& spec);
 // The spec as canonical JSON text (round-trips through parse_job_spec).
 std::string to_json_text(const job_spec& spec);
+
+// The metrics a job's steps record (metrics.jsonl, checkpoint manifests) and so the values
+// run.checkpoint.score_attribute may name: loss, lr, grad_norm, tokens_per_s, mfu, and
+// eval_loss, eval_perplexity when data.eval is set.
+std::vector<std::string> score_attributes(const job_spec& spec);
 
 // Names as they appear in JSON ("PACK", "cosine", "bf16", ...).
 const char* to_string(placement_strategy s);

@@ -54,7 +54,8 @@ std::string to_json_text(const job_spec& spec) {
                   {"compute_path", to_string(t.path)},
                   {"loss_chunk_tokens", t.loss_chunk_tokens},
                   {"deterministic", t.deterministic},
-                  {"step_delay_s", t.step_delay_s}};
+                  {"step_delay_s", t.step_delay_s},
+                  {"eval_every", t.eval_every}};
   out["zero"] = {{"stage", spec.zero.stage},
                  {"offload_optimizer", to_string(spec.zero.offload_optimizer)},
                  {"offload_param", to_string(spec.zero.offload_param)}};
@@ -75,7 +76,8 @@ std::string to_json_text(const job_spec& spec) {
                 {"resume", r.resume},
                 {"hold_before_step", r.hold_before_step},
                 {"hold_before_steps", r.hold_before_steps},
-                {"sample_log", r.sample_log}};
+                {"sample_log", r.sample_log},
+                {"memory_status_every_s", r.memory_status_every_s}};
   if (!spec.runtime_env.env_vars.empty())
     out["runtime_env"] = {{"env_vars", spec.runtime_env.env_vars}};
   return out.dump(2);

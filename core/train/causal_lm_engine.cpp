@@ -104,6 +104,7 @@ struct causal_lm_engine::impl {
   torch::Device device;
   model::decoder net{nullptr};
   std::shared_ptr<const data::dataset> data;
+  std::shared_ptr<const data::dataset> eval_data;  // data.eval, or null
   std::unique_ptr<data::batch_loader> loader;
   std::unique_ptr<zero_optimizer> optimizer;
   std::int64_t total_steps = 0;
@@ -157,6 +158,7 @@ struct causal_lm_engine::impl {
                                   std::to_string(data->info().vocab_size) +
                                   " ids) exceeds the model's vocab_size " +
                                   std::to_string(net->config().vocab_size));
+    if (!spec.data.eval.empty()) open_eval_data();
     data::loader_options lo;
     lo.geometry = {group.size(), train.micro_batch_size, train.grad_accum};
     lo.rank = group.rank();
@@ -180,6 +182,91 @@ struct causal_lm_engine::impl {
     kept_graphs = spec.zero.stage == 3 && !recompute;
     layers_reduced_in_backward = (recompute || kept_graphs) && spec.zero.stage >= 2;
     save_rng = recompute && has_dropout(net->config());
+  }
+
+  // data.eval, checked as data.train is; its errors name the field.
+  void open_eval_data() {
+    try {
+      eval_data = std::make_shared<const data::dataset>(spec.data.eval);
+      if (spec.data.verify) {
+        const unsigned cores = std::thread::hardware_concurrency();
+        data::verify_checksums(spec.data.eval, static_cast<int>(std::clamp(cores, 1u, 8u)));
+      }
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("data.eval: ") + e.what());
+    }
+    if (eval_data->info().vocab_size > net->config().vocab_size)
+      throw std::invalid_argument("data.eval: the data set's vocabulary (" +
+                                  std::to_string(eval_data->info().vocab_size) +
+                                  " ids) exceeds the model's vocab_size " +
+                                  std::to_string(net->config().vocab_size));
+  }
+
+  // Rows `samples` of the eval data set as one micro-batch of micro_batch_size rows (the rest
+  // padding without labels).
+  batch_tensors eval_batch(const std::vector<std::int64_t>& samples) const {
+    const std::int64_t B = spec.train.micro_batch_size, T = spec.train.seq_len;
+    data::micro_batch mb;
+    mb.batch_size = B;
+    mb.seq_len = T;
+    mb.tokens.assign(static_cast<std::size_t>(B * T), eval_data->info().pad_id);
+    mb.loss_mask.assign(static_cast<std::size_t>(B * T), 0);
+    mb.lengths.assign(static_cast<std::size_t>(B), 0);
+    for (std::size_t b = 0; b < samples.size(); ++b) {
+      const auto row = static_cast<std::int64_t>(b) * T;
+      mb.lengths[b] = eval_data->read_sample(samples[b], mb.tokens.data() + row, mb.loss_mask.data() + row, T);
+    }
+    return to_tensors(mb);
+  }
+
+  // The summed loss of one eval micro-batch: layer by layer, each unit gathered for its forward.
+  double eval_forward(const batch_tensors& b) {
+    const auto ctx = net->context(b.ids.size(1), device);
+    const auto& layers = net->layers();
+    auto x = net->embed(b.ids);
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+      const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
+      optimizer->gather(unit);
+      optimizer->prefetch(unit + 1);
+      auto layer = layers[l];
+      x = layer->forward(x, ctx);
+      optimizer->release(unit);
+    }
+    return net->head_loss(x, b.labels, /*sum=*/true).item<double>();
+  }
+
+  eval_result evaluate() {
+    if (!eval_data) throw std::logic_error("causal_lm_engine::evaluate: the spec has no data.eval");
+    check_cancelled(cancelled);
+    const auto started = std::chrono::steady_clock::now();
+    const std::int64_t world = group.size(), rank = group.rank(), n = eval_data->size();
+    const std::int64_t B = spec.train.micro_batch_size;
+    const std::int64_t per_rank = (n + world - 1) / world;  // the most samples a rank takes
+    const std::int64_t batches = (per_rank + B - 1) / B;     // the same count on every rank
+    struct training_mode {  // dropout back on however evaluate() ends
+      model::decoder& net;
+      ~training_mode() { net->train(); }
+    } restore{net};
+    net->eval();
+    torch::NoGradGuard no_grad;
+    double loss = 0, labels = 0;
+    optimizer->gather(0);
+    std::int64_t next = rank;
+    for (std::int64_t m = 0; m < batches; ++m) {
+      check_cancelled(cancelled);
+      std::vector<std::int64_t> samples;
+      for (; static_cast<std::int64_t>(samples.size()) < B && next < n; next += world) samples.push_back(next);
+      const auto b = eval_batch(samples);
+      labels += b.labels.slice(1, 1).ne(-100).sum().item<double>();
+      loss += eval_forward(b);
+    }
+    optimizer->release(0);
+    const auto sums = all_reduce_sum({loss, labels});
+    eval_result r;
+    r.labels = static_cast<std::int64_t>(sums[1].item<double>());
+    r.loss = r.labels > 0 ? sums[0].item<double>() / static_cast<double>(r.labels) : 0.0;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return r;
   }
 
   batch_tensors to_tensors(const data::micro_batch& mb) const {
@@ -406,6 +493,8 @@ double causal_lm_engine::peak_flops() const {
 std::int64_t causal_lm_engine::gathered_peak_bytes() const { return impl_->gathered_peak_bytes; }
 
 step_result causal_lm_engine::train_step() { return impl_->step(); }
+bool causal_lm_engine::has_eval() const { return impl_->eval_data != nullptr; }
+eval_result causal_lm_engine::evaluate() { return impl_->evaluate(); }
 void causal_lm_engine::request_checkpoint(bool preempted) {
   impl_->checkpoint_requested = true;
   impl_->preempt_requested = impl_->preempt_requested || preempted;

@@ -37,6 +37,13 @@ struct step_result {
   std::vector<std::int64_t> samples;  // the data set indices this rank consumed, in order
 };
 
+// One evaluation of data.eval (causal_lm_engine::evaluate).
+struct eval_result {
+  double loss = 0;          // mean over every label token of the eval data set (0 if none)
+  std::int64_t labels = 0;  // label tokens counted, over all ranks
+  double seconds = 0;       // this rank's wall time of the evaluation
+};
+
 class causal_lm_engine {
  public:
   // `group` spans the job's ranks (world size = group.size()); `spec.scaling.num_workers` is not
@@ -67,6 +74,17 @@ class causal_lm_engine {
   std::int64_t gathered_peak_bytes() const;
   // Runs the next step (a collective: every rank calls it). Throws cancelled_error when cancelled.
   step_result train_step();
+  // Whether the spec names an eval data set (data.eval), opened and checked by the constructor.
+  bool has_eval() const;
+  // Evaluates the model as it is now on the whole eval data set (a collective: every rank calls
+  // it). Rank r of W takes the samples r, r + W, r + 2W, ... in micro-batches of
+  // train.micro_batch_size rows of train.seq_len tokens (longer samples cut as in training); every
+  // rank runs the same number of micro-batches (rows past its share are padding that counts for
+  // nothing), without gradients and with dropout off, each layer's weights gathered for its
+  // forward under ZeRO-3. The loss is the sum over every rank's label tokens divided by their
+  // count (one all-reduce), so it does not depend on the world size. The weights, optimizer and
+  // data position are untouched. Throws logic_error without data.eval, cancelled_error when cancelled.
+  eval_result evaluate();
   // Marks the next step's result checkpoint_requested (and, when `preempted`, preempted) on every
   // rank (it travels with the step's first all-reduce, so the group agrees without another
   // collective).

@@ -2,9 +2,11 @@
 #include "core/train/causal_lm_workload.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,8 @@
 #include "core/data/format.hpp"
 #include "core/model/model_error.hpp"
 #include "core/train/device_memory.hpp"
+#include "core/train/event_file.hpp"
+#include "core/train/memory_status.hpp"
 #include "core/train/job_preflight.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/mfu.hpp"
@@ -28,8 +32,33 @@ namespace cohort::core::train {
 
 namespace {
 
+// The step's figures a checkpoint's manifest records (config::score_attributes names them).
 nlohmann::json metrics_of(const step_report& r) {
-  return {{"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}};
+  nlohmann::json m{{"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}};
+  if (r.mfu > 0) m["mfu"] = r.mfu;
+  if (r.evaluated) {
+    m["eval_loss"] = r.eval_loss;
+    m["eval_perplexity"] = r.eval_perplexity;
+  }
+  return m;
+}
+
+// The scalars TensorBoard shows for a logged step: those of metrics.jsonl, and rank 0's memory
+// peaks.
+std::vector<scalar> scalars_of(const step_report& r, int device) {
+  std::vector<scalar> s{{"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tokens_per_s", r.tokens_per_s}};
+  if (r.mfu > 0) s.emplace_back("mfu", r.mfu);
+  if (r.evaluated) {
+    s.emplace_back("eval_loss", r.eval_loss);
+    s.emplace_back("eval_perplexity", r.eval_perplexity);
+  }
+  const auto peaks = read_memory_peaks(device);
+  if (peaks.host_rss > 0) s.emplace_back("memory/host_peak_rss_bytes", static_cast<double>(peaks.host_rss));
+  if (device >= 0) {
+    s.emplace_back("memory/gpu_peak_allocated_bytes", static_cast<double>(peaks.gpu_allocated));
+    s.emplace_back("memory/gpu_peak_reserved_bytes", static_cast<double>(peaks.gpu_reserved));
+  }
+  return s;
 }
 
 // Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model.
@@ -84,8 +113,17 @@ void causal_lm_workload::run(const worker_context& ctx) {
   const auto from = checkpoints.choose_resume();
   if (from) engine.restore(from->dir, from->manifest);
   std::unique_ptr<metrics_log> metrics;
-  if (ctx.rank == 0)
+  std::unique_ptr<event_file_writer> events;  // a new file per attempt: TensorBoard merges them
+  if (ctx.rank == 0) {
     metrics = std::make_unique<metrics_log>(ctx.run_dir + "/metrics.jsonl", engine.steps_done());
+    events = std::make_unique<event_file_writer>(ctx.run_dir + "/tensorboard",
+                                                 "attempt-" + std::to_string(ctx.attempt));
+  }
+  std::unique_ptr<memory_status_log> memory;
+  if (ctx.spec.run.memory_status_every_s > 0)
+    memory = std::make_unique<memory_status_log>(ctx.run_dir, ctx.rank, device, ctx.spec.run.memory_status_every_s,
+                                                 engine.steps_done());
+  const std::int64_t eval_every = engine.has_eval() ? ctx.spec.train.eval_every : 0;
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + "/" + std::to_string(ctx.world_size) + " on node " +
             ctx.node + ": causal_lm, " + std::to_string(engine.parameter_count()) + " parameters, " +
@@ -133,10 +171,23 @@ void causal_lm_workload::run(const worker_context& ctx) {
     report = step_report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
                          mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), ctx.world_size),
                          checkpoints.committed_step(), last.seconds, last.optimizer_seconds};
+    if (eval_every > 0 && (last.step % eval_every == 0 || last.step == total)) {
+      const eval_result eval = engine.evaluate();
+      report.evaluated = true;
+      report.eval_loss = eval.loss;
+      report.eval_perplexity = std::exp(eval.loss);
+      if (ctx.rank == 0 && ctx.log)
+        ctx.log("step " + std::to_string(last.step) + ": eval_loss " + std::to_string(eval.loss) + " over " +
+                std::to_string(eval.labels) + " tokens in " +
+                std::to_string(static_cast<long long>(eval.seconds * 1000)) + " ms");
+    }
     // Logged before it is saved: a crash in between resumes from an older checkpoint, whose
-    // resume drops the later lines, so metrics.jsonl never misses a step.
-    if (last.step % ctx.spec.train.log_every == 0 || last.step == total) {
+    // resume drops the later lines, so metrics.jsonl never misses a step. An evaluated step is
+    // always logged.
+    if (last.step % ctx.spec.train.log_every == 0 || last.step == total || report.evaluated) {
       if (metrics) metrics->append(report);
+      if (events) events->add_scalars(last.step, scalars_of(report, device), unix_seconds_now());
+      if (memory) memory->at_step(last.step);
       if (ctx.report) ctx.report(report);
     }
     if (checkpoints.due(last.step, total) || last.checkpoint_requested) {

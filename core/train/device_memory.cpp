@@ -81,6 +81,28 @@ memory_peaks read_memory_peaks(int device) {
   return peaks;
 }
 
+memory_now read_memory_now(int device) {
+  memory_now now;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) now.host_rss = std::atoll(line.c_str() + 6) * 1024;  // kB
+    if (line.rfind("VmHWM:", 0) == 0) now.host_rss_peak = std::atoll(line.c_str() + 6) * 1024;
+  }
+#ifdef COHORT_WITH_CUDA
+  if (device >= 0) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    now.gpu = true;
+    now.gpu_allocated = stats.allocated_bytes[0].current;  // [0]: StatType::AGGREGATE
+    now.gpu_reserved = stats.reserved_bytes[0].current;
+    now.gpu_peak = stats.allocated_bytes[0].peak;
+  }
+#else
+  (void)device;
+#endif
+  return now;
+}
+
 std::string describe(const memory_peaks& peaks) {
   std::string text;
   if (peaks.gpu_reserved > 0)

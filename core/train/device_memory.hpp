@@ -26,6 +26,16 @@ struct memory_peaks {
 };
 // The peaks so far of this process and of CUDA device `device` (-1: host only).
 memory_peaks read_memory_peaks(int device);
+struct memory_now {
+  std::int64_t host_rss = 0;       // resident set now (VmRSS)
+  std::int64_t host_rss_peak = 0;  // its peak (VmHWM)
+  bool gpu = false;                // whether the GPU fields were read (CUDA device, CUDA build)
+  std::int64_t gpu_allocated = 0;  // bytes in tensors on the device now
+  std::int64_t gpu_reserved = 0;   // bytes the caching allocator holds from the driver now
+  std::int64_t gpu_peak = 0;       // peak of gpu_allocated
+};
+// This process's memory now and CUDA device `device`'s (-1: host only). Thread-safe.
+memory_now read_memory_now(int device);
 // "GPU peak 21.3 GiB allocated, 22.0 GiB reserved; host peak RSS 40.2 GiB"
 std::string describe(const memory_peaks& peaks);
 

@@ -34,6 +34,10 @@ void metrics_log::append(const step_report& r) {
                    {"lr", r.lr},               {"grad_norm", r.grad_norm},
                    {"tokens_per_s", r.tokens_per_s}, {"total_steps", r.total_steps}};
   if (r.mfu > 0) j["mfu"] = r.mfu;
+  if (r.evaluated) {
+    j["eval_loss"] = r.eval_loss;
+    j["eval_perplexity"] = r.eval_perplexity;
+  }
   if (r.step_seconds > 0) {
     j["step_s"] = r.step_seconds;
     j["optimizer_s"] = r.optimizer_seconds;

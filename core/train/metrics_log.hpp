@@ -1,5 +1,6 @@
 // metrics.jsonl of a run: one JSON object per logged step ({"step", "loss", "lr", "grad_norm",
-// "tokens_per_s", ...}). Opening it for a run that resumes at step k keeps the lines up to k and
+// "tokens_per_s", "eval_loss" and
+// "eval_perplexity" on evaluated steps, ...}). Opening it for a run that resumes at step k keeps the lines up to k and
 // drops the rest, so a resumed run never shows a step twice. Rank 0 owns it; not thread-safe.
 #pragma once
 

@@ -27,6 +27,11 @@ struct step_report {
   double step_seconds = 0;       // this rank's wall time of the step (0 when unknown)
   double optimizer_seconds = 0;  // of which the optimizer's update (see step_result)
   std::int64_t held_before_step = 0;  // the ranks wait before this step (run.hold_before_step; 0: not held)
+  // train.eval_every: whether this step evaluated data.eval, its mean loss per label token and
+  // exp of it. Carried by the in-process report and metrics.jsonl, not (yet) to the head.
+  bool evaluated = false;
+  double eval_loss = 0;
+  double eval_perplexity = 0;
 };
 
 // What a rank is told while it runs, by whoever started it: in a cohort-worker process the

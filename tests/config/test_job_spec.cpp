@@ -129,6 +129,55 @@ TEST_CASE("run.hold_before_steps and run.sample_log are read and kept through th
   CHECK_FALSE(has_holds(parse_job_spec(R"({"name": "free"})").run));
 }
 
+TEST_CASE("train.eval_every and run.memory_status_every_s default to off, are read and round-trip",
+          "[config]") {
+  const job_spec plain = parse_job_spec(R"({"name": "plain"})");
+  CHECK(plain.train.eval_every == 0);
+  CHECK(plain.run.memory_status_every_s == 0.0);
+  const job_spec s = parse_job_spec(R"({"name": "watched", "data": {"train": "/d/train", "eval": "/d/eval"},
+                                        "train": {"eval_every": 50},
+                                        "run": {"memory_status_every_s": 2.5,
+                                                "checkpoint": {"score_attribute": "eval_loss"}}})");
+  CHECK(s.train.eval_every == 50);
+  CHECK(s.run.memory_status_every_s == 2.5);
+  const job_spec again = parse_job_spec(to_json_text(s));
+  CHECK(again.train.eval_every == 50);
+  CHECK(again.run.memory_status_every_s == 2.5);
+  CHECK(again.run.checkpoint.score_attribute == "eval_loss");
+}
+
+TEST_CASE("a score_attribute that names no metric the job records is refused, naming it and the allowed ones",
+          "[config]") {
+  const auto e = expect_spec_error(
+      [] { parse_job_spec(R"({"name": "j", "run": {"checkpoint": {"score_attribute": "accuracy"}}})"); });
+  CHECK(e.path() == "run.checkpoint.score_attribute");
+  const std::string what = e.what();
+  CHECK_THAT(what, Catch::Contains("\"accuracy\"") && Catch::Contains("\"loss\"") &&
+                       Catch::Contains("\"tokens_per_s\"") && Catch::Contains("\"mfu\"") &&
+                       Catch::Contains("need data.eval"));
+  // eval_loss needs an eval data set to be recorded.
+  const auto no_eval = expect_spec_error(
+      [] { parse_job_spec(R"({"name": "j", "run": {"checkpoint": {"score_attribute": "eval_loss"}}})"); });
+  CHECK(no_eval.path() == "run.checkpoint.score_attribute");
+  CHECK_THAT(std::string(no_eval.what()), Catch::Contains("\"eval_loss\""));
+  for (const char* ok : {"loss", "lr", "grad_norm", "tokens_per_s", "mfu", ""})
+    CHECK_NOTHROW(parse_job_spec(std::string(R"({"name": "j", "run": {"checkpoint": {"score_attribute": ")") + ok +
+                                 "\"}}}"));
+  CHECK_NOTHROW(parse_job_spec(R"({"name": "j", "data": {"eval": "/e"},
+                                   "run": {"checkpoint": {"score_attribute": "eval_perplexity"}}})"));
+  CHECK(score_attributes(parse_job_spec(R"({"name": "j", "data": {"eval": "/e"}})")) ==
+        std::vector<std::string>{"loss", "lr", "grad_norm", "tokens_per_s", "mfu", "eval_loss", "eval_perplexity"});
+}
+
+TEST_CASE("train.eval_every without data.eval and a negative memory_status_every_s are refused by name",
+          "[config]") {
+  const auto e = expect_spec_error([] { parse_job_spec(R"({"name": "j", "train": {"eval_every": 10}})"); });
+  CHECK(e.path() == "train.eval_every");
+  CHECK_THAT(std::string(e.what()), Catch::Contains("data.eval"));
+  const auto m = expect_spec_error([] { parse_job_spec(R"({"name": "j", "run": {"memory_status_every_s": -1}})"); });
+  CHECK(m.path() == "run.memory_status_every_s");
+}
+
 TEST_CASE("use_gpu adds one GPU per worker unless resources_per_worker names GPUs", "[config]") {
   CHECK(parse_job_spec(R"({"name": "g", "scaling": {"use_gpu": true}})").scaling.resources_per_worker ==
         resource_quantities{{"CPU", 1}, {"GPU", 1}});

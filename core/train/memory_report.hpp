@@ -1,0 +1,44 @@
+// Reading runs' memory status logs (<run>/memory/rank-N.csv, memory_status.hpp) back and setting
+// two runs side by side: what `cohort-mem compare` prints. No torch here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace cohort::core::train {
+
+// A run directory or memory file that cannot be read; what() names the file (and line).
+class memory_report_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct memory_figure {
+  std::int64_t peak = 0;  // bytes
+  double mean = 0;        // bytes
+};
+
+// One rank's samples summed up. rss: peak of rss_peak_bytes, mean of rss_bytes. gpu_allocated:
+// peak of gpu_peak_bytes, mean of gpu_allocated_bytes. gpu_reserved: peak and mean of
+// gpu_reserved_bytes. The GPU figures are absent when the rank's rows have no GPU columns.
+struct rank_memory {
+  std::int64_t samples = 0;
+  memory_figure rss;
+  std::optional<memory_figure> gpu_allocated;
+  std::optional<memory_figure> gpu_reserved;
+};
+
+// Every rank-N.csv of <run_dir>/memory, by rank. Throws memory_report_error for a missing run
+// directory, a missing or empty memory/ folder, or a malformed file (wrong header, a row without
+// 7 columns, a number that does not parse, GPU columns only partly given), naming file and line.
+std::map<int, rank_memory> read_run_memory(const std::string& run_dir);
+
+// `cohort-mem compare`: per rank, each figure of run a and run b side by side (MiB, one decimal;
+// "-" where a run has no such figure), or (as_json) the same in bytes as JSON. Throws what
+// read_run_memory throws.
+std::string compare_memory(const std::string& run_a, const std::string& run_b, bool as_json);
+
+}  // namespace cohort::core::train
