@@ -30,13 +30,16 @@ std::optional<std::string> live_address(const std::optional<core::store::lease_r
 // leader's etcd lease is live), read through one client kept between calls (a node's gateway asks
 // on every heartbeat); a mutex makes the reader safe to call from any thread. A serializable read:
 // any member answers from its own state, also while etcd elects a leader, so the node is not held
-// up; a stale answer only sends it to a head that redirects it.
+// up. A lagging member may still show a key that was replaced: a record older (lower create
+// revision, the lease's epoch) than one this reader returned already counts as none, so a node
+// never leaves a new leader for the one it replaced.
 net::leader_record_reader etcd_leader_reader(const std::string& location) {
   struct shared {
     explicit shared(const std::string& location)
         : client(core::store::parse_etcd_location(location), std::chrono::seconds(2)) {}
     std::mutex mutex;
     core::store::etcd_client client;
+    std::int64_t newest = 0;  // the highest create revision returned
   };
   auto state = std::make_shared<shared>(location);
   return [state]() -> std::optional<std::string> {
@@ -46,6 +49,8 @@ net::leader_record_reader etcd_leader_reader(const std::string& location) {
       const auto answer = state->client.call(
           "/v3/kv/range", {{"key", core::store::base64_encode(key)}, {"serializable", true}});
       if (!answer.contains("kvs") || !answer["kvs"].is_array() || answer["kvs"].empty()) return std::nullopt;
+      const auto revision = core::store::etcd_int(answer["kvs"][0], "create_revision");
+      if (revision < state->newest) return std::nullopt;
       const auto record = nlohmann::json::parse(
           core::store::base64_decode(answer["kvs"][0].value("value", "")), nullptr, false);
       if (!record.is_object() || !record.contains("address") || !record["address"].is_string())
@@ -53,7 +58,9 @@ net::leader_record_reader etcd_leader_reader(const std::string& location) {
       core::store::lease_record live;
       live.address = record["address"].get<std::string>();
       live.expires_at_ms = std::numeric_limits<std::int64_t>::max();  // the key exists: the lease is live
-      return live_address(live);
+      auto address = live_address(live);
+      if (address) state->newest = revision;
+      return address;
     } catch (const std::exception&) {
       return std::nullopt;  // etcd unreachable: the configured addresses still count
     }
