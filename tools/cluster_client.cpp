@@ -1,8 +1,13 @@
 // Blocking wire client for `submit` (see cluster_client.hpp).
 #include "tools/cluster_client.hpp"
 
+#include <limits>
+#include <mutex>
+
 #include "actors/messages.hpp"
 #include "actors/wire_protocol.hpp"
+#include "core/store/cluster_store.hpp"
+#include "core/store/etcd_client.hpp"
 #include "core/store/leader_lease.hpp"
 #include "core/store/store_paths.hpp"
 #include "net/credentials.hpp"
@@ -10,17 +15,67 @@
 
 namespace cohort::tools {
 
+namespace {
+
+// A live leader's address from a lease record; nullopt for an expired one or one that names no host.
+std::optional<std::string> live_address(const std::optional<core::store::lease_record>& record) {
+  if (!record || record->expired_at(core::store::system_clock_ms())) return std::nullopt;
+  // A head bound to every interface that published that address names no host to go to.
+  const auto host = record->address.substr(0, record->address.rfind(':'));
+  if (host == "0.0.0.0" || host == "*" || host == "::" || host.empty()) return std::nullopt;
+  return record->address;
+}
+
+// The leader key of an etcd store (P/leader, see etcd_store.hpp: it exists only while the
+// leader's etcd lease is live), read through one client kept between calls (a node's gateway asks
+// on every heartbeat); a mutex makes the reader safe to call from any thread. A serializable read:
+// any member answers from its own state, also while etcd elects a leader, so the node is not held
+// up. A lagging member may still show a key that was replaced: a record older (lower create
+// revision, the lease's epoch) than one this reader returned already counts as none, so a node
+// never leaves a new leader for the one it replaced.
+net::leader_record_reader etcd_leader_reader(const std::string& location) {
+  struct shared {
+    explicit shared(const std::string& location)
+        : client(core::store::parse_etcd_location(location), std::chrono::seconds(2)) {}
+    std::mutex mutex;
+    core::store::etcd_client client;
+    std::int64_t newest = 0;  // the highest create revision returned
+  };
+  auto state = std::make_shared<shared>(location);
+  return [state]() -> std::optional<std::string> {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    try {
+      const auto key = state->client.location().prefix + "/leader";
+      const auto answer = state->client.call(
+          "/v3/kv/range", {{"key", core::store::base64_encode(key)}, {"serializable", true}});
+      if (!answer.contains("kvs") || !answer["kvs"].is_array() || answer["kvs"].empty()) return std::nullopt;
+      const auto revision = core::store::etcd_int(answer["kvs"][0], "create_revision");
+      if (revision < state->newest) return std::nullopt;
+      const auto record = nlohmann::json::parse(
+          core::store::base64_decode(answer["kvs"][0].value("value", "")), nullptr, false);
+      if (!record.is_object() || !record.contains("address") || !record["address"].is_string())
+        return std::nullopt;
+      core::store::lease_record live;
+      live.address = record["address"].get<std::string>();
+      live.expires_at_ms = std::numeric_limits<std::int64_t>::max();  // the key exists: the lease is live
+      auto address = live_address(live);
+      if (address) state->newest = revision;
+      return address;
+    } catch (const std::exception&) {
+      return std::nullopt;  // etcd unreachable: the configured addresses still count
+    }
+  };
+}
+
+}  // namespace
+
 net::leader_record_reader store_leader_reader(const std::filesystem::path& store_dir) {
+  if (core::store::is_etcd_location(store_dir.string())) return etcd_leader_reader(store_dir.string());
   return [store_dir]() -> std::optional<std::string> {
     try {
       std::error_code ec;
       if (!std::filesystem::exists(core::store::leader_path(store_dir), ec)) return std::nullopt;
-      auto record = core::store::leader_lease(store_dir).current();
-      if (!record || record->expired_at(core::store::system_clock_ms())) return std::nullopt;
-      // A head bound to every interface that published that address names no host to go to.
-      const auto host = record->address.substr(0, record->address.rfind(':'));
-      if (host == "0.0.0.0" || host == "*" || host == "::" || host.empty()) return std::nullopt;
-      return record->address;
+      return live_address(core::store::leader_lease(store_dir).current());
     } catch (const std::exception&) {
       return std::nullopt;  // an unreadable record: the configured addresses still count
     }

@@ -1,8 +1,8 @@
 // The blocking client `submit` uses to talk to the leading cluster-head over the CURVE wire:
 // connect with the cluster's credentials to the first head of an address list that answers
-// (or the one the store's leader record names), send one request, follow "not the leader; the
-// leader is X" redirects, wait for the reply (or a request_failed), and receive the events of a
-// followed job.
+// (or the one the store's leader record names: a shared directory's or etcd's), send one
+// request, follow "not the leader; the leader is X" redirects, wait for the reply (or a
+// request_failed), and receive the events of a followed job.
 #pragma once
 
 #include <chrono>
@@ -32,8 +32,12 @@ class client_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Reads the leader record of the store `store_dir` (<store>/cluster/leader.json): the leader's
-// address while its lease is live. Empty reader (no store) when the directory holds no record.
+// Reads the leader record of the store `store_dir` (<store>/cluster/leader.json), or of the etcd
+// store it names ("etcd://HOST:PORT[,...][/prefix]": the leader key, by a serializable read, so
+// a member answers during an etcd election too, through one etcd client of 2 s calls kept by the
+// reader, which is safe to call from any thread): the leader's address while its lease is live;
+// nullopt when there is no record, it expired, or the store cannot be read. The etcd location
+// must parse (core::store::parse_etcd_location), else store_error.
 net::leader_record_reader store_leader_reader(const std::filesystem::path& store_dir);
 // The store a credentials file lies in (<store>/cluster/credentials.json), when it holds a leader
 // record; nullopt for a copied credentials file.

@@ -2,7 +2,7 @@
 // offers its resources, runs the trainers placed on it and starts each worker in an OS process
 // of its own (cohort-worker, next to this program). --address takes a list of heads; the node
 // registers with the one that leads (following a standby's redirect, or the store's leader record
-// when it shares the store) and moves to a new leader when its head dies.
+// when it shares the store, a directory or etcd) and moves to a new leader when its head dies.
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +22,8 @@
 #include "actors/gateways.hpp"
 #include "net/credentials.hpp"
 #include "config/nodes_spec.hpp"
+#include "core/store/cluster_store.hpp"
+#include "core/store/etcd_client.hpp"
 #include "tools/cluster_client.hpp"
 #include "tools/machine.hpp"
 #include "tools/signal_wait.hpp"
@@ -94,8 +96,9 @@ int main(int argc, char** argv) {
        "the heads, HOST:PORT[,HOST:PORT...]: the node registers with the one that leads (default "
        "$COHORT_ADDRESS; may be left out when the credentials file lies in the store)")
       ("store", po::value<std::string>(),
-       "the cluster store, when this node shares it: the leader is found from its leader record "
-       "(default: the store the credentials file lies in, if it does)")
+       "the cluster store, when this node shares it: a directory (default: the store the "
+       "credentials file lies in, if it does) or etcd://HOST:PORT[,HOST:PORT...][/prefix]; the "
+       "leader is found from its leader record, and again after every failover")
       ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
       ("name", po::value<std::string>()->default_value(host), "this node's name")
       ("node-address", po::value<std::string>()->default_value("127.0.0.1"),
@@ -125,15 +128,26 @@ int main(int argc, char** argv) {
   const auto address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
   std::optional<std::filesystem::path> store;
   if (vm.count("store")) store = vm["store"].as<std::string>();
-  if (store && store->string().rfind("etcd://", 0) == 0) {
-    std::cerr << "cluster-worker: --store " << store->string()
-              << ": an etcd store names no head; give --address HEAD[,HEAD...] and --credentials "
-                 "FILE (<keys-dir>/cluster/credentials.json of cluster-head)\n";
-    return 2;
+  const bool on_etcd = store && core::store::is_etcd_location(store->string());
+  if (on_etcd) {
+    try {
+      core::store::parse_etcd_location(store->string());
+    } catch (const std::exception& e) {
+      std::cerr << "cluster-worker: --store " << store->string() << ": " << e.what()
+                << " (allowed: etcd://HOST:PORT[,HOST:PORT...][/prefix] or a directory)\n";
+      return 2;
+    }
+    // etcd keeps no keys: they lie where cluster-head's --keys-dir put them.
+    if (!vm.count("credentials") && tools::env_or("COHORT_CREDENTIALS", "").empty()) {
+      std::cerr << "cluster-worker: --store " << store->string()
+                << " is an etcd store, which holds no credentials: give --credentials FILE (or set "
+                   "COHORT_CREDENTIALS), <keys-dir>/cluster/credentials.json of cluster-head\n";
+      return 2;
+    }
   }
   const auto credentials_file =
       vm.count("credentials") ? vm["credentials"].as<std::string>()
-      : store && tools::env_or("COHORT_CREDENTIALS", "").empty()
+      : store && !on_etcd && tools::env_or("COHORT_CREDENTIALS", "").empty()
           ? net::credentials_file_in(*store).string()
           : tools::env_or("COHORT_CREDENTIALS", "");
   if (!store && !credentials_file.empty()) store = tools::store_of_credentials(credentials_file);

@@ -7,13 +7,20 @@
 // the standby, kill -9 of a cluster-worker (restarted), kill -9 of a rank's process, kill -9 of
 // rank 0 while it commits a checkpoint (every rank's files written, no COMMITTED yet; through
 // COHORT_TEST_PAUSE_DIR), and SIGTERM of a cluster-worker (preemption; restarted once it left).
+// With --store etcd the heads keep their state in a 3-member etcd cluster started per schedule
+// (Debian's etcd binary), the nodes find the leader through it too, and two more faults are
+// drawn: kill -9 of an etcd follower and kill -9 of the etcd leader (found through the members'
+// status endpoint). The job is released to run on the two members left; the member is started
+// again on its data dir at the next later hold (or once the job ended).
 // After each schedule: the job SUCCEEDED without a resubmission, its final checkpoint shards and
 // exported weights are bitwise equal to an uninterrupted run's, the sample log replays the
 // sampler exactly (each sample once per epoch), every checkpoint an attempt resumed from was
 // committed, and `cohort-ckpt verify` passes on every checkpoint kept.
 //
-// Usage: cohort-chaos [--short] [--faults N] [--keep-failures DIR] (--count N [--first-seed S] | SEED...)
-// Needs $COHORT_BIN (the cluster's programs). Exit 0 when every schedule passed, 1 otherwise.
+// Usage: cohort-chaos [--short] [--faults N] [--store dir|etcd] [--keep-failures DIR]
+//                     (--count N [--first-seed S] | SEED...)
+// Needs $COHORT_BIN (the cluster's programs); --store etcd needs etcd on PATH. Exit 0 when every
+// schedule passed, 1 otherwise, 2 on bad usage, 77 (skipped) for --store etcd without etcd.
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,8 +41,10 @@
 
 #include "core/data/dataset.hpp"
 #include "core/data/sample_audit.hpp"
+#include "core/store/cluster_store.hpp"
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
+#include "tests/support/etcd_cluster.hpp"
 #include "tests/support/files.hpp"
 
 using namespace std::chrono_literals;
@@ -48,10 +57,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class fault_kind { leader_kill, leader_stop, standby_kill, node_kill, rank_kill, commit_kill, node_term };
-constexpr fault_kind all_kinds[] = {fault_kind::leader_kill, fault_kind::leader_stop, fault_kind::standby_kill,
-                                    fault_kind::node_kill,   fault_kind::rank_kill,   fault_kind::commit_kill,
-                                    fault_kind::node_term};
+enum class fault_kind {
+  leader_kill, leader_stop, standby_kill, node_kill, rank_kill, commit_kill, node_term,
+  etcd_follower_kill, etcd_leader_kill
+};
+// The first seven are drawn for either store (a directory store's schedules are those of before
+// etcd came); the etcd faults only with --store etcd.
+constexpr fault_kind all_kinds[] = {fault_kind::leader_kill,       fault_kind::leader_stop,
+                                    fault_kind::standby_kill,      fault_kind::node_kill,
+                                    fault_kind::rank_kill,         fault_kind::commit_kill,
+                                    fault_kind::node_term,         fault_kind::etcd_follower_kill,
+                                    fault_kind::etcd_leader_kill};
+constexpr std::size_t dir_kinds = 7;
 
 const char* name_of(fault_kind k) {
   switch (k) {
@@ -62,6 +79,8 @@ const char* name_of(fault_kind k) {
     case fault_kind::rank_kill: return "rank-kill9";
     case fault_kind::commit_kill: return "commit-kill9";
     case fault_kind::node_term: return "node-sigterm";
+    case fault_kind::etcd_follower_kill: return "etcd-follower-kill9";
+    case fault_kind::etcd_leader_kill: return "etcd-leader-kill9";
   }
   return "?";
 }
@@ -82,7 +101,8 @@ struct fault {
 // A seeded schedule: `count` faults at strictly increasing hold steps in [2, total]; a commit
 // kill at step k lands in the commit of the next checkpoint (the first multiple of every_steps
 // >= k), so the next fault comes after that.
-std::vector<fault> make_schedule(std::uint64_t seed, int count, const job_shape& shape) {
+std::vector<fault> make_schedule(std::uint64_t seed, int count, const job_shape& shape, bool etcd) {
+  const std::size_t kinds = etcd ? std::size(all_kinds) : dir_kinds;
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
   const int total = shape.total_steps();
   for (int tries = 0; tries < 1000; ++tries) {
@@ -90,7 +110,7 @@ std::vector<fault> make_schedule(std::uint64_t seed, int count, const job_shape&
     int at = 1;
     const int room = std::max(1, (total - 2) / count);
     for (int i = 0; i < count; ++i) {
-      const auto kind = all_kinds[rng() % std::size(all_kinds)];
+      const auto kind = all_kinds[rng() % kinds];
       const int step = at + 1 + static_cast<int>(rng() % static_cast<unsigned>(room));
       out.push_back({kind, step, static_cast<int>(rng() % 2)});
       at = step;
@@ -161,7 +181,8 @@ struct head_proc {
 struct recovery {
   fault f;
   double seconds = 0;
-  std::string note;  // what the recovery looked like (new attempt, adopted, ...)
+  std::string note;     // what the recovery looked like (new attempt, adopted, ...)
+  double failover = -1;  // leader kill -9: seconds until the standby said it serves
 };
 
 struct outcome {
@@ -176,8 +197,8 @@ struct outcome {
 class chaos_run {
  public:
   chaos_run(std::uint64_t seed, const job_shape& shape, std::vector<fault> faults, const std::string& data,
-            const std::map<std::string, std::string>& baseline)
-      : seed_(seed), shape_(shape), faults_(std::move(faults)), data_(data), baseline_(baseline) {}
+            const std::map<std::string, std::string>& baseline, bool etcd)
+      : seed_(seed), shape_(shape), faults_(std::move(faults)), data_(data), baseline_(baseline), on_etcd_(etcd) {}
 
   outcome run() {
     outcome out;
@@ -207,6 +228,9 @@ class chaos_run {
     for (const auto& old : dead_) cohort::test::write_file(dir + "/dead-" + std::to_string(i++) + ".log", old->output());
     for (const auto& [name, n] : nodes_)
       if (n) cohort::test::write_file(dir + "/node-" + name + ".log", n->output());
+    if (etcd_)
+      for (int m = 0; m < etcd_->size(); ++m)
+        fs::copy_file(etcd_->log_path(m), dir + "/etcd-m" + std::to_string(m) + ".log", ec);
     cohort::test::write_file(dir + "/job-logs.txt", c_.submit({"logs", id_}).out);
   }
 
@@ -248,8 +272,11 @@ class chaos_run {
     for (const auto& x : heads_) list += (list.empty() ? "" : ",") + x.address();
     if (auto& old = nodes_[name]) dead_.push_back(std::move(old));
     nodes_[name] = std::make_unique<running_process>(
-        std::vector<std::string>{c_.program("cluster-worker"), "--address", list, "--credentials", c_.credentials(),
-                                 "--name", name, "--num-cpus", "1"},
+        on_etcd_ ? std::vector<std::string>{c_.program("cluster-worker"), "--address", list, "--store",
+                                            store_location(), "--credentials", c_.credentials(), "--name",
+                                            name, "--num-cpus", "1"}
+                 : std::vector<std::string>{c_.program("cluster-worker"), "--address", list, "--credentials",
+                                            c_.credentials(), "--name", name, "--num-cpus", "1"},
         std::map<std::string, std::string>{{"COHORT_TEST_PAUSE_DIR", pause_dir()}});
     nodes_[name]->wait_for_line("joining", 60s);
   }
@@ -264,7 +291,59 @@ class chaos_run {
     throw std::runtime_error("the nodes did not all register");
   }
 
+  std::string store_location() const { return etcd_ ? etcd_->location("/chaos") : c_.store(); }
+
+  // After an etcd fault: the head the store names as the live leader is leader_ (a head that lost
+  // its lease while etcd had no leader has handed over and exits: it is retired and a standby
+  // started in its place).
+  void sync_heads() {
+    const auto store = cohort::core::store::open_cluster_store(store_location());
+    const auto deadline = steady::now() + 120s;
+    for (;;) {
+      std::optional<cohort::core::store::lease_record> held;
+      try {
+        held = store->lease().current();
+      } catch (const std::exception&) {
+      }
+      if (held && !held->expired_at(cohort::core::store::system_clock_ms())) {
+        const auto it = std::find_if(heads_.begin(), heads_.end(),
+                                     [&](const head_proc& h) { return h.address() == held->address; });
+        if (it != heads_.end() && !it->proc->ended()) {
+          leader_ = static_cast<std::size_t>(it - heads_.begin());
+          break;
+        }
+      }
+      if (steady::now() > deadline) throw std::runtime_error("no head of this run leads in " + store_location());
+      std::this_thread::sleep_for(100ms);
+    }
+    for (std::size_t i = heads_.size(); i-- > 0;)
+      if (i != leader_ && heads_[i].proc->ended()) retire_head(i);
+    while (heads_.size() < 2) start_head(false);
+  }
+
+  // The etcd member that leads now, asked of the members running; waits for an election.
+  int etcd_leader() {
+    const auto deadline = steady::now() + 60s;
+    for (;;) {
+      const int m = etcd_->leader();
+      if (m >= 0) return m;
+      if (steady::now() > deadline) throw std::runtime_error("the etcd cluster elected no leader within 60 s");
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  // Starts the etcd member killed by the last etcd fault again on its data dir, if one is down.
+  void restore_etcd_member() {
+    if (down_member_ < 0) return;
+    etcd_->restart(down_member_);
+    down_member_ = -1;
+  }
+
   void setup() {
+    if (on_etcd_) {
+      etcd_ = std::make_unique<cohort::test::etcd_cluster>(3);
+      c_.use_etcd(store_location());
+    }
     fs::create_directories(pause_dir());
     start_head(true);
     start_head(false);
@@ -301,6 +380,7 @@ class chaos_run {
         return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || running_held(s);
       }, 300s, "a hold or the end");
       if (s["state"] != "RUNNING") {
+        restore_etcd_member();
         if (s["state"] != "SUCCEEDED") throw std::runtime_error("the job ended " + s.dump());
         if (next != faults_.size())
           throw std::runtime_error("the job ended before fault " + std::to_string(next + 1) + " was injected");
@@ -308,6 +388,9 @@ class chaos_run {
       }
       const int step = s["held_before_step"];
       const int attempt = s["attempts"];
+      // A member killed at an earlier hold comes back at a later one: the steps between ran
+      // on the two members left.
+      if (down_member_ >= 0 && step > down_since_step_) restore_etcd_member();
       if (next < faults_.size() && faults_[next].step == step) {
         out.recoveries.push_back(inject(faults_[next], s));
         ++next;
@@ -374,6 +457,10 @@ class chaos_run {
         const auto next = standby();
         heads_[old].proc->kill(f.kind == fault_kind::leader_kill ? SIGKILL : SIGSTOP);
         heads_[next].proc->wait_for_line("serving on", 120s);
+        if (f.kind == fault_kind::leader_kill) {
+          r.failover = seconds_since(t0);
+          r.note = "standby serving after " + fixed(r.failover, 2) + " s";
+        }
         leader_ = next;
         if (f.kind == fault_kind::leader_stop) {
           heads_[old].proc->kill(SIGCONT);
@@ -429,6 +516,31 @@ class chaos_run {
         r.note = "rank " + std::to_string(f.pick) + " pid " + std::to_string(pid);
         if (::kill(pid, SIGKILL) != 0) throw std::runtime_error("cannot kill rank " + std::to_string(f.pick));
         break;
+      }
+      case fault_kind::etcd_follower_kill:
+      case fault_kind::etcd_leader_kill: {
+        // Two etcd faults at once would cost etcd its quorum: the one down comes back first.
+        restore_etcd_member();
+        const int lead = etcd_leader();
+        const int victim = f.kind == fault_kind::etcd_leader_kill ? lead : (lead + 1 + f.pick) % etcd_->size();
+        r.note = std::string(f.kind == fault_kind::etcd_leader_kill ? "leader" : "follower") + " m" +
+                 std::to_string(victim);
+        const auto t_kill = steady::now();
+        etcd_->kill(victim);
+        down_member_ = victim;
+        down_since_step_ = step;
+        if (f.kind == fault_kind::etcd_leader_kill) r.note += ", then m" + std::to_string(etcd_leader()) + " led";
+        // Recovered once a leading head answers that the job is still held here (or, had the
+        // head lost its lease meanwhile, held again after the failover).
+        const auto s = wait([&](const json& s) { return running_held(s); }, 300s,
+                            "the job held again after " + std::string(name_of(f.kind)));
+        r.seconds = seconds_since(t_kill);
+        sync_heads();
+        if (s["attempts"] > attempt) {
+          r.note += "; the attempt was restarted";
+          unadopted_ = true;
+        }
+        return r;
       }
       case fault_kind::commit_kill: {
         const int ckpt = (step + shape_.every_steps - 1) / shape_.every_steps * shape_.every_steps;
@@ -542,6 +654,11 @@ class chaos_run {
   std::vector<fault> faults_;
   std::string data_;
   const std::map<std::string, std::string>& baseline_;
+  bool on_etcd_;
+  // Declared before the cluster: destroyed after every head and node is gone.
+  std::unique_ptr<cohort::test::etcd_cluster> etcd_;
+  int down_member_ = -1;       // the etcd member an etcd fault killed, until it is started again
+  int down_since_step_ = 0;    // the hold it was killed at
   test_cluster c_;
   std::vector<head_proc> heads_;
   std::size_t leader_ = 0;
@@ -571,9 +688,13 @@ double percentile(std::vector<double> v, double p) {
 
 int usage(const std::string& why) {
   std::cerr << "cohort-chaos: " << why
-            << "\nusage: cohort-chaos [--short] [--faults N] [--keep-failures DIR] (--count N [--first-seed S] | SEED...)\n"
+            << "\nusage: cohort-chaos [--short] [--faults N] [--store dir|etcd] [--keep-failures DIR]\n"
+               "                    (--count N [--first-seed S] | SEED...)\n"
                "  --short           a one-epoch job (12 steps) instead of two (24): CI's schedules\n"
                "  --faults N        faults per schedule (default 5)\n"
+               "  --store S         where the heads keep their state: dir (a shared directory, the\n"
+               "                    default) or etcd (a 3-member etcd cluster on 127.0.0.1 per schedule;\n"
+               "                    adds kill -9 of an etcd follower and of the etcd leader)\n"
                "  --keep-failures D copy a failed schedule's store, run and process logs to D/seed-N\n";
   return 2;
 }
@@ -585,7 +706,7 @@ int main(int argc, char** argv) {
   job_shape shape;
   int faults = 5, count = 0;
   std::uint64_t first_seed = 1;
-  std::string keep;
+  std::string keep, store = "dir";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -598,6 +719,7 @@ int main(int argc, char** argv) {
       else if (a == "--count") count = std::stoi(value());
       else if (a == "--first-seed") first_seed = std::stoull(value());
       else if (a == "--keep-failures") keep = value();
+      else if (a == "--store") store = value();
       else if (a == "-h" || a == "--help") return usage("runs seeded fault schedules against a cluster on 127.0.0.1");
       else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) seeds.push_back(std::stoull(a));
       else return usage("unknown argument \"" + a + "\"");
@@ -606,6 +728,13 @@ int main(int argc, char** argv) {
     return usage(e.what());
   }
   if (faults < 1 || faults > 8) return usage("--faults must be 1 to 8");
+  if (store != "dir" && store != "etcd") return usage("--store " + store + ": allowed are dir and etcd");
+  const bool on_etcd = store == "etcd";
+  if (on_etcd && std::system("command -v etcd >/dev/null 2>&1") != 0) {
+    std::cout << "cohort-chaos: skipped: --store etcd needs the etcd binary on PATH (Debian's "
+                 "etcd-server; scripts/install-deps installs it)" << std::endl;
+    return 77;
+  }
   for (int i = 0; i < count; ++i) seeds.push_back(first_seed + static_cast<std::uint64_t>(i));
   if (seeds.empty()) return usage("no seeds: give SEED... or --count N");
 
@@ -619,15 +748,16 @@ int main(int argc, char** argv) {
     std::cerr << "cohort-chaos: " << e.what() << "\n";
     return 1;
   }
+  std::cout << "store: " << (on_etcd ? "etcd (3 members on 127.0.0.1 per schedule)" : "a shared directory") << "\n";
   std::cout << "baseline: " << shape.total_steps() << " steps uninterrupted in " << fixed(seconds_since(t0))
             << " s; " << baseline.size() << " weight files to match" << std::endl;
 
-  std::vector<double> ttr;
+  std::vector<double> ttr, failovers;
   int failed = 0, injected = 0;
   std::map<std::string, std::vector<double>> by_kind;
   for (const auto seed : seeds) {
-    const auto schedule = make_schedule(seed, faults, shape);
-    chaos_run run(seed, shape, schedule, data, baseline);
+    const auto schedule = make_schedule(seed, faults, shape, on_etcd);
+    chaos_run run(seed, shape, schedule, data, baseline, on_etcd);
     const auto out = run.run();
     std::ostringstream line;
     line << "seed " << seed << ": faults";
@@ -637,6 +767,7 @@ int main(int argc, char** argv) {
       line << " " << name_of(r.f.kind) << "@" << r.f.step << " " << fixed(r.seconds) << "s";
       if (!r.note.empty()) line << " (" << r.note << ")";
       ttr.push_back(r.seconds);
+      if (r.failover >= 0) failovers.push_back(r.failover);
       by_kind[name_of(r.f.kind)].push_back(r.seconds);
     }
     injected += static_cast<int>(out.recoveries.size());
@@ -657,5 +788,10 @@ int main(int argc, char** argv) {
   for (const auto& [kind, v] : by_kind)
     std::cout << "  " << kind << ": " << v.size() << ", p50 " << fixed(percentile(v, 0.5)) << " s, max "
               << fixed(percentile(v, 1.0)) << " s" << std::endl;
+  if (!failovers.empty())
+    std::cout << "head failover (kill -9 of the leader until the standby serves): " << failovers.size()
+              << ", p50 " << fixed(percentile(failovers, 0.5), 2) << " s, min "
+              << fixed(*std::min_element(failovers.begin(), failovers.end()), 2) << " s, max " << fixed(percentile(failovers, 1.0), 2)
+              << " s" << std::endl;
   return failed == 0 ? 0 : 1;
 }

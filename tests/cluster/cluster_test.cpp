@@ -1829,4 +1829,73 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
   INFO(chromium_run(shot_args));
   REQUIRE(std::filesystem::exists(artifacts + "/dashboard.png"));
   CHECK(std::filesystem::file_size(artifacts + "/dashboard.png") > 10000);
+
+TEST_CASE("on an etcd store, a node and submit given only the etcd endpoints find the leader head "
+          "through etcd, and after kill -9 of the leader find the new one",
+          "[cluster][etcd]") {
+  cohort::test::etcd_cluster etcd(3);
+  test_cluster c;
+  const auto location = etcd.location("/find-leader");
+  c.use_etcd(location);
+  c.start_head();
+  auto elsewhere = start_standby_elsewhere(c);
+  auto& standby = elsewhere.process;
+  // Credentials copied out of the keys dir; no head address anywhere: only etcd names the leader.
+  const auto credentials = credentials_outside_store(c);
+  const std::map<std::string, std::string> no_address{{"COHORT_ADDRESS", ""}, {"COHORT_CREDENTIALS", credentials}};
+  auto via_etcd = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--store", location});
+    return c.submit(args, no_address);
+  };
+  auto status_via_etcd = [&](const std::string& id, const std::function<bool(const json&)>& pred) {
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    std::string last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto r = via_etcd({"status", id, "--json"});
+      last = r.out + r.err;
+      if (r.exit_code == 0 && pred(json::parse(r.out))) return json::parse(r.out);
+      std::this_thread::sleep_for(200ms);
+    }
+    FAIL("submit status --store " << location << " never answered as awaited; last: " << last);
+    return json();
+  };
+  cohort::test::running_process node({c.program("cluster-worker"), "--store", location, "--credentials",
+                                      credentials, "--name", "n1", "--num-cpus", "2"},
+                                     no_address);
+  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  const auto run = via_etcd({"run", c.write_job(holding(lr_job("found", 1, 6, 0, 0, c.dir().str() + "/runs"), 3))});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto id = first_line(run.out);
+  status_via_etcd(id, [](const json& s) { return held_before(s, 3); });
+
+  c.kill_head();  // kill -9: etcd expires its lease (3 s), the standby's acquire then wins
+  standby->wait_for_line("serving on", 60s);
+  node.wait_for_line("joined the leader at " + elsewhere.address, 60s);
+  // Only the new leader is alive: an answer through etcd is its.
+  status_via_etcd(id, [](const json& s) { return held_and_adopted(s, 3); });
+  const auto released = via_etcd({"release", id});
+  INFO(released.out << released.err);
+  REQUIRE(released.exit_code == 0);
+  const auto done = status_via_etcd(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; });
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  CHECK(done["rank_nodes"][0] == "n1");
+}
+
+TEST_CASE("submit and cluster-worker refuse a malformed etcd store location and an etcd store "
+          "without credentials, naming the option",
+          "[cluster][etcd]") {
+  test_cluster c;
+  const std::map<std::string, std::string> bare{{"COHORT_ADDRESS", ""}, {"COHORT_CREDENTIALS", ""}};
+  const auto bad = c.submit({"list", "--store", "etcd://127.0.0.1:notaport"}, bare);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--store etcd://127.0.0.1:notaport") && Catch::Contains("allowed: etcd://HOST:PORT"));
+  const auto no_keys = c.submit({"list", "--store", "etcd://127.0.0.1:2379"}, bare);
+  CHECK(no_keys.exit_code == 2);
+  CHECK_THAT(no_keys.err, Catch::Contains("holds no credentials") && Catch::Contains("--credentials FILE"));
+  const auto node = c.run("cluster-worker", {"--store", "etcd://127.0.0.1:2379", "--name", "n1"}, bare);
+  CHECK(node.exit_code == 2);
+  CHECK_THAT(node.err, Catch::Contains("holds no credentials") && Catch::Contains("--credentials FILE"));
 }

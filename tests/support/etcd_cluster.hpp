@@ -1,7 +1,8 @@
 // A real etcd cluster of `members` processes on 127.0.0.1 for tests: Debian's etcd binary (from
 // PATH; scripts/install-deps installs etcd-server), free ports, data under a temp dir. The
 // constructor returns once every member answers a linearizable read (the cluster has a leader);
-// the destructor kills (SIGKILL) and reaps every member still running. Members elect fast
+// the destructor kills (SIGKILL) and reaps every member still running. kill(i) and restart(i) take
+// one member down (kill -9) and bring it back on its data dir, for fault tests. Members elect fast
 // (heartbeat 50 ms, election timeout 500 ms) so leases of 1 s are allowed and failovers are quick.
 #pragma once
 
@@ -26,27 +27,11 @@ class etcd_cluster {
  public:
   explicit etcd_cluster(int members = 3) : dir_("etcd") {
     for (int i = 0; i < members; ++i) members_.push_back({free_port(), free_port(), -1});
-    std::string initial;
     for (int i = 0; i < members; ++i)
-      initial += (i ? "," : "") + name(i) + "=" + peer_url(i);
-    for (int i = 0; i < members; ++i) start(i, initial);
+      initial_ += (i ? "," : "") + name(i) + "=" + peer_url(i);
+    for (int i = 0; i < members; ++i) start(i);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (int i = 0; i < members; ++i) {
-      core::store::etcd_client probe(
-          core::store::parse_etcd_location("etcd://127.0.0.1:" + std::to_string(members_[i].client)),
-          std::chrono::milliseconds(500));
-      for (;;) {
-        try {
-          probe.call("/v3/kv/range", {{"key", "AA=="}});  // a linearizable read: needs a leader
-          break;
-        } catch (const std::exception& e) {
-          if (std::chrono::steady_clock::now() > deadline)
-            throw std::runtime_error("etcd member " + name(i) + " did not become healthy within "
-                                     "60 s: " + e.what() + " (its log: " +
-                                     (dir_.path() / (name(i) + ".log")).string() + ")");
-        }
-      }
-    }
+    for (int i = 0; i < members; ++i) wait_healthy(i, deadline);
   }
   ~etcd_cluster() {
     for (std::size_t i = 0; i < members_.size(); ++i) kill(static_cast<int>(i));
@@ -88,6 +73,16 @@ class etcd_cluster {
     }
     return -1;
   }
+  // Starts member `i` again after kill(i), on its data dir and ports, and returns once it answers
+  // a linearizable read (it rejoined a cluster that has a leader); throws after `timeout`.
+  void restart(int i, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    if (members_[i].pid >= 0) throw std::runtime_error("etcd member " + name(i) + " is running");
+    start(i);
+    wait_healthy(i, std::chrono::steady_clock::now() + timeout);
+  }
+  bool running(int i) const { return members_[i].pid >= 0; }
+  // Member i's output (appended to across restarts).
+  std::string log_path(int i) const { return (dir_.path() / (name(i) + ".log")).string(); }
   // SIGKILLs member `i` and reaps it (no-op when it is not running).
   void kill(int i) {
     auto& m = members_[i];
@@ -120,7 +115,23 @@ class etcd_cluster {
     ::close(fd);
     return ntohs(a.sin_port);
   }
-  void start(int i, const std::string& initial) {
+  // Waits until member i answers a linearizable read (which needs a leader); throws past deadline.
+  void wait_healthy(int i, std::chrono::steady_clock::time_point deadline) const {
+    core::store::etcd_client probe(
+        core::store::parse_etcd_location("etcd://127.0.0.1:" + std::to_string(members_[i].client)),
+        std::chrono::milliseconds(500));
+    for (;;) {
+      try {
+        probe.call("/v3/kv/range", {{"key", "AA=="}});
+        return;
+      } catch (const std::exception& e) {
+        if (std::chrono::steady_clock::now() > deadline)
+          throw std::runtime_error("etcd member " + name(i) + " did not become healthy in time: " +
+                                   e.what() + " (its log: " + log_path(i) + ")");
+      }
+    }
+  }
+  void start(int i) {
     const auto client = "http://127.0.0.1:" + std::to_string(members_[i].client);
     std::vector<std::string> args{"etcd",
                                   "--name", name(i),
@@ -129,7 +140,7 @@ class etcd_cluster {
                                   "--advertise-client-urls", client,
                                   "--listen-peer-urls", peer_url(i),
                                   "--initial-advertise-peer-urls", peer_url(i),
-                                  "--initial-cluster", initial,
+                                  "--initial-cluster", initial_,
                                   "--initial-cluster-token", "cohort-test",
                                   "--initial-cluster-state", "new",
                                   "--heartbeat-interval", "50",
@@ -138,7 +149,7 @@ class etcd_cluster {
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("etcd_cluster: fork failed");
     if (pid == 0) {
-      FILE* out = std::freopen(log.c_str(), "w", stdout);
+      FILE* out = std::freopen(log.c_str(), "a", stdout);
       if (out) ::dup2(::fileno(stdout), 2);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -155,6 +166,7 @@ class etcd_cluster {
 
   temp_dir dir_;
   std::vector<member> members_;
+  std::string initial_;  // --initial-cluster (ignored by etcd on a restart: the data dir has it)
 };
 
 }  // namespace cohort::test
