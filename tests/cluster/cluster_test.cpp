@@ -1829,6 +1829,7 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
   INFO(chromium_run(shot_args));
   REQUIRE(std::filesystem::exists(artifacts + "/dashboard.png"));
   CHECK(std::filesystem::file_size(artifacts + "/dashboard.png") > 10000);
+}
 
 TEST_CASE("on an etcd store, a node and submit given only the etcd endpoints find the leader head "
           "through etcd, and after kill -9 of the leader find the new one",
