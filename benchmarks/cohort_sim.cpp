@@ -185,10 +185,10 @@ std::size_t own_nodes(const std::vector<actors::node_info>& nodes, const std::st
   }));
 }
 
-std::string job_spec(int workers) {
+std::string job_spec(int workers, const std::string& custom) {
   return R"({"name": "sim", "workload": "linear_regression", "scaling": {"num_workers": )" +
-         std::to_string(workers) +
-         R"(, "resources_per_worker": {"CPU": 1}, "placement_strategy": "PACK"},
+         std::to_string(workers) + R"(, "resources_per_worker": {"CPU": 1)" +
+         (custom.empty() ? "" : ", \"" + custom + "\": 1") + R"(}, "placement_strategy": "PACK"},
     "train": {"micro_batch_size": 16, "grad_accum": 1, "max_steps": 3, "lr": 0.1, "seed": 7},
     "run": {"failure": {"max_failures": 0}}})";
 }
@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
       ("connect-timeout", po::value<double>()->default_value(120.0), "seconds for every node to join")
       ("name-prefix", po::value<std::string>()->default_value("sim"),
        "node names are PREFIX0, PREFIX1, ... (several simulators on one head need different ones)")
+      ("custom-resource", po::value<std::string>(),
+       "nodes offer NAME = slots and every worker asks NAME = 1: this simulator's jobs run on its "
+       "own nodes when several simulators share a head (its placement latencies are then all seen)")
       ("json", "print the report as JSON");
   po::variables_map vm;
   try {
@@ -252,6 +255,7 @@ int main(int argc, char** argv) {
   const double seconds = vm["seconds"].as<double>();
   const bool as_json = vm.count("json") != 0;
   const auto prefix = vm["name-prefix"].as<std::string>();
+  const auto custom = vm.count("custom-resource") ? vm["custom-resource"].as<std::string>() : "";
   if (nodes < 1 || slots < 1 || !(hz > 0) || jobs_per_s < 0 || job_workers < 1 || !(seconds > 0)) {
     std::cerr << "cohort-sim: --nodes, --slots-per-node, --heartbeat-hz, --job-workers and --seconds "
                  "must be positive\n";
@@ -359,6 +363,7 @@ int main(int argc, char** argv) {
       info.name = prefix + std::to_string(i);
       info.resources["CPU"] = slots;
       info.resources["memory"] = 64e9;
+      if (!custom.empty()) info.resources[custom] = slots;
       sim_nodes.push_back(actors::spawn_node_gateway(
           sys, info.name, options, liveness, search,
           [&](caf::actor head_proxy) { return sys.spawn(sim_node, info, head_proxy, shared); }));
@@ -398,7 +403,7 @@ int main(int argc, char** argv) {
     std::thread submitter([&] {
       if (!(jobs_per_s > 0)) return;
       tools::cluster_client client(address, credentials);
-      const auto spec = job_spec(job_workers);
+      const auto spec = job_spec(job_workers, custom);
       const auto period = std::chrono::duration<double>(1.0 / jobs_per_s);
       auto next = steady::now();
       // --jobs N: exactly N submits, however long they take; else as many as the window allows.
