@@ -20,6 +20,7 @@
 
 #include "actors/actor_system_types.hpp"
 #include "actors/gateways.hpp"
+#include "actors/scheduler_config.hpp"
 #include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"
 #include "net/credentials.hpp"
@@ -169,6 +170,7 @@ int main(int argc, char** argv) {
     liveness.node_timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
 
     caf::actor_system_config cfg;
+    actors::configure_scheduler(cfg);  // idle threads block (scheduler_config.hpp)
     caf::actor_system sys{cfg};
     actors::head_options head_opts;
     head_opts.store = store;

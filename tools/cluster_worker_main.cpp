@@ -20,6 +20,7 @@
 #include "actors/actor_system_types.hpp"
 #include "actors/bridge.hpp"
 #include "actors/gateways.hpp"
+#include "actors/scheduler_config.hpp"
 #include "net/credentials.hpp"
 #include "config/nodes_spec.hpp"
 #include "core/store/cluster_store.hpp"
@@ -217,6 +218,9 @@ int main(int argc, char** argv) {
         std::chrono::milliseconds(static_cast<long>(vm["heartbeat-interval"].as<double>() * 1000));
 
     caf::actor_system_config cfg;
+    // Idle threads block (scheduler_config.hpp); the node's actors need few (its workers are
+    // processes of their own).
+    actors::configure_scheduler(cfg, 2);
     caf::actor_system sys{cfg};
     auto directory = std::make_shared<remote_node_directory>(sys, info.name);
     auto process = actors::spawn_node_gateway(

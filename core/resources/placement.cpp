@@ -64,15 +64,24 @@ class solver {
     score_t best_score;
     std::optional<std::pair<assignment, std::vector<std::int64_t>>> best_partial;
     std::int64_t best_placed = -1;
+    // Each node's capacity in worker bundles, and the nodes by it (most first, then list order),
+    // once: only rank 0's own node differs per candidate (O(nodes) per candidate, not a sort and
+    // a resource count per node).
+    std::vector<std::int64_t> base(caps.size());
+    std::vector<std::size_t> order;
+    for (std::size_t j = 0; j < caps.size(); ++j) {
+      base[j] = worker_.copies_in(caps[j], rest_);
+      if (base[j] > 0) order.push_back(j);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return base[x] > base[y]; });
     for (std::size_t c = 0; c < caps.size(); ++c) {
       if (!lead_.fits_in(caps[c])) continue;
-      std::vector<std::int64_t> k(caps.size());
-      for (std::size_t j = 0; j < caps.size(); ++j) {
-        k[j] = worker_.copies_in(j == c ? caps[c] - lead_ : caps[j], rest_);
-      }
+      std::vector<std::int64_t> k = base;
+      k[c] = worker_.copies_in(caps[c] - lead_, rest_);
       assignment a{c, std::vector<std::int64_t>(caps.size(), 0)};
       score_t score;
-      const std::int64_t placed = fill(a, k, score);
+      const std::int64_t placed = fill(a, k, order, score);
       if (placed == rest_) {
         if (!best || score > best_score) {
           best = a;
@@ -94,14 +103,16 @@ class solver {
  private:
   // Assigns ranks 1..N-1 around rank 0's node a.lead given each node's capacity k in worker
   // bundles; returns how many were placed and sets score (higher is better for the strategy).
-  std::int64_t fill(assignment& a, const std::vector<std::int64_t>& k, score_t& score) const {
+  // `order`: the nodes with room, most capacity first, then list order (k of every node but
+  // a.lead, which it may hold or not).
+  std::int64_t fill(assignment& a, const std::vector<std::int64_t>& k,
+                    const std::vector<std::size_t>& order, score_t& score) const {
     const std::size_t c = a.lead;
     std::vector<std::size_t> others;  // nodes other than c, most capacity first, then list order
-    for (std::size_t j = 0; j < k.size(); ++j) {
-      if (j != c && k[j] > 0) others.push_back(j);
+    others.reserve(order.size());
+    for (std::size_t j : order) {
+      if (j != c) others.push_back(j);
     }
-    std::stable_sort(others.begin(), others.end(),
-                     [&](std::size_t x, std::size_t y) { return k[x] > k[y]; });
     std::int64_t left = rest_;
     switch (strategy_) {
       case placement_strategy::strict_pack:
