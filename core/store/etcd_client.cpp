@@ -3,6 +3,8 @@
 
 #include <httplib.h>
 
+#include <cstdlib>
+
 #include <thread>
 
 #include "core/store/store_error.hpp"
@@ -27,6 +29,15 @@ etcd_location parse_etcd_location(const std::string& location) {
   etcd_location out;
   out.text = location;
   auto rest = location.substr(scheme.size());
+  const auto at = rest.find('@');
+  if (at != std::string::npos && at < rest.find('/')) {
+    out.user = rest.substr(0, at);
+    if (out.user.empty()) bad_location(location, "the user before '@' is empty");
+    if (out.user.find(':') != std::string::npos)
+      bad_location(location, std::string("a password does not go in the location; set ") +
+                                 etcd_password_variable + " for user '" + out.user.substr(0, out.user.find(':')) + "'");
+    rest = rest.substr(at + 1);
+  }
   auto slash = rest.find('/');
   if (slash != std::string::npos) {
     auto prefix = rest.substr(slash);
@@ -120,6 +131,41 @@ std::int64_t etcd_int(const nlohmann::json& object, const char* field) {
                         ", not an integer");
 }
 
+namespace {
+
+struct http_answer {
+  int status = 0;     // 0: no answer (error says why)
+  std::string body;
+  std::string error;
+};
+
+// One POST. The gateway sends its error answers chunked with a gRPC trailer, which this
+// cpp-httplib cannot parse: it reports a read error after the status line, headers and body have
+// arrived. The body is taken as it streams in, so such an answer still counts as answered.
+http_answer send_post(httplib::Client& client, const std::string& path, const std::string& token,
+                      const std::string& body) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body;
+  req.set_header("Content-Type", "application/json");
+  if (!token.empty()) req.set_header("Authorization", token);
+  http_answer out;
+  req.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
+    out.body.append(data, length);
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  const bool ok = client.send(req, res, error);
+  const bool answered = ok || (res.status >= 400 && !out.body.empty());
+  if (answered) out.status = res.status;
+  else out.error = httplib::to_string(error);
+  return out;
+}
+
+}  // namespace
+
 struct etcd_client::connection {
   etcd_endpoint endpoint;
   httplib::Client client;
@@ -140,7 +186,42 @@ etcd_client::etcd_client(etcd_location location, std::chrono::milliseconds call_
 
 etcd_client::~etcd_client() = default;
 
+void etcd_client::log_in() {
+  const char* password = std::getenv(etcd_password_variable);
+  if (password == nullptr)
+    throw store_error(store_error_kind::invalid, location_.text,
+                      "etcd user '" + location_.user + "' needs its password in " + etcd_password_variable);
+  token_.clear();
+  nlohmann::json answer;
+  try {
+    answer = post("/v3/auth/authenticate", {{"name", location_.user}, {"password", password}});
+  } catch (const store_error& e) {
+    if (e.kind() != store_error_kind::invalid) throw;
+    throw store_error(store_error_kind::invalid, location_.text,
+                      "etcd refused the login of user '" + location_.user + "' (the password in " +
+                          etcd_password_variable + "): " + e.what());
+  }
+  if (!answer.contains("token") || !answer["token"].is_string() || answer["token"].get<std::string>().empty())
+    throw store_error(store_error_kind::invalid, location_.text,
+                      "etcd gave user '" + location_.user + "' no token: is authentication enabled on it?");
+  token_ = answer["token"].get<std::string>();
+}
+
 nlohmann::json etcd_client::call(const std::string& path, const nlohmann::json& body) {
+  if (location_.user.empty()) return post(path, body);
+  if (token_.empty()) log_in();
+  try {
+    return post(path, body);
+  } catch (const store_error& e) {
+    // etcd forgets a simple token after --auth-token-ttl (5 min) without use: log in again.
+    const std::string what = e.what();
+    if (e.kind() != store_error_kind::invalid || what.find("invalid auth token") == std::string::npos) throw;
+  }
+  log_in();
+  return post(path, body);
+}
+
+nlohmann::json etcd_client::post(const std::string& path, const nlohmann::json& body) {
   const auto deadline = std::chrono::steady_clock::now() + call_timeout_;
   const auto text = body.dump();
   std::vector<std::string> last_error(connections_.size());
@@ -148,23 +229,23 @@ nlohmann::json etcd_client::call(const std::string& path, const nlohmann::json& 
     for (std::size_t k = 0; k < connections_.size(); ++k) {
       auto index = (current_ + k) % connections_.size();
       auto& c = *connections_[index];
-      auto res = c.client.Post(path.c_str(), text, "application/json");
-      if (!res) {
-        last_error[index] = httplib::to_string(res.error());
+      const auto res = send_post(c.client, path, token_, text);
+      if (res.status == 0) {
+        last_error[index] = res.error;
         continue;
       }
-      if (res->status >= 500) {
-        last_error[index] = "HTTP " + std::to_string(res->status) + ": " + res->body;
+      if (res.status >= 500) {
+        last_error[index] = "HTTP " + std::to_string(res.status) + ": " + res.body;
         continue;
       }
-      auto answer = nlohmann::json::parse(res->body, nullptr, false);
-      if (res->status != 200) {
-        std::string message = res->body;
+      auto answer = nlohmann::json::parse(res.body, nullptr, false);
+      if (res.status != 200) {
+        std::string message = res.body;
         if (!answer.is_discarded() && answer.contains("message") && answer["message"].is_string())
           message = answer["message"].get<std::string>();
         throw store_error(store_error_kind::invalid, location_.text,
                           "etcd at " + c.name() + " refused " + path + " (HTTP " +
-                              std::to_string(res->status) + "): " + message);
+                              std::to_string(res.status) + "): " + message);
       }
       if (answer.is_discarded() || !answer.is_object())
         throw store_error(store_error_kind::corrupt, location_.text,
@@ -202,6 +283,7 @@ bool etcd_client::watch(const nlohmann::json& create_request, std::chrono::milli
   req.path = "/v3/watch";
   req.body = nlohmann::json{{"create_request", create_request}}.dump();
   req.set_header("Content-Type", "application/json");
+  if (!token_.empty()) req.set_header("Authorization", token_);
   bool changed = false;
   std::string buffer;
   // The gateway streams one JSON object per line: first "created", then batches of "events".

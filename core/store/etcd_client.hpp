@@ -19,13 +19,19 @@ struct etcd_endpoint {
   int port = 2379;
 };
 
-// A parsed "etcd://HOST:PORT[,HOST:PORT...][/prefix]". The prefix (default "/cohort") has no
-// trailing slash; every key of the store lies under "<prefix>/".
+// A parsed "etcd://[USER@]HOST:PORT[,HOST:PORT...][/prefix]". The prefix (default "/cohort") has
+// no trailing slash; every key of the store lies under "<prefix>/". With USER the client logs in to
+// an etcd cluster that has authentication enabled, with the password in the environment variable
+// COHORT_ETCD_PASSWORD (never in the location, which shows in process listings and logs).
 struct etcd_location {
   std::vector<etcd_endpoint> endpoints;
   std::string prefix = "/cohort";
+  std::string user;  // "" when etcd's authentication is off
   std::string text;  // as given, for messages
 };
+
+// The environment variable that holds the etcd user's password.
+inline constexpr const char* etcd_password_variable = "COHORT_ETCD_PASSWORD";
 
 // Throws store_error invalid naming what is wrong (no endpoint, a bad port, an empty host).
 etcd_location parse_etcd_location(const std::string& location);
@@ -44,7 +50,10 @@ class etcd_client {
 
   // POSTs `body` to `path` ("/v3/kv/range") and returns the JSON answer. Throws store_error io
   // when no endpoint answered within the call timeout (naming each endpoint's last error), and
-  // store_error invalid when etcd refused the request itself (4xx, with etcd's message).
+  // store_error invalid when etcd refused the request itself (4xx, with etcd's message). With a
+  // user, the first call logs in (/v3/auth/authenticate) and every call carries the token; a
+  // token etcd no longer knows (it expired) is replaced by logging in again, once per call.
+  // Throws store_error invalid when the password is missing or etcd refuses the login.
   nlohmann::json call(const std::string& path, const nlohmann::json& body);
 
   // Opens a watch (/v3/watch with `create_request`) on the endpoint that answered last, on a
@@ -56,7 +65,11 @@ class etcd_client {
 
  private:
   struct connection;
+  // POSTs once round the endpoints (with the token when there is one).
+  nlohmann::json post(const std::string& path, const nlohmann::json& body);
+  void log_in();
   etcd_location location_;
+  std::string token_;  // etcd's auth token; "" before the login or without a user
   std::chrono::milliseconds call_timeout_;
   std::vector<std::unique_ptr<connection>> connections_;
   std::size_t current_ = 0;  // the endpoint that answered last

@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "core/store/cluster_store.hpp"
+#include "core/store/etcd_client.hpp"
 #include "core/store/etcd_store.hpp"
 #include "core/store/store_error.hpp"
 #include "tests/support/etcd_cluster.hpp"
@@ -375,4 +378,69 @@ TEST_CASE("A directory store cannot watch its lease: wait_for_change returns fal
   cohort::test::temp_dir dir("store");
   store::cluster_store db(dir.path());
   CHECK_FALSE(db.lease().wait_for_change(60s));
+}
+
+namespace {
+
+// Sets an environment variable for one scope and restores what was there.
+class scoped_env {
+ public:
+  scoped_env(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~scoped_env() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::string refusal(const std::string& location) {
+  try {
+    store::open_cluster_store(location)->list_jobs();
+  } catch (const store::store_error& e) {
+    CHECK(e.kind() == store::store_error_kind::invalid);
+    return e.what();
+  }
+  FAIL("no error for " << location);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("An etcd cluster with authentication serves the store to its user with the password from "
+          "the environment, and refuses a wrong or missing one naming what to set",
+          "[core][store][etcd]") {
+  cohort::test::etcd_cluster etcd(1);
+  const std::string endpoint = etcd.location("/").substr(std::string("etcd://").size());
+  const std::string at = endpoint.substr(0, endpoint.find('/'));
+  const std::string etcdctl = "ETCDCTL_API=3 etcdctl --endpoints=" + at + " ";
+  REQUIRE(std::system((etcdctl + "user add root --new-user-password=s3cret >/dev/null").c_str()) == 0);
+  REQUIRE(std::system((etcdctl + "auth enable >/dev/null 2>&1").c_str()) == 0);
+  const std::string location = "etcd://root@" + at + "/authed";
+  {
+    scoped_env password(store::etcd_password_variable, "s3cret");
+    auto db = store::open_cluster_store(location);
+    const auto id = db->create_job(0, spec_text);
+    CHECK(db->list_jobs().size() == 1);
+    CHECK(store::open_cluster_store(location)->load_job(id).has_value());
+  }
+  {
+    scoped_env password(store::etcd_password_variable, "wrong");
+    CHECK_THAT(refusal(location), Catch::Contains("refused the login of user 'root'") &&
+                                      Catch::Contains(store::etcd_password_variable));
+  }
+  {
+    scoped_env password(store::etcd_password_variable, nullptr);
+    CHECK_THAT(refusal(location), Catch::Contains("etcd user 'root' needs its password in COHORT_ETCD_PASSWORD"));
+    CHECK_THAT(refusal("etcd://" + at + "/authed"), Catch::Contains("user name is empty"));
+  }
+  CHECK_THAT(refusal("etcd://root:s3cret@" + at), Catch::Contains("a password does not go in the location"));
 }
