@@ -122,7 +122,7 @@ struct causal_lm_engine::impl {
   bool preempt_requested = false;     // and with it a preemption
   double peak_flops = 0;  // of `device` (mfu.hpp)
 
-  impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
+  impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
       : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
     const auto& train = spec.train;
     if (spec.data.train.empty())
@@ -146,7 +146,7 @@ struct causal_lm_engine::impl {
                          static_cast<std::uint64_t>(group.rank()));
     }
     data = std::make_shared<const data::dataset>(spec.data.train);
-    if (spec.data.verify) {
+    if (spec.data.verify && !data_verified) {
       // Before any weight is loaded or step taken: a corrupt shard fails here, named, not at the
       // step that happens to read it. Every rank may read every shard (sampler.hpp), so every
       // rank checks them all, on threads of its own.
@@ -158,7 +158,7 @@ struct causal_lm_engine::impl {
                                   std::to_string(data->info().vocab_size) +
                                   " ids) exceeds the model's vocab_size " +
                                   std::to_string(net->config().vocab_size));
-    if (!spec.data.eval.empty()) open_eval_data();
+    if (!spec.data.eval.empty()) open_eval_data(!data_verified);
     data::loader_options lo;
     lo.geometry = {group.size(), train.micro_batch_size, train.grad_accum};
     lo.rank = group.rank();
@@ -185,10 +185,10 @@ struct causal_lm_engine::impl {
   }
 
   // data.eval, checked as data.train is; its errors name the field.
-  void open_eval_data() {
+  void open_eval_data(bool verify) {
     try {
       eval_data = std::make_shared<const data::dataset>(spec.data.eval);
-      if (spec.data.verify) {
+      if (spec.data.verify && verify) {
         const unsigned cores = std::thread::hardware_concurrency();
         data::verify_checksums(spec.data.eval, static_cast<int>(std::clamp(cores, 1u, 8u)));
       }
@@ -463,8 +463,8 @@ struct causal_lm_engine::impl {
 };
 
 causal_lm_engine::causal_lm_engine(const config::job_spec& spec, comm::process_group& group,
-                                   const std::atomic<bool>* cancelled)
-    : impl_(std::make_unique<impl>(spec, group, cancelled)) {}
+                                   const std::atomic<bool>* cancelled, bool data_verified)
+    : impl_(std::make_unique<impl>(spec, group, cancelled, data_verified)) {}
 
 causal_lm_engine::~causal_lm_engine() = default;
 

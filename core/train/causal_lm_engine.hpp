@@ -49,9 +49,10 @@ class causal_lm_engine {
   // `group` spans the job's ranks (world size = group.size()); `spec.scaling.num_workers` is not
   // read. Throws on a bad model or data set, naming the field and file; with spec.data.verify
   // (the default) that includes the XXH64 of every shard file, checked before any weight is loaded
-  // (data::verify_checksums, on up to 8 threads of the constructor's own).
+  // (data::verify_checksums, on up to 8 threads of the constructor's own), unless
+  // `data_verified` says the caller checked them already (verify_data_files, before the group).
   causal_lm_engine(const config::job_spec& spec, comm::process_group& group,
-                   const std::atomic<bool>* cancelled = nullptr);
+                   const std::atomic<bool>* cancelled = nullptr, bool data_verified = false);
   ~causal_lm_engine();
   causal_lm_engine(const causal_lm_engine&) = delete;
   causal_lm_engine& operator=(const causal_lm_engine&) = delete;

@@ -100,6 +100,9 @@ void causal_lm_workload::run(const worker_context& ctx) {
   input_checked([&] {
     config::check_runnable(ctx.spec);
     check_data_set(ctx.spec);
+    // Before the group: a rank that failed on its data after joining would close its
+    // connections under peers still connecting, who would then report a peer failure instead.
+    verify_data_files(ctx.spec);
   });
   const bool gpu = ctx.spec.scaling.use_gpu;
   const int device = gpu ? causal_lm_engine::cuda_device_for(ctx.rank) : -1;
@@ -107,7 +110,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
   auto group = gpu ? join_group(ctx, comm::backend_kind::nccl, device)
                    : join_group(ctx, comm::backend_kind::gloo);
   const auto engine_owner = input_checked(
-      [&] { return std::make_unique<causal_lm_engine>(ctx.spec, *group, ctx.cancelled); });
+      [&] { return std::make_unique<causal_lm_engine>(ctx.spec, *group, ctx.cancelled, /*data_verified=*/true); });
   causal_lm_engine& engine = *engine_owner;
   checkpointer checkpoints(ctx);
   const auto from = checkpoints.choose_resume();

@@ -1,10 +1,15 @@
 // The checks of job_preflight.hpp.
 #include "core/train/job_preflight.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 #include <system_error>
+#include <thread>
 
+#include "core/data/dataset.hpp"
 #include "core/data/format.hpp"
+#include "core/data/verify.hpp"
 
 namespace cohort::core::train {
 
@@ -40,6 +45,23 @@ config::job_spec load_runnable_spec(const std::string& path) {
   config::check_runnable(spec);
   check_data_set(spec);
   return spec;
+}
+
+void verify_data_files(const config::job_spec& spec) {
+  if (spec.workload != config::workload_kind::causal_lm) return;
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  if (!spec.data.train.empty()) {
+    data::dataset train(spec.data.train);  // names a missing shard file
+    if (spec.data.verify) data::verify_checksums(spec.data.train, threads);
+  }
+  if (!spec.data.eval.empty()) {
+    try {
+      data::dataset eval(spec.data.eval);
+      if (spec.data.verify) data::verify_checksums(spec.data.eval, threads);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(std::string("data.eval: ") + e.what());
+    }
+  }
 }
 
 }  // namespace cohort::core::train

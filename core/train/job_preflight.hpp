@@ -16,6 +16,14 @@ namespace cohort::core::train {
 // the workers only). Throws config::spec_error naming data.train, the file and what is allowed.
 void check_data_set(const config::job_spec& spec);
 
+// The data sets' files as a worker sees them, checked before the rank joins its group (so a rank
+// that fails here fails alone, before any peer waits on it): data.train and data.eval (when set)
+// open with every shard file present, and with data.verify (the default) each shard's XXH64
+// matches the manifest (on up to 8 threads). Throws data::data_error naming the file for
+// data.train, std::invalid_argument "data.eval: ..." for data.eval. Reads every byte with
+// data.verify: workers only, never submit or the head.
+void verify_data_files(const config::job_spec& spec);
+
 // The spec of a job about to be submitted, with what can be checked before its first attempt: a
 // spec over the size and depth limits, a missing model or data set, a data set that is not one
 // or too small for one global batch (where data.train is visible here). Throws
