@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
       ("help,h", "show this help")
       ("store", po::value<std::string>(),
        "the cluster store: a directory on shared storage (the default kind), or an etcd cluster "
-       "etcd://HOST:PORT[,HOST:PORT...][/prefix] (prefix default /cohort)")
+       "etcd://[USER@]HOST:PORT[,HOST:PORT...][/prefix] (prefix default /cohort; etcds:// over TLS; "
+       "the user's password in COHORT_ETCD_PASSWORD, TLS files in COHORT_ETCD_CA, _CERT, _KEY)")
       ("keys-dir", po::value<std::string>(),
        "with an etcd store: the directory holding the cluster's keys (cluster/credentials.json, "
        "cluster/server_key.json), created on first start; every head of the cluster needs a copy")

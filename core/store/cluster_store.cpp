@@ -31,7 +31,9 @@ cluster_store::cluster_store(std::unique_ptr<store_backend> backend) : backend_(
   location_ = backend_->location();
 }
 
-bool is_etcd_location(const std::string& location) { return location.rfind("etcd://", 0) == 0; }
+bool is_etcd_location(const std::string& location) {
+  return location.rfind("etcd://", 0) == 0 || location.rfind("etcds://", 0) == 0;
+}
 
 std::shared_ptr<cluster_store> open_cluster_store(const std::string& location,
                                                   store_options options, clock_ms now) {

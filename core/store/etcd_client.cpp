@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include <thread>
 
@@ -24,9 +25,10 @@ const char* const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 }  // namespace
 
 etcd_location parse_etcd_location(const std::string& location) {
-  const std::string scheme = "etcd://";
-  if (location.rfind(scheme, 0) != 0) bad_location(location, "does not start with etcd://");
   etcd_location out;
+  out.tls = location.rfind("etcds://", 0) == 0;
+  const std::string scheme = out.tls ? "etcds://" : "etcd://";
+  if (location.rfind(scheme, 0) != 0) bad_location(location, "does not start with etcd:// or etcds:// (TLS)");
   out.text = location;
   auto rest = location.substr(scheme.size());
   const auto at = rest.find('@');
@@ -166,10 +168,41 @@ http_answer send_post(httplib::Client& client, const std::string& path, const st
 
 }  // namespace
 
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+// A client of one endpoint: plain HTTP, or over etcds:// TLS with the server checked against
+// COHORT_ETCD_CA (else the system's CAs) and the client certificate of COHORT_ETCD_CERT/KEY.
+std::unique_ptr<httplib::Client> make_http_client(const etcd_location& where, const etcd_endpoint& e) {
+  const std::string base = std::string(where.tls ? "https://" : "http://") + e.host + ":" + std::to_string(e.port);
+  if (!where.tls) return std::make_unique<httplib::Client>(base);
+  const auto cert = env_or_empty(etcd_cert_variable), key = env_or_empty(etcd_key_variable);
+  if (cert.empty() != key.empty())
+    throw store_error(store_error_kind::invalid, where.text,
+                      std::string("a client certificate needs both ") + etcd_cert_variable + " and " + etcd_key_variable);
+  for (const auto& file : {env_or_empty(etcd_ca_variable), cert, key})
+    if (!file.empty() && !std::filesystem::exists(file))
+      throw store_error(store_error_kind::invalid, where.text, "TLS file '" + file + "' does not exist");
+  auto client = cert.empty() ? std::make_unique<httplib::Client>(base)
+                             : std::make_unique<httplib::Client>(base, cert, key);
+  const auto ca = env_or_empty(etcd_ca_variable);
+  if (!ca.empty()) client->set_ca_cert_path(ca.c_str());
+  client->enable_server_certificate_verification(true);
+  return client;
+}
+
+}  // namespace
+
 struct etcd_client::connection {
   etcd_endpoint endpoint;
-  httplib::Client client;
-  explicit connection(const etcd_endpoint& e) : endpoint(e), client(e.host, e.port) {
+  std::unique_ptr<httplib::Client> owned;
+  httplib::Client& client;
+  connection(const etcd_location& where, const etcd_endpoint& e)
+      : endpoint(e), owned(make_http_client(where, e)), client(*owned) {
     client.set_keep_alive(true);
     client.set_tcp_nodelay(true);  // else Nagle and delayed ACKs add 40 ms to every request
     client.set_connection_timeout(1, 0);
@@ -181,7 +214,7 @@ struct etcd_client::connection {
 
 etcd_client::etcd_client(etcd_location location, std::chrono::milliseconds call_timeout)
     : location_(std::move(location)), call_timeout_(call_timeout) {
-  for (const auto& e : location_.endpoints) connections_.push_back(std::make_unique<connection>(e));
+  for (const auto& e : location_.endpoints) connections_.push_back(std::make_unique<connection>(location_, e));
 }
 
 etcd_client::~etcd_client() = default;
@@ -272,8 +305,8 @@ nlohmann::json etcd_client::post(const std::string& path, const nlohmann::json& 
 }
 
 bool etcd_client::watch(const nlohmann::json& create_request, std::chrono::milliseconds timeout) {
-  const auto& e = location_.endpoints[current_];
-  httplib::Client client(e.host, e.port);
+  auto owned = make_http_client(location_, location_.endpoints[current_]);
+  httplib::Client& client = *owned;
   client.set_tcp_nodelay(true);
   client.set_connection_timeout(1, 0);
   const auto ms = std::max<long long>(1, timeout.count());

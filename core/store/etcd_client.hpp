@@ -19,19 +19,26 @@ struct etcd_endpoint {
   int port = 2379;
 };
 
-// A parsed "etcd://[USER@]HOST:PORT[,HOST:PORT...][/prefix]". The prefix (default "/cohort") has
-// no trailing slash; every key of the store lies under "<prefix>/". With USER the client logs in to
-// an etcd cluster that has authentication enabled, with the password in the environment variable
-// COHORT_ETCD_PASSWORD (never in the location, which shows in process listings and logs).
+// A parsed "etcd://[USER@]HOST:PORT[,HOST:PORT...][/prefix]", or "etcds://..." for etcd's client
+// port over TLS. The prefix (default "/cohort") has no trailing slash; every key of the store lies
+// under "<prefix>/". With USER the client logs in to an etcd cluster that has authentication
+// enabled, with the password in the environment variable COHORT_ETCD_PASSWORD (never in the
+// location, which shows in process listings and logs). Over TLS the server's certificate is
+// checked against the CA file in COHORT_ETCD_CA (else the system's CAs), and COHORT_ETCD_CERT +
+// COHORT_ETCD_KEY name a client certificate for etcd's --client-cert-auth.
 struct etcd_location {
   std::vector<etcd_endpoint> endpoints;
   std::string prefix = "/cohort";
   std::string user;  // "" when etcd's authentication is off
+  bool tls = false;  // etcds://
   std::string text;  // as given, for messages
 };
 
-// The environment variable that holds the etcd user's password.
+// The environment variables of the etcd client's secrets and TLS files.
 inline constexpr const char* etcd_password_variable = "COHORT_ETCD_PASSWORD";
+inline constexpr const char* etcd_ca_variable = "COHORT_ETCD_CA";
+inline constexpr const char* etcd_cert_variable = "COHORT_ETCD_CERT";
+inline constexpr const char* etcd_key_variable = "COHORT_ETCD_KEY";
 
 // Throws store_error invalid naming what is wrong (no endpoint, a bad port, an empty host).
 etcd_location parse_etcd_location(const std::string& location);

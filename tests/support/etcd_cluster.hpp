@@ -23,9 +23,16 @@
 
 namespace cohort::test {
 
+// With cert and key set, members serve their client port over TLS (etcds:// locations; the
+// probes need COHORT_ETCD_CA naming the CA that signed cert); with client_ca set too, they demand
+// client certificates signed by it (--client-cert-auth).
+struct etcd_tls {
+  std::string cert, key, client_ca;
+};
+
 class etcd_cluster {
  public:
-  explicit etcd_cluster(int members = 3) : dir_("etcd") {
+  explicit etcd_cluster(int members = 3, etcd_tls tls = {}) : dir_("etcd"), tls_(std::move(tls)) {
     for (int i = 0; i < members; ++i) members_.push_back({free_port(), free_port(), -1});
     for (int i = 0; i < members; ++i)
       initial_ += (i ? "," : "") + name(i) + "=" + peer_url(i);
@@ -39,11 +46,12 @@ class etcd_cluster {
   etcd_cluster(const etcd_cluster&) = delete;
   etcd_cluster& operator=(const etcd_cluster&) = delete;
 
-  // "etcd://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C/<prefix>", members in `order` (default all).
+  // "etcd://127.0.0.1:A,127.0.0.1:B,127.0.0.1:C/<prefix>" ("etcds://" over TLS), members in
+  // `order` (default all).
   std::string location(const std::string& prefix, std::vector<int> order = {}) const {
     if (order.empty())
       for (std::size_t i = 0; i < members_.size(); ++i) order.push_back(static_cast<int>(i));
-    std::string out = "etcd://";
+    std::string out = scheme();
     for (std::size_t k = 0; k < order.size(); ++k)
       out += (k ? "," : "") + std::string("127.0.0.1:") + std::to_string(members_[order[k]].client);
     return out + prefix;
@@ -55,14 +63,14 @@ class etcd_cluster {
       if (members_[i].pid < 0) continue;
       try {
         core::store::etcd_client c(core::store::parse_etcd_location(
-                                       "etcd://127.0.0.1:" + std::to_string(members_[i].client)),
+                                       scheme() + "127.0.0.1:" + std::to_string(members_[i].client)),
                                    std::chrono::seconds(5));
         auto status = c.call("/v3/maintenance/status", nlohmann::json::object());
         auto leader_id = status.value("leader", nlohmann::json()).dump();
         for (std::size_t j = 0; j < members_.size(); ++j) {
           if (members_[j].pid < 0) continue;
           core::store::etcd_client m(core::store::parse_etcd_location(
-                                         "etcd://127.0.0.1:" + std::to_string(members_[j].client)),
+                                         scheme() + "127.0.0.1:" + std::to_string(members_[j].client)),
                                      std::chrono::seconds(5));
           auto s = m.call("/v3/maintenance/status", nlohmann::json::object());
           if (s["header"].value("member_id", nlohmann::json()).dump() == leader_id)
@@ -99,6 +107,7 @@ class etcd_cluster {
     pid_t pid;
   };
   static std::string name(int i) { return "m" + std::to_string(i); }
+  std::string scheme() const { return tls_.cert.empty() ? "etcd://" : "etcds://"; }
   std::string peer_url(int i) const {
     return "http://127.0.0.1:" + std::to_string(members_[i].peer);
   }
@@ -118,7 +127,7 @@ class etcd_cluster {
   // Waits until member i answers a linearizable read (which needs a leader); throws past deadline.
   void wait_healthy(int i, std::chrono::steady_clock::time_point deadline) const {
     core::store::etcd_client probe(
-        core::store::parse_etcd_location("etcd://127.0.0.1:" + std::to_string(members_[i].client)),
+        core::store::parse_etcd_location(scheme() + "127.0.0.1:" + std::to_string(members_[i].client)),
         std::chrono::milliseconds(500));
     for (;;) {
       try {
@@ -132,7 +141,8 @@ class etcd_cluster {
     }
   }
   void start(int i) {
-    const auto client = "http://127.0.0.1:" + std::to_string(members_[i].client);
+    const auto client = std::string(tls_.cert.empty() ? "http" : "https") + "://127.0.0.1:" +
+                        std::to_string(members_[i].client);
     std::vector<std::string> args{"etcd",
                                   "--name", name(i),
                                   "--data-dir", (dir_.path() / name(i)).string(),
@@ -145,6 +155,9 @@ class etcd_cluster {
                                   "--initial-cluster-state", "new",
                                   "--heartbeat-interval", "50",
                                   "--election-timeout", "500"};
+    if (!tls_.cert.empty()) args.insert(args.end(), {"--cert-file", tls_.cert, "--key-file", tls_.key});
+    if (!tls_.client_ca.empty())
+      args.insert(args.end(), {"--client-cert-auth", "--trusted-ca-file", tls_.client_ca});
     const auto log = (dir_.path() / (name(i) + ".log")).string();
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("etcd_cluster: fork failed");
@@ -165,6 +178,7 @@ class etcd_cluster {
   }
 
   temp_dir dir_;
+  etcd_tls tls_;
   std::vector<member> members_;
   std::string initial_;  // --initial-cluster (ignored by etcd on a restart: the data dir has it)
 };

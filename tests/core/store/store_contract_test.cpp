@@ -15,6 +15,7 @@
 #include "core/store/etcd_store.hpp"
 #include "core/store/store_error.hpp"
 #include "tests/support/etcd_cluster.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace store = cohort::core::store;
@@ -443,4 +444,50 @@ TEST_CASE("An etcd cluster with authentication serves the store to its user with
     CHECK_THAT(refusal("etcd://" + at + "/authed"), Catch::Contains("user name is empty"));
   }
   CHECK_THAT(refusal("etcd://root:s3cret@" + at), Catch::Contains("a password does not go in the location"));
+}
+
+TEST_CASE("An etcd cluster that serves TLS and demands client certificates serves the store over "
+          "etcds:// to a client with the CA and a certificate, and no client without them",
+          "[core][store][etcd]") {
+  cohort::test::temp_dir pki("pki");
+  const auto file = [&](const char* name) { return pki.path(name); };
+  const std::string quiet = " >/dev/null 2>&1";
+  const auto openssl = [&](const std::string& args) {
+    INFO("openssl " << args);
+    REQUIRE(std::system(("cd '" + pki.str() + "' && openssl " + args + quiet).c_str()) == 0);
+  };
+  openssl("req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=cohort-test-ca");
+  openssl("req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1");
+  cohort::test::write_file(file("san.ext"), "subjectAltName=IP:127.0.0.1\n");
+  openssl("x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext");
+  openssl("req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=cohort");
+  openssl("x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2");
+
+  scoped_env ca(store::etcd_ca_variable, file("ca.pem").c_str());
+  scoped_env cert(store::etcd_cert_variable, file("client.pem").c_str());
+  scoped_env key(store::etcd_key_variable, file("client.key").c_str());
+  cohort::test::etcd_cluster etcd(1, {file("server.pem"), file("server.key"), file("ca.pem")});
+  const auto location = etcd.location("/tls");
+  REQUIRE(location.rfind("etcds://", 0) == 0);
+  {
+    auto db = store::open_cluster_store(location);
+    db->create_job(0, spec_text);
+    CHECK(store::open_cluster_store(location)->list_jobs().size() == 1);
+  }
+  const auto failure = [](const std::string& where) {
+    try {
+      store::open_cluster_store(where)->list_jobs();
+    } catch (const store::store_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  {
+    scoped_env no_cert(store::etcd_cert_variable, nullptr);
+    CHECK_THAT(failure(location), Catch::Contains("a client certificate needs both"));
+    scoped_env no_key(store::etcd_key_variable, nullptr);
+    CHECK_THAT(failure(location), Catch::Contains("no etcd endpoint of " + location));  // etcd refuses the handshake
+  }
+  const std::string plain = "etcd://" + location.substr(std::string("etcds://").size());
+  CHECK_THAT(failure(plain), Catch::Contains("no etcd endpoint of " + plain));
 }
