@@ -15,6 +15,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/drill_messages.hpp"
 #include "actors/epoch_fence.hpp"
 #include "actors/hang_detector.hpp"
 #include "actors/log_sequence.hpp"
@@ -220,3 +221,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::drain_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::publish_address)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::kill_worker_drill)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::kill_trainer_drill)

@@ -22,7 +22,8 @@
 //   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt, log_ack, outcome_ack
 //   client → head    drain_node → drain_reply;  node → head   node_draining
 //   (every head → node and head → trainer command carries the leader's epoch: epoch_fence.hpp)
-//   drills → node    kill_worker_drill → bool | kill_trainer_drill → bool
+//   (the failure drills of an embedded cluster are in-process only, never on the wire:
+//   drill_messages.hpp)
 #pragma once
 
 #include <cstdint>
@@ -479,19 +480,8 @@ struct plan_reply {
   std::string reason;
   memory_plan memory;  // when placed
 };
-
-// → node, for failure drills: kill the worker of rank `rank` of `job_id` as a crash would.
-// Reply: bool (whether this node had it).
-struct kill_worker_drill {
-  static constexpr std::uint32_t wire_id = 38;
-  std::string job_id;
-  std::int32_t rank = 0;
-};
-// → node, for failure drills: kill the trainer of `job_id` as a crash would. Reply: bool.
-struct kill_trainer_drill {
-  static constexpr std::uint32_t wire_id = 41;
-  std::string job_id;
-};
+// Wire ids 38 and 41 were the failure drills (now in-process only, drill_messages.hpp); they stay
+// unused so that no peer of an older build reads a new message as a drill.
 
 // The field lists: one per record, in wire order.
 template <class Inspector>
@@ -728,11 +718,6 @@ typename Inspector::result_type inspect(Inspector& f, stop_attempt& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kill_worker_drill& x) {
-  return f(caf::meta::type_name("kill_worker_drill"), x.job_id, x.rank);
-}
-
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan_request& x) {
   return f(caf::meta::type_name("plan_request"), x.spec_json);
 }
@@ -753,11 +738,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
   return f(caf::meta::type_name("plan_reply"), x.status, x.trainer_node, x.rank_nodes, x.reason,
            x.memory);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, kill_trainer_drill& x) {
-  return f(caf::meta::type_name("kill_trainer_drill"), x.job_id);
 }
 
 template <class Inspector>

@@ -1,8 +1,10 @@
 // The node actor: one per cluster-worker (or per embedded node). It introduces itself to the
 // head, starts trainers and workers linked to itself (a node that dies takes them with it), and
-// keeps the list of its live workers for drills. Told to drain (begin_drain: its cluster-worker got
-// SIGTERM), it tells the head it leaves (node_draining) and quits once its trainers and workers
-// are gone, or after the longest run.failure.preemption_grace_s of its jobs plus drain_margin.
+// keeps the list of its live trainers and workers for the embedded cluster's failure drills
+// (in-process messages only, drill_messages.hpp: no peer on the wire can send one). Told to
+// drain (begin_drain: its cluster-worker got SIGTERM), it tells the head it leaves
+// (node_draining) and quits once its trainers and workers are gone, or after the longest
+// run.failure.preemption_grace_s of its jobs plus drain_margin.
 // Head commands of an epoch older than the newest leader it has seen are refused (epoch_fence.hpp).
 #include <caf/all.hpp>
 

@@ -2,6 +2,7 @@
 #include "actors/wire_protocol.hpp"
 
 #include "actors/client_protocol.hpp"
+#include "actors/drill_messages.hpp"
 #include "actors/messages.hpp"
 #include "net/bridge_messages.hpp"
 
@@ -14,7 +15,7 @@ using types = net::wire_types<
       attempt_outcome, log_line, job_event, submit_job, job_accepted, job_query, job_list_query,
       job_list, stop_job, follow_job, logs_query, job_logs, follow_logs, followed_logs, node_hello, start_trainer,
       trainer_started, start_worker, worker_started, worker_finished, attempt_running,
-      stop_attempt, checkpoint_job, checkpoint_attempt, release_job, release_attempt, log_ack, outcome_ack, kill_worker_drill, kill_trainer_drill, rank_heartbeat, kill_hung_worker, plan_request, memory_plan_item, memory_plan, plan_reply, preempt_attempt, drain_node, drain_reply, node_draining, worker_command, net::routed, net::endpoint_down, net::process_hello,
+      stop_attempt, checkpoint_job, checkpoint_attempt, release_job, release_attempt, log_ack, outcome_ack, rank_heartbeat, kill_hung_worker, plan_request, memory_plan_item, memory_plan, plan_reply, preempt_attempt, drain_node, drain_reply, node_draining, worker_command, net::routed, net::endpoint_down, net::process_hello,
       net::heartbeat, net::request_failed, net::not_leader, net::process_welcome>;
 
 template <class T, class... Ts>
@@ -29,6 +30,10 @@ constexpr bool client_calls_registered(call_list<Calls...>) {
 }
 static_assert(client_calls_registered(client_calls{}),
               "a request or reply of client_calls (client_protocol.hpp) is missing from the wire types");
+
+// The failure drills are in-process only (drill_messages.hpp): the wire can never carry one.
+static_assert(!registered<kill_worker_drill>(types{}) && !registered<kill_trainer_drill>(types{}),
+              "the failure drills must not be wire messages");
 
 }  // namespace
 

@@ -1,8 +1,10 @@
 // The client table (actors/client_protocol.hpp): what it says of each request, every request and
-// reply crossing the wire codec as itself, and a head actor that handles every request it lists.
+// reply crossing the wire codec as itself, and a head actor that handles every request it lists;
+// and the wire codec carrying no failure drill (actors/drill_messages.hpp).
 #include <catch2/catch.hpp>
 
 #include <caf/all.hpp>
+#include <msgpack.hpp>
 
 #include "actors/actor_system_types.hpp"
 #include "actors/client_protocol.hpp"
@@ -48,6 +50,27 @@ TEST_CASE("every request and reply of the client table crosses the wire codec as
     ++calls;
   });
   CHECK(calls == client_calls::size);
+}
+
+TEST_CASE("the wire codec neither encodes a failure drill nor decodes a frame with a drill's old id",
+          "[actors]") {
+  const auto codec = make_wire_codec();
+  CHECK_THROWS_AS(codec->encode(caf::make_message(kill_worker_drill{"job-1", 1})), net::encode_error);
+  CHECK_THROWS_AS(codec->encode(caf::make_message(kill_trainer_drill{"job-1"})), net::encode_error);
+  for (const std::uint32_t old_id : {38u, 41u}) {
+    INFO("type id " << old_id);
+    CHECK(codec->type_name(old_id) == nullptr);
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> out{buf};
+    out.pack_array(3);
+    out.pack(net::protocol_version);
+    out.pack(old_id);
+    out.pack_array(2);
+    out.pack(std::string{"job-1"});
+    out.pack(std::int32_t{1});
+    const auto got = codec->decode(buf.data(), buf.size());
+    CHECK(got.error == net::frame_error::unknown_type);
+  }
 }
 
 TEST_CASE("the head actor handles every request of the client table, with its reply or a refusal "
