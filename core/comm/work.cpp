@@ -36,22 +36,21 @@ bool work::wait_finished(std::chrono::milliseconds slice) {
 
 void work::wait(std::chrono::milliseconds timeout) {
   collective_wait_scope waiting;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::function<void(const std::string&)> on_timeout;
-  for (;;) {
-    poll();
-    std::unique_lock<std::mutex> lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
-    const auto until = std::min<std::chrono::steady_clock::time_point>(deadline, now + poll_interval());
-    done_cv_.wait_until(lock, until, [&] { return done_; });
-    if (done_) {
-      if (error_) std::rethrow_exception(error_);
-      return;
+  bool timed_out = false;
+  if (!wait_finished(timeout)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    timed_out = !done_;  // it may have finished right after the last look
+    if (timed_out) on_timeout = on_timeout_;
+  }
+  if (!timed_out) {
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error = error_;
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      on_timeout = on_timeout_;
-      break;
-    }
+    if (error) std::rethrow_exception(error);
+    return;
   }
   const std::string message = what_ + " did not complete within " +
                               std::to_string(timeout.count()) + " ms";
