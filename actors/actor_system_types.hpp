@@ -87,9 +87,8 @@ struct head_actor_state {
   };
   std::map<caf::actor_addr, trainer_ref> trainers;
   std::map<std::string, std::vector<caf::actor>> followers;  // by job id
-  // The newest progress report of each job's current attempt (head_metrics.hpp), by job id.
-  std::map<std::string, progress_report> latest_progress;
-  // Each job's logged steps for the dashboard's charts (add_history_point), by job id.
+  // Each job's logged steps for the dashboard's charts and, its last point, the metrics'
+  // training gauges (add_history_point), by job id.
   std::map<std::string, std::vector<progress_report>> progress_history;
   // Followers of a job's output whose stored lines are being read (follow_logs with a store):
   // the events meanwhile wait here and are sent after the reply, so none is lost or repeated.

@@ -649,9 +649,10 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         start_trainers(self);
       },
       [=](const metrics_query&) {
-        return metrics_snapshot{self->state.options.epoch,
-                                job_list{self->state.logic.jobs(), self->state.logic.nodes()},
-                                self->state.latest_progress};
+        metrics_snapshot s{self->state.options.epoch, job_list{self->state.logic.jobs(), self->state.logic.nodes()}, {}};
+        for (const auto& [job, points] : self->state.progress_history)
+          if (!points.empty()) s.progress[job] = points.back();
+        return s;
       },
       [=](const job_history_query& q) -> caf::result<job_history> {
         if (self->state.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
@@ -680,10 +681,8 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       [=](const progress_report& report) {
         if (self->state.logic.on_progress(report)) notify(self, report.job_id, "");
         // For the metrics: the current attempt's newest report (on_progress ignores a zombie's).
-        if (const auto* r = self->state.logic.find(report.job_id); r != nullptr && report.attempt == r->attempts - 1) {
-          self->state.latest_progress[report.job_id] = report;
+        if (const auto* r = self->state.logic.find(report.job_id); r != nullptr && report.attempt == r->attempts - 1)
           add_history_point(self->state.progress_history[report.job_id], report);
-        }
         // A preempted attempt whose emergency checkpoint committed is stopped now.
         if (self->state.logic.emergency_checkpoint_committed(report.job_id))
           end_preemption(self, report.job_id);

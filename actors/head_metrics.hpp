@@ -1,8 +1,9 @@
 // What the head shows a Prometheus scraper and the dashboard: in-process queries of the head
 // actor (the dashboard server's threads → head, never on the wire), the per-job history of logged
-// steps the charts draw, and the text exposition format (version 0.0.4) of a snapshot. Families follow Ray's naming under `cohort_`: nodes and their resources, jobs by
-// state, per-job attempts/failures/preemptions, and per-job training gauges from the newest
-// progress report of the current attempt (step, loss, lr, grad_norm, tokens/s, MFU, checkpoint).
+// steps the charts draw, and the text exposition format (version 0.0.4) of a snapshot. Families
+// follow Ray's naming under `cohort_`: nodes and their resources, jobs by state, per-job
+// attempts/failures/preemptions, and per-job training gauges from the newest logged step of the
+// current attempt (loss, lr, grad_norm, tokens/s, MFU), the last point of its history.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -22,7 +23,7 @@ struct metrics_query {};
 struct metrics_snapshot {
   std::int64_t epoch = 0;                             // the leader's lease epoch
   job_list list;                                      // every job and registered node
-  std::map<std::string, progress_report> progress;    // by job id: the newest report taken
+  std::map<std::string, progress_report> progress;    // by job id: its history's last point
 };
 
 // dashboard → head actor: the logged steps of one job's run so far. Reply: job_history, or an
