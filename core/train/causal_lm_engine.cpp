@@ -11,7 +11,6 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -21,13 +20,13 @@
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/data/batch_loader.hpp"
-#include "core/data/verify.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/torch_compat.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
+#include "core/train/job_preflight.hpp"
 #include "core/train/lr_schedule.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
@@ -150,8 +149,7 @@ struct causal_lm_engine::impl {
       // Before any weight is loaded or step taken: a corrupt shard fails here, named, not at the
       // step that happens to read it. Every rank may read every shard (sampler.hpp), so every
       // rank checks them all, on threads of its own.
-      const unsigned cores = std::thread::hardware_concurrency();
-      data::verify_checksums(spec.data.train, static_cast<int>(std::clamp(cores, 1u, 8u)));
+      verify_data_checksums(spec.data.train);
     }
     if (data->info().vocab_size > net->config().vocab_size)
       throw std::invalid_argument("data.train: the data set's vocabulary (" +
@@ -188,10 +186,7 @@ struct causal_lm_engine::impl {
   void open_eval_data(bool verify) {
     try {
       eval_data = std::make_shared<const data::dataset>(spec.data.eval);
-      if (spec.data.verify && verify) {
-        const unsigned cores = std::thread::hardware_concurrency();
-        data::verify_checksums(spec.data.eval, static_cast<int>(std::clamp(cores, 1u, 8u)));
-      }
+      if (spec.data.verify && verify) verify_data_checksums(spec.data.eval);
     } catch (const std::exception& e) {
       throw std::invalid_argument(std::string("data.eval: ") + e.what());
     }

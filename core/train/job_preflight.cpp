@@ -47,17 +47,20 @@ config::job_spec load_runnable_spec(const std::string& path) {
   return spec;
 }
 
+void verify_data_checksums(const std::string& dir) {
+  data::verify_checksums(dir, static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+}
+
 void verify_data_files(const config::job_spec& spec) {
   if (spec.workload != config::workload_kind::causal_lm) return;
-  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   if (!spec.data.train.empty()) {
     data::dataset train(spec.data.train);  // names a missing shard file
-    if (spec.data.verify) data::verify_checksums(spec.data.train, threads);
+    if (spec.data.verify) verify_data_checksums(spec.data.train);
   }
   if (!spec.data.eval.empty()) {
     try {
       data::dataset eval(spec.data.eval);
-      if (spec.data.verify) data::verify_checksums(spec.data.eval, threads);
+      if (spec.data.verify) verify_data_checksums(spec.data.eval);
     } catch (const std::exception& e) {
       throw std::invalid_argument(std::string("data.eval: ") + e.what());
     }

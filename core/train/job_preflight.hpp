@@ -24,6 +24,10 @@ void check_data_set(const config::job_spec& spec);
 // data.verify: workers only, never submit or the head.
 void verify_data_files(const config::job_spec& spec);
 
+// One data set's shard files against its manifest's XXH64s (data::verify_checksums) on up to 8
+// threads of the caller's own. Throws data::data_error naming the first bad file.
+void verify_data_checksums(const std::string& dir);
+
 // The spec of a job about to be submitted, with what can be checked before its first attempt: a
 // spec over the size and depth limits, a missing model or data set, a data set that is not one
 // or too small for one global batch (where data.train is visible here). Throws
