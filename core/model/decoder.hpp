@@ -226,6 +226,20 @@ class decoder_impl : public torch::nn::Module {
 };
 TORCH_MODULE_IMPL(decoder, decoder_impl);
 
+// Puts a model in eval mode (no dropout) for a scope and back in the mode it had, however the
+// scope ends.
+class eval_scope {
+ public:
+  explicit eval_scope(decoder_impl& model) : model_(model), was_training_(model.is_training()) { model_.eval(); }
+  ~eval_scope() { model_.train(was_training_); }
+  eval_scope(const eval_scope&) = delete;
+  eval_scope& operator=(const eval_scope&) = delete;
+
+ private:
+  decoder_impl& model_;
+  bool was_training_;
+};
+
 // A decoder (fp32, CPU, training mode) whose every weight is a one-element placeholder expanded to
 // its shape: it costs no memory, and whoever fills the model gives each weight its data with
 // set_data, as the ZeRO optimizer does from a weight_source while keeping only its own shards.

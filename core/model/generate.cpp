@@ -15,21 +15,6 @@
 namespace cohort::core::model {
 namespace {
 
-// Puts the model in eval mode for the call and back as it was after.
-class eval_mode {
- public:
-  explicit eval_mode(decoder_impl& model) : model_(model), was_training_(model.is_training()) {
-    model_.eval();
-  }
-  ~eval_mode() { model_.train(was_training_); }
-  eval_mode(const eval_mode&) = delete;
-  eval_mode& operator=(const eval_mode&) = delete;
-
- private:
-  decoder_impl& model_;
-  bool was_training_;
-};
-
 torch::Tensor prompt_tensor(const decoder_impl& model, const std::vector<std::int64_t>& prompt) {
   if (prompt.empty()) throw model_error(model_errc::bad_input, "generation: the prompt has no tokens");
   const std::int64_t V = model.config().vocab_size;
@@ -85,7 +70,7 @@ void check_sampling(const sampling_settings& s) {
 std::vector<std::int64_t> generate(decoder_impl& model, const std::vector<std::int64_t>& prompt,
                                    const sampling_settings& settings) {
   check_sampling(settings);
-  eval_mode mode(model);
+  eval_scope mode(model);
   torch::NoGradGuard no_grad;
   const auto device = model.hf_parameters().front().tensor.device();
   auto gen = at::detail::createCPUGenerator(settings.seed);
@@ -107,7 +92,7 @@ std::vector<std::int64_t> generate_uncached_greedy(decoder_impl& model,
                                                    const std::vector<std::int64_t>& prompt,
                                                    std::int64_t max_new_tokens,
                                                    const std::vector<std::int64_t>& stop_ids) {
-  eval_mode mode(model);
+  eval_scope mode(model);
   torch::NoGradGuard no_grad;
   prompt_tensor(model, prompt);  // checks it
   std::vector<std::int64_t> sequence = prompt, out;

@@ -238,11 +238,7 @@ struct causal_lm_engine::impl {
     const std::int64_t B = spec.train.micro_batch_size;
     const std::int64_t per_rank = (n + world - 1) / world;  // the most samples a rank takes
     const std::int64_t batches = (per_rank + B - 1) / B;     // the same count on every rank
-    struct training_mode {  // dropout back on however evaluate() ends
-      model::decoder& net;
-      ~training_mode() { net->train(); }
-    } restore{net};
-    net->eval();
+    model::eval_scope no_dropout(*net);  // and training mode back however evaluate() ends
     torch::NoGradGuard no_grad;
     double loss = 0, labels = 0;
     optimizer->gather(0);
