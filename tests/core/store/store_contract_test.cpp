@@ -207,21 +207,48 @@ TEST_CASE("Every store backend gives store objects on several threads distinct j
   CHECK(place.open()->list_jobs().size() == 20);
 }
 
+namespace {
+
+// Sets an environment variable for one scope and restores what was there.
+class scoped_env {
+ public:
+  scoped_env(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~scoped_env() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// What opening the store at `location` and listing its jobs is refused with (store_error
+// invalid).
+std::string refusal(const std::string& location) {
+  try {
+    store::open_cluster_store(location)->list_jobs();
+  } catch (const store::store_error& e) {
+    CHECK(e.kind() == store::store_error_kind::invalid);
+    return e.what();
+  }
+  FAIL("no error for " << location);
+  return "";
+}
+
+}  // namespace
+
 TEST_CASE("An etcd store location with a bad port or no endpoint is refused naming it",
           "[core][store][etcd]") {
-  auto message_of = [](const std::string& location) {
-    try {
-      store::open_cluster_store(location);
-    } catch (const store::store_error& e) {
-      CHECK(e.kind() == store::store_error_kind::invalid);
-      return std::string(e.what());
-    }
-    FAIL("no error for " << location);
-    return std::string();
-  };
-  CHECK_THAT(message_of("etcd://h1:99999"), Catch::Contains("port '99999'"));
-  CHECK_THAT(message_of("etcd://"), Catch::Contains("endpoint"));
-  CHECK_THAT(message_of("etcd://h1:2379,,h2:2379"), Catch::Contains("an endpoint is empty"));
+  CHECK_THAT(refusal("etcd://h1:99999"), Catch::Contains("port '99999'"));
+  CHECK_THAT(refusal("etcd://"), Catch::Contains("endpoint"));
+  CHECK_THAT(refusal("etcd://h1:2379,,h2:2379"), Catch::Contains("an endpoint is empty"));
   auto ok = store::parse_etcd_location("etcd://h1:1,h2/jobs/");
   REQUIRE(ok.endpoints.size() == 2);
   CHECK(ok.endpoints[1].port == 2379);
@@ -381,40 +408,6 @@ TEST_CASE("A directory store cannot watch its lease: wait_for_change returns fal
   CHECK_FALSE(db.lease().wait_for_change(60s));
 }
 
-namespace {
-
-// Sets an environment variable for one scope and restores what was there.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-std::string refusal(const std::string& location) {
-  try {
-    store::open_cluster_store(location)->list_jobs();
-  } catch (const store::store_error& e) {
-    CHECK(e.kind() == store::store_error_kind::invalid);
-    return e.what();
-  }
-  FAIL("no error for " << location);
-  return "";
-}
-
-}  // namespace
 
 TEST_CASE("An etcd cluster with authentication serves the store to its user with the password from "
           "the environment, and refuses a wrong or missing one naming what to set",
