@@ -28,6 +28,21 @@ std::string gib_text(double bytes) {
   return text;
 }
 
+// This process's resident set now (VmRSS) and its peak (VmHWM), in bytes.
+struct resident_set {
+  std::int64_t current = 0, peak = 0;
+};
+resident_set read_resident_set() {
+  resident_set rss;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) rss.current = std::atoll(line.c_str() + 6) * 1024;  // kB
+    if (line.rfind("VmHWM:", 0) == 0) rss.peak = std::atoll(line.c_str() + 6) * 1024;
+  }
+  return rss;
+}
+
 }  // namespace
 
 std::int64_t requested_gpu_memory_limit() {
@@ -64,11 +79,7 @@ std::int64_t apply_gpu_memory_limit(int device) {
 
 memory_peaks read_memory_peaks(int device) {
   memory_peaks peaks;
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) peaks.host_rss = std::atoll(line.c_str() + 6) * 1024;  // kB
-  }
+  peaks.host_rss = read_resident_set().peak;
 #ifdef COHORT_WITH_CUDA
   if (device >= 0) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
@@ -83,12 +94,9 @@ memory_peaks read_memory_peaks(int device) {
 
 memory_now read_memory_now(int device) {
   memory_now now;
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) now.host_rss = std::atoll(line.c_str() + 6) * 1024;  // kB
-    if (line.rfind("VmHWM:", 0) == 0) now.host_rss_peak = std::atoll(line.c_str() + 6) * 1024;
-  }
+  const auto rss = read_resident_set();
+  now.host_rss = rss.current;
+  now.host_rss_peak = rss.peak;
 #ifdef COHORT_WITH_CUDA
   if (device >= 0) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
