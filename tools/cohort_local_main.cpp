@@ -126,14 +126,5 @@ int main(int argc, char** argv) {
               << "(cohort-local runs `run` with --local or no address, and `plan --nodes`)\n";
     return exit_usage;
   }
-  try {
-    if (o.command == "plan") return plan(o);
-    return run_local(o);
-  } catch (const config::spec_error& e) {
-    std::cerr << "submit: " << e.what() << "\n";
-    return exit_usage;
-  } catch (const std::exception& e) {
-    std::cerr << "submit: " << e.what() << "\n";
-    return exit_failed;
-  }
+  return tools::exit_code_of([&] { return o.command == "plan" ? plan(o) : run_local(o); });
 }

@@ -322,14 +322,5 @@ int main(int argc, char** argv) {
   if (auto* code = std::get_if<int>(&parsed)) return *code;
   const auto& o = std::get<options>(parsed);
   if (tools::runs_without_cluster(o)) return exec_local(argv);
-  try {
-    if (o.command == "plan") return plan(o);
-    return remote(o);
-  } catch (const config::spec_error& e) {
-    std::cerr << "submit: " << e.what() << "\n";
-    return exit_usage;
-  } catch (const std::exception& e) {
-    std::cerr << "submit: " << e.what() << "\n";
-    return exit_failed;
-  }
+  return tools::exit_code_of([&] { return o.command == "plan" ? plan(o) : remote(o); });
 }

@@ -3,9 +3,13 @@
 // one parser and one usage text, so both programs take exactly the same arguments.
 #pragma once
 
+#include <exception>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <variant>
+
+#include "config/job_spec.hpp"
 
 namespace cohort::tools {
 
@@ -33,5 +37,21 @@ std::variant<submit_options, int> parse_submit_options(int argc, char** argv);
 // Whether the command runs without a cluster, in cohort-local: `run` with --local or with no
 // address nor store; `plan` with --nodes.
 bool runs_without_cluster(const submit_options& o);
+
+// Runs a parsed command (`command()` returns its exit code) and turns what it throws into
+// submit's exit codes, printed as "submit: ...": a spec_error (bad input) exit_usage, any other
+// error exit_failed. Both programs end their main() with it.
+template <class Command>
+int exit_code_of(Command&& command) {
+  try {
+    return command();
+  } catch (const config::spec_error& e) {
+    std::cerr << "submit: " << e.what() << "\n";
+    return exit_usage;
+  } catch (const std::exception& e) {
+    std::cerr << "submit: " << e.what() << "\n";
+    return exit_failed;
+  }
+}
 
 }  // namespace cohort::tools
