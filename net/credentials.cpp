@@ -213,13 +213,8 @@ std::string metrics_token(const cluster_credentials& creds) {
   const auto& secret = creds.client.secret_key;
   crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
                      reinterpret_cast<const unsigned char*>(context), sizeof context - 1);
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : hash) {
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
+  char hex[2 * sizeof hash + 1];
+  return sodium_bin2hex(hex, sizeof hex, hash, sizeof hash);
 }
 
 } // namespace cohort::net
