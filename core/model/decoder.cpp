@@ -10,6 +10,7 @@
 #include <torch/autograd.h>
 #include <torch/utils.h>
 
+#include "core/model/fused_ops.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
 
@@ -58,6 +59,13 @@ torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
   if (name == "quick_gelu") return x * torch::sigmoid(1.702 * x);
   if (name == "relu") return torch::relu(x);
   return torch::silu(x);  // silu / swish; parse_config admits no other name
+}
+
+// activate() on the fused path: the tanh GELUs (gelu_new, gelu_fast: one formula written two
+// ways) as ATen's one-kernel gelu(tanh) instead of eight elementwise ops; the rest as activate().
+torch::Tensor activate_fused(const std::string& name, const torch::Tensor& x) {
+  if (name == "gelu_new" || name == "gelu_fast") return torch::gelu(x, "tanh");
+  return activate(name, x);
 }
 
 // Llama's rotate_half pairs dimension i with i + d/2; GPT-J's rotate_every_two pairs 2i with 2i+1.
@@ -291,6 +299,11 @@ projection_impl::projection_impl(std::int64_t in, std::int64_t out, bool with_bi
 
 torch::Tensor projection_impl::forward(const torch::Tensor& x) {
   if (!conv1d) return torch::linear(x, weight, bias);
+  if (bias.defined() && fused_for(path, x)) {  // the bias added by the GEMM itself
+    auto sizes = x.sizes().vec();
+    sizes.back() = weight.size(1);
+    return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+  }
   auto y = torch::matmul(x, weight);  // Conv1D: x @ W + b with W (in, out)
   return bias.defined() ? y + bias : y;
 }
@@ -343,6 +356,7 @@ attention_impl::attention_impl(const model_config& c, std::int64_t layer,
 torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_context& ctx) {
   const std::int64_t B = x.size(0), T = x.size(1);
   torch::Tensor qs, ks, vs;
+  bool rotated = false;  // the fused kernel applied rotary already
   if (qkv) {
     auto parts = qkv->forward(x).split_with_sizes(
         {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
@@ -352,7 +366,13 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     const std::vector<torch::Tensor> biases =
         q->bias.defined() ? std::vector<torch::Tensor>{q->bias, k->bias, v->bias}
                           : std::vector<torch::Tensor>{};
-    auto parts = concat_linear(x, {q->weight, k->weight, v->weight}, biases).split_with_sizes(
+    auto qkv_out = concat_linear(x, {q->weight, k->weight, v->weight}, biases);
+    if (rotary_ == rotary_style::half && rotary_dim_ == head_dim_ && fused_kernels_available(x)) {
+      // Rotary on q's and k's heads in one kernel each way (v copied through).
+      qkv_out = fused_rotary_half(qkv_out, ctx.cos, ctx.sin, (heads_ + kv_heads_) * head_dim_, head_dim_);
+      rotated = true;
+    }
+    auto parts = qkv_out.split_with_sizes(
         {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     qs = parts[0], ks = parts[1], vs = parts[2];
   } else {
@@ -361,7 +381,7 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
   qs = qs.view({B, T, heads_, head_dim_});  // (B, T, H, D)
   ks = ks.view({B, T, kv_heads_, head_dim_});
   vs = vs.view({B, T, kv_heads_, head_dim_});
-  if (rotary_ != rotary_style::none) {
+  if (rotary_ != rotary_style::none && !rotated) {
     auto cos = ctx.cos.to(x.scalar_type()).view({1, T, 1, rotary_dim_});
     auto sin = ctx.sin.to(x.scalar_type()).view({1, T, 1, rotary_dim_});
     const auto apply = [&](const torch::Tensor& t) {
@@ -415,8 +435,16 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
     const std::vector<torch::Tensor> biases =
         gate->bias.defined() ? std::vector<torch::Tensor>{gate->bias, up->bias}
                              : std::vector<torch::Tensor>{};
-    auto parts = concat_linear(x, {gate->weight, up->weight}, biases).chunk(2, -1);
-    h = activate(activation_, parts[0]) * parts[1];
+    auto gate_up = concat_linear(x, {gate->weight, up->weight}, biases);
+    if ((activation_ == "silu" || activation_ == "swish") && fused_kernels_available(x)) {
+      h = fused_swiglu(gate_up);  // one kernel each way; saves gate_up only
+    } else {
+      auto parts = gate_up.chunk(2, -1);
+      h = activate_fused(activation_, parts[0]) * parts[1];
+    }
+  } else if (fused_for(path, x)) {
+    h = gate ? activate_fused(activation_, gate->forward(x)) * up->forward(x)
+             : activate_fused(activation_, up->forward(x));
   } else {
     h = gate ? activate(activation_, gate->forward(x)) * up->forward(x)
              : activate(activation_, up->forward(x));
@@ -665,6 +693,7 @@ void decoder_impl::set_compute_path(compute_path path) {
     if (auto* n = m->as<norm_impl>()) n->path = path;
     if (auto* a = m->as<attention_impl>()) a->path = path;
     if (auto* f = m->as<mlp_impl>()) f->path = path;
+    if (auto* p = m->as<projection_impl>()) p->path = path;
   }
 }
 

@@ -23,8 +23,9 @@ namespace cohort::core::model {
 // gradient back), RMSNorm through ATen's fused kernel where the library has one (libtorch 2.4 and
 // later), the LM head over the vocabulary padded to a multiple of 64 (tensor-core shapes; the
 // extra columns are -inf, so they take no probability and no gradient, and nothing outside the
-// decoder ever sees them), and head_loss() chunked over tokens (loss_chunk_tokens). The fused
-// path equals the plain one up to floating-point rounding. automatic: fused for CUDA tensors,
+// decoder ever sees them), head_loss() chunked over tokens (loss_chunk_tokens), the tanh GELUs
+// as ATen's gelu(tanh), GPT-2's Conv1D bias added inside its GEMM, and in the CUDA build rotary
+// and SwiGLU as one kernel each way (fused_ops.hpp). The fused path equals the plain one up to floating-point rounding. automatic: fused for CUDA tensors,
 // plain elsewhere, so CPU results are bitwise the plain path's.
 enum class compute_path { automatic, plain, fused };
 
@@ -82,6 +83,8 @@ class projection_impl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
   torch::Tensor weight, bias;
   bool conv1d;
+  // The fused path adds a Conv1D's bias inside its GEMM (addmm).
+  compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
 };
 TORCH_MODULE_IMPL(projection, projection_impl);
 

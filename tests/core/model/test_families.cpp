@@ -1,8 +1,10 @@
 // Small Mistral/Qwen2/OPT/GPT-J/GPT-2/Llama configs build, run, save and reload; behaviours that
 // follow from the architecture (sliding window, padding row, tying, GQA) hold.
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include "core/model/decoder.hpp"
+#include "core/model/fused_ops.hpp"
 #include "core/model/hf_io.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
@@ -283,6 +285,33 @@ TEST_CASE("the fused compute path gives the plain path's logits, loss and gradie
   }
   CHECK(separate_qkv >= 4);  // Llama, Mistral, Qwen2, GPT-J, the odd llama: q, k, v as one GEMM
   CHECK(gated >= 4);         // gate and up as one GEMM
+}
+
+TEST_CASE("on a GPU the fused path with cohort's own kernels gives the plain path's logits, loss "
+          "and gradients in every family", "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  auto cfgs = family_configs();
+  for (const auto& j : odd_vocab_configs()) cfgs.push_back(j);
+  int own_kernels = 0;
+  for (const auto& j : cfgs) {
+    INFO(j.dump());
+    const auto cfg = parse_config(j, "test");
+    torch::manual_seed(5);
+    decoder model(cfg);
+    model->eval();
+    model->to(torch::kCUDA);
+    auto ids = random_ids(cfg.vocab_size, 2, 9).to(torch::kCUDA);
+    if (cfg.rotary == rotary_style::half && fused_kernels_available(ids.to(torch::kFloat))) ++own_kernels;
+    const auto plain = run_pass(model, compute_path::plain, ids, ids);
+    const auto fused = run_pass(model, compute_path::fused, ids, ids);
+    CHECK(torch::allclose(fused.logits, plain.logits, 1e-4, 1e-5));
+    CHECK(fused.loss.item<double>() == Approx(plain.loss.item<double>()).epsilon(1e-5));
+    for (std::size_t i = 0; i < plain.grads.size(); ++i) {
+      INFO(model->hf_parameters()[i].name);
+      CHECK(torch::allclose(fused.grads[i], plain.grads[i], 1e-3, 1e-5));
+    }
+  }
+  CHECK(own_kernels >= 4);  // llama, mistral, qwen2, the odd llama: rotary and SwiGLU kernels
 }
 
 TEST_CASE("the fused path's padded vocabulary never reaches weights, gradients, exports or "

@@ -1,0 +1,232 @@
+// CUDA kernels for the decoder's fused path: rotary embedding and SwiGLU (fused_kernels.hpp).
+#include "core/model/fused_kernels.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace cohort::core::model::kernels {
+namespace {
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+constexpr int threads_per_block = 256;
+
+// Enough blocks to fill the device a few times over; the kernels stride over the rest.
+unsigned int blocks_for(std::int64_t items) {
+  const std::int64_t blocks = (items + threads_per_block - 1) / threads_per_block;
+  constexpr std::int64_t most = 65535LL * 8;
+  return static_cast<unsigned int>(blocks < 1 ? 1 : (blocks > most ? most : blocks));
+}
+
+// One thread per (row, rotated head, i < half): the pair (i, i + half) of that head.
+template <typename T, bool Backward>
+__global__ void rotary_half_kernel(const T* __restrict__ in, T* __restrict__ out,
+                                   const float* __restrict__ cos, const float* __restrict__ sin,
+                                   std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
+                                   std::int64_t head_dim, std::int64_t seq_len) {
+  const std::int64_t half = head_dim / 2;
+  const std::int64_t pairs_per_row = rot_heads * half;
+  const std::int64_t total = rows * pairs_per_row;
+  for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       p < total; p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = p / pairs_per_row;
+    const std::int64_t in_row = p - row * pairs_per_row;
+    const std::int64_t head = in_row / half;
+    const std::int64_t i = in_row - head * half;
+    const std::int64_t t = row % seq_len;
+    const std::int64_t lo = row * cols + head * head_dim + i, hi = lo + half;
+    const float a = to_float(in[lo]), b = to_float(in[hi]);
+    const float c_lo = cos[t * head_dim + i], c_hi = cos[t * head_dim + i + half];
+    const float s_lo = sin[t * head_dim + i], s_hi = sin[t * head_dim + i + half];
+    if (Backward) {
+      out[lo] = from_float<T>(a * c_lo + b * s_hi);
+      out[hi] = from_float<T>(b * c_hi - a * s_lo);
+    } else {
+      out[lo] = from_float<T>(a * c_lo - b * s_lo);
+      out[hi] = from_float<T>(b * c_hi + a * s_hi);
+    }
+  }
+}
+
+template <typename T>
+int launch_rotary(direction dir, const void* in, void* out, const float* cos, const float* sin,
+                  std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
+                  std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
+  const std::int64_t rot_heads = rot_cols / head_dim;
+  const std::int64_t pairs = rows * rot_heads * (head_dim / 2);
+  const T* x = static_cast<const T*>(in);
+  T* y = static_cast<T*>(out);
+  if (pairs > 0) {
+    if (dir == direction::backward) {
+      rotary_half_kernel<T, true><<<blocks_for(pairs), threads_per_block, 0, stream>>>(
+          x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
+    } else {
+      rotary_half_kernel<T, false><<<blocks_for(pairs), threads_per_block, 0, stream>>>(
+          x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
+    }
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return static_cast<int>(e);
+  }
+  if (rot_cols < cols && rows > 0) {  // the columns rotary leaves alone (v)
+    const std::size_t pitch = static_cast<std::size_t>(cols) * sizeof(T);
+    return static_cast<int>(cudaMemcpy2DAsync(
+        y + rot_cols, pitch, x + rot_cols, pitch, static_cast<std::size_t>(cols - rot_cols) * sizeof(T),
+        static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream));
+  }
+  return 0;
+}
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+// Vec elements per thread, loaded as one 16-byte access when Vec > 1 (the caller checks
+// alignment and that inner is a multiple of Vec).
+template <typename T, int Vec>
+struct alignas(sizeof(T) * Vec) packed {
+  T v[Vec];
+};
+
+template <typename T, int Vec>
+__global__ void swiglu_forward_kernel(const T* __restrict__ gate_up, T* __restrict__ out,
+                                      std::int64_t rows, std::int64_t inner) {
+  const std::int64_t groups_per_row = inner / Vec;
+  const std::int64_t total = rows * groups_per_row;
+  for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       p < total; p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = p / groups_per_row;
+    const std::int64_t col = (p - row * groups_per_row) * Vec;
+    const T* g_row = gate_up + row * 2 * inner;
+    const auto g = *reinterpret_cast<const packed<T, Vec>*>(g_row + col);
+    const auto u = *reinterpret_cast<const packed<T, Vec>*>(g_row + inner + col);
+    packed<T, Vec> y;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float gf = to_float(g.v[k]);
+      y.v[k] = from_float<T>(gf * sigmoid(gf) * to_float(u.v[k]));
+    }
+    *reinterpret_cast<packed<T, Vec>*>(out + row * inner + col) = y;
+  }
+}
+
+template <typename T, int Vec>
+__global__ void swiglu_backward_kernel(const T* __restrict__ grad_out, const T* __restrict__ gate_up,
+                                       T* __restrict__ grad_gate_up, std::int64_t rows,
+                                       std::int64_t inner) {
+  const std::int64_t groups_per_row = inner / Vec;
+  const std::int64_t total = rows * groups_per_row;
+  for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       p < total; p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = p / groups_per_row;
+    const std::int64_t col = (p - row * groups_per_row) * Vec;
+    const std::int64_t base = row * 2 * inner;
+    const auto g = *reinterpret_cast<const packed<T, Vec>*>(gate_up + base + col);
+    const auto u = *reinterpret_cast<const packed<T, Vec>*>(gate_up + base + inner + col);
+    const auto go = *reinterpret_cast<const packed<T, Vec>*>(grad_out + row * inner + col);
+    packed<T, Vec> dg, du;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float gf = to_float(g.v[k]), uf = to_float(u.v[k]), gof = to_float(go.v[k]);
+      const float s = sigmoid(gf);
+      dg.v[k] = from_float<T>(gof * uf * s * (1.0f + gf * (1.0f - s)));
+      du.v[k] = from_float<T>(gof * gf * s);
+    }
+    *reinterpret_cast<packed<T, Vec>*>(grad_gate_up + base + col) = dg;
+    *reinterpret_cast<packed<T, Vec>*>(grad_gate_up + base + inner + col) = du;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <typename T>
+int launch_swiglu_forward(const void* gate_up, void* out, std::int64_t rows, std::int64_t inner,
+                          cudaStream_t stream) {
+  constexpr int vec = 16 / sizeof(T);
+  const T* gu = static_cast<const T*>(gate_up);
+  T* y = static_cast<T*>(out);
+  if (rows * inner == 0) return 0;
+  if (inner % vec == 0 && aligned16(gu) && aligned16(y)) {
+    swiglu_forward_kernel<T, vec><<<blocks_for(rows * inner / vec), threads_per_block, 0, stream>>>(
+        gu, y, rows, inner);
+  } else {
+    swiglu_forward_kernel<T, 1><<<blocks_for(rows * inner), threads_per_block, 0, stream>>>(
+        gu, y, rows, inner);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T>
+int launch_swiglu_backward(const void* grad_out, const void* gate_up, void* grad_gate_up,
+                           std::int64_t rows, std::int64_t inner, cudaStream_t stream) {
+  constexpr int vec = 16 / sizeof(T);
+  const T* go = static_cast<const T*>(grad_out);
+  const T* gu = static_cast<const T*>(gate_up);
+  T* dgu = static_cast<T*>(grad_gate_up);
+  if (rows * inner == 0) return 0;
+  if (inner % vec == 0 && aligned16(go) && aligned16(gu) && aligned16(dgu)) {
+    swiglu_backward_kernel<T, vec><<<blocks_for(rows * inner / vec), threads_per_block, 0, stream>>>(
+        go, gu, dgu, rows, inner);
+  } else {
+    swiglu_backward_kernel<T, 1><<<blocks_for(rows * inner), threads_per_block, 0, stream>>>(
+        go, gu, dgu, rows, inner);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int rotary_half(direction dir, dtype type, const void* in, void* out, const float* cos,
+                const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
+                std::int64_t head_dim, std::int64_t seq_len, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case dtype::bf16:
+      return launch_rotary<__nv_bfloat16>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim, seq_len, s);
+    case dtype::f16:
+      return launch_rotary<__half>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim, seq_len, s);
+    case dtype::f32:
+      break;
+  }
+  return launch_rotary<float>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim, seq_len, s);
+}
+
+int swiglu_forward(dtype type, const void* gate_up, void* out, std::int64_t rows,
+                   std::int64_t inner, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case dtype::bf16:
+      return launch_swiglu_forward<__nv_bfloat16>(gate_up, out, rows, inner, s);
+    case dtype::f16:
+      return launch_swiglu_forward<__half>(gate_up, out, rows, inner, s);
+    case dtype::f32:
+      break;
+  }
+  return launch_swiglu_forward<float>(gate_up, out, rows, inner, s);
+}
+
+int swiglu_backward(dtype type, const void* grad_out, const void* gate_up, void* grad_gate_up,
+                    std::int64_t rows, std::int64_t inner, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case dtype::bf16:
+      return launch_swiglu_backward<__nv_bfloat16>(grad_out, gate_up, grad_gate_up, rows, inner, s);
+    case dtype::f16:
+      return launch_swiglu_backward<__half>(grad_out, gate_up, grad_gate_up, rows, inner, s);
+    case dtype::f32:
+      break;
+  }
+  return launch_swiglu_backward<float>(grad_out, gate_up, grad_gate_up, rows, inner, s);
+}
+
+}  // namespace cohort::core::model::kernels

@@ -1,0 +1,35 @@
+// The decoder's fused elementwise ops as autograd functions over torch tensors: rotary embedding
+// on a fused q/k/v projection and SwiGLU on a fused gate/up projection, each one CUDA kernel
+// forward and one backward (fused_kernels.hpp). Built into the CUDA build only; elsewhere
+// fused_kernels_available() is false and the decoder composes the same formulas from ATen ops.
+//
+// Numerics: every output element is computed in fp32 from the inputs and rounded once to the
+// input's dtype, where transformers' eager code rounds after each op; results match it up to
+// that rounding. Tensors must be CUDA tensors of one device in fp32, bf16 or fp16; the ops run on
+// the current stream of that device and never synchronise the host.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace cohort::core::model {
+
+// Whether this build has the kernels (the CUDA build) and `x` can use them: a CUDA tensor of
+// fp32, bf16 or fp16.
+bool fused_kernels_available(const torch::Tensor& x);
+
+// Llama-style rotary (rotate_half) on the q and k parts of a fused projection.
+// qkv (B, T, cols) with its first rot_cols columns q's and k's heads of head_dim each and the
+// rest v; cos, sin (T, head_dim) at the T positions (any float dtype; rounded to qkv's dtype
+// first, as transformers does, then used in fp32). Returns a new contiguous (B, T, cols) with the
+// first rot_cols columns rotated and the rest copied. Differentiable in qkv only.
+torch::Tensor fused_rotary_half(const torch::Tensor& qkv, const torch::Tensor& cos,
+                                const torch::Tensor& sin, std::int64_t rot_cols,
+                                std::int64_t head_dim);
+
+// silu(gate) * up from gate_up (..., 2 * inner), gate first: (..., inner). Saves gate_up only
+// for the backward. Differentiable in gate_up.
+torch::Tensor fused_swiglu(const torch::Tensor& gate_up);
+
+}  // namespace cohort::core::model

@@ -1,0 +1,114 @@
+// The decoder's own CUDA kernels (core/model/fused_ops.hpp) against the ATen formulas they
+// replace, forward and backward, fp32 and bf16. The GPU cases are hidden ([.gpu]: run
+// `test_core_model "[gpu]"` on a machine with a CUDA device, in the CUDA build).
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "core/model/fused_ops.hpp"
+
+#undef CHECK  // libtorch's glog CHECK; Catch's comes last
+#include <catch2/catch.hpp>
+
+using namespace cohort::core::model;
+
+namespace {
+
+// transformers' apply_rotary_pos_emb on (B, T, heads, D), in fp32.
+torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const std::int64_t D = x.size(-1), T = x.size(1);
+  auto rotated = torch::cat({-x.slice(-1, D / 2, D), x.slice(-1, 0, D / 2)}, -1);
+  return x * cos.view({1, T, 1, D}) + rotated * sin.view({1, T, 1, D});
+}
+
+struct rotary_case {
+  std::int64_t B, T, heads, kv_heads, D;
+};
+
+// Forward and backward of fused_rotary_half against the reference on q, k and v of one fused
+// projection; `tol` relative to the largest value.
+void check_rotary(torch::ScalarType type, const rotary_case& c, double tol) {
+  INFO("dtype " << c10::toString(type) << " B " << c.B << " T " << c.T << " D " << c.D);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(type);
+  const std::int64_t qk = (c.heads + c.kv_heads) * c.D, cols = qk + c.kv_heads * c.D;
+  auto qkv = torch::randn({c.B, c.T, cols}, opts).requires_grad_(true);
+  auto pos = torch::arange(c.T, torch::kFloat).unsqueeze(1);
+  auto inv = 1.0 / torch::pow(10000.0, torch::arange(0, c.D, 2, torch::kFloat) / c.D);
+  auto freqs = torch::cat({pos * inv, pos * inv}, -1).to(torch::kCUDA);  // (T, D)
+  auto cos = freqs.cos(), sin = freqs.sin();
+  auto out = fused_rotary_half(qkv, cos, sin, qk, c.D);
+  auto grad_out = torch::randn_like(out);
+  out.backward(grad_out);
+
+  // The reference in fp32 from the same (rounded) inputs, with cos/sin rounded as the op does.
+  auto x = qkv.detach().to(torch::kFloat).requires_grad_(true);
+  auto c32 = cos.to(type).to(torch::kFloat), s32 = sin.to(type).to(torch::kFloat);
+  auto parts = x.split_with_sizes({c.heads * c.D, c.kv_heads * c.D, c.kv_heads * c.D}, -1);
+  auto q = rotary_reference(parts[0].reshape({c.B, c.T, c.heads, c.D}), c32, s32);
+  auto k = rotary_reference(parts[1].reshape({c.B, c.T, c.kv_heads, c.D}), c32, s32);
+  auto ref = torch::cat({q.flatten(2), k.flatten(2), parts[2]}, -1);
+  ref.backward(grad_out.to(torch::kFloat));
+
+  const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a.to(torch::kFloat) - b).abs().max() / b.abs().max()).item<double>();
+  };
+  CHECK(out.sizes() == qkv.sizes());
+  CHECK(gap(out.detach(), ref.detach()) <= tol);
+  CHECK(gap(qkv.grad(), x.grad()) <= tol);
+  // v passes through untouched, both ways.
+  CHECK(torch::equal(out.detach().slice(-1, qk), qkv.detach().slice(-1, qk)));
+  CHECK(torch::equal(qkv.grad().slice(-1, qk), grad_out.slice(-1, qk)));
+}
+
+void check_swiglu(torch::ScalarType type, std::int64_t rows, std::int64_t inner, double tol) {
+  INFO("dtype " << c10::toString(type) << " rows " << rows << " inner " << inner);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(type);
+  auto gate_up = (2 * torch::randn({rows, 2 * inner}, opts)).requires_grad_(true);
+  auto out = fused_swiglu(gate_up);
+  auto grad_out = torch::randn_like(out);
+  out.backward(grad_out);
+
+  auto x = gate_up.detach().to(torch::kFloat).requires_grad_(true);
+  auto parts = x.chunk(2, -1);
+  auto ref = torch::silu(parts[0]) * parts[1];
+  ref.backward(grad_out.to(torch::kFloat));
+  const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a.to(torch::kFloat) - b).abs().max() / b.abs().max()).item<double>();
+  };
+  CHECK(out.sizes() == torch::IntArrayRef({rows, inner}));
+  CHECK(gap(out.detach(), ref.detach()) <= tol);
+  CHECK(gap(gate_up.grad(), x.grad()) <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("the fused kernels are never offered for CPU tensors", "[core][model]") {
+  CHECK_FALSE(fused_kernels_available(torch::zeros({2, 4})));
+  CHECK_FALSE(fused_kernels_available(torch::zeros({2, 4}, torch::kBFloat16)));
+}
+
+TEST_CASE("the rotary kernel gives transformers' rotary on q and k and copies v, both ways",
+          "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  REQUIRE(fused_kernels_available(torch::zeros({1}, torch::kCUDA)));
+  torch::manual_seed(3);
+  for (const rotary_case& c : {rotary_case{2, 7, 4, 2, 8}, rotary_case{1, 33, 8, 8, 64},
+                               rotary_case{3, 5, 6, 1, 128}}) {
+    check_rotary(torch::kFloat, c, 1e-6);
+    check_rotary(torch::kBFloat16, c, 1e-2);
+    check_rotary(torch::kHalf, c, 2e-3);
+  }
+}
+
+TEST_CASE("the SwiGLU kernel gives silu(gate) * up and its gradients, vectorised or not",
+          "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(4);
+  for (const std::int64_t inner : {24, 27, 64, 5632}) {  // 27: no 16-byte groups
+    check_swiglu(torch::kFloat, 9, inner, 1e-5);
+    check_swiglu(torch::kBFloat16, 9, inner, 1e-2);
+    check_swiglu(torch::kHalf, 9, inner, 2e-3);
+  }
+  // A (B, T, 2I) input keeps its leading dimensions.
+  auto y = fused_swiglu(torch::randn({2, 3, 16}, torch::kCUDA));
+  CHECK(y.sizes() == torch::IntArrayRef({2, 3, 8}));
+}
