@@ -32,33 +32,66 @@ unsigned int blocks_for(std::int64_t items) {
   return static_cast<unsigned int>(blocks < 1 ? 1 : (blocks > most ? most : blocks));
 }
 
-// One thread per (row, rotated head, i < half): the pair (i, i + half) of that head.
-template <typename T, bool Backward>
+// Vec elements per thread, loaded as one 16-byte access when Vec > 1 (the caller checks
+// alignment and that the row length is a multiple of Vec).
+template <typename T, int Vec>
+struct alignas(sizeof(T) * Vec) packed {
+  T v[Vec];
+};
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// One thread per (row, rotated head, group of Vec pairs (i, i + half) of that head).
+template <typename T, int Vec, bool Backward>
 __global__ void rotary_half_kernel(const T* __restrict__ in, T* __restrict__ out,
                                    const float* __restrict__ cos, const float* __restrict__ sin,
                                    std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
                                    std::int64_t head_dim, std::int64_t seq_len) {
   const std::int64_t half = head_dim / 2;
-  const std::int64_t pairs_per_row = rot_heads * half;
-  const std::int64_t total = rows * pairs_per_row;
+  const std::int64_t groups_per_head = half / Vec;
+  const std::int64_t groups_per_row = rot_heads * groups_per_head;
+  const std::int64_t total = rows * groups_per_row;
   for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        p < total; p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = p / pairs_per_row;
-    const std::int64_t in_row = p - row * pairs_per_row;
-    const std::int64_t head = in_row / half;
-    const std::int64_t i = in_row - head * half;
+    const std::int64_t row = p / groups_per_row;
+    const std::int64_t in_row = p - row * groups_per_row;
+    const std::int64_t head = in_row / groups_per_head;
+    const std::int64_t i = (in_row - head * groups_per_head) * Vec;
     const std::int64_t t = row % seq_len;
     const std::int64_t lo = row * cols + head * head_dim + i, hi = lo + half;
-    const float a = to_float(in[lo]), b = to_float(in[hi]);
-    const float c_lo = cos[t * head_dim + i], c_hi = cos[t * head_dim + i + half];
-    const float s_lo = sin[t * head_dim + i], s_hi = sin[t * head_dim + i + half];
-    if (Backward) {
-      out[lo] = from_float<T>(a * c_lo + b * s_hi);
-      out[hi] = from_float<T>(b * c_hi - a * s_lo);
-    } else {
-      out[lo] = from_float<T>(a * c_lo - b * s_lo);
-      out[hi] = from_float<T>(b * c_hi + a * s_hi);
+    const auto a = *reinterpret_cast<const packed<T, Vec>*>(in + lo);
+    const auto b = *reinterpret_cast<const packed<T, Vec>*>(in + hi);
+    const float* c = cos + t * head_dim + i;
+    const float* s = sin + t * head_dim + i;
+    packed<T, Vec> y_lo, y_hi;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float x_lo = to_float(a.v[k]), x_hi = to_float(b.v[k]);
+      const float c_lo = c[k], c_hi = c[k + half], s_lo = s[k], s_hi = s[k + half];
+      if (Backward) {
+        y_lo.v[k] = from_float<T>(x_lo * c_lo + x_hi * s_hi);
+        y_hi.v[k] = from_float<T>(x_hi * c_hi - x_lo * s_lo);
+      } else {
+        y_lo.v[k] = from_float<T>(x_lo * c_lo - x_hi * s_lo);
+        y_hi.v[k] = from_float<T>(x_hi * c_hi + x_lo * s_hi);
+      }
     }
+    *reinterpret_cast<packed<T, Vec>*>(out + lo) = y_lo;
+    *reinterpret_cast<packed<T, Vec>*>(out + hi) = y_hi;
+  }
+}
+
+template <typename T, int Vec>
+void launch_rotary_kernel(direction dir, const T* x, T* y, const float* cos, const float* sin,
+                          std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
+                          std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
+  const std::int64_t items = rows * rot_heads * (head_dim / 2 / Vec);
+  if (dir == direction::backward) {
+    rotary_half_kernel<T, Vec, true><<<blocks_for(items), threads_per_block, 0, stream>>>(
+        x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
+  } else {
+    rotary_half_kernel<T, Vec, false><<<blocks_for(items), threads_per_block, 0, stream>>>(
+        x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
   }
 }
 
@@ -66,17 +99,16 @@ template <typename T>
 int launch_rotary(direction dir, const void* in, void* out, const float* cos, const float* sin,
                   std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
                   std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
+  constexpr int vec = 16 / sizeof(T);
   const std::int64_t rot_heads = rot_cols / head_dim;
-  const std::int64_t pairs = rows * rot_heads * (head_dim / 2);
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
-  if (pairs > 0) {
-    if (dir == direction::backward) {
-      rotary_half_kernel<T, true><<<blocks_for(pairs), threads_per_block, 0, stream>>>(
-          x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
+  if (rows * rot_heads > 0) {
+    // 16-byte accesses when every group of vec pairs starts 16-byte aligned.
+    if ((head_dim / 2) % vec == 0 && cols % vec == 0 && aligned16(x) && aligned16(y)) {
+      launch_rotary_kernel<T, vec>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
     } else {
-      rotary_half_kernel<T, false><<<blocks_for(pairs), threads_per_block, 0, stream>>>(
-          x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
+      launch_rotary_kernel<T, 1>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
     }
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return static_cast<int>(e);
   }
@@ -90,13 +122,6 @@ int launch_rotary(direction dir, const void* in, void* out, const float* cos, co
 }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
-
-// Vec elements per thread, loaded as one 16-byte access when Vec > 1 (the caller checks
-// alignment and that inner is a multiple of Vec).
-template <typename T, int Vec>
-struct alignas(sizeof(T) * Vec) packed {
-  T v[Vec];
-};
 
 template <typename T, int Vec>
 __global__ void swiglu_forward_kernel(const T* __restrict__ gate_up, T* __restrict__ out,
@@ -146,8 +171,6 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad_out, const T* 
     *reinterpret_cast<packed<T, Vec>*>(grad_gate_up + base + inner + col) = du;
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <typename T>
 int launch_swiglu_forward(const void* gate_up, void* out, std::int64_t rows, std::int64_t inner,
