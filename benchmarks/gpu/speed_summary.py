@@ -1,6 +1,6 @@
 """Turns scripts/gpu-speed's results folder into markdown tables: one GPU (cohort's step beside the
 plain-PyTorch baseline's eager and torch.compile step), ZeRO-3 over the machine's GPUs beside FSDP2
-(1.1B and 7B shapes), the GPU tests' exit statuses and the longest kernels of cohort's 1.1B step.
+(1.1B and 7B shapes), the collectives beside torch.distributed, the GPU tests' exit statuses and the longest kernels of cohort's 1.1B step.
 
     python3 benchmarks/gpu/speed_summary.py RESULTS_DIR
 
@@ -11,6 +11,8 @@ import json
 import os
 import re
 import sys
+
+from summarize import comm_table  # the collectives' table, as scripts/gpu-bench prints it
 
 PEAK = 989e12
 BASE_ONE = re.compile(r"^(\S+)\s+(eager|compile)\s+params\s+([\d.]+)M\s+step\s+([\d.]+) ms\s+tok/s\s+(\d+)"
@@ -112,6 +114,7 @@ def main(res):
     print("### One GPU\n\n" + one_gpu(res))
     print("### ZeRO-3, TinyLlama-1.1B shape\n\n" + zero3(res, "zero3.log"))
     print("### ZeRO-3, Llama-2-7B shape\n\n" + zero3(res, "zero3-7b.log"))
+    print("### Collectives through cohort's NCCL group beside torch.distributed\n\n" + comm_table(res))
     print("### Longest kernels of cohort's 1.1B step (fused path)\n\n" + profile(res))
 
 
