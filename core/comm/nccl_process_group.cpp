@@ -117,15 +117,7 @@ struct nccl_process_group::impl {
   std::optional<c10::cuda::CUDAStream> stream;
 
   mutable std::mutex mutex;  // guards everything below and serialises every NCCL call
-  // The communicator of the rendezvous, non-blocking so that a rank that never joins costs a
-  // timeout, not a hang; and `ops`, split from it with the blocking configuration, which runs
-  // every collective. A non-blocking communicator hands each collective to a helper thread of
-  // NCCL's and answers ncclInProgress until that thread has enqueued it, which cost 100-150 µs per
-  // operation (small collectives ran at a fifth of torch.distributed's speed, which uses blocking
-  // communicators); a blocking one enqueues in the calling thread. ncclCommAbort still
-  // interrupts a collective of either from the watchdog thread.
   ncclComm_t comm = nullptr;
-  ncclComm_t ops = nullptr;
   std::deque<std::shared_ptr<nccl_work>> in_flight;  // in stream order
   std::atomic<bool> aborted{false};
   std::string abort_reason;
@@ -139,7 +131,7 @@ struct nccl_process_group::impl {
   // first 200 µs spin (yielding): a timed sleep costs 50 µs or more of timer slack on Linux,
   // which made small collectives 2-5x slower than torch.distributed's. Longer waits (the
   // communicator's set-up) sleep.
-  ncclResult_t settle(ncclResult_t r, clock::time_point deadline, ncclComm_t of) {
+  ncclResult_t settle(ncclResult_t r, clock::time_point deadline) {
     const auto spin_until = clock::now() + std::chrono::microseconds(200);
     while (r == ncclInProgress) {
       const auto now = clock::now();
@@ -149,7 +141,7 @@ struct nccl_process_group::impl {
       else
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       ncclResult_t state = ncclSuccess;
-      const ncclResult_t q = ncclCommGetAsyncError(of, &state);
+      const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
       r = q != ncclSuccess ? q : state;
     }
     return r;
@@ -164,12 +156,11 @@ struct nccl_process_group::impl {
       w->finish(std::make_exception_ptr(comm_error(code, w->what() + ": " + reason)));
     // The tensors stay with the works: an aborted kernel may still touch them.
     in_flight.clear();
-    for (ncclComm_t* c : {&ops, &comm}) {
-      if (*c == nullptr) continue;
-      const ncclResult_t r = ncclCommAbort(*c);
+    if (comm != nullptr) {
+      const ncclResult_t r = ncclCommAbort(comm);
       if (r != ncclSuccess && r != ncclInProgress)
         abort_reason += " (ncclCommAbort reported: " + std::string(ncclGetErrorString(r)) + ")";
-      *c = nullptr;
+      comm = nullptr;
     }
     watchdog_cv.notify_all();
   }
@@ -189,10 +180,10 @@ struct nccl_process_group::impl {
       }
       if (in_flight.empty() || aborted) continue;
       ncclResult_t state = ncclSuccess;
-      const ncclResult_t q = ncclCommGetAsyncError(ops, &state);
+      const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
       const ncclResult_t r = q != ncclSuccess ? q : state;
       if (r != ncclSuccess && r != ncclInProgress) {
-        abort_locked("NCCL reported an asynchronous error: " + nccl_message(r, ops) +
+        abort_locked("NCCL reported an asynchronous error: " + nccl_message(r, comm) +
                          " (a peer probably died); the communicator was aborted",
                      code_for(r) == comm_errc::backend_failure ? comm_errc::peer_failure : code_for(r));
       } else if (clock::now() >= in_flight.front()->deadline()) {
@@ -223,9 +214,9 @@ struct nccl_process_group::impl {
     ready.record(c10::cuda::getCurrentCUDAStream(device));
     ready.block(*stream);
     const auto deadline = clock::now() + timeout;
-    const ncclResult_t r = settle(call(ops, stream->stream()), deadline, ops);
+    const ncclResult_t r = settle(call(comm, stream->stream()), deadline);
     if (r != ncclSuccess) {
-      const std::string msg = std::string(op) + " could not be enqueued: " + nccl_message(r, ops);
+      const std::string msg = std::string(op) + " could not be enqueued: " + nccl_message(r, comm);
       w->finish(std::make_exception_ptr(comm_error(code_for(r), w->what() + ": " + msg)));
       abort_locked(msg, code_for(r));
       return w;
@@ -283,25 +274,16 @@ nccl_process_group::nccl_process_group(const group_options& options)
   }
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;  // a rank that never joins must cost a timeout, not a hang
+  config.blocking = 0;  // ncclCommAbort must be able to interrupt anything
   ncclResult_t r = ncclCommInitRankConfig(&m.comm, m.size, id, m.rank, &config);
-  r = m.settle(r, clock::now() + m.timeout, m.comm);
-  const char* failed_call = "ncclCommInitRankConfig";
-  if (r == ncclSuccess) {  // the communicator the collectives run on (see impl::ops)
-    ncclConfig_t op_config = NCCL_CONFIG_INITIALIZER;
-    op_config.blocking = 1;
-    r = ncclCommSplit(m.comm, /*color=*/0, m.rank, &m.ops, &op_config);
-    if (m.ops != nullptr) r = m.settle(r, clock::now() + m.timeout, m.ops);
-    failed_call = "ncclCommSplit";
-  }
+  r = m.settle(r, clock::now() + m.timeout);
   if (r != ncclSuccess) {
     const std::string msg = r == ncclInProgress
                                 ? "not every rank joined the NCCL communicator within " +
                                       std::to_string(m.timeout.count()) + " ms"
-                                : std::string(failed_call) + " failed: " + nccl_message(r, m.comm);
-    for (ncclComm_t c : {m.ops, m.comm})
-      if (c != nullptr) ncclCommAbort(c);
-    m.ops = m.comm = nullptr;
+                                : "ncclCommInitRankConfig failed: " + nccl_message(r, m.comm);
+    if (m.comm != nullptr) ncclCommAbort(m.comm);
+    m.comm = nullptr;
     throw comm_error(code_for(r), m.here + " rendezvous: " + msg);
   }
   m.stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/true, m.device);
@@ -331,20 +313,17 @@ nccl_process_group::~nccl_process_group() {
       lock.lock();
     }
   }
-  if (m.aborted || m.comm == nullptr || m.ops == nullptr) return;
+  if (m.aborted || m.comm == nullptr) return;
   if (!m.in_flight.empty()) {
     m.abort_locked("process group destroyed with operations still running", comm_errc::aborted);
     return;
   }
   c10::cuda::CUDAGuard guard(m.device);
-  // Local frees only once finalized; nothing left to report to.
-  for (ncclComm_t* c : {&m.ops, &m.comm}) {
-    if (m.settle(ncclCommFinalize(*c), clock::now() + m.timeout, *c) != ncclSuccess) {
-      m.abort_locked("process group destroyed: ncclCommFinalize did not settle", comm_errc::aborted);
-      return;
-    }
-    ncclCommDestroy(*c);
-    *c = nullptr;
+  if (m.settle(ncclCommFinalize(m.comm), clock::now() + m.timeout) == ncclSuccess) {
+    ncclCommDestroy(m.comm);  // local frees only once finalized; nothing left to report to
+    m.comm = nullptr;
+  } else {
+    m.abort_locked("process group destroyed: ncclCommFinalize did not settle", comm_errc::aborted);
   }
 }
 

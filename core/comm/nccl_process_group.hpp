@@ -1,8 +1,6 @@
 // The NCCL backend of process_group for CUDA tensors (built only with COHORT_CUDA). Rank 0's
-// unique id travels through the store; the rendezvous communicator is non-blocking, so that a
-// rank that never joins fails the others within the timeout, and the collectives run on a
-// blocking communicator split from it, which enqueues without a hand-off to NCCL's threads
-// (ncclCommAbort from the watchdog interrupts either). Collectives run on the group's own stream, ordered after the caller's current
+// unique id travels through the store; the communicator is non-blocking so that ncclCommAbort
+// always works. Collectives run on the group's own stream, ordered after the caller's current
 // stream by an event; a watchdog thread completes works, and aborts the communicator on an
 // asynchronous NCCL error or when an operation outlives the timeout.
 #pragma once
