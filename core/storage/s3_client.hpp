@@ -1,0 +1,139 @@
+// A client of S3 and S3-compatible servers: PUT, GET (whole or a byte range, into memory or a
+// file), HEAD, LIST (v2, every page), DELETE, and multipart uploads (create, upload part,
+// complete, abort), signed with SigV4.
+//
+// Contract:
+// - Threads: an s3_client is immutable once built; every call opens its own connection, so any
+//   number of threads may call one client at once.
+// - Retries: a request that gets no answer (connection refused or reset, timeout) or a 5xx / 429
+//   answer is sent again, re-signed, up to s3_config::max_attempts times in all, waiting
+//   retry_base_delay * 2^n between tries. 4xx answers are final. Every call is idempotent, so a
+//   retry after a lost answer is safe (create_multipart_upload may then leave an unused upload
+//   behind, which no reader can see).
+// - Atomicity (S3's): an object written by put_object or complete_multipart_upload appears
+//   whole or not at all; uploaded parts are invisible until the upload is completed; nothing
+//   spans two keys. Protocols built on top (the checkpoint commit) order their writes and write
+//   their marker object last.
+// - Errors: s3_error, whose message names the operation, bucket and key, the HTTP status and
+//   S3's error code and message (e.g. "PUT s3://b/k: 403 SignatureDoesNotMatch: ...").
+//
+// Configuration (s3_config_from_environment): credentials from AWS_ACCESS_KEY_ID +
+// AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else the profile AWS_PROFILE (default "default")
+// of the shared credentials file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials); region
+// from AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1; endpoint from the caller, else
+// AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else AWS's (https://s3.REGION.amazonaws.com,
+// virtual-hosted bucket names). A custom endpoint (an S3-compatible server) is addressed
+// path-style: http(s)://HOST:PORT/BUCKET/KEY.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/storage/sigv4.hpp"
+
+namespace cohort::core::storage {
+
+class s3_error : public std::runtime_error {
+ public:
+  s3_error(const std::string& message, int http_status, std::string code)
+      : std::runtime_error(message), http_status_(http_status), code_(std::move(code)) {}
+  int http_status() const noexcept { return http_status_; }  // 0: no answer
+  const std::string& code() const noexcept { return code_; }  // S3's code: NoSuchKey, ...
+  bool not_found() const noexcept { return http_status_ == 404; }
+
+ private:
+  int http_status_;
+  std::string code_;
+};
+
+// "s3://BUCKET[/PREFIX]": the prefix has no leading or trailing slash ("" for the bucket root).
+struct s3_url {
+  std::string bucket;
+  std::string prefix;
+  std::string text() const { return "s3://" + bucket + (prefix.empty() ? "" : "/" + prefix); }
+  // The key of `name` under the prefix ("prefix/name"), and the URL of a key.
+  std::string key(const std::string& name) const { return prefix.empty() ? name : prefix + "/" + name; }
+};
+bool is_s3_url(const std::string& text);
+// Throws std::invalid_argument naming `field`, the value and the allowed form for a bad URL (no
+// bucket, a bucket name S3 does not allow, an empty path component).
+s3_url parse_s3_url(const std::string& text, const std::string& field);
+
+struct s3_config {
+  std::string endpoint;  // "http(s)://HOST[:PORT]"; "" for AWS's endpoint of `region`
+  std::string region = "us-east-1";
+  s3_credentials credentials;
+  int max_attempts = 4;
+  std::chrono::milliseconds retry_base_delay{200};
+  std::chrono::seconds timeout{60};  // connect, read and write, per request
+};
+// See the header comment. Throws std::invalid_argument naming the variable or file at fault
+// (no credentials anywhere, a profile missing from the file, a malformed endpoint URL).
+s3_config s3_config_from_environment(const std::string& endpoint = "");
+
+struct s3_object_info {
+  std::string key;
+  std::uint64_t size = 0;
+  std::string etag;
+};
+
+struct s3_part {
+  int number = 0;    // 1..10000
+  std::string etag;  // as the server answered it
+};
+
+class s3_client {
+ public:
+  explicit s3_client(s3_config config);  // throws std::invalid_argument for a bad endpoint
+  const s3_config& config() const { return config_; }
+
+  void put_object(const std::string& bucket, const std::string& key, const std::string& bytes) const;
+  std::string get_object(const std::string& bucket, const std::string& key) const;
+  // Bytes [first, first + length) of the object.
+  std::string get_range(const std::string& bucket, const std::string& key, std::uint64_t first,
+                        std::uint64_t length) const;
+  // Streams the object into `path` (created or truncated; written again from the start on a retry).
+  void get_to_file(const std::string& bucket, const std::string& key, const std::string& path) const;
+  // nullopt when the object does not exist.
+  std::optional<s3_object_info> head_object(const std::string& bucket, const std::string& key) const;
+  // Every object whose key starts with `prefix`, in key order, following continuation tokens;
+  // `page_size` 0 leaves the page size to the server (1000 on S3).
+  std::vector<s3_object_info> list_objects(const std::string& bucket, const std::string& prefix,
+                                           int page_size = 0) const;
+  void delete_object(const std::string& bucket, const std::string& key) const;  // absent: no error
+
+  std::string create_multipart_upload(const std::string& bucket, const std::string& key) const;  // upload id
+  s3_part upload_part(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                      int part_number, const std::string& bytes) const;
+  void complete_multipart_upload(const std::string& bucket, const std::string& key, const std::string& upload_id,
+                                 const std::vector<s3_part>& parts) const;
+  void abort_multipart_upload(const std::string& bucket, const std::string& key, const std::string& upload_id) const;
+
+  // Uploads `path` as one object: a single PUT when it fits one part, else a multipart upload of
+  // `part_size`-byte parts (at least 5 MiB, S3's minimum), each acknowledged before the next and
+  // the upload completed after the last; on any error the upload is aborted (best effort) and the
+  // error rethrown, so no object appears. `after_part(n)` (optional) runs after part n was
+  // acknowledged: a test throws from it to stand for a crash mid-upload.
+  void upload_file(const std::string& bucket, const std::string& key, const std::string& path,
+                   std::uint64_t part_size, const std::function<void(int)>& after_part = {}) const;
+
+ private:
+  struct answer;
+  answer send(const std::string& method, const std::string& bucket, const std::string& key,
+              std::vector<std::pair<std::string, std::string>> query, const std::string& body,
+              const std::vector<std::pair<std::string, std::string>>& extra_headers,
+              const std::string& sink_path = "") const;
+
+  s3_config config_;
+  bool tls_ = true;
+  std::string host_;  // as in the Host header (with a non-default port)
+  int port_ = 443;
+  bool path_style_ = true;
+};
+
+}  // namespace cohort::core::storage
