@@ -31,4 +31,13 @@ std::optional<std::int64_t> newest_claim(const std::string& run_dir, const std::
 // than `token`'s; `what` names what was refused ("commit of step-00000004").
 void check_claim(const std::string& run_dir, const attempt_token& token, const std::string& what);
 
+// Shared with the S3 claims (s3_checkpoints.hpp): check_job_id throws ckpt_error(bad_input) for a
+// job id that cannot name a file; claim_attempt_of gives the attempt a claim's file name
+// "<job_id>.<attempt>" records (nullopt: another job's, or not a claim); refuse_if_stale throws
+// ckpt_error(stale_attempt) when `newest` is newer than the token's attempt, naming `where`.
+void check_job_id(const std::string& job_id);
+std::optional<std::int64_t> claim_attempt_of(const std::string& name, const std::string& job_id);
+void refuse_if_stale(const attempt_token& token, std::optional<std::int64_t> newest, const std::string& what,
+                     const std::string& where);
+
 }  // namespace cohort::core::ckpt

@@ -257,31 +257,57 @@ std::vector<std::string> compare_layout(const std::vector<reported_piece>& repor
   return out;
 }
 
-manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
-                           const std::vector<rank_report>& reports, const json& metrics, const json& extra,
-                           const attempt_token* token) {
+void check_rank_files(const std::string& dir, std::uint64_t step, const rank_report& r) {
+  for (const auto& f : r.files) {
+    struct stat st {};
+    const std::string path = (std::filesystem::path(dir) / f.name).string();
+    if (::stat(path.c_str(), &st) != 0) {
+      throw ckpt_error(ckpt_errc::missing_file, path + ": reported by rank " + std::to_string(r.rank) + " but missing");
+    }
+    if (static_cast<std::uint64_t>(st.st_size) != f.size) {
+      throw ckpt_error(ckpt_errc::truncated, path + ": is " + std::to_string(st.st_size) + " bytes, rank " +
+                                                 std::to_string(r.rank) + " reported " + std::to_string(f.size));
+    }
+  }
+  // The report must say what the rank's file says it holds.
+  const std::string shard_path = (std::filesystem::path(dir) / rank_shard_name(r.rank)).string();
+  const auto declared = read_shard_layout(shard_path, r.rank, step);
+  if (!declared) {
+    bad_input(dir + ": refusing rank " + std::to_string(r.rank) + "'s report: " + shard_path +
+              " has no slice layout in its header ('" + layout_metadata_key + "') to check it against");
+  }
+  const auto disagreements = compare_layout(r.pieces, *declared, r.rank, shard_path);
+  if (!disagreements.empty()) {
+    bad_input(dir + ": refusing a report that disagrees with its rank's file: " + disagreements.front() +
+              (disagreements.size() > 1 ? " (and " + std::to_string(disagreements.size() - 1) + " more)" : ""));
+  }
+}
+
+manifest merge_reports(const std::string& where, std::uint64_t step, int world_size,
+                       const std::vector<rank_report>& reports, const json& metrics, const json& extra,
+                       const std::function<void(const rank_report&)>& check_rank) {
   if (world_size <= 0) bad_input("commit_checkpoint: world_size must be positive, got " + std::to_string(world_size));
   if (!metrics.is_object()) bad_input("commit_checkpoint: metrics must be a JSON object");
   std::vector<const rank_report*> by_rank(static_cast<std::size_t>(world_size), nullptr);
   for (const auto& r : reports) {
     if (r.rank < 0 || r.rank >= world_size) {
-      bad_input(dir + ": report from rank " + std::to_string(r.rank) + " outside world size " + std::to_string(world_size));
+      bad_input(where + ": report from rank " + std::to_string(r.rank) + " outside world size " + std::to_string(world_size));
     }
-    if (by_rank[static_cast<std::size_t>(r.rank)]) bad_input(dir + ": rank " + std::to_string(r.rank) + " reported twice");
+    if (by_rank[static_cast<std::size_t>(r.rank)]) bad_input(where + ": rank " + std::to_string(r.rank) + " reported twice");
     if (r.step != step) {
-      bad_input(dir + ": rank " + std::to_string(r.rank) + " reported step " + std::to_string(r.step) +
+      bad_input(where + ": rank " + std::to_string(r.rank) + " reported step " + std::to_string(r.step) +
                 ", committing step " + std::to_string(step));
     }
     for (const std::string& name : {rank_shard_name(r.rank), rank_state_name(r.rank)}) {
       if (std::none_of(r.files.begin(), r.files.end(), [&](const file_record& f) { return f.name == name; })) {
-        bad_input(dir + ": rank " + std::to_string(r.rank) + " did not report its file " + name);
+        bad_input(where + ": rank " + std::to_string(r.rank) + " did not report its file " + name);
       }
     }
     by_rank[static_cast<std::size_t>(r.rank)] = &r;
   }
   for (int rank = 0; rank < world_size; ++rank) {
     if (!by_rank[static_cast<std::size_t>(rank)]) {
-      bad_input(dir + ": rank " + std::to_string(rank) + " has not reported; cannot commit step " + std::to_string(step));
+      bad_input(where + ": rank " + std::to_string(rank) + " has not reported; cannot commit step " + std::to_string(step));
     }
   }
   manifest m;
@@ -291,31 +317,8 @@ manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world
   m.extra = extra;
   std::map<std::string, logical_tensor> tensors;
   for (const auto& r : reports) {
-    for (const auto& f : r.files) {
-      struct stat st {};
-      const std::string path = (std::filesystem::path(dir) / f.name).string();
-      if (::stat(path.c_str(), &st) != 0) {
-        throw ckpt_error(ckpt_errc::missing_file, path + ": reported by rank " + std::to_string(r.rank) + " but missing");
-      }
-      if (static_cast<std::uint64_t>(st.st_size) != f.size) {
-        throw ckpt_error(ckpt_errc::truncated, path + ": is " + std::to_string(st.st_size) + " bytes, rank " +
-                                                   std::to_string(r.rank) + " reported " + std::to_string(f.size));
-      }
-      m.files.push_back(f);
-    }
-    // The report must say what the rank's file says it holds.
-    const std::string shard_path = (std::filesystem::path(dir) / rank_shard_name(r.rank)).string();
-    const auto declared = read_shard_layout(shard_path, r.rank, step);
-    if (!declared) {
-      bad_input(dir + ": refusing rank " + std::to_string(r.rank) + "'s report: " + shard_path +
-                " has no slice layout in its header ('" + layout_metadata_key + "') to check it against");
-    }
-    const auto disagreements = compare_layout(r.pieces, *declared, r.rank, shard_path);
-    if (!disagreements.empty()) {
-      bad_input(dir + ": refusing a report that disagrees with its rank's file: " +
-                disagreements.front() +
-                (disagreements.size() > 1 ? " (and " + std::to_string(disagreements.size() - 1) + " more)" : ""));
-    }
+    check_rank(r);
+    for (const auto& f : r.files) m.files.push_back(f);
     for (const auto& p : r.pieces) {
       auto [it, fresh] = tensors.try_emplace(p.tensor);
       logical_tensor& t = it->second;
@@ -324,7 +327,7 @@ manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world
         t.dtype = p.dtype;
         t.shape = p.full_shape;
       } else if (t.dtype != p.dtype || t.shape != p.full_shape) {
-        bad_input(dir + ": rank " + std::to_string(r.rank) + " reports tensor '" + p.tensor +
+        bad_input(where + ": rank " + std::to_string(r.rank) + " reports tensor '" + p.tensor +
                   "' with a dtype or full shape other ranks do not");
       }
       t.pieces.push_back(p.piece);
@@ -332,20 +335,30 @@ manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world
   }
   for (auto& [name, t] : tensors) m.tensors.push_back(std::move(t));
   // Round-trip through the validator: coverage, bounds and ranks are checked in one place.
-  json j = manifest_to_json(m);
-  m = manifest_from_json(j, (std::filesystem::path(dir) / manifest_name).string());
-  const std::string text = j.dump(1);
+  return manifest_from_json(manifest_to_json(m), where + "/" + manifest_name);
+}
+
+std::string committed_marker(std::uint64_t step, const std::string& manifest_text, const attempt_token* token) {
+  json committed = {{"step", step}, {"manifest_xxh64", data::to_hex64(data::xxh64(manifest_text.data(), manifest_text.size()))}};
+  if (token) {
+    committed["job_id"] = token->job_id;
+    committed["attempt"] = token->attempt;
+  }
+  return committed.dump();
+}
+
+manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
+                           const std::vector<rank_report>& reports, const json& metrics, const json& extra,
+                           const attempt_token* token) {
+  manifest m = merge_reports(dir, step, world_size, reports, metrics, extra,
+                             [&](const rank_report& r) { check_rank_files(dir, step, r); });
+  const std::string text = manifest_to_json(m).dump(1);
   const auto run_dir = std::filesystem::path(dir).parent_path().parent_path().string();
   const auto what = "the commit of " + std::filesystem::path(dir).filename().string();
   if (token) check_claim(run_dir, *token, what);
   write_file_durable((std::filesystem::path(dir) / manifest_name).string(), text);
-  json committed = {{"step", step}, {"manifest_xxh64", data::to_hex64(data::xxh64(text.data(), text.size()))}};
-  if (token) {
-    check_claim(run_dir, *token, what);
-    committed["job_id"] = token->job_id;
-    committed["attempt"] = token->attempt;
-  }
-  write_file_durable((std::filesystem::path(dir) / committed_name).string(), committed.dump());
+  if (token) check_claim(run_dir, *token, what);
+  write_file_durable((std::filesystem::path(dir) / committed_name).string(), committed_marker(step, text, token));
   return m;
 }
 

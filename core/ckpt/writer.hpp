@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +92,21 @@ std::optional<std::vector<reported_piece>> read_shard_layout(const std::string& 
 std::vector<std::string> compare_layout(const std::vector<reported_piece>& reported,
                                         const std::vector<reported_piece>& declared, int rank,
                                         const std::string& shard_path);
+
+// The checks and the merge of commit_checkpoint, with no file written: ranks 0..world_size-1
+// each reported once for `step`, with their shard and state files; `check_rank(report)` checks
+// where the files are that they hold what the report says (throws otherwise); the slices merge
+// into logical tensors (dtype and shape must agree, slices must cover each tensor). Returns the
+// validated manifest. `where` names the checkpoint in errors (ckpt_error bad_input).
+manifest merge_reports(const std::string& where, std::uint64_t step, int world_size,
+                       const std::vector<rank_report>& reports, const nlohmann::json& metrics,
+                       const nlohmann::json& extra, const std::function<void(const rank_report&)>& check_rank);
+// Checks one rank's files in `dir` against its report: each present with its reported size, and
+// the shard's declared layout (read_shard_layout) exactly the reported slices. Throws ckpt_error
+// (missing_file, truncated, bad_input) naming the file, the rank and the tensor.
+void check_rank_files(const std::string& dir, std::uint64_t step, const rank_report& report);
+// COMMITTED's text: the step, manifest.json's XXH64 and, with a token, the committing attempt.
+std::string committed_marker(std::uint64_t step, const std::string& manifest_text, const attempt_token* token);
 
 // Checks that ranks 0..world_size-1 each reported once for `step` and that their files are there
 // with the reported sizes, that each report's slices are exactly those its rank's shard file
