@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "config/deepspeed_mapping.hpp"
 #include "config/json_fields.hpp"
+#include "config/s3_url.hpp"
 
 namespace cohort::config {
 namespace {
@@ -117,8 +119,14 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
 
 void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
   object_reader r(v, "data");
-  if (r.read("train", data.train)) data.train = resolve(base_dir, data.train);
-  if (r.read("eval", data.eval)) data.eval = resolve(base_dir, data.eval);
+  for (auto [key, path] : {std::pair<const char*, std::string*>{"train", &data.train}, {"eval", &data.eval}}) {
+    if (!r.read(key, *path)) continue;
+    if (is_s3_url(*path))
+      throw spec_error(std::string("data.") + key, "\"" + *path +
+                                                   "\": data sets in S3 are not supported yet (only checkpoints, "
+                                                   "through run.storage_path); give a directory every node sees");
+    *path = resolve(base_dir, *path);
+  }
   r.read("verify", data.verify);
   r.finish();
 }
@@ -206,7 +214,23 @@ void parse_zero(const json& v, zero_spec& z, given_map& given) {
 
 void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   object_reader r(v, "run");
-  if (r.read("storage_path", run.storage_path)) run.storage_path = resolve(base_dir, run.storage_path);
+  if (r.read("storage_path", run.storage_path)) {
+    if (is_s3_url(run.storage_path)) {
+      try {
+        run.storage_path = parse_s3_url(run.storage_path, "run.storage_path").text();
+      } catch (const std::invalid_argument& e) {  // "run.storage_path: <why>"
+        throw spec_error("run.storage_path", std::string(e.what()).substr(std::string("run.storage_path: ").size()));
+      }
+    } else {
+      run.storage_path = resolve(base_dir, run.storage_path);
+    }
+  }
+  if (r.read("s3_endpoint", run.s3_endpoint, true) && !run.s3_endpoint.empty() &&
+      run.s3_endpoint.rfind("http://", 0) != 0 && run.s3_endpoint.rfind("https://", 0) != 0)
+    throw spec_error("run.s3_endpoint", "\"" + run.s3_endpoint +
+                                            "\" must be an endpoint URL, http(s)://HOST[:PORT] (\"\": AWS's, or "
+                                            "AWS_ENDPOINT_URL)");
+  if (r.read("local_dir", run.local_dir, true)) run.local_dir = resolve(base_dir, run.local_dir);
   if (const json* c = r.find("checkpoint")) {
     object_reader cr(*c, "run.checkpoint");
     cr.read("every_steps", run.checkpoint.every_steps, 0);
@@ -457,7 +481,7 @@ job_spec load_job_spec(const std::string& path) {
   if (ec) throw spec_error("", "cannot make \"" + path + "\" absolute: " + ec.message());
   job_spec spec = parse_job_spec(text, file.parent_path().string());
   // Only the default can still be relative here: every path written in the file was resolved.
-  if (fs::path(spec.run.storage_path).is_relative()) {
+  if (!is_s3_url(spec.run.storage_path) && fs::path(spec.run.storage_path).is_relative()) {
     const fs::path storage = fs::absolute(spec.run.storage_path, ec);
     if (ec) throw spec_error("run.storage_path", "cannot make \"" + spec.run.storage_path + "\" absolute: " + ec.message());
     spec.run.storage_path = storage.lexically_normal().string();

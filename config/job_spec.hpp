@@ -124,7 +124,13 @@ struct failure_spec {
 };
 
 struct run_spec {
+  // A directory, or "s3://BUCKET[/PREFIX]": the run's checkpoints then live in S3 (credentials
+  // and region from the workers' AWS environment, see core/storage/s3_client.hpp), and each
+  // worker keeps its local files (checkpoint staging, verified copies, metrics, the export) in
+  // local_dir/<name>.
   std::string storage_path = "runs";
+  std::string s3_endpoint;  // "" : AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, else AWS's
+  std::string local_dir;    // "" : <the worker's temp dir>/cohort-runs
   checkpoint_spec checkpoint;
   failure_spec failure;
   bool resume = true;

@@ -61,6 +61,8 @@ std::string to_json_text(const job_spec& spec) {
                  {"offload_param", to_string(spec.zero.offload_param)}};
   const run_spec& r = spec.run;
   out["run"] = {{"storage_path", r.storage_path},
+                {"s3_endpoint", r.s3_endpoint},
+                {"local_dir", r.local_dir},
                 {"checkpoint",
                  {{"every_steps", r.checkpoint.every_steps},
                   {"num_to_keep", r.checkpoint.num_to_keep},

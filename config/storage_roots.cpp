@@ -1,6 +1,8 @@
 // Confinement of a job's paths to the cluster's storage roots (see storage_roots.hpp).
 #include "config/storage_roots.hpp"
 
+#include "config/s3_url.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -93,11 +95,14 @@ void check_one(const std::string& field, const std::string& path, const std::vec
 
 void check_storage_roots(const job_spec& spec, const std::vector<fs::path>& roots) {
   if (roots.empty()) return;
-  check_one("run.storage_path", spec.run.storage_path, roots);
-  // What the workers write: <storage_path>/<name> (a name ".." would leave storage_path).
-  if (!spec.run.storage_path.empty())
-    check_one("name", (fs::path(spec.run.storage_path) / spec.name).string(), roots,
-              "the run directory");
+  // An s3:// storage path is not on disk; its local directory is.
+  if (!is_s3_url(spec.run.storage_path)) {
+    check_one("run.storage_path", spec.run.storage_path, roots);
+    // What the workers write: <storage_path>/<name> (a name ".." would leave storage_path).
+    if (!spec.run.storage_path.empty())
+      check_one("name", (fs::path(spec.run.storage_path) / spec.name).string(), roots, "the run directory");
+  }
+  check_one("run.local_dir", spec.run.local_dir, roots);
   check_one("data.train", spec.data.train, roots);
   check_one("data.eval", spec.data.eval, roots);
   check_one("model.hf_dir", spec.model.hf_dir, roots);

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "config/s3_url.hpp"
 #include "core/storage/sigv4.hpp"
 
 namespace cohort::core::storage {
@@ -51,18 +52,9 @@ class s3_error : public std::runtime_error {
   std::string code_;
 };
 
-// "s3://BUCKET[/PREFIX]": the prefix has no leading or trailing slash ("" for the bucket root).
-struct s3_url {
-  std::string bucket;
-  std::string prefix;
-  std::string text() const { return "s3://" + bucket + (prefix.empty() ? "" : "/" + prefix); }
-  // The key of `name` under the prefix ("prefix/name"), and the URL of a key.
-  std::string key(const std::string& name) const { return prefix.empty() ? name : prefix + "/" + name; }
-};
-bool is_s3_url(const std::string& text);
-// Throws std::invalid_argument naming `field`, the value and the allowed form for a bad URL (no
-// bucket, a bucket name S3 does not allow, an empty path component).
-s3_url parse_s3_url(const std::string& text, const std::string& field);
+using config::is_s3_url;
+using config::parse_s3_url;
+using config::s3_url;
 
 struct s3_config {
   std::string endpoint;  // "http(s)://HOST[:PORT]"; "" for AWS's endpoint of `region`

@@ -202,6 +202,40 @@ TEST_CASE("relative paths resolve against the spec's directory and absolute path
   CHECK(parse_job_spec(R"({"name": "p", "data": {"train": "d"}})").data.train == "d");
 }
 
+TEST_CASE("an s3:// storage path stays as given, with its endpoint and local directory, and survives the wire",
+          "[config]") {
+  const job_spec s = parse_job_spec(
+      R"({"name": "p", "run": {"storage_path": "s3://my-bucket/team/runs/", "s3_endpoint": "http://127.0.0.1:9000",
+                               "local_dir": "scratch"}})",
+      "/work/jobs");
+  CHECK(s.run.storage_path == "s3://my-bucket/team/runs");
+  CHECK(s.run.s3_endpoint == "http://127.0.0.1:9000");
+  CHECK(s.run.local_dir == "/work/jobs/scratch");
+  const job_spec sent = parse_job_spec(to_json_text(s));
+  CHECK(sent.run.storage_path == s.run.storage_path);
+  CHECK(sent.run.s3_endpoint == s.run.s3_endpoint);
+  CHECK(sent.run.local_dir == s.run.local_dir);
+}
+
+TEST_CASE("a malformed s3:// storage path or endpoint is refused naming the field and the allowed form",
+          "[config]") {
+  const auto bucket = expect_spec_error(
+      [] { parse_job_spec(R"({"name": "p", "run": {"storage_path": "s3://My_Bucket/x"}})"); });
+  CHECK(bucket.path() == "run.storage_path");
+  CHECK_THAT(bucket.what(), Catch::StartsWith("run.storage_path: \"s3://My_Bucket/x\" is not a usable S3 location") &&
+                                Catch::Contains("expected s3://BUCKET or s3://BUCKET/PREFIX"));
+  const auto empty = expect_spec_error(
+      [] { parse_job_spec(R"({"name": "p", "run": {"storage_path": "s3://bucket//x"}})"); });
+  CHECK_THAT(empty.what(), Catch::Contains("empty path component"));
+  const auto endpoint = expect_spec_error(
+      [] { parse_job_spec(R"({"name": "p", "run": {"s3_endpoint": "127.0.0.1:9000"}})"); });
+  CHECK(endpoint.path() == "run.s3_endpoint");
+  CHECK_THAT(endpoint.what(), Catch::Contains("http(s)://HOST[:PORT]"));
+  const auto data = expect_spec_error([] { parse_job_spec(R"({"name": "p", "data": {"train": "s3://bucket/shards"}})"); });
+  CHECK(data.path() == "data.train");
+  CHECK_THAT(data.what(), Catch::Contains("data sets in S3 are not supported yet"));
+}
+
 TEST_CASE("an inline model config is kept as serialized JSON", "[config]") {
   const job_spec s = parse_job_spec(
       R"({"name": "p", "model": {"config": {"model_type": "gpt2", "n_layer": 2}, "init_seed": 3}})");

@@ -140,3 +140,18 @@ TEST_CASE("a storage root that is relative, missing or a file is refused naming 
     }
   }
 }
+
+TEST_CASE("an s3:// storage path is not on disk and passes the roots, but its run.local_dir must lie under one",
+          "[config]") {
+  cohort::test::temp_dir dir;
+  const auto roots = canonical_storage_roots({dir.str()});
+  job_spec spec = job_under(dir.path());
+  spec.run.storage_path = "s3://bucket/runs";
+  CHECK_NOTHROW(check_storage_roots(spec, roots));
+  spec.run.local_dir = (dir.path() / "local").string();
+  CHECK_NOTHROW(check_storage_roots(spec, roots));
+  spec.run.local_dir = "/var/tmp";
+  const auto e = expect_spec_error([&] { check_storage_roots(spec, roots); });
+  CHECK(e.path() == "run.local_dir");
+  CHECK_THAT(e.what(), Catch::Contains("is outside the cluster's storage roots"));
+}
