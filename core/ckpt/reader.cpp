@@ -189,7 +189,7 @@ latest_result latest_valid(const std::string& run_dir) {
     }
     std::string reason;
     for (const auto& p : v.problems) reason += (reason.empty() ? "" : "; ") + p;
-    out.rejected.push_back({it->path, reason});
+    out.rejected.push_back({it->path, reason, it->committed});
   }
   return out;
 }

@@ -50,6 +50,7 @@ verify_result verify_checkpoint(const std::string& ckpt_dir);
 struct rejected_checkpoint {
   std::string path;
   std::string reason;
+  bool committed = false;  // false: an unfinished save (no COMMITTED); true: committed but damaged
 };
 struct latest_result {
   std::optional<checkpoint_info> checkpoint;  // the newest valid one, if any

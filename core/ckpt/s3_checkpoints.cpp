@@ -151,7 +151,8 @@ latest_result latest_valid_s3(const s3_run& run, const std::string& cache_run_di
   const auto all = scan_checkpoints_s3(run);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (!it->committed) {
-      out.rejected.push_back({it->path, it->path + ": no COMMITTED marker (the checkpoint was never completed; it is ignored)"});
+      out.rejected.push_back(
+          {it->path, it->path + ": no COMMITTED marker (the checkpoint was never completed; it is ignored)", false});
       continue;
     }
     const std::string local = step_dir(cache_run_dir, it->step);
@@ -169,7 +170,7 @@ latest_result latest_valid_s3(const s3_run& run, const std::string& cache_run_di
     } catch (const ckpt_error& e) {
       reason = e.what();
     }
-    out.rejected.push_back({it->path, reason + " (copy checked in " + local + ")"});
+    out.rejected.push_back({it->path, reason + " (copy checked in " + local + ")", true});
   }
   return out;
 }
@@ -204,6 +205,10 @@ retention_result apply_retention_s3(const s3_run& run, const retention_policy& p
     }
   }
   return result;
+}
+
+void uncommit_checkpoint_s3(const s3_run& run, std::uint64_t step) {
+  s3_call([&] { client_of(run).delete_object(run.url.bucket, step_key(run, step) + committed_name); });
 }
 
 void check_claim_s3(const s3_run& run, const attempt_token& token, const std::string& what) {

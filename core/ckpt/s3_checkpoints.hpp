@@ -79,6 +79,10 @@ latest_result latest_valid_s3(const s3_run& run, const std::string& cache_run_di
 // removed_incomplete holds s3:// URLs.
 retention_result apply_retention_s3(const s3_run& run, const retention_policy& policy);
 
+// Deletes step `step`'s COMMITTED (a committed checkpoint found damaged: S3 has no rename to move
+// it aside), so that it is an unfinished save that retention removes.
+void uncommit_checkpoint_s3(const s3_run& run, std::uint64_t step);
+
 // attempt_claim.hpp's claims, as objects PREFIX/attempts/<job_id>.<attempt>.
 void claim_checkpoints_s3(const s3_run& run, const attempt_token& token);
 void check_claim_s3(const s3_run& run, const attempt_token& token, const std::string& what);

@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
+#include "core/ckpt/s3_checkpoints.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/checkpointer.hpp"
 #include "core/comm/comm_error.hpp"
@@ -61,14 +64,37 @@ std::vector<scalar> scalars_of(const step_report& r, int device) {
   return s;
 }
 
-// Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model.
+// Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model. With the
+// run in S3 the checkpoint is downloaded (and verified) first and the export uploaded to
+// <remote run>/model/ after.
 void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   if (final_step <= 0) return;
+  const auto step = static_cast<std::uint64_t>(final_step);
   const std::string out = ctx.run_dir + "/model";
-  const auto stats = ckpt::export_hf(ckpt::step_dir(ctx.run_dir, static_cast<std::uint64_t>(final_step)), out);
+  std::string source = ckpt::step_dir(ctx.run_dir, step);
+  std::optional<storage::s3_client> s3;
+  ckpt::s3_run remote;
+  if (!ctx.remote_run.empty()) {
+    s3.emplace(storage::s3_config_from_environment(ctx.spec.run.s3_endpoint));
+    remote = {&*s3, storage::parse_s3_url(ctx.remote_run, "run.storage_path")};
+    source = ckpt::step_dir(ctx.run_dir + "/s3-cache/export", step);
+    ckpt::download_checkpoint_s3(remote, step, source);
+    const auto v = ckpt::verify_checkpoint(source);
+    if (!v.ok()) throw std::runtime_error("export: " + ckpt::s3_step_url(remote, step) + " does not verify: " + v.problems.front());
+  }
+  const auto stats = ckpt::export_hf(source, out);
+  std::string where = out;
+  if (s3) {
+    for (const auto& f : std::filesystem::directory_iterator(out))
+      if (f.is_regular_file())
+        s3->upload_file(remote.url.bucket, remote.url.key("model/" + f.path().filename().string()), f.path().string(),
+                        ckpt::s3_default_part_size);
+    std::filesystem::remove_all(ctx.run_dir + "/s3-cache/export");
+    where = ctx.remote_run + "/model (and " + out + ")";
+  }
   if (!ctx.log) return;
   for (const auto& w : stats.warnings) ctx.log("export: " + w);
-  ctx.log("model of step " + std::to_string(final_step) + " exported to " + out + " (" +
+  ctx.log("model of step " + std::to_string(final_step) + " exported to " + where + " (" +
           std::to_string(stats.tensors) + " tensors, " + std::to_string(stats.weight_bytes >> 10) + " KiB)");
 }
 

@@ -65,6 +65,10 @@ struct worker_context {
   std::string store_secret;      // its secret (raw bytes, comm::store_secret_bytes); never logged
   std::string node_address = "127.0.0.1";  // where this worker's peers reach it (Gloo)
   std::string run_dir;           // <storage_path>/<name>: metrics, checkpoints, exports
+  // "s3://BUCKET/PREFIX/<name>" when run.storage_path is in S3: the checkpoints live there
+  // (s3_checkpoints.hpp), and run_dir is then this worker's local directory, local_dir/<name>
+  // (checkpoint staging, verified copies, metrics, the export before its upload). "" otherwise.
+  std::string remote_run;
   const std::atomic<bool>* cancelled = nullptr;  // set when the worker must stop now
   // Checkpoint requests, releases and preemption (see run_signals); null: none ever come (a hold
   // of the spec then waits until cancelled).

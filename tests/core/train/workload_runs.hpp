@@ -29,6 +29,9 @@ struct rank_run {
 
 struct run_options {
   int attempt = 0;
+  // The run in S3 ("s3://BUCKET/PREFIX/<name>", see worker_context::remote_run); each rank then
+  // gets its own local run directory, <run_dir>/node-<rank>, as if on a node of its own.
+  std::string remote_run;
   const std::atomic<bool>* cancelled = nullptr;  // else signals->cancelled
   // What the trainer's commands would set in a worker process (checkpoint requests, releases,
   // preemption), shared by every rank; null: the run's own, never signalled.
@@ -58,7 +61,8 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
     ctx.node = "local";
     ctx.store_address = server.host() + ":" + std::to_string(server.port());
     ctx.store_secret = secret;
-    ctx.run_dir = run_dir;
+    ctx.run_dir = options.remote_run.empty() ? run_dir : run_dir + "/node-" + std::to_string(rank);
+    ctx.remote_run = options.remote_run;
     ctx.cancelled = options.cancelled ? options.cancelled : &signals->cancelled;
     ctx.signals = signals;
     rank_run out;
