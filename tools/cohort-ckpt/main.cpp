@@ -1,11 +1,14 @@
 // cohort-ckpt: list a run's checkpoints, verify one, and export one's model to a Hugging Face
-// directory (streamed tensor by tensor).
+// directory (streamed tensor by tensor); runs and checkpoints on disk or in S3.
 // Exit codes: 0 fine, 1 a checkpoint has a problem or an operation failed, 2 usage.
 #include <boost/program_options.hpp>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <string>
@@ -15,6 +18,7 @@
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/reader.hpp"
+#include "core/ckpt/s3_checkpoints.hpp"
 
 namespace po = boost::program_options;
 namespace ckpt = cohort::core::ckpt;
@@ -29,7 +33,11 @@ constexpr const char* usage_text =
     "                                           verify CKPT, then write its model to OUT as a Hugging\n"
     "                                           Face directory (config.json, safetensors, tokenizer);\n"
     "                                           shards above BYTES (default 5GB; units KB MB GB KiB\n"
-    "                                           MiB GiB) with model.safetensors.index.json\n";
+    "                                           MiB GiB) with model.safetensors.index.json\n"
+    "RUN and CKPT may be in S3: s3://BUCKET/PREFIX/NAME, s3://BUCKET/PREFIX/NAME/checkpoints/step-N\n"
+    "(a checkpoint is downloaded to a temporary directory and checked there). Credentials and region\n"
+    "from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE and AWS_REGION; --endpoint URL (else\n"
+    "AWS_ENDPOINT_URL) for an S3-compatible server.\n";
 
 std::string human_bytes(std::uint64_t n) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -44,10 +52,53 @@ std::string human_bytes(std::uint64_t n) {
   return buf;
 }
 
-int run_ls(const std::string& run, const std::string& score) {
-  const auto all = ckpt::scan_checkpoints(run);
+// An S3 run or checkpoint named on the command line, with its client.
+struct s3_target {
+  std::unique_ptr<cohort::core::storage::s3_client> client;
+  ckpt::s3_run run;
+  std::optional<std::uint64_t> step;  // set for a checkpoint URL
+};
+
+s3_target open_s3(const std::string& url, const std::string& endpoint, bool checkpoint) {
+  namespace storage = cohort::core::storage;
+  s3_target t;
+  t.client = std::make_unique<storage::s3_client>(storage::s3_config_from_environment(endpoint));
+  auto parsed = storage::parse_s3_url(url, checkpoint ? "CKPT" : "RUN");
+  if (checkpoint) {
+    const auto cut = parsed.prefix.rfind("/checkpoints/");
+    if (cut != std::string::npos) t.step = ckpt::parse_step_dir_name(parsed.prefix.substr(cut + 13));
+    if (!t.step)
+      throw std::invalid_argument("CKPT: \"" + url + "\" does not name a checkpoint (s3://BUCKET/PREFIX/checkpoints/step-N)");
+    parsed.prefix = parsed.prefix.substr(0, cut);
+  }
+  t.run = {t.client.get(), parsed};
+  return t;
+}
+
+// A temporary directory, removed with what it holds when the command ends.
+class scratch_dir {
+ public:
+  scratch_dir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "cohort-ckpt-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
+    path_ = pattern;
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int run_ls(const std::string& run, const std::string& score, const std::string& endpoint) {
+  std::optional<s3_target> s3;
+  if (cohort::core::storage::is_s3_url(run)) s3 = open_s3(run, endpoint, false);
+  const auto all = s3 ? ckpt::scan_checkpoints_s3(s3->run) : ckpt::scan_checkpoints(run);
   if (all.empty()) {
-    std::cout << "no checkpoints under " << ckpt::checkpoints_dir(run) << "\n";
+    std::cout << "no checkpoints under " << (s3 ? s3->run.url.text() + "/checkpoints" : ckpt::checkpoints_dir(run)) << "\n";
     return 0;
   }
   std::printf("%-14s %12s  %-10s %s\n", "step", "size", "state", score.empty() ? "metrics" : score.c_str());
@@ -56,13 +107,22 @@ int run_ls(const std::string& run, const std::string& score) {
     std::string state = c.committed ? "committed" : "incomplete";
     if (c.committed) {
       try {
-        const ckpt::manifest m = ckpt::read_manifest(c.path);
+        std::optional<scratch_dir> copy;
+        std::string dir = c.path;
+        if (s3) {  // the manifest and COMMITTED only, checked as on disk
+          copy.emplace();
+          dir = copy->path();
+          const std::string prefix = s3->run.url.key("checkpoints/" + ckpt::step_dir_name(c.step)) + "/";
+          for (const char* name : {ckpt::manifest_name, ckpt::committed_name})
+            s3->client->get_to_file(s3->run.url.bucket, prefix + name, dir + "/" + name);
+        }
+        const ckpt::manifest m = ckpt::read_manifest(dir);
         if (score.empty()) {
           metric = m.metrics.dump();
         } else if (auto it = m.metrics.find(score); it != m.metrics.end()) {
           metric = it->dump();
         }
-      } catch (const ckpt::ckpt_error& e) {
+      } catch (const std::runtime_error& e) {  // ckpt_error, or s3_error reading it
         state = "bad";
         metric = e.what();
       }
@@ -73,15 +133,27 @@ int run_ls(const std::string& run, const std::string& score) {
   return 0;
 }
 
-int run_verify(const std::string& dir) {
+// The local directory of CKPT: itself, or its verified-on-arrival copy from S3 in `scratch`.
+std::string local_checkpoint(const std::string& ckpt_path, const std::string& endpoint, std::optional<scratch_dir>& scratch) {
+  if (!cohort::core::storage::is_s3_url(ckpt_path)) return ckpt_path;
+  const auto t = open_s3(ckpt_path, endpoint, true);
+  scratch.emplace();
+  const std::string dir = ckpt::step_dir(scratch->path(), *t.step);
+  ckpt::download_checkpoint_s3(t.run, *t.step, dir);
+  return dir;
+}
+
+int run_verify(const std::string& name, const std::string& endpoint) {
+  std::optional<scratch_dir> scratch;
+  const std::string dir = local_checkpoint(name, endpoint, scratch);
   const ckpt::verify_result v = ckpt::verify_checkpoint(dir);
   if (v.ok()) {
-    std::cout << dir << ": OK (step " << v.manifest_read->step << ", world size " << v.manifest_read->world_size
+    std::cout << name << ": OK (step " << v.manifest_read->step << ", world size " << v.manifest_read->world_size
               << ", " << v.manifest_read->files.size() << " files verified)\n";
     return 0;
   }
   for (const auto& p : v.problems) std::cerr << "error: " << p << "\n";
-  std::cerr << dir << ": INVALID (" << v.problems.size() << " problem" << (v.problems.size() == 1 ? "" : "s") << ")\n";
+  std::cerr << name << ": INVALID (" << v.problems.size() << " problem" << (v.problems.size() == 1 ? "" : "s") << ")\n";
   return 1;
 }
 
@@ -101,10 +173,13 @@ std::optional<std::uint64_t> parse_bytes(const std::string& text) {
   return std::nullopt;
 }
 
-int run_export(const std::string& dir, const std::string& out, const ckpt::hf_export_options& options) {
+int run_export(const std::string& name, const std::string& out, const ckpt::hf_export_options& options,
+               const std::string& endpoint) {
+  std::optional<scratch_dir> scratch;
+  const std::string dir = local_checkpoint(name, endpoint, scratch);
   const ckpt::hf_export_stats stats = ckpt::export_hf(dir, out, options);
   for (const auto& w : stats.warnings) std::cerr << "warning: " << w << "\n";
-  std::cout << "exported " << dir << " to " << out << " (" << options.dtype << "): " << stats.tensors
+  std::cout << "exported " << name << " to " << out << " (" << options.dtype << "): " << stats.tensors
             << " tensors, " << human_bytes(stats.weight_bytes) << " of weights, largest buffer "
             << human_bytes(stats.largest_buffer_bytes) << "\n";
   for (const auto& f : stats.files) std::cout << "  " << f << "\n";
@@ -120,6 +195,7 @@ int main(int argc, char** argv) {
       "hf", po::value<std::string>(), "export: the output directory")(
       "dtype", po::value<std::string>()->default_value("fp32"), "export: fp32 or bf16")(
       "max-shard-size", po::value<std::string>()->default_value("5GB"), "export: bytes per safetensors file")(
+      "endpoint", po::value<std::string>()->default_value(""), "an S3-compatible server for s3:// paths")(
       "args", po::value<std::vector<std::string>>()->default_value({}, ""), "command and path");
   po::positional_options_description pos;
   pos.add("args", -1);
@@ -166,9 +242,10 @@ int main(int argc, char** argv) {
     options.max_shard_bytes = *max_shard;
   }
   try {
-    if (args[0] == "ls") return run_ls(args[1], vm["score"].as<std::string>());
-    if (args[0] == "export") return run_export(args[1], vm["hf"].as<std::string>(), options);
-    return run_verify(args[1]);
+    const std::string endpoint = vm["endpoint"].as<std::string>();
+    if (args[0] == "ls") return run_ls(args[1], vm["score"].as<std::string>(), endpoint);
+    if (args[0] == "export") return run_export(args[1], vm["hf"].as<std::string>(), options, endpoint);
+    return run_verify(args[1], endpoint);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -1,5 +1,6 @@
 // Checkpoints in S3 against a real S3-compatible server (s3rver): multipart rank uploads, the
-// COMMITTED-last commit, verified resume from a local copy, a killed upload, damage and retention.
+// COMMITTED-last commit, verified resume from a local copy, a killed upload, damage, retention,
+// and the cohort-ckpt tool on S3 locations.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "tests/core/ckpt/fake_checkpoint.hpp"
 #include "tests/support/s3_server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tool_run.hpp"
 
 using namespace cohort::core::ckpt;
 namespace fs = std::filesystem;
@@ -221,4 +223,38 @@ TEST_CASE("a zombie attempt's commit to S3 is refused once a newer attempt claim
   CHECK_THROWS_AS(claim_checkpoints_s3(f.run, old_attempt), ckpt_error);
   commit_checkpoint_s3(f.run, 3, 1, reports, nlohmann::json::object(), nlohmann::json::object(), &new_attempt);
   CHECK(f.exists("checkpoints/step-00000003/COMMITTED"));
+}
+
+TEST_CASE("cohort-ckpt lists, verifies and refuses checkpoints in S3 as it does on disk", "[core][ckpt][s3]") {
+  COHORT_NEED_S3_SERVER();
+  s3_fixture f;
+  f.save(2, 1);
+  f.save(4, 1);
+  const auto dir = step_dir(f.local.path("node-0"), 6);
+  upload_rank_files(f.run, dir, write_big_rank(dir, 6, 0), part_size);  // never committed
+  ::setenv("AWS_ACCESS_KEY_ID", cohort::test::s3_server::access_key, 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", cohort::test::s3_server::secret_key, 1);
+  const std::string endpoint = " --endpoint " + f.server.endpoint();
+  const std::string run = f.run.url.text();
+
+  const auto ls = cohort::test::run_tool("cohort-ckpt", "ls " + run + endpoint);
+  CHECK(ls.code == 0);
+  CHECK_THAT(ls.out, Catch::Contains("committed") && Catch::Contains("incomplete"));
+  const auto ok = cohort::test::run_tool("cohort-ckpt", "verify " + run + "/checkpoints/step-00000004" + endpoint);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains(run + "/checkpoints/step-00000004: OK (step 4, world size 1"));
+  const auto unfinished = cohort::test::run_tool("cohort-ckpt", "verify " + run + "/checkpoints/step-00000006" + endpoint);
+  CHECK(unfinished.code == 1);
+  CHECK_THAT(unfinished.err, Catch::Contains("step-00000006: no COMMITTED marker"));
+
+  const auto key = f.run.url.key("checkpoints/step-00000004/" + rank_state_name(0));
+  f.client.put_object(f.run.url.bucket, key, f.client.get_object(f.run.url.bucket, key) + " ");
+  const auto damaged = cohort::test::run_tool("cohort-ckpt", "verify " + run + "/checkpoints/step-00000004" + endpoint);
+  CHECK(damaged.code == 1);
+  CHECK_THAT(damaged.err, Catch::Contains(rank_state_name(0)) && Catch::Contains("INVALID"));
+  const auto not_a_step = cohort::test::run_tool("cohort-ckpt", "verify " + run + endpoint);
+  CHECK(not_a_step.code == 1);
+  CHECK_THAT(not_a_step.err, Catch::Contains("does not name a checkpoint"));
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
 }
