@@ -42,15 +42,23 @@ void delete_keys(const s3_run& run, std::vector<std::string> keys) {
   for (const auto& k : keys) s3_call([&] { client_of(run).delete_object(run.url.bucket, k); });
 }
 
+// A checkpoint's score_attribute from its manifest in S3. A missing or unreadable manifest has no
+// score (it ranks last); S3 failing to answer is an error, so retention never deletes on a guess.
 std::optional<double> s3_score(const s3_run& run, const checkpoint_info& c, const std::string& attribute) {
+  const std::string key = step_key(run, c.step) + manifest_name;
+  std::string text;
   try {
-    const std::string key = step_key(run, c.step) + manifest_name;
-    const auto text = client_of(run).get_object(run.url.bucket, key);
-    const auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded()) return std::nullopt;
+    text = client_of(run).get_object(run.url.bucket, key);
+  } catch (const s3_error& e) {
+    if (e.not_found()) return std::nullopt;
+    throw ckpt_error(ckpt_errc::io, e.what());
+  }
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  try {
     return metric_of(manifest_from_json(j, url_of(run, key)), attribute);
-  } catch (const std::exception&) {
-    return std::nullopt;  // an unreadable manifest has no score: it ranks last
+  } catch (const ckpt_error&) {
+    return std::nullopt;
   }
 }
 
