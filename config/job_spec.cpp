@@ -119,14 +119,27 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
 
 void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
   object_reader r(v, "data");
-  for (auto [key, path] : {std::pair<const char*, std::string*>{"train", &data.train}, {"eval", &data.eval}}) {
-    if (!r.read(key, *path)) continue;
-    if (is_s3_url(*path))
-      throw spec_error(std::string("data.") + key, "\"" + *path +
-                                                   "\": data sets in S3 are not supported yet (only checkpoints, "
-                                                   "through run.storage_path); give a directory every node sees");
-    *path = resolve(base_dir, *path);
+  if (r.read("train", data.train)) {
+    if (is_s3_url(data.train)) {
+      try {
+        data.train = parse_s3_url(data.train, "data.train").text();
+      } catch (const std::invalid_argument& e) {  // "data.train: <why>"
+        throw spec_error("data.train", std::string(e.what()).substr(std::string("data.train: ").size()));
+      }
+    } else {
+      data.train = resolve(base_dir, data.train);
+    }
   }
+  if (r.read("eval", data.eval)) {
+    if (is_s3_url(data.eval))
+      throw spec_error("data.eval", "\"" + data.eval + "\": only data.train may be in S3; give a directory every "
+                                                       "node sees");
+    data.eval = resolve(base_dir, data.eval);
+  }
+  if (r.read("cache_dir", data.cache_dir, true)) data.cache_dir = resolve(base_dir, data.cache_dir);
+  if (r.read("cache_bytes", data.cache_bytes) && data.cache_bytes < (std::uint64_t{1} << 20))
+    throw spec_error("data.cache_bytes", "got " + std::to_string(data.cache_bytes) +
+                                             "; expected at least 1048576 (1 MiB), and at least the largest shard");
   r.read("verify", data.verify);
   r.finish();
 }

@@ -35,8 +35,14 @@ struct model_spec {
 };
 
 struct data_spec {
-  std::string train;  // a directory written by `cohort-data build`
-  std::string eval;   // optional
+  // A directory written by `cohort-data build`, or "s3://BUCKET[/PREFIX]" holding one: its shards
+  // are then streamed into each rank's cache_dir/rank-<N>, at most cache_bytes at a time (the
+  // least recently read shards are dropped), each checked against the manifest's XXH64 when
+  // fetched; S3 is reached as for run.storage_path (run.s3_endpoint, the AWS environment).
+  std::string train;
+  std::string eval;   // optional; a directory
+  std::string cache_dir;  // "" : <the worker's temp dir>/cohort-data-cache/BUCKET/PREFIX
+  std::uint64_t cache_bytes = std::uint64_t{10} << 30;
   // Before training, every rank checks the XXH64 of every shard file of `train` (any rank may read
   // any shard) against the data set's manifest; a corrupt file fails the job, named. false skips it.
   bool verify = true;

@@ -22,6 +22,8 @@ std::string to_json_text(const job_spec& spec) {
   json data = json::object();
   if (!spec.data.train.empty()) data["train"] = spec.data.train;
   if (!spec.data.eval.empty()) data["eval"] = spec.data.eval;
+  if (!spec.data.cache_dir.empty()) data["cache_dir"] = spec.data.cache_dir;
+  if (spec.data.cache_bytes != data_spec{}.cache_bytes) data["cache_bytes"] = spec.data.cache_bytes;
   if (!data.empty() || !spec.data.verify) data["verify"] = spec.data.verify;
   if (!data.empty()) out["data"] = data;
 

@@ -103,7 +103,8 @@ void check_storage_roots(const job_spec& spec, const std::vector<fs::path>& root
       check_one("name", (fs::path(spec.run.storage_path) / spec.name).string(), roots, "the run directory");
   }
   check_one("run.local_dir", spec.run.local_dir, roots);
-  check_one("data.train", spec.data.train, roots);
+  if (!is_s3_url(spec.data.train)) check_one("data.train", spec.data.train, roots);
+  check_one("data.cache_dir", spec.data.cache_dir, roots);
   check_one("data.eval", spec.data.eval, roots);
   check_one("model.hf_dir", spec.model.hf_dir, roots);
   check_one("model.config", spec.model.config_file, roots);

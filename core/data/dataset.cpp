@@ -33,29 +33,89 @@ mapped_file open_checked(const std::filesystem::path& path, std::uint64_t expect
 
 }  // namespace
 
-dataset::dataset(const std::string& dir) : dir_(dir), manifest_(read_manifest(dir)) {
+dataset::shard dataset::map_shard(const std::string& dir, const shard_info& info) const {
   const std::filesystem::path root(dir);
+  shard s;
+  const auto tokens_path = root / (info.name + ".tokens");
+  const auto index_path = root / (info.name + ".index");
+  if (info.tokens_file.bytes != static_cast<std::uint64_t>(info.tokens) * manifest_.token_bytes)
+    throw data_error(tokens_path.string() + ": manifest size disagrees with its token count; rebuild the dataset");
+  if (info.index_file.bytes != static_cast<std::uint64_t>(info.samples + 1) * 8)
+    throw data_error(index_path.string() + ": manifest size disagrees with its sample count; rebuild the dataset");
+  s.tokens = open_checked(tokens_path, info.tokens_file.bytes);
+  s.index = open_checked(index_path, info.index_file.bytes);
+  if (manifest_.has_loss_mask) s.mask = open_checked(root / (info.name + ".mask"), info.mask_file->bytes);
+  s.offsets = reinterpret_cast<const std::uint64_t*>(s.index.data());
+  // Two cheap reads that catch an index that does not belong to its tokens file.
+  if (s.offsets[0] != 0 || s.offsets[info.samples] != static_cast<std::uint64_t>(info.tokens))
+    throw data_error(index_path.string() + ": offsets do not span the shard's " + std::to_string(info.tokens) +
+                     " tokens (corrupt index); run `cohort-data verify` and rebuild");
+  return s;
+}
+
+std::uint64_t dataset::shard_bytes(const shard_info& info) const {
+  return info.tokens_file.bytes + info.index_file.bytes + (manifest_.has_loss_mask ? info.mask_file->bytes : 0);
+}
+
+dataset::dataset(const std::string& dir) : dir_(dir), manifest_(read_manifest(dir)) {
   shards_.reserve(manifest_.shards.size());
   first_sample_.push_back(0);
   for (const auto& info : manifest_.shards) {
-    shard s;
-    const auto tokens_path = root / (info.name + ".tokens");
-    const auto index_path = root / (info.name + ".index");
-    if (info.tokens_file.bytes != static_cast<std::uint64_t>(info.tokens) * manifest_.token_bytes)
-      throw data_error(tokens_path.string() + ": manifest size disagrees with its token count; rebuild the dataset");
-    if (info.index_file.bytes != static_cast<std::uint64_t>(info.samples + 1) * 8)
-      throw data_error(index_path.string() + ": manifest size disagrees with its sample count; rebuild the dataset");
-    s.tokens = open_checked(tokens_path, info.tokens_file.bytes);
-    s.index = open_checked(index_path, info.index_file.bytes);
-    if (manifest_.has_loss_mask) s.mask = open_checked(root / (info.name + ".mask"), info.mask_file->bytes);
-    s.offsets = reinterpret_cast<const std::uint64_t*>(s.index.data());
-    // Two cheap reads that catch an index that does not belong to its tokens file.
-    if (s.offsets[0] != 0 || s.offsets[info.samples] != static_cast<std::uint64_t>(info.tokens))
-      throw data_error(index_path.string() + ": offsets do not span the shard's " + std::to_string(info.tokens) +
-                       " tokens (corrupt index); run `cohort-data verify` and rebuild");
-    shards_.push_back(std::move(s));
+    shards_.push_back(map_shard(dir, info));
     first_sample_.push_back(first_sample_.back() + info.samples);
   }
+}
+
+dataset::dataset(std::shared_ptr<shard_source> source, std::uint64_t cache_bytes)
+    : dir_(source->where()), manifest_(source->read_manifest()), source_(std::move(source)), cache_bytes_(cache_bytes) {
+  shards_.resize(manifest_.shards.size());
+  first_sample_.push_back(0);
+  std::uint64_t largest = 0;
+  for (const auto& info : manifest_.shards) {
+    if (manifest_.has_loss_mask && !info.mask_file)
+      throw data_error(dir_ + ": the manifest lists no mask file for " + info.name);
+    largest = std::max(largest, shard_bytes(info));
+    first_sample_.push_back(first_sample_.back() + info.samples);
+  }
+  if (largest > cache_bytes_)
+    throw data_error(dir_ + ": the local cache of " + std::to_string(cache_bytes_) +
+                     " bytes (data.cache_bytes) cannot hold the largest shard's files, " + std::to_string(largest) +
+                     " bytes; raise data.cache_bytes");
+}
+
+std::uint64_t dataset::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return resident_bytes_;
+}
+
+std::uint64_t dataset::shard_fetches() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fetches_;
+}
+
+std::unique_lock<std::mutex> dataset::lock_if_streamed() const {
+  return source_ ? std::unique_lock<std::mutex>(mutex_) : std::unique_lock<std::mutex>();
+}
+
+void dataset::make_resident(std::size_t k) const {
+  if (shards_[k].offsets != nullptr) {
+    resident_.remove(k);
+    resident_.push_front(k);
+    return;
+  }
+  const shard_info& info = manifest_.shards[k];
+  const std::uint64_t bytes = shard_bytes(info);
+  while (!resident_.empty() && resident_bytes_ + bytes > cache_bytes_) {  // least recently read first
+    const std::size_t old = resident_.back();
+    resident_.pop_back();
+    shards_[old] = shard{};
+    source_->drop(manifest_.shards[old]);
+    resident_bytes_ -= shard_bytes(manifest_.shards[old]);
+  }
+  shards_[k] = map_shard(source_->fetch(info, manifest_.has_loss_mask), info);
+  ++fetches_;
+  resident_.push_front(k);
+  resident_bytes_ += bytes;
 }
 
 dataset::location dataset::locate(std::int64_t i) const {
@@ -65,6 +125,7 @@ dataset::location dataset::locate(std::int64_t i) const {
   const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), i);
   const auto k = static_cast<std::size_t>(it - first_sample_.begin() - 1);
   const auto local = static_cast<std::size_t>(i - first_sample_[k]);
+  if (source_) make_resident(k);
   const shard& s = shards_[k];
   const std::uint64_t begin = s.offsets[local];
   const std::uint64_t end = s.offsets[local + 1];
@@ -74,10 +135,14 @@ dataset::location dataset::locate(std::int64_t i) const {
   return {&s, begin, end - begin};
 }
 
-std::int64_t dataset::sample_length(std::int64_t i) const { return static_cast<std::int64_t>(locate(i).length); }
+std::int64_t dataset::sample_length(std::int64_t i) const {
+  const auto lock = lock_if_streamed();
+  return static_cast<std::int64_t>(locate(i).length);
+}
 
 std::int64_t dataset::read_sample(std::int64_t i, std::int64_t* tokens, std::uint8_t* loss_mask,
                                   std::int64_t capacity) const {
+  const auto lock = lock_if_streamed();  // streamed: no shard is dropped while it is read
   const location loc = locate(i);
   const auto n = static_cast<std::uint64_t>(std::min<std::int64_t>(capacity, static_cast<std::int64_t>(loc.length)));
   const std::uint64_t bad =

@@ -1,14 +1,24 @@
 // A token-shard dataset opened read-only through mmap. Opening reads manifest.json and checks each
 // shard file's size against it (milliseconds, no checksums: see verify.hpp). Immutable after
 // construction, so one instance may be read from many threads.
+//
+// Streamed mode (a shard_source, e.g. a data set in S3): opening reads only the manifest; a shard
+// is fetched into the source's local cache (checked against the manifest's XXH64s) and mapped the
+// first time a sample of it is read, and the least recently read shards are dropped whenever the
+// mapped shards would exceed `cache_bytes`. Reads then take one lock (a fetch blocks the other
+// readers); the samples and their order are the same as from a local copy.
 #pragma once
 
 #include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/data/format.hpp"
 #include "core/data/mapped_file.hpp"
+#include "core/data/shard_source.hpp"
 
 namespace cohort::core::data {
 
@@ -16,6 +26,13 @@ class dataset {
  public:
   // Throws data_error naming the file when the manifest is bad or a shard is missing/truncated.
   explicit dataset(const std::string& dir);
+  // Streamed mode (see above). Throws data_error naming the source when its manifest is bad, and
+  // when `cache_bytes` cannot hold the largest shard's files (naming both sizes).
+  dataset(std::shared_ptr<shard_source> source, std::uint64_t cache_bytes);
+
+  bool streamed() const { return source_ != nullptr; }
+  std::uint64_t cached_bytes() const;   // streamed: bytes of the shards mapped now
+  std::uint64_t shard_fetches() const;  // streamed: shards fetched so far (evicted ones count again)
 
   const manifest& info() const { return manifest_; }
   const std::string& dir() const { return dir_; }
@@ -37,7 +54,7 @@ class dataset {
     mapped_file tokens;
     mapped_file index;
     mapped_file mask;
-    const std::uint64_t* offsets = nullptr;  // (samples + 1)
+    const std::uint64_t* offsets = nullptr;  // (samples + 1); null: not mapped (streamed mode)
   };
   struct location {
     const shard* s;
@@ -45,11 +62,22 @@ class dataset {
     std::uint64_t length;
   };
   location locate(std::int64_t i) const;
+  std::unique_lock<std::mutex> lock_if_streamed() const;
+  void make_resident(std::size_t k) const;  // streamed mode, under mutex_
+  shard map_shard(const std::string& dir, const shard_info& info) const;
+  std::uint64_t shard_bytes(const shard_info& info) const;
 
   std::string dir_;
   manifest manifest_;
-  std::vector<shard> shards_;
+  // Streamed mode maps and unmaps shards on reads (under mutex_); otherwise fixed at construction.
+  mutable std::vector<shard> shards_;
   std::vector<std::int64_t> first_sample_;  // (shards + 1) prefix sums of samples per shard
+  std::shared_ptr<shard_source> source_;
+  std::uint64_t cache_bytes_ = 0;
+  mutable std::mutex mutex_;
+  mutable std::list<std::size_t> resident_;  // mapped shards, most recently read first
+  mutable std::uint64_t resident_bytes_ = 0;
+  mutable std::uint64_t fetches_ = 0;
 };
 
 }  // namespace cohort::core::data

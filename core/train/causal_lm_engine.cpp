@@ -144,8 +144,8 @@ struct causal_lm_engine::impl {
       torch::manual_seed(static_cast<std::uint64_t>(train.seed) * 0x9E3779B97F4A7C15ULL +
                          static_cast<std::uint64_t>(group.rank()));
     }
-    data = std::make_shared<const data::dataset>(spec.data.train);
-    if (spec.data.verify && !data_verified) {
+    data = open_train_data(spec, group.rank());
+    if (spec.data.verify && !data_verified && !data->streamed()) {  // streamed: checked as fetched
       // Before any weight is loaded or step taken: a corrupt shard fails here, named, not at the
       // step that happens to read it. Every rank may read every shard (sampler.hpp), so every
       // rank checks them all, on threads of its own.

@@ -7,14 +7,17 @@
 #include <system_error>
 #include <thread>
 
+#include "config/s3_url.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/format.hpp"
+#include "core/data/s3_shard_source.hpp"
 #include "core/data/verify.hpp"
 
 namespace cohort::core::train {
 
 void check_data_set(const config::job_spec& spec) {
   if (spec.workload != config::workload_kind::causal_lm || spec.data.train.empty()) return;
+  if (config::is_s3_url(spec.data.train)) return;  // the workers read it from S3 and tell
   const std::string& dir = spec.data.train;
   std::error_code ec;
   const auto status = std::filesystem::status(dir, ec);
@@ -51,9 +54,20 @@ void verify_data_checksums(const std::string& dir) {
   data::verify_checksums(dir, static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
 }
 
+std::shared_ptr<const data::dataset> open_train_data(const config::job_spec& spec, int rank) {
+  std::string cache = spec.data.cache_dir;
+  if (cache.empty() && config::is_s3_url(spec.data.train)) {  // one cache per data set
+    const auto url = config::parse_s3_url(spec.data.train, "data.train");
+    cache = (std::filesystem::temp_directory_path() / "cohort-data-cache" / url.bucket / url.prefix).string();
+  }
+  return data::open_dataset(spec.data.train, spec.run.s3_endpoint, cache + "/rank-" + std::to_string(rank),
+                            spec.data.cache_bytes);
+}
+
 void verify_data_files(const config::job_spec& spec) {
   if (spec.workload != config::workload_kind::causal_lm) return;
-  if (!spec.data.train.empty()) {
+  // A data set in S3 is opened by the engine, which checks each shard as it fetches it.
+  if (!spec.data.train.empty() && !config::is_s3_url(spec.data.train)) {
     data::dataset train(spec.data.train);  // names a missing shard file
     if (spec.data.verify) verify_data_checksums(spec.data.train);
   }

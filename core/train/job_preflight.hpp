@@ -4,9 +4,14 @@
 // the job at once as bad input (see workload.hpp).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "config/job_spec.hpp"
+
+namespace cohort::core::data {
+class dataset;
+}
 
 namespace cohort::core::train {
 
@@ -21,8 +26,14 @@ void check_data_set(const config::job_spec& spec);
 // open with every shard file present, and with data.verify (the default) each shard's XXH64
 // matches the manifest (on up to 8 threads). Throws data::data_error naming the file for
 // data.train, std::invalid_argument "data.eval: ..." for data.eval. Reads every byte with
-// data.verify: workers only, never submit or the head.
+// data.verify: workers only, never submit or the head. data.train in S3 is skipped here: the
+// engine's streamed data set checks each shard's files when it fetches them.
 void verify_data_files(const config::job_spec& spec);
+
+// Rank `rank`'s view of data.train: the directory, or the S3 data set streamed through
+// data.cache_dir/rank-<rank> (default: cohort-data-cache/BUCKET/PREFIX in the temp directory), at
+// most data.cache_bytes (data::open_dataset).
+std::shared_ptr<const data::dataset> open_train_data(const config::job_spec& spec, int rank);
 
 // One data set's shard files against its manifest's XXH64s (data::verify_checksums) on up to 8
 // threads of the caller's own. Throws data::data_error naming the first bad file.

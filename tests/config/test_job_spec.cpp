@@ -231,9 +231,28 @@ TEST_CASE("a malformed s3:// storage path or endpoint is refused naming the fiel
       [] { parse_job_spec(R"({"name": "p", "run": {"s3_endpoint": "127.0.0.1:9000"}})"); });
   CHECK(endpoint.path() == "run.s3_endpoint");
   CHECK_THAT(endpoint.what(), Catch::Contains("http(s)://HOST[:PORT]"));
-  const auto data = expect_spec_error([] { parse_job_spec(R"({"name": "p", "data": {"train": "s3://bucket/shards"}})"); });
-  CHECK(data.path() == "data.train");
-  CHECK_THAT(data.what(), Catch::Contains("data sets in S3 are not supported yet"));
+  const auto eval = expect_spec_error([] { parse_job_spec(R"({"name": "p", "data": {"eval": "s3://bucket/shards"}})"); });
+  CHECK(eval.path() == "data.eval");
+  CHECK_THAT(eval.what(), Catch::Contains("only data.train may be in S3"));
+  const auto bucket_of_data = expect_spec_error([] { parse_job_spec(R"({"name": "p", "data": {"train": "s3://x"}})"); });
+  CHECK(bucket_of_data.path() == "data.train");
+  const auto small = expect_spec_error([] { parse_job_spec(R"({"name": "p", "data": {"cache_bytes": 1000}})"); });
+  CHECK(small.path() == "data.cache_bytes");
+  CHECK_THAT(small.what(), Catch::Contains("at least 1048576"));
+}
+
+TEST_CASE("data.train in S3 stays as given, with its cache directory and budget, and survives the wire", "[config]") {
+  const job_spec s = parse_job_spec(
+      R"({"name": "p", "data": {"train": "s3://data-bucket/sets/gsm8k", "cache_dir": "cache", "cache_bytes": 2000000000}})",
+      "/work/jobs");
+  CHECK(s.data.train == "s3://data-bucket/sets/gsm8k");
+  CHECK(s.data.cache_dir == "/work/jobs/cache");
+  CHECK(s.data.cache_bytes == 2000000000);
+  const job_spec sent = parse_job_spec(to_json_text(s));
+  CHECK(sent.data.train == s.data.train);
+  CHECK(sent.data.cache_dir == s.data.cache_dir);
+  CHECK(sent.data.cache_bytes == s.data.cache_bytes);
+  CHECK(parse_job_spec(R"({"name": "p"})").data.cache_bytes == std::uint64_t{10} << 30);
 }
 
 TEST_CASE("an inline model config is kept as serialized JSON", "[config]") {

@@ -1,6 +1,7 @@
-// A causal_lm run whose run.storage_path is in S3 (a real s3rver on 127.0.0.1): its ranks, each
-// with a local directory of its own, checkpoint to S3, and a run stopped and started again
-// resumes from S3 and ends bitwise equal to a straight run; the final export is uploaded too.
+// causal_lm runs against S3 (a real s3rver on 127.0.0.1): with run.storage_path in S3 the ranks,
+// each with a local directory of its own, checkpoint there, and a run stopped and started again
+// resumes from S3 bitwise equal to a straight run, its final export uploaded too; with data.train
+// in S3 a run streams its shards and trains exactly as from local disk.
 #include "tests/core/train/engine_fixture.hpp"
 #include "tests/core/train/workload_runs.hpp"
 
@@ -98,4 +99,35 @@ TEST_CASE("a run checkpointing to S3, stopped and started again, resumes from S3
   // The final export went up beside the checkpoints, and equals the straight run's.
   const auto exported = client.get_object(server.bucket(), run.url.key("model/model.safetensors"));
   CHECK(exported == test::read_file(tmp.path("straight/model/model.safetensors")));
+}
+
+TEST_CASE("a run whose data.train is in S3 streams it through its cache and trains exactly as from local disk",
+          "[core][train][data][s3]") {
+  COHORT_NEED_S3_SERVER();
+  test::s3_server server;
+  aws_environment credentials;
+  temp_dir tmp;
+  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
+  spec.train.max_steps = 4;
+  spec.train.log_every = 1;
+  const auto local = test::run_workload(spec, tmp.path("local-data"));
+  for (const auto& r : local) REQUIRE(r.error_text() == "");
+
+  const core::storage::s3_client client(server.config());
+  for (const auto& f : std::filesystem::directory_iterator(tmp.path("data")))
+    client.put_object(server.bucket(), "sets/tiny/" + f.path().filename().string(), test::read_file(f.path()));
+  spec.data.train = "s3://" + server.bucket() + "/sets/tiny";
+  spec.data.cache_dir = tmp.path("data-cache");
+  spec.run.s3_endpoint = server.endpoint();
+  const auto streamed = test::run_workload(spec, tmp.path("s3-data"));
+  for (const auto& r : streamed) REQUIRE(r.error_text() == "");
+
+  const auto a = test::metrics_lines(tmp.path("local-data"));
+  const auto b = test::metrics_lines(tmp.path("s3-data"));
+  REQUIRE(a.size() == 4);
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i]["loss"] == a[i]["loss"]);
+  // Each rank fetched into a cache of its own.
+  CHECK(std::filesystem::exists(tmp.path("data-cache/rank-0")));
+  CHECK(std::filesystem::exists(tmp.path("data-cache/rank-1")));
 }

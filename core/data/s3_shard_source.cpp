@@ -1,0 +1,105 @@
+// Shards of a data set in S3, fetched into a local cache and checked against the manifest.
+#include "core/data/s3_shard_source.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "core/data/checksum.hpp"
+
+namespace cohort::core::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// XXH64 (hex) of a file, or "" when it cannot be read.
+std::string file_xxh64(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  xxh64_stream h;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.update(buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  return h.hex_digest();
+}
+
+bool matches(const std::string& path, const file_info& info) {
+  std::error_code ec;
+  return fs::file_size(path, ec) == info.bytes && !ec && file_xxh64(path) == info.xxh64;
+}
+
+}  // namespace
+
+s3_shard_source::s3_shard_source(std::shared_ptr<const storage::s3_client> client, storage::s3_url url,
+                                 std::string cache_dir)
+    : client_(std::move(client)), url_(std::move(url)), cache_dir_(std::move(cache_dir)) {
+  std::error_code ec;
+  fs::create_directories(cache_dir_, ec);
+  if (ec) throw data_error(cache_dir_ + ": cannot create the data cache directory: " + ec.message());
+}
+
+manifest s3_shard_source::read_manifest() {
+  const std::string key = url_.key(manifest_name);
+  try {
+    return manifest_from_json(client_->get_object(url_.bucket, key), "s3://" + url_.bucket + "/" + key);
+  } catch (const storage::s3_error& e) {
+    throw data_error(std::string(e.what()) + " (is " + url_.text() + " a data set written by `cohort-data build`?)");
+  }
+}
+
+std::string s3_shard_source::fetch(const shard_info& shard, bool has_loss_mask) {
+  std::vector<std::pair<std::string, const file_info*>> files{{shard.name + ".tokens", &shard.tokens_file},
+                                                              {shard.name + ".index", &shard.index_file}};
+  if (has_loss_mask) {
+    if (!shard.mask_file) throw data_error(url_.text() + ": the manifest lists no mask file for " + shard.name);
+    files.emplace_back(shard.name + ".mask", &*shard.mask_file);
+  }
+  for (const auto& [name, info] : files) {
+    const std::string local = (fs::path(cache_dir_) / name).string();
+    if (matches(local, *info)) continue;  // cached by an earlier fetch or run
+    const std::string key = url_.key(name);
+    // Into a file of its own, renamed into place once checked: a reader that still maps the old
+    // copy (another process sharing the cache) keeps reading it intact.
+    const std::string part = local + ".part-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+    try {
+      client_->get_to_file(url_.bucket, key, part);
+    } catch (const storage::s3_error& e) {
+      fs::remove(part);
+      throw data_error(e.what());
+    }
+    if (!matches(part, *info)) {
+      fs::remove(part);
+      throw data_error("s3://" + url_.bucket + "/" + key + ": size or XXH64 differs from the data set's manifest " +
+                       "(corrupt or replaced shard); rebuild or re-upload the data set");
+    }
+    std::error_code ec;
+    fs::rename(part, local, ec);
+    if (ec) {
+      fs::remove(part);
+      throw data_error(local + ": cannot move the fetched shard file into place: " + ec.message());
+    }
+  }
+  return cache_dir_;
+}
+
+void s3_shard_source::drop(const shard_info& shard) {
+  std::error_code ec;
+  for (const char* ext : {".tokens", ".index", ".mask"}) fs::remove(fs::path(cache_dir_) / (shard.name + ext), ec);
+}
+
+std::shared_ptr<const dataset> open_dataset(const std::string& location, const std::string& endpoint,
+                                            const std::string& cache_dir, std::uint64_t cache_bytes) {
+  if (!storage::is_s3_url(location)) return std::make_shared<const dataset>(location);
+  auto client = std::make_shared<const storage::s3_client>(storage::s3_config_from_environment(endpoint));
+  auto source = std::make_shared<s3_shard_source>(std::move(client), storage::parse_s3_url(location, "data.train"), cache_dir);
+  return std::make_shared<const dataset>(std::move(source), cache_bytes);
+}
+
+}  // namespace cohort::core::data
