@@ -7,9 +7,10 @@
 //   number of threads may call one client at once.
 // - Retries: a request that gets no answer (connection refused or reset, timeout) or a 5xx / 429
 //   answer is sent again, re-signed, up to s3_config::max_attempts times in all, waiting
-//   retry_base_delay * 2^n between tries. 4xx answers are final. Every call is idempotent, so a
-//   retry after a lost answer is safe (create_multipart_upload may then leave an unused upload
-//   behind, which no reader can see).
+//   retry_base_delay * 2^n between tries. 4xx answers are final. A retry after a lost answer is
+//   safe: create_multipart_upload may leave an unused upload behind (no reader sees it), and
+//   complete_multipart_upload may then answer NoSuchUpload for an object that is complete (its
+//   caller fails and writes nothing that depends on it, so nothing is committed wrongly).
 // - Atomicity (S3's): an object written by put_object or complete_multipart_upload appears
 //   whole or not at all; uploaded parts are invisible until the upload is completed; nothing
 //   spans two keys. Protocols built on top (the checkpoint commit) order their writes and write

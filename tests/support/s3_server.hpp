@@ -1,9 +1,10 @@
 // A real S3-compatible server for tests: the npm package s3rver (scripts/install-deps installs it
 // into tests/support/s3rver), started on a free port of 127.0.0.1 with its data in a temp dir and
-// one bucket. The constructor returns once the server answers a signed listing of that bucket;
-// the destructor SIGKILLs and reaps it. s3rver checks the access key but not SigV4 signatures
-// (those are checked against AWS's examples in test_sigv4.cpp). Tests that need it start with COHORT_NEED_S3_SERVER(),
-// which skips the test, saying why, when s3rver is not installed.
+// one bucket (s3_environment puts its credentials in the AWS variables). The constructor returns
+// once the server answers a signed listing of that bucket; the destructor SIGKILLs and reaps it.
+// s3rver checks the access key but not SigV4 signatures (test_sigv4.cpp checks those against
+// AWS's examples). Tests that need it start with COHORT_NEED_S3_SERVER(), which skips the test,
+// saying why, when s3rver is not installed.
 #pragma once
 
 #include <arpa/inet.h>
@@ -142,6 +143,22 @@ class s3_server {
   std::string bucket_;
   int port_ = 0;
   pid_t pid_ = -1;
+};
+
+// The server's credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for one scope, for code
+// that reads the AWS environment (a job's workers, cohort-ckpt); unset again after.
+class s3_environment {
+ public:
+  s3_environment() {
+    ::setenv("AWS_ACCESS_KEY_ID", s3_server::access_key, 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", s3_server::secret_key, 1);
+  }
+  ~s3_environment() {
+    ::unsetenv("AWS_ACCESS_KEY_ID");
+    ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  }
+  s3_environment(const s3_environment&) = delete;
+  s3_environment& operator=(const s3_environment&) = delete;
 };
 
 }  // namespace cohort::test

@@ -232,8 +232,7 @@ TEST_CASE("cohort-ckpt lists, verifies and refuses checkpoints in S3 as it does 
   f.save(4, 1);
   const auto dir = step_dir(f.local.path("node-0"), 6);
   upload_rank_files(f.run, dir, write_big_rank(dir, 6, 0), part_size);  // never committed
-  ::setenv("AWS_ACCESS_KEY_ID", cohort::test::s3_server::access_key, 1);
-  ::setenv("AWS_SECRET_ACCESS_KEY", cohort::test::s3_server::secret_key, 1);
+  const cohort::test::s3_environment credentials;
   const std::string endpoint = " --endpoint " + f.server.endpoint();
   const std::string run = f.run.url.text();
 
@@ -255,6 +254,4 @@ TEST_CASE("cohort-ckpt lists, verifies and refuses checkpoints in S3 as it does 
   const auto not_a_step = cohort::test::run_tool("cohort-ckpt", "verify " + run + endpoint);
   CHECK(not_a_step.code == 1);
   CHECK_THAT(not_a_step.err, Catch::Contains("does not name a checkpoint"));
-  ::unsetenv("AWS_ACCESS_KEY_ID");
-  ::unsetenv("AWS_SECRET_ACCESS_KEY");
 }

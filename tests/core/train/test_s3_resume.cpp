@@ -17,28 +17,11 @@
 using namespace cohort;
 using cohort::test::temp_dir;
 
-namespace {
-
-// The workers' AWS credentials, for one test (the server's own).
-class aws_environment {
- public:
-  aws_environment() {
-    ::setenv("AWS_ACCESS_KEY_ID", test::s3_server::access_key, 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", test::s3_server::secret_key, 1);
-  }
-  ~aws_environment() {
-    ::unsetenv("AWS_ACCESS_KEY_ID");
-    ::unsetenv("AWS_SECRET_ACCESS_KEY");
-  }
-};
-
-}  // namespace
-
 TEST_CASE("a run checkpointing to S3, stopped and started again, resumes from S3 bitwise equal to a straight run",
           "[core][train][ckpt][s3]") {
   COHORT_NEED_S3_SERVER();
   test::s3_server server;
-  aws_environment credentials;
+  test::s3_environment credentials;
   temp_dir tmp;
   auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
   spec.train.max_steps = 12;
@@ -105,7 +88,7 @@ TEST_CASE("a run whose data.train is in S3 streams it through its cache and trai
           "[core][train][data][s3]") {
   COHORT_NEED_S3_SERVER();
   test::s3_server server;
-  aws_environment credentials;
+  test::s3_environment credentials;
   temp_dir tmp;
   auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
   spec.train.max_steps = 4;
