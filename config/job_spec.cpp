@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <utility>
 
 #include "config/deepspeed_mapping.hpp"
 #include "config/json_fields.hpp"
@@ -117,15 +116,20 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
   }
 }
 
+// An s3:// location of field `field` in its canonical form; spec_error naming the field when bad.
+std::string checked_s3_url(const std::string& text, const std::string& field) {
+  try {
+    return parse_s3_url(text, field).text();
+  } catch (const std::invalid_argument& e) {  // "<field>: <why>"
+    throw spec_error(field, std::string(e.what()).substr(field.size() + 2));
+  }
+}
+
 void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
   object_reader r(v, "data");
   if (r.read("train", data.train)) {
     if (is_s3_url(data.train)) {
-      try {
-        data.train = parse_s3_url(data.train, "data.train").text();
-      } catch (const std::invalid_argument& e) {  // "data.train: <why>"
-        throw spec_error("data.train", std::string(e.what()).substr(std::string("data.train: ").size()));
-      }
+      data.train = checked_s3_url(data.train, "data.train");
     } else {
       data.train = resolve(base_dir, data.train);
     }
@@ -229,11 +233,7 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   object_reader r(v, "run");
   if (r.read("storage_path", run.storage_path)) {
     if (is_s3_url(run.storage_path)) {
-      try {
-        run.storage_path = parse_s3_url(run.storage_path, "run.storage_path").text();
-      } catch (const std::invalid_argument& e) {  // "run.storage_path: <why>"
-        throw spec_error("run.storage_path", std::string(e.what()).substr(std::string("run.storage_path: ").size()));
-      }
+      run.storage_path = checked_s3_url(run.storage_path, "run.storage_path");
     } else {
       run.storage_path = resolve(base_dir, run.storage_path);
     }
