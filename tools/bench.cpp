@@ -159,11 +159,11 @@ std::string bench_csv_number(double v) {
 }
 
 const char* const bench_csv_header =
-    "nodes,workers,job,status,steps,samples_per_s,tokens_per_s,mfu,peak_host_bytes,peak_gpu_bytes,"
+    "nodes,workers,job,run,status,steps,samples_per_s,tokens_per_s,mfu,peak_host_bytes,peak_gpu_bytes,"
     "min_samples_per_s,pass,reason";
 
 std::string bench_csv_line(const bench_row& r) {
-  return std::to_string(r.nodes) + "," + std::to_string(r.workers) + "," + r.job_id + "," + to_string(r.status) +
+  return std::to_string(r.nodes) + "," + std::to_string(r.workers) + "," + r.job_id + "," + r.run_name + "," + to_string(r.status) +
          "," + std::to_string(r.throughput.steps) + "," + cell(r.throughput.samples_per_s) + "," +
          cell(r.throughput.tokens_per_s) + "," + cell(r.throughput.mfu) + "," + cell(r.memory.host_bytes) + "," +
          cell(r.memory.gpu_bytes) + "," + bench_csv_number(r.min_samples_per_s) + "," + (r.passed() ? "pass" : "fail") + "," +

@@ -66,6 +66,7 @@ struct bench_row {
   int nodes = 0;
   int workers = 0;
   std::string job_id;
+  std::string run_name;  // the job's name: its run directory is <run.storage_path>/<run_name>
   run_status status = run_status::failed;
   run_throughput throughput;
   memory_peaks memory;

@@ -110,6 +110,7 @@ TEST_CASE("the CSV gets its header once, rows with empty cells for what was not 
   ok.nodes = 2;
   ok.workers = 4;
   ok.job_id = "job-1";
+  ok.run_name = "b-2n-x";
   ok.status = run_status::ok;
   ok.throughput.steps = 3;
   ok.throughput.samples_per_s = 12.5;
@@ -124,14 +125,15 @@ TEST_CASE("the CSV gets its header once, rows with empty cells for what was not 
   late.nodes = 1;
   late.workers = 1;
   late.job_id = "job-2";
+  late.run_name = "b-1n-x";
   late.status = run_status::timeout;
   late.reason = "did not end within 5 s; \"stopped\"";
   CHECK_FALSE(late.passed());
   { tools::open_bench_csv(csv) << tools::bench_csv_line(ok) << '\n'; }
   { tools::open_bench_csv(csv) << tools::bench_csv_line(late) << '\n'; }
   CHECK(test::read_file(csv) == std::string(tools::bench_csv_header) + "\n" +
-                                    "2,4,job-1,ok,3,12.5,200,,1024,,10,pass,\"\"\n" +
-                                    "1,1,job-2,timeout,0,,,,,,0,fail,\"did not end within 5 s; \"\"stopped\"\"\"\n");
+                                    "2,4,job-1,b-2n-x,ok,3,12.5,200,,1024,,10,pass,\"\"\n" +
+                                    "1,1,job-2,b-1n-x,timeout,0,,,,,,0,fail,\"did not end within 5 s; \"\"stopped\"\"\"\n");
   const auto other = tmp.write("other.csv", "a,b\n1,2\n");
   CHECK_THROWS_WITH(tools::open_bench_csv(other), Catch::Contains(other) && Catch::Contains("not cohort-bench's header"));
 }

@@ -34,7 +34,7 @@ const char* const usage =
     "usage: cohort-bench --nodes HOSTFILE --spec JOB.json --csv OUT.csv [options]\n"
     "  Runs JOB.json on the first 1, 2, 4, ... nodes of HOSTFILE (one node a line: NAME [slots=N],\n"
     "  N workers on it, default 1), one job per node count, each stopped at --timeout-s, and appends\n"
-    "  a row per run to OUT.csv: nodes, workers, job, status (ok, failed, timeout), medians over\n"
+    "  a row per run to OUT.csv: nodes, workers, job id, run name, status (ok, failed, timeout), medians over\n"
     "  the steps after the warmup of samples/s, tokens/s and MFU, peak host and GPU memory, and\n"
     "  pass/fail against --min-samples-per-s. Reads the run directories: run it where the spec's\n"
     "  run.storage_path is visible.\n";
@@ -173,6 +173,7 @@ int bench(const bench_options& o) {
     const auto spec = tools::bench_spec(base, hosts, count, name, o.memory_every_s);
     tools::bench_row row;
     row.nodes = count;
+    row.run_name = name;
     row.workers = spec.scaling.num_workers;
     row.min_samples_per_s = o.min_samples_per_s;
     std::cout << "cohort-bench: " << count << (count == 1 ? " node, " : " nodes, ") << row.workers
