@@ -1789,7 +1789,9 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
   test_cluster c;
   const int port = start_head_with_dashboard(c);
   c.start_worker("n1", 2);
-  const auto id = start_job(c, c.write_job(lr_job("charted", 2, 5, 0, 0, c.dir().str() + "/runs")));
+  auto spec = json::parse(lr_job("charted", 2, 5, 0, 0, c.dir().str() + "/runs"));
+  spec["run"]["memory_status_every_s"] = 30;  // a sample at each of the 5 logged steps (and maybe more)
+  const auto id = start_job(c, c.write_job(spec.dump()));
   c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
   const auto token = first_line(c.submit({"metrics-token"}).out);
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/#token=" + token + "&job=" + id;
@@ -1814,6 +1816,16 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
   CHECK_THAT(dom, Catch::Contains("id=\"job-" + id + "\"") && Catch::Contains("data-state=\"SUCCEEDED\""));
   for (const char* metric : {"loss", "lr", "tokens_per_s", "mfu"})
     CHECK_THAT(dom, Catch::Contains("data-metric=\"" + std::string(metric) + "\" data-points=\"5\""));
+  // The per-rank host memory chart draws the rows of both ranks' memory CSVs (at least one per
+  // logged step each); the GPU chart stays hidden with nothing to draw on CPUs.
+  std::size_t memory_rows = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto csv = cohort::test::read_file(c.dir().str() + "/runs/charted/memory/rank-" + std::to_string(rank) + ".csv");
+    memory_rows += static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')) - 1;  // less the header
+  }
+  CHECK(memory_rows >= 10);
+  CHECK_THAT(dom, Catch::Contains("data-memory=\"rss_bytes\" data-points=\"" + std::to_string(memory_rows) + "\""));
+  CHECK_THAT(dom, Catch::Contains("id=\"gpu-memory\" hidden"));
   CHECK_THAT(dom, Catch::Contains("rank 0 done"));  // the log tail
   // Without the token the page asks for one and shows no data.
   auto login_args = common;
