@@ -134,6 +134,8 @@ void print_record(const actors::job_record& r) {
   std::cout << "  attempts " << r.attempts << ", step " << r.step << "/" << r.total_steps
             << ", loss " << r.loss;
   if (r.checkpoint_step > 0) std::cout << ", last checkpoint at step " << r.checkpoint_step;
+  if (r.eval_step > 0)
+    std::cout << "\n  eval_loss " << r.eval_loss << " (perplexity " << r.eval_perplexity << ") at step " << r.eval_step;
   std::cout << "\n  failures " << r.failures.size() << ", preemptions " << r.preemptions << "\n";
   if (r.held_before_step > 0)
     std::cout << "  held before step " << r.held_before_step << " (run.hold_before_step): `submit release "

@@ -1780,6 +1780,42 @@ TEST_CASE("the head's metrics endpoint gives a scraper with the cluster's token 
   CHECK(scraper.Get("/api/cluster")->status == 401);
 }
 
+TEST_CASE("submit status shows the newest eval_loss and perplexity of a job with validation, as its "
+          "metrics.jsonl logged them, and nothing of the kind without",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto eval = cohort::test::make_tiny_dataset(c.dir().str() + "/eval");
+  auto spec = json::parse(tiny_llama_job("validated", data, c.dir().str() + "/runs", 0));
+  spec["data"]["eval"] = eval;
+  spec["train"]["max_steps"] = 5;
+  spec["train"]["eval_every"] = 2;  // steps 2, 4 and the last, 5
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto done = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 300s);
+  REQUIRE(done["state"] == "SUCCEEDED");
+  const auto lines = cohort::test::read_json_lines(c.dir().str() + "/runs/validated/metrics.jsonl");
+  REQUIRE(lines.size() == 5);
+  const auto& last = lines.back();
+  REQUIRE(last.contains("eval_loss"));
+  CHECK(done["eval_step"] == 5);
+  CHECK(done["eval_loss"].get<double>() == Approx(last["eval_loss"].get<double>()));
+  CHECK(done["eval_perplexity"].get<double>() == Approx(last["eval_perplexity"].get<double>()));
+  const auto text = c.submit({"status", id});
+  INFO(text.out);
+  std::ostringstream expected;
+  expected << "eval_loss " << done["eval_loss"].get<double>() << " (perplexity "
+           << done["eval_perplexity"].get<double>() << ") at step 5";
+  CHECK_THAT(text.out, Catch::Contains(expected.str()));
+  // Without data.eval there is no evaluation to show.
+  spec = json::parse(tiny_llama_job("unvalidated", data, c.dir().str() + "/runs", 0));
+  spec["train"]["max_steps"] = 2;
+  const auto plain = start_job(c, c.write_job(spec.dump()));
+  CHECK(c.wait_for(plain, [](const json& s) { return is_terminal_state(s); }, 300s)["eval_step"] == 0);
+  CHECK_THAT(c.submit({"status", plain}).out, !Catch::Contains("eval_loss"));
+}
+
 TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists the nodes and the "
           "job and draws a point per logged step",
           "[cluster][metrics][dashboard]") {
