@@ -118,7 +118,9 @@ TEST_CASE("cohort-bench writes an ok row with samples/s per node count, and a ru
   CHECK(c.status(late.at("job"))["state"] == "STOPPED");
 }
 
-TEST_CASE("cohort-bench refuses a bad node list naming the file and line, before running anything", "[cluster]") {
+TEST_CASE("cohort-bench refuses a bad node list naming the file and line, and bad options naming them, before "
+          "running anything",
+          "[cluster]") {
   test_cluster c;
   c.start_head();
   c.start_worker("n1", 1);
@@ -136,6 +138,9 @@ TEST_CASE("cohort-bench refuses a bad node list naming the file and line, before
   r = c.run("cohort-bench", {"--nodes", absent, "--spec", job, "--counts", "1,4", "--csv", csv});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--counts: got \"4\""));
+  r = c.run("cohort-bench", {"--nodes", absent, "--spec", job, "--timeout-s", "0", "--csv", csv});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--timeout-s got 0; allowed: seconds > 0"));
   CHECK(cohort::test::read_file(csv) == "nodes,workers,job,run,status,steps,samples_per_s,tokens_per_s,mfu,"
                                         "peak_host_bytes,peak_gpu_bytes,min_samples_per_s,pass,reason\n");
   CHECK(c.submit({"list", "--json"}).out.find("\"jobs\":[]") != std::string::npos);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <iostream>
 #include <string>
@@ -88,17 +89,22 @@ std::variant<bench_options, int> parse(int argc, char** argv) {
   o.min_samples_per_s = vm["min-samples-per-s"].as<double>();
   o.warmup_steps = vm["warmup-steps"].as<std::int64_t>();
   o.memory_every_s = vm["memory-every-s"].as<double>();
-  const auto positive = [](double v) { return v > 0 && v < 1e9; };
-  const char* bad = !positive(o.timeout_s)                                  ? "--timeout-s"
-                    : !(o.min_samples_per_s >= 0 && o.min_samples_per_s < 1e18) ? "--min-samples-per-s"
-                    : o.warmup_steps < 0                                      ? "--warmup-steps"
-                    : !positive(o.memory_every_s)                             ? "--memory-every-s"
-                                                                              : nullptr;
-  if (bad) {
-    std::cerr << "cohort-bench: " << bad << " must be " << (std::string(bad) == "--timeout-s" || std::string(bad) == "--memory-every-s"
-                                                                ? "a number of seconds > 0"
-                                                                : "a number >= 0")
-              << "\n";
+  struct range_check {
+    const char* option;
+    double value;
+    bool ok;
+    const char* allowed;
+  };
+  const range_check checks[] = {
+      {"--timeout-s", o.timeout_s, o.timeout_s > 0 && o.timeout_s <= 1e8, "seconds > 0 (at most 1e8)"},
+      {"--min-samples-per-s", o.min_samples_per_s, o.min_samples_per_s >= 0 && std::isfinite(o.min_samples_per_s),
+       "a number >= 0"},
+      {"--warmup-steps", static_cast<double>(o.warmup_steps), o.warmup_steps >= 0, "an integer >= 0"},
+      {"--memory-every-s", o.memory_every_s, o.memory_every_s > 0 && o.memory_every_s <= 86400,
+       "seconds > 0 (at most 86400)"}};
+  for (const auto& c : checks) {
+    if (c.ok) continue;
+    std::cerr << "cohort-bench: " << c.option << " got " << c.value << "; allowed: " << c.allowed << "\n";
     return tools::exit_usage;
   }
   try {
