@@ -49,7 +49,7 @@ namespace {
 int follow_remote(tools::cluster_client& client, const std::string& id) {
   tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);
   auto last = tools::follow_job_events(client, id, client.ask(actors::follow_job{id}),
-                            [&](const actors::job_event& e) { printer.on_event(e); });
+                                       [&](const actors::job_event& e) { printer.on_event(e); });
   printer.finish(last);
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
