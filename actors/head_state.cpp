@@ -621,6 +621,11 @@ bool head_state::on_progress(const progress_report& report) {
   it->second.record.total_steps = report.total_steps;
   it->second.record.loss = report.loss;
   if (report.checkpoint_step > 0) it->second.record.checkpoint_step = report.checkpoint_step;
+  if (report.eval_step > 0) {
+    it->second.record.eval_step = report.eval_step;
+    it->second.record.eval_loss = report.eval_loss;
+    it->second.record.eval_perplexity = report.eval_perplexity;
+  }
   // A report that arrives after the attempt ended (stopped while held) holds nothing any more.
   it->second.record.held_before_step = it->second.held ? report.held_before_step : 0;
   return true;

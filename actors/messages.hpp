@@ -102,6 +102,11 @@ struct job_record {
   // Attempts ended by a preemption (a node of theirs drained); counted against
   // run.failure.max_preemptions, never against max_failures, and not listed in `failures`.
   std::int32_t preemptions = 0;
+  // The newest evaluation (train.eval_every) of the job's current run: its step (0: none yet),
+  // eval_loss and eval_perplexity.
+  std::int64_t eval_step = 0;
+  double eval_loss = 0;
+  double eval_perplexity = 0;
 };
 
 // A node as it registers: name and total resources ("GPU": how many it offers, and the tag
@@ -172,6 +177,11 @@ struct progress_report {
   // The attempt whose rank 0 reported (the trainer stamps it): the head takes step and
   // checkpoint_step only from its job's current attempt, so a zombie attempt's report is ignored.
   std::int32_t attempt = 0;
+  // train.eval_every: the step whose evaluation this report carries (this report's step when it
+  // evaluated; 0: none), its eval_loss and eval_perplexity.
+  std::int64_t eval_step = 0;
+  double eval_loss = 0;
+  double eval_perplexity = 0;
 };
 
 // How an attempt ended, as the trainer tells the head.
@@ -506,7 +516,9 @@ typename Inspector::result_type inspect(Inspector& f, job_record& x) {
            x.total_steps, field_or_default("loss"), x.loss, field_or_default("checkpoint_step"),
            x.checkpoint_step, net::wire_only("spec_json"), x.spec_json,
            field_or_default("rank_gpus"), x.rank_gpus, field_or_default("held_before_step"),
-           x.held_before_step, field_or_default("preemptions"), x.preemptions);
+           x.held_before_step, field_or_default("preemptions"), x.preemptions, field_or_default("eval_step"),
+           x.eval_step, field_or_default("eval_loss"), x.eval_loss, field_or_default("eval_perplexity"),
+           x.eval_perplexity);
 }
 
 template <class Inspector>
@@ -543,7 +555,8 @@ typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
            field("lr"), x.lr, field("grad_norm"), x.grad_norm, field("tokens_per_s"), x.tokens_per_s,
            field("mfu"), x.mfu, field_or_default("checkpoint_step"), x.checkpoint_step,
            field_or_default("held_before_step"), x.held_before_step, field_or_default("attempt"),
-           x.attempt);
+           x.attempt, field_or_default("eval_step"), x.eval_step, field_or_default("eval_loss"), x.eval_loss,
+           field_or_default("eval_perplexity"), x.eval_perplexity);
 }
 
 template <class Inspector>

@@ -142,6 +142,11 @@ progress_report progress_of(const worker_setup& setup, const core::train::step_r
   out.mfu = r.mfu;
   out.checkpoint_step = r.checkpoint_step;
   out.held_before_step = r.held_before_step;
+  if (r.evaluated) {
+    out.eval_step = r.step;
+    out.eval_loss = r.eval_loss;
+    out.eval_perplexity = r.eval_perplexity;
+  }
   return out;
 }
 

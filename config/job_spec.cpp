@@ -11,6 +11,7 @@
 
 #include "config/deepspeed_mapping.hpp"
 #include "config/json_fields.hpp"
+#include "config/nodes_spec.hpp"
 #include "config/s3_url.hpp"
 
 namespace cohort::config {
@@ -156,6 +157,19 @@ void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
   const bool explicit_resources = r.read("resources_per_worker", s.resources_per_worker);
   r.read("trainer_resources", s.trainer_resources);
   r.read_enum("placement_strategy", s.strategy, strategy_names);
+  if (const json* nodes = r.find("nodes")) {
+    const std::string path = r.child("nodes");
+    if (!nodes->is_array()) fail_value(path, *nodes, "an array of node names, e.g. [\"n1\", \"n2\"]");
+    for (std::size_t i = 0; i < nodes->size(); ++i) {
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      const json& v = (*nodes)[i];
+      if (!v.is_string() || !valid_node_name(v.get<std::string>()))
+        fail_value(at, v, std::string("a node name, ") + node_name_rule);
+      if (std::find(s.nodes.begin(), s.nodes.end(), v.get<std::string>()) != s.nodes.end())
+        throw spec_error(at, "node \"" + v.get<std::string>() + "\" is named twice; name each node once");
+      s.nodes.push_back(v.get<std::string>());
+    }
+  }
   r.finish();
   if (s.min_workers > s.num_workers)
     throw spec_error("scaling.min_workers",

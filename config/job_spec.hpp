@@ -59,6 +59,10 @@ struct scaling_spec {
   resource_quantities resources_per_worker;  // default {"CPU": 1} (+ {"GPU": 1} with use_gpu)
   resource_quantities trainer_resources;     // default {}: merged into rank 0's bundle
   placement_strategy strategy = placement_strategy::pack;
+  // Node affinity: when not empty, the trainer and every rank are placed only on the nodes named
+  // here (Ray's node affinity; `cohort-bench` runs a spec on 1, 2, 4, ... nodes with it). Each
+  // name at most once. Empty: any node.
+  std::vector<std::string> nodes;
 };
 
 struct train_spec {

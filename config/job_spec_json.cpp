@@ -34,6 +34,7 @@ std::string to_json_text(const job_spec& spec) {
                     {"resources_per_worker", s.resources_per_worker},
                     {"trainer_resources", s.trainer_resources},
                     {"placement_strategy", to_string(s.strategy)}};
+  if (!s.nodes.empty()) out["scaling"]["nodes"] = s.nodes;
   const train_spec& t = spec.train;
   out["train"] = {{"seq_len", t.seq_len},
                   {"micro_batch_size", t.micro_batch_size},

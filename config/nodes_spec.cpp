@@ -24,6 +24,8 @@ json parse_text(const std::string& text, const std::string& path, const std::str
   }
 }
 
+}  // namespace
+
 bool valid_node_name(const std::string& name) {
   return !name.empty() && name.size() <= 128 &&
          std::all_of(name.begin(), name.end(), [](char c) {
@@ -31,8 +33,6 @@ bool valid_node_name(const std::string& name) {
                   c == '-' || c == ':';
          });
 }
-
-}  // namespace
 
 std::vector<node_spec> parse_nodes_json(const std::string& json_text) {
   const json root = parse_text(json_text, "", "the node list");
@@ -49,7 +49,7 @@ std::vector<node_spec> parse_nodes_json(const std::string& json_text) {
     const json& name = r.require("name", "the node name, a string");
     node.name = as_string(name, r.child("name"));
     if (!valid_node_name(node.name)) {
-      fail_value(r.child("name"), name, "1-128 characters from [A-Za-z0-9._:-]");
+      fail_value(r.child("name"), name, node_name_rule);
     }
     if (!names.insert(node.name).second) {
       throw spec_error(r.child("name"), "node name \"" + node.name +

@@ -12,6 +12,11 @@
 
 namespace cohort::config {
 
+// Whether `name` can name a node: 1-128 characters from [A-Za-z0-9._:-]; what the rule allows, for
+// error messages.
+bool valid_node_name(const std::string& name);
+inline constexpr const char* node_name_rule = "1-128 characters from [A-Za-z0-9._:-]";
+
 struct node_spec {
   std::string name;                // unique, 1-128 characters from [A-Za-z0-9._:-]
   resource_quantities resources;   // quantities >= 0

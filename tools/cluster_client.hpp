@@ -5,6 +5,7 @@
 // request_failed), and receive the events of a followed job.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -132,6 +133,51 @@ template <class Reply>
 Reply cluster_client::unpack(const caf::message& msg) {
   if (msg.match_element<Reply>(0)) return msg.get_as<Reply>(0);
   fail_with(msg);
+}
+
+// Streams the events of job `id` to on_event until the job ends or `until` passes, and returns
+// the newest record (not terminal when `until` passed first). `last`: the record the follow
+// request (follow_job or follow_logs) answered, passed to on_event first. Events of other jobs
+// (one followed before) are passed over. A head that restarts forgets its followers: after a
+// quiet spell (at most 5 s) the client asks again, and follows anew once the link was
+// re-established (to the same head, or to a new leader the client moved to when its head stopped
+// answering).
+template <class OnEvent>
+actors::job_record follow_job_events(cluster_client& client, const std::string& id, actors::job_record last,
+                                     OnEvent on_event,
+                                     std::chrono::steady_clock::time_point until =
+                                         std::chrono::steady_clock::time_point::max()) {
+  // How long a followed job's status query waits before the client tries the next head.
+  constexpr std::chrono::seconds quiet_query_timeout{10};
+  constexpr std::chrono::milliseconds quiet_spell{5000};
+  on_event(actors::job_event{last, ""});
+  auto connections = client.connections();
+  while (!actors::is_terminal(last.state)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) break;
+    const auto left = until == std::chrono::steady_clock::time_point::max()
+                          ? quiet_spell
+                          : std::min(quiet_spell, std::chrono::duration_cast<std::chrono::milliseconds>(until - now) +
+                                                      std::chrono::milliseconds(1));
+    auto msg = client.next(left);
+    if (msg) {
+      if (!msg->match_element<actors::job_event>(0)) continue;  // a stale reply
+      auto e = msg->get_as<actors::job_event>(0);
+      if (e.record.id != id) continue;
+      on_event(e);
+      last = e.record;
+      continue;
+    }
+    if (left < quiet_spell) continue;  // `until` passed, not a quiet spell
+    if (client.connections() != connections) {
+      connections = client.connections();
+      last = client.ask(actors::follow_job{id});
+    } else {
+      last = client.ask(actors::job_query{id}, quiet_query_timeout);
+    }
+    on_event(actors::job_event{last, ""});
+  }
+  return last;
 }
 
 }  // namespace cohort::tools

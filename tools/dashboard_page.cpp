@@ -32,7 +32,10 @@ pre { background: #f6f6f6; padding: 8px; max-height: 320px; overflow: auto; font
 <figure><figcaption>learning rate</figcaption><canvas width="420" height="200" data-metric="lr" data-points="0"></canvas></figure>
 <figure><figcaption>tokens/s</figcaption><canvas width="420" height="200" data-metric="tokens_per_s" data-points="0"></canvas></figure>
 <figure><figcaption>MFU</figcaption><canvas width="420" height="200" data-metric="mfu" data-points="0"></canvas></figure>
+<figure><figcaption>host memory (RSS, MiB) per rank</figcaption><canvas width="420" height="200" data-memory="rss_bytes" data-points="0"></canvas></figure>
+<figure id="gpu-memory" hidden><figcaption>GPU memory (allocated, MiB) per rank</figcaption><canvas width="420" height="200" data-memory="gpu_allocated_bytes" data-points="0"></canvas></figure>
 </div>
+<div id="memory-note"></div>
 <h2>Log tail</h2>
 <pre id="logs"></pre>
 <script>
@@ -70,25 +73,46 @@ function showJobs(jobs) {
     cell(row, j.preemptions); cell(row, j.reason);
   }
 }
-function draw(canvas, points) {
-  const key = canvas.dataset.metric, ctx = canvas.getContext("2d");
-  const xs = points.map((p) => p.step), ys = points.map((p) => p[key]);
-  canvas.dataset.points = String(points.length);
+const colors = ["#1f5fbf", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#c2255c", "#5c940d"];
+// Draws each series ({label, points: [{x, y}]}) in a colour of its own on one pair of axes;
+// data-points counts the points drawn.
+function plot(canvas, series, xName) {
+  const ctx = canvas.getContext("2d"), all = series.flatMap((s) => s.points);
+  canvas.dataset.points = String(all.length);
   ctx.clearRect(0, 0, canvas.width, canvas.height);
-  if (points.length === 0) return;
+  if (all.length === 0) return;
   const pad = 36, w = canvas.width - 2 * pad, h = canvas.height - 2 * pad;
+  const xs = all.map((p) => p.x), ys = all.map((p) => p.y);
   const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
   const sx = (x) => pad + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * w;
   const sy = (y) => pad + h - (y1 > y0 ? (y - y0) / (y1 - y0) : 0.5) * h;
-  ctx.strokeStyle = "#999"; ctx.strokeRect(pad, pad, w, h);
+  ctx.strokeStyle = "#999"; ctx.lineWidth = 1; ctx.strokeRect(pad, pad, w, h);
   ctx.fillStyle = "#444"; ctx.font = "11px sans-serif";
   ctx.fillText(y1.toPrecision(4), 2, pad + 4); ctx.fillText(y0.toPrecision(4), 2, pad + h);
-  ctx.fillText("step " + x0, pad, canvas.height - 8); ctx.fillText("step " + x1, pad + w - 50, canvas.height - 8);
-  ctx.strokeStyle = "#1f5fbf"; ctx.lineWidth = 2; ctx.beginPath();
-  points.forEach((p, i) => { const x = sx(p.step), y = sy(p[key]); if (i) ctx.lineTo(x, y); else ctx.moveTo(x, y); });
-  ctx.stroke();
-  ctx.fillStyle = "#1f5fbf";
-  for (const p of points) { ctx.beginPath(); ctx.arc(sx(p.step), sy(p[key]), 2.5, 0, 7); ctx.fill(); }
+  const fmt = (x) => xName === "step" ? String(Math.round(x)) : x.toFixed(x1 - x0 < 10 ? 1 : 0);
+  ctx.fillText(xName + " " + fmt(x0), pad, canvas.height - 8);
+  ctx.fillText(xName + " " + fmt(x1), pad + w - 50, canvas.height - 8);
+  series.forEach((s, k) => {
+    const colour = colors[k % colors.length];
+    if (series.length > 1) { ctx.fillStyle = colour; ctx.fillText(s.label, pad + 4 + 60 * k, pad - 6); }
+    ctx.strokeStyle = colour; ctx.lineWidth = 2; ctx.beginPath();
+    s.points.forEach((p, i) => { if (i) ctx.lineTo(sx(p.x), sy(p.y)); else ctx.moveTo(sx(p.x), sy(p.y)); });
+    ctx.stroke();
+    ctx.fillStyle = colour;
+    for (const p of s.points) { ctx.beginPath(); ctx.arc(sx(p.x), sy(p.y), 2.5, 0, 7); ctx.fill(); }
+  });
+}
+// A chart of one metric per logged step (history points).
+function draw(canvas, points) {
+  const key = canvas.dataset.metric;
+  plot(canvas, [{label: key, points: points.map((p) => ({x: p.step, y: p[key]}))}], "step");
+}
+// A chart of one memory figure per rank over the run's time (seconds since its first sample), MiB.
+function drawMemory(canvas, ranks) {
+  const key = canvas.dataset.memory;
+  const t0 = Math.min(...ranks.flatMap((r) => r.points.map((p) => p.t)));
+  plot(canvas, ranks.map((r) => ({label: "rank " + r.rank,
+    points: r.points.filter((p) => p[key] !== null).map((p) => ({x: p.t - t0, y: p[key] / 2 ** 20}))})), "s");
 }
 async function refresh() {
   try {
@@ -98,7 +122,12 @@ async function refresh() {
     if (selected) {
       $("job-title").textContent = "Job " + selected;
       const history = await api("/api/jobs/" + selected + "/history");
-      for (const c of document.querySelectorAll("canvas")) draw(c, history.points);
+      for (const c of document.querySelectorAll("canvas[data-metric]")) draw(c, history.points);
+      const memory = await api("/api/jobs/" + selected + "/memory");
+      for (const c of document.querySelectorAll("canvas[data-memory]")) drawMemory(c, memory.ranks);
+      $("gpu-memory").hidden = document.querySelector("canvas[data-memory=gpu_allocated_bytes]").dataset.points === "0";
+      $("memory-note").textContent = memory.error ? "memory: " + memory.error
+        : memory.ranks.length ? "" : "No memory samples: the job runs without run.memory_status_every_s.";
       $("logs").textContent = (await api("/api/jobs/" + selected + "/logs")).lines.join("\n");
     }
     $("status").textContent = ""; $("login").style.display = "none";

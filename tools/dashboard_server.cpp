@@ -7,11 +7,13 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/head_metrics.hpp"
+#include "core/train/memory_report.hpp"
 #include "net/json_inspector.hpp"
 
 namespace cohort::tools {
@@ -19,6 +21,8 @@ namespace {
 
 constexpr auto head_timeout = std::chrono::seconds(10);
 constexpr std::size_t log_tail_lines = 200;
+// The most memory samples a rank's chart gets: past it, evenly spaced rows (the last included).
+constexpr std::size_t max_memory_points = 1000;
 
 // Asks the head and hands the reply to `ok`; a head that does not answer makes a 503 (an unknown
 // job a 404).
@@ -38,6 +42,37 @@ nlohmann::json job_json(const actors::job_record& r) {
   auto j = net::to_json_view(r);
   j.erase("spec_json");  // the page shows the run, not the spec
   return j;
+}
+
+// A job's memory CSVs (run.memory_status_every_s), read from its run directory
+// (<run.storage_path>/<name>, where the head sees the shared storage): per rank, its samples'
+// wall time, step, host RSS and GPU bytes allocated (null on a CPU rank). No ranks when the run
+// logs no memory; a file that cannot be read or parsed gives "error" beside what could be read.
+nlohmann::json memory_json(const actors::job_record& r) {
+  nlohmann::json out{{"job", r.id}, {"ranks", nlohmann::json::array()}};
+  const auto spec = nlohmann::json::parse(r.spec_json, nullptr, false);
+  if (!spec.is_object() || !spec.contains("run") || !spec["run"].contains("storage_path") || !spec.contains("name"))
+    return out;
+  const std::string run_dir = spec["run"]["storage_path"].get<std::string>() + "/" + spec["name"].get<std::string>();
+  if (!std::filesystem::is_directory(run_dir + "/memory")) return out;
+  try {
+    for (const auto& [rank, samples] : core::train::read_run_memory_samples(run_dir)) {
+      nlohmann::json points = nlohmann::json::array();
+      const std::size_t stride = (samples.size() + max_memory_points - 1) / max_memory_points;
+      for (std::size_t i = 0; i < samples.size(); ++i) {
+        if (i % stride != 0 && i + 1 != samples.size()) continue;
+        const auto& m = samples[i];
+        points.push_back({{"t", m.wall_time},
+                          {"step", m.step},
+                          {"rss_bytes", m.rss_bytes},
+                          {"gpu_allocated_bytes", m.gpu ? nlohmann::json(m.gpu->allocated_bytes) : nlohmann::json()}});
+      }
+      out["ranks"].push_back({{"rank", rank}, {"points", points}});
+    }
+  } catch (const core::train::memory_report_error& e) {
+    out["error"] = e.what();
+  }
+  return out;
 }
 
 }  // namespace
@@ -80,6 +115,14 @@ dashboard_server::dashboard_server(caf::actor_system& sys, caf::actor head, cons
                                        {"tokens_per_s", p.tokens_per_s}, {"mfu", p.mfu}});
                    res.set_content(nlohmann::json{{"job", id}, {"points", points}}.dump(), "application/json");
                  });
+               });
+  server_->Get(R"(/api/jobs/([A-Za-z0-9_.-]+)/memory)",
+               [&sys, head, allowed](const httplib::Request& req, httplib::Response& res) {
+                 if (!allowed(req, res)) return;
+                 ask_head<actors::job_record>(sys, head, actors::job_query{req.matches[1]}, res,
+                                              [&](const actors::job_record& r) {
+                                                res.set_content(memory_json(r).dump(), "application/json");
+                                              });
                });
   server_->Get(R"(/api/jobs/([A-Za-z0-9_.-]+)/logs)",
                [&sys, head, allowed](const httplib::Request& req, httplib::Response& res) {

@@ -1,13 +1,15 @@
 // The head's web endpoint, off unless `cluster-head --dashboard-port` names a port: a read-only
 // dashboard page (GET /: nodes with their resources and drain state, jobs with state, attempts
 // and failures, and for the chosen job live charts of loss, learning rate, tokens/s and MFU per
-// logged step and its log tail), the JSON the page reads (GET /api/cluster,
-// /api/jobs/ID/history, /api/jobs/ID/logs) and Prometheus' text format (GET /metrics). Plain
+// logged step, of each rank's host (and GPU) memory over time from the run's memory CSVs, and its
+// log tail), the JSON the page reads (GET /api/cluster, /api/jobs/ID/history,
+// /api/jobs/ID/memory, /api/jobs/ID/logs) and Prometheus' text format (GET /metrics). Plain
 // HTTP: bind it to a private interface (the default is 127.0.0.1). Everything but the page itself
 // (which holds no data) needs `Authorization: Bearer TOKEN`, net::metrics_token of the cluster's
 // credentials (`submit metrics-token` prints it; the page asks for it once and keeps it for the
 // browser tab); others get 401. Nothing here changes the cluster. Requests are answered on
-// cpp-httplib's thread pool by asking the head actor (actors/head_metrics.hpp, logs_query).
+// cpp-httplib's thread pool by asking the head actor (actors/head_metrics.hpp, logs_query,
+// job_query) and, for memory, reading the run directory there.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -30,7 +32,8 @@ const char* dashboard_page();
 class dashboard_server {
  public:
   // Binds bind_address:port (0: any free port) at once; throws std::runtime_error naming the
-  // address when it cannot. `head` answers metrics_query, job_history_query and logs_query.
+  // address when it cannot. `head` answers metrics_query, job_history_query, job_query and
+  // logs_query.
   dashboard_server(caf::actor_system& sys, caf::actor head, const std::string& bind_address,
                    std::uint16_t port, std::string token);
   // Stops listening and waits for the thread.

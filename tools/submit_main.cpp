@@ -46,56 +46,10 @@ using options = tools::submit_options;
 
 namespace {
 
-constexpr const char* default_address = "127.0.0.1:7411";
-
-std::unique_ptr<tools::cluster_client> connect(const options& o) {
-  if (o.credentials.empty())
-    throw config::spec_error("--credentials",
-                             "no credentials: give --credentials FILE (or --store DIR) or set "
-                             "COHORT_CREDENTIALS (cluster-head writes <store>/cluster/credentials.json)");
-  std::optional<std::filesystem::path> store;
-  if (!o.store.empty()) store = o.store;
-  else store = tools::store_of_credentials(o.credentials);
-  return std::make_unique<tools::cluster_client>(
-      o.address.empty() && !store ? default_address : o.address, o.credentials, store);
-}
-
-// Streams a job's events until it ends. A head that restarts forgets its followers: after a quiet
-// spell the client asks again, and follows anew once the link was re-established (to the same
-// head, or to a new leader the client moved to when its head stopped answering).
-// How long a followed job's status query waits before the client tries the next head.
-constexpr std::chrono::seconds quiet_query_timeout{10};
-
-// `last`: the record the follow request (follow_job or follow_logs) answered.
-template <class OnEvent>
-actors::job_record follow_events(tools::cluster_client& client, const std::string& id,
-                                 actors::job_record last, OnEvent on_event) {
-  on_event(actors::job_event{last, ""});
-  auto connections = client.connections();
-  while (!actors::is_terminal(last.state)) {
-    auto msg = client.next(std::chrono::seconds(5));
-    if (msg) {
-      if (!msg->match_element<actors::job_event>(0)) continue;  // a stale reply
-      auto e = msg->get_as<actors::job_event>(0);
-      on_event(e);
-      last = e.record;
-      continue;
-    }
-    if (client.connections() != connections) {
-      connections = client.connections();
-      last = client.ask(actors::follow_job{id});
-    } else {
-      last = client.ask(actors::job_query{id}, quiet_query_timeout);
-    }
-    on_event(actors::job_event{last, ""});
-  }
-  return last;
-}
-
 int follow_remote(tools::cluster_client& client, const std::string& id) {
   tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);
-  auto last = follow_events(client, id, client.ask(actors::follow_job{id}),
-                            [&](const actors::job_event& e) { printer.on_event(e); });
+  auto last = tools::follow_job_events(client, id, client.ask(actors::follow_job{id}),
+                                       [&](const actors::job_event& e) { printer.on_event(e); });
   printer.finish(last);
   return last.state == actors::job_state::succeeded ? exit_ok : exit_failed;
 }
@@ -104,7 +58,7 @@ int follow_remote(tools::cluster_client& client, const std::string& id) {
 // what each rank needs (it reads the model's config.json; nothing is started).
 int plan(const options& o) {
   auto spec = config::load_job_spec(o.arg);
-  auto reply = connect(o)->ask(actors::plan_request{config::to_json_text(spec)});
+  auto reply = tools::connect(o)->ask(actors::plan_request{config::to_json_text(spec)});
   if (reply.status != "placed") {
     std::cerr << "submit plan: no placement for job " << spec.name << " (" << reply.status
               << "): " << reply.reason << "\n";
@@ -180,6 +134,8 @@ void print_record(const actors::job_record& r) {
   std::cout << "  attempts " << r.attempts << ", step " << r.step << "/" << r.total_steps
             << ", loss " << r.loss;
   if (r.checkpoint_step > 0) std::cout << ", last checkpoint at step " << r.checkpoint_step;
+  if (r.eval_step > 0)
+    std::cout << "\n  eval_loss " << r.eval_loss << " (perplexity " << r.eval_perplexity << ") at step " << r.eval_step;
   std::cout << "\n  failures " << r.failures.size() << ", preemptions " << r.preemptions << "\n";
   if (r.held_before_step > 0)
     std::cout << "  held before step " << r.held_before_step << " (run.hold_before_step): `submit release "
@@ -217,12 +173,12 @@ int remote(const options& o) {
   }
   if (o.command == "run") {
     auto spec = core::train::load_runnable_spec(o.arg);
-    auto client = connect(o);
+    auto client = tools::connect(o);
     auto accepted = client->ask(actors::submit_job{config::to_json_text(spec)});
     std::cout << accepted.job_id << std::endl;
     return o.follow ? follow_remote(*client, accepted.job_id) : exit_ok;
   }
-  auto client = connect(o);
+  auto client = tools::connect(o);
   if (o.command == "status") {
     auto r = client->ask(actors::job_query{o.arg});
     // The nodes the job runs on, with their GPUs.
@@ -304,7 +260,7 @@ int remote(const options& o) {
     auto followed = client->ask(actors::follow_logs{o.arg});
     for (const auto& l : followed.lines) print_log(l);
     std::cout.flush();
-    follow_events(*client, o.arg, std::move(followed.record), [](const actors::job_event& e) {
+    tools::follow_job_events(*client, o.arg, std::move(followed.record), [](const actors::job_event& e) {
       if (e.line.rfind("(worker ", 0) == 0) std::cout << e.line << std::endl;
     });
     return exit_ok;

@@ -7,10 +7,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "core/store/cluster_store.hpp"
-#include "core/store/etcd_client.hpp"
-#include "net/credentials.hpp"
-#include "tools/machine.hpp"
+#include <stdexcept>
 
 namespace po = boost::program_options;
 
@@ -38,17 +35,9 @@ const char* const submit_usage =
 
 std::variant<submit_options, int> parse_submit_options(int argc, char** argv) {
   po::options_description visible("options");
+  visible.add_options()("help,h", "show this help");
+  add_cluster_target_options(visible);
   visible.add_options()
-      ("help,h", "show this help")
-      ("address", po::value<std::string>(),
-       "the heads, HOST:PORT[,HOST:PORT...]: the one that leads answers (default $COHORT_ADDRESS, "
-       "else the store's leader record, else 127.0.0.1:7411)")
-      ("store", po::value<std::string>(),
-       "the cluster store, when this client shares it: a directory (the leader is found from its "
-       "leader record; the credentials default to <store>/cluster/credentials.json) or "
-       "etcd://HOST:PORT[,HOST:PORT...][/prefix] (the leader is found from its leader key, after "
-       "every failover; give --credentials)")
-      ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
       ("local", "run on a cluster embedded in the client (a cohort-local process on this machine)")
       ("nodes", po::value<std::string>(), "NODES.json: the nodes to plan for, or to embed with --local")
       ("num-cpus", po::value<double>()->default_value(0), "CPUs of the embedded node (0: this machine's)")
@@ -78,27 +67,11 @@ std::variant<submit_options, int> parse_submit_options(int argc, char** argv) {
   submit_options o;
   o.command = vm["command"].as<std::string>();
   o.arg = vm.count("arg") ? vm["arg"].as<std::string>() : "";
-  o.address = vm.count("address") ? vm["address"].as<std::string>() : env_or("COHORT_ADDRESS", "");
-  o.store = vm.count("store") ? vm["store"].as<std::string>() : "";
-  o.credentials = vm.count("credentials") ? vm["credentials"].as<std::string>()
-                                          : env_or("COHORT_CREDENTIALS", "");
-  if (core::store::is_etcd_location(o.store)) {
-    try {
-      core::store::parse_etcd_location(o.store);
-    } catch (const std::exception& e) {
-      std::cerr << "submit: --store " << o.store << ": " << e.what()
-                << " (allowed: etcd://HOST:PORT[,HOST:PORT...][/prefix] or a directory)\n";
-      return exit_usage;
-    }
-    // etcd keeps no keys: they lie where cluster-head's --keys-dir put them.
-    if (o.credentials.empty()) {
-      std::cerr << "submit: --store " << o.store
-                << " is an etcd store, which holds no credentials: give --credentials FILE (or "
-                   "set COHORT_CREDENTIALS), <keys-dir>/cluster/credentials.json of cluster-head\n";
-      return exit_usage;
-    }
-  } else if (o.credentials.empty() && !o.store.empty()) {
-    o.credentials = net::credentials_file_in(o.store).string();
+  try {
+    static_cast<cluster_target&>(o) = read_cluster_target(vm);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "submit: " << e.what() << "\n";
+    return exit_usage;
   }
   o.nodes = vm.count("nodes") ? vm["nodes"].as<std::string>() : "";
   o.local = vm.count("local") != 0;

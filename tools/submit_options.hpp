@@ -10,17 +10,19 @@
 #include <variant>
 
 #include "config/job_spec.hpp"
+#include "tools/cluster_target.hpp"
 
 namespace cohort::tools {
 
-// Exit codes of submit: 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage
+// Exit codes of submit (and cohort-bench): 0 ok (a followed job SUCCEEDED), 1 job failed or cluster error, 2 usage
 // or bad input.
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failed = 1;
 inline constexpr int exit_usage = 2;
 
-struct submit_options {
-  std::string command, arg, address, credentials, nodes, store;
+// The cluster (address, store, credentials) and the rest of the command line.
+struct submit_options : cluster_target {
+  std::string command, arg, nodes;
   bool local = false, follow = false, json = false;
   double num_cpus = 0;
   std::optional<double> num_gpus;
@@ -39,17 +41,17 @@ std::variant<submit_options, int> parse_submit_options(int argc, char** argv);
 bool runs_without_cluster(const submit_options& o);
 
 // Runs a parsed command (`command()` returns its exit code) and turns what it throws into
-// submit's exit codes, printed as "submit: ...": a spec_error (bad input) exit_usage, any other
-// error exit_failed. Both programs end their main() with it.
+// submit's exit codes, printed as "<program>: ...": a spec_error (bad input) exit_usage, any
+// other error exit_failed. submit, cohort-local and cohort-bench end their main() with it.
 template <class Command>
-int exit_code_of(Command&& command) {
+int exit_code_of(Command&& command, const char* program = "submit") {
   try {
     return command();
   } catch (const config::spec_error& e) {
-    std::cerr << "submit: " << e.what() << "\n";
+    std::cerr << program << ": " << e.what() << "\n";
     return exit_usage;
   } catch (const std::exception& e) {
-    std::cerr << "submit: " << e.what() << "\n";
+    std::cerr << program << ": " << e.what() << "\n";
     return exit_failed;
   }
 }

@@ -287,8 +287,10 @@ placement_result plan_placement(const config::scaling_spec& scaling,
   std::vector<std::string> names;
   std::vector<resource_set> free_now;
   std::vector<resource_set> totals;
+  const auto& affinity = scaling.nodes;
   for (const auto& n : nodes) {
     if (!n.alive()) continue;
+    if (!affinity.empty() && std::find(affinity.begin(), affinity.end(), n.name()) == affinity.end()) continue;
     names.push_back(n.name());
     free_now.push_back(n.available());
     totals.push_back(n.total());
@@ -296,7 +298,13 @@ placement_result plan_placement(const config::scaling_spec& scaling,
   placement_result result;
   if (names.empty()) {
     result.status = placement_status::infeasible;
-    result.reason = "the cluster has no alive nodes";
+    if (affinity.empty()) {
+      result.reason = "the cluster has no alive nodes";
+    } else {
+      std::string listed;
+      for (const auto& name : affinity) listed += (listed.empty() ? "" : ", ") + name;
+      result.reason = "none of the nodes scaling.nodes names (" + listed + ") is alive in the cluster";
+    }
     return result;
   }
   solver now(names, scaling);

@@ -36,7 +36,8 @@ struct placement_result {
 // resources_per_worker.
 std::vector<resource_set> job_bundles(const config::scaling_spec& scaling);
 
-// Places the job on the alive nodes, by their free resources; dead nodes are ignored.
+// Places the job on the alive nodes, by their free resources; dead nodes are ignored, and so are
+// the nodes scaling.nodes does not name when it names any.
 //   PACK: as few nodes as possible; SPREAD: as many distinct nodes as possible;
 //   STRICT_PACK: all on one node; STRICT_SPREAD: every rank on its own node.
 // Ranks sharing a node get consecutive numbers, rank 0's node first. Ties go to the node listed

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/comm/process_group.hpp"
+#include "core/train/memory_status.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/step_gate.hpp"
@@ -81,6 +82,9 @@ void linear_regression_workload::run(const worker_context& ctx) {
   auto bias = torch::zeros({1});
   std::unique_ptr<metrics_log> metrics;
   if (ctx.rank == 0) metrics = std::make_unique<metrics_log>(ctx.run_dir + "/metrics.jsonl");
+  std::unique_ptr<memory_status_log> memory;  // on the CPU: host RSS only
+  if (ctx.spec.run.memory_status_every_s > 0)
+    memory = std::make_unique<memory_status_log>(ctx.run_dir, ctx.rank, -1, ctx.spec.run.memory_status_every_s, 0);
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + "/" + std::to_string(ctx.world_size) +
             " on node " + ctx.node + ": fitting " + std::to_string(features) +
@@ -118,6 +122,7 @@ void linear_regression_workload::run(const worker_context& ctx) {
                        seconds > 0 ? per_rank * ctx.world_size / seconds : 0, 0};
     if ((step + 1) % train.log_every == 0 || step + 1 == total_steps) {
       if (metrics) metrics->append(report);
+      if (memory) memory->at_step(step + 1);
       if (ctx.report) ctx.report(report);
     }
     last = report;

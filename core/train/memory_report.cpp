@@ -35,52 +35,23 @@ struct accumulator {
   memory_figure figure() const { return {peak, count ? sum / static_cast<double>(count) : 0.0}; }
 };
 
-rank_memory read_rank_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw memory_report_error(path + ": cannot be read");
-  std::string line;
-  if (!std::getline(in, line) || line != memory_csv_header)
-    throw memory_report_error(path + ":1: expected the header \"" + std::string(memory_csv_header) + "\"");
+// One rank's samples summed up (see rank_memory).
+rank_memory summarize(const std::vector<memory_sample>& samples) {
   accumulator rss, gpu_alloc, gpu_reserved;
   rank_memory out;
   std::int64_t gpu_rows = 0;
-  for (int number = 2; std::getline(in, line); ++number) {
-    if (line.empty()) continue;
-    const std::string where = path + ":" + std::to_string(number) + ": ";
-    const auto cells = split_csv(line);
-    if (cells.size() != 7)
-      throw memory_report_error(where + "expected 7 comma-separated columns (" + memory_csv_header + "), got " +
-                                std::to_string(cells.size()));
-    auto number_at = [&](std::size_t i, bool integer) {
-      const std::string& c = cells[i];
-      char* end = nullptr;
-      const double v = integer ? static_cast<double>(std::strtoll(c.c_str(), &end, 10)) : std::strtod(c.c_str(), &end);
-      if (c.empty() || end != c.c_str() + c.size() || v < 0)
-        throw memory_report_error(where + "column " + std::to_string(i + 1) + " (" + split_csv(memory_csv_header)[i] +
-                                  ") is \"" + c + "\", expected a number >= 0");
-      return v;
-    };
-    number_at(0, false);
-    number_at(1, true);
-    const auto rss_now = static_cast<std::int64_t>(number_at(2, true));
-    const auto rss_peak = static_cast<std::int64_t>(number_at(3, true));
-    rss.peak = std::max({rss.peak, rss_peak, rss_now});
-    rss.sum += static_cast<double>(rss_now);
+  for (const auto& s : samples) {
+    rss.peak = std::max({rss.peak, s.rss_peak_bytes, s.rss_bytes});
+    rss.sum += static_cast<double>(s.rss_bytes);
     ++rss.count;
-    const int gpu_cells = !cells[4].empty() + !cells[5].empty() + !cells[6].empty();
-    if (gpu_cells == 3) {
-      const auto allocated = static_cast<std::int64_t>(number_at(4, true));
-      const auto reserved = static_cast<std::int64_t>(number_at(5, true));
-      const auto peak = static_cast<std::int64_t>(number_at(6, true));
-      gpu_alloc.peak = std::max({gpu_alloc.peak, peak, allocated});
-      gpu_alloc.sum += static_cast<double>(allocated);
+    if (s.gpu) {
+      gpu_alloc.peak = std::max({gpu_alloc.peak, s.gpu->peak_bytes, s.gpu->allocated_bytes});
+      gpu_alloc.sum += static_cast<double>(s.gpu->allocated_bytes);
       ++gpu_alloc.count;
-      gpu_reserved.peak = std::max(gpu_reserved.peak, reserved);
-      gpu_reserved.sum += static_cast<double>(reserved);
+      gpu_reserved.peak = std::max(gpu_reserved.peak, s.gpu->reserved_bytes);
+      gpu_reserved.sum += static_cast<double>(s.gpu->reserved_bytes);
       ++gpu_reserved.count;
       ++gpu_rows;
-    } else if (gpu_cells != 0) {
-      throw memory_report_error(where + "the GPU columns (5-7) must be all given or all empty");
     }
     ++out.samples;
   }
@@ -116,21 +87,68 @@ nlohmann::json rank_json(const std::map<int, rank_memory>& run, int rank) {
 
 }  // namespace
 
-std::map<int, rank_memory> read_run_memory(const std::string& run_dir) {
+std::vector<memory_sample> read_memory_samples(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw memory_report_error(path + ": cannot be read");
+  std::string line;
+  if (!std::getline(in, line) || line != memory_csv_header)
+    throw memory_report_error(path + ":1: expected the header \"" + std::string(memory_csv_header) + "\"");
+  std::vector<memory_sample> samples;
+  for (int number = 2; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    const std::string where = path + ":" + std::to_string(number) + ": ";
+    const auto cells = split_csv(line);
+    if (cells.size() != 7)
+      throw memory_report_error(where + "expected 7 comma-separated columns (" + memory_csv_header + "), got " +
+                                std::to_string(cells.size()));
+    auto number_at = [&](std::size_t i, bool integer) {
+      const std::string& c = cells[i];
+      char* end = nullptr;
+      const double v = integer ? static_cast<double>(std::strtoll(c.c_str(), &end, 10)) : std::strtod(c.c_str(), &end);
+      if (c.empty() || end != c.c_str() + c.size() || v < 0)
+        throw memory_report_error(where + "column " + std::to_string(i + 1) + " (" + split_csv(memory_csv_header)[i] +
+                                  ") is \"" + c + "\", expected a number >= 0");
+      return v;
+    };
+    memory_sample s;
+    s.wall_time = number_at(0, false);
+    s.step = static_cast<std::int64_t>(number_at(1, true));
+    s.rss_bytes = static_cast<std::int64_t>(number_at(2, true));
+    s.rss_peak_bytes = static_cast<std::int64_t>(number_at(3, true));
+    const int gpu_cells = !cells[4].empty() + !cells[5].empty() + !cells[6].empty();
+    if (gpu_cells == 3) {
+      s.gpu = memory_sample::gpu_bytes{static_cast<std::int64_t>(number_at(4, true)),
+                                       static_cast<std::int64_t>(number_at(5, true)),
+                                       static_cast<std::int64_t>(number_at(6, true))};
+    } else if (gpu_cells != 0) {
+      throw memory_report_error(where + "the GPU columns (5-7) must be all given or all empty");
+    }
+    samples.push_back(s);
+  }
+  return samples;
+}
+
+std::map<int, std::vector<memory_sample>> read_run_memory_samples(const std::string& run_dir) {
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec)) throw memory_report_error(run_dir + ": no such run directory");
   const std::string dir = run_dir + "/memory";
   if (!fs::is_directory(dir, ec))
     throw memory_report_error(dir + ": no such directory (was the run started with run.memory_status_every_s > 0?)");
-  std::map<int, rank_memory> ranks;
+  std::map<int, std::vector<memory_sample>> ranks;
   const std::regex name("rank-([0-9]{1,6})\\.csv");
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string file = entry.path().filename().string();
-    if (std::regex_match(file, m, name)) ranks[std::stoi(m[1].str())] = read_rank_file(entry.path().string());
+    if (std::regex_match(file, m, name)) ranks[std::stoi(m[1].str())] = read_memory_samples(entry.path().string());
   }
   if (ec) throw memory_report_error(dir + ": cannot be listed: " + ec.message());
   if (ranks.empty()) throw memory_report_error(dir + ": holds no rank-N.csv file");
+  return ranks;
+}
+
+std::map<int, rank_memory> read_run_memory(const std::string& run_dir) {
+  std::map<int, rank_memory> ranks;
+  for (const auto& [rank, samples] : read_run_memory_samples(run_dir)) ranks[rank] = summarize(samples);
   return ranks;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cohort::core::train {
 
@@ -30,6 +31,25 @@ struct rank_memory {
   std::optional<memory_figure> gpu_allocated;
   std::optional<memory_figure> gpu_reserved;
 };
+
+// One row of a rank's memory CSV.
+struct memory_sample {
+  double wall_time = 0;  // Unix seconds
+  std::int64_t step = 0;  // the last completed step
+  std::int64_t rss_bytes = 0;
+  std::int64_t rss_peak_bytes = 0;
+  struct gpu_bytes {
+    std::int64_t allocated_bytes = 0, reserved_bytes = 0, peak_bytes = 0;
+  };
+  std::optional<gpu_bytes> gpu;  // absent on a CPU rank (the GPU columns empty)
+};
+
+// The rows of one rank-N.csv, in file order. Throws memory_report_error naming file and line for
+// a wrong header, a row without 7 columns, a number that does not parse, GPU columns only partly
+// given.
+std::vector<memory_sample> read_memory_samples(const std::string& path);
+// Every rank-N.csv of <run_dir>/memory by rank, row by row; throws as read_run_memory.
+std::map<int, std::vector<memory_sample>> read_run_memory_samples(const std::string& run_dir);
 
 // Every rank-N.csv of <run_dir>/memory, by rank. Throws memory_report_error for a missing run
 // directory, a missing or empty memory/ folder, or a malformed file (wrong header, a row without

@@ -28,7 +28,8 @@ struct step_report {
   double optimizer_seconds = 0;  // of which the optimizer's update (see step_result)
   std::int64_t held_before_step = 0;  // the ranks wait before this step (run.hold_before_step; 0: not held)
   // train.eval_every: whether this step evaluated data.eval, its mean loss per label token and
-  // exp of it. Carried by the in-process report and metrics.jsonl, not (yet) to the head.
+  // exp of it. In metrics.jsonl, and through rank 0's progress report to the head (`submit
+  // status` shows the newest).
   bool evaluated = false;
   double eval_loss = 0;
   double eval_perplexity = 0;

@@ -217,6 +217,32 @@ TEST_CASE("a held attempt shows in the record until rank 0 reports the release o
   CHECK(head.find(id)->held_before_step == 0);
 }
 
+TEST_CASE("rank 0's evaluation reaches the job record, and later reports without one keep the newest",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 2}}});
+  auto id = submit(head, {});
+  head.schedule();
+  head.on_running(id, 0);
+  head.on_progress({id, 0, 1, 40});
+  CHECK(head.find(id)->eval_step == 0);
+  progress_report evaluated{id, 0, 2, 40};
+  evaluated.eval_step = 2;
+  evaluated.eval_loss = 1.5;
+  evaluated.eval_perplexity = 4.48;
+  head.on_progress(evaluated);
+  head.on_progress({id, 0, 3, 40});
+  const auto* r = head.find(id);
+  CHECK(r->step == 3);
+  CHECK(r->eval_step == 2);
+  CHECK(r->eval_loss == 1.5);
+  CHECK(r->eval_perplexity == 4.48);
+  evaluated.attempt = 1;  // another attempt's (a zombie's) evaluation is not the job's
+  evaluated.eval_step = 4;
+  head.on_progress(evaluated);
+  CHECK(head.find(id)->eval_step == 2);
+}
+
 TEST_CASE("a restored running job is placed again", "[actors]") {
   head_state head;
   head.add_node({"n1", {{"CPU", 2}}});

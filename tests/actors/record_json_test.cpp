@@ -191,7 +191,8 @@ TEST_CASE("a job record's JSON view keeps the keys and texts that status --json 
   const auto j = net::to_json_view(full_record());
   for (const char* key : {"id", "name", "state", "reason", "attempts", "failures", "trainer_node",
                           "rank_nodes", "step", "total_steps", "loss", "checkpoint_step",
-                          "held_before_step", "rank_gpus", "preemptions"})
+                          "held_before_step", "rank_gpus", "preemptions", "eval_step", "eval_loss",
+                          "eval_perplexity"})
     CHECK(j.contains(key));
   CHECK(j["state"] == "RESTARTING");
   CHECK(j["failures"][0]["kind"] == "bad_input");
@@ -209,6 +210,7 @@ TEST_CASE("a job record written by an earlier head, without the fields added sin
   CHECK(r.state == job_state::running);
   CHECK(r.loss == 0);
   CHECK(r.preemptions == 0);
+  CHECK(r.eval_step == 0);
   CHECK(r.rank_gpus.empty());
   REQUIRE(r.failures.size() == 1);
   CHECK(r.failures[0].kind == actors::failure_kind::retryable);

@@ -170,7 +170,8 @@ command_result test_cluster::submit(const std::vector<std::string>& args,
 }
 
 command_result test_cluster::run(const std::string& program, const std::vector<std::string>& args,
-                                 const std::map<std::string, std::string>& env_override) {
+                                 const std::map<std::string, std::string>& env_override,
+                                 std::chrono::seconds limit) {
   static int counter = 0;
   const std::string err_file = dir_.str() + "/" + program + "-" + std::to_string(++counter) + ".err";
   std::string cmd = "exec '" + bin_ + "/" + program + "'";
@@ -196,8 +197,8 @@ command_result test_cluster::run(const std::string& program, const std::vector<s
         cv.notify_all();
       });
   std::unique_lock<std::mutex> lock(m);
-  if (!cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; }))
-    throw std::runtime_error(program + " did not finish within 120 s: " + cmd);
+  if (!cv.wait_for(lock, limit, [&] { return done; }))
+    throw std::runtime_error(program + " did not finish within " + std::to_string(limit.count()) + " s: " + cmd);
   result.err = read_file(err_file);
   return result;
 }

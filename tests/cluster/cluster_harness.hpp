@@ -74,9 +74,10 @@ class test_cluster {
   command_result submit(const std::vector<std::string>& args,
                         const std::map<std::string, std::string>& env_override = {});
   // Runs one of the cluster's programs (`program` in $COHORT_BIN) to its end, with the same
-  // environment as submit.
+  // environment as submit; throws when it has not ended within `limit`.
   command_result run(const std::string& program, const std::vector<std::string>& args,
-                     const std::map<std::string, std::string>& env_override = {});
+                     const std::map<std::string, std::string>& env_override = {},
+                     std::chrono::seconds limit = std::chrono::seconds(120));
   nlohmann::json status(const std::string& job_id);
   // Polls `submit status` until pred holds; returns the record, or throws with the last one.
   nlohmann::json wait_for(const std::string& job_id,

@@ -1780,6 +1780,42 @@ TEST_CASE("the head's metrics endpoint gives a scraper with the cluster's token 
   CHECK(scraper.Get("/api/cluster")->status == 401);
 }
 
+TEST_CASE("submit status shows the newest eval_loss and perplexity of a job with validation, as its "
+          "metrics.jsonl logged them, and nothing of the kind without",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto eval = cohort::test::make_tiny_dataset(c.dir().str() + "/eval");
+  auto spec = json::parse(tiny_llama_job("validated", data, c.dir().str() + "/runs", 0));
+  spec["data"]["eval"] = eval;
+  spec["train"]["max_steps"] = 5;
+  spec["train"]["eval_every"] = 2;  // steps 2, 4 and the last, 5
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto done = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 300s);
+  REQUIRE(done["state"] == "SUCCEEDED");
+  const auto lines = cohort::test::read_json_lines(c.dir().str() + "/runs/validated/metrics.jsonl");
+  REQUIRE(lines.size() == 5);
+  const auto& last = lines.back();
+  REQUIRE(last.contains("eval_loss"));
+  CHECK(done["eval_step"] == 5);
+  CHECK(done["eval_loss"].get<double>() == Approx(last["eval_loss"].get<double>()));
+  CHECK(done["eval_perplexity"].get<double>() == Approx(last["eval_perplexity"].get<double>()));
+  const auto text = c.submit({"status", id});
+  INFO(text.out);
+  std::ostringstream expected;
+  expected << "eval_loss " << done["eval_loss"].get<double>() << " (perplexity "
+           << done["eval_perplexity"].get<double>() << ") at step 5";
+  CHECK_THAT(text.out, Catch::Contains(expected.str()));
+  // Without data.eval there is no evaluation to show.
+  spec = json::parse(tiny_llama_job("unvalidated", data, c.dir().str() + "/runs", 0));
+  spec["train"]["max_steps"] = 2;
+  const auto plain = start_job(c, c.write_job(spec.dump()));
+  CHECK(c.wait_for(plain, [](const json& s) { return is_terminal_state(s); }, 300s)["eval_step"] == 0);
+  CHECK_THAT(c.submit({"status", plain}).out, !Catch::Contains("eval_loss"));
+}
+
 TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists the nodes and the "
           "job and draws a point per logged step",
           "[cluster][metrics][dashboard]") {
@@ -1789,7 +1825,9 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
   test_cluster c;
   const int port = start_head_with_dashboard(c);
   c.start_worker("n1", 2);
-  const auto id = start_job(c, c.write_job(lr_job("charted", 2, 5, 0, 0, c.dir().str() + "/runs")));
+  auto spec = json::parse(lr_job("charted", 2, 5, 0, 0, c.dir().str() + "/runs"));
+  spec["run"]["memory_status_every_s"] = 30;  // a sample at each of the 5 logged steps (and maybe more)
+  const auto id = start_job(c, c.write_job(spec.dump()));
   c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
   const auto token = first_line(c.submit({"metrics-token"}).out);
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/#token=" + token + "&job=" + id;
@@ -1814,6 +1852,16 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
   CHECK_THAT(dom, Catch::Contains("id=\"job-" + id + "\"") && Catch::Contains("data-state=\"SUCCEEDED\""));
   for (const char* metric : {"loss", "lr", "tokens_per_s", "mfu"})
     CHECK_THAT(dom, Catch::Contains("data-metric=\"" + std::string(metric) + "\" data-points=\"5\""));
+  // The per-rank host memory chart draws the rows of both ranks' memory CSVs (at least one per
+  // logged step each); the GPU chart stays hidden with nothing to draw on CPUs.
+  std::size_t memory_rows = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto csv = cohort::test::read_file(c.dir().str() + "/runs/charted/memory/rank-" + std::to_string(rank) + ".csv");
+    memory_rows += static_cast<std::size_t>(std::count(csv.begin(), csv.end(), '\n')) - 1;  // less the header
+  }
+  CHECK(memory_rows >= 10);
+  CHECK_THAT(dom, Catch::Contains("data-memory=\"rss_bytes\" data-points=\"" + std::to_string(memory_rows) + "\""));
+  CHECK_THAT(dom, Catch::Contains("id=\"gpu-memory\" hidden"));
   CHECK_THAT(dom, Catch::Contains("rank 0 done"));  // the log tail
   // Without the token the page asks for one and shows no data.
   auto login_args = common;

@@ -114,6 +114,24 @@ TEST_CASE("run.hold_before_step is read and kept through the spec's canonical JS
   CHECK(parse_job_spec(to_json_text(s)).run.hold_before_step == 4);
 }
 
+TEST_CASE("scaling.nodes is read and kept through the spec's canonical JSON, and refuses bad or repeated "
+          "names by index",
+          "[config]") {
+  const job_spec s = parse_job_spec(R"({"name": "pinned", "scaling": {"nodes": ["n2", "gpu-1.example:a"]}})");
+  CHECK(s.scaling.nodes == std::vector<std::string>{"n2", "gpu-1.example:a"});
+  CHECK(parse_job_spec(to_json_text(s)).scaling.nodes == s.scaling.nodes);
+  CHECK(parse_job_spec(R"({"name": "free"})").scaling.nodes.empty());
+  auto e = expect_spec_error([] { parse_job_spec(R"({"name": "x", "scaling": {"nodes": "n1"}})"); });
+  CHECK(e.path() == "scaling.nodes");
+  CHECK_THAT(e.what(), Catch::Contains("an array of node names"));
+  e = expect_spec_error([] { parse_job_spec(R"({"name": "x", "scaling": {"nodes": ["n1", "bad name"]}})"); });
+  CHECK(e.path() == "scaling.nodes[1]");
+  CHECK_THAT(e.what(), Catch::Contains("\"bad name\"") && Catch::Contains("[A-Za-z0-9._:-]"));
+  e = expect_spec_error([] { parse_job_spec(R"({"name": "x", "scaling": {"nodes": ["n1", "n1"]}})"); });
+  CHECK(e.path() == "scaling.nodes[1]");
+  CHECK_THAT(e.what(), Catch::Contains("named twice"));
+}
+
 TEST_CASE("run.hold_before_steps and run.sample_log are read and kept through the spec's canonical JSON",
           "[config]") {
   const job_spec s = parse_job_spec(R"({"name": "held", "train": {"max_steps": 10},

@@ -209,6 +209,22 @@ TEST_CASE("dead nodes are not used and a cluster without live nodes places nothi
   CHECK_THAT(r.reason, Catch::Contains("no alive nodes"));
 }
 
+TEST_CASE("scaling.nodes keeps the job on the nodes it names, and names them when none is alive",
+          "[core]") {
+  auto nodes = cluster({{"n1", {{"CPU", 4}}}, {"n2", {{"CPU", 4}}}, {"n3", {{"CPU", 4}}}});
+  auto s = job(4, {{"CPU", 1}}, placement_strategy::spread);
+  s.nodes = {"n3", "n2"};
+  // SPREAD over the named nodes only, in the cluster's order; n1 takes nothing.
+  CHECK(placed(s, nodes) == names{"n2", "n2", "n3", "n3"});
+  s.num_workers = 9;  // more than the two named nodes hold, though the cluster would
+  CHECK(plan_placement(s, nodes).status == placement_status::infeasible);
+  s.num_workers = 1;
+  s.nodes = {"n9"};
+  const placement_result r = plan_placement(s, nodes);
+  CHECK(r.status == placement_status::infeasible);
+  CHECK_THAT(r.reason, Catch::Contains("none of the nodes scaling.nodes names (n9) is alive"));
+}
+
 TEST_CASE("reserve is all or nothing and release skips nodes that left", "[core]") {
   auto nodes = cluster({{"n1", {{"CPU", 4}}}, {"n2", {{"CPU", 4}}}});
   placement plan;
