@@ -100,6 +100,16 @@ struct head_actor_state {
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
   // With a store: the detached actor that does the head's store writes (store_writer.hpp).
   caf::actor store_writer;
+  // A job id taken in the store ahead of the next submit ("" while none), whether the writer is
+  // taking one, and the submits waiting for one, in their order (head_actor.cpp, reserve_job_id).
+  std::string reserved_job_id;
+  bool reserving_job_id = false;
+  struct waiting_submit {
+    config::job_spec spec;
+    std::string spec_json;  // as submitted: what the store keeps
+    caf::typed_response_promise<job_accepted> promise;
+  };
+  std::deque<waiting_submit> waiting_for_id;
   // The running attempts' output lines stored, so lines a trainer sends again after a failover
   // are stored once (restored from the store's logs of unfinished jobs).
   log_sequence log_seq;

@@ -77,10 +77,10 @@ bool leads(head_ptr self) {
 
 // Hands a store write (store_job_state, store_log_lines) to the store writer, stamped with this
 // head's epoch, only while this head leads; false when it does not. Writes are done in the order
-// they are handed over. `written` runs once the write was made; a write refused as fenced means
-// another head leads now: this one steps down.
-template <class Write, class Written>
-bool store_write(head_ptr self, const char* what, Write write, Written written) {
+// they are handed over. `written` runs once the write was made, `failed` with the error when it was
+// not; a write refused as fenced means another head leads now: this one steps down.
+template <class Write, class Written, class Failed>
+bool store_write(head_ptr self, const char* what, Write write, Written written, Failed failed) {
   if (!self->state.store_writer || !leads(self)) return false;
   write.epoch = self->state.options.epoch;
   self->request(self->state.store_writer, caf::infinite, std::move(write))
@@ -90,9 +90,15 @@ bool store_write(head_ptr self, const char* what, Write write, Written written) 
           return;
         }
         std::cerr << "cluster-head: cannot " << what << ": " << r.error << std::endl;
+        failed(r.error);
         if (r.fenced) step_down(self, "a store write was fenced (" + r.error + ")");
       });
   return true;
+}
+
+template <class Write, class Written>
+bool store_write(head_ptr self, const char* what, Write write, Written written) {
+  return store_write(self, what, std::move(write), std::move(written), [](const std::string&) {});
 }
 
 // Runs `then` once every store write handed over before it was made (or refused: a fenced one has
@@ -120,12 +126,12 @@ void command(head_ptr self, const caf::actor& to, Command cmd) {
 // history line for each.
 void persist(head_ptr self) {
   if (!self->state.options.store) return;
-  for (const auto& r : self->state.logic.jobs()) {
-    const auto fields = persisted_job_fields::of(r);
-    auto last = self->state.persisted.find(r.id);
+  for (const auto* r : self->state.logic.records()) {
+    const auto fields = persisted_job_fields::of(*r);
+    auto last = self->state.persisted.find(r->id);
     if (last != self->state.persisted.end() && last->second == fields) continue;
-    self->state.persisted.insert_or_assign(r.id, fields);
-    auto record = r;
+    self->state.persisted.insert_or_assign(r->id, fields);
+    auto record = *r;
     record.spec_json.clear();  // not part of state.json: the store keeps it in spec.json
     store_write(self, "record the job state", store_job_state{0, std::move(record)}, [] {});
   }
@@ -179,12 +185,16 @@ void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attem
 // Places what fits and asks the nodes to start the trainers. Followers of jobs that go (back)
 // to PENDING, or that the memory plan refuses (FAILED), hear why.
 void start_trainers(head_ptr self) {
-  std::map<std::string, job_state> before;
-  for (const auto& r : self->state.logic.jobs()) before[r.id] = r.state;
+  // schedule() adds and removes no job: the records keep their order.
+  std::vector<job_state> before;
+  for (const auto* r : self->state.logic.records()) before.push_back(r->state);
   auto starts = self->state.logic.schedule();
-  for (const auto& r : self->state.logic.jobs())
-    if ((r.state == job_state::pending || is_terminal(r.state)) && before[r.id] != r.state)
-      notify_state(self, r.id);
+  std::vector<std::string> changed;
+  const auto after = self->state.logic.records();
+  for (std::size_t i = 0; i < after.size(); ++i)
+    if ((after[i]->state == job_state::pending || is_terminal(after[i]->state)) && before[i] != after[i]->state)
+      changed.push_back(after[i]->id);
+  for (const auto& id : changed) notify_state(self, id);
   for (auto& setup : starts) {
     notify(self, setup.job_id, "placed: trainer on " + setup.trainer_node + ", ranks on [" +
                                    [&] {
@@ -312,6 +322,76 @@ caf::result<drain_reply> serve_client(head_ptr self, const drain_node& req) {
   return drain_reply{req.node, st.logic.drain_state(req.node), {}};
 }
 
+// Stops a job and its current attempt's trainer; false when the job is unknown or ended.
+bool stop_job_now(head_ptr self, const std::string& job_id, const std::string& reason) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(job_id);
+  if (r == nullptr) return false;
+  const auto attempt = r->attempts - 1;
+  if (!st.logic.stop(job_id, reason)) return false;
+  for (auto& [addr, ref] : st.trainers)
+    if (ref.job_id == job_id) command(self, ref.handle, stop_attempt{job_id, attempt, "the job was stopped"});
+  forget_trainer(self, job_id, attempt);
+  notify_state(self, job_id);
+  start_trainers(self);
+  return true;
+}
+
+// Accepts a job under `id` (the store's, or "" without a store): places it at once and starts its
+// trainer. With a store, its spec goes to the store writer first of its writes and the client
+// hears that it was accepted once the spec and the state are stored, or that it could not be
+// recorded (the job is stopped then).
+void accept_job(head_ptr self, head_actor_state::waiting_submit submit, const std::string& id) {
+  auto& st = self->state;
+  const auto accepted = st.logic.submit(submit.spec, config::to_json_text(submit.spec), id);
+  auto not_stored = std::make_shared<std::string>();
+  if (!id.empty())
+    store_write(self, "record the job's spec", store_job_spec{0, id, submit.spec_json}, [] {},
+                [not_stored](const std::string& error) { *not_stored = error; });
+  persist(self);
+  start_trainers(self);
+  after_store_writes(self, [=, promise = std::move(submit.promise)]() mutable {
+    if (not_stored->empty()) {
+      promise.deliver(job_accepted{accepted});
+      return;
+    }
+    stop_job_now(self, accepted, "cannot record the job: " + *not_stored);
+    promise.deliver(caf::make_error(caf::sec::runtime_error, "cannot record the job: " + *not_stored));
+  });
+}
+
+// Keeps one job id taken in the store ahead of the next submit (store_reserve_job_id), so that a
+// job is placed without waiting for the store; submits that come while none is ready wait for
+// the next, in their order (ids follow submission order). A reservation that fails fails the
+// submits waiting for it; the next submit tries again.
+void reserve_job_id(head_ptr self) {
+  auto& st = self->state;
+  if (!st.store_writer || st.reserving_job_id || !st.reserved_job_id.empty() || !leads(self)) return;
+  st.reserving_job_id = true;
+  self->request(st.store_writer, caf::infinite, store_reserve_job_id{st.options.epoch})
+      .then([=](const store_reserved_id& r) {
+        auto& st = self->state;
+        st.reserving_job_id = false;
+        if (!r.result.error.empty()) {
+          std::cerr << "cluster-head: cannot take a job id: " << r.result.error << std::endl;
+          for (auto& w : st.waiting_for_id)
+            w.promise.deliver(caf::make_error(caf::sec::runtime_error,
+                                              "cannot record the job: " + r.result.error));
+          st.waiting_for_id.clear();
+          if (r.result.fenced) step_down(self, "a store write was fenced (" + r.result.error + ")");
+          return;
+        }
+        if (st.waiting_for_id.empty()) {
+          st.reserved_job_id = r.job_id;
+          return;
+        }
+        auto next = std::move(st.waiting_for_id.front());
+        st.waiting_for_id.pop_front();
+        reserve_job_id(self);  // before the job's writes: the next id is taken when it is answered
+        accept_job(self, std::move(next), r.job_id);
+      });
+}
+
 caf::result<job_accepted> serve_client(head_ptr self, const submit_job& req) {
   config::job_spec spec;
   try {
@@ -323,22 +403,28 @@ caf::result<job_accepted> serve_client(head_ptr self, const submit_job& req) {
   } catch (const std::exception& e) {
     return request_error(e.what());
   }
-  std::string id;
-  if (self->state.options.store) {
-    if (!leads(self))
-      return caf::make_error(caf::sec::runtime_error,
-                             "this head no longer leads; submit to the new leader");
-    try {
-      id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
-    } catch (const std::exception& e) {
-      return caf::make_error(caf::sec::runtime_error,
-                             std::string("cannot record the job: ") + e.what());
-    }
+  auto& st = self->state;
+  if (!st.options.store) {
+    const auto id = st.logic.submit(spec, config::to_json_text(spec));
+    persist(self);
+    start_trainers(self);
+    return job_accepted{id};
   }
-  id = self->state.logic.submit(spec, config::to_json_text(spec), id);
-  persist(self);
-  start_trainers(self);
-  return job_accepted{id};
+  if (!leads(self))
+    return caf::make_error(caf::sec::runtime_error, "this head no longer leads; submit to the new leader");
+  head_actor_state::waiting_submit submit{std::move(spec), req.spec_json,
+                                          self->make_response_promise<job_accepted>()};
+  auto promise = submit.promise;
+  if (st.reserved_job_id.empty()) {
+    st.waiting_for_id.push_back(std::move(submit));
+    reserve_job_id(self);
+    return promise;
+  }
+  const auto id = std::move(st.reserved_job_id);
+  st.reserved_job_id.clear();
+  reserve_job_id(self);  // before the job's writes: the next id is taken when it is answered
+  accept_job(self, std::move(submit), id);
+  return promise;
 }
 
 caf::result<job_record> serve_client(head_ptr self, const job_query& q) {
@@ -351,19 +437,10 @@ caf::result<job_list> serve_client(head_ptr self, const job_list_query&) {
 }
 
 caf::result<job_record> serve_client(head_ptr self, const stop_job& req) {
-  auto& st = self->state;
-  const auto* r = st.logic.find(req.job_id);
+  const auto* r = self->state.logic.find(req.job_id);
   if (r == nullptr) return request_error("no job with id " + req.job_id);
-  const auto attempt = r->attempts - 1;
-  if (st.logic.stop(req.job_id, "stopped on request")) {
-    for (auto& [addr, ref] : st.trainers)
-      if (ref.job_id == req.job_id)
-        command(self, ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
-    forget_trainer(self, req.job_id, attempt);
-    notify_state(self, req.job_id);
-    start_trainers(self);
-  }
-  return *st.logic.find(req.job_id);
+  stop_job_now(self, req.job_id, "stopped on request");
+  return *self->state.logic.find(req.job_id);
 }
 
 caf::result<job_record> serve_client(head_ptr self, const checkpoint_job& req) {
@@ -536,6 +613,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
   }
   restore_jobs(self);
   if (self->state.options.store) self->send(self, renew_lease{});
+  reserve_job_id(self);
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
     if (auto node = st.node_by_addr.find(msg.source); node != st.node_by_addr.end()) {

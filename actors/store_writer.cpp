@@ -39,6 +39,14 @@ caf::behavior store_writer(caf::event_based_actor* self,
                               {{"state", to_string(r.state)}, {"reason", r.reason}, {"attempts", r.attempts}});
         });
       },
+      [store](const store_reserve_job_id& w) {
+        store_reserved_id out;
+        out.result = attempt([&] { out.job_id = store->reserve_job_id(w.epoch); });
+        return out;
+      },
+      [store](const store_job_spec& w) {
+        return attempt([&] { store->create_reserved_job(w.epoch, w.job_id, w.spec_json); });
+      },
       [store](const store_log_lines& w) {
         return attempt([&] {
           std::vector<nlohmann::json> lines;

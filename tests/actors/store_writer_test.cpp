@@ -1,12 +1,15 @@
 // The head's store writer: its writes land in the order they were sent, a read follows the writes
-// sent before it, and a write of a head whose epoch was overtaken is refused as fenced.
+// sent before it, and a write of a head whose epoch was overtaken is refused as fenced; a head
+// accepts jobs under ids the writer took ahead, answering once their specs are stored.
 #include <catch2/catch.hpp>
 
 #include <caf/all.hpp>
 
+#include "actors/actor_system_types.hpp"
 #include "actors/store_writer.hpp"
 #include "core/store/store_paths.hpp"
 #include "net/json_inspector.hpp"
+#include "tests/actors/job_specs.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort;
@@ -95,4 +98,65 @@ TEST_CASE("the store writer refuses, as fenced, a write of a head whose epoch an
   CHECK(f.ask<actors::store_write_result>(actors::store_job_state{f.epoch, r}).fenced);
   CHECK(f.ask<actors::job_logs>(actors::read_job_logs{id}).lines.empty());
   CHECK(f.head_store->read_events(id).empty());
+}
+
+TEST_CASE("the store writer takes job ids ahead and stores a spec under one before the job's state",
+          "[actors][store]") {
+  writer_fixture f;
+  const auto taken = f.ask<actors::store_reserved_id>(actors::store_reserve_job_id{f.epoch});
+  REQUIRE(taken.result.error.empty());
+  CHECK(taken.job_id == "job-0001");
+  CHECK(f.head_store->list_jobs().empty());
+  // Sent together, as the head does: the spec lands first, so the state has a job to go to.
+  caf::anon_send(f.writer, actors::store_job_spec{f.epoch, taken.job_id, R"({"name": "j"})"});
+  actors::job_record r;
+  r.id = taken.job_id;
+  r.state = actors::job_state::pending;
+  CHECK(f.ask<actors::store_write_result>(actors::store_job_state{f.epoch, r}).error.empty());
+  const auto stored = f.head_store->load_job(taken.job_id);
+  REQUIRE(stored);
+  CHECK(stored->spec_json == R"({"name": "j"})");
+  CHECK(stored->state);
+  // A spec for an id nobody took is refused, naming it.
+  const auto refused = f.ask<actors::store_write_result>(actors::store_job_spec{f.epoch, "job-0042", "{}"});
+  CHECK_THAT(refused.error, Catch::Contains("job-0042") && Catch::Contains("not reserved"));
+  CHECK_FALSE(refused.fenced);
+}
+
+TEST_CASE("a head answers each submit once the job's spec is stored, and an id it took ahead is never "
+          "given again after it stops",
+          "[actors][store]") {
+  cohort::test::temp_dir dir{"head-store"};
+  auto store = std::make_shared<core::store::cluster_store>(dir.path());
+  actors::head_options options;
+  options.store = store;
+  options.epoch = store->lease().acquire("head-a", "a:1", 10s).value().epoch;
+  options.lease_ttl = 10s;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  auto head = sys.spawn(actors::head_actor, options);
+  caf::scoped_actor self{sys};
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    cohort::test::lr_job_options o;
+    o.name = "job" + std::to_string(i);
+    const auto spec = cohort::test::linear_regression_job(o);
+    self->request(head, caf::infinite, actors::submit_job{spec})
+        .receive([&](actors::job_accepted& a) { ids.push_back(a.job_id); },
+                 [&](caf::error& e) { FAIL(sys.render(e)); });
+    // Answered: the spec and the state are in the store already (no node: it waits PENDING).
+    const auto stored = store->load_job(ids.back());
+    REQUIRE(stored);
+    CHECK(stored->spec_json == spec);
+    REQUIRE(stored->state);
+    CHECK(net::from_json_view<actors::job_record>(*stored->state).state == actors::job_state::pending);
+  }
+  // In submission order, each new.
+  CHECK(ids == std::vector<std::string>{"job-0001", "job-0002", "job-0003"});
+  self->monitor(head);
+  caf::anon_send_exit(head, caf::exit_reason::user_shutdown);
+  self->receive([](caf::down_msg&) {});
+  // The head had taken the next id before answering the last submit: it stays unused.
+  CHECK(store->list_jobs().size() == 3);
+  CHECK(store->create_job(options.epoch, R"({"name": "later"})") == "job-0005");
 }
