@@ -37,9 +37,8 @@ struct reintroduce {
 // An embedded cluster's round trip to a node: answered (true) once the node has started, so
 // after its node_hello went out.
 struct node_ping {};
-// Head timers: give up on restored jobs whose trainers did not return; renew the lease.
+// Head timer: give up on restored jobs whose trainers did not return.
 struct adoption_deadline {};
-struct renew_lease {};
 // Head timer: a preempted attempt's run.failure.preemption_grace_s is over; it is stopped now
 // whether or not its emergency checkpoint committed.
 struct preemption_deadline {
@@ -225,7 +224,6 @@ std::string describe(caf::actor_system& sys, const caf::error& err);
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::node_ping)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::renew_lease)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::drain_deadline)

@@ -43,15 +43,12 @@ void step_down(head_ptr self, const std::string& what) {
 
 using steady = std::chrono::steady_clock;
 
-// Renews the lease; true when this head still leads (then it may act until lease_valid_until).
-bool renew(head_ptr self) {
+// Takes in a renewal of the lease started at `started` (renewed, or `error` when the store did not
+// answer); true when this head still leads (then it may act until lease_valid_until).
+bool renewal(head_ptr self, steady::time_point started, bool renewed, const std::string& error) {
   auto& st = self->state;
-  const auto started = steady::now();
-  std::optional<core::store::lease_record> renewed;
-  try {
-    renewed = st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl);
-  } catch (const std::exception& e) {
-    std::cerr << "cluster-head: cannot renew the leader lease: " << e.what() << std::endl;
+  if (!error.empty()) {
+    std::cerr << "cluster-head: cannot renew the leader lease: " << error << std::endl;
     return steady::now() < st.lease_valid_until;  // the lease it holds may still be good
   }
   if (!renewed) {
@@ -60,8 +57,20 @@ bool renew(head_ptr self) {
     step_down(self, "its leader lease expired and another head claimed a newer epoch");
     return false;
   }
-  st.lease_valid_until = started + st.options.lease_ttl * 9 / 10;
+  st.lease_valid_until = std::max(st.lease_valid_until, started + st.options.lease_ttl * 9 / 10);
   return true;
+}
+
+// Renews the lease now, in this handler (the lease keeper renews it in the background; this is
+// for a head that finds its lease's time up, e.g. woken from SIGSTOP); true when it still leads.
+bool renew(head_ptr self) {
+  auto& st = self->state;
+  const auto started = steady::now();
+  try {
+    return renewal(self, started, st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl).has_value(), "");
+  } catch (const std::exception& e) {
+    return renewal(self, started, false, e.what());
+  }
 }
 
 // Whether this head may write to the store or command nodes and trainers now: it has not stepped
@@ -612,7 +621,13 @@ caf::behavior head_actor(head_ptr self, head_options options) {
     self->state.store_writer = writer;
   }
   restore_jobs(self);
-  if (self->state.options.store) self->send(self, renew_lease{});
+  if (self->state.options.store) {
+    // Linked as the writer; it renews the lease every third of its ttl (lease_renewal).
+    auto keeper = self->spawn<caf::detached + caf::linked>(lease_keeper, self->state.options.store,
+                                                           caf::actor_cast<caf::actor>(self),
+                                                           self->state.options.epoch, self->state.options.lease_ttl);
+    self->attach_functor([keeper] { caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown); });
+  }
   reserve_job_id(self);
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
@@ -746,10 +761,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           return;
         }
       },
-      [=](renew_lease) {
-        auto& st = self->state;
-        if (st.stepped_down || !renew(self)) return;
-        self->delayed_send(self, st.options.lease_ttl / 3, renew_lease{});
+      [=](const lease_renewal& r) {
+        if (self->state.stepped_down) return;
+        renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
       },
       [=](const attempt_running& ar) {
         self->state.logic.on_running(ar.job_id, ar.attempt);

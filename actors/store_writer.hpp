@@ -9,6 +9,7 @@
 // the reply says so, and the head then steps down. The head spawns it linked: they end together.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -67,6 +68,15 @@ struct store_reserved_id {
   store_write_result result;
 };
 
+// lease keeper → head: one renewal of the leader lease, started at `started_ns` (steady clock,
+// since its epoch): renewed; or not, because another epoch leads (error empty) or the store did
+// not answer (error says why; the lease held may still be good).
+struct lease_renewal {
+  std::int64_t started_ns = 0;
+  bool renewed = false;
+  std::string error;
+};
+
 // In-process messages only (never on the wire): field lists for CAF.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_job_state& x) {
@@ -85,6 +95,11 @@ typename Inspector::result_type inspect(Inspector& f, store_job_spec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, store_reserved_id& x) {
   return f(caf::meta::type_name("store_reserved_id"), x.job_id, x.result);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, lease_renewal& x) {
+  return f(caf::meta::type_name("lease_renewal"), x.started_ns, x.renewed, x.error);
 }
 
 template <class Inspector>
@@ -107,6 +122,14 @@ typename Inspector::result_type inspect(Inspector& f, store_write_result& x) {
 // The writer, on a store opened like `like` (same directory, options and clock).
 caf::behavior store_writer(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like);
+
+// The lease keeper: a detached actor of its own (spawned linked by the head, beside the writer)
+// that renews the leader lease of `epoch` every third of `ttl`, on a store opened like `like`,
+// and tells `head` each outcome (lease_renewal). The renewal's write never waits in the head's
+// handlers, nor behind the writer's queue of job writes.
+caf::behavior lease_keeper(caf::event_based_actor* self,
+                           std::shared_ptr<const core::store::cluster_store> like, caf::actor head,
+                           std::int64_t epoch, std::chrono::milliseconds ttl);
 
 // The JSON object a worker output line is stored as: its JSON view (net/json_inspector.hpp), read
 // back by read_job_logs and restored from by log_sequence.
