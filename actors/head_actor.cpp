@@ -346,17 +346,17 @@ bool stop_job_now(head_ptr self, const std::string& job_id, const std::string& r
   return true;
 }
 
-// Accepts a job under `id` (the store's, or "" without a store): places it at once and starts its
-// trainer. With a store, its spec goes to the store writer first of its writes and the client
-// hears that it was accepted once the spec and the state are stored, or that it could not be
-// recorded (the job is stopped then).
+// Accepts a job under `id`, a job id the store writer took ahead: places it at once and starts its
+// trainer; its spec goes to the store writer first of its writes, and the client hears that it
+// was accepted once the spec and the state are stored, or that it could not be recorded (the job
+// is stopped then).
 void accept_job(head_ptr self, head_actor_state::waiting_submit submit, const std::string& id) {
   auto& st = self->state;
   const auto accepted = st.logic.submit(submit.spec, config::to_json_text(submit.spec), id);
   auto not_stored = std::make_shared<std::string>();
-  if (!id.empty())
-    store_write(self, "record the job's spec", store_job_spec{0, id, submit.spec_json}, [] {},
-                [not_stored](const std::string& error) { *not_stored = error; });
+  if (!store_write(self, "record the job's spec", store_job_spec{0, id, submit.spec_json}, [] {},
+                   [not_stored](const std::string& error) { *not_stored = error; }))
+    *not_stored = "this head no longer leads; submit to the new leader";
   persist(self);
   start_trainers(self);
   after_store_writes(self, [=, promise = std::move(submit.promise)]() mutable {
