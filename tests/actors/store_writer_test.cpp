@@ -1,6 +1,7 @@
 // The head's store writer: its writes land in the order they were sent, a read follows the writes
 // sent before it, and a write of a head whose epoch was overtaken is refused as fenced; a head
-// accepts jobs under ids the writer took ahead, answering once their specs are stored.
+// accepts jobs under ids the writer took ahead, answering once their specs are stored; the lease
+// keeper renews the lease and reports when it is lost.
 #include <catch2/catch.hpp>
 
 #include <caf/all.hpp>
@@ -159,4 +160,35 @@ TEST_CASE("a head answers each submit once the job's spec is stored, and an id i
   // The head had taken the next id before answering the last submit: it stays unused.
   CHECK(store->list_jobs().size() == 3);
   CHECK(store->create_job(options.epoch, R"({"name": "later"})") == "job-0005");
+}
+
+TEST_CASE("the lease keeper renews the head's lease and says so, and says when another head took it",
+          "[actors][store]") {
+  writer_fixture f;
+  caf::scoped_actor head{f.sys};
+  // A short ttl: a renewal every 100 ms of real time, on the fixture's clock (which stands still).
+  auto keeper = f.sys.spawn<caf::detached>(actors::lease_keeper, f.head_store,
+                                           caf::actor_cast<caf::actor>(head), f.epoch, 300ms);
+  actors::lease_renewal first;
+  head->receive([&](actors::lease_renewal& r) { first = r; },
+                caf::after(std::chrono::seconds(60)) >> [] { FAIL("no renewal within 60 s"); });
+  CHECK(first.renewed);
+  CHECK(first.error.empty());
+  CHECK(f.head_store->lease().current()->expires_at_ms == *f.now + 300);
+  // Another head, whose clock is 10 s ahead (past any expiry the keeper can write), takes the next
+  // epoch: the next renewal says the lease is lost.
+  const auto ahead = *f.now + 10'000;
+  core::store::cluster_store standby(f.dir.path(), {}, [ahead] { return ahead; });
+  REQUIRE(standby.lease().acquire("head-b", "b:1", 1000ms));
+  bool lost = false;
+  while (!lost) {
+    head->receive(
+        [&](actors::lease_renewal& r) {
+          CHECK(r.error.empty());
+          lost = !r.renewed;
+        },
+        caf::after(std::chrono::seconds(60)) >> [] { FAIL("no renewal within 60 s"); });
+  }
+  CHECK(standby.lease().current()->head_id == "head-b");
+  caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
 }
