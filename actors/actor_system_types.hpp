@@ -37,9 +37,8 @@ struct reintroduce {
 // An embedded cluster's round trip to a node: answered (true) once the node has started, so
 // after its node_hello went out.
 struct node_ping {};
-// Head timers: give up on restored jobs whose trainers did not return; renew the lease.
+// Head timer: give up on restored jobs whose trainers did not return.
 struct adoption_deadline {};
-struct renew_lease {};
 // Head timer: a preempted attempt's run.failure.preemption_grace_s is over; it is stopped now
 // whether or not its emergency checkpoint committed.
 struct preemption_deadline {
@@ -100,6 +99,16 @@ struct head_actor_state {
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
   // With a store: the detached actor that does the head's store writes (store_writer.hpp).
   caf::actor store_writer;
+  // A job id taken in the store ahead of the next submit ("" while none), whether the writer is
+  // taking one, and the submits waiting for one, in their order (head_actor.cpp, reserve_job_id).
+  std::string reserved_job_id;
+  bool reserving_job_id = false;
+  struct waiting_submit {
+    config::job_spec spec;
+    std::string spec_json;  // as submitted: what the store keeps
+    caf::typed_response_promise<job_accepted> promise;
+  };
+  std::deque<waiting_submit> waiting_for_id;
   // The running attempts' output lines stored, so lines a trainer sends again after a failover
   // are stored once (restored from the store's logs of unfinished jobs).
   log_sequence log_seq;
@@ -215,7 +224,6 @@ std::string describe(caf::actor_system& sys, const caf::error& err);
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::node_ping)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::renew_lease)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::drain_deadline)

@@ -43,15 +43,12 @@ void step_down(head_ptr self, const std::string& what) {
 
 using steady = std::chrono::steady_clock;
 
-// Renews the lease; true when this head still leads (then it may act until lease_valid_until).
-bool renew(head_ptr self) {
+// Takes in a renewal of the lease started at `started` (renewed, or `error` when the store did not
+// answer); true when this head still leads (then it may act until lease_valid_until).
+bool renewal(head_ptr self, steady::time_point started, bool renewed, const std::string& error) {
   auto& st = self->state;
-  const auto started = steady::now();
-  std::optional<core::store::lease_record> renewed;
-  try {
-    renewed = st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl);
-  } catch (const std::exception& e) {
-    std::cerr << "cluster-head: cannot renew the leader lease: " << e.what() << std::endl;
+  if (!error.empty()) {
+    std::cerr << "cluster-head: cannot renew the leader lease: " << error << std::endl;
     return steady::now() < st.lease_valid_until;  // the lease it holds may still be good
   }
   if (!renewed) {
@@ -60,8 +57,20 @@ bool renew(head_ptr self) {
     step_down(self, "its leader lease expired and another head claimed a newer epoch");
     return false;
   }
-  st.lease_valid_until = started + st.options.lease_ttl * 9 / 10;
+  st.lease_valid_until = std::max(st.lease_valid_until, started + st.options.lease_ttl * 9 / 10);
   return true;
+}
+
+// Renews the lease now, in this handler (the lease keeper renews it in the background; this is
+// for a head that finds its lease's time up, e.g. woken from SIGSTOP); true when it still leads.
+bool renew(head_ptr self) {
+  auto& st = self->state;
+  const auto started = steady::now();
+  try {
+    return renewal(self, started, st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl).has_value(), "");
+  } catch (const std::exception& e) {
+    return renewal(self, started, false, e.what());
+  }
 }
 
 // Whether this head may write to the store or command nodes and trainers now: it has not stepped
@@ -77,10 +86,10 @@ bool leads(head_ptr self) {
 
 // Hands a store write (store_job_state, store_log_lines) to the store writer, stamped with this
 // head's epoch, only while this head leads; false when it does not. Writes are done in the order
-// they are handed over. `written` runs once the write was made; a write refused as fenced means
-// another head leads now: this one steps down.
-template <class Write, class Written>
-bool store_write(head_ptr self, const char* what, Write write, Written written) {
+// they are handed over. `written` runs once the write was made, `failed` with the error when it was
+// not; a write refused as fenced means another head leads now: this one steps down.
+template <class Write, class Written, class Failed>
+bool store_write(head_ptr self, const char* what, Write write, Written written, Failed failed) {
   if (!self->state.store_writer || !leads(self)) return false;
   write.epoch = self->state.options.epoch;
   self->request(self->state.store_writer, caf::infinite, std::move(write))
@@ -90,9 +99,15 @@ bool store_write(head_ptr self, const char* what, Write write, Written written) 
           return;
         }
         std::cerr << "cluster-head: cannot " << what << ": " << r.error << std::endl;
+        failed(r.error);
         if (r.fenced) step_down(self, "a store write was fenced (" + r.error + ")");
       });
   return true;
+}
+
+template <class Write, class Written>
+bool store_write(head_ptr self, const char* what, Write write, Written written) {
+  return store_write(self, what, std::move(write), std::move(written), [](const std::string&) {});
 }
 
 // Runs `then` once every store write handed over before it was made (or refused: a fenced one has
@@ -120,12 +135,12 @@ void command(head_ptr self, const caf::actor& to, Command cmd) {
 // history line for each.
 void persist(head_ptr self) {
   if (!self->state.options.store) return;
-  for (const auto& r : self->state.logic.jobs()) {
-    const auto fields = persisted_job_fields::of(r);
-    auto last = self->state.persisted.find(r.id);
+  for (const auto* r : self->state.logic.records()) {
+    const auto fields = persisted_job_fields::of(*r);
+    auto last = self->state.persisted.find(r->id);
     if (last != self->state.persisted.end() && last->second == fields) continue;
-    self->state.persisted.insert_or_assign(r.id, fields);
-    auto record = r;
+    self->state.persisted.insert_or_assign(r->id, fields);
+    auto record = *r;
     record.spec_json.clear();  // not part of state.json: the store keeps it in spec.json
     store_write(self, "record the job state", store_job_state{0, std::move(record)}, [] {});
   }
@@ -179,12 +194,16 @@ void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attem
 // Places what fits and asks the nodes to start the trainers. Followers of jobs that go (back)
 // to PENDING, or that the memory plan refuses (FAILED), hear why.
 void start_trainers(head_ptr self) {
-  std::map<std::string, job_state> before;
-  for (const auto& r : self->state.logic.jobs()) before[r.id] = r.state;
+  // schedule() adds and removes no job: the records keep their order.
+  std::vector<job_state> before;
+  for (const auto* r : self->state.logic.records()) before.push_back(r->state);
   auto starts = self->state.logic.schedule();
-  for (const auto& r : self->state.logic.jobs())
-    if ((r.state == job_state::pending || is_terminal(r.state)) && before[r.id] != r.state)
-      notify_state(self, r.id);
+  std::vector<std::string> changed;
+  const auto after = self->state.logic.records();
+  for (std::size_t i = 0; i < after.size(); ++i)
+    if ((after[i]->state == job_state::pending || is_terminal(after[i]->state)) && before[i] != after[i]->state)
+      changed.push_back(after[i]->id);
+  for (const auto& id : changed) notify_state(self, id);
   for (auto& setup : starts) {
     notify(self, setup.job_id, "placed: trainer on " + setup.trainer_node + ", ranks on [" +
                                    [&] {
@@ -312,6 +331,76 @@ caf::result<drain_reply> serve_client(head_ptr self, const drain_node& req) {
   return drain_reply{req.node, st.logic.drain_state(req.node), {}};
 }
 
+// Stops a job and its current attempt's trainer; false when the job is unknown or ended.
+bool stop_job_now(head_ptr self, const std::string& job_id, const std::string& reason) {
+  auto& st = self->state;
+  const auto* r = st.logic.find(job_id);
+  if (r == nullptr) return false;
+  const auto attempt = r->attempts - 1;
+  if (!st.logic.stop(job_id, reason)) return false;
+  for (auto& [addr, ref] : st.trainers)
+    if (ref.job_id == job_id) command(self, ref.handle, stop_attempt{job_id, attempt, "the job was stopped"});
+  forget_trainer(self, job_id, attempt);
+  notify_state(self, job_id);
+  start_trainers(self);
+  return true;
+}
+
+// Accepts a job under `id`, a job id the store writer took ahead: places it at once and starts its
+// trainer; its spec goes to the store writer first of its writes, and the client hears that it
+// was accepted once the spec and the state are stored, or that it could not be recorded (the job
+// is stopped then).
+void accept_job(head_ptr self, head_actor_state::waiting_submit submit, const std::string& id) {
+  auto& st = self->state;
+  const auto accepted = st.logic.submit(submit.spec, config::to_json_text(submit.spec), id);
+  auto not_stored = std::make_shared<std::string>();
+  if (!store_write(self, "record the job's spec", store_job_spec{0, id, submit.spec_json}, [] {},
+                   [not_stored](const std::string& error) { *not_stored = error; }))
+    *not_stored = "this head no longer leads; submit to the new leader";
+  persist(self);
+  start_trainers(self);
+  after_store_writes(self, [=, promise = std::move(submit.promise)]() mutable {
+    if (not_stored->empty()) {
+      promise.deliver(job_accepted{accepted});
+      return;
+    }
+    stop_job_now(self, accepted, "cannot record the job: " + *not_stored);
+    promise.deliver(caf::make_error(caf::sec::runtime_error, "cannot record the job: " + *not_stored));
+  });
+}
+
+// Keeps one job id taken in the store ahead of the next submit (store_reserve_job_id), so that a
+// job is placed without waiting for the store; submits that come while none is ready wait for
+// the next, in their order (ids follow submission order). A reservation that fails fails the
+// submits waiting for it; the next submit tries again.
+void reserve_job_id(head_ptr self) {
+  auto& st = self->state;
+  if (!st.store_writer || st.reserving_job_id || !st.reserved_job_id.empty() || !leads(self)) return;
+  st.reserving_job_id = true;
+  self->request(st.store_writer, caf::infinite, store_reserve_job_id{st.options.epoch})
+      .then([=](const store_reserved_id& r) {
+        auto& st = self->state;
+        st.reserving_job_id = false;
+        if (!r.result.error.empty()) {
+          std::cerr << "cluster-head: cannot take a job id: " << r.result.error << std::endl;
+          for (auto& w : st.waiting_for_id)
+            w.promise.deliver(caf::make_error(caf::sec::runtime_error,
+                                              "cannot record the job: " + r.result.error));
+          st.waiting_for_id.clear();
+          if (r.result.fenced) step_down(self, "a store write was fenced (" + r.result.error + ")");
+          return;
+        }
+        if (st.waiting_for_id.empty()) {
+          st.reserved_job_id = r.job_id;
+          return;
+        }
+        auto next = std::move(st.waiting_for_id.front());
+        st.waiting_for_id.pop_front();
+        reserve_job_id(self);  // before the job's writes: the next id is taken when it is answered
+        accept_job(self, std::move(next), r.job_id);
+      });
+}
+
 caf::result<job_accepted> serve_client(head_ptr self, const submit_job& req) {
   config::job_spec spec;
   try {
@@ -323,22 +412,28 @@ caf::result<job_accepted> serve_client(head_ptr self, const submit_job& req) {
   } catch (const std::exception& e) {
     return request_error(e.what());
   }
-  std::string id;
-  if (self->state.options.store) {
-    if (!leads(self))
-      return caf::make_error(caf::sec::runtime_error,
-                             "this head no longer leads; submit to the new leader");
-    try {
-      id = self->state.options.store->create_job(self->state.options.epoch, req.spec_json);
-    } catch (const std::exception& e) {
-      return caf::make_error(caf::sec::runtime_error,
-                             std::string("cannot record the job: ") + e.what());
-    }
+  auto& st = self->state;
+  if (!st.options.store) {
+    const auto id = st.logic.submit(spec, config::to_json_text(spec));
+    persist(self);
+    start_trainers(self);
+    return job_accepted{id};
   }
-  id = self->state.logic.submit(spec, config::to_json_text(spec), id);
-  persist(self);
-  start_trainers(self);
-  return job_accepted{id};
+  if (!leads(self))
+    return caf::make_error(caf::sec::runtime_error, "this head no longer leads; submit to the new leader");
+  head_actor_state::waiting_submit submit{std::move(spec), req.spec_json,
+                                          self->make_response_promise<job_accepted>()};
+  auto promise = submit.promise;
+  if (st.reserved_job_id.empty()) {
+    st.waiting_for_id.push_back(std::move(submit));
+    reserve_job_id(self);
+    return promise;
+  }
+  const auto id = std::move(st.reserved_job_id);
+  st.reserved_job_id.clear();
+  reserve_job_id(self);  // before the job's writes: the next id is taken when it is answered
+  accept_job(self, std::move(submit), id);
+  return promise;
 }
 
 caf::result<job_record> serve_client(head_ptr self, const job_query& q) {
@@ -351,19 +446,10 @@ caf::result<job_list> serve_client(head_ptr self, const job_list_query&) {
 }
 
 caf::result<job_record> serve_client(head_ptr self, const stop_job& req) {
-  auto& st = self->state;
-  const auto* r = st.logic.find(req.job_id);
+  const auto* r = self->state.logic.find(req.job_id);
   if (r == nullptr) return request_error("no job with id " + req.job_id);
-  const auto attempt = r->attempts - 1;
-  if (st.logic.stop(req.job_id, "stopped on request")) {
-    for (auto& [addr, ref] : st.trainers)
-      if (ref.job_id == req.job_id)
-        command(self, ref.handle, stop_attempt{req.job_id, attempt, "the job was stopped"});
-    forget_trainer(self, req.job_id, attempt);
-    notify_state(self, req.job_id);
-    start_trainers(self);
-  }
-  return *st.logic.find(req.job_id);
+  stop_job_now(self, req.job_id, "stopped on request");
+  return *self->state.logic.find(req.job_id);
 }
 
 caf::result<job_record> serve_client(head_ptr self, const checkpoint_job& req) {
@@ -535,7 +621,14 @@ caf::behavior head_actor(head_ptr self, head_options options) {
     self->state.store_writer = writer;
   }
   restore_jobs(self);
-  if (self->state.options.store) self->send(self, renew_lease{});
+  if (self->state.options.store) {
+    // Linked as the writer; it renews the lease every third of its ttl (lease_renewal).
+    auto keeper = self->spawn<caf::detached + caf::linked>(lease_keeper, self->state.options.store,
+                                                           caf::actor_cast<caf::actor>(self),
+                                                           self->state.options.epoch, self->state.options.lease_ttl);
+    self->attach_functor([keeper] { caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown); });
+  }
+  reserve_job_id(self);
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
     if (auto node = st.node_by_addr.find(msg.source); node != st.node_by_addr.end()) {
@@ -668,10 +761,9 @@ caf::behavior head_actor(head_ptr self, head_options options) {
           return;
         }
       },
-      [=](renew_lease) {
-        auto& st = self->state;
-        if (st.stepped_down || !renew(self)) return;
-        self->delayed_send(self, st.options.lease_ttl / 3, renew_lease{});
+      [=](const lease_renewal& r) {
+        if (self->state.stepped_down) return;
+        renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
       },
       [=](const attempt_running& ar) {
         self->state.logic.on_running(ar.job_id, ar.attempt);

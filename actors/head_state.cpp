@@ -647,6 +647,13 @@ std::vector<job_record> head_state::jobs() const {
   return out;
 }
 
+std::vector<const job_record*> head_state::records() const {
+  std::vector<const job_record*> out;
+  out.reserve(job_order_.size());
+  for (const auto& id : job_order_) out.push_back(&jobs_.at(id).record);
+  return out;
+}
+
 std::map<std::string, double> head_state::available(const std::string& node) const {
   for (const auto& n : nodes_)
     if (n.name() == node) return n.available().quantities();

@@ -150,6 +150,9 @@ class head_state {
   // The job's parsed spec, or nullptr when unknown.
   const config::job_spec* spec(const std::string& job_id) const;
   std::vector<job_record> jobs() const;
+  // The same records, in submission order, without copying them (a head keeps every job it ran:
+  // what runs per event must not copy them all); valid until the next submit or restore.
+  std::vector<const job_record*> records() const;
   // Free resources of a node (for tests and `submit plan`); empty when unknown.
   std::map<std::string, double> available(const std::string& node) const;
   // The inventories of the registered nodes, as placement sees them.

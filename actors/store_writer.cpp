@@ -22,7 +22,37 @@ store_write_result attempt(F&& write) {
   }
 }
 
+// The keeper's timer.
+struct renew_now {};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, renew_now&) {
+  return f(caf::meta::type_name("renew_now"));
+}
+
 }  // namespace
+
+caf::behavior lease_keeper(caf::event_based_actor* self,
+                           std::shared_ptr<const core::store::cluster_store> like, caf::actor head,
+                           std::int64_t epoch, std::chrono::milliseconds ttl) {
+  auto store = std::make_shared<core::store::cluster_store>(like->dir(), like->options(), like->clock());
+  self->send(self, renew_now{});
+  return {
+      [=](renew_now) {
+        lease_renewal out;
+        out.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch())
+                             .count();
+        try {
+          out.renewed = store->lease().renew(epoch, ttl).has_value();
+        } catch (const std::exception& e) {
+          out.error = e.what();
+        }
+        self->send(head, out);
+        self->delayed_send(self, ttl / 3, renew_now{});
+      },
+  };
+}
 
 nlohmann::json stored_log_line(const log_line& line) { return net::to_json_view(line); }
 
@@ -38,6 +68,14 @@ caf::behavior store_writer(caf::event_based_actor* self,
           store->append_event(w.epoch, r.id,
                               {{"state", to_string(r.state)}, {"reason", r.reason}, {"attempts", r.attempts}});
         });
+      },
+      [store](const store_reserve_job_id& w) {
+        store_reserved_id out;
+        out.result = attempt([&] { out.job_id = store->reserve_job_id(w.epoch); });
+        return out;
+      },
+      [store](const store_job_spec& w) {
+        return attempt([&] { store->create_reserved_job(w.epoch, w.job_id, w.spec_json); });
       },
       [store](const store_log_lines& w) {
         return attempt([&] {

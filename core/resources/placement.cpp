@@ -6,6 +6,7 @@
 #include <numeric>
 #include <optional>
 #include <queue>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -44,8 +45,8 @@ std::optional<closest_node> find_closest(const resource_set& need, const std::ve
   return best;
 }
 
-// Solves one capacity view (free or total resources) of the alive nodes exactly: every node is
-// tried for rank 0, and for each the identical worker bundles are counted per node.
+// Solves one capacity view (free or total resources) of the alive nodes exactly: every kind of
+// node is tried for rank 0, and for each the identical worker bundles are counted per node.
 class solver {
  public:
   using score_t = std::pair<std::int64_t, std::int64_t>;  // compared lexicographically
@@ -75,10 +76,18 @@ class solver {
     }
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t x, std::size_t y) { return base[x] > base[y]; });
+    // Candidates for rank 0 are interchangeable when they hold as many worker bundles with and
+    // without rank 0's: the other nodes then offer the same capacities in the same order, so the
+    // fill scores the same and, ties going to the node listed first, only the first of each such
+    // class can win (or place the most ranks, for the explanation). Trying one per class makes a
+    // solve O(classes × nodes), not O(nodes²); on a cluster of alike nodes there are a few classes.
+    std::set<std::pair<std::int64_t, std::int64_t>> tried;
     for (std::size_t c = 0; c < caps.size(); ++c) {
       if (!lead_.fits_in(caps[c])) continue;
+      const std::int64_t with_lead = worker_.copies_in(caps[c] - lead_, rest_);
+      if (!tried.emplace(base[c], with_lead).second) continue;
       std::vector<std::int64_t> k = base;
-      k[c] = worker_.copies_in(caps[c] - lead_, rest_);
+      k[c] = with_lead;
       assignment a{c, std::vector<std::int64_t>(caps.size(), 0)};
       score_t score;
       const std::int64_t placed = fill(a, k, order, score);

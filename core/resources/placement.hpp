@@ -1,6 +1,7 @@
 // Placement of a job's bundles on cluster nodes with Ray's strategies. A job has one bundle per
 // worker rank; the trainer's resources are merged into rank 0's bundle, so the trainer always runs
-// on rank 0's node. Placement is exact (no greedy misses): rank 0's bundle is tried on every node
+// on rank 0's node. Placement is exact (no greedy misses): rank 0's bundle is tried on every kind
+// of node (nodes holding as many bundles with and without it are alike: the first such is tried)
 // and the identical bundles of ranks 1..N-1 are counted per node.
 #pragma once
 

@@ -40,6 +40,10 @@ class cluster_store {
   std::string create_job(std::int64_t epoch, const std::string& spec_json) {
     return backend_->create_job(epoch, spec_json);
   }
+  std::string reserve_job_id(std::int64_t epoch) { return backend_->reserve_job_id(epoch); }
+  void create_reserved_job(std::int64_t epoch, const std::string& job_id, const std::string& spec_json) {
+    backend_->create_reserved_job(epoch, job_id, spec_json);
+  }
   void write_state(std::int64_t epoch, const std::string& job_id, const nlohmann::json& state) {
     backend_->write_state(epoch, job_id, state);
   }

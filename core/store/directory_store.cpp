@@ -89,11 +89,43 @@ fs::path directory_store::existing_job_dir(const std::string& job_id) const {
   return dir;
 }
 
-std::string directory_store::create_job(std::int64_t epoch, const std::string& spec_json) {
+namespace {
+
+void require_spec_object(const std::string& spec_json) {
   auto spec = nlohmann::json::parse(spec_json, nullptr, false);
   if (spec.is_discarded() || !spec.is_object())
     throw store_error(store_error_kind::invalid, "",
                       "job spec must be a JSON object (the text as submitted)");
+}
+
+}  // namespace
+
+std::string directory_store::reserve_job_id(std::int64_t epoch) {
+  job_id_lock lock(dir_);
+  check_epoch(epoch);
+  auto id = lock.take_next();
+  lock.commit();
+  return id;
+}
+
+void directory_store::create_reserved_job(std::int64_t epoch, const std::string& job_id,
+                                          const std::string& spec_json) {
+  require_spec_object(spec_json);
+  check_name("job id", job_id);
+  const auto dir = jobs_dir(dir_) / job_id;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw store_error(store_error_kind::invalid, dir.string(),
+                      "job id '" + job_id + "' was not reserved in " + jobs_dir(dir_).string());
+  if (fs::exists(dir / "spec.json", ec))
+    throw store_error(store_error_kind::invalid, (dir / "spec.json").string(),
+                      "job '" + job_id + "' has a spec already; a reserved id takes one job");
+  check_epoch(epoch);
+  write_file_atomic(dir / "spec.json", spec_json);
+}
+
+std::string directory_store::create_job(std::int64_t epoch, const std::string& spec_json) {
+  require_spec_object(spec_json);
   job_id_lock lock(dir_);
   check_epoch(epoch);
   auto id = lock.take_next();

@@ -32,6 +32,10 @@ class directory_store : public store_backend {
 
   // Ids "job-0001", ...; creates jobs/<id>/ and writes spec.json verbatim.
   std::string create_job(std::int64_t epoch, const std::string& spec_json) override;
+  // Creates jobs/<id>/ (empty); create_reserved_job writes its spec.json.
+  std::string reserve_job_id(std::int64_t epoch) override;
+  void create_reserved_job(std::int64_t epoch, const std::string& job_id,
+                           const std::string& spec_json) override;
   // Replaces state.json (atomically).
   void write_state(std::int64_t epoch, const std::string& job_id,
                    const nlohmann::json& state) override;

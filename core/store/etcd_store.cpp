@@ -191,7 +191,7 @@ void etcd_store::explain_failure(std::int64_t epoch, const std::string& job_id) 
                           " expired (etcd deleted the leader key); this head must stop writing");
 }
 
-std::string etcd_store::create_job(std::int64_t epoch, const std::string& spec_json) {
+void etcd_store::require_spec(const std::string& spec_json) const {
   auto spec = nlohmann::json::parse(spec_json, nullptr, false);
   if (spec.is_discarded() || !spec.is_object())
     throw store_error(store_error_kind::invalid, "",
@@ -201,6 +201,36 @@ std::string etcd_store::create_job(std::int64_t epoch, const std::string& spec_j
                       "job spec is " + std::to_string(spec_json.size()) +
                           " bytes; the etcd store keeps specs of at most " +
                           std::to_string(record_cap_bytes) + " bytes");
+}
+
+std::string etcd_store::create_job(std::int64_t epoch, const std::string& spec_json) {
+  require_spec(spec_json);
+  return take_job_id(epoch, &spec_json);
+}
+
+std::string etcd_store::reserve_job_id(std::int64_t epoch) { return take_job_id(epoch, nullptr); }
+
+void etcd_store::create_reserved_job(std::int64_t epoch, const std::string& job_id,
+                                     const std::string& spec_json) {
+  require_spec(spec_json);
+  check_name("job id", job_id);
+  const auto number = parse_job_id(job_id);
+  std::int64_t last = 0;
+  if (auto c = get(key("next_job_id"))) last = std::atoll(c->value.c_str());
+  if (!number || *number > last)
+    throw store_error(store_error_kind::invalid, key("specs/" + job_id),
+                      "job id '" + job_id + "' was not reserved in " + location_text());
+  const auto spec_key = key("specs/" + job_id);
+  auto answer = txn(nlohmann::json::array({fence(epoch), compare(spec_key, "CREATE", "EQUAL", 0)}),
+                    nlohmann::json::array({put(spec_key, spec_json)}));
+  if (answer.value("succeeded", false)) return;
+  explain_failure(epoch, "");
+  if (auto there = get(spec_key); there && there->value == spec_json) return;  // a retry's answer lost
+  throw store_error(store_error_kind::invalid, spec_key,
+                    "job '" + job_id + "' has a spec already; a reserved id takes one job");
+}
+
+std::string etcd_store::take_job_id(std::int64_t epoch, const std::string* spec_json) {
   const auto counter = key("next_job_id");
   // The counter holds "<last id number> <token of the create that took it>": a create that
   // finds its txn applied (its answer lost, then retried) knows it by the token.
@@ -222,10 +252,11 @@ std::string etcd_store::create_job(std::int64_t epoch, const std::string& spec_j
       mod = c->mod_revision;
     }
     const auto id = format_job_id(last + 1);
-    auto answer = txn(nlohmann::json::array({fence(epoch), compare(counter, "MOD", "EQUAL", mod),
-                                             compare(key("specs/" + id), "CREATE", "EQUAL", 0)}),
-                      nlohmann::json::array({put(counter, std::to_string(last + 1) + " " + token),
-                                             put(key("specs/" + id), spec_json)}));
+    auto compares = nlohmann::json::array({fence(epoch), compare(counter, "MOD", "EQUAL", mod),
+                                           compare(key("specs/" + id), "CREATE", "EQUAL", 0)});
+    auto puts = nlohmann::json::array({put(counter, std::to_string(last + 1) + " " + token)});
+    if (spec_json != nullptr) puts.push_back(put(key("specs/" + id), *spec_json));
+    auto answer = txn(compares, puts);
     if (answer.value("succeeded", false)) return id;
     explain_failure(epoch, "");
     // The counter moved (another store object took the id), or this very txn was applied and

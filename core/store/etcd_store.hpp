@@ -82,6 +82,10 @@ class etcd_store : public store_backend {
   const lease_service& lease() const override { return lease_; }
 
   std::string create_job(std::int64_t epoch, const std::string& spec_json) override;
+  // Takes the id in the counter alone; create_reserved_job puts specs/<id>.
+  std::string reserve_job_id(std::int64_t epoch) override;
+  void create_reserved_job(std::int64_t epoch, const std::string& job_id,
+                           const std::string& spec_json) override;
   void write_state(std::int64_t epoch, const std::string& job_id,
                    const nlohmann::json& state) override;
   void append_event(std::int64_t epoch, const std::string& job_id, nlohmann::json event) override;
@@ -116,6 +120,11 @@ class etcd_store : public store_backend {
   // invalid for the epoch; returns when neither explains the failure.
   void explain_failure(std::int64_t epoch, const std::string& job_id) const;
   void require_job_compare(nlohmann::json& compare, const std::string& job_id) const;
+  // Throws store_error invalid for a spec that is not a JSON object or is over the record cap.
+  void require_spec(const std::string& spec_json) const;
+  // Takes the next job id from the counter (see the token above), storing *spec_json under it in
+  // the same txn when given.
+  std::string take_job_id(std::int64_t epoch, const std::string* spec_json);
   std::int64_t last_seq(const std::string& dir) const;
   // Appends records under `dir`/<seq> (seq from `next`), trimming to `kept`.
   void append_sequenced(std::int64_t epoch, const std::string& job_id, const std::string& dir,

@@ -58,6 +58,15 @@ class store_backend {
   // Accepts a job: allocates the next id, stores `spec_json` verbatim (a JSON object, else
   // store_error invalid) and returns the id.
   virtual std::string create_job(std::int64_t epoch, const std::string& spec_json) = 0;
+  // The same in two steps, so that a head can take an id before a job comes and accept the job
+  // without waiting for the store (it keeps one id ready): reserve_job_id takes the next id,
+  // never handed out again whether or not a spec follows (a head that stops leaves its unused id
+  // as a gap); create_reserved_job then stores the spec verbatim under it. Until then list_jobs
+  // and load_job do not show the id, and write_state refuses it. store_error invalid for a spec
+  // that is not a JSON object, an id that was not reserved, or one that has a spec already.
+  virtual std::string reserve_job_id(std::int64_t epoch) = 0;
+  virtual void create_reserved_job(std::int64_t epoch, const std::string& job_id,
+                                   const std::string& spec_json) = 0;
   // Replaces the job's state with `state` (a JSON object, the head's job record) plus "epoch".
   virtual void write_state(std::int64_t epoch, const std::string& job_id,
                            const nlohmann::json& state) = 0;

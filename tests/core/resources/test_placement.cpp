@@ -41,6 +41,11 @@ names placed(const scaling_spec& s, const std::vector<node_inventory>& nodes) {
 
 const resource_quantities gpu_worker = {{"CPU", 1}, {"GPU", 1}};
 
+names operator+(names a, const names& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("PACK puts the bundles on as few nodes as possible", "[core]") {
@@ -71,6 +76,28 @@ TEST_CASE("SPREAD uses as many distinct nodes as possible and then balances", "[
                               {"cpu", {{"CPU", 64}}},
                               {"gpu2", {{"CPU", 8}, {"GPU", 2}}}});
   CHECK(placed(job(2, gpu_worker, placement_strategy::spread), mixed) == names{"gpu1", "gpu2"});
+}
+
+TEST_CASE("Among alike nodes rank 0 goes to the first listed, on a cluster of many", "[core]") {
+  // 1,000 nodes of 8 slots, some of them half used: rank 0 is tried once per kind of node, and
+  // the plan is the one that trying every node gives (ties to the node listed first).
+  std::vector<node_inventory> nodes;
+  for (int i = 0; i < 1000; ++i) {
+    nodes.emplace_back("n" + std::to_string(i), resource_set({{"CPU", 8}}));
+    if (i % 3 == 0) nodes.back().reserve(resource_set({{"CPU", 4}}));
+  }
+  // PACK, 16 ranks: two whole nodes, the first two free ones (n1, n2).
+  auto pack = placed(job(16, {{"CPU", 1}}, placement_strategy::pack), nodes);
+  CHECK(pack == names(8, "n1") + names(8, "n2"));
+  // PACK, 6 ranks: one free node, the first (n1), though n0 is listed before it.
+  CHECK(placed(job(6, {{"CPU", 1}}, placement_strategy::pack), nodes) == names(6, "n1"));
+  // PACK, 4 ranks: the half-used n0 holds them all and is listed first.
+  CHECK(placed(job(4, {{"CPU", 1}}, placement_strategy::pack), nodes) == names(4, "n0"));
+  // SPREAD, 3 ranks: one on each of the first three nodes.
+  CHECK(placed(job(3, {{"CPU", 1}}, placement_strategy::spread), nodes) == names{"n0", "n1", "n2"});
+  // A trainer that asks more than a half-used node has left puts rank 0 on the first free node.
+  CHECK(placed(job(2, {{"CPU", 1}}, placement_strategy::pack, {{"CPU", 5}}), nodes) ==
+        names{"n1", "n1"});
 }
 
 TEST_CASE("STRICT_PACK puts every bundle on one node or nowhere", "[core]") {

@@ -99,6 +99,49 @@ TEST_CASE("Every store backend gives increasing job ids and keeps specs and stat
   CHECK(like.list_jobs().size() == 3);
 }
 
+TEST_CASE("Every store backend hands out a reserved job id once and shows the job only with its spec",
+          "[core][store][etcd]") {
+  auto backend = GENERATE(as<std::string>{}, "directory", "etcd");
+  INFO("backend " << backend);
+  store_place place(backend);
+  auto db = place.open();
+  auto epoch = db->lease().acquire("head-a", "a:1", 10s).value().epoch;
+  const auto reserved = db->reserve_job_id(epoch);
+  CHECK(reserved == "job-0001");
+  // Taken: neither a create nor another store object gets it again.
+  CHECK(db->create_job(epoch, spec_text) == "job-0002");
+  auto other = place.open();
+  CHECK(other->reserve_job_id(epoch) == "job-0003");
+  // Not a job until its spec is there.
+  CHECK_FALSE(other->load_job(reserved));
+  CHECK(other->list_jobs().size() == 1);
+  CHECK(kind_of([&] { db->write_state(epoch, reserved, {{"status", "x"}}); }) ==
+        store::store_error_kind::not_found);
+
+  db->create_reserved_job(epoch, reserved, spec_text);
+  auto job = other->load_job(reserved);
+  REQUIRE(job);
+  CHECK(job->spec_json == spec_text);
+  db->write_state(epoch, reserved, {{"status", "RUNNING"}});
+  CHECK(other->list_jobs().size() == 2);
+  // One job per id; only reserved ids; only JSON objects.
+  CHECK(kind_of([&] { db->create_reserved_job(epoch, reserved, "{\"name\": \"b\"}"); }) ==
+        store::store_error_kind::invalid);
+  CHECK(kind_of([&] { db->create_reserved_job(epoch, "job-0099", spec_text); }) ==
+        store::store_error_kind::invalid);
+  CHECK(kind_of([&] { db->create_reserved_job(epoch, "job-0003", "[1]"); }) ==
+        store::store_error_kind::invalid);
+  // A head that lost the lease can neither reserve nor fill a reserved id.
+  db->lease().release(epoch);
+  auto newer = other->lease().acquire("head-b", "b:1", 10s).value().epoch;
+  CHECK(newer > epoch);
+  CHECK(kind_of([&] { db->reserve_job_id(epoch); }) == store::store_error_kind::fenced);
+  CHECK(kind_of([&] { db->create_reserved_job(epoch, "job-0003", spec_text); }) ==
+        store::store_error_kind::fenced);
+  other->create_reserved_job(newer, "job-0003", spec_text);
+  CHECK(other->list_jobs().size() == 3);
+}
+
 TEST_CASE("Every store backend appends history and numbered log lines, across store objects",
           "[core][store][etcd]") {
   auto backend = GENERATE(as<std::string>{}, "directory", "etcd");
