@@ -6,7 +6,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/worker_actor.hpp"
 #include "actors/hang_detector.hpp"
 #include "actors/worker_process_link.hpp"
 

@@ -11,7 +11,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/worker_process_actor.hpp"
 #include "actors/worker_process_link.hpp"
 #include "core/proc/child_process.hpp"
 

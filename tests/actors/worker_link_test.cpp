@@ -18,7 +18,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/worker_process_actor.hpp"
 #include "actors/wire_protocol.hpp"
 #include "actors/worker_process_link.hpp"
 #include "tests/actors/job_specs.hpp"
