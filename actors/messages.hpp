@@ -18,7 +18,8 @@
 //                    process's command link (fd 4), whose reader thread sets its run_signals
 //   worker process → its worker actor   process_progress, process_heartbeat, process_finished
 //                    as codec frames on fd 3 (worker_process_link.hpp), turned into the
-//                    messages above (the link's messages: worker_link_messages, below)
+//                    messages above (the link's messages: worker_link_messages, below); each
+//                    direction of that link opens with link_hello, its protocol version
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
 //   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt, log_ack, outcome_ack
@@ -425,11 +426,19 @@ struct worker_command {
   worker_command_kind kind = worker_command_kind::checkpoint;
   std::int64_t n = 0;
 };
-// ---- The worker process link (worker_process_link.hpp): worker process → its worker actor ----
-// A cluster-worker's worker actor and the worker process it started speak these (and
-// worker_command, the other way) as codec frames; they never travel on the cluster wire
-// (wire_protocol.cpp static_asserts it). They carry no job, attempt or rank: the actor knows
-// which process it started and stamps them on what it passes on to the trainer.
+// ---- The worker process link (worker_process_link.hpp) ----
+// A cluster-worker's worker actor and the worker process it started speak these, and
+// worker_command node → process, as codec frames; these never travel on the cluster wire
+// (wire_protocol.cpp static_asserts it).
+// The first frame each end writes, on fd 3 and on fd 4: the version of the link's protocol it
+// speaks (worker_link_version). A reader refuses a link that opens with anything else or with
+// another version, naming both: cohort-worker and cluster-worker come from one build.
+struct link_hello {
+  static constexpr std::uint32_t wire_id = 72;
+  std::uint32_t version = 0;
+};
+// Worker process → its worker actor. They carry no job, attempt or rank: the actor knows which
+// process it started and stamps them on what it passes on to the trainer.
 // A logged step of the process's rank; passed on as progress_report.
 struct process_progress {
   static constexpr std::uint32_t wire_id = 69;
@@ -752,6 +761,11 @@ typename Inspector::result_type inspect(Inspector& f, worker_command& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, link_hello& x) {
+  return f(caf::meta::type_name("link_hello"), x.version);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_progress& x) {
   return f(caf::meta::type_name("process_progress"), x.step, x.total_steps, x.loss, x.lr,
            x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step, x.eval_step,
@@ -817,7 +831,7 @@ typename Inspector::result_type inspect(Inspector& f, node_draining& x) {
 }
 
 // The worker process link's messages, both ways (worker_process_link.hpp).
-using worker_link_messages =
-    net::wire_types<worker_command, process_progress, process_heartbeat, process_finished>;
+using worker_link_messages = net::wire_types<link_hello, worker_command, process_progress,
+                                             process_heartbeat, process_finished>;
 
 }  // namespace cohort::actors

@@ -94,6 +94,9 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
     return {};
   }
   const auto pid = static_cast<std::int64_t>(st.child->pid());
+  // The link's first frame down. Should it not be written (the process is already gone), its
+  // exit tells the rest.
+  st.child->write_commands(link_frame(link_hello{worker_link_version}));
   self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
   return {
       [=](const child_output& out) {
@@ -125,13 +128,12 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
           }
         }
         if (got.error) {
-          // The process is not speaking the link's protocol: this worker fails (retryable, as a
-          // crash), and nothing it says from here on is believed.
+          // The process does not speak the link's protocol (or not this version of it): this
+          // worker fails (retryable, as a crash), and nothing it says from here on is believed.
           st.link_error = "worker process " + std::to_string(pid) + " of rank " +
                           std::to_string(st.setup.rank) + " on node " + st.setup.node +
-                          " sent a malformed frame on its report link (fd " +
-                          std::to_string(worker_report_fd) + "): " + *got.error +
-                          "; the process was killed";
+                          " broke its report link (fd " + std::to_string(worker_report_fd) +
+                          "): " + *got.error + "; the process was killed";
           st.child->signal(SIGKILL);
         }
       },

@@ -212,6 +212,7 @@ std::string frame_of_type(const net::decoded_frame& decoded) {
 
 }  // namespace
 
+std::string link_frame(const link_hello& hello) { return framed(hello); }
 std::string link_frame(const worker_command& command) { return framed(command); }
 std::string link_frame(const process_progress& progress) { return framed(progress); }
 std::string link_frame(const process_heartbeat& beat) { return framed(beat); }
@@ -238,8 +239,26 @@ std::optional<std::string> link_frames::feed(
       const auto decoded = link_codec().decode(pending_.data() + at + length_bytes, n);
       at += length_bytes + n;
       if (!decoded.ok()) {
-        error_ = std::string(net::to_string(decoded.error)) + ": " + decoded.detail;
+        error_ = "a malformed frame (" + std::string(net::to_string(decoded.error)) + ": " +
+                 decoded.detail + ")";
         break;
+      }
+      if (!opened_) {
+        if (!decoded.message.match_element<link_hello>(0)) {
+          error_ = "the link opened with " + frame_of_type(decoded) +
+                   ", not link_hello (a peer of another build?)";
+          break;
+        }
+        const auto version = decoded.message.get_as<link_hello>(0).version;
+        if (version != worker_link_version) {
+          error_ = "the peer speaks version " + std::to_string(version) +
+                   " of the worker link and this end version " +
+                   std::to_string(worker_link_version) +
+                   ": cohort-worker and cluster-worker must come from the same build";
+          break;
+        }
+        opened_ = true;
+        continue;
       }
       if (decoded.message.match_element<net::wire_error>(0) || !take(decoded.message)) {
         error_ = frame_of_type(decoded) + ", which this end of the link does not take";
@@ -317,23 +336,44 @@ command_link_reader::command_link_reader(int fd, core::train::run_signals& signa
       pollfd pfd[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
       if (::poll(pfd, 2, -1) < 0) {
         if (errno == EINTR) continue;
+        settle(std::nullopt);
         return;
       }
-      if (pfd[1].revents != 0) return;  // the destructor
+      if (pfd[1].revents != 0) {  // the destructor
+        settle(std::nullopt);
+        return;
+      }
       const ssize_t n = ::read(fd_, buf, sizeof buf);
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) {  // the node closed its end (or fd_ is not open: no link)
+        settle(std::nullopt);
         if (on_end) on_end(std::nullopt);
         return;
       }
       auto got = frames.feed(buf, static_cast<std::size_t>(n));
+      if (frames.opened()) settle(std::nullopt);
       for (const auto& c : got.commands) apply_command(c, signals);
       if (got.error) {
+        settle(got.error);
         if (on_end) on_end(got.error);
         return;
       }
     }
   });
+}
+
+void command_link_reader::settle(const std::optional<std::string>& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (settled_) return;
+  settled_ = true;
+  opening_error_ = error;
+  opened_or_ended_.notify_all();
+}
+
+std::optional<std::string> command_link_reader::wait_for_hello() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  opened_or_ended_.wait(lock, [this] { return settled_; });
+  return opening_error_;
 }
 
 command_link_reader::~command_link_reader() {

@@ -5,15 +5,17 @@
 // input), and writes its output on stdout (the job's log).
 // Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
 // job's runtime_env.env_vars it has; a worker whose bundle has GPUs but that sees none fails.
-// A thread reads the trainer's commands from fd 4 (worker_process_link.hpp: checkpoint, release,
-// preempt, stop as codec frames) into the run's run_signals, which the workload reads between
-// steps; a malformed frame is logged and ends the link. SIGTERM, like the stop command, stops it
-// at the next step. Exit: 0 done or stopped, 1 failed, 2 bad setup.
-// A thread heartbeats on fd 3 (process_heartbeat: the step reached, and how long the rank has waited in a
-// collective) every heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang
-// detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker: fatal signal …"
-// and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps for the crash
-// report, then end the process with the same signal.
+// Each direction of its link opens with link_hello: it writes its own first on fd 3, and a
+// command link (fd 4) that does not open with the node's, of this version, fails it before it
+// runs anything. A thread reads the trainer's commands from fd 4 (checkpoint, release, preempt,
+// stop) into the run's run_signals, which the workload reads between steps; a malformed frame
+// later is logged and ends the link. SIGTERM, like the stop command, stops it at the next step.
+// Exit: 0 done or stopped, 1 failed, 2 bad setup.
+// A thread heartbeats on fd 3 (process_heartbeat: the step reached, and how long the rank has
+// waited in a collective) every heartbeat_interval_s(run.failure.hang_timeout_s) for the
+// trainer's hang detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker:
+// fatal signal …" and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps
+// for the crash report, then end the process with the same signal.
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -194,6 +196,8 @@ int main(int argc, char** argv) {
                  "setup from the file $" << actors::worker_setup_file_variable << " names\n";
     return 0;
   }
+  // The report link's first frame, before anything else can fail.
+  report(actors::link_hello{actors::worker_link_version});
   actors::worker_setup setup;
   try {
     setup = actors::read_worker_setup();
@@ -243,9 +247,17 @@ int main(int argc, char** argv) {
     commands = std::make_unique<actors::command_link_reader>(
         actors::worker_command_fd, signals, [](const std::optional<std::string>& error) {
           if (error)  // the node's end closing is no news: this process dies with the node
-            std::cerr << "cohort-worker: malformed frame on the command link (" << *error
+            std::cerr << "cohort-worker: the command link broke (" << *error
                       << "); no further command is read, SIGTERM still stops this worker" << std::endl;
         });
+  // A node of another version: fail before running anything.
+  if (commands) {
+    if (const auto broken = commands->wait_for_hello()) {
+      report_finished(false, "rank " + std::to_string(setup.rank) + " on node " + setup.node +
+                                 ": the command link from its node did not open: " + *broken);
+      return 1;
+    }
+  }
   ctx.report = [&](const core::train::step_report& r) {
     report(actors::progress_of(r));
   };

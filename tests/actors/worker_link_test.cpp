@@ -33,6 +33,9 @@ worker_command command(worker_command_kind kind, std::int64_t n) {
   return worker_command{"job-0001", 2, kind, n};
 }
 
+// The first frame of either direction.
+const std::string hello = link_frame(link_hello{worker_link_version});
+
 // A socket pair as the node makes it: [0] the worker's end, [1] the node's.
 struct link_pair {
   int fds[2];
@@ -70,7 +73,7 @@ struct link_end {
 }  // namespace
 
 TEST_CASE("command frames are reassembled from single bytes into the commands sent", "[actors][link]") {
-  const std::string bytes = link_frame(command(worker_command_kind::checkpoint, 1)) +
+  const std::string bytes = hello + link_frame(command(worker_command_kind::checkpoint, 1)) +
                             link_frame(command(worker_command_kind::release, 3)) +
                             link_frame(command(worker_command_kind::stop, 0));
   command_frame_reader reader;
@@ -106,7 +109,7 @@ TEST_CASE("frames that are not commands break the link and nothing after them is
     std::string bad = link_frame(command(worker_command_kind::release, 2));
     bad.back() = '\xc1';  // msgpack's never-used byte, in place of n
     const std::string after = link_frame(command(worker_command_kind::release, 3));
-    const std::string all = good + bad + after;
+    const std::string all = hello + good + bad + after;
     auto r = reader.feed(all.data(), all.size());
     REQUIRE(r.commands.size() == 1);
     CHECK(r.commands[0].n == 1);
@@ -124,7 +127,7 @@ TEST_CASE("frames that are not commands break the link and nothing after them is
   }
   SECTION("a frame of the other direction: what a worker process reports") {
     command_frame_reader reader;
-    const std::string bytes = link_frame(process_heartbeat{3, -1});
+    const std::string bytes = hello + link_frame(process_heartbeat{3, -1});
     auto r = reader.feed(bytes.data(), bytes.size());
     CHECK(r.commands.empty());
     REQUIRE(r.error);
@@ -134,8 +137,8 @@ TEST_CASE("frames that are not commands break the link and nothing after them is
   SECTION("another wire message") {
     command_frame_reader reader;
     const std::string frame = make_wire_codec()->encode(stop_attempt{"job-0001", 2, "stop", 1});
-    std::string bytes(4, '\0');
-    bytes[3] = static_cast<char>(frame.size());
+    std::string bytes = hello + std::string(4, '\0');
+    bytes[hello.size() + 3] = static_cast<char>(frame.size());
     REQUIRE(frame.size() < 256);
     bytes += frame;
     auto r = reader.feed(bytes.data(), bytes.size());
@@ -166,7 +169,7 @@ TEST_CASE("the worker's reader thread applies every frame the node writes until 
   run_signals s;
   link_end end;
   command_link_reader reader(link.fds[0], s, end.handler());
-  link.write(link_frame(command(worker_command_kind::checkpoint, 1)));
+  link.write(hello + link_frame(command(worker_command_kind::checkpoint, 1)));
   const std::string two = link_frame(command(worker_command_kind::release, 1)) +
                           link_frame(command(worker_command_kind::preempt, 2));
   link.write(two.substr(0, 7));  // a frame split across writes
@@ -188,7 +191,7 @@ TEST_CASE("the worker's reader thread reports a malformed frame once and reads n
   command_link_reader reader(link.fds[0], s, end.handler());
   // Three bytes: [1, -1, and nothing more]: a truncated envelope.
   const std::string garbage = std::string("\x00\x00\x00\x03", 4) + "\x93\x01\xff";
-  link.write(link_frame(command(worker_command_kind::release, 1)) + garbage +
+  link.write(hello + link_frame(command(worker_command_kind::release, 1)) + garbage +
              link_frame(command(worker_command_kind::stop, 0)));
   REQUIRE(end.wait());
   REQUIRE(end.error);
@@ -226,7 +229,7 @@ process_progress progress(std::int64_t step) {
 
 // What a worker process writes over a run: two steps, heartbeats between them, its final word.
 std::string a_run_of_frames() {
-  return link_frame(process_heartbeat{0, -1}) + link_frame(progress(1)) +
+  return hello + link_frame(process_heartbeat{0, -1}) + link_frame(progress(1)) +
          link_frame(process_heartbeat{1, 2.5}) + link_frame(progress(2)) +
          link_frame(process_finished{false, "the data set is gone", failure_kind::bad_input});
 }
@@ -289,7 +292,8 @@ TEST_CASE("a worker process's frames split in two at any byte come out the same"
 
 TEST_CASE("a final word longer than the link carries is cut, not refused", "[actors][link]") {
   const std::string long_reason(100000, 'x');
-  const std::string bytes = link_frame(process_finished{false, long_reason, failure_kind::retryable});
+  const std::string bytes =
+      hello + link_frame(process_finished{false, long_reason, failure_kind::retryable});
   process_frame_reader reader;
   auto r = reader.feed(bytes.data(), bytes.size());
   REQUIRE_FALSE(r.error);
@@ -303,7 +307,7 @@ TEST_CASE("a final word longer than the link carries is cut, not refused", "[act
 TEST_CASE("malformed frames from a worker process break its link with the reason, and nothing after "
           "them is read",
           "[actors][link]") {
-  const std::string good = link_frame(process_heartbeat{4, -1});
+  const std::string good = hello + link_frame(process_heartbeat{4, -1});
   const std::string after = link_frame(process_finished{true, "", failure_kind::retryable});
   std::string bad;
   std::string why;
@@ -370,10 +374,14 @@ struct worker_process_run {
   std::vector<progress_report> progress;
   std::vector<rank_heartbeat> heartbeats;
   std::optional<worker_finished> finished;
+  std::string node_wrote;  // the first bytes the process read from fd 4: the node's hello
 
   explicit worker_process_run(const std::string& frames, const std::string& after_frames) {
     const std::string frames_file = dir.write("frames", frames);
-    const std::string program = dir.write("worker.sh", "#!/bin/sh\ncat '" + frames_file + "' >&3\n" + after_frames + "\n");
+    const std::string captured = dir.path("from-node");
+    const std::string program =
+        dir.write("worker.sh", "#!/bin/sh\nhead -c " + std::to_string(hello.size()) + " <&4 > '" +
+                                   captured + "'\ncat '" + frames_file + "' >&3\n" + after_frames + "\n");
     REQUIRE(::chmod(program.c_str(), 0700) == 0);
     worker_setup setup;
     setup.job_id = "job-0003";
@@ -402,6 +410,7 @@ struct worker_process_run {
         },
         caf::after(std::chrono::seconds(60)) >> [&] { done = true; });
     caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    node_wrote = cohort::test::read_file(captured);
   }
 };
 
@@ -410,12 +419,13 @@ struct worker_process_run {
 TEST_CASE("a worker process's frames reach the trainer as progress and heartbeats of its rank, and "
           "its final word as how it finished",
           "[actors][link]") {
-  worker_process_run run(link_frame(process_heartbeat{0, -1}) + link_frame(progress(1)) +
+  worker_process_run run(hello + link_frame(process_heartbeat{0, -1}) + link_frame(progress(1)) +
                              link_frame(process_heartbeat{1, 2.5}) +
                              link_frame(process_finished{true, "", failure_kind::retryable}),
                          "exit 0");
   REQUIRE(run.finished);
   CHECK(run.finished->ok);
+  CHECK(run.node_wrote == hello);
   CHECK(run.finished->job_id == "job-0003");
   CHECK(run.finished->rank == 1);
   CHECK(run.finished->attempt == 4);
@@ -436,15 +446,111 @@ TEST_CASE("a malformed frame from a worker process fails that worker with the re
   // After the bad frame: a final word of success (never read), then the process waits to be
   // killed.
   const std::string garbage = std::string("\x00\x00\x00\x03", 4) + "\x93\x01\xff";
-  worker_process_run run(link_frame(process_heartbeat{7, -1}) + garbage +
+  worker_process_run run(hello + link_frame(process_heartbeat{7, -1}) + garbage +
                              link_frame(process_finished{true, "", failure_kind::retryable}),
                          "exec sleep 600");
   REQUIRE(run.finished);
   CHECK_FALSE(run.finished->ok);
   CHECK(run.finished->kind == failure_kind::retryable);
   CHECK(run.finished->rank == 1);
-  CHECK_THAT(run.finished->reason, Catch::Contains("of rank 1 on node n1 sent a malformed frame") &&
+  CHECK_THAT(run.finished->reason, Catch::Contains("of rank 1 on node n1 broke its report link (fd 3)") &&
+                                       Catch::Contains("a malformed frame") &&
                                        Catch::Contains("the process was killed"));
   REQUIRE(run.heartbeats.size() == 1);  // what came before the bad frame was taken
   CHECK(run.heartbeats[0].step == 7);
+}
+
+TEST_CASE("the hello's bytes stay what every version reads: length 5, then [1, 72, [version]]",
+          "[actors][link]") {
+  // A later build must still read an earlier one's hello to name both versions.
+  CHECK(link_frame(link_hello{2}) == std::string("\x00\x00\x00\x05\x93\x01\x48\x91\x02", 9));
+}
+
+TEST_CASE("either end refuses a link that opens with another version, naming both, or with anything "
+          "but link_hello",
+          "[actors][link]") {
+  const std::string newer = link_frame(link_hello{worker_link_version + 1});
+  const std::string after_newer = link_frame(process_heartbeat{1, -1});
+  SECTION("the node, reading a worker process of another version") {
+    process_frame_reader reader;
+    const std::string bytes = newer + after_newer;
+    auto r = reader.feed(bytes.data(), bytes.size());
+    CHECK(r.messages.empty());
+    REQUIRE(r.error);
+    CHECK_THAT(*r.error, Catch::Contains("version " + std::to_string(worker_link_version + 1)) &&
+                             Catch::Contains("this end version " + std::to_string(worker_link_version)) &&
+                             Catch::Contains("same build"));
+  }
+  SECTION("the worker, reading a node of another version") {
+    command_frame_reader reader;
+    const std::string bytes = newer + link_frame(command(worker_command_kind::stop, 0));
+    auto r = reader.feed(bytes.data(), bytes.size());
+    CHECK(r.commands.empty());
+    CHECK_FALSE(reader.opened());
+    REQUIRE(r.error);
+    CHECK_THAT(*r.error, Catch::Contains("same build"));
+  }
+  SECTION("a link that opens with a message, not the hello") {
+    process_frame_reader reader;
+    auto r = reader.feed(after_newer.data(), after_newer.size());
+    CHECK(r.messages.empty());
+    REQUIRE(r.error);
+    CHECK_THAT(*r.error, Catch::Contains("opened with a frame of type id 70 (process_heartbeat), not link_hello"));
+  }
+  SECTION("a second hello") {
+    command_frame_reader reader;
+    const std::string bytes = hello + hello;
+    auto r = reader.feed(bytes.data(), bytes.size());
+    CHECK(reader.opened());
+    REQUIRE(r.error);
+    CHECK_THAT(*r.error, Catch::Contains("(link_hello), which this end of the link does not take"));
+  }
+}
+
+TEST_CASE("the worker waits for its node's hello before it runs, and a node of another version is "
+          "refused before any command applies",
+          "[actors][link]") {
+  SECTION("the hello of this version opens the link") {
+    link_pair link;
+    run_signals s;
+    command_link_reader reader(link.fds[0], s, {});
+    link.write(hello);
+    CHECK_FALSE(reader.wait_for_hello());
+    link.write(link_frame(command(worker_command_kind::release, 1)));
+    link.close_node_end();
+  }
+  SECTION("another version breaks it, and the stop after it is never applied") {
+    link_pair link;
+    run_signals s;
+    link_end end;
+    command_link_reader reader(link.fds[0], s, end.handler());
+    link.write(link_frame(link_hello{worker_link_version + 1}) +
+               link_frame(command(worker_command_kind::stop, 0)));
+    const auto broken = reader.wait_for_hello();
+    REQUIRE(broken);
+    CHECK_THAT(*broken, Catch::Contains("same build"));
+    REQUIRE(end.wait());
+    CHECK(end.error == broken);
+    CHECK_FALSE(s.cancelled);
+  }
+  SECTION("a node that closes the link without a hello leaves the worker without one") {
+    link_pair link;
+    run_signals s;
+    command_link_reader reader(link.fds[0], s, {});
+    link.close_node_end();
+    CHECK_FALSE(reader.wait_for_hello());
+  }
+}
+
+TEST_CASE("a worker process of another link version fails its worker, naming both versions",
+          "[actors][link]") {
+  worker_process_run run(link_frame(link_hello{worker_link_version + 1}) +
+                             link_frame(process_finished{true, "", failure_kind::retryable}),
+                         "exec sleep 600");
+  REQUIRE(run.finished);
+  CHECK_FALSE(run.finished->ok);
+  CHECK_THAT(run.finished->reason,
+             Catch::Contains("broke its report link (fd 3): the peer speaks version " +
+                             std::to_string(worker_link_version + 1)) &&
+                 Catch::Contains("cohort-worker and cluster-worker must come from the same build"));
 }
