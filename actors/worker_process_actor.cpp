@@ -2,7 +2,7 @@
 // the process, relays its output and what it reports on its link (progress, heartbeats, its final
 // word) to the trainer, passes the trainer's commands (worker_command, stop_attempt) on to the
 // process as frames on its command link, and reports how it ended — including a crash, kill -9
-// or a malformed frame on its link, each of which takes only this worker.
+// or a broken link (a malformed frame, another version), each of which takes only this worker.
 #include <signal.h>
 
 #include <deque>
@@ -52,7 +52,8 @@ struct worker_process_state {
   std::unique_ptr<worker_setup_file> setup_file;  // removed when this actor ends
   std::unique_ptr<core::proc::child_process> child;
   process_frame_reader frames;  // what the process reports on fd 3
-  // Why its link broke: a malformed frame. The process is killed, and this is the reason told.
+  // Why its report link broke (a malformed frame, another version): the process is killed, and
+  // this is the reason told.
   std::optional<std::string> link_error;
   bool finished_ok = false;
   std::string failure;  // the worker's own account of its failure, if it gave one
