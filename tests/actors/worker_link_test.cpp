@@ -224,6 +224,9 @@ process_progress progress(std::int64_t step) {
   p.mfu = 0.25;
   p.checkpoint_step = 6;
   p.held_before_step = 8;
+  p.eval_step = step;
+  p.eval_loss = 2.0;
+  p.eval_perplexity = 7.5;
   return p;
 }
 
@@ -250,6 +253,9 @@ void check_a_run(const std::vector<process_message>& got) {
   CHECK(p.mfu == 0.25);
   CHECK(p.checkpoint_step == 6);
   CHECK(p.held_before_step == 8);
+  CHECK(p.eval_step == 1);
+  CHECK(p.eval_loss == 2.0);
+  CHECK(p.eval_perplexity == 7.5);
   REQUIRE(std::holds_alternative<process_heartbeat>(got[2]));
   CHECK(std::get<process_heartbeat>(got[2]).step == 1);
   CHECK(std::get<process_heartbeat>(got[2]).collective_wait_s == 2.5);
@@ -355,6 +361,9 @@ TEST_CASE("the node stamps what a worker process reports with the process's job,
   CHECK(p.step == 9);
   CHECK(p.loss == 1.25);
   CHECK(p.held_before_step == 8);
+  CHECK(p.eval_step == 9);
+  CHECK(p.eval_loss == 2.0);
+  CHECK(p.eval_perplexity == 7.5);
   const auto beat = stamped(setup, process_heartbeat{9, 0.5});
   CHECK(beat.job_id == "job-0007");
   CHECK(beat.rank == 3);
