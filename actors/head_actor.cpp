@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <iostream>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/head_actor.hpp"
 #include "actors/client_protocol.hpp"
 #include "actors/head_metrics.hpp"
 #include "actors/store_writer.hpp"

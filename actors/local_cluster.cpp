@@ -3,8 +3,10 @@
 
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
 #include "actors/client_protocol.hpp"
+#include "actors/head_actor.hpp"
+#include "actors/node_actor.hpp"
+#include "actors/worker_actor.hpp"
 
 namespace cohort::actors {
 

@@ -2,7 +2,8 @@
 // (each exactly one struct). Each is declared once, with one field list (its inspect function)
 // that drives CAF messages in-process and the msgpack wire between processes. Only CAF's tiny
 // meta::type_name header is pulled in. The records shown as JSON (store records, `--json`, the
-// worker link) name their fields in the list (net/field_name.hpp) for net/json_inspector.hpp. Who sends what to whom:
+// worker's setup file) name their fields in the list (net/field_name.hpp) for
+// net/json_inspector.hpp. Who sends what to whom:
 //   client → head    submit_job → job_accepted | job_query → job_record | job_list_query → job_list
 //                    stop_job → job_record | follow_job → job_record, then job_event…
 //                    checkpoint_job → job_record | release_job → job_record
@@ -15,8 +16,10 @@
 //   trainer → worker kill_hung_worker, worker_command (checkpoint, release, preempt, stop);
 //                    the worker actor of a process passes each on as a codec frame on the
 //                    process's command link (fd 4), whose reader thread sets its run_signals
-//   worker process → its worker actor   control lines on fd 3 (JSON: progress, heartbeat,
-//                    finished; worker_process_link.hpp), turned into the messages above
+//   worker process → its worker actor   process_progress, process_heartbeat, process_finished
+//                    as codec frames on fd 3 (worker_process_link.hpp), turned into the
+//                    messages above (the link's messages: worker_link_messages, below); each
+//                    direction of that link opens with link_hello, its protocol version
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
 //   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt, log_ack, outcome_ack
@@ -34,6 +37,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "net/field_name.hpp"
+#include "net/wire_message.hpp"
 
 namespace cohort::actors {
 
@@ -422,6 +426,51 @@ struct worker_command {
   worker_command_kind kind = worker_command_kind::checkpoint;
   std::int64_t n = 0;
 };
+// ---- The worker process link (worker_process_link.hpp) ----
+// A cluster-worker's worker actor and the worker process it started speak these, and
+// worker_command node → process, as codec frames; these never travel on the cluster wire
+// (wire_protocol.cpp static_asserts it).
+// The first frame each end writes, on fd 3 and on fd 4: the version of the link's protocol it
+// speaks (worker_link_version). A reader refuses a link that opens with anything else or with
+// another version, naming both: cohort-worker and cluster-worker come from one build.
+struct link_hello {
+  static constexpr std::uint32_t wire_id = 72;
+  std::uint32_t version = 0;
+};
+// Worker process → its worker actor. They carry no job, attempt or rank: the actor knows which
+// process it started and stamps them on what it passes on to the trainer.
+// A logged step of the process's rank; passed on as progress_report.
+struct process_progress {
+  static constexpr std::uint32_t wire_id = 69;
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  std::int64_t checkpoint_step = 0;
+  std::int64_t held_before_step = 0;
+  std::int64_t eval_step = 0;  // as in progress_report
+  double eval_loss = 0;
+  double eval_perplexity = 0;
+};
+// The process is alive at step `step`; collective_wait_s as in rank_heartbeat. Passed on as
+// rank_heartbeat.
+struct process_heartbeat {
+  static constexpr std::uint32_t wire_id = 70;
+  std::int64_t step = 0;
+  double collective_wait_s = -1;
+};
+// The process's own account of how its run ended, written just before it exits; the actor
+// reports it in worker_finished once the process has ended.
+struct process_finished {
+  static constexpr std::uint32_t wire_id = 71;
+  bool ok = false;
+  std::string reason;
+  failure_kind kind = failure_kind::retryable;
+};
+
 // head → trainer: a node of the attempt is leaving (preemption). The ranks save an emergency
 // checkpoint after their next step and then wait (no further step) until the head stops the
 // attempt, which it does once the checkpoint committed or run.failure.preemption_grace_s passed.
@@ -548,15 +597,9 @@ typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  using net::field;
-  using net::field_or_default;
-  return f(caf::meta::type_name("progress_report"), field("job_id"), x.job_id, field("rank"), x.rank,
-           field("step"), x.step, field("total_steps"), x.total_steps, field("loss"), x.loss,
-           field("lr"), x.lr, field("grad_norm"), x.grad_norm, field("tokens_per_s"), x.tokens_per_s,
-           field("mfu"), x.mfu, field_or_default("checkpoint_step"), x.checkpoint_step,
-           field_or_default("held_before_step"), x.held_before_step, field_or_default("attempt"),
-           x.attempt, field_or_default("eval_step"), x.eval_step, field_or_default("eval_loss"), x.eval_loss,
-           field_or_default("eval_perplexity"), x.eval_perplexity);
+  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss,
+           x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step,
+           x.attempt, x.eval_step, x.eval_loss, x.eval_perplexity);
 }
 
 template <class Inspector>
@@ -692,22 +735,14 @@ typename Inspector::result_type inspect(Inspector& f, worker_started& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_finished& x) {
-  // The JSON view is a worker process's final control line: the node knows who it is and reads
-  // its report from its output.
-  using net::wire_only;
-  return f(caf::meta::type_name("worker_finished"), wire_only("job_id"), x.job_id,
-           wire_only("attempt"), x.attempt, wire_only("rank"), x.rank, net::field("ok"), x.ok,
-           net::field("reason"), x.reason, net::field_or_default("kind"), x.kind,
-           wire_only("report"), x.report);
+  return f(caf::meta::type_name("worker_finished"), x.job_id, x.attempt, x.rank, x.ok, x.reason,
+           x.kind, x.report);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_heartbeat& x) {
-  // The JSON view is a worker process's heartbeat control line: the node knows who it is.
-  using net::wire_only;
-  return f(caf::meta::type_name("rank_heartbeat"), wire_only("job_id"), x.job_id,
-           wire_only("attempt"), x.attempt, wire_only("rank"), x.rank, net::field("step"), x.step,
-           net::field("collective_wait_s"), x.collective_wait_s);
+  return f(caf::meta::type_name("rank_heartbeat"), x.job_id, x.attempt, x.rank, x.step,
+           x.collective_wait_s);
 }
 
 template <class Inspector>
@@ -723,6 +758,28 @@ typename Inspector::result_type inspect(Inspector& f, attempt_running& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_command& x) {
   return f(caf::meta::type_name("worker_command"), x.job_id, x.attempt, x.kind, x.n);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, link_hello& x) {
+  return f(caf::meta::type_name("link_hello"), x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_progress& x) {
+  return f(caf::meta::type_name("process_progress"), x.step, x.total_steps, x.loss, x.lr,
+           x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step, x.eval_step,
+           x.eval_loss, x.eval_perplexity);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_heartbeat& x) {
+  return f(caf::meta::type_name("process_heartbeat"), x.step, x.collective_wait_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_finished& x) {
+  return f(caf::meta::type_name("process_finished"), x.ok, x.reason, x.kind);
 }
 
 template <class Inspector>
@@ -772,5 +829,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_draining& x) {
   return f(caf::meta::type_name("node_draining"), x.node, x.reason);
 }
+
+// The worker process link's messages, both ways (worker_process_link.hpp).
+using worker_link_messages = net::wire_types<link_hello, worker_command, process_progress,
+                                             process_heartbeat, process_finished>;
 
 }  // namespace cohort::actors

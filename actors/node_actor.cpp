@@ -10,7 +10,8 @@
 
 #include <iostream>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/node_actor.hpp"
+#include "actors/trainer_actor.hpp"
 #include "config/job_spec.hpp"
 
 namespace cohort::actors {

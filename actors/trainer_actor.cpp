@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "actors/trainer_actor.hpp"
 #include "config/job_spec.hpp"
 #include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"

@@ -35,6 +35,15 @@ static_assert(client_calls_registered(client_calls{}),
 static_assert(!registered<kill_worker_drill>(types{}) && !registered<kill_trainer_drill>(types{}),
               "the failure drills must not be wire messages");
 
+// The worker process link (worker_process_link.hpp) shares worker_command with the wire: an id
+// both codecs use names the same message, and what a worker process tells its node stays on the
+// link.
+static_assert(net::agreeing_wire_ids(types{}, worker_link_messages{}),
+              "a worker link message reuses the wire id of another wire message");
+static_assert(!registered<link_hello>(types{}) && !registered<process_progress>(types{}) &&
+                  !registered<process_heartbeat>(types{}) && !registered<process_finished>(types{}),
+              "what a worker process tells its node must not be a wire message");
+
 }  // namespace
 
 std::shared_ptr<const net::wire_codec> make_wire_codec() {

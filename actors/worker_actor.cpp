@@ -6,7 +6,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/worker_actor.hpp"
 #include "actors/hang_detector.hpp"
 #include "actors/worker_process_link.hpp"
 
@@ -57,7 +57,7 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   auto me = caf::actor_cast<caf::actor>(self);
   workload_runner::callbacks cb;
   cb.on_report = [me, setup, step](const core::train::step_report& r) {
-    caf::anon_send(me, progress_of(setup, r));
+    caf::anon_send(me, stamped(setup, progress_of(r)));
   };
   cb.on_log = [me, setup, pid](const std::string& text) {
     caf::anon_send(me, log_line{setup.job_id, setup.rank, setup.node, pid, text});

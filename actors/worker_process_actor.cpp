@@ -1,14 +1,17 @@
 // The node-side actor of a worker that runs in its own OS process (cluster-worker). It starts
-// the process, relays its output and control lines to the trainer, passes the trainer's
-// commands (worker_command, stop_attempt) on to the process as frames on its command link, and
-// reports how it ended — including a crash or kill -9, which takes only this worker.
+// the process, relays its output and what it reports on its link (progress, heartbeats, its final
+// word) to the trainer, passes the trainer's commands (worker_command, stop_attempt) on to the
+// process as frames on its command link, and reports how it ended — including a crash, kill -9
+// or a broken link (a malformed frame, another version), each of which takes only this worker.
 #include <signal.h>
 
 #include <deque>
+#include <optional>
+#include <variant>
 
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/worker_process_actor.hpp"
 #include "actors/worker_process_link.hpp"
 #include "core/proc/child_process.hpp"
 
@@ -20,8 +23,8 @@ namespace {
 struct child_output {
   std::string line;
 };
-struct child_control {
-  std::string line;
+struct child_report_bytes {
+  std::string bytes;
 };
 struct child_exit {
   core::proc::exit_status status;
@@ -31,7 +34,7 @@ struct child_exit {
 }  // namespace cohort::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_output)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_control)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_report_bytes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_exit)
 
 namespace cohort::actors {
@@ -48,6 +51,10 @@ struct worker_process_state {
   caf::actor trainer;
   std::unique_ptr<worker_setup_file> setup_file;  // removed when this actor ends
   std::unique_ptr<core::proc::child_process> child;
+  process_frame_reader frames;  // what the process reports on fd 3
+  // Why its report link broke (a malformed frame, another version): the process is killed, and
+  // this is the reason told.
+  std::optional<std::string> link_error;
   bool finished_ok = false;
   std::string failure;  // the worker's own account of its failure, if it gave one
   failure_kind reported_kind = failure_kind::retryable;  // and its kind
@@ -78,7 +85,7 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
         worker_environment(setup, st.setup_file->path(), gpu_ids, gpu_count),
         [me](const std::string& line) { caf::anon_send(me, child_output{line}); },
         [me](const core::proc::exit_status& s) { caf::anon_send(me, child_exit{s}); },
-        [me](const std::string& line) { caf::anon_send(me, child_control{line}); },
+        [me](const std::string& bytes) { caf::anon_send(me, child_report_bytes{bytes}); },
         /*command_pipe=*/true);
   } catch (const std::exception& e) {
     self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, 0});
@@ -88,6 +95,9 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
     return {};
   }
   const auto pid = static_cast<std::int64_t>(st.child->pid());
+  // The link's first frame down. Should it not be written (the process is already gone), its
+  // exit tells the rest.
+  st.child->write_commands(link_frame(link_hello{worker_link_version}));
   self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
   return {
       [=](const child_output& out) {
@@ -103,24 +113,40 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
         }
         self->send(st.trainer, log_line{s.job_id, s.rank, s.node, pid, out.line});
       },
-      [=](const child_control& ctl) {
-        auto parsed = parse_control_line(ctl.line);
-        if (!parsed) return;
-        if (parsed->type == worker_control::kind::progress) {
-          self->send(self->state.trainer, parsed->progress);
-        } else if (parsed->type == worker_control::kind::heartbeat) {
-          const auto& s = self->state.setup;
-          self->send(self->state.trainer, rank_heartbeat{s.job_id, s.attempt, s.rank, parsed->step,
-                                                         parsed->collective_wait_s});
-        } else {
-          self->state.finished_ok = parsed->ok;
-          self->state.failure = parsed->reason;
-          self->state.reported_kind = parsed->kind;
+      [=](const child_report_bytes& in) {
+        auto& st = self->state;
+        if (st.link_error) return;  // nothing after a malformed frame is read
+        auto got = st.frames.feed(in.bytes.data(), in.bytes.size());
+        for (const auto& message : got.messages) {
+          if (const auto* p = std::get_if<process_progress>(&message)) {
+            self->send(st.trainer, stamped(st.setup, *p));
+          } else if (const auto* beat = std::get_if<process_heartbeat>(&message)) {
+            self->send(st.trainer, stamped(st.setup, *beat));
+          } else if (const auto* end = std::get_if<process_finished>(&message)) {
+            st.finished_ok = end->ok;
+            st.failure = end->reason;
+            st.reported_kind = end->kind;
+          }
+        }
+        if (got.error) {
+          // The process does not speak the link's protocol (or not this version of it): this
+          // worker fails (retryable, as a crash), and nothing it says from here on is believed.
+          st.link_error = "worker process " + std::to_string(pid) + " of rank " +
+                          std::to_string(st.setup.rank) + " on node " + st.setup.node +
+                          " broke its report link (fd " + std::to_string(worker_report_fd) +
+                          "): " + *got.error + "; the process was killed";
+          st.child->signal(SIGKILL);
         }
       },
       [=](const child_exit& ended) {
         auto& st = self->state;
         const auto& s = st.setup;
+        if (st.link_error) {
+          self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, false, *st.link_error,
+                                                 failure_kind::retryable});
+          self->quit(caf::make_error(caf::sec::runtime_error, *st.link_error));
+          return;
+        }
         bool ok = st.finished_ok && ended.status.success();
         std::string reason = ok ? "" : !st.failure.empty() ? st.failure
                                                            : "worker process " + std::to_string(pid) +
@@ -155,7 +181,7 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
       [=](const worker_command& cmd) {
         auto& st = self->state;
         if (cmd.job_id != st.setup.job_id || cmd.attempt != st.setup.attempt) return;
-        if (st.child->write_commands(command_frame(cmd))) return;
+        if (st.child->write_commands(link_frame(cmd))) return;
         if (cmd.kind == worker_command_kind::stop) {
           st.child->signal(SIGTERM);  // the fallback
           return;
@@ -170,7 +196,7 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
         auto& st = self->state;
         // The stop command, else SIGTERM; either way the process ends with this actor (its
         // child_process kills what is left).
-        if (!st.child->write_commands(command_frame(worker_command{
+        if (!st.child->write_commands(link_frame(worker_command{
                 st.setup.job_id, st.setup.attempt, worker_command_kind::stop, 0})))
           st.child->signal(SIGTERM);
         self->quit(caf::exit_reason::user_shutdown);

@@ -1,4 +1,4 @@
-// The worker-process link: setup and control lines as JSON, commands as codec frames (see worker_process_link.hpp).
+// The worker-process link: the setup as JSON, then codec frames both ways (see worker_process_link.hpp).
 #include "actors/worker_process_link.hpp"
 
 #include <fcntl.h>
@@ -115,24 +115,8 @@ core::train::worker_context worker_context_for(const worker_setup& setup) {
   return ctx;
 }
 
-namespace {
-
-// A control line: the message's JSON view with "type" (text that is not UTF-8, say in a reason,
-// is replaced rather than refused).
-template <class T>
-std::string control_line(const char* type, const T& message) {
-  auto j = net::to_json_view(message);
-  j["type"] = type;
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-}  // namespace
-
-progress_report progress_of(const worker_setup& setup, const core::train::step_report& r) {
-  progress_report out;
-  out.job_id = setup.job_id;
-  out.rank = setup.rank;
-  out.attempt = setup.attempt;
+process_progress progress_of(const core::train::step_report& r) {
+  process_progress out;
   out.step = r.step;
   out.total_steps = r.total_steps;
   out.loss = r.loss;
@@ -150,57 +134,33 @@ progress_report progress_of(const worker_setup& setup, const core::train::step_r
   return out;
 }
 
-std::string progress_line(const progress_report& r) { return control_line("progress", r); }
-
-std::string heartbeat_line(std::int64_t step, double collective_wait_s) {
-  rank_heartbeat beat;
-  beat.step = step;
-  beat.collective_wait_s = collective_wait_s;
-  return control_line("heartbeat", beat);
+progress_report stamped(const worker_setup& setup, const process_progress& p) {
+  progress_report out;
+  out.job_id = setup.job_id;
+  out.rank = setup.rank;
+  out.attempt = setup.attempt;
+  out.step = p.step;
+  out.total_steps = p.total_steps;
+  out.loss = p.loss;
+  out.lr = p.lr;
+  out.grad_norm = p.grad_norm;
+  out.tokens_per_s = p.tokens_per_s;
+  out.mfu = p.mfu;
+  out.checkpoint_step = p.checkpoint_step;
+  out.held_before_step = p.held_before_step;
+  out.eval_step = p.eval_step;
+  out.eval_loss = p.eval_loss;
+  out.eval_perplexity = p.eval_perplexity;
+  return out;
 }
 
-std::string finished_line(bool ok, const std::string& reason, failure_kind kind) {
-  worker_finished end;
-  end.ok = ok;
-  end.reason = reason;
-  end.kind = kind;
-  return control_line("finished", end);
-}
-
-std::optional<worker_control> parse_control_line(const std::string& line) {
-  auto j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string())
-    return std::nullopt;
-  try {
-    worker_control c;
-    if (j["type"] == "progress") {
-      c.type = worker_control::kind::progress;
-      c.progress = net::from_json_view<progress_report>(j);
-      return c;
-    }
-    if (j["type"] == "heartbeat") {
-      c.type = worker_control::kind::heartbeat;
-      const auto beat = net::from_json_view<rank_heartbeat>(j);
-      c.step = beat.step;
-      c.collective_wait_s = beat.collective_wait_s;
-      return c;
-    }
-    if (j["type"] == "finished") {
-      c.type = worker_control::kind::finished;
-      const auto end = net::from_json_view<worker_finished>(j);
-      c.ok = end.ok;
-      c.reason = end.reason;
-      c.kind = end.kind;
-      return c;
-    }
-  } catch (const net::json_error&) {
-  }
-  return std::nullopt;
+rank_heartbeat stamped(const worker_setup& setup, const process_heartbeat& beat) {
+  return rank_heartbeat{setup.job_id, setup.attempt, setup.rank, beat.step, beat.collective_wait_s};
 }
 
 namespace {
 
-// The command link's codec: worker_command only, in frames far smaller than the wire's.
+// The link's codec: its own messages only, in frames far smaller than the wire's.
 const net::wire_codec& link_codec() {
   static const net::wire_codec codec = [] {
     net::frame_limits limits;
@@ -209,23 +169,16 @@ const net::wire_codec& link_codec() {
     limits.max_string_bytes = 16u << 10;
     limits.max_bin_bytes = 0;
     limits.max_depth = 4;
-    return net::wire_codec(net::wire_types<worker_command>{}, limits);
+    return net::wire_codec(worker_link_messages{}, limits);
   }();
   return codec;
 }
 
 constexpr std::size_t length_bytes = 4;
 
-void raise_to(std::atomic<std::int64_t>& count, std::int64_t n) {
-  std::int64_t seen = count.load();
-  while (seen < n && !count.compare_exchange_weak(seen, n)) {
-  }
-}
-
-}  // namespace
-
-std::string command_frame(const worker_command& command) {
-  const std::string frame = link_codec().encode(command);
+template <class T>
+std::string framed(const T& message) {
+  const std::string frame = link_codec().encode(message);
   const auto n = static_cast<std::uint32_t>(frame.size());
   std::string out;
   out.reserve(length_bytes + frame.size());
@@ -233,15 +186,46 @@ std::string command_frame(const worker_command& command) {
   return out + frame;
 }
 
-command_frame_reader::result command_frame_reader::feed(const char* data, std::size_t size) noexcept {
-  result out;
-  if (error_) {
-    out.error = error_;
-    return out;
+// A reason (an exception's text, say) is cut to what the link's codec carries in a string.
+process_finished within_limits(process_finished end) {
+  const std::size_t max = link_codec().limits().max_string_bytes;
+  if (end.reason.size() > max) {
+    std::size_t cut = max - 3;
+    while (cut > 0 && (static_cast<unsigned char>(end.reason[cut]) & 0xc0) == 0x80) --cut;  // UTF-8
+    end.reason = end.reason.substr(0, cut) + "...";
   }
+  return end;
+}
+
+void raise_to(std::atomic<std::int64_t>& count, std::int64_t n) {
+  std::int64_t seen = count.load();
+  while (seen < n && !count.compare_exchange_weak(seen, n)) {
+  }
+}
+
+// "a frame of type id 69 (process_progress)"
+std::string frame_of_type(const net::decoded_frame& decoded) {
+  const auto id = decoded.type_id.value_or(0);
+  const char* name = link_codec().type_name(id);
+  return "a frame of type id " + std::to_string(id) + (name ? std::string(" (") + name + ")" : "");
+}
+
+}  // namespace
+
+std::string link_frame(const link_hello& hello) { return framed(hello); }
+std::string link_frame(const worker_command& command) { return framed(command); }
+std::string link_frame(const process_progress& progress) { return framed(progress); }
+std::string link_frame(const process_heartbeat& beat) { return framed(beat); }
+std::string link_frame(const process_finished& end) { return framed(within_limits(end)); }
+
+namespace detail {
+
+std::optional<std::string> link_frames::feed(
+    const char* data, std::size_t size, const std::function<bool(const caf::message&)>& take) noexcept {
+  if (error_) return error_;
+  std::size_t at = 0;
   try {
     pending_.append(data, size);
-    std::size_t at = 0;
     while (pending_.size() - at >= length_bytes) {
       std::uint32_t n = 0;
       for (std::size_t i = 0; i < length_bytes; ++i)
@@ -255,22 +239,67 @@ command_frame_reader::result command_frame_reader::feed(const char* data, std::s
       const auto decoded = link_codec().decode(pending_.data() + at + length_bytes, n);
       at += length_bytes + n;
       if (!decoded.ok()) {
-        error_ = std::string(net::to_string(decoded.error)) + ": " + decoded.detail;
+        error_ = "a malformed frame (" + std::string(net::to_string(decoded.error)) + ": " +
+                 decoded.detail + ")";
         break;
       }
-      if (!decoded.message.match_element<worker_command>(0)) {  // wire_error, type id 0
-        error_ = "a frame of type id " + std::to_string(decoded.type_id.value_or(0)) +
-                 ", not a worker_command";
+      if (!opened_) {
+        if (!decoded.message.match_element<link_hello>(0)) {
+          error_ = "the link opened with " + frame_of_type(decoded) +
+                   ", not link_hello (a peer of another build?)";
+          break;
+        }
+        const auto version = decoded.message.get_as<link_hello>(0).version;
+        if (version != worker_link_version) {
+          error_ = "the peer speaks version " + std::to_string(version) +
+                   " of the worker link and this end version " +
+                   std::to_string(worker_link_version) +
+                   ": cohort-worker and cluster-worker must come from the same build";
+          break;
+        }
+        opened_ = true;
+        continue;
+      }
+      if (decoded.message.match_element<net::wire_error>(0) || !take(decoded.message)) {
+        error_ = frame_of_type(decoded) + ", which this end of the link does not take";
         break;
       }
-      out.commands.push_back(decoded.message.get_as<worker_command>(0));
     }
-    pending_.erase(0, at);
   } catch (const std::exception& e) {  // out of memory
     error_ = e.what();
   }
-  if (error_) pending_.clear();
-  out.error = error_;
+  if (error_)
+    pending_.clear();
+  else
+    pending_.erase(0, at);
+  return error_;
+}
+
+}  // namespace detail
+
+command_frame_reader::result command_frame_reader::feed(const char* data, std::size_t size) noexcept {
+  result out;
+  out.error = frames_.feed(data, size, [&](const caf::message& m) {
+    if (!m.match_element<worker_command>(0)) return false;
+    out.commands.push_back(m.get_as<worker_command>(0));
+    return true;
+  });
+  return out;
+}
+
+process_frame_reader::result process_frame_reader::feed(const char* data, std::size_t size) noexcept {
+  result out;
+  out.error = frames_.feed(data, size, [&](const caf::message& m) {
+    if (m.match_element<process_progress>(0))
+      out.messages.emplace_back(m.get_as<process_progress>(0));
+    else if (m.match_element<process_heartbeat>(0))
+      out.messages.emplace_back(m.get_as<process_heartbeat>(0));
+    else if (m.match_element<process_finished>(0))
+      out.messages.emplace_back(m.get_as<process_finished>(0));
+    else
+      return false;
+    return true;
+  });
   return out;
 }
 
@@ -307,23 +336,44 @@ command_link_reader::command_link_reader(int fd, core::train::run_signals& signa
       pollfd pfd[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
       if (::poll(pfd, 2, -1) < 0) {
         if (errno == EINTR) continue;
+        settle(std::nullopt);
         return;
       }
-      if (pfd[1].revents != 0) return;  // the destructor
+      if (pfd[1].revents != 0) {  // the destructor
+        settle(std::nullopt);
+        return;
+      }
       const ssize_t n = ::read(fd_, buf, sizeof buf);
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) {  // the node closed its end (or fd_ is not open: no link)
+        settle(std::nullopt);
         if (on_end) on_end(std::nullopt);
         return;
       }
       auto got = frames.feed(buf, static_cast<std::size_t>(n));
+      if (frames.opened()) settle(std::nullopt);
       for (const auto& c : got.commands) apply_command(c, signals);
       if (got.error) {
+        settle(got.error);
         if (on_end) on_end(got.error);
         return;
       }
     }
   });
+}
+
+void command_link_reader::settle(const std::optional<std::string>& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (settled_) return;
+  settled_ = true;
+  opening_error_ = error;
+  opened_or_ended_.notify_all();
+}
+
+std::optional<std::string> command_link_reader::wait_for_hello() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  opened_or_ended_.wait(lock, [this] { return settled_; });
+  return opening_error_;
 }
 
 command_link_reader::~command_link_reader() {

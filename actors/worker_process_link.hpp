@@ -1,21 +1,31 @@
 // What passes between a cluster-worker and a worker process it starts: the worker's setup (as
 // JSON, in a file of its own named by the environment variable COHORT_WORKER_SETUP_FILE; a job
-// spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux);
-// worker → node, the control lines the worker writes to file descriptor 3 (progress reports,
-// heartbeats for the trainer's hang detector and its final word, as JSON lines: the JSON views of
-// progress_report, rank_heartbeat and worker_finished, net/json_inspector.hpp, with "type");
-// node → worker, the trainer's commands (worker_command: checkpoint, release, preempt, stop) as
-// codec frames (net/codec.hpp) on a pipe the worker reads as file descriptor 4, each frame behind
-// its length (4 bytes, big-endian). Plain output on stdout/stderr becomes the job's log. The
-// worker process links no actor: only CAF's message type, for the codec.
+// spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux),
+// then codec frames (net/codec.hpp) both ways, each behind its length (4 bytes, big-endian), in
+// the link's own codec (worker_link_messages, actors/messages.hpp). Each end opens its direction
+// with link_hello{worker_link_version}; a reader refuses a direction that opens otherwise:
+//   worker → node on file descriptor 3: process_progress, process_heartbeat (for the trainer's
+//     hang detector) and process_finished (its final word). The node's worker actor reassembles
+//     them from the bytes as they come; a malformed frame or another version fails that worker
+//     (its process is killed and the trainer told why), never the node or the trainer.
+//   node → worker on file descriptor 4: the trainer's commands (worker_command: checkpoint,
+//     release, preempt, stop), which a reader thread of the worker applies to its run_signals;
+//     a worker whose node speaks another version fails before it runs anything.
+// Plain output on stdout/stderr becomes the job's log. The worker process links no actor: only
+// CAF's message type, for the codec.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
+
+#include <caf/message.hpp>
 
 #include "actors/messages.hpp"
 #include "core/train/workload.hpp"
@@ -26,8 +36,11 @@ namespace cohort::actors {
 // worker started by hand.
 inline constexpr const char* worker_setup_file_variable = "COHORT_WORKER_SETUP_FILE";
 inline constexpr const char* worker_setup_variable = "COHORT_WORKER_SETUP";
-inline constexpr int worker_control_fd = 3;   // worker → node: control lines
-inline constexpr int worker_command_fd = 4;   // node → worker: command frames
+// The version of the link's protocol (link_hello): raised whenever a message of
+// worker_link_messages changes meaning or fields.
+inline constexpr std::uint32_t worker_link_version = 1;
+inline constexpr int worker_report_fd = 3;    // worker → node: process_* frames
+inline constexpr int worker_command_fd = 4;   // node → worker: worker_command frames
 
 // The setup's JSON view (net/json_inspector.hpp).
 std::string worker_setup_to_json(const worker_setup& setup);
@@ -71,49 +84,84 @@ std::map<std::string, std::string> worker_environment(const worker_setup& setup,
 // Callbacks and the cancel flag are left for the caller.
 core::train::worker_context worker_context_for(const worker_setup& setup);
 
-// One control line from a worker process.
-struct worker_control {
-  enum class kind { progress, finished, heartbeat } type = kind::progress;
-  progress_report progress;  // when progress
-  std::int64_t step = 0;           // when heartbeat: the last step completed
-  double collective_wait_s = -1;   // when heartbeat: seconds waiting in a collective (< 0: not)
-  bool ok = false;           // when finished
-  std::string reason;        // when finished and !ok
-  failure_kind kind = failure_kind::retryable;  // when finished and !ok
+// What a worker process tells its node: process_* for a logged step of `r`.
+process_progress progress_of(const core::train::step_report& r);
+// What the node's worker actor passes on to the trainer for what its process told it, stamped
+// with the job, attempt and rank of `setup` (the process's).
+progress_report stamped(const worker_setup& setup, const process_progress& progress);
+rank_heartbeat stamped(const worker_setup& setup, const process_heartbeat& beat);
+
+// The bytes of one message on the link: its codec frame's length (4 bytes, big-endian), then the
+// frame ([protocol_version, type_id, body], the link's codec: worker_link_messages).
+std::string link_frame(const link_hello& hello);
+std::string link_frame(const worker_command& command);
+std::string link_frame(const process_progress& progress);
+std::string link_frame(const process_heartbeat& beat);
+std::string link_frame(const process_finished& end);
+
+namespace detail {
+
+// Splits the bytes read off one direction of the link into frames and decodes them, in any
+// pieces; the first frame must be link_hello of worker_link_version (taken here, not handed on).
+// The first bad frame (longer than the codec's limit, refused by the codec, a first frame that is
+// not that hello, or a message this direction does not carry) breaks it for good: the bytes
+// after it are never read.
+class link_frames {
+ public:
+  // Hands each complete frame's message to `take` in order; `take` returns false for a message
+  // this direction does not carry. Returns why the link is broken, every time once it is (an
+  // exception out of `take`, say out of memory, breaks it too).
+  std::optional<std::string> feed(const char* data, std::size_t size,
+                                  const std::function<bool(const caf::message&)>& take) noexcept;
+  // Whether the peer's link_hello has been read (and had this end's version).
+  bool opened() const noexcept { return opened_; }
+
+ private:
+  std::string pending_;
+  bool opened_ = false;
+  std::optional<std::string> error_;
 };
 
-// The progress report of one logged step of the worker `setup` describes (its job, rank and
-// attempt).
-progress_report progress_of(const worker_setup& setup, const core::train::step_report& r);
-// A progress control line: the report's JSON view (net/json_inspector.hpp) with "type": "progress".
-std::string progress_line(const progress_report& report);
-// collective_wait_s < 0: not waiting in a collective.
-std::string heartbeat_line(std::int64_t step, double collective_wait_s);
-std::string finished_line(bool ok, const std::string& reason,
-                          failure_kind kind = failure_kind::retryable);
-// nullopt for a line that is not a valid control line (it is ignored, never fatal).
-std::optional<worker_control> parse_control_line(const std::string& line);
+}  // namespace detail
 
-// The bytes of one command on the command link: its codec frame's length (4 bytes, big-endian),
-// then the frame ([protocol_version, type_id, body], the link's codec: worker_command only).
-std::string command_frame(const worker_command& command);
-
-// Reassembles commands from the bytes read off the command link, in any pieces. Not
-// thread-safe: one per reader.
+// Reassembles commands from the bytes the worker reads off fd 4, in any pieces. Not thread-safe:
+// one per reader.
 class command_frame_reader {
  public:
   struct result {
     std::vector<worker_command> commands;  // complete ones, in order
-    // Why the link is broken: a frame longer than the codec's limit, or one the codec refused
-    // (its frame_error and detail). The bytes after it are never read.
+    // Why the link is broken: a frame longer than the codec's limit, one the codec refused (its
+    // frame_error and detail), a first frame that is not link_hello of this version, or a later
+    // one that is not a worker_command. The bytes after it are never read.
+    std::optional<std::string> error;
+  };
+  // Never throws. After an error, every later call returns it again and nothing more.
+  result feed(const char* data, std::size_t size) noexcept;
+  // Whether the node's link_hello has been read.
+  bool opened() const noexcept { return frames_.opened(); }
+
+ private:
+  detail::link_frames frames_;
+};
+
+// One message from a worker process.
+using process_message = std::variant<process_progress, process_heartbeat, process_finished>;
+
+// Reassembles a worker process's messages from the bytes its node reads off fd 3, in any pieces.
+// Not thread-safe: one per reader.
+class process_frame_reader {
+ public:
+  struct result {
+    std::vector<process_message> messages;  // complete ones, in order
+    // Why the link is broken: as for command_frame_reader, with a frame that is not one of the
+    // process_* messages (after the hello). The bytes after it are never read.
     std::optional<std::string> error;
   };
   // Never throws. After an error, every later call returns it again and nothing more.
   result feed(const char* data, std::size_t size) noexcept;
 
  private:
-  std::string pending_;
-  std::optional<std::string> error_;
+  detail::link_frames frames_;
 };
 
 // Sets what `command` says in `signals` (the largest count told wins: a command told twice
@@ -134,9 +182,21 @@ class command_link_reader {
   command_link_reader(const command_link_reader&) = delete;
   command_link_reader& operator=(const command_link_reader&) = delete;
 
+  // Blocks until the node's link_hello has been read (nullopt), or the link broke before it
+  // (the reason: a node of another version names both), or the node closed its end without one
+  // (nullopt: no link, as for a worker started by hand). The node writes its hello as it starts
+  // the process, so this does not wait long.
+  std::optional<std::string> wait_for_hello();
+
  private:
+  void settle(const std::optional<std::string>& error);
+
   int fd_;
   int wake_[2] = {-1, -1};  // the destructor's way to end a blocked read
+  std::mutex mutex_;        // guards the two below
+  std::condition_variable opened_or_ended_;
+  bool settled_ = false;    // the hello was read, or the link ended or broke first
+  std::optional<std::string> opening_error_;
   std::thread thread_;
 };
 

@@ -47,7 +47,20 @@ template <class E>
 struct has_wire_enum_max<E, std::void_t<decltype(wire_enum_max(std::declval<E>()))>>
   : std::true_type {};
 
+template <class A, class... Bs>
+constexpr bool agrees_with_each() {
+  return ((A::wire_id != Bs::wire_id || std::is_same_v<A, Bs>) && ...);
+}
+
 } // namespace detail
+
+// Whether two registries agree where they overlap: every wire id that both use names the same
+// message in each (a frame one codec writes is never read as another message by the other).
+//   static_assert(net::agreeing_wire_ids(wire_messages{}, link_messages{}), "...");
+template <class... As, class... Bs>
+constexpr bool agreeing_wire_ids(wire_types<As...>, wire_types<Bs...>) {
+  return (detail::agrees_with_each<As, Bs...>() && ...);
+}
 
 // The largest valid underlying value of a wire enum.
 template <class E>

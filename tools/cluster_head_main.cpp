@@ -18,8 +18,8 @@
 #include <boost/program_options.hpp>
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
 #include "actors/gateways.hpp"
+#include "actors/head_actor.hpp"
 #include "actors/scheduler_config.hpp"
 #include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"

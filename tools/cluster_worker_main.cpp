@@ -17,14 +17,15 @@
 #include <boost/program_options.hpp>
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
 #include "actors/bridge.hpp"
 #include "actors/gateways.hpp"
+#include "actors/node_actor.hpp"
 #include "actors/scheduler_config.hpp"
-#include "net/credentials.hpp"
+#include "actors/worker_process_actor.hpp"
 #include "config/nodes_spec.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/etcd_client.hpp"
+#include "net/credentials.hpp"
 #include "tools/cluster_client.hpp"
 #include "tools/machine.hpp"
 #include "tools/signal_wait.hpp"

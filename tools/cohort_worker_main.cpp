@@ -1,25 +1,28 @@
 // cohort-worker: one worker of a job, in a process of its own, started by a cluster-worker (never
 // by hand). It reads its setup from the file named by COHORT_WORKER_SETUP_FILE (removing it) or
-// from COHORT_WORKER_SETUP, runs the job's workload, writes progress and its final word as
-// control lines on fd 3 (a failure of the job's own input at setup as bad input), and its output
-// on stdout (the job's log).
+// from COHORT_WORKER_SETUP, runs the job's workload, reports progress and its final word as codec
+// frames on fd 3 (worker_process_link.hpp; a failure of the job's own input at setup as bad
+// input), and writes its output on stdout (the job's log).
 // Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
 // job's runtime_env.env_vars it has; a worker whose bundle has GPUs but that sees none fails.
-// A thread reads the trainer's commands from fd 4 (worker_process_link.hpp: checkpoint, release,
-// preempt, stop as codec frames) into the run's run_signals, which the workload reads between
-// steps; a malformed frame is logged and ends the link. SIGTERM, like the stop command, stops it
-// at the next step. Exit: 0 done or stopped, 1 failed, 2 bad setup.
-// A thread heartbeats on fd 3 (the step reached, and how long the rank has waited in a
-// collective) every heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang
-// detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker: fatal signal …"
-// and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps for the crash
-// report, then end the process with the same signal.
+// Each direction of its link opens with link_hello: it writes its own first on fd 3, and a
+// command link (fd 4) that does not open with the node's, of this version, fails it before it
+// runs anything. A thread reads the trainer's commands from fd 4 (checkpoint, release, preempt,
+// stop) into the run's run_signals, which the workload reads between steps; a malformed frame
+// later is logged and ends the link. SIGTERM, like the stop command, stops it at the next step.
+// Exit: 0 done or stopped, 1 failed, 2 bad setup.
+// A thread heartbeats on fd 3 (process_heartbeat: the step reached, and how long the rank has
+// waited in a collective) every heartbeat_interval_s(run.failure.hang_timeout_s) for the
+// trainer's hang detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker:
+// fatal signal …" and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps
+// for the crash report, then end the process with the same signal.
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -106,20 +109,27 @@ void install_crash_handlers() {
   for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) ::sigaction(sig, &sa, nullptr);
 }
 
-std::mutex control_mutex;  // the heartbeat thread and the workload both write control lines
+std::mutex report_mutex;  // the heartbeat thread and the workload both write frames on fd 3
 
-// One control line, written whole.
-void control(const std::string& line) {
-  std::lock_guard<std::mutex> lock(control_mutex);
-  std::string out = line + "\n";
-  const char* p = out.data();
-  std::size_t left = out.size();
+// One message to the node, its frame written whole.
+template <class T>
+void report(const T& message) {
+  const std::string frame = actors::link_frame(message);
+  std::lock_guard<std::mutex> lock(report_mutex);
+  const char* p = frame.data();
+  std::size_t left = frame.size();
   while (left > 0) {
-    ssize_t n = ::write(actors::worker_control_fd, p, left);
+    const ssize_t n = ::write(actors::worker_report_fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;  // the node is gone; nothing left to tell
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+}
+
+void report_finished(bool ok, const std::string& reason,
+                     actors::failure_kind kind = actors::failure_kind::retryable) {
+  report(actors::process_finished{ok, reason, kind});
 }
 
 // "GPU 0 = GPU-… (NVIDIA H100 80GB HBM3, bus 00000000:19:00.0)", or why there is none.
@@ -157,7 +167,7 @@ class heartbeat_thread {
           std::unique_lock<std::mutex> lock(mutex_);
           while (!stop_) {
             const auto waited = core::comm::collective_wait_seconds();
-            control(actors::heartbeat_line(step.load(), waited ? *waited : -1.0));
+            report(actors::process_heartbeat{step.load(), waited ? *waited : -1.0});
             cv_.wait_for(lock, interval, [this] { return stop_; });
           }
         }) {}
@@ -186,6 +196,8 @@ int main(int argc, char** argv) {
                  "setup from the file $" << actors::worker_setup_file_variable << " names\n";
     return 0;
   }
+  // The report link's first frame, before anything else can fail.
+  report(actors::link_hello{actors::worker_link_version});
   actors::worker_setup setup;
   try {
     setup = actors::read_worker_setup();
@@ -198,7 +210,7 @@ int main(int argc, char** argv) {
     ctx = actors::worker_context_for(setup);
   } catch (const std::exception& e) {  // the job's spec: no restart can fix it
     std::cerr << "cohort-worker: bad job spec: " << e.what() << "\n";
-    control(actors::finished_line(false, e.what(), actors::failure_kind::bad_input));
+    report_finished(false, e.what(), actors::failure_kind::bad_input);
     return 2;
   }
   // From here on, for the trainer's hang detector: alive, and the step reached.
@@ -220,7 +232,7 @@ int main(int argc, char** argv) {
                                " but this worker sees " + devices_text(found) +
                                "; check the node's NVIDIA driver and CUDA_VISIBLE_DEVICES";
     std::cerr << "cohort-worker: " << reason << std::endl;
-    control(actors::finished_line(false, reason));
+    report_finished(false, reason);
     return 1;
   }
   struct sigaction sa {};
@@ -235,11 +247,19 @@ int main(int argc, char** argv) {
     commands = std::make_unique<actors::command_link_reader>(
         actors::worker_command_fd, signals, [](const std::optional<std::string>& error) {
           if (error)  // the node's end closing is no news: this process dies with the node
-            std::cerr << "cohort-worker: malformed frame on the command link (" << *error
+            std::cerr << "cohort-worker: the command link broke (" << *error
                       << "); no further command is read, SIGTERM still stops this worker" << std::endl;
         });
+  // A node of another version: fail before running anything.
+  if (commands) {
+    if (const auto broken = commands->wait_for_hello()) {
+      report_finished(false, "rank " + std::to_string(setup.rank) + " on node " + setup.node +
+                                 ": the command link from its node did not open: " + *broken);
+      return 1;
+    }
+  }
   ctx.report = [&](const core::train::step_report& r) {
-    control(actors::progress_line(actors::progress_of(setup, r)));
+    report(actors::progress_of(r));
   };
   ctx.log = [](const std::string& line) { std::cout << line << std::endl; };
   try {
@@ -248,13 +268,13 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const core::train::bad_input_error& e) {
     std::cerr << "worker rank " << setup.rank << " failed on the job's input: " << e.what() << std::endl;
-    control(actors::finished_line(false, e.what(), actors::failure_kind::bad_input));
+    report_finished(false, e.what(), actors::failure_kind::bad_input);
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "worker rank " << setup.rank << " failed: " << e.what() << std::endl;
-    control(actors::finished_line(false, e.what()));
+    report_finished(false, e.what());
     return 1;
   }
-  control(actors::finished_line(true, ""));
+  report_finished(true, "");
   return 0;
 }

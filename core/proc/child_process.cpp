@@ -54,7 +54,7 @@ void emit_lines(std::string& pending, const child_process::line_handler& handler
 
 child_process::child_process(const std::vector<std::string>& argv,
                              const std::map<std::string, std::string>& env, line_handler on_line,
-                             exit_handler on_exit, line_handler on_control, bool command_pipe) {
+                             exit_handler on_exit, bytes_handler on_control, bool command_pipe) {
   if (argv.empty()) throw std::invalid_argument("child_process: empty argv");
   // Everything the child needs is built before fork: after it only async-signal-safe calls.
   std::vector<std::string> env_strings = child_environment(env);
@@ -71,7 +71,7 @@ child_process::child_process(const std::vector<std::string>& argv,
     int err = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    throw std::system_error(err, std::generic_category(), "pipe for child control lines");
+    throw std::system_error(err, std::generic_category(), "pipe for the child's fd 3");
   }
   int cmd[2] = {-1, -1};  // created after fds and ctl, so neither end is fd 3 or 4
   // A socket pair, not a pipe: the parent's writes pass MSG_NOSIGNAL (no SIGPIPE in a parent that
@@ -112,13 +112,13 @@ child_process::child_process(const std::vector<std::string>& argv,
   const pid_t pid = pid_;
   reader_ = std::thread([this, out_fd, ctl_fd, pid, on_line = std::move(on_line),
                          on_exit = std::move(on_exit), on_control = std::move(on_control)] {
-    // Read both pipes until both are closed (the child and its descendants are gone).
+    // Read both pipes until both are closed (the child and its descendants are gone): [0] the
+    // output, in lines; [1] fd 3, as read.
     struct channel {
       int fd;
-      const line_handler* handler;
-      std::string pending;
+      std::string pending;  // the output's unfinished line
       bool open = true;
-    } channels[2] = {{out_fd, &on_line, {}}, {ctl_fd, &on_control, {}}};
+    } channels[2] = {{out_fd, {}}, {ctl_fd, {}}};
     char buf[4096];
     while (channels[0].open || channels[1].open) {
       pollfd pfd[2];
@@ -135,14 +135,16 @@ child_process::child_process(const std::vector<std::string>& argv,
           channels[i].open = false;
           continue;
         }
+        if (i == 1) {
+          if (on_control) on_control(std::string(buf, static_cast<std::size_t>(n)));
+          continue;
+        }
         channels[i].pending.append(buf, static_cast<std::size_t>(n));
-        emit_lines(channels[i].pending, *channels[i].handler);
+        emit_lines(channels[i].pending, on_line);
       }
     }
-    for (auto& ch : channels) {
-      if (!ch.pending.empty() && *ch.handler) (*ch.handler)(ch.pending);
-      ::close(ch.fd);
-    }
+    if (!channels[0].pending.empty() && on_line) on_line(channels[0].pending);
+    for (auto& ch : channels) ::close(ch.fd);
     // Wait for the exit without reaping, then reap under the lock that signal() takes.
     siginfo_t info{};
     while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {

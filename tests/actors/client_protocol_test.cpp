@@ -6,8 +6,8 @@
 #include <caf/all.hpp>
 #include <msgpack.hpp>
 
-#include "actors/actor_system_types.hpp"
 #include "actors/client_protocol.hpp"
+#include "actors/head_actor.hpp"
 #include "actors/wire_protocol.hpp"
 
 using namespace cohort;

@@ -1,5 +1,5 @@
 // The JSON views of the protocol's records (net/json_inspector.hpp over messages.hpp's inspect
-// lists): round trips, the keys the store, `--json` and the worker link have always used, and
+// lists): round trips, the keys the store, `--json` and the worker's setup have always used, and
 // errors that name the field.
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,6 @@ using actors::failure_cause;
 using actors::job_record;
 using actors::job_state;
 using actors::node_info;
-using actors::progress_report;
 using actors::worker_setup;
 using nlohmann::json;
 
@@ -123,24 +122,6 @@ TEST_CASE("every record of a JSON view survives a round trip through JSON text",
     CHECK(back.gpus == s.gpus);
     CHECK(back.store_secret == s.store_secret);
   }
-  SECTION("progress_report, through a control line") {
-    progress_report p{"job-1", 0, 7, 9, 1.25, 1e-3, 0.5, 1234.5, 0.25, 6, 8, 2};
-    const auto line = actors::parse_control_line(actors::progress_line(p));
-    REQUIRE(line);
-    REQUIRE(line->type == actors::worker_control::kind::progress);
-    const auto& back = line->progress;
-    CHECK(back.job_id == "job-1");
-    CHECK(back.step == 7);
-    CHECK(back.total_steps == 9);
-    CHECK(back.loss == 1.25);
-    CHECK(back.lr == 1e-3);
-    CHECK(back.grad_norm == 0.5);
-    CHECK(back.tokens_per_s == 1234.5);
-    CHECK(back.mfu == 0.25);
-    CHECK(back.checkpoint_step == 6);
-    CHECK(back.held_before_step == 8);
-    CHECK(back.attempt == 2);
-  }
   SECTION("log_line, as a line of the store's logs (which adds keys of its own)") {
     actors::log_line l{"job-1", 1, "n2", 77, "step 3 loss 2.0", 4, 9};
     auto j = net::to_json_view(l);
@@ -160,21 +141,6 @@ TEST_CASE("every record of a JSON view survives a round trip through JSON text",
     CHECK(older.text == "unnumbered");
     CHECK(older.attempt == -1);
     CHECK(older.seq == 0);
-  }
-  SECTION("a worker's final word, through a control line, and one of an earlier worker without kind") {
-    const auto failed = actors::parse_control_line(
-        actors::finished_line(false, "the data set is gone", actors::failure_kind::bad_input));
-    REQUIRE(failed);
-    CHECK(failed->type == actors::worker_control::kind::finished);
-    CHECK_FALSE(failed->ok);
-    CHECK(failed->reason == "the data set is gone");
-    CHECK(failed->kind == actors::failure_kind::bad_input);
-    CHECK_FALSE(json::parse(actors::finished_line(true, "")).contains("report"));
-    const auto older = actors::parse_control_line(R"({"type": "finished", "ok": true, "reason": ""})");
-    REQUIRE(older);
-    CHECK(older->ok);
-    CHECK(older->kind == actors::failure_kind::retryable);
-    CHECK_FALSE(actors::parse_control_line(R"({"type": "finished", "ok": "yes", "reason": ""})"));
   }
   SECTION("a NaN loss is written as null and read back as NaN") {
     auto r = full_record();

@@ -10,8 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -485,6 +488,48 @@ TEST_CASE("a worker process given a GPU that it cannot see fails with a clear er
   CHECK_THAT(r.err, Catch::Contains("rank 0 on node n1: scaling.resources_per_worker.GPU is 1 but "
                                     "this worker sees no GPU (CUDA_VISIBLE_DEVICES=\"GPU-none\""));
   CHECK_THAT(r.out, Catch::Contains("cohort-worker: rank 0 of job job-0001 on node n1"));
+}
+
+TEST_CASE("a cohort-worker whose node opens its command link with another version fails before it "
+          "runs, saying so on its report link",
+          "[cluster]") {
+  test_cluster c;
+  const json setup{{"job_id", "job-0001"}, {"spec_json", lr_job("other-build", 1, 5, 0.0, 0, c.dir().str() + "/runs")},
+                   {"rank", 0}, {"world_size", 1}, {"attempt", 0}, {"node", "n1"},
+                   {"store_address", "127.0.0.1:1"}, {"node_address", "127.0.0.1"}, {"gpus", json::array()},
+                   {"store_secret", std::string(64, 'a')}};
+  std::mutex m;
+  std::condition_variable cv;
+  std::string out, reports;
+  std::optional<cohort::core::proc::exit_status> ended;
+  cohort::core::proc::child_process worker(
+      {c.program("cohort-worker")}, {{"COHORT_WORKER_SETUP", setup.dump()}},
+      [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(m);
+        out += line + "\n";
+      },
+      [&](const cohort::core::proc::exit_status& s) {
+        std::lock_guard<std::mutex> lock(m);
+        ended = s;
+        cv.notify_all();
+      },
+      [&](const std::string& bytes) {
+        std::lock_guard<std::mutex> lock(m);
+        reports += bytes;
+      },
+      /*command_pipe=*/true);
+  // link_hello{version 2} as a node of a later build writes it: length 5, then the codec's
+  // [protocol_version 1, type id 72, [2]] (tests/actors/worker_link_test.cpp pins these bytes).
+  REQUIRE(worker.write_commands(std::string("\x00\x00\x00\x05\x93\x01\x48\x91\x02", 9)));
+  std::unique_lock<std::mutex> lock(m);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return ended.has_value(); }));
+  INFO(out);
+  CHECK(ended->code == 1);
+  // Its report link carries its final word (a msgpack string inside the frame).
+  CHECK_THAT(reports, Catch::Contains("rank 0 on node n1: the command link from its node did not "
+                                      "open: the peer speaks version 2 of the worker link and this "
+                                      "end version 1"));
+  CHECK_THAT(out, !Catch::Contains("step"));
 }
 
 TEST_CASE("a job whose ranks need more host RAM than any node has is refused with the numbers",

@@ -83,19 +83,24 @@ TEST_CASE("a program that does not exist exits 127 with a message", "[core]") {
   CHECK_THAT(c.lines[0], Catch::Contains("exec failed"));
 }
 
-TEST_CASE("lines written to fd 3 arrive on the control channel, apart from the output", "[core]") {
+TEST_CASE("bytes written to fd 3 arrive on the control channel as written, apart from the output",
+          "[core]") {
   collector c;
-  std::vector<std::string> control;
+  std::string control;
+  bool empty_piece = false;
   std::mutex control_mutex;
-  child_process child({"/bin/sh", "-c", "echo out; echo '{\"type\":\"x\"}' >&3; echo more"}, {},
-                      c.on_line(), c.on_exit(), [&](const std::string& l) {
+  // Bytes that are no text: a NUL, no newline at the end.
+  child_process child({"/bin/sh", "-c", "echo out; printf 'a\\000b\\n' >&3; echo more; printf 'cd' >&3"},
+                      {}, c.on_line(), c.on_exit(), [&](const std::string& bytes) {
                         std::lock_guard<std::mutex> lock(control_mutex);
-                        control.push_back(l);
+                        empty_piece = empty_piece || bytes.empty();
+                        control += bytes;
                       });
   REQUIRE(c.wait());
   CHECK(c.lines == std::vector<std::string>{"out", "more"});
   std::lock_guard<std::mutex> lock(control_mutex);
-  CHECK(control == std::vector<std::string>{"{\"type\":\"x\"}"});
+  CHECK(control == std::string("a\0b\ncd", 6));
+  CHECK_FALSE(empty_piece);
 }
 
 TEST_CASE("bytes written as commands arrive on the child's fd 4, and a write after its exit fails "
