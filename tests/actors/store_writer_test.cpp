@@ -6,7 +6,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/actor_system_types.hpp"
+#include "actors/head_actor.hpp"
 #include "actors/store_writer.hpp"
 #include "core/store/store_paths.hpp"
 #include "net/json_inspector.hpp"
