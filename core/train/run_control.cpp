@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/comm/collective_wait.hpp"
+#include "core/comm/comm_error.hpp"
 #include "core/comm/tcp_store.hpp"
 
 namespace cohort::core::train {
@@ -28,7 +29,12 @@ void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
       throw cancelled_error();
     }
   }
-  w->wait(group.timeout());
+  try {
+    w->wait(group.timeout());
+  } catch (const comm::comm_error&) {
+    check_cancelled(cancelled);  // a peer that was stopped too aborted it: the stop is the cause
+    throw;
+  }
 }
 
 void wait_until_cancelled(const std::atomic<bool>* cancelled, std::chrono::milliseconds limit) {
@@ -67,7 +73,13 @@ std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm:
       static_cast<std::int64_t>(ctx.spec.run.failure.collective_timeout_s * 1000));
   options.cuda_device = cuda_device;
   options.gloo_hostname = ctx.node_address;
-  return comm::make_process_group(options);
+  check_cancelled(ctx.cancelled);
+  try {
+    return comm::make_process_group(options);
+  } catch (const comm::comm_error&) {
+    check_cancelled(ctx.cancelled);  // a stopped peer left the rendezvous: the stop is the cause
+    throw;
+  }
 }
 
 }  // namespace cohort::core::train

@@ -16,7 +16,8 @@ namespace cohort::core::train {
 void check_cancelled(const std::atomic<bool>* cancelled);
 
 // Waits for `w` within the group's timeout; when *cancelled is set first, aborts the group (so
-// peers fail instead of hanging) and throws cancelled_error.
+// peers fail instead of hanging) and throws cancelled_error. A collective that fails while
+// *cancelled is set (a peer stopped too and aborted it) also throws cancelled_error.
 void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
               const std::atomic<bool>* cancelled);
 
@@ -30,7 +31,8 @@ void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
 void pause_between_steps(const worker_context& ctx);
 
 // The data-parallel group of a job attempt, joined through the trainer's store (ctx.store_address).
-// cuda_device: NCCL's device for this rank (-1: the current device).
+// cuda_device: NCCL's device for this rank (-1: the current device). Throws cancelled_error when
+// ctx.cancelled is set before it joins, or when the rendezvous fails while it is set.
 std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
                                                 int cuda_device = -1);
 
