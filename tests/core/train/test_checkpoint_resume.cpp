@@ -23,6 +23,7 @@
 #include "core/comm/tcp_store.hpp"
 #include "core/comm/tcp_store_wire.hpp"
 #include "core/train/checkpoint_request.hpp"
+#include "tests/core/model/model_test_support.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
@@ -238,6 +239,35 @@ TEST_CASE("a run stopped after a checkpoint and started again ends bitwise equal
   const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
   const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
   REQUIRE(straight.size() == 3 * 21);  // param, exp_avg, exp_avg_sq of the tiny Llama's 21 weights
+  for (const auto& [name, bytes] : straight) {
+    INFO(name);
+    CHECK(resumed.at(name) == bytes);
+  }
+}
+
+TEST_CASE("a LoRA run stopped after a checkpoint and started again ends bitwise equal to a straight run",
+          "[core][train][ckpt][lora]") {
+  const int stage = GENERATE(0, 3);
+  INFO("ZeRO stage " << stage);
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, stage);
+  spec.model = {};
+  spec.model.hf_dir = test::shared_fixture("tiny-llama");
+  spec.model.lora.enabled = true;
+  spec.model.lora.r = 4;
+  spec.model.lora.target_modules = {"q_proj", "v_proj", "down_proj"};
+  require_ok(test::run_workload(spec, tmp.path("straight")));
+
+  run_until(spec, tmp.path("resumed"), 6);  // step 4 committed, steps 5-6 lost
+  REQUIRE(core::ckpt::list_checkpoints(tmp.path("resumed")).back().step == 4);
+  test::run_options again;
+  again.attempt = 1;
+  require_ok(test::run_workload(spec, tmp.path("resumed"), again));
+
+  CHECK(losses(tmp.path("resumed")) == losses(tmp.path("straight")));
+  const auto straight = test::checkpoint_tensors(final_checkpoint(tmp.path("straight")));
+  const auto resumed = test::checkpoint_tensors(final_checkpoint(tmp.path("resumed")));
+  REQUIRE(straight.size() == 3 * 2 * 3 * 2);  // param and moments of A and B, 3 maps, 2 layers
   for (const auto& [name, bytes] : straight) {
     INFO(name);
     CHECK(resumed.at(name) == bytes);
