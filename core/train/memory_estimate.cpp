@@ -97,6 +97,8 @@ model_shape read_model_shape(const config::model_spec& m) {
 
 namespace {
 
+double bytes_of(config::precision p) { return p == config::precision::bf16 ? 2 : 4; }
+
 double ceil_div(std::int64_t a, std::int64_t b) {
   return static_cast<double>((a + b - 1) / b);
 }
@@ -121,7 +123,7 @@ std::string setting_of(const config::job_spec& spec) {
 memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m) {
   const int stage = spec.zero.stage;
   const std::int64_t w = stage == 0 ? 1 : std::max(1, spec.scaling.num_workers);
-  const double p = spec.train.dtype == config::precision::bf16 ? 2 : 4;
+  const double p = bytes_of(spec.train.dtype);
   const bool gpu = spec.scaling.use_gpu;
   const bool offload_param = stage == 3 && spec.zero.offload_param == config::offload_device::cpu;
   const bool offload_opt = offload_param || spec.zero.offload_optimizer == config::offload_device::cpu;
@@ -149,7 +151,7 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   };
   if (lora) {
     const auto base = spec.model.lora.base_dtype.value_or(spec.train.dtype);
-    add("frozen base weights", (base == config::precision::bf16 ? 2 : 4) * static_cast<double>(m.parameters), true);
+    add("frozen base weights", bytes_of(base) * static_cast<double>(m.parameters), true);
   }
   add("fp32 master shard", 4 * shard, !offload_opt);
   add("AdamW moments", 8 * shard, !offload_opt);

@@ -23,7 +23,6 @@
 #include "core/comm/tcp_store.hpp"
 #include "core/comm/tcp_store_wire.hpp"
 #include "core/train/checkpoint_request.hpp"
-#include "tests/core/model/model_test_support.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
@@ -250,12 +249,8 @@ TEST_CASE("a LoRA run stopped after a checkpoint and started again ends bitwise 
   const int stage = GENERATE(0, 3);
   INFO("ZeRO stage " << stage);
   temp_dir tmp;
-  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, stage);
-  spec.model = {};
-  spec.model.hf_dir = test::shared_fixture("tiny-llama");
-  spec.model.lora.enabled = true;
-  spec.model.lora.r = 4;
-  spec.model.lora.target_modules = {"q_proj", "v_proj", "down_proj"};
+  const auto spec =
+      test::with_lora(resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, stage), {"q_proj", "v_proj", "down_proj"});
   require_ok(test::run_workload(spec, tmp.path("straight")));
 
   run_until(spec, tmp.path("resumed"), 6);  // step 4 committed, steps 5-6 lost

@@ -18,7 +18,6 @@
 #include "core/model/hf_io.hpp"
 #include "core/model/lora_config.hpp"
 #include "core/model/safetensors.hpp"
-#include "tests/core/model/model_test_support.hpp"
 #include "tests/support/tool_run.hpp"
 
 using namespace cohort;
@@ -117,13 +116,8 @@ namespace {
 
 // A LoRA fine-tune of the tiny-llama fixture on the packed data, r 4 on every linear map.
 config::job_spec lora_packed_job(const std::string& data) {
-  auto spec = test::tiny_job(data, 2, 3, false);
-  spec.model = {};
-  spec.model.hf_dir = test::shared_fixture("tiny-llama");
-  spec.model.lora.enabled = true;
-  spec.model.lora.r = 4;
-  spec.model.lora.alpha = 16;
-  spec.model.lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  auto spec = test::with_lora(test::tiny_job(data, 2, 3, false),
+                              {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, 4, 16);
   spec.train.max_steps = 6;
   spec.run.checkpoint.every_steps = 3;
   return spec;

@@ -11,9 +11,9 @@
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/model/safetensors.hpp"
-#include "tests/core/model/model_test_support.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 #include "tests/core/train/workload_runs.hpp"
+#include "tests/support/files.hpp"
 
 #include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
 
@@ -28,13 +28,7 @@ const std::vector<std::string> all_targets = {"q_proj", "k_proj", "v_proj", "o_p
 // tiny_job on the tiny-llama fixture (hidden 64, 2 layers, vocab 512) with LoRA r 4 on every
 // linear map: per layer 4 · (128 + 96 + 96 + 128 + 3 · 224) = 4480 adapter weights.
 config::job_spec lora_job(const std::string& data, int world, int stage, std::int64_t steps = 8) {
-  auto spec = test::tiny_job(data, world, stage, false);
-  spec.model = {};
-  spec.model.hf_dir = test::shared_fixture("tiny-llama");
-  spec.model.lora.enabled = true;
-  spec.model.lora.r = 4;
-  spec.model.lora.alpha = 8;
-  spec.model.lora.target_modules = all_targets;
+  auto spec = test::with_lora(test::tiny_job(data, world, stage, false), all_targets);
   spec.train.max_steps = steps;
   return spec;
 }
@@ -118,7 +112,7 @@ TEST_CASE("a LoRA run checkpoints only the adapters and their moments and export
   CHECK(m.extra[core::ckpt::lora_extra_key]["r"] == 4);
 
   // <run>/adapter: what peft.PeftModel.from_pretrained reads.
-  const auto config = test::read_json(tmp.path("run") + "/adapter/adapter_config.json");
+  const auto config = nlohmann::json::parse(test::read_file(tmp.path("run") + "/adapter/adapter_config.json"));
   CHECK(config["peft_type"] == "LORA");
   CHECK(config["task_type"] == "CAUSAL_LM");
   CHECK(config["r"] == 4);
