@@ -88,12 +88,46 @@ void check_name(const json& v, const std::string& path) {
   if (!ok) fail_value(path, v, "1-128 characters from [A-Za-z0-9._-]");
 }
 
+void parse_lora(const json& v, lora_spec& lora) {
+  object_reader r(v, "model.lora");
+  lora.enabled = true;
+  r.read("r", lora.r, 1, 65536);
+  r.read("alpha", lora.alpha, positive);
+  r.read("dropout", lora.dropout, unit_open);
+  precision base = precision::fp32;
+  if (r.read_enum("base_dtype", base, precision_names)) lora.base_dtype = base;
+  const json* given = r.find("target_modules");
+  r.finish();
+  const std::string path = "model.lora.target_modules";
+  std::string allowed;
+  for (const auto& name : lora_module_names()) allowed += (allowed.empty() ? "" : ", ") + name;
+  if (!given) throw spec_error(path, "missing; expected a non-empty list of module names (" + allowed + ")");
+  const json& targets = *given;
+  if (!targets.is_array() || targets.empty()) fail_value(path, targets, "a non-empty list of module names (" + allowed + ")");
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const std::string item = join_path(path, "[" + std::to_string(i) + "]");
+    const std::string name = as_string(targets[i], item);
+    const auto& names = lora_module_names();
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      fail_value(item, targets[i], "a module name peft uses: " + allowed);
+    if (std::find(lora.target_modules.begin(), lora.target_modules.end(), name) != lora.target_modules.end())
+      fail_value(item, targets[i], "each module name once");
+    lora.target_modules.push_back(name);
+  }
+}
+
 void parse_model(const json& v, const std::string& base_dir, model_spec& model) {
   object_reader r(v, "model");
   const json* hf_dir = r.find("hf_dir");
   const json* config = r.find("config");
   const bool has_seed = r.read("init_seed", model.init_seed);
+  const json* lora = r.find("lora");
   r.finish();
+  if (lora && !hf_dir) {
+    throw spec_error("model.lora", "needs model.hf_dir: LoRA adapts a trained Hugging Face model, "
+                                   "which stays frozen");
+  }
+  if (lora) parse_lora(*lora, model.lora);
   if (hf_dir && config) {
     throw spec_error("model", "has both hf_dir and config; give {\"hf_dir\": DIR} to fine-tune or "
                               "{\"config\": FILE-or-object, \"init_seed\": S} to pretrain");
@@ -546,6 +580,15 @@ job_spec shrunk_to(const job_spec& spec, int workers) {
 const char* to_string(placement_strategy s) { return name_of(s, strategy_names); }
 const char* to_string(lr_schedule s) { return name_of(s, schedule_names); }
 const char* to_string(precision p) { return name_of(p, precision_names); }
+
+const std::vector<std::string>& lora_module_names() {
+  // Llama, Mistral, Qwen2: q/k/v/o_proj, gate/up/down_proj; GPT-2: c_attn, c_proj, c_fc; OPT:
+  // out_proj, fc1, fc2; GPT-J: out_proj, fc_in, fc_out.
+  static const std::vector<std::string> names = {
+      "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "c_attn",
+      "c_proj", "c_fc", "out_proj", "fc1", "fc2", "fc_in", "fc_out"};
+  return names;
+}
 const char* to_string(compute_path p) { return name_of(p, compute_path_names); }
 const char* to_string(offload_device d) { return name_of(d, offload_names); }
 const char* to_string(workload_kind w) { return name_of(w, workload_names); }

@@ -27,11 +27,28 @@ enum class score_order { min, max };
 // job (a data-parallel least-squares fit) used by the quick start and the cluster tests.
 enum class workload_kind { causal_lm, linear_regression };
 
+// LoRA fine-tuning (model.lora): the base model frozen, low-rank adapters A (r × in) and
+// B (out × r) trained on the linear maps target_modules names (peft's names: q_proj, c_attn, ...),
+// y = W x + (alpha / r) · B A dropout(x).
+struct lora_spec {
+  bool enabled = false;  // model.lora present
+  int r = 8;
+  double alpha = 8;
+  double dropout = 0;
+  std::vector<std::string> target_modules;
+  // The dtype the frozen base is held in; nullopt: train.precision.
+  std::optional<precision> base_dtype;
+};
+
+// The module names model.lora.target_modules accepts (every family's, as peft names them).
+const std::vector<std::string>& lora_module_names();
+
 struct model_spec {
   std::string hf_dir;             // fine-tune: a Hugging Face directory
   std::string config_file;        // pretrain: a config.json path ...
   std::string inline_config_json; // ... or an inline HF-style config object, serialized
   std::uint64_t init_seed = 0;
+  lora_spec lora;                 // needs hf_dir
 };
 
 struct data_spec {

@@ -14,6 +14,13 @@ std::string to_json_text(const job_spec& spec) {
   const model_spec& m = spec.model;
   if (!m.hf_dir.empty()) {
     out["model"] = {{"hf_dir", m.hf_dir}};
+    if (m.lora.enabled) {
+      out["model"]["lora"] = {{"r", m.lora.r},
+                              {"alpha", m.lora.alpha},
+                              {"dropout", m.lora.dropout},
+                              {"target_modules", m.lora.target_modules}};
+      if (m.lora.base_dtype) out["model"]["lora"]["base_dtype"] = to_string(*m.lora.base_dtype);
+    }
   } else if (!m.config_file.empty()) {
     out["model"] = {{"config", m.config_file}, {"init_seed", m.init_seed}};
   } else if (!m.inline_config_json.empty()) {

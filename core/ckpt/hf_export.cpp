@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +16,7 @@
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/model/hf_layout.hpp"
+#include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/safetensors.hpp"
@@ -171,23 +174,288 @@ void copy_tokenizer_files(const std::vector<std::string>& files, const std::stri
   }
 }
 
-}  // namespace
+// LoRA: the adapters of a checkpoint, by module.
+struct adapter {
+  std::vector<float> a, b;  // (r, in), (out, r)
+  std::vector<std::int64_t> a_shape, b_shape;
+  bool merged = false;
+};
 
-hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_dir, const hf_export_options& options) {
+model::lora_config lora_of(const manifest& m, const std::string& where) {
+  if (!m.extra.is_object() || !m.extra.contains(lora_extra_key))
+    bad_manifest(where + ": extra has no 'lora': the checkpoint holds a whole model, not LoRA adapters");
+  try {
+    return model::lora_from_json(m.extra.at(lora_extra_key), where + ": extra.lora");
+  } catch (const model::model_error& e) {
+    bad_manifest(e.what());
+  }
+}
+
+std::map<std::string, adapter> read_adapters(const std::string& ckpt_dir, const manifest& m, const std::string& where) {
+  std::map<std::string, adapter> out;
+  reshard_reader reader(ckpt_dir, m);
+  const std::string prefix = param_tensor_prefix;
+  for (const auto& t : m.tensors) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = t.name.substr(prefix.size());
+    const std::string module = model::module_of_adapter(name);
+    if (module.empty() || t.dtype != "F32" || t.shape.size() != 2)
+      bad_manifest(where + ": tensor '" + t.name + "' is not a 2-D F32 LoRA adapter (<module>.lora_A.weight or .lora_B.weight)");
+    auto& a = out[module];
+    const bool is_a = name == model::lora_a_name(module);
+    auto& values = is_a ? a.a : a.b;
+    values.resize(static_cast<std::size_t>(t.numel()));
+    reader.read(t.name, 0, t.numel(), reinterpret_cast<char*>(values.data()));
+    (is_a ? a.a_shape : a.b_shape) = t.shape;
+  }
+  if (out.empty()) bad_manifest(where + ": no LoRA adapter tensors to export");
+  for (const auto& [module, a] : out) {
+    if (a.a.empty() || a.b.empty() || a.a_shape[0] != a.b_shape[1])
+      bad_manifest(where + ": module " + module + " lacks lora_A or lora_B, or their ranks differ");
+  }
+  return out;
+}
+
+// The safetensors files of a base Hugging Face directory: model.safetensors, or the index's shards.
+std::vector<std::unique_ptr<model::safetensors_reader>> open_base(const std::string& dir) {
+  const auto bad = [&](const std::string& what) { throw ckpt_error(ckpt_errc::bad_input, dir + ": " + what); };
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(dir) / model::hf_weights_name, ec)) {
+    files.push_back(model::hf_weights_name);
+  } else if (fs::is_regular_file(fs::path(dir) / model::hf_index_name, ec)) {
+    std::ifstream in(fs::path(dir) / model::hf_index_name);
+    json index;
+    try {
+      index = json::parse(in);
+      for (const auto& [tensor, file] : index.at("weight_map").items()) {
+        (void)tensor;
+        const auto f = file.get<std::string>();
+        if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+      }
+    } catch (const json::exception& e) {
+      bad(std::string(model::hf_index_name) + " is not an index of safetensors files: " + e.what());
+    }
+  } else {
+    bad("the LoRA adapters' base model is not there (no model.safetensors or index); the merged export "
+        "reads the base's weights, export the adapters alone with `cohort-ckpt export --peft`");
+  }
+  std::vector<std::unique_ptr<model::safetensors_reader>> readers;
+  try {
+    for (const auto& f : files) readers.push_back(std::make_unique<model::safetensors_reader>((fs::path(dir) / f).string()));
+  } catch (const model::model_error& e) {
+    bad(e.what());
+  }
+  return readers;
+}
+
+// A base tensor's values in fp32 (F32, F16, BF16) in `out`, its bytes read into `raw`.
+void read_f32(const model::safetensors_reader& r, const model::tensor_entry& e, std::vector<char>& raw,
+              std::vector<float>& out) {
+  raw.resize(e.nbytes());
+  r.read(e, raw.data());
+  const std::size_t n = e.nbytes() / model::safetensors_dtype_size(e.dtype);
+  out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (e.dtype == "F32") {
+      std::memcpy(&out[i], raw.data() + 4 * i, 4);
+    } else {
+      std::uint16_t h = 0;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      out[i] = e.dtype == "BF16" ? f32_from_bf16(h) : f32_from_f16(h);
+    }
+  }
+}
+
+bool is_float(const std::string& dtype) { return dtype == "F32" || dtype == "F16" || dtype == "BF16"; }
+
+// The adapter of base tensor `name`: its module as stored, or with the base model's prefix that
+// Hugging Face directories may leave out ("model.", "transformer.").
+adapter* adapter_of(std::map<std::string, adapter>& adapters, const std::string& name) {
+  const std::string module = model::module_of_weight(name);
+  if (module == name) return nullptr;
+  for (const std::string prefix : {"", "model.", "transformer."}) {
+    const auto it = adapters.find(prefix + module);
+    if (it != adapters.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+// W += scaling · B A: W (out, in), or (in, out) for Conv1D.
+void merge(std::vector<float>& w, const std::vector<std::int64_t>& shape, const adapter& a, double scaling,
+           bool conv1d, const std::string& what) {
+  const std::int64_t r = a.a_shape[0], in = a.a_shape[1], out = a.b_shape[0];
+  const std::vector<std::int64_t> expected = conv1d ? std::vector<std::int64_t>{in, out} : std::vector<std::int64_t>{out, in};
+  if (shape != expected)
+    throw ckpt_error(ckpt_errc::bad_input, what + ": the base's weight has another shape than its LoRA adapters (" +
+                                               std::to_string(out) + " x " + std::to_string(in) + ")");
+  std::vector<double> row(static_cast<std::size_t>(in));
+  for (std::int64_t o = 0; o < out; ++o) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (std::int64_t k = 0; k < r; ++k) {
+      const double bk = a.b[static_cast<std::size_t>(o * r + k)];
+      const float* ak = a.a.data() + k * in;
+      for (std::int64_t i = 0; i < in; ++i) row[static_cast<std::size_t>(i)] += bk * ak[i];
+    }
+    for (std::int64_t i = 0; i < in; ++i) {
+      auto& x = w[static_cast<std::size_t>(conv1d ? i * out + o : o * in + i)];
+      x = static_cast<float>(x + scaling * row[static_cast<std::size_t>(i)]);
+    }
+  }
+}
+
+void write_merged(const std::string& ckpt_dir, const manifest& m, const model::model_config& cfg, bool bf16,
+                  std::uint64_t max_shard_bytes, const std::string& out_dir, const std::string& where,
+                  hf_export_stats& stats) {
+  const model::lora_config lora = lora_of(m, where);
+  auto adapters = read_adapters(ckpt_dir, m, where);
+  const auto readers = open_base(lora.base);
+  struct base_tensor {
+    const model::safetensors_reader* reader;
+    const model::tensor_entry* entry;
+    std::uint64_t out_bytes;
+  };
+  std::vector<base_tensor> tensors;
+  for (const auto& r : readers) {
+    for (const auto& e : r->tensors()) {
+      const std::uint64_t out_bytes = is_float(e.dtype) ? e.nbytes() / model::safetensors_dtype_size(e.dtype) * (bf16 ? 2 : 4)
+                                                        : e.nbytes();
+      tensors.push_back({r.get(), &e, out_bytes});
+    }
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const base_tensor& a, const base_tensor& b) { return a.entry->name < b.entry->name; });
+  std::vector<std::uint64_t> sizes;
+  for (const auto& t : tensors) {
+    sizes.push_back(t.out_bytes);
+    stats.weight_bytes += t.out_bytes;
+  }
+  const auto shards = model::plan_hf_shards(sizes, max_shard_bytes);
+  std::map<std::string, std::string> weight_map;
+  std::vector<char> raw;
+  std::vector<float> values;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string file = model::hf_weights_file_name(s, shards.size());
+    std::vector<model::tensor_header> headers;
+    for (std::size_t i : shards[s]) {
+      const auto& e = *tensors[i].entry;
+      headers.push_back({e.name, is_float(e.dtype) ? (bf16 ? "BF16" : "F32") : e.dtype, e.shape, tensors[i].out_bytes});
+      weight_map[e.name] = file;
+    }
+    try {
+      model::safetensors_writer writer((fs::path(out_dir) / file).string(), headers);
+      for (std::size_t i : shards[s]) {
+        const auto& t = tensors[i];
+        if (!is_float(t.entry->dtype)) {  // a buffer (GPT-2's attention mask, say) as it is
+          raw.resize(t.entry->nbytes());
+          t.reader->read(*t.entry, raw.data());
+          writer.write(raw.data(), raw.size());
+          continue;
+        }
+        read_f32(*t.reader, *t.entry, raw, values);
+        if (adapter* a = adapter_of(adapters, t.entry->name)) {
+          merge(values, t.entry->shape, *a, lora.scaling(), cfg.conv1d, t.reader->path() + ": tensor '" + t.entry->name + "'");
+          a->merged = true;
+        }
+        if (bf16) {
+          to_bf16_in_place(reinterpret_cast<char*>(values.data()), values.size());
+        }
+        writer.write(values.data(), t.out_bytes);
+        ++stats.tensors;
+      }
+      writer.finish();
+    } catch (const model::model_error& e) {
+      throw ckpt_error(ckpt_errc::io, e.what());
+    }
+    stats.files.push_back(file);
+    stats.largest_buffer_bytes = std::max<std::uint64_t>(stats.largest_buffer_bytes, raw.capacity() + 4 * values.capacity());
+  }
+  for (const auto& [module, a] : adapters) {
+    if (!a.merged)
+      throw ckpt_error(ckpt_errc::bad_input, lora.base + ": the base model has no weight " + module +
+                                                 ".weight for the checkpoint's LoRA adapters; it is not the model they were trained on");
+  }
+  if (shards.size() > 1) {
+    write_file_durable((fs::path(out_dir) / model::hf_index_name).string(),
+                       model::hf_weights_index(stats.weight_bytes, weight_map).dump(2) + "\n");
+    stats.files.push_back(model::hf_index_name);
+  }
+}
+
+void make_out_dir(const std::string& out_dir) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw ckpt_error(ckpt_errc::io, out_dir + ": cannot create the export directory: " + ec.message());
+}
+
+void check_options(const hf_export_options& options) {
   if (options.dtype != "fp32" && options.dtype != "bf16") {
     throw ckpt_error(ckpt_errc::bad_input, "export dtype '" + options.dtype + "' is not supported (use fp32 or bf16)");
   }
   if (options.max_shard_bytes == 0) throw ckpt_error(ckpt_errc::bad_input, "export max_shard_bytes must be positive");
+}
+
+}  // namespace
+
+bool is_lora_checkpoint(const std::string& ckpt_dir) {
+  const manifest m = read_manifest(ckpt_dir);
+  return m.extra.is_object() && m.extra.contains(lora_extra_key);
+}
+
+hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_dir, const hf_export_options& options) {
+  check_options(options);
+  const bool bf16 = options.dtype == "bf16";
+  const manifest m = verified_manifest(ckpt_dir, options.verify);
+  const std::string where = (fs::path(ckpt_dir) / manifest_name).string();
+  const model::model_config cfg = model_config_of(m, where);
+  const model::lora_config lora = lora_of(m, where);
+  const auto adapters = read_adapters(ckpt_dir, m, where);
+  make_out_dir(out_dir);
+  hf_export_stats stats;
+  write_file_durable((fs::path(out_dir) / "adapter_config.json").string(),
+                     model::peft_adapter_config(lora, cfg).dump(2) + "\n");
+  stats.files.push_back("adapter_config.json");
+  std::vector<model::tensor_header> headers;
+  for (const auto& [module, a] : adapters) {
+    for (const bool is_a : {true, false}) {
+      const auto& shape = is_a ? a.a_shape : a.b_shape;
+      const std::uint64_t n = (is_a ? a.a : a.b).size();
+      headers.push_back({model::peft_tensor_prefix + (is_a ? model::lora_a_name(module) : model::lora_b_name(module)),
+                         bf16 ? "BF16" : "F32", shape, n * (bf16 ? 2 : 4)});
+      stats.weight_bytes += headers.back().nbytes;
+    }
+  }
+  try {
+    model::safetensors_writer writer((fs::path(out_dir) / "adapter_model.safetensors").string(), headers);
+    std::vector<float> buffer;
+    for (const auto& [module, a] : adapters) {
+      for (const auto* values : {&a.a, &a.b}) {
+        buffer = *values;
+        if (bf16) to_bf16_in_place(reinterpret_cast<char*>(buffer.data()), buffer.size());
+        writer.write(buffer.data(), buffer.size() * (bf16 ? 2 : 4));
+        ++stats.tensors;
+        stats.largest_buffer_bytes = std::max<std::uint64_t>(stats.largest_buffer_bytes, 4 * buffer.size());
+      }
+    }
+    writer.finish();
+  } catch (const model::model_error& e) {
+    throw ckpt_error(ckpt_errc::io, e.what());
+  }
+  stats.files.push_back("adapter_model.safetensors");
+  fsync_path(out_dir);
+  return stats;
+}
+
+hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_dir, const hf_export_options& options) {
+  check_options(options);
   const bool bf16 = options.dtype == "bf16";
   const manifest m = verified_manifest(ckpt_dir, options.verify);
   const std::string where = (fs::path(ckpt_dir) / manifest_name).string();
   model::model_config cfg = model_config_of(m, where);
   const std::vector<std::string> tokenizer_files = tokenizer_files_of(m, where);
-  const std::vector<export_tensor> weights = plan_weights(m, cfg, bf16 ? 2 : 4, where);
-
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) throw ckpt_error(ckpt_errc::io, out_dir + ": cannot create the export directory: " + ec.message());
+  const bool lora = m.extra.is_object() && m.extra.contains(lora_extra_key);
+  const std::vector<export_tensor> weights = lora ? std::vector<export_tensor>{} : plan_weights(m, cfg, bf16 ? 2 : 4, where);
+  make_out_dir(out_dir);
   try {
     model::remove_hf_weights(out_dir);
   } catch (const model::model_error& e) {
@@ -197,7 +465,11 @@ hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_di
   cfg.dtype = bf16 ? "bfloat16" : "float32";
   write_file_durable((fs::path(out_dir) / "config.json").string(), model::to_hf_json(cfg).dump(2) + "\n");
   stats.files.push_back("config.json");
-  write_weights(ckpt_dir, m, weights, bf16, options.max_shard_bytes, out_dir, stats);
+  if (lora) {
+    write_merged(ckpt_dir, m, cfg, bf16, options.max_shard_bytes, out_dir, where, stats);
+  } else {
+    write_weights(ckpt_dir, m, weights, bf16, options.max_shard_bytes, out_dir, stats);
+  }
   copy_tokenizer_files(tokenizer_files, out_dir, stats);
   fsync_path(out_dir);
   return stats;

@@ -12,6 +12,10 @@ namespace cohort::core::ckpt {
 // Logical tensors named "param/<hf name>" hold the fp32 master weights; everything else in a
 // checkpoint (optimizer moments, counters) is not exported.
 inline constexpr const char* param_tensor_prefix = "param/";
+// The manifest extra's key of a LoRA job's checkpoint (model::lora_to_json: r, alpha, dropout,
+// target_modules and base, the frozen base's Hugging Face directory). Its param/ tensors are the
+// adapters, "<module>.lora_A.weight" (r, in) and "<module>.lora_B.weight" (out, r), nothing else.
+inline constexpr const char* lora_extra_key = "lora";
 
 struct hf_export_options {
   std::string dtype = "fp32";                     // fp32 | bf16 (round to nearest even, as torch)
@@ -28,12 +32,27 @@ struct hf_export_stats {
 };
 
 // Writes OUT_DIR from the checkpoint in CKPT_DIR (created if needed; stale model*.safetensors and
-// index files there are removed first). The manifest's extra must hold "model_config" (the HF
+// index files there are removed first). A LoRA checkpoint's export is the base with the adapters
+// merged in: every tensor of the base directory's safetensors files under its own name, the weight
+// of each adapted module W + (alpha / r) · B A (transposed for GPT-2's Conv1D), so that any
+// Hugging Face loader reads a plain model; memory: the adapters plus the largest base tensor.
+// A base directory that is gone, lacks a module the adapters name or has it in another shape is
+// ckpt_error bad_input naming it. The manifest's extra must hold "model_config" (the HF
 // config.json object) and may hold "tokenizer_files" (absolute paths to copy; a missing one is a
 // warning). Throws ckpt_error: not_committed / bad_manifest / missing_file for a checkpoint that
 // cannot be read or was not written by a causal_lm job, checksum_mismatch (listing every problem)
 // when verification fails, bad_input for bad options, io when writing fails; each names the file.
 hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_dir,
                           const hf_export_options& options = {});
+
+// Writes a LoRA checkpoint's adapters into OUT_DIR as peft saves a LoraModel:
+// adapter_config.json (model::peft_adapter_config) and adapter_model.safetensors, each adapter
+// under "base_model.model.<module>.lora_A.weight" / "...lora_B.weight", in options.dtype (sharding
+// does not apply). peft.PeftModel.from_pretrained(base, OUT_DIR) loads it. Throws ckpt_error as
+// export_hf, and bad_manifest for a checkpoint without LoRA adapters.
+hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_dir,
+                            const hf_export_options& options = {});
+// Whether the checkpoint in CKPT_DIR holds LoRA adapters (its manifest's extra names them).
+bool is_lora_checkpoint(const std::string& ckpt_dir);
 
 }  // namespace cohort::core::ckpt

@@ -47,6 +47,46 @@ hf_layout layout_of(family f) {
           "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
 }
 
+// `w` in x's dtype: itself when it already is (or undefined), else a converted copy for the call
+// (a frozen LoRA base held in another dtype than the activations).
+torch::Tensor like(const torch::Tensor& w, const torch::Tensor& x) {
+  return !w.defined() || w.scalar_type() == x.scalar_type() ? w : w.to(x.scalar_type());
+}
+
+std::vector<torch::Tensor> like(const std::vector<torch::Tensor>& ws, const torch::Tensor& x) {
+  std::vector<torch::Tensor> out;
+  for (const auto& w : ws) out.push_back(like(w, x));
+  return out;
+}
+
+// x + delta, or x when there is no delta (a projection without an adapter).
+torch::Tensor plus(const torch::Tensor& x, const torch::Tensor& delta) {
+  return delta.defined() ? x + delta : x;
+}
+
+// `fused` (..., sum out_i), one GEMM of several projections' base weights, plus each one's LoRA
+// term in its own columns: the adapters apply per original module. `fused` itself without any.
+torch::Tensor with_lora(std::initializer_list<projection> projections, const torch::Tensor& x,
+                        const torch::Tensor& fused) {
+  std::vector<torch::Tensor> deltas;
+  bool any = false;
+  for (auto p : projections) {
+    deltas.push_back(p->lora_delta(x));
+    any = any || deltas.back().defined();
+  }
+  if (!any) return fused;
+  std::size_t i = 0;
+  for (auto p : projections) {
+    if (!deltas[i].defined()) {
+      auto sizes = fused.sizes().vec();
+      sizes.back() = p->out_features;
+      deltas[i] = torch::zeros(sizes, fused.options());
+    }
+    ++i;
+  }
+  return fused + torch::cat(deltas, -1);
+}
+
 torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
   if (name == "gelu_new") {  // NewGELUActivation, written as transformers writes it
     return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
@@ -291,21 +331,28 @@ torch::Tensor new_weight(torch::IntArrayRef shape, const torch::TensorOptions& o
 
 projection_impl::projection_impl(std::int64_t in, std::int64_t out, bool with_bias, bool conv,
                                  const torch::TensorOptions& options)
-    : conv1d(conv) {
+    : conv1d(conv), in_features(in), out_features(out) {
   weight = register_parameter("weight", conv ? new_weight({in, out}, options)
                                               : new_weight({out, in}, options));
   if (with_bias) bias = register_parameter("bias", new_weight({out}, options));
 }
 
 torch::Tensor projection_impl::forward(const torch::Tensor& x) {
-  if (!conv1d) return torch::linear(x, weight, bias);
+  if (!conv1d) return plus(torch::linear(x, like(weight, x), like(bias, x)), lora_delta(x));
   if (bias.defined() && fused_for(path, x)) {  // the bias added by the GEMM itself
     auto sizes = x.sizes().vec();
     sizes.back() = weight.size(1);
-    return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+    return plus(torch::addmm(like(bias, x), x.reshape({-1, x.size(-1)}), like(weight, x)).view(sizes),
+                lora_delta(x));
   }
-  auto y = torch::matmul(x, weight);  // Conv1D: x @ W + b with W (in, out)
-  return bias.defined() ? y + bias : y;
+  auto y = torch::matmul(x, like(weight, x));  // Conv1D: x @ W + b with W (in, out)
+  return plus(bias.defined() ? y + like(bias, x) : y, lora_delta(x));
+}
+
+torch::Tensor projection_impl::lora_delta(const torch::Tensor& x) {
+  if (!lora_a.defined()) return {};
+  const auto h = torch::dropout(x, lora_dropout, is_training() && lora_dropout > 0.0);
+  return torch::linear(torch::linear(h, lora_a), lora_b) * lora_scaling;  // peft: B(A(drop(x))) · s
 }
 
 norm_impl::norm_impl(const model_config& c, const torch::TensorOptions& options)
@@ -318,11 +365,11 @@ norm_impl::norm_impl(const model_config& c, const torch::TensorOptions& options)
 }
 
 torch::Tensor norm_impl::forward(const torch::Tensor& x) {
-  if (kind == norm_kind::layer_norm) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
-  if (compat::has_rms_norm && fused_for(path, x)) return compat::rms_norm(x, weight, eps);
+  if (kind == norm_kind::layer_norm) return torch::layer_norm(x, {x.size(-1)}, like(weight, x), like(bias, x), eps);
+  if (compat::has_rms_norm && fused_for(path, x)) return compat::rms_norm(x, like(weight, x), eps);
   auto h = x.to(torch::kFloat);
   h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps);
-  return weight * h.to(x.scalar_type());
+  return like(weight, x) * h.to(x.scalar_type());
 }
 
 attention_impl::attention_impl(const model_config& c, std::int64_t layer,
@@ -366,7 +413,8 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     const std::vector<torch::Tensor> biases =
         q->bias.defined() ? std::vector<torch::Tensor>{q->bias, k->bias, v->bias}
                           : std::vector<torch::Tensor>{};
-    auto qkv_out = concat_linear(x, {q->weight, k->weight, v->weight}, biases);
+    auto qkv_out = concat_linear(x, like({q->weight, k->weight, v->weight}, x), like(biases, x));
+    qkv_out = with_lora({q, k, v}, x, qkv_out);  // before rotary: the adapters add to q, k, v
     if (rotary_ == rotary_style::half && rotary_dim_ == head_dim_ && fused_kernels_available(x)) {
       // Rotary on q's and k's heads in one kernel each way (v copied through).
       qkv_out = fused_rotary_half(qkv_out, ctx.cos, ctx.sin, (heads_ + kv_heads_) * head_dim_, head_dim_);
@@ -435,7 +483,7 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
     const std::vector<torch::Tensor> biases =
         gate->bias.defined() ? std::vector<torch::Tensor>{gate->bias, up->bias}
                              : std::vector<torch::Tensor>{};
-    auto gate_up = concat_linear(x, {gate->weight, up->weight}, biases);
+    auto gate_up = with_lora({gate, up}, x, concat_linear(x, like({gate->weight, up->weight}, x), like(biases, x)));
     if ((activation_ == "silu" || activation_ == "swish") && fused_kernels_available(x)) {
       h = fused_swiglu(gate_up);  // one kernel each way; saves gate_up only
     } else {
@@ -503,6 +551,7 @@ decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, 
     };
     const auto add_proj = [&](const projection& p, const std::string& name) {
       if (!p) return;
+      projections_.push_back({prefix + name, p, i});
       list(prefix + name + ".weight", p->weight, i);
       if (p->bias.defined()) list(prefix + name + ".bias", p->bias, i);
     };
@@ -559,6 +608,27 @@ void decoder_impl::list(const std::string& name, const torch::Tensor& t, std::in
   hf_params_.push_back({name, t, layer});
 }
 
+void decoder_impl::add_lora(const lora_config& config, torch::ScalarType dtype) {
+  if (has_lora()) throw model_error(model_errc::bad_input, "add_lora: the model has LoRA adapters already");
+  check_lora_config(config, config_.fam);
+  for (auto& p : parameters()) p.set_requires_grad(false);
+  const auto options = hf_params_.front().tensor.options().dtype(dtype);
+  for (auto& [module, proj, layer] : projections_) {
+    const auto last = module.substr(module.rfind('.') + 1);
+    const auto& targets = config.target_modules;
+    if (std::find(targets.begin(), targets.end(), last) == targets.end()) continue;
+    // A (r, in) and B (out, r) whatever the weight's layout, as peft's LoRA layer has them.
+    proj->lora_a = proj->register_parameter("lora_A", torch::empty({config.r, proj->in_features}, options));
+    proj->lora_b = proj->register_parameter("lora_B", torch::empty({proj->out_features, config.r}, options));
+    proj->lora_scaling = config.scaling();
+    proj->lora_dropout = config.dropout;
+    lora_params_.push_back({lora_a_name(module), proj->lora_a, layer});
+    lora_params_.push_back({lora_b_name(module), proj->lora_b, layer});
+  }
+  lora_ = config;
+  activation_dtype_ = dtype;
+}
+
 const torch::Tensor& decoder_impl::hf_tensor(const std::string& name) const {
   for (const auto& p : hf_params_) {
     if (p.name == name) return p.tensor;
@@ -601,12 +671,13 @@ torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids, std::int64_t p
   check_ids(input_ids, "input_ids", false);
   const std::int64_t pad = config_.pad_token_id ? *config_.pad_token_id : -1;
   auto x = torch::embedding(embed_tokens_, input_ids, pad);  // (B, T, E); pad row gets no grad
+  if (activation_dtype_) x = x.to(*activation_dtype_);
   if (project_in_) x = project_in_->forward(x);
   if (embed_positions_.defined()) {
     const std::int64_t T = input_ids.size(1);
     const std::int64_t first = config_.position_offset + past;
     auto pos = torch::arange(first, first + T, input_ids.options());
-    x = x + torch::embedding(embed_positions_, pos);  // (T, C) broadcast over B
+    x = x + like(torch::embedding(embed_positions_, pos), x);  // (T, C) broadcast over B
   }
   return torch::dropout(x, config_.embed_dropout, is_training() && config_.embed_dropout > 0.0);
 }
@@ -669,9 +740,9 @@ std::pair<torch::Tensor, torch::Tensor> decoder_impl::padded_head() const {
 
 torch::Tensor decoder_impl::head(const torch::Tensor& hidden) {
   const auto x = head_input(hidden);
-  if (!fused_for(path_, x)) return torch::linear(x, lm_head_weight_, lm_head_bias_);
+  if (!fused_for(path_, x)) return torch::linear(x, like(lm_head_weight_, x), like(lm_head_bias_, x));
   const auto [weight, bias] = padded_head();
-  return torch::linear(x, weight, bias).slice(-1, 0, config_.vocab_size);  // (B, T, V) view
+  return torch::linear(x, like(weight, x), like(bias, x)).slice(-1, 0, config_.vocab_size);  // (B, T, V) view
 }
 
 torch::Tensor decoder_impl::head_loss(const torch::Tensor& hidden, const torch::Tensor& labels,
@@ -682,7 +753,7 @@ torch::Tensor decoder_impl::head_loss(const torch::Tensor& hidden, const torch::
   const auto targets = shifted_targets(labels).reshape({-1});       // (B·T)
   const auto [weight, bias] = padded_head();
   const std::int64_t rows = loss_chunk_tokens_ > 0 ? loss_chunk_tokens_ : std::max<std::int64_t>(1, flat.size(0));
-  auto total = chunked_lm_head_loss(flat, weight, bias, targets, rows);
+  auto total = chunked_lm_head_loss(flat, like(weight, x), like(bias, x), targets, rows);
   if (sum) return total;
   return total / targets.ne(-100).sum().to(torch::kFloat);  // no host synchronisation
 }
@@ -733,10 +804,10 @@ decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch
   torch::Tensor padded;  // (B, T, V') on the fused path
   if (fused) {
     const auto [weight, bias] = padded_head();
-    padded = torch::linear(x, weight, bias);
+    padded = torch::linear(x, like(weight, x), like(bias, x));
     out.logits = padded.slice(-1, 0, config_.vocab_size);
   } else {
-    out.logits = torch::linear(x, lm_head_weight_, lm_head_bias_);
+    out.logits = torch::linear(x, like(lm_head_weight_, x), like(lm_head_bias_, x));
   }
   if (labels.defined()) {
     check_ids(labels, "labels", true);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
 
 namespace cohort::core::model {
@@ -75,16 +77,23 @@ struct attention_context {
 };
 
 // A linear map with its weight stored as Hugging Face stores it: (out, in) for nn.Linear,
-// (in, out) for GPT-2's Conv1D.
+// (in, out) for GPT-2's Conv1D. With a LoRA adapter (decoder_impl::add_lora) it adds
+// lora_scaling · B A dropout(x), peft's LoRA layer, whatever the weight's layout. A weight of
+// another dtype than x (a frozen base held in bf16 under fp32 adapters) is converted for the call.
 class projection_impl : public torch::nn::Module {
  public:
   projection_impl(std::int64_t in, std::int64_t out, bool bias, bool conv1d,
                   const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
+  // The adapter's term alone, (..., in) -> (..., out); undefined without an adapter.
+  torch::Tensor lora_delta(const torch::Tensor& x);
   torch::Tensor weight, bias;
   bool conv1d;
   // The fused path adds a Conv1D's bias inside its GEMM (addmm).
   compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
+  std::int64_t in_features, out_features;
+  torch::Tensor lora_a, lora_b;  // (r, in), (out, r); undefined without an adapter
+  double lora_scaling = 0, lora_dropout = 0;
 };
 TORCH_MODULE_IMPL(projection, projection_impl);
 
@@ -201,8 +210,21 @@ class decoder_impl : public torch::nn::Module {
   std::int64_t loss_chunk_tokens() const { return loss_chunk_tokens_; }
 
   // Every weight once (a tied lm_head is not listed), in a fixed order: embeddings, layers in
-  // order, final norm, output projection, lm_head.
+  // order, final norm, output projection, lm_head. With LoRA these are the frozen base's.
   const std::vector<hf_parameter>& hf_parameters() const { return hf_params_; }
+
+  // LoRA: gives every linear map of the layers whose name ends in one of config.target_modules an
+  // adapter, A (r, in) and B (out, r) in `dtype` on the weights' device, uninitialised (fill them
+  // from lora_init, weight_source.hpp), and freezes every base weight (requires_grad false). The
+  // activations then run in `dtype` from the embedding on (a base of another dtype is converted
+  // where it is used). Throws model_error (bad_input) for targets the family does not have
+  // (check_lora_config) and when the model has adapters already.
+  void add_lora(const lora_config& config, torch::ScalarType dtype);
+  // The adapters, in layer order, each module's A then B, named lora_a_name / lora_b_name of the
+  // module's Hugging Face name (layer = its layer); empty without LoRA.
+  const std::vector<hf_parameter>& lora_parameters() const { return lora_params_; }
+  const lora_config& lora() const { return lora_; }
+  bool has_lora() const { return !lora_params_.empty(); }
   // Throws model_error (bad_weights) for a name the model does not have.
   const torch::Tensor& hf_tensor(const std::string& name) const;
   std::int64_t parameter_count() const;
@@ -224,6 +246,16 @@ class decoder_impl : public torch::nn::Module {
   norm final_norm_{nullptr};
   std::vector<decoder_layer> layers_;
   std::vector<hf_parameter> hf_params_;
+  // Every linear map of the layers under its Hugging Face module name, for add_lora.
+  struct named_projection {
+    std::string module;
+    projection proj;
+    std::int64_t layer;
+  };
+  std::vector<named_projection> projections_;
+  std::vector<hf_parameter> lora_params_;
+  lora_config lora_;
+  std::optional<torch::ScalarType> activation_dtype_;  // LoRA: the adapters' dtype
   compute_path path_ = compute_path::automatic;
   std::int64_t loss_chunk_tokens_ = 2048;
 };

@@ -281,7 +281,60 @@ class seeded_source final : public weight_source {
   std::unordered_map<std::string, init_param> params_;
 };
 
+// LoRA adapters: A uniform in ±1/√in (kaiming_uniform_ with a = √5, as peft initialises them),
+// element i of adapter `name` from the 24 top bits of splitmix64(key(seed, name) + i·φ); B zeros.
+class lora_source final : public weight_source {
+ public:
+  lora_source(const std::vector<hf_parameter>& params, std::uint64_t seed) {
+    for (const auto& p : params) {
+      lora_param lp;
+      lp.numel = p.tensor.numel();
+      lp.key = splitmix64(splitmix64(seed) ^ fnv1a(p.name));
+      if (ends_with(p.name, ".lora_A.weight") && p.tensor.dim() == 2) {
+        lp.bound = 1.0f / std::sqrt(static_cast<float>(p.tensor.size(1)));
+      } else if (!(ends_with(p.name, ".lora_B.weight") && p.tensor.dim() == 2)) {
+        throw model_error(model_errc::bad_input, "lora_init: '" + p.name +
+                                                     "' is not a 2-D .lora_A.weight or .lora_B.weight");
+      }
+      if (!params_.emplace(p.name, lp).second)
+        throw model_error(model_errc::bad_input, "lora_init: parameter '" + p.name + "' listed twice");
+    }
+  }
+
+  void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const override {
+    const auto it = params_.find(name);
+    if (it == params_.end())
+      throw model_error(model_errc::bad_input, "lora_init: no adapter named '" + name + "' among the " +
+                                                   std::to_string(params_.size()) + " of this model");
+    const lora_param& p = it->second;
+    check_read("lora_init: adapter '" + name + "'", begin, out, p.numel);
+    torch::NoGradGuard no_grad;
+    if (p.bound == 0) {
+      out.zero_();
+      return;
+    }
+    float* dst = out.data_ptr<float>();
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+      const std::uint64_t z = splitmix64(p.key + static_cast<std::uint64_t>(begin + i) * 0x9E3779B97F4A7C15ull);
+      const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+      dst[i] = (2.0f * u - 1.0f) * p.bound;
+    }
+  }
+
+ private:
+  struct lora_param {
+    std::int64_t numel = 0;
+    std::uint64_t key = 0;
+    float bound = 0;  // 0: B, zeros
+  };
+  std::unordered_map<std::string, lora_param> params_;
+};
+
 }  // namespace
+
+std::unique_ptr<weight_source> lora_init(const std::vector<hf_parameter>& adapters, std::uint64_t seed) {
+  return std::make_unique<lora_source>(adapters, seed);
+}
 
 std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,
                                                const std::vector<hf_parameter>& expected) {

@@ -57,6 +57,13 @@ std::unique_ptr<weight_source> seeded_init(const model_config& config,
                                            std::uint64_t seed);
 inline constexpr std::int64_t seeded_init_chunk = std::int64_t{1} << 20;
 
+// LoRA adapters' initial values (decoder_impl::lora_parameters()): each .lora_A.weight (r, in)
+// uniform in [-1/√in, 1/√in) as peft's kaiming_uniform_(a = √5) draws it, each .lora_B.weight
+// zeros, so the adapted model starts as the base. A value depends only on (seed, name, index), as
+// with seeded_init: any number of ranks gets the same adapters. Throws model_error (bad_input) for
+// a parameter that is not a 2-D adapter.
+std::unique_ptr<weight_source> lora_init(const std::vector<hf_parameter>& adapters, std::uint64_t seed);
+
 // Fills all of `dst` (any dtype and device, contiguous, the parameter's shape: dst.numel()
 // elements are read from element 0) with parameter `name`, reading in fp32 pieces of at most
 // 16 Mi elements (64 MiB), so that a whole model is streamed tensor by tensor. Throws model_error

@@ -17,12 +17,15 @@
 #include <torch/torch.h>
 
 #include "core/ckpt/base64.hpp"
+#include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/data/batch_loader.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
+#include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
+#include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
@@ -89,6 +92,34 @@ bool has_dropout(const model::model_config& c) {
          c.activation_dropout > 0;
 }
 
+torch::ScalarType dtype_of(config::precision p) {
+  return p == config::precision::bf16 ? torch::kBFloat16 : torch::kFloat;
+}
+
+model::lora_config lora_config_of(const config::model_spec& m) {
+  model::lora_config c;
+  c.r = m.lora.r;
+  c.alpha = m.lora.alpha;
+  c.dropout = m.lora.dropout;
+  c.target_modules = m.lora.target_modules;
+  c.base = m.hf_dir;
+  return c;
+}
+
+// LoRA: every rank holds the whole frozen base in `dtype` on `device`, read tensor by tensor from
+// the Hugging Face directory (no fp32 copy of the model, no optimizer state, no sharding).
+void load_frozen_base(const config::model_spec& m, model::decoder& net, torch::ScalarType dtype,
+                      const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  const auto source = model::open_hf_weights(m.hf_dir, net->hf_parameters());
+  for (const auto& p : net->hf_parameters()) {
+    auto value = torch::empty(p.tensor.sizes(), torch::TensorOptions().dtype(dtype).device(device));
+    model::fill_parameter(*source, p.name, value);
+    torch::Tensor param = p.tensor;  // shares the parameter's implementation (a tied head too)
+    param.set_data(value);
+  }
+}
+
 struct batch_tensors {
   torch::Tensor ids;     // (B, T) int64
   torch::Tensor labels;  // (B, T) int64, -100 where not a label
@@ -130,6 +161,15 @@ struct causal_lm_engine::impl {
     // No rank holds the whole model: the weights are placeholders until the ZeRO optimizer fills
     // its shards from the source (and, below stage 3, gathers the whole weights on the device).
     net = model::make_placeholder_decoder(model_config_of(spec.model));
+    if (spec.model.lora.enabled) {
+      if (spec.model.hf_dir.empty())
+        throw std::invalid_argument("model.lora: needs model.hf_dir, the Hugging Face model the adapters adapt");
+      try {
+        net->add_lora(lora_config_of(spec.model), dtype_of(train.dtype));
+      } catch (const model::model_error& e) {
+        throw std::invalid_argument(e.what());  // names model.lora.*
+      }
+    }
     net->set_compute_path(compute_path_of(train.path));
     net->set_loss_chunk_tokens(train.loss_chunk_tokens);
     if (train.deterministic) {
@@ -169,17 +209,25 @@ struct causal_lm_engine::impl {
     zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
     zo.offload_param = spec.zero.offload_param == config::offload_device::cpu;
     zo.device = device;
-    zo.compute_dtype = train.dtype == config::precision::bf16 ? torch::kBFloat16 : torch::kFloat;
-    optimizer = std::make_unique<zero_optimizer>(
-        net->hf_parameters(), *initial_weights(spec.model, net), group, zo,
-        [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); });
+    zo.compute_dtype = dtype_of(train.dtype);
+    const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
+    if (net->has_lora()) {
+      // Only the adapters train: they alone are the optimizer's units (unit 0, outside the
+      // layers, is empty), initialised from train.seed; the base is frozen and whole.
+      load_frozen_base(spec.model, net, dtype_of(spec.model.lora.base_dtype.value_or(train.dtype)), device);
+      optimizer = std::make_unique<zero_optimizer>(
+          net->lora_parameters(), *model::lora_init(net->lora_parameters(), train.seed), group, zo, wait);
+    } else {
+      optimizer = std::make_unique<zero_optimizer>(net->hf_parameters(), *initial_weights(spec.model, net),
+                                                   group, zo, wait);
+    }
     // The optimizer moved the weights (stage 3: only their shards); the rest follows.
     net->to(device);
     if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));
     recompute = train.activation_checkpointing;
     kept_graphs = spec.zero.stage == 3 && !recompute;
     layers_reduced_in_backward = (recompute || kept_graphs) && spec.zero.stage >= 2;
-    save_rng = recompute && has_dropout(net->config());
+    save_rng = recompute && (has_dropout(net->config()) || (net->has_lora() && net->lora().dropout > 0));
   }
 
   // data.eval, checked as data.train is; its errors name the field.
@@ -329,7 +377,7 @@ struct causal_lm_engine::impl {
       optimizer->release(unit);
     }
     if (save_rng) generator.set_state(rng_states[0]);
-    net->embed(b.ids).backward(grad);
+    if (!net->has_lora()) net->embed(b.ids).backward(grad);  // LoRA: the embeddings are frozen
     if (save_rng) generator.set_state(rng_after_forward);
     return sum.item<double>();
   }
@@ -374,7 +422,7 @@ struct causal_lm_engine::impl {
       if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
       optimizer->release(unit);
     }
-    embedded.backward(grad);
+    if (embedded.requires_grad()) embedded.backward(grad);  // LoRA: the embeddings are frozen
     return sum.item<double>();
   }
 
@@ -473,8 +521,12 @@ std::int64_t causal_lm_engine::global_batch() const {
 }
 
 double causal_lm_engine::flops_per_token() const {
-  const auto& c = impl_->net->config();
-  return train::flops_per_token(parameter_count(), c.num_layers, c.hidden_size, impl_->spec.train.seq_len);
+  const auto& net = *impl_->net;
+  const auto& c = net.config();
+  const double flops = train::flops_per_token(net.parameter_count() + (net.has_lora() ? parameter_count() : 0),
+                                              c.num_layers, c.hidden_size, impl_->spec.train.seq_len);
+  // A frozen base computes no weight gradients: 4 FLOPs per weight and token, not 6.
+  return net.has_lora() ? flops - 2.0 * static_cast<double>(net.parameter_count()) : flops;
 }
 
 double causal_lm_engine::peak_flops() const {
@@ -545,11 +597,14 @@ nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifes
 }  // namespace
 
 nlohmann::json causal_lm_engine::checkpoint_extra() const {
-  return {{"model_config", model::to_hf_json(impl_->net->config())},
-          {"tokenizer_files", tokenizer_files(impl_->spec, impl_->data->info())},
-          {"job_name", impl_->spec.name},
-          {"global_batch", global_batch()},
-          {"zero_stage", impl_->spec.zero.stage}};
+  nlohmann::json extra = {{"model_config", model::to_hf_json(impl_->net->config())},
+                          {"tokenizer_files", tokenizer_files(impl_->spec, impl_->data->info())},
+                          {"job_name", impl_->spec.name},
+                          {"global_batch", global_batch()},
+                          {"zero_stage", impl_->spec.zero.stage}};
+  // LoRA: the tensors are the adapters; the base is referred to by its directory.
+  if (impl_->net->has_lora()) extra[ckpt::lora_extra_key] = model::lora_to_json(impl_->net->lora());
+  return extra;
 }
 
 namespace {
@@ -570,6 +625,19 @@ void causal_lm_engine::restore(const std::string& dir, const ckpt::manifest& m) 
         where + "written with a global batch of " + m.extra["global_batch"].dump() +
         " samples, this job has " + std::to_string(global_batch()) +
         " (train.micro_batch_size x train.grad_accum x scaling.num_workers); keep it equal to resume");
+  const bool saved_lora = m.extra.is_object() && m.extra.contains(ckpt::lora_extra_key);
+  if (saved_lora != d.net->has_lora())
+    throw std::invalid_argument(where + (saved_lora ? "holds LoRA adapters, this job trains the whole model"
+                                                     : "holds a whole model, this job trains LoRA adapters (model.lora)") +
+                                "; resume with the model section it was written with");
+  if (saved_lora) {
+    const auto saved = model::lora_from_json(m.extra[ckpt::lora_extra_key], where + "extra.lora");
+    const auto& mine = d.net->lora();
+    if (saved.r != mine.r || saved.alpha != mine.alpha || saved.target_modules != mine.target_modules)
+      throw std::invalid_argument(where + "written with model.lora " + model::lora_to_json(saved).dump() +
+                                  ", this job has " + model::lora_to_json(mine).dump() +
+                                  "; r, alpha and target_modules must stay as they were to resume");
+  }
   ckpt::reshard_reader reader(dir, m);
   load_shards(*d.optimizer, reader);
   const auto same_rank = m.world_size == d.group.size();

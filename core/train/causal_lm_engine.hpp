@@ -5,7 +5,10 @@
 // checkpointing, layer by layer with recomputation), reduces gradients and updates the
 // ZeRO-sharded fp32 master weights
 // with AdamW. The loss and gradients are those of the mean over every label token of the global
-// batch, so results do not depend on the world size. One per rank, used by one thread; no torch here.
+// batch, so results do not depend on the world size. With model.lora the base is frozen and whole on
+// every rank (in model.lora.base_dtype) and only the adapters are the ZeRO optimizer's: they alone
+// have gradients, masters, moments and checkpointed tensors. One per rank, used by one thread; no
+// torch here.
 #pragma once
 
 #include <atomic>
@@ -63,7 +66,7 @@ class causal_lm_engine {
 
   std::int64_t total_steps() const;   // train.max_steps, else epochs × steps per epoch
   std::int64_t steps_done() const;
-  std::int64_t parameter_count() const;
+  std::int64_t parameter_count() const;  // the trained ones (LoRA: the adapters')
   std::int64_t global_batch() const;  // samples per step
   // FLOPs of one token's training step (6N + 12·L·d·T, T = train.seq_len) and the dense bf16 peak
   // of this rank's GPU (0 on CPU or an unknown card): the two sides of MFU (mfu.hpp).
@@ -90,7 +93,8 @@ class causal_lm_engine {
   // rank (it travels with the step's first all-reduce, so the group agrees without another
   // collective).
   void request_checkpoint(bool preempted = false);
-  // Every weight in fp32, flattened in hf_parameters() order (a collective).
+  // Every trained weight in fp32, flattened in hf_parameters() order (a collective); with LoRA the
+  // adapters in lora_parameters() order.
   std::vector<float> full_weights();
 
   // This rank's part of a checkpoint of the state after steps_done() steps: host copies of the

@@ -64,9 +64,10 @@ std::vector<scalar> scalars_of(const step_report& r, int device) {
   return s;
 }
 
-// Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model. With the
-// run in S3 the checkpoint is downloaded (and verified) first and the export uploaded to
-// <remote run>/model/ after.
+// Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model (LoRA: the
+// base with the adapters merged in) and, for LoRA, the adapters in peft's layout in <run>/adapter.
+// With the run in S3 the checkpoint is downloaded (and verified) first and the exports uploaded to
+// <remote run>/model/ (and adapter/) after.
 void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   if (final_step <= 0) return;
   const auto step = static_cast<std::uint64_t>(final_step);
@@ -83,19 +84,30 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
     if (!v.ok()) throw std::runtime_error("export: " + ckpt::s3_step_url(remote, step) + " does not verify: " + v.problems.front());
   }
   const auto stats = ckpt::export_hf(source, out);
-  std::string where = out;
+  const bool lora = ckpt::is_lora_checkpoint(source);
+  const std::string adapter = ctx.run_dir + "/adapter";
+  const std::uint64_t adapter_tensors = lora ? ckpt::export_peft(source, adapter).tensors : 0;
+  std::string where = out, adapter_where = adapter;
   if (s3) {
-    for (const auto& f : std::filesystem::directory_iterator(out))
-      if (f.is_regular_file())
-        s3->upload_file(remote.url.bucket, remote.url.key("model/" + f.path().filename().string()), f.path().string(),
-                        ckpt::s3_default_part_size);
+    const auto upload = [&](const std::string& dir, const std::string& name) {
+      for (const auto& f : std::filesystem::directory_iterator(dir))
+        if (f.is_regular_file())
+          s3->upload_file(remote.url.bucket, remote.url.key(name + "/" + f.path().filename().string()),
+                          f.path().string(), ckpt::s3_default_part_size);
+    };
+    upload(out, "model");
+    if (lora) upload(adapter, "adapter");
     std::filesystem::remove_all(ctx.run_dir + "/s3-cache/export");
     where = ctx.remote_run + "/model (and " + out + ")";
+    adapter_where = ctx.remote_run + "/adapter (and " + adapter + ")";
   }
   if (!ctx.log) return;
   for (const auto& w : stats.warnings) ctx.log("export: " + w);
   ctx.log("model of step " + std::to_string(final_step) + " exported to " + where + " (" +
           std::to_string(stats.tensors) + " tensors, " + std::to_string(stats.weight_bytes >> 10) + " KiB)");
+  if (lora)
+    ctx.log("LoRA adapters of step " + std::to_string(final_step) + " exported to " + adapter_where + " (" +
+            std::to_string(adapter_tensors) + " tensors, peft's layout)");
 }
 
 // Runs one step of the rank's setup; the job's own input failing there (the spec, the data set,
@@ -155,7 +167,8 @@ void causal_lm_workload::run(const worker_context& ctx) {
   const std::int64_t eval_every = engine.has_eval() ? ctx.spec.train.eval_every : 0;
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + "/" + std::to_string(ctx.world_size) + " on node " +
-            ctx.node + ": causal_lm, " + std::to_string(engine.parameter_count()) + " parameters, " +
+            ctx.node + ": causal_lm, " + std::to_string(engine.parameter_count()) +
+            (ctx.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), " : " parameters, ") +
             std::to_string(engine.total_steps()) + " steps of " +
             std::to_string(engine.global_batch()) + " samples, ZeRO stage " +
             std::to_string(ctx.spec.zero.stage) + ", " + std::to_string(at::get_num_threads()) +

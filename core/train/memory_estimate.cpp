@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model/lora_config.hpp"
+
 namespace cohort::core::train {
 
 model_shape shape_of(const model::model_config& c) {
@@ -54,8 +56,37 @@ model_shape shape_of(const model::model_config& c) {
   return s;
 }
 
+std::int64_t lora_layer_parameters(const model::model_config& c, std::int64_t r,
+                                   const std::vector<std::string>& targets) {
+  const std::int64_t d = c.hidden_size, ffn = c.intermediate_size;
+  const std::int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
+  // (in, out) of each linear map of a layer under its peft name, in lora_module_names' order.
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> maps;
+  if (c.conv1d) {  // GPT-2: c_attn; c_proj is the attention's output and the MLP's down map
+    maps = {{{d, q_out + 2 * kv_out}}, {{q_out, d}, {ffn, d}}, {{d, ffn}}};
+  } else {
+    maps = {{{d, q_out}}, {{d, kv_out}}, {{d, kv_out}}, {{q_out, d}}};
+    if (c.gated_mlp) maps.push_back({{d, ffn}});
+    maps.push_back({{d, ffn}});
+    maps.push_back({{ffn, d}});
+  }
+  const auto names = model::lora_module_names(c.fam);
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < names.size() && i < maps.size(); ++i) {
+    if (std::find(targets.begin(), targets.end(), names[i]) == targets.end()) continue;
+    for (const auto& [in, out] : maps[i]) n += r * (in + out);
+  }
+  return n;
+}
+
 model_shape read_model_shape(const config::model_spec& m) {
   try {
+    if (!m.hf_dir.empty() && m.lora.enabled) {
+      const auto config = model::read_config(m.hf_dir);
+      auto s = shape_of(config);
+      s.lora_layer_parameters = lora_layer_parameters(config, m.lora.r, m.lora.target_modules);
+      return s;
+    }
     if (!m.hf_dir.empty()) return shape_of(model::read_config(m.hf_dir));
     if (!m.config_file.empty()) return shape_of(model::read_config(m.config_file));
     return shape_of(model::parse_config(nlohmann::json::parse(m.inline_config_json), "model.config"));
@@ -66,6 +97,8 @@ model_shape read_model_shape(const config::model_spec& m) {
 
 namespace {
 
+double bytes_of(config::precision p) { return p == config::precision::bf16 ? 2 : 4; }
+
 double ceil_div(std::int64_t a, std::int64_t b) {
   return static_cast<double>((a + b - 1) / b);
 }
@@ -73,6 +106,10 @@ double ceil_div(std::int64_t a, std::int64_t b) {
 std::string setting_of(const config::job_spec& spec) {
   std::string s = "ZeRO-" + std::to_string(spec.zero.stage) + ", " +
                   config::to_string(spec.train.dtype);
+  const auto& lora = spec.model.lora;
+  if (lora.enabled)
+    s += ", LoRA r " + std::to_string(lora.r) + " on a frozen " +
+         config::to_string(lora.base_dtype.value_or(spec.train.dtype)) + " base";
   const bool opt = spec.zero.offload_optimizer == config::offload_device::cpu;
   const bool param = spec.zero.offload_param == config::offload_device::cpu;
   if (opt && param) return s + ", offload_optimizer and offload_param cpu";
@@ -86,7 +123,7 @@ std::string setting_of(const config::job_spec& spec) {
 memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m) {
   const int stage = spec.zero.stage;
   const std::int64_t w = stage == 0 ? 1 : std::max(1, spec.scaling.num_workers);
-  const double p = spec.train.dtype == config::precision::bf16 ? 2 : 4;
+  const double p = bytes_of(spec.train.dtype);
   const bool gpu = spec.scaling.use_gpu;
   const bool offload_param = stage == 3 && spec.zero.offload_param == config::offload_device::cpu;
   const bool offload_opt = offload_param || spec.zero.offload_optimizer == config::offload_device::cpu;
@@ -94,12 +131,15 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   // layer's activations (only the gathered weights are freed between forward and backward).
   const bool recompute = spec.train.activation_checkpointing;
   const bool layers_reduced_in_backward = stage == 3 || (stage == 2 && recompute);
-  const double n = static_cast<double>(m.parameters);
-  const double u0 = static_cast<double>(m.outer_parameters);
-  const double ul = static_cast<double>(m.layer_parameters);
-  const std::int64_t unit_max = std::max(m.outer_parameters, m.layer_parameters);
-  const double shard = ceil_div(m.outer_parameters, w) +
-                       static_cast<double>(m.num_layers) * ceil_div(m.layer_parameters, w);
+  // What trains: the whole model, or with LoRA only the adapters (none outside the layers).
+  const bool lora = spec.model.lora.enabled;
+  const std::int64_t outer = lora ? 0 : m.outer_parameters;
+  const std::int64_t per_layer = lora ? m.lora_layer_parameters : m.layer_parameters;
+  const double n = static_cast<double>(outer + m.num_layers * per_layer);
+  const double u0 = static_cast<double>(outer);
+  const double ul = static_cast<double>(per_layer);
+  const std::int64_t unit_max = std::max(outer, per_layer);
+  const double shard = ceil_div(outer, w) + static_cast<double>(m.num_layers) * ceil_div(per_layer, w);
   const double unit_shard = ceil_div(unit_max, w);
 
   memory_estimate e;
@@ -109,6 +149,10 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const auto add = [&](const char* name, double bytes, bool on_device) {
     if (bytes > 0) r.items.push_back({name, bytes, on_device && gpu});
   };
+  if (lora) {
+    const auto base = spec.model.lora.base_dtype.value_or(spec.train.dtype);
+    add("frozen base weights", bytes_of(base) * static_cast<double>(m.parameters), true);
+  }
   add("fp32 master shard", 4 * shard, !offload_opt);
   add("AdamW moments", 8 * shard, !offload_opt);
   add("fp32 gradient shard", 4 * shard, !offload_param);
@@ -139,7 +183,9 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
   r.load_peak_host_bytes = 4 * (stage == 0 ? n : shard) + 4 * static_cast<double>(m.largest_tensor);
   r.host_bytes = std::max(r.steady_host_bytes, r.load_peak_host_bytes);
-  e.rank0_extra_host_bytes = 4 * static_cast<double>(m.largest_tensor);
+  // The merged LoRA export holds every adapter and one base tensor as read and in fp32.
+  e.rank0_extra_host_bytes = lora ? 4 * n + 8 * static_cast<double>(m.largest_tensor)
+                                  : 4 * static_cast<double>(m.largest_tensor);
   return e;
 }
 

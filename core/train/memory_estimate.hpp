@@ -33,6 +33,10 @@
 //     for the loss and its fp32 gradient. On the GPU attention is fused (at::scaled_dot_product_
 //     attention: no T² term); on CPUs the explicit path keeps B·H·T²·(4 + p) per layer saved.
 //   - cuda_context_bytes on the GPU of every GPU process.
+// With model.lora only the adapters train: every item above counts them (n = L·A, U0 = 0, UL = A,
+// A the adapters of one layer), and the frozen base is one more device item, the whole model in
+// model.lora.base_dtype on every rank (a 7B base in bf16: 12.6 GiB); activations are the same.
+// Rank 0's merged export holds every adapter plus one base tensor as read and in fp32.
 // Host RAM is the larger of the steady state and the load peak: a rank reads or initialises only
 // the fp32 shard it keeps (4·S; stage 0 the whole model) plus one parameter tensor at a time
 // (4·largest tensor). Rank 0 also stages the largest fp32 tensor when it exports the final model.
@@ -66,9 +70,14 @@ struct model_shape {
   std::int64_t outer_parameters = 0;  // unit 0: embeddings, projections, final norm, head
   std::int64_t layer_parameters = 0;  // one decoder layer (each of units 1..L)
   std::int64_t largest_tensor = 0;    // elements of the largest single parameter tensor
+  // model.lora: the adapters' elements of one layer (r · (in + out) per adapted linear map).
+  std::int64_t lora_layer_parameters = 0;
 };
 
 model_shape shape_of(const model::model_config& config);
+// The adapters' elements of one layer for LoRA of rank r on `targets` (peft's module names).
+std::int64_t lora_layer_parameters(const model::model_config& config, std::int64_t r,
+                                   const std::vector<std::string>& targets);
 // The model's shape from the spec's model section (hf_dir's config.json, a config file or the
 // inline config). Throws std::invalid_argument naming the field and the problem.
 model_shape read_model_shape(const config::model_spec& model);

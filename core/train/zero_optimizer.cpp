@@ -103,9 +103,9 @@ torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtyp
 }
 
 torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
-  if (parts() > 1) throttle();
+  if (parts() > 1 && u.numel > 0) throttle();
   auto shard = device_shard(u, dtype);
-  if (parts() == 1) return shard;
+  if (parts() == 1 || u.numel == 0) return shard;  // an empty unit needs no collective
   auto full = torch::empty({parts() * u.shard}, shard.options());
   auto w = group_.all_gather(shard, full);
   track(w);
@@ -193,6 +193,7 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   p.shard = device_shard(un, options_.compute_dtype);
   allocate_full(un);
   un.gathered = true;
+  if (un.numel == 0) return p;  // nothing to gather (unit 0 of a LoRA model)
   if (parts() == 1) {
     torch::NoGradGuard no_grad;
     un.full.copy_(p.shard);
@@ -249,6 +250,7 @@ void zero_optimizer::zero_grad_shards() {
 void zero_optimizer::reduce_grads(std::size_t index) {
   torch::NoGradGuard no_grad;
   auto& u = units_.at(index);
+  if (u.numel == 0) return;  // nothing trains there (unit 0 of a LoRA model)
   throttle();
   auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
@@ -295,6 +297,10 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
     std::vector<torch::Tensor> masters, grads;
     std::vector<model::adamw_state*> states;
     for (auto& u : units_) {
+      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
+        ++u.adam.step;
+        continue;
+      }
       if (clip_coef != 1.0) u.grad.mul_(clip_coef);
       masters.push_back(u.master);
       grads.push_back(u.grad);
@@ -305,6 +311,10 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
   } else {
     for (auto& u : units_) {
+      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
+        ++u.adam.step;
+        continue;
+      }
       // One pass over the shard on the host, clipping included. With offload_optimizer the
       // gradient shard comes to the host first and the new weights go back to the device below
       // (gather_full); with offload_param the pass also writes the compute-dtype copy that the

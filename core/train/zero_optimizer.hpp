@@ -21,6 +21,8 @@
 //     without offload); stage 3 with offload_param: only the gathered units in use.
 //   host: 3S fp32 with offload (master, moments); with offload_param also the S fp32 gradient
 //     shard and an S compute-dtype copy of the master that gathers copy up (both pinned).
+// A unit may be empty (a LoRA model trains nothing outside its layers: unit 0); it takes part in
+// no collective and no update.
 // The initial values come from a weight_source a slice at a time: a rank reads only the elements
 // of its own shards (plus, for stages 0-2, the all-gather of the whole weights), so the full model
 // is never held in fp32 by anyone.

@@ -181,3 +181,42 @@ TEST_CASE("malformed JSON and a non-object document are errors, not crashes", "[
   const spec_error array = expect_spec_error([] { parse_job_spec("[1, 2]"); });
   CHECK_THAT(array.what(), Catch::Contains("(top level): got [1,2]; expected a JSON object"));
 }
+
+TEST_CASE("model.lora is read with peft's defaults and round-trips", "[config][lora]") {
+  const auto spec = parse_job_spec(patched_spec(R"({"model": {"lora": {"target_modules": ["q_proj", "v_proj"]}}})"));
+  CHECK(spec.model.lora.enabled);
+  CHECK(spec.model.lora.r == 8);
+  CHECK(spec.model.lora.alpha == 8);
+  CHECK(spec.model.lora.dropout == 0);
+  CHECK(spec.model.lora.target_modules == std::vector<std::string>{"q_proj", "v_proj"});
+  CHECK_FALSE(spec.model.lora.base_dtype);
+  CHECK_FALSE(parse_job_spec(patched_spec("{}")).model.lora.enabled);
+  const auto full = parse_job_spec(patched_spec(
+      R"({"model": {"lora": {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": ["c_attn"], "base_dtype": "bf16"}}})"));
+  const auto again = parse_job_spec(to_json_text(full));
+  CHECK(again.model.lora.r == 16);
+  CHECK(again.model.lora.alpha == 32);
+  CHECK(again.model.lora.dropout == 0.05);
+  CHECK(again.model.lora.target_modules == std::vector<std::string>{"c_attn"});
+  CHECK(again.model.lora.base_dtype == precision::bf16);
+}
+
+TEST_CASE("bad model.lora fields name the field, the value and what is allowed", "[config][lora]") {
+  check_bad({R"({"model": {"lora": {"target_modules": ["q_proj", "qkv"]}}})", "model.lora.target_modules[1]",
+             "\"qkv\"", "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, c_attn, c_proj, c_fc"});
+  check_bad({R"({"model": {"lora": {"target_modules": []}}})", "model.lora.target_modules", "[]",
+             "a non-empty list of module names"});
+  check_bad({R"({"model": {"lora": {"r": 8}}})", "model.lora.target_modules", "missing",
+             "a non-empty list of module names"});
+  check_bad({R"({"model": {"lora": {"target_modules": ["q_proj", "q_proj"]}}})", "model.lora.target_modules[1]",
+             "\"q_proj\"", "each module name once"});
+  check_bad({R"({"model": {"lora": {"r": 0, "target_modules": ["q_proj"]}}})", "model.lora.r", "0", "[1, 65536]"});
+  check_bad({R"({"model": {"lora": {"dropout": 1, "target_modules": ["q_proj"]}}})", "model.lora.dropout", "1",
+             "[0, 1)"});
+  check_bad({R"({"model": {"lora": {"alpha": 0, "target_modules": ["q_proj"]}}})", "model.lora.alpha", "0", "> 0"});
+  check_bad({R"({"model": {"lora": {"base_dtype": "fp16", "target_modules": ["q_proj"]}}})", "model.lora.base_dtype",
+             "\"fp16\"", "fp32, bf16"});
+  check_bad({R"({"model": {"lora": {"rank": 8, "target_modules": ["q_proj"]}}})", "model.lora.rank", "unknown key", "Allowed keys here: r, alpha, dropout"});
+  check_bad({R"({"model": {"hf_dir": null, "config": "c.json", "lora": {"target_modules": ["q_proj"]}}})",
+             "model.lora", "needs model.hf_dir", "frozen"});
+}

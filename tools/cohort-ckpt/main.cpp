@@ -33,7 +33,11 @@ constexpr const char* usage_text =
     "                                           verify CKPT, then write its model to OUT as a Hugging\n"
     "                                           Face directory (config.json, safetensors, tokenizer);\n"
     "                                           shards above BYTES (default 5GB; units KB MB GB KiB\n"
-    "                                           MiB GiB) with model.safetensors.index.json\n"
+    "                                           MiB GiB) with model.safetensors.index.json; for LoRA\n"
+    "                                           adapters the base with them merged in\n"
+    "       cohort-ckpt export CKPT --peft OUT [--dtype fp32|bf16]\n"
+    "                                           verify CKPT, then write its LoRA adapters to OUT as peft\n"
+    "                                           saves them (adapter_config.json, adapter_model.safetensors)\n"
     "RUN and CKPT may be in S3: s3://BUCKET/PREFIX/NAME, s3://BUCKET/PREFIX/NAME/checkpoints/step-N\n"
     "(a checkpoint is downloaded to a temporary directory and checked there). Credentials and region\n"
     "from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE and AWS_REGION; --endpoint URL (else\n"
@@ -174,10 +178,10 @@ std::optional<std::uint64_t> parse_bytes(const std::string& text) {
 }
 
 int run_export(const std::string& name, const std::string& out, const ckpt::hf_export_options& options,
-               const std::string& endpoint) {
+               const std::string& endpoint, bool peft) {
   std::optional<scratch_dir> scratch;
   const std::string dir = local_checkpoint(name, endpoint, scratch);
-  const ckpt::hf_export_stats stats = ckpt::export_hf(dir, out, options);
+  const ckpt::hf_export_stats stats = peft ? ckpt::export_peft(dir, out, options) : ckpt::export_hf(dir, out, options);
   for (const auto& w : stats.warnings) std::cerr << "warning: " << w << "\n";
   std::cout << "exported " << name << " to " << out << " (" << options.dtype << "): " << stats.tensors
             << " tensors, " << human_bytes(stats.weight_bytes) << " of weights, largest buffer "
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
   desc.add_options()("help,h", "print this help")("score", po::value<std::string>()->default_value(""),
                                                     "ls: the metric to show")(
       "hf", po::value<std::string>(), "export: the output directory")(
+      "peft", po::value<std::string>(), "export: the output directory of LoRA adapters in peft's layout")(
       "dtype", po::value<std::string>()->default_value("fp32"), "export: fp32 or bf16")(
       "max-shard-size", po::value<std::string>()->default_value("5GB"), "export: bytes per safetensors file")(
       "endpoint", po::value<std::string>()->default_value(""), "an S3-compatible server for s3:// paths")(
@@ -217,15 +222,19 @@ int main(int argc, char** argv) {
               << "\n" << usage_text;
     return 2;
   }
-  const bool export_options = vm.count("hf") || !vm["dtype"].defaulted() || !vm["max-shard-size"].defaulted();
+  const bool export_options = vm.count("hf") || vm.count("peft") || !vm["dtype"].defaulted() ||
+                              !vm["max-shard-size"].defaulted();
   if (args[0] != "export" && export_options) {
-    std::cerr << "error: --hf, --dtype and --max-shard-size belong to export\n" << usage_text;
+    std::cerr << "error: --hf, --peft, --dtype and --max-shard-size belong to export\n" << usage_text;
     return 2;
   }
   ckpt::hf_export_options options;
+  const bool peft = vm.count("peft") > 0;
+  const std::string out = peft ? vm["peft"].as<std::string>() : vm.count("hf") ? vm["hf"].as<std::string>() : "";
   if (args[0] == "export") {
-    if (!vm.count("hf") || vm["hf"].as<std::string>().empty()) {
-      std::cerr << "error: export needs --hf OUT, the directory to write\n" << usage_text;
+    if (out.empty() || (peft && vm.count("hf"))) {
+      std::cerr << "error: export needs one of --hf OUT (a Hugging Face model directory) or --peft OUT "
+                   "(LoRA adapters), the directory to write\n" << usage_text;
       return 2;
     }
     options.dtype = vm["dtype"].as<std::string>();
@@ -244,7 +253,7 @@ int main(int argc, char** argv) {
   try {
     const std::string endpoint = vm["endpoint"].as<std::string>();
     if (args[0] == "ls") return run_ls(args[1], vm["score"].as<std::string>(), endpoint);
-    if (args[0] == "export") return run_export(args[1], vm["hf"].as<std::string>(), options, endpoint);
+    if (args[0] == "export") return run_export(args[1], out, options, endpoint, peft);
     return run_verify(args[1], endpoint);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

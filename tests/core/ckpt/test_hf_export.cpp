@@ -15,10 +15,12 @@
 #include "core/ckpt/ckpt_error.hpp"
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
+#include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/ckpt/writer.hpp"
 #include "core/model/decoder.hpp"
 #include "core/model/hf_io.hpp"
+#include "core/model/lora_config.hpp"
 #include "core/model/safetensors.hpp"
 
 // libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
@@ -79,8 +81,9 @@ shard_tensor flat_shard(const std::string& key, const flat_weights& w, std::uint
 // Writes and commits a `world`-rank checkpoint of the model: every weight as param/<hf name> and a
 // made-up exp_avg/<hf name>, each flattened in hf_parameters() order and split evenly, so each
 // rank's stored "flat.param" holds slices of several weights. `extra_params` are added as well.
-manifest write_model_checkpoint(const std::string& dir, const model::decoder_impl& m, int world, const json& extra,
-                                const std::map<std::string, torch::Tensor>& extra_params = {}) {
+manifest write_tensors_checkpoint(const std::string& dir, const std::vector<model::hf_parameter>& weights,
+                                  int world, const json& extra,
+                                  const std::map<std::string, torch::Tensor>& extra_params = {}) {
   flat_weights params, moments;
   const auto add = [&](const std::string& name, const torch::Tensor& t) {
     for (auto* w : {&params, &moments}) {
@@ -90,7 +93,7 @@ manifest write_model_checkpoint(const std::string& dir, const model::decoder_imp
       append_flat(w->values, w == &params ? t : t * 0.5);
     }
   };
-  for (const auto& p : m.hf_parameters()) add(p.name, p.tensor);
+  for (const auto& p : weights) add(p.name, p.tensor);
   for (const auto& [name, t] : extra_params) add(name, t);
   params.offsets.push_back(params.values.size());
   moments.offsets.push_back(moments.values.size());
@@ -109,6 +112,11 @@ manifest write_model_checkpoint(const std::string& dir, const model::decoder_imp
     reports.push_back(write_rank_shard(dir, r, tensors, state));
   }
   return commit_checkpoint(dir, 40, world, reports, json::object(), extra);
+}
+
+manifest write_model_checkpoint(const std::string& dir, const model::decoder_impl& m, int world, const json& extra,
+                                const std::map<std::string, torch::Tensor>& extra_params = {}) {
+  return write_tensors_checkpoint(dir, m.hf_parameters(), world, extra, extra_params);
 }
 
 json extra_for(const model::decoder_impl& m, const std::vector<std::string>& tokenizer_files = {}) {
@@ -385,4 +393,126 @@ TEST_CASE("cohort-ckpt export writes a loadable directory (exit 0), refuses a ba
   CHECK_THAT(no_out.err, Catch::Contains("--hf") && Catch::Contains("export CKPT --hf OUT"));
   CHECK(run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("o") + " --dtype fp16").code == 2);
   CHECK(run_tool("cohort-ckpt", "export " + ckpt + " --hf " + tmp.path("o") + " --max-shard-size 5XB").code == 2);
+}
+
+namespace {
+
+// A tiny GPT-2 (Conv1D weights, tied head) saved as the base in `base_dir`, with LoRA adapters
+// r 2, alpha 6 on c_attn, c_proj and c_fc, A and B both random: what a LoRA run's checkpoint holds.
+model::decoder lora_gpt2(const std::string& base_dir) {
+  auto m = make_model(tiny_gpt2, 23);
+  model::save_hf_model(*m, base_dir);
+  model::lora_config lora;
+  lora.r = 2;
+  lora.alpha = 6;
+  lora.target_modules = {"c_attn", "c_proj", "c_fc"};
+  lora.base = base_dir;
+  m->add_lora(lora, torch::kFloat);
+  torch::NoGradGuard no_grad;
+  for (const auto& p : m->lora_parameters()) {
+    auto t = p.tensor;
+    t.normal_(0.0, 0.3);
+  }
+  m->eval();
+  return m;
+}
+
+json lora_extra(const model::decoder_impl& m) {
+  auto extra = extra_for(m);
+  extra[lora_extra_key] = model::lora_to_json(m.lora());
+  return extra;
+}
+
+}  // namespace
+
+TEST_CASE("A LoRA checkpoint of GPT-2 exports merged (W + s·(BA)ᵀ in Conv1D's layout) as a model "
+          "that computes the adapted model's logits",
+          "[core][ckpt][lora]") {
+  temp_dir tmp;
+  auto m = lora_gpt2(tmp.path("base"));
+  const std::string ckpt = step_dir(tmp.path("run"), 40);
+  write_tensors_checkpoint(ckpt, m->lora_parameters(), 2, lora_extra(*m));
+  // param/ and exp_avg/ of 16 adapters (A and B of c_attn, both c_proj and c_fc in 2 layers) and a
+  // step count: no base weight.
+  REQUIRE(read_manifest(ckpt).tensors.size() == 2 * 16 + 1);
+
+  const auto stats = export_hf(ckpt, tmp.path("merged"));
+  CHECK(stats.files.front() == "config.json");
+  CHECK(tensor_names(tmp.path("merged") + "/model.safetensors") == tensor_names(tmp.path("base") + "/model.safetensors"));
+  auto merged = model::load_hf_model(tmp.path("merged"));
+  const auto ids = torch::randint(40, {2, 9}, torch::kInt64);
+  torch::NoGradGuard no_grad;
+  const auto expected = m->forward(ids).logits;
+  CAPTURE((merged->forward(ids).logits - expected).abs().max().item<double>());
+  CHECK(torch::allclose(merged->forward(ids).logits, expected, 1e-5, 1e-5));
+  auto base = model::load_hf_model(tmp.path("base"));
+  CHECK((base->forward(ids).logits - expected).abs().max().item<double>() > 1e-2);  // the adapters count
+
+  // The base gone: refused, naming it and the adapter-only export.
+  fs::remove_all(tmp.path("base"));
+  CHECK_THAT(error_of([&] { export_hf(ckpt, tmp.path("merged2")); }),
+             Catch::Contains(tmp.path("base")) && Catch::Contains("--peft"));
+}
+
+TEST_CASE("A LoRA checkpoint exports its adapters in peft's layout; a whole model's has none to export",
+          "[core][ckpt][lora]") {
+  temp_dir tmp;
+  auto m = lora_gpt2(tmp.path("base"));
+  const std::string ckpt = step_dir(tmp.path("run"), 40);
+  write_tensors_checkpoint(ckpt, m->lora_parameters(), 3, lora_extra(*m));
+  CHECK(is_lora_checkpoint(ckpt));
+
+  const auto stats = export_peft(ckpt, tmp.path("adapter"));
+  CHECK(stats.tensors == 16);
+  CHECK(listing(tmp.path("adapter")) == std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors"});
+  const auto config = json::parse(read_file(tmp.path("adapter/adapter_config.json")));
+  CHECK(config["peft_type"] == "LORA");
+  CHECK(config["task_type"] == "CAUSAL_LM");
+  CHECK(config["r"] == 2);
+  CHECK(config["lora_alpha"] == 6.0);
+  CHECK(config["fan_in_fan_out"] == true);  // GPT-2's Conv1D
+  CHECK(config["bias"] == "none");
+  CHECK(config["target_modules"] == json::array({"c_attn", "c_proj", "c_fc"}));
+  CHECK(config["base_model_name_or_path"] == tmp.path("base"));
+  const model::safetensors_reader adapters(tmp.path("adapter/adapter_model.safetensors"));
+  CHECK(adapters.tensors().size() == 16);
+  for (const auto& p : m->lora_parameters()) {
+    const std::string name = "base_model.model." + p.name;
+    INFO(name);
+    const auto& e = adapters.at(name);
+    CHECK(e.shape == p.tensor.sizes().vec());
+    std::vector<float> values(static_cast<std::size_t>(p.tensor.numel()));
+    adapters.read(e, values.data());
+    CHECK(torch::equal(torch::from_blob(values.data(), p.tensor.sizes(), torch::kFloat), p.tensor));
+  }
+  CHECK(adapters.find("base_model.model.transformer.h.1.mlp.c_proj.lora_B.weight") != nullptr);
+
+  hf_export_options bf16;
+  bf16.dtype = "bf16";
+  export_peft(ckpt, tmp.path("adapter-bf16"), bf16);
+  const model::safetensors_reader rounded(tmp.path("adapter-bf16/adapter_model.safetensors"));
+  for (const auto& e : rounded.tensors()) CHECK(e.dtype == "BF16");
+
+  const auto whole = make_model(tiny_llama, 3);
+  const std::string whole_ckpt = step_dir(tmp.path("whole"), 40);
+  write_model_checkpoint(whole_ckpt, *whole, 1, extra_for(*whole));
+  CHECK_FALSE(is_lora_checkpoint(whole_ckpt));
+  CHECK_THAT(error_of([&] { export_peft(whole_ckpt, tmp.path("none")); }),
+             Catch::Contains("holds a whole model, not LoRA adapters"));
+}
+
+TEST_CASE("cohort-ckpt export --peft writes the adapters (exit 0) and refuses --hf with it (2)",
+          "[core][ckpt][tools][lora]") {
+  temp_dir tmp;
+  auto m = lora_gpt2(tmp.path("base"));
+  const std::string ckpt = step_dir(tmp.path("run"), 40);
+  write_tensors_checkpoint(ckpt, m->lora_parameters(), 1, lora_extra(*m));
+  const tool_result ok = run_tool("cohort-ckpt", "export " + ckpt + " --peft " + tmp.path("adapter"));
+  INFO("stdout: " << ok.out << "\nstderr: " << ok.err);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("adapter_model.safetensors") && Catch::Contains("16 tensors"));
+  CHECK(fs::exists(tmp.path("adapter/adapter_config.json")));
+  const tool_result both = run_tool("cohort-ckpt", "export " + ckpt + " --peft " + tmp.path("a") + " --hf " + tmp.path("b"));
+  CHECK(both.code == 2);
+  CHECK_THAT(both.err, Catch::Contains("one of --hf OUT") && Catch::Contains("--peft OUT"));
 }

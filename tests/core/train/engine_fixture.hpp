@@ -14,6 +14,7 @@
 #include "core/comm/memory_store.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "tests/core/comm/rank_threads.hpp"
+#include "tests/support/shared_data.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/core/train/tiny_data.hpp"
 
@@ -42,6 +43,19 @@ inline config::job_spec tiny_job(const std::string& data_dir, int world_size, in
   s.zero.stage = stage;
   s.zero.offload_optimizer = offload ? config::offload_device::cpu : config::offload_device::none;
   return s;
+}
+
+// `spec` fine-tuning LoRA adapters (rank r, `alpha`, on `targets`) on the tiny-llama fixture of
+// $COHORT_SHARED (hidden 64, 2 layers, vocab 512, fp32) instead of its own model.
+inline config::job_spec with_lora(config::job_spec spec, std::vector<std::string> targets, int r = 4,
+                                  double alpha = 8) {
+  spec.model = {};
+  spec.model.hf_dir = shared_file("fixtures/hf/tiny-llama");
+  spec.model.lora.enabled = true;
+  spec.model.lora.r = r;
+  spec.model.lora.alpha = alpha;
+  spec.model.lora.target_modules = std::move(targets);
+  return spec;
 }
 
 // `spec` with `layers` decoder layers in its inline model config.

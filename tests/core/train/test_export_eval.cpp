@@ -1,6 +1,8 @@
 // A job's exported model is the model it trained: `cohort-model eval` on the export of the
 // checkpoint after step k gives the loss the run logged for step k + 1 (same weights, same batch),
-// and the job's final model lands in <run>/model.
+// and the job's final model lands in <run>/model; for LoRA, the merged export is the adapted model.
+#include <torch/torch.h>
+
 #include "tests/core/train/engine_fixture.hpp"
 #include "tests/core/train/workload_runs.hpp"
 
@@ -13,6 +15,9 @@
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/data/batch_loader.hpp"
+#include "core/model/hf_io.hpp"
+#include "core/model/lora_config.hpp"
+#include "core/model/safetensors.hpp"
 #include "tests/support/tool_run.hpp"
 
 using namespace cohort;
@@ -105,4 +110,74 @@ TEST_CASE("cohort-model eval on an exported checkpoint gives the loss the run lo
   const double final_loss = eval_loss(tmp.path("run") + "/model", tmp.path("batch-4.json"));
   CHECK(final_loss < loss);  // trained on two more steps
   CHECK(test::contains_line(results[0].value->log, "exported to", "/model"));
+}
+
+namespace {
+
+// A LoRA fine-tune of the tiny-llama fixture on the packed data, r 4 on every linear map.
+config::job_spec lora_packed_job(const std::string& data) {
+  auto spec = test::with_lora(test::tiny_job(data, 2, 3, false),
+                              {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, 4, 16);
+  spec.train.max_steps = 6;
+  spec.run.checkpoint.every_steps = 3;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("cohort-model eval on a LoRA checkpoint's merged export gives the loss the run logged for its next step",
+          "[core][train][ckpt][tools][lora]") {
+  temp_dir tmp;
+  const auto spec = lora_packed_job(make_packed_dataset(tmp.path("data")));
+  for (const auto& r : test::run_workload(spec, tmp.path("run"))) REQUIRE(r.error_text() == "");
+  const auto logged = test::metrics_lines(tmp.path("run"));
+  REQUIRE(logged.size() == 6);
+
+  const auto stats = core::ckpt::export_hf(core::ckpt::step_dir(tmp.path("run"), 3), tmp.path("merged"));
+  CHECK(stats.tensors == 21);  // every base tensor, adapted or not
+  std::ofstream(tmp.path("batch-4.json")) << global_batch_ids(spec, 3);
+  const double loss = eval_loss(tmp.path("merged"), tmp.path("batch-4.json"));
+  const double step4 = logged[3]["loss"].get<double>();
+  CHECK(std::abs(loss - step4) <= 1e-5 * std::abs(step4));
+  // The adapters did change the model: the base gives another loss.
+  CHECK(std::abs(eval_loss(spec.model.hf_dir, tmp.path("batch-4.json")) - step4) > 1e-3);
+}
+
+TEST_CASE("the merged export of LoRA adapters computes the adapted model's logits, and bf16 rounds it",
+          "[core][train][ckpt][lora]") {
+  temp_dir tmp;
+  const auto spec = lora_packed_job(make_packed_dataset(tmp.path("data")));
+  for (const auto& r : test::run_workload(spec, tmp.path("run"))) REQUIRE(r.error_text() == "");
+  const auto ckpt = core::ckpt::step_dir(tmp.path("run"), 6);
+
+  // The adapted model: the base, adapters added and filled from the peft export by peft's names.
+  auto adapted = core::model::load_hf_model(spec.model.hf_dir, {torch::kFloat});
+  core::model::lora_config lora;
+  lora.r = 4;
+  lora.alpha = 16;
+  lora.target_modules = spec.model.lora.target_modules;
+  adapted->add_lora(lora, torch::kFloat);
+  adapted->eval();
+  core::model::safetensors_reader peft(tmp.path("run") + "/adapter/adapter_model.safetensors");
+  REQUIRE(peft.tensors().size() == adapted->lora_parameters().size());
+  for (const auto& p : adapted->lora_parameters()) {
+    INFO(p.name);
+    const auto& entry = peft.at(std::string(core::model::peft_tensor_prefix) + p.name);
+    REQUIRE(entry.shape == p.tensor.sizes().vec());
+    peft.read(entry, p.tensor.data_ptr());
+  }
+  const auto ids = torch::randint(3, 259, {2, seq_len}, torch::kInt64);
+  torch::NoGradGuard no_grad;
+  const auto expected = adapted->forward(ids).logits;
+
+  auto merged = core::model::load_hf_model(tmp.path("run") + "/model", {torch::kFloat});
+  const auto got = merged->forward(ids).logits;
+  CAPTURE((got - expected).abs().max().item<double>());
+  CHECK(torch::allclose(got, expected, 1e-5, 1e-5));
+
+  core::ckpt::hf_export_options bf16;
+  bf16.dtype = "bf16";
+  core::ckpt::export_hf(ckpt, tmp.path("merged-bf16"), bf16);
+  const auto rounded = core::model::load_hf_model(tmp.path("merged-bf16"), {torch::kFloat})->forward(ids).logits;
+  CHECK((rounded - expected).abs().max().item<double>() < 0.05);
 }

@@ -244,3 +244,31 @@ TEST_CASE("a model spec that cannot be read is an error naming the model", "[cor
       "num_key_value_heads": 2, "max_position_embeddings": 64, "tie_word_embeddings": false})";
   CHECK(core::train::read_model_shape(m).parameters == 8400);
 }
+
+TEST_CASE("LoRA on a 7B base counts the frozen bf16 base whole and only the adapters' optimizer state",
+          "[core][train][memory]") {
+  auto shape = core::train::shape_of(llama_7b());
+  shape.lora_layer_parameters = core::train::lora_layer_parameters(llama_7b(), 8, {"q_proj", "v_proj"});
+  CHECK(32 * shape.lora_layer_parameters == 4'194'304);  // peft's trainable parameters of this LoRA
+  auto spec = job(true, 3, 4, bf16);
+  spec.model.lora.enabled = true;
+  spec.model.lora.r = 8;
+  spec.model.lora.target_modules = {"q_proj", "v_proj"};
+  spec.train.seq_len = 2048;
+  spec.train.activation_checkpointing = true;
+  const auto e = estimate_memory(spec, shape);
+  CHECK(item(e, "frozen base weights", true) == 2.0 * 6'738'415'616);
+  const double shard = 32.0 * (131072 / 4);  // each layer's adapters split over 4 ranks
+  CHECK(item(e, "fp32 master shard", true) == 4 * shard);
+  CHECK(item(e, "AdamW moments", true) == 8 * shard);
+  CHECK(item(e, "gathered compute weights", true) == 2 * 2.0 * 131072);  // a layer and the next
+  CHECK(e.setting.find("LoRA r 8 on a frozen bf16 base") != std::string::npos);
+  // The base alone is 12.6 GiB: the whole job fits a 16 GiB budget without any offload.
+  INFO(core::train::format_memory(e.per_rank.device_bytes));
+  CHECK(e.per_rank.device_bytes > 12.5 * gib);
+  CHECK(e.per_rank.device_bytes < 16 * gib);
+  // An fp32 base doubles the base and nothing else.
+  spec.model.lora.base_dtype = fp32;
+  const auto wide = estimate_memory(spec, shape);
+  CHECK(wide.per_rank.device_bytes - e.per_rank.device_bytes == Approx(2.0 * 6'738'415'616));
+}
