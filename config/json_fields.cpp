@@ -125,6 +125,10 @@ std::uint64_t as_unsigned(const nlohmann::json& v, const std::string& path) {
   if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
     return static_cast<std::uint64_t>(v.get<std::int64_t>());
   }
+  if (v.is_number_float()) {  // 1e9 style integers are accepted, as for signed fields
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d >= 0 && std::floor(d) == d && d < 1.8e19) return static_cast<std::uint64_t>(d);
+  }
   fail_value(path, v, "an integer >= 0");
 }
 

@@ -271,6 +271,10 @@ TEST_CASE("data.train in S3 stays as given, with its cache directory and budget,
   CHECK(sent.data.cache_dir == s.data.cache_dir);
   CHECK(sent.data.cache_bytes == s.data.cache_bytes);
   CHECK(parse_job_spec(R"({"name": "p"})").data.cache_bytes == std::uint64_t{10} << 30);
+  // Integers may be written 2e9, as everywhere in a spec; 2000000.5 is no integer.
+  CHECK(parse_job_spec(R"({"name": "p", "data": {"cache_bytes": 2e9}})").data.cache_bytes == 2000000000);
+  const auto fraction = expect_spec_error([] { parse_job_spec(R"({"name": "p", "data": {"cache_bytes": 2000000.5}})"); });
+  CHECK(fraction.path() == "data.cache_bytes");
 }
 
 TEST_CASE("an inline model config is kept as serialized JSON", "[config]") {
