@@ -87,7 +87,10 @@ torch::Tensor with_lora(std::initializer_list<projection> projections, const tor
   return fused + torch::cat(deltas, -1);
 }
 
-torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
+// fused: the tanh GELUs (gelu_new, gelu_fast: one formula written two ways) as ATen's one-kernel
+// gelu(tanh) instead of the eight elementwise ops of transformers' formula (the fused path).
+torch::Tensor activate(const std::string& name, const torch::Tensor& x, bool fused) {
+  if (fused && (name == "gelu_new" || name == "gelu_fast")) return torch::gelu(x, "tanh");
   if (name == "gelu_new") {  // NewGELUActivation, written as transformers writes it
     return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
   }
@@ -99,13 +102,6 @@ torch::Tensor activate(const std::string& name, const torch::Tensor& x) {
   if (name == "quick_gelu") return x * torch::sigmoid(1.702 * x);
   if (name == "relu") return torch::relu(x);
   return torch::silu(x);  // silu / swish; parse_config admits no other name
-}
-
-// activate() on the fused path: the tanh GELUs (gelu_new, gelu_fast: one formula written two
-// ways) as ATen's one-kernel gelu(tanh) instead of eight elementwise ops; the rest as activate().
-torch::Tensor activate_fused(const std::string& name, const torch::Tensor& x) {
-  if (name == "gelu_new" || name == "gelu_fast") return torch::gelu(x, "tanh");
-  return activate(name, x);
 }
 
 // Llama's rotate_half pairs dimension i with i + d/2; GPT-J's rotate_every_two pairs 2i with 2i+1.
@@ -488,14 +484,12 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
       h = fused_swiglu(gate_up);  // one kernel each way; saves gate_up only
     } else {
       auto parts = gate_up.chunk(2, -1);
-      h = activate_fused(activation_, parts[0]) * parts[1];
+      h = activate(activation_, parts[0], /*fused=*/true) * parts[1];
     }
-  } else if (fused_for(path, x)) {
-    h = gate ? activate_fused(activation_, gate->forward(x)) * up->forward(x)
-             : activate_fused(activation_, up->forward(x));
   } else {
-    h = gate ? activate(activation_, gate->forward(x)) * up->forward(x)
-             : activate(activation_, up->forward(x));
+    const bool fused = fused_for(path, x);
+    h = gate ? activate(activation_, gate->forward(x), fused) * up->forward(x)
+             : activate(activation_, up->forward(x), fused);
   }
   h = torch::dropout(h, act_dropout_, train && act_dropout_ > 0.0);
   return torch::dropout(down->forward(h), resid_dropout_, train && resid_dropout_ > 0.0);
