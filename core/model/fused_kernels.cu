@@ -207,49 +207,45 @@ int launch_swiglu_backward(const void* grad_out, const void* gate_up, void* grad
   return static_cast<int>(cudaGetLastError());
 }
 
+// Calls f with a value of the element type `type` names.
+template <class F>
+int with_element_type(dtype type, F&& f) {
+  switch (type) {
+    case dtype::bf16:
+      return f(__nv_bfloat16{});
+    case dtype::f16:
+      return f(__half{});
+    case dtype::f32:
+      break;
+  }
+  return f(float{});
+}
+
 }  // namespace
 
 int rotary_half(direction dir, dtype type, const void* in, void* out, const float* cos,
                 const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
                 std::int64_t head_dim, std::int64_t seq_len, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case dtype::bf16:
-      return launch_rotary<__nv_bfloat16>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim, seq_len, s);
-    case dtype::f16:
-      return launch_rotary<__half>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim, seq_len, s);
-    case dtype::f32:
-      break;
-  }
-  return launch_rotary<float>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim, seq_len, s);
+  return with_element_type(type, [&](auto element) {
+    return launch_rotary<decltype(element)>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim,
+                                            seq_len, static_cast<cudaStream_t>(stream));
+  });
 }
 
 int swiglu_forward(dtype type, const void* gate_up, void* out, std::int64_t rows,
                    std::int64_t inner, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case dtype::bf16:
-      return launch_swiglu_forward<__nv_bfloat16>(gate_up, out, rows, inner, s);
-    case dtype::f16:
-      return launch_swiglu_forward<__half>(gate_up, out, rows, inner, s);
-    case dtype::f32:
-      break;
-  }
-  return launch_swiglu_forward<float>(gate_up, out, rows, inner, s);
+  return with_element_type(type, [&](auto element) {
+    return launch_swiglu_forward<decltype(element)>(gate_up, out, rows, inner,
+                                                    static_cast<cudaStream_t>(stream));
+  });
 }
 
 int swiglu_backward(dtype type, const void* grad_out, const void* gate_up, void* grad_gate_up,
                     std::int64_t rows, std::int64_t inner, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case dtype::bf16:
-      return launch_swiglu_backward<__nv_bfloat16>(grad_out, gate_up, grad_gate_up, rows, inner, s);
-    case dtype::f16:
-      return launch_swiglu_backward<__half>(grad_out, gate_up, grad_gate_up, rows, inner, s);
-    case dtype::f32:
-      break;
-  }
-  return launch_swiglu_backward<float>(grad_out, gate_up, grad_gate_up, rows, inner, s);
+  return with_element_type(type, [&](auto element) {
+    return launch_swiglu_backward<decltype(element)>(grad_out, gate_up, grad_gate_up, rows, inner,
+                                                     static_cast<cudaStream_t>(stream));
+  });
 }
 
 }  // namespace cohort::core::model::kernels
