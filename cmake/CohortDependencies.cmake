@@ -58,3 +58,21 @@ if(COHORT_CUDA AND NOT COHORT_SANITIZE)
                     "bind std::filesystem to pip libtorch's copies and crash")
   endif()
 endif()
+
+# The same wheels export their own, newer Gloo too (libtorch_cpu.so defines gloo::Context and the
+# rest). cohort is compiled against the system Gloo's headers; with libtorch first in the lookup
+# order its calls bind to torch's copy, whose classes have another layout, and a job on CPU
+# workers crashes in its first collective (a call through a null pointer under
+# gloo::Context::createUnboundBuffer). Naming libgloo's file first as well binds them to the Gloo
+# they were compiled against.
+if(COHORT_CUDA AND NOT COHORT_SANITIZE AND TARGET gloo)
+  get_target_property(cohort_gloo_file gloo LOCATION)
+  if(cohort_gloo_file AND EXISTS "${cohort_gloo_file}")
+    message(STATUS "cohort: ${cohort_gloo_file} linked ahead of libtorch")
+    target_link_options(cohort_torch INTERFACE
+                        "LINKER:--push-state,--no-as-needed,${cohort_gloo_file},--pop-state")
+  else()
+    message(WARNING "cohort: the gloo target names no library file; CPU collectives may bind to "
+                    "pip libtorch's Gloo and crash")
+  endif()
+endif()
