@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace cohort::core::comm {
 namespace {
@@ -125,12 +126,10 @@ struct nccl_process_group::impl {
   bool stopping = false;
   std::thread watchdog;
 
-  // Non-blocking communicators answer ncclInProgress until the call has settled: poll the
-  // communicator's state until it has, or until deadline (then ncclInProgress is returned).
-  // An enqueued collective settles within microseconds, and every collective waits here, so the
-  // first 200 µs spin (yielding): a timed sleep costs 50 µs or more of timer slack on Linux,
-  // which made small collectives 2-5x slower than torch.distributed's. Longer waits (the
-  // communicator's set-up) sleep.
+  // A call answered ncclInProgress has not settled yet: poll the communicator's state until it
+  // has, or until deadline (then ncclInProgress is returned). The communicator is blocking, so
+  // NCCL answers so only where a call hands work to its own threads; the first 200 µs spin
+  // (yielding), as a timed sleep costs 50 µs or more of timer slack on Linux; longer waits sleep.
   ncclResult_t settle(ncclResult_t r, clock::time_point deadline) {
     const auto spin_until = clock::now() + std::chrono::microseconds(200);
     while (r == ncclInProgress) {
@@ -273,8 +272,24 @@ nccl_process_group::nccl_process_group(const group_options& options)
     std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
   }
 
+  // A blocking initialisation cannot be interrupted, so it starts only once every rank has
+  // shown up in the store within the timeout; a rank that never comes fails the others here.
+  keys.set("arrived/" + std::to_string(m.rank), "1");
+  std::vector<std::string> arrivals;
+  for (int r = 0; r < m.size; ++r) arrivals.push_back("arrived/" + std::to_string(r));
+  try {
+    keys.wait(arrivals, m.timeout);
+  } catch (const comm_error& e) {
+    throw comm_error(e.code(), m.here + " rendezvous (key prefix '" + options.key_prefix +
+                                   "'): not every rank arrived within " +
+                                   std::to_string(m.timeout.count()) + " ms: " + e.what());
+  }
+  // Blocking, as torch.distributed's: each collective is enqueued by the calling thread. A
+  // non-blocking communicator hands every call to a thread of NCCL's own, which cost 100–150 µs
+  // per collective and made those below 32 MiB 2–5x slower. ncclCommAbort from the watchdog
+  // still ends a collective whose kernel waits on a dead peer.
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;  // ncclCommAbort must be able to interrupt anything
+  config.blocking = 1;
   ncclResult_t r = ncclCommInitRankConfig(&m.comm, m.size, id, m.rank, &config);
   r = m.settle(r, clock::now() + m.timeout);
   if (r != ncclSuccess) {

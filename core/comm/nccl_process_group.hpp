@@ -1,8 +1,9 @@
 // The NCCL backend of process_group for CUDA tensors (built only with COHORT_CUDA). Rank 0's
-// unique id travels through the store; the communicator is non-blocking so that ncclCommAbort
-// always works. Collectives run on the group's own stream, ordered after the caller's current
-// stream by an event; a watchdog thread completes works, and aborts the communicator on an
-// asynchronous NCCL error or when an operation outlives the timeout.
+// unique id travels through the store, and the (blocking) communicator is created once every
+// rank has arrived in the store within the timeout. Collectives run on the group's own stream,
+// ordered after the caller's current stream by an event; a watchdog thread completes works, and
+// aborts the communicator (ncclCommAbort) on an asynchronous NCCL error or when an operation
+// outlives the timeout.
 #pragma once
 
 #include "core/comm/process_group.hpp"

@@ -444,10 +444,8 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     values = values.defined() ? torch::cat({values, vs}, 2) : vs;
     ks = keys, vs = values;
   }
-  if (kv_heads_ != heads_) {  // repeat_kv: each key/value head serves heads/kv_heads queries
-    ks = ks.repeat_interleave(heads_ / kv_heads_, 1);
-    vs = vs.repeat_interleave(heads_ / kv_heads_, 1);
-  }
+  // With kv_heads_ < heads_ each key/value head serves heads/kv_heads queries: attention() reads
+  // them so, without a repeated copy where the library can.
   const torch::Tensor no_mask;
   const torch::Tensor& mask = window_ > 0 || ctx.cache != nullptr ? ctx.mask(window_) : no_mask;
   const double p = is_training() ? attn_dropout_ : 0.0;

@@ -3,6 +3,7 @@
 // multi-tensor AdamW kernel exists on 2.x only, ATen's RMSNorm on 2.4 and later.
 #pragma once
 
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -28,14 +29,28 @@ inline at::Tensor attention_math(const at::Tensor& q, const at::Tensor& k, const
   return at::matmul(w, v);
 }
 
-// Same contract; fused kernels where the library has them.
+// attention_math's contract, except that k and v may have fewer heads, (B, H_kv, S, D) with H a
+// multiple of H_kv: each key/value head serves H / H_kv consecutive query heads, as
+// repeat_interleave(H / H_kv, 1) would give them. Fused kernels where the library has them; on
+// libtorch 2.5 and later they read the shared heads in place (enable_gqa), with no repeated copy
+// of k and v either way.
 inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const at::Tensor& mask, double scale, double dropout_p = 0.0) {
-#if TORCH_VERSION_MAJOR >= 2
-  if (mask.defined()) return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, false, scale);
-  return at::scaled_dot_product_attention(q, k, v, {}, dropout_p, true, scale);
+  const std::int64_t groups = q.size(1) / k.size(1);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  const bool gqa = groups != 1;
+  if (mask.defined())
+    return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, false, scale, gqa);
+  return at::scaled_dot_product_attention(q, k, v, {}, dropout_p, true, scale, gqa);
 #else
-  return attention_math(q, k, v, mask, scale, dropout_p);
+  const at::Tensor ks = groups == 1 ? k : k.repeat_interleave(groups, 1);
+  const at::Tensor vs = groups == 1 ? v : v.repeat_interleave(groups, 1);
+#if TORCH_VERSION_MAJOR >= 2
+  if (mask.defined()) return at::scaled_dot_product_attention(q, ks, vs, mask, dropout_p, false, scale);
+  return at::scaled_dot_product_attention(q, ks, vs, {}, dropout_p, true, scale);
+#else
+  return attention_math(q, ks, vs, mask, scale, dropout_p);
+#endif
 #endif
 }
 

@@ -154,6 +154,25 @@ TEST_CASE("fused and explicit attention agree, causal and windowed", "[core][mod
   CHECK(torch::allclose(out.select(2, 0), v.select(2, 0), 1e-6, 1e-6));
 }
 
+TEST_CASE("attention with fewer key/value heads serves each to its group of query heads",
+          "[core][model]") {
+  torch::manual_seed(12);
+  auto q = torch::randn({2, 6, 5, 8}), k = torch::randn({2, 2, 5, 8}), v = torch::randn({2, 2, 5, 8});
+  const auto kr = k.repeat_interleave(3, 1), vr = v.repeat_interleave(3, 1);
+  const torch::Tensor none;
+  CHECK(torch::allclose(compat::attention(q, k, v, none, 0.3), compat::attention_math(q, kr, vr, none, 0.3),
+                        1e-5, 1e-6));
+  auto idx = torch::arange(5);
+  auto window = (idx.view({5, 1}) - idx.view({1, 5})).ge(0);
+  CHECK(torch::allclose(compat::attention(q, k, v, window, 0.3),
+                        compat::attention_math(q, kr, vr, window, 0.3), 1e-5, 1e-6));
+  // Query head 4 belongs to key/value head 1: changing head 0 leaves it alone.
+  auto k2 = k.clone();
+  k2.select(1, 0).add_(1.0);
+  CHECK(torch::equal(compat::attention(q, k2, v, none, 0.3).select(1, 4),
+                     compat::attention(q, k, v, none, 0.3).select(1, 4)));
+}
+
 namespace {
 
 // One forward and backward of `model` on `path` (eval mode: nothing is drawn): the logits, the
