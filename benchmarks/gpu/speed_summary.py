@@ -1,6 +1,6 @@
 """Turns scripts/gpu-speed's results folder into markdown tables: one GPU (cohort's step beside the
 plain-PyTorch baseline's eager and torch.compile step), ZeRO-3 over the machine's GPUs beside FSDP2
-(1.1B and 7B shapes), the collectives beside torch.distributed, the GPU tests' exit statuses and the longest kernels of cohort's 1.1B step.
+(1.1B and 7B shapes), the collectives beside torch.distributed, the GPU tests' exit statuses and the longest kernels of cohort's 1.1B and GPT-2 steps.
 
     python3 benchmarks/gpu/speed_summary.py RESULTS_DIR
 
@@ -95,11 +95,11 @@ def zero3(res, log):
     return "\n".join(out) + "\n"
 
 
-def profile(res):
-    kernels = [r for r in objects(res, "profile.log") if "kernel" in r]
-    total = next((r for r in objects(res, "profile.log") if "kernel_ms_per_step" in r), None)
+def profile(res, log):
+    kernels = [r for r in objects(res, log) if "kernel" in r]
+    total = next((r for r in objects(res, log) if "kernel_ms_per_step" in r), None)
     if not kernels:
-        return "(no profile: see profile.log)\n"
+        return f"(no profile: see {log})\n"
     out = [f"GPU kernel time per step: {total['kernel_ms_per_step']:.1f} ms over {total['kernels']} kernels"
            if total else "", "", "| kernel | calls/step | ms/step | share |", "|---|---:|---:|---:|"]
     for r in kernels[:20]:
@@ -115,7 +115,8 @@ def main(res):
     print("### ZeRO-3, TinyLlama-1.1B shape\n\n" + zero3(res, "zero3.log"))
     print("### ZeRO-3, Llama-2-7B shape\n\n" + zero3(res, "zero3-7b.log"))
     print("### Collectives through cohort's NCCL group beside torch.distributed\n\n" + comm_table(res))
-    print("### Longest kernels of cohort's 1.1B step (fused path)\n\n" + profile(res))
+    print("### Longest kernels of cohort's 1.1B step (fused path)\n\n" + profile(res, "profile.log"))
+    print("### Longest kernels of cohort's GPT-2 step (fused path)\n\n" + profile(res, "profile-gpt2.log"))
 
 
 if __name__ == "__main__":
