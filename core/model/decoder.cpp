@@ -223,12 +223,24 @@ class chunked_head_loss_function : public torch::autograd::Function<chunked_head
       const std::int64_t end = std::min(N, start + chunk_rows);
       const auto xc = x.slice(0, start, end);                          // (n, C)
       const auto tc = targets.slice(0, start, end);                     // (n)
+      const bool wanted = want_x || want_w || want_b;
+      auto logits = torch::linear(xc, weight, bias);                    // (n, V') in x's dtype
+      if (fused_kernels_available(logits)) {
+        // One kernel: the rows' losses, and the gradient written over the logits (fp32 math,
+        // rounded once to x's dtype, as the cast below rounds it), deterministic.
+        loss += fused_cross_entropy(logits, tc, wanted);
+        if (!wanted) continue;
+        if (want_x) gx.slice(0, start, end).copy_(logits.mm(weight));
+        if (want_w) gw.add_(logits.t().mm(xc));
+        if (want_b) gb.add_(logits.to(torch::kFloat).sum(0));
+        continue;
+      }
       // cross_entropy's own kernels (log-softmax, NLL with ignore_index, and their backwards):
       // the plain path's numbers per row, and deterministic on CUDA.
-      const auto logp = torch::log_softmax(torch::linear(xc, weight, bias).to(torch::kFloat), 1);
+      const auto logp = torch::log_softmax(logits.to(torch::kFloat), 1);
       const auto nll = at::nll_loss_forward(logp, tc, {}, at::Reduction::Sum, -100);
       loss += std::get<0>(nll);
-      if (!(want_x || want_w || want_b)) continue;
+      if (!wanted) continue;
       // d loss / d logits = softmax - one_hot(target), zero on rows of -100.
       const auto grad_logp = at::nll_loss_backward(torch::ones({}, fp32), logp, tc, {},
                                                    at::Reduction::Sum, -100, std::get<1>(nll));

@@ -297,8 +297,10 @@ torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Ten
 // `chunk_rows` rows of x at a time: a chunk's logits are computed in x's dtype (bf16 in mixed
 // precision) and their log-softmax in fp32, and no more than one chunk's logits exist at once.
 // x (N, C), weight (V', C), bias (V') or undefined, targets (N) int64 in [0, V') or -100 (the
-// row counts for nothing); chunk_rows >= 1 (else model_error). Returns a fp32 scalar. When a gradient is wanted, the forward computes it too
-// (the loss ends the graph): the backward only scales what the forward kept.
+// row counts for nothing); chunk_rows >= 1 (else model_error). Returns a fp32 scalar. When a
+// gradient is wanted, the forward computes it too (the loss ends the graph): the backward only
+// scales what the forward kept. On CUDA in the CUDA build a chunk's loss and gradient are one
+// kernel (fused_cross_entropy) over its logits instead of ATen's six.
 torch::Tensor chunked_lm_head_loss(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias, const torch::Tensor& targets,
                                    std::int64_t chunk_rows);

@@ -1,9 +1,12 @@
-// CUDA kernels for the decoder's fused path: rotary embedding and SwiGLU (fused_kernels.hpp).
+// CUDA kernels for the decoder's fused path: rotary embedding, SwiGLU and the LM head's
+// cross-entropy (fused_kernels.hpp).
 #include "core/model/fused_kernels.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cmath>
 
 namespace cohort::core::model::kernels {
 namespace {
@@ -207,6 +210,114 @@ int launch_swiglu_backward(const void* grad_out, const void* gate_up, void* grad
   return static_cast<int>(cudaGetLastError());
 }
 
+// Running (max, sum of exp(x - max)) of a set of logits; -inf logits add nothing.
+struct softmax_state {
+  float max = -INFINITY;
+  float sum = 0.0f;
+};
+
+__device__ __forceinline__ void add_logit(softmax_state& a, float v) {
+  if (v == -INFINITY) return;
+  if (v > a.max) {
+    a.sum = a.sum * expf(a.max - v) + 1.0f;
+    a.max = v;
+  } else {
+    a.sum += expf(v - a.max);
+  }
+}
+
+__device__ __forceinline__ softmax_state merge(softmax_state a, softmax_state b) {
+  if (b.max == -INFINITY) return a;
+  if (a.max == -INFINITY) return b;
+  const float m = fmaxf(a.max, b.max);
+  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+}
+
+constexpr int ce_threads = 512;
+
+// The block's state, the same in every thread: warps by shuffles, then across the warps.
+__device__ softmax_state block_merge(softmax_state s) {
+  __shared__ float maxes[ce_threads / 32], sums[ce_threads / 32];
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const softmax_state other{__shfl_xor_sync(0xffffffffu, s.max, offset),
+                              __shfl_xor_sync(0xffffffffu, s.sum, offset)};
+    s = merge(s, other);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    maxes[warp] = s.max;
+    sums[warp] = s.sum;
+  }
+  __syncthreads();
+  softmax_state all;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) all = merge(all, {maxes[w], sums[w]});
+  return all;
+}
+
+// One block per row. No __restrict__ on logits and grad: they may be one buffer.
+template <typename T, int Vec>
+__global__ void __launch_bounds__(ce_threads)
+    cross_entropy_kernel(const T* logits, const std::int64_t* __restrict__ targets,
+                         float* __restrict__ loss, T* grad, std::int64_t cols,
+                         std::int64_t ignore_index) {
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * cols;
+  T* g = grad == nullptr ? nullptr : grad + row * cols;
+  const std::int64_t target = targets[row];
+  const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * Vec;
+  if (target == ignore_index) {
+    if (threadIdx.x == 0) loss[row] = 0.0f;
+    if (g == nullptr) return;
+    packed<T, Vec> zero;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) zero.v[k] = from_float<T>(0.0f);
+    for (std::int64_t j = threadIdx.x * Vec; j < cols; j += step)
+      *reinterpret_cast<packed<T, Vec>*>(g + j) = zero;
+    return;
+  }
+  const bool valid = target >= 0 && target < cols;
+  // Read before the barrier in block_merge: no thread writes the gradient before it.
+  const float picked = threadIdx.x == 0 && valid ? to_float(x[target]) : 0.0f;
+  softmax_state s;
+  for (std::int64_t j = threadIdx.x * Vec; j < cols; j += step) {
+    const auto p = *reinterpret_cast<const packed<T, Vec>*>(x + j);
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) add_logit(s, to_float(p.v[k]));
+  }
+  const softmax_state all = block_merge(s);
+  const float lse = all.max + logf(all.sum);
+  if (threadIdx.x == 0) loss[row] = valid ? lse - picked : NAN;
+  if (g == nullptr) return;
+  for (std::int64_t j = threadIdx.x * Vec; j < cols; j += step) {
+    const auto p = *reinterpret_cast<const packed<T, Vec>*>(x + j);
+    packed<T, Vec> d;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float prob = expf(to_float(p.v[k]) - lse);
+      d.v[k] = from_float<T>(j + k == target ? prob - 1.0f : prob);
+    }
+    *reinterpret_cast<packed<T, Vec>*>(g + j) = d;
+  }
+}
+
+template <typename T>
+int launch_cross_entropy(const void* logits, const std::int64_t* targets, float* loss, void* grad,
+                         std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
+                         cudaStream_t stream) {
+  constexpr int vec = 16 / sizeof(T);
+  const T* x = static_cast<const T*>(logits);
+  T* g = static_cast<T*>(grad);
+  if (rows == 0) return 0;
+  if (rows > 2147483647LL) return static_cast<int>(cudaErrorInvalidValue);
+  const unsigned int blocks = static_cast<unsigned int>(rows);
+  if (cols % vec == 0 && aligned16(x) && (g == nullptr || aligned16(g))) {
+    cross_entropy_kernel<T, vec><<<blocks, ce_threads, 0, stream>>>(x, targets, loss, g, cols, ignore_index);
+  } else {
+    cross_entropy_kernel<T, 1><<<blocks, ce_threads, 0, stream>>>(x, targets, loss, g, cols, ignore_index);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
 // Calls f with a value of the element type `type` names.
 template <class F>
 int with_element_type(dtype type, F&& f) {
@@ -222,6 +333,15 @@ int with_element_type(dtype type, F&& f) {
 }
 
 }  // namespace
+
+int cross_entropy(dtype type, const void* logits, const std::int64_t* targets, float* loss,
+                  void* grad, std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
+                  void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_cross_entropy<decltype(element)>(logits, targets, loss, grad, rows, cols,
+                                                   ignore_index, static_cast<cudaStream_t>(stream));
+  });
+}
 
 int rotary_half(direction dir, dtype type, const void* in, void* out, const float* cos,
                 const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,

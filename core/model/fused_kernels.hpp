@@ -1,6 +1,6 @@
 // The decoder's own CUDA kernels (fused_kernels.cu, built with nvcc in the CUDA build only):
 // rotary embedding and SwiGLU, each one kernel forward and one backward where ATen runs five to
-// eight elementwise kernels. Torch-free: raw device pointers, element counts and a stream, so
+// eight elementwise kernels, and the LM head's cross-entropy with its gradient in one kernel. Torch-free: raw device pointers, element counts and a stream, so
 // that nvcc never compiles a libtorch header. fused_ops.hpp is the torch-level interface.
 //
 // Contract for every launcher:
@@ -40,5 +40,21 @@ int swiglu_forward(dtype type, const void* gate_up, void* out, std::int64_t rows
 // gate_up: d gate = g * up * silu'(gate), d up = g * silu(gate).
 int swiglu_backward(dtype type, const void* grad_out, const void* gate_up, void* grad_gate_up,
                     std::int64_t rows, std::int64_t inner, void* stream);
+
+// Cross-entropy of each row of logits (rows, cols), row-major, against its target, and the
+// gradient of their sum, in one kernel with two passes over each row (where ATen casts to fp32,
+// runs log-softmax, NLL, their two backwards and a cast back: about 40 bytes of traffic per logit
+// against 6 here). One block per row; fp32 math from the dtype logits.
+//   targets (rows) int64: in [0, cols), or ignore_index (the row counts for nothing);
+//   loss (rows) fp32, written: logsumexp(row) - row[target]; 0 for an ignored row; NaN for a
+//     target outside [0, cols) that is not ignore_index;
+//   grad (rows, cols) dtype, written unless null: softmax(row) - one_hot(target), each element
+//     rounded once; all zero for an ignored row. grad may be the logits themselves (each row is
+//     read whole before any of it is written); otherwise the two do not overlap.
+// -inf logits (the padding columns of a padded vocabulary) get probability 0; a row needs one
+// finite logit.
+int cross_entropy(dtype type, const void* logits, const std::int64_t* targets, float* loss,
+                  void* grad, std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
+                  void* stream);
 
 }  // namespace cohort::core::model::kernels

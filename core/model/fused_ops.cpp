@@ -137,9 +137,30 @@ torch::Tensor fused_swiglu(const torch::Tensor& gate_up) {
   return swiglu_function::apply(gate_up);
 }
 
+torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& targets, bool want_grad) {
+  if (logits.dim() != 2 || !logits.is_contiguous() || targets.dim() != 1 ||
+      targets.size(0) != logits.size(0) || targets.scalar_type() != torch::kLong ||
+      targets.device() != logits.device()) {
+    throw std::invalid_argument("fused_cross_entropy: contiguous (n, V) logits and (n) int64 "
+                                "targets on the same device expected");
+  }
+  const c10::cuda::CUDAGuard guard(logits.device());
+  const auto t = targets.contiguous();
+  auto rows = torch::empty({logits.size(0)}, logits.options().dtype(torch::kFloat));
+  check_launch(kernels::cross_entropy(kernel_dtype(logits), logits.data_ptr(), t.data_ptr<std::int64_t>(),
+                                      rows.data_ptr<float>(), want_grad ? logits.data_ptr() : nullptr,
+                                      logits.size(0), logits.size(1), -100, current_stream(logits)),
+               "fused_cross_entropy");
+  return rows.sum();
+}
+
 #else
 
 bool fused_kernels_available(const torch::Tensor&) { return false; }
+
+torch::Tensor fused_cross_entropy(torch::Tensor&, const torch::Tensor&, bool) {
+  throw std::logic_error("fused_cross_entropy: this build has no CUDA kernels (check fused_kernels_available)");
+}
 
 torch::Tensor fused_rotary_half(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
                                 std::int64_t, std::int64_t) {

@@ -1,6 +1,7 @@
 // The decoder's fused elementwise ops as autograd functions over torch tensors: rotary embedding
 // on a fused q/k/v projection and SwiGLU on a fused gate/up projection, each one CUDA kernel
-// forward and one backward (fused_kernels.hpp). Built into the CUDA build only; elsewhere
+// forward and one backward (fused_kernels.hpp); and the LM head's cross-entropy with its
+// gradient in one kernel. Built into the CUDA build only; elsewhere
 // fused_kernels_available() is false and the decoder composes the same formulas from ATen ops.
 //
 // Numerics: every output element is computed in fp32 from the inputs and rounded once to the
@@ -31,5 +32,13 @@ torch::Tensor fused_rotary_half(const torch::Tensor& qkv, const torch::Tensor& c
 // silu(gate) * up from gate_up (..., 2 * inner), gate first: (..., inner). Saves gate_up only
 // for the backward. Differentiable in gate_up.
 torch::Tensor fused_swiglu(const torch::Tensor& gate_up);
+
+// The summed cross-entropy of logits (n, V) against targets (n) int64 in [0, V) or -100 (the row
+// counts for nothing), as an fp32 scalar; with want_grad, the logits are overwritten with the
+// gradient of that sum, softmax - one_hot(target) per row (zero rows for -100), in their dtype.
+// Not differentiable itself: chunked_lm_head_loss calls it with the gradient it then applies.
+// -inf logits (padding columns) get probability 0; a target out of range makes the loss NaN.
+// logits contiguous; the host never waits.
+torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& targets, bool want_grad);
 
 }  // namespace cohort::core::model

@@ -1,6 +1,9 @@
 // The decoder's own CUDA kernels (core/model/fused_ops.hpp) against the ATen formulas they
-// replace, forward and backward, fp32 and bf16. The GPU cases are hidden ([.gpu]: run
+// replace, forward and backward, fp32, bf16 and fp16. The GPU cases are hidden ([.gpu]: run
 // `test_core_model "[gpu]"` on a machine with a CUDA device, in the CUDA build).
+#include <cmath>
+#include <limits>
+
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -111,4 +114,46 @@ TEST_CASE("the SwiGLU kernel gives silu(gate) * up and its gradients, vectorised
   // A (B, T, 2I) input keeps its leading dimensions.
   auto y = fused_swiglu(torch::randn({2, 3, 16}, torch::kCUDA));
   CHECK(y.sizes() == torch::IntArrayRef({2, 3, 8}));
+}
+
+TEST_CASE("the cross-entropy kernel gives ATen's summed loss and its gradient over the logits, "
+          "ignoring -100 rows and -inf padding columns", "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(5);
+  // 64 and 50304: 16-byte groups; 37: one element at a time.
+  for (const std::int64_t V : {64, 37, 50304}) {
+    for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      INFO("V " << V << " dtype " << c10::toString(type));
+      const std::int64_t n = 9, pad = V > 40 ? 5 : 0;  // the last `pad` columns are -inf
+      auto logits = (torch::randn({n, V}, torch::kCUDA) * 3).to(type);
+      if (pad > 0) logits.slice(1, V - pad, V).fill_(-std::numeric_limits<double>::infinity());
+      auto targets = torch::randint(0, V - pad, {n}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
+      targets[2] = -100;
+      targets[7] = -100;
+      // ATen's way, in fp32 from the same rounded logits.
+      auto x = logits.to(torch::kFloat).requires_grad_(true);
+      auto ref = at::cross_entropy_loss(x, targets, {}, at::Reduction::Sum, -100);
+      ref.backward();
+      const double tol = type == torch::kFloat ? 1e-5 : (type == torch::kHalf ? 1e-3 : 1e-2);
+
+      auto no_grad = logits.clone();
+      const auto loss_only = fused_cross_entropy(no_grad, targets, false);
+      CHECK(torch::equal(no_grad, logits));  // untouched without want_grad
+      auto work = logits.clone();
+      const auto loss = fused_cross_entropy(work, targets, true);
+      CHECK(loss.scalar_type() == torch::kFloat);
+      CHECK(std::abs(loss.item<double>() - ref.item<double>()) <= 1e-5 * std::abs(ref.item<double>()));
+      CHECK(loss_only.item<double>() == loss.item<double>());
+      const auto gap = ((work.to(torch::kFloat) - x.grad()).abs().max()).item<double>();
+      CHECK(gap <= tol);
+      CHECK(work.slice(0, 2, 3).abs().max().item<double>() == 0.0);  // ignored rows: zero
+      if (pad > 0) CHECK(work.slice(1, V - pad, V).abs().max().item<double>() == 0.0);
+      // Each kept row's gradient sums to zero (probabilities sum to one, less the target's one).
+      CHECK(work.to(torch::kFloat).sum(1).abs().max().item<double>() <= (type == torch::kFloat ? 1e-5 : 0.05));
+    }
+  }
+  // A target past the row's end is not a silent number.
+  auto logits = torch::randn({2, 16}, torch::kCUDA);
+  auto targets = torch::tensor({3, 16}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
+  CHECK(std::isnan(fused_cross_entropy(logits, targets, false).item<double>()));
 }
