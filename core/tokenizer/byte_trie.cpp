@@ -25,7 +25,7 @@ std::vector<range> groups_at(const std::vector<entry>& sorted, std::size_t lo, s
 
 }  // namespace
 
-byte_trie::byte_trie(const std::vector<std::pair<std::string, std::int32_t>>& entries) : keys_(entries.size()) {
+byte_trie::byte_trie(const std::vector<std::pair<std::string, std::int32_t>>& entries) {
   root_.fill(-1);
   std::vector<entry> sorted(entries);
   std::sort(sorted.begin(), sorted.end());

@@ -34,7 +34,6 @@ class byte_trie {
 
   // The value of the shortest key that is a prefix of `text`, or -1.
   std::int32_t shortest_prefix(std::string_view text) const;
-  std::size_t size() const { return keys_; }
 
  private:
   struct node {
@@ -47,7 +46,6 @@ class byte_trie {
   std::array<std::int32_t, 256> root_;  // node index of each first byte, -1 when none
   std::vector<node> nodes_;
   std::vector<unsigned char> labels_;  // the byte that leads to nodes_[i]
-  std::size_t keys_ = 0;
 };
 
 }  // namespace cohort::core::tokenizer

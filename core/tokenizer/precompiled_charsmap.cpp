@@ -105,14 +105,6 @@ precompiled_charsmap::precompiled_charsmap(std::string_view bytes, const std::st
   rules_ = byte_trie(entries);
 }
 
-const std::string* precompiled_charsmap::rule(std::string_view key) const {
-  std::int32_t exact = -1;
-  rules_.for_each_prefix(key, 0, [&](std::size_t length, std::int32_t value) {
-    if (length == key.size()) exact = value;
-  });
-  return exact < 0 ? nullptr : &replacements_[static_cast<std::size_t>(exact)];
-}
-
 void precompiled_charsmap::append_grapheme(std::string_view grapheme, std::string& out) const {
   if (grapheme.size() < 6) {
     const std::int32_t whole = rules_.shortest_prefix(grapheme);

@@ -29,10 +29,6 @@ class precompiled_charsmap {
   // character, characters without a rule kept as they are.
   std::string apply(std::string_view text) const;
 
-  std::size_t rule_count() const { return rules_.size(); }
-  // The replacement for exactly `key`, or nullptr (for tests).
-  const std::string* rule(std::string_view key) const;
-
  private:
   void append_grapheme(std::string_view grapheme, std::string& out) const;
 
