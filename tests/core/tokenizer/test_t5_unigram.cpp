@@ -9,6 +9,8 @@
 #include "core/tokenizer/hf_tokenizer.hpp"
 #include "core/tokenizer/normalizer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace tok = cohort::core::tokenizer;
 using ids = std::vector<tok::token_id>;
@@ -83,6 +85,14 @@ TEST_CASE("T5's spiece.model loads through libsentencepiece and gives sentencepi
     INFO("text: " << nlohmann::json(text).dump());
     CHECK(t->encode(text) == c.at("sentencepiece_ids").get<ids>());
   }
+}
+
+TEST_CASE("a model directory with only spiece.model loads it through libsentencepiece", "[core][tokenizer]") {
+  cohort::test::temp_dir tmp;
+  tmp.write("spiece.model", cohort::test::read_file(dir + "/spiece.model"));
+  const auto t = tok::load_tokenizer(tmp.str());
+  CHECK(t->identity().rfind("sentencepiece:", 0) == 0);
+  CHECK(t->encode("Hello world.") == ids{159, 77, 10, 164, 20, 7, 13});
 }
 
 TEST_CASE("the Precompiled normalizer applies nmt_nfkc by grapheme, as Hugging Face does", "[core][tokenizer]") {
