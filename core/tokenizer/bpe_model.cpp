@@ -3,7 +3,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
 #include <mutex>
 #include <queue>
 
@@ -18,12 +17,6 @@ constexpr std::size_t cache_max_word = 256;     // bytes; longer words are not c
 
 std::uint64_t pair_key(token_id a, token_id b) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
-}
-
-std::string byte_token(unsigned char b) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-  return buf;
 }
 
 }  // namespace
@@ -78,9 +71,7 @@ bpe_model::bpe_model(const nlohmann::json& model, const std::string& where) {
   fuse_unk_ = optional_bool(model, "fuse_unk", false, here);
   byte_fallback_ = optional_bool(model, "byte_fallback", false, here);
   ignore_merges_ = optional_bool(model, "ignore_merges", false, here);
-  for (int b = 0; b < 256; ++b) {
-    byte_ids_[b] = token_to_id(byte_token(static_cast<unsigned char>(b))).value_or(-1);
-  }
+  byte_ids_ = byte_fallback_ids(*this);
 
   merges_.reserve(merges.size());
   const std::size_t prefix_len = continuing_subword_prefix_.size();

@@ -14,11 +14,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "core/tokenizer/tokenizer.hpp"
+#include "core/tokenizer/model.hpp"
 
 namespace cohort::core::tokenizer {
 
-class bpe_model {
+class bpe_model final : public model {
  public:
   // `model` is the "model" object of tokenizer.json (type BPE). Throws tokenizer_error naming
   // `where` and the field for a missing vocab, a malformed or out-of-vocab merge, etc.
@@ -26,15 +26,11 @@ class bpe_model {
   bpe_model(const bpe_model&) = delete;
   bpe_model& operator=(const bpe_model&) = delete;
 
-  // Appends the ids of one pre-tokenized word to `out`.
-  void encode_word(const std::string& word, std::vector<token_id>& out) const;
-
-  std::optional<token_id> token_to_id(std::string_view token) const;
-  // nullptr for an id the vocab does not have.
-  const std::string* id_to_token(token_id id) const;
-  token_id max_id() const { return static_cast<token_id>(tokens_.size()) - 1; }
-  // Number of vocab entries (Hugging Face's get_vocab_size; ids may have gaps).
-  token_id size() const { return static_cast<token_id>(vocab_.size()); }
+  void encode_word(const std::string& word, std::vector<token_id>& out) const override;
+  std::optional<token_id> token_to_id(std::string_view token) const override;
+  const std::string* id_to_token(token_id id) const override;
+  token_id max_id() const override { return static_cast<token_id>(tokens_.size()) - 1; }
+  token_id size() const override { return static_cast<token_id>(vocab_.size()); }
 
  private:
   struct merge {
@@ -55,7 +51,7 @@ class bpe_model {
   bool ignore_merges_ = false;
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
-  token_id byte_ids_[256] = {};  // ids of "<0x00>".."<0xFF>", -1 where the vocab lacks one
+  std::array<token_id, 256> byte_ids_{};  // ids of "<0x00>".."<0xFF>", -1 where the vocab lacks one
 
   // Word -> ids, split in shards so that threads encoding in parallel rarely share a lock.
   struct cache_shard {

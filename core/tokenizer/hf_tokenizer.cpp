@@ -1,4 +1,4 @@
-// A Hugging Face tokenizer.json with a BPE model (see hf_tokenizer.hpp).
+// A Hugging Face tokenizer.json with a BPE or Unigram model (see hf_tokenizer.hpp).
 #include "core/tokenizer/hf_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -33,14 +33,11 @@ hf_tokenizer::hf_tokenizer(const std::string& path) : where_(path) {
   if (!doc.contains("model")) {
     throw tokenizer_error(path + ": required field \"model\" is missing; is this a Hugging Face tokenizer.json?");
   }
-  const auto& model = required_object(doc, "model", path);
-  const std::string type = model.contains("type") ? required_string(model, "type", path + " model") : "BPE";
-  if (type != "BPE") {
-    throw tokenizer_error(path + ": model type \"" + type + "\" is not supported (supported: BPE)");
-  }
+  const auto& model_spec = required_object(doc, "model", path);
   normalizer_ = make_normalizer(doc.value("normalizer", nlohmann::json()), path);
   pre_tokenizer_ = make_pre_tokenizer(doc.value("pre_tokenizer", nlohmann::json()), path);
-  model_ = std::make_unique<bpe_model>(model, path);
+  model_ = make_model(model_spec, path);
+  kind_ = model_spec.value("type", std::string("BPE")) == "Unigram" ? "hf-unigram" : "hf-bpe";
   decoder_ = make_decoder(doc.value("decoder", nlohmann::json()), path);
   max_id_ = model_->max_id();
 
@@ -67,6 +64,7 @@ hf_tokenizer::hf_tokenizer(const std::string& path) : where_(path) {
     }
   }
   resolve_special_tokens(path);
+  post_processor_ = std::make_unique<post_processor>(doc.value("post_processor", nlohmann::json()), path, max_id_);
 }
 
 void hf_tokenizer::resolve_special_tokens(const std::string& path) {
@@ -143,12 +141,18 @@ std::vector<token_id> hf_tokenizer::encode(const std::string& text) const {
   return out;
 }
 
-std::string hf_tokenizer::decode(const std::vector<token_id>& ids) const {
+std::vector<token_id> hf_tokenizer::encode_with_special_tokens(const std::string& text) const {
+  return post_processor_->apply(encode(text));
+}
+
+std::string hf_tokenizer::decode(const std::vector<token_id>& ids) const { return decode(ids, false); }
+
+std::string hf_tokenizer::decode(const std::vector<token_id>& ids, bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (const token_id id : ids) {
     if (const added_token* t = added_.find_id(id)) {
-      tokens.push_back(t->decoded);
+      if (!(skip_special_tokens && t->special)) tokens.push_back(t->decoded);
     } else if (const std::string* s = model_->id_to_token(id)) {
       tokens.push_back(*s);
     } else {
@@ -179,7 +183,7 @@ std::vector<token_id> hf_tokenizer::add_special_tokens(const std::vector<std::st
 }
 
 std::string hf_tokenizer::identity() const {
-  return tokenizer_identity("hf-bpe", digest_, runtime_added_);
+  return tokenizer_identity(kind_, digest_, runtime_added_);
 }
 
 }  // namespace cohort::core::tokenizer

@@ -1,6 +1,7 @@
 // A Hugging Face tokenizer.json with a BPE model (GPT-2 / Qwen2 / Llama-3 byte-level style and
-// sentencepiece-style BPE with byte_fallback): added tokens, normalizer, pre-tokenizer, model,
-// decoder. encode/decode are safe to call from several threads; add_special_tokens is not.
+// sentencepiece-style BPE with byte_fallback) or a Unigram model (T5's sentencepiece pipeline):
+// added tokens, normalizer, pre-tokenizer, model, post-processor, decoder. encode/decode are safe
+// to call from several threads; add_special_tokens is not.
 #pragma once
 
 #include <memory>
@@ -8,9 +9,10 @@
 #include <vector>
 
 #include "core/tokenizer/added_vocabulary.hpp"
-#include "core/tokenizer/bpe_model.hpp"
 #include "core/tokenizer/decoder.hpp"
+#include "core/tokenizer/model.hpp"
 #include "core/tokenizer/normalizer.hpp"
+#include "core/tokenizer/post_processor.hpp"
 #include "core/tokenizer/pre_tokenizer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
@@ -24,6 +26,11 @@ class hf_tokenizer final : public tokenizer {
 
   std::vector<token_id> encode(const std::string& text) const override;
   std::string decode(const std::vector<token_id>& ids) const override;
+  // encode() wrapped by the post_processor, as Hugging Face's add_special_tokens=True does for
+  // one text (T5: the ids then "</s>").
+  std::vector<token_id> encode_with_special_tokens(const std::string& text) const;
+  // decode() that leaves out the added tokens marked special, as skip_special_tokens=True does.
+  std::string decode(const std::vector<token_id>& ids, bool skip_special_tokens) const;
   std::int64_t vocab_size() const override { return static_cast<std::int64_t>(max_id_) + 1; }
   std::optional<token_id> bos_id() const override { return bos_; }
   std::optional<token_id> eos_id() const override { return eos_; }
@@ -43,7 +50,9 @@ class hf_tokenizer final : public tokenizer {
   std::string digest_;
   std::unique_ptr<normalizer> normalizer_;
   std::unique_ptr<pre_tokenizer> pre_tokenizer_;
-  std::unique_ptr<bpe_model> model_;
+  std::string kind_;  // "hf-bpe" or "hf-unigram", for identity()
+  std::unique_ptr<model> model_;
+  std::unique_ptr<post_processor> post_processor_;
   std::unique_ptr<decoder> decoder_;
   added_vocabulary added_;
   token_id max_id_ = -1;

@@ -13,10 +13,10 @@ std::unique_ptr<tokenizer> load_tokenizer(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     const fs::path dir(path);
     if (fs::is_regular_file(dir / "tokenizer.json", ec)) return std::make_unique<hf_tokenizer>((dir / "tokenizer.json").string());
-    if (fs::is_regular_file(dir / "tokenizer.model", ec)) {
-      return std::make_unique<sentencepiece_tokenizer>((dir / "tokenizer.model").string());
+    for (const char* name : {"tokenizer.model", "spiece.model"}) {
+      if (fs::is_regular_file(dir / name, ec)) return std::make_unique<sentencepiece_tokenizer>((dir / name).string());
     }
-    throw tokenizer_error(path + ": the directory has neither tokenizer.json nor tokenizer.model");
+    throw tokenizer_error(path + ": the directory has neither tokenizer.json nor tokenizer.model (nor spiece.model)");
   }
   if (!fs::exists(path, ec)) throw tokenizer_error(path + ": no such tokenizer file or directory");
   if (fs::path(path).extension() == ".json") return std::make_unique<hf_tokenizer>(path);

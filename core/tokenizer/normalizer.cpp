@@ -2,10 +2,12 @@
 #include "core/tokenizer/normalizer.hpp"
 
 #include <nlohmann/json.hpp>
+#include <sodium.h>
 
 #include <vector>
 
 #include "core/tokenizer/json_fields.hpp"
+#include "core/tokenizer/precompiled_charsmap.hpp"
 #include "core/tokenizer/regex.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 #include "core/tokenizer/unicode.hpp"
@@ -88,6 +90,31 @@ class strip_normalizer final : public normalizer {
   bool left_, right_;
 };
 
+class precompiled_normalizer final : public normalizer {
+ public:
+  precompiled_normalizer(std::string_view bytes, const std::string& where) : map_(bytes, where) {}
+  std::string apply(std::string_view text) const override { return map_.apply(text); }
+
+ private:
+  precompiled_charsmap map_;
+};
+
+// Standard base64 with padding, as Hugging Face writes precompiled_charsmap.
+std::string base64_decode(const std::string& text, const std::string& where) {
+  std::string out(text.size() / 4 * 3 + 3, '\0');
+  std::size_t length = 0;
+  const char* end = nullptr;
+  const int rc = sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(), text.size(),
+                                   nullptr, &length, &end, sodium_base64_VARIANT_ORIGINAL);
+  if (rc != 0 || end != text.data() + text.size()) {
+    const auto at = end == nullptr ? std::size_t{0} : static_cast<std::size_t>(end - text.data());
+    throw tokenizer_error(where + ": \"precompiled_charsmap\" is not valid base64 (standard alphabet with padding; "
+                          "bad or cut short at character " + std::to_string(at) + " of " + std::to_string(text.size()) + ")");
+  }
+  out.resize(length);
+  return out;
+}
+
 class sequence_normalizer final : public normalizer {
  public:
   explicit sequence_normalizer(std::vector<std::unique_ptr<normalizer>> parts) : parts_(std::move(parts)) {}
@@ -121,6 +148,10 @@ std::unique_ptr<normalizer> make_normalizer(const nlohmann::json& spec, const st
     const pattern_spec p = read_pattern(spec, here);
     return std::make_unique<replace_normalizer>(p.pattern, p.literal, required_string(spec, "content", here), here);
   }
+  if (type == "Precompiled") {
+    const std::string bytes = base64_decode(required_string(spec, "precompiled_charsmap", here), here);
+    return std::make_unique<precompiled_normalizer>(bytes, here + " precompiled_charsmap");
+  }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<normalizer>> parts;
     for (const auto& n : required_array(spec, "normalizers", here)) {
@@ -131,7 +162,7 @@ std::unique_ptr<normalizer> make_normalizer(const nlohmann::json& spec, const st
   }
   throw tokenizer_error(where + ": normalizer type \"" + type +
                         "\" is not supported (supported: null, NFC, NFD, NFKC, NFKD, Lowercase, Prepend, "
-                        "Replace, Strip, Sequence)");
+                        "Replace, Strip, Precompiled, Sequence)");
 }
 
 }  // namespace cohort::core::tokenizer

@@ -1,5 +1,6 @@
 // Hugging Face tokenizer.json normalizers as plain string transforms (offsets are not tracked):
-// NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Strip and Sequence. Anything else is refused
+// NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace, Strip, Precompiled (sentencepiece's rules,
+// see precompiled_charsmap.hpp) and Sequence. Anything else is refused
 // at load time. Immutable after construction; safe to share between threads.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The tokenizer interface the data builders and tools use: text to token ids and back, plus the
-// special tokens a model needs. Implementations: Hugging Face tokenizer.json (byte-level BPE) and
-// sentencepiece tokenizer.model. No torch here.
+// special tokens a model needs. Implementations: Hugging Face tokenizer.json (BPE or Unigram) and
+// sentencepiece models (tokenizer.model, T5's spiece.model). No torch here.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,8 @@ class tokenizer {
   virtual std::vector<token_id> add_special_tokens(const std::vector<std::string>& tokens) = 0;
   // The id of one token string (a vocabulary entry, sentencepiece piece or added token).
   virtual std::optional<token_id> token_to_id(const std::string& token) const = 0;
-  // Identity for manifests: "hf-bpe:<sha256 of the file>" or "sentencepiece:<sha256>", plus
+  // Identity for manifests: "hf-bpe:<sha256 of the file>", "hf-unigram:<sha256>" or
+  // "sentencepiece:<sha256>", plus
   // "+added:<hash>" once add_special_tokens added tokens.
   virtual std::string identity() const = 0;
 };
@@ -45,7 +46,8 @@ class tokenizer_error : public std::runtime_error {
 };
 
 // Loads by file: *.json → Hugging Face tokenizer.json, otherwise a sentencepiece model. A
-// directory is searched for tokenizer.json, then tokenizer.model. Throws tokenizer_error.
+// directory is searched for tokenizer.json, then tokenizer.model, then spiece.model (T5). Throws
+// tokenizer_error.
 std::unique_ptr<tokenizer> load_tokenizer(const std::string& path);
 
 }  // namespace cohort::core::tokenizer

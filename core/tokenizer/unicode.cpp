@@ -1,11 +1,15 @@
 // Unicode helpers the tokenizers share (see unicode.hpp).
 #include "core/tokenizer/unicode.hpp"
 
+#include <unicode/brkiter.h>
 #include <unicode/locid.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
+#include <unicode/utext.h>
 
+#include <algorithm>
+#include <memory>
 #include <unordered_map>
 
 #include "core/tokenizer/tokenizer.hpp"
@@ -140,6 +144,39 @@ int unicode_to_byte(char32_t cp) {
   }();
   const auto it = inverse.find(cp);
   return it == inverse.end() ? -1 : it->second;
+}
+
+std::vector<std::size_t> grapheme_boundaries(std::string_view s) {
+  std::vector<std::size_t> out{0};
+  if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    // Between two ASCII characters every boundary is a cluster boundary except inside CR LF.
+    for (std::size_t i = 1; i <= s.size(); ++i) {
+      if (i == s.size() || s[i - 1] != '\r' || s[i] != '\n') out.push_back(i);
+    }
+    return out;
+  }
+  // One iterator per thread: creating one loads ICU's rules, and an iterator is not thread-safe.
+  thread_local std::unique_ptr<icu::BreakIterator> iterator;
+  UErrorCode status = U_ZERO_ERROR;
+  if (!iterator) {
+    iterator.reset(icu::BreakIterator::createCharacterInstance(icu::Locale::getRoot(), status));
+    if (U_FAILURE(status) || !iterator) {
+      iterator.reset();
+      throw tokenizer_error(std::string("ICU grapheme break iterator unavailable: ") + u_errorName(status));
+    }
+  }
+  UText* text = utext_openUTF8(nullptr, s.data(), static_cast<std::int64_t>(s.size()), &status);
+  iterator->setText(text, status);
+  if (U_FAILURE(status)) {
+    utext_close(text);
+    throw tokenizer_error(std::string("ICU grapheme segmentation failed: ") + u_errorName(status));
+  }
+  iterator->first();
+  for (std::int32_t b = iterator->next(); b != icu::BreakIterator::DONE; b = iterator->next()) {
+    out.push_back(static_cast<std::size_t>(b));
+  }
+  utext_close(text);
+  return out;
 }
 
 std::string normalize(std::string_view s, normal_form form) {

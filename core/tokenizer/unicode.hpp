@@ -1,5 +1,5 @@
 // Unicode helpers the tokenizers share: UTF-8 walking and validation, the GPT-2 byte <-> unicode
-// table, Unicode normalization forms (ICU) and the character classes Hugging Face uses.
+// table, grapheme clusters and Unicode normalization forms (ICU) and the character classes Hugging Face uses.
 #pragma once
 
 #include <array>
@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cohort::core::tokenizer {
 
@@ -25,6 +26,10 @@ std::string utf8_lossy(std::string_view s);
 const std::array<std::string, 256>& byte_to_unicode();
 // Inverse of byte_to_unicode(); -1 for a code point that no byte maps to.
 int unicode_to_byte(char32_t cp);
+
+// Byte offsets of the extended grapheme cluster boundaries of valid UTF-8 `s` (Unicode UAX #29,
+// ICU's rules), 0 and s.size() included. Thread-safe.
+std::vector<std::size_t> grapheme_boundaries(std::string_view s);
 
 enum class normal_form { nfc, nfd, nfkc, nfkd };
 std::string normalize(std::string_view s, normal_form form);

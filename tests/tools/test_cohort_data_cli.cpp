@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/data/dataset.hpp"
 #include "core/data/shard_writer.hpp"
 #include "tests/support/json_lines.hpp"
 #include "tests/support/shared_data.hpp"
@@ -184,4 +185,22 @@ TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with 
                         " --seq-len 8 --out " + tmp.path("bad")).code == 2);
   CHECK(cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + model +
                         " --seq-len 8 --pack --pad --out " + tmp.path("bad")).code == 2);
+}
+
+TEST_CASE("cohort-data build tokenizes text with T5's Unigram tokenizer.json, ending each record with </s>",
+          "[tools][data]") {
+  const std::string tokenizer = std::string(COHORT_SOURCE_DIR) + "/tests/core/tokenizer/data/t5-unigram/tokenizer.json";
+  temp_dir tmp;
+  tmp.write("book.txt", "Hello world.");
+  const auto built = cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + tokenizer +
+                                 " --seq-len 8 --pack --quiet --out " + tmp.path("t5"));
+  REQUIRE(built.code == 0);
+  const auto info = json::parse(cohort_data("inspect " + tmp.path("t5")).out);
+  CHECK(info["vocab_size"] == 410);
+  CHECK(info["eos_id"] == 1);
+  CHECK(info["bos_id"].is_null());
+  // transformers' T5Tokenizer ids for "Hello world." with add_special_tokens (the t5-unigram fixture).
+  const cd::dataset ds(tmp.path("t5"));
+  REQUIRE(ds.size() == 1);
+  CHECK(ds.sample_tokens(0) == std::vector<std::int64_t>{159, 77, 10, 164, 20, 7, 13, 1});
 }

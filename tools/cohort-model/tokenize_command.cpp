@@ -15,8 +15,8 @@ namespace {
 constexpr const char* usage =
     "usage: cohort-model tokenize --tokenizer FILE|DIR (--text STRING [--add-bos] [--add-eos] |\n"
     "                             --decode '[ID, ...]')\n"
-    "  --tokenizer  tokenizer.json (Hugging Face BPE), tokenizer.model (sentencepiece) or a directory\n"
-    "               holding one of them\n"
+    "  --tokenizer  tokenizer.json (Hugging Face BPE or Unigram), a sentencepiece model (tokenizer.model,\n"
+    "               T5's spiece.model) or a directory holding one of them\n"
     "  --text       the text to encode; literal special tokens become their ids\n"
     "  --add-bos    prepend the tokenizer's BOS id; --add-eos appends its EOS id\n"
     "  --decode     token ids (a JSON list) to turn back into text\n"

@@ -41,6 +41,22 @@ TEST_CASE("tokenize prints the ids of the text as a JSON list", "[core][tokenize
   CHECK(nlohmann::json::parse(sp.out) == nlohmann::json({1, 15043, 2}));
 }
 
+TEST_CASE("tokenize encodes and decodes with T5's Unigram tokenizer from its directory", "[core][tokenizer][tools]") {
+  const std::string dir = std::string(COHORT_TOKENIZER_TEST_DATA) + "/t5-unigram";
+  // transformers' ids for "Hello world." with add_special_tokens (tests/core/tokenizer/data/t5-unigram).
+  const auto encoded = run({"--tokenizer", dir, "--text", "Hello world.", "--add-eos"});
+  CHECK(encoded.status == 0);
+  CHECK(nlohmann::json::parse(encoded.out) == nlohmann::json({159, 77, 10, 164, 20, 7, 13, 1}));
+  const auto masked = run({"--tokenizer", dir + "/tokenizer.json", "--text", "<extra_id_0> masked"});
+  CHECK(nlohmann::json::parse(masked.out) == nlohmann::json({409, 181, 5, 50, 45}));
+  const auto decoded = run({"--tokenizer", dir, "--decode", "[159, 77, 10, 164, 20, 7, 13, 1]"});
+  CHECK(decoded.status == 0);
+  CHECK(nlohmann::json::parse(decoded.out) == "Hello world.</s>");
+  const auto bos = run({"--tokenizer", dir, "--text", "x", "--add-bos"});
+  CHECK(bos.status == 1);
+  CHECK_THAT(bos.err, Catch::Contains("defines no BOS token"));
+}
+
 TEST_CASE("tokenize reports missing options and bad files", "[core][tokenizer][tools]") {
   const auto missing = run({"--text", "x"});
   CHECK(missing.status == 2);
