@@ -231,7 +231,7 @@ class chunked_head_loss_function : public torch::autograd::Function<chunked_head
         loss += fused_cross_entropy(logits, tc, wanted);
         if (!wanted) continue;
         if (want_x) gx.slice(0, start, end).copy_(logits.mm(weight));
-        if (want_w) gw.add_(logits.t().mm(xc));
+        if (want_w) compat::add_matmul(gw, logits.t(), xc);  // fp32 accumulation in the GEMM
         if (want_b) gb.add_(logits.to(torch::kFloat).sum(0));
         continue;
       }

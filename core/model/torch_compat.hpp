@@ -1,6 +1,7 @@
 // The one place that knows which libtorch it is built against: attention is the fused
 // at::scaled_dot_product_attention on libtorch 2.x and an explicit equivalent on 1.13; the fused
-// multi-tensor AdamW kernel exists on 2.x only, ATen's RMSNorm on 2.4 and later.
+// multi-tensor AdamW kernel exists on 2.x only, ATen's RMSNorm on 2.4 and later, GEMMs that
+// accumulate bf16 products into fp32 on 2.9 and later.
 #pragma once
 
 #include <cstdint>
@@ -103,6 +104,20 @@ inline void fused_adamw(const std::vector<at::Tensor>& params, const std::vector
       (void)beta2, (void)weight_decay, (void)eps;
   throw std::logic_error("fused_adamw needs libtorch 2.x (check has_fused_adamw)");
 #endif
+}
+
+// acc += a · b for fp32 acc (m, n) and a (m, k), b (k, n) of one dtype. With bf16/fp16 a and b on
+// CUDA (libtorch 2.9 and later) one GEMM accumulates into acc in fp32; elsewhere the product is
+// formed in a's dtype and then added.
+inline void add_matmul(at::Tensor& acc, const at::Tensor& a, const at::Tensor& b) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+  if (acc.is_cuda() && acc.scalar_type() == at::kFloat &&
+      (a.scalar_type() == at::kBFloat16 || a.scalar_type() == at::kHalf)) {
+    at::addmm_out(acc, acc, a, b, at::kFloat);
+    return;
+  }
+#endif
+  acc.add_(a.mm(b));
 }
 
 }  // namespace cohort::core::model::compat
