@@ -42,6 +42,7 @@ hf_tokenizer::hf_tokenizer(const std::string& path) : where_(path) {
   pre_tokenizer_ = make_pre_tokenizer(doc.value("pre_tokenizer", nlohmann::json()), path);
   model_ = std::make_unique<bpe_model>(model, path);
   decoder_ = make_decoder(doc.value("decoder", nlohmann::json()), path);
+  post_processor_ = std::make_unique<post_processor>(doc.value("post_processor", nlohmann::json()), path);
   max_id_ = model_->max_id();
 
   if (doc.contains("added_tokens") && !doc["added_tokens"].is_null()) {
@@ -141,6 +142,10 @@ std::vector<token_id> hf_tokenizer::encode(const std::string& text) const {
     }
   }
   return out;
+}
+
+std::vector<token_id> hf_tokenizer::post_process(const std::vector<token_id>& ids) const {
+  return post_processor_->apply(ids);
 }
 
 std::string hf_tokenizer::decode(const std::vector<token_id>& ids) const {

@@ -11,6 +11,7 @@
 #include "core/tokenizer/bpe_model.hpp"
 #include "core/tokenizer/decoder.hpp"
 #include "core/tokenizer/normalizer.hpp"
+#include "core/tokenizer/post_processor.hpp"
 #include "core/tokenizer/pre_tokenizer.hpp"
 #include "core/tokenizer/tokenizer.hpp"
 
@@ -23,6 +24,7 @@ class hf_tokenizer final : public tokenizer {
   explicit hf_tokenizer(const std::string& path);
 
   std::vector<token_id> encode(const std::string& text) const override;
+  std::vector<token_id> post_process(const std::vector<token_id>& ids) const override;
   std::string decode(const std::vector<token_id>& ids) const override;
   std::int64_t vocab_size() const override { return static_cast<std::int64_t>(max_id_) + 1; }
   std::optional<token_id> bos_id() const override { return bos_; }
@@ -45,6 +47,7 @@ class hf_tokenizer final : public tokenizer {
   std::unique_ptr<pre_tokenizer> pre_tokenizer_;
   std::unique_ptr<bpe_model> model_;
   std::unique_ptr<decoder> decoder_;
+  std::unique_ptr<post_processor> post_processor_;
   added_vocabulary added_;
   token_id max_id_ = -1;
   std::optional<token_id> max_added_id_;
