@@ -307,8 +307,8 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
 
   chunk_reader reader(files, c.kind, options.chunk_bytes);
   const bool pairs = c.samples == sample_kind::seq2seq;
-  const record_encoder encode{tok,     c.kind,    options.field,     tmpl.get(), files, pairs ? &source : nullptr,
-                              pairs ? &target : nullptr, options.over_long, special};
+  const record_encoder encode{tok, c.kind, options.field, tmpl.get(), files,
+                              pairs ? &source : nullptr, pairs ? &target : nullptr, options.over_long, special};
   const int threads = options.threads > 0 ? options.threads
                                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   pipeline p;
