@@ -22,7 +22,16 @@ std::uint64_t copy_ids(const std::uint8_t* file, std::uint64_t begin, std::uint6
   return bad;
 }
 
-mapped_file open_checked(const std::filesystem::path& path, std::uint64_t expected_bytes);
+mapped_file open_checked(const std::filesystem::path& path, std::uint64_t expected_bytes) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw data_error(path.string() + ": missing or unreadable (" + ec.message() + "); rebuild the dataset");
+  if (size != expected_bytes)
+    throw data_error(path.string() + ": " + std::to_string(size) + " bytes on disk but the manifest says " +
+                     std::to_string(expected_bytes) + (size < expected_bytes ? " (truncated)" : " (wrong size)") +
+                     "; rebuild the dataset or restore the shard");
+  return mapped_file(path.string());
+}
 
 // One stream's .tokens and .index files, checked against the manifest: sizes, then two cheap reads
 // that catch an index that does not belong to its tokens file.
@@ -42,24 +51,14 @@ std::pair<mapped_file, mapped_file> map_stream(const std::filesystem::path& toke
   return {std::move(t), std::move(x)};
 }
 
-mapped_file open_checked(const std::filesystem::path& path, std::uint64_t expected_bytes) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw data_error(path.string() + ": missing or unreadable (" + ec.message() + "); rebuild the dataset");
-  if (size != expected_bytes)
-    throw data_error(path.string() + ": " + std::to_string(size) + " bytes on disk but the manifest says " +
-                     std::to_string(expected_bytes) + (size < expected_bytes ? " (truncated)" : " (wrong size)") +
-                     "; rebuild the dataset or restore the shard");
-  return mapped_file(path.string());
-}
-
 }  // namespace
 
 dataset::shard dataset::map_shard(const std::string& dir, const shard_info& info) const {
   const std::filesystem::path root(dir);
   shard s;
-  std::tie(s.tokens, s.index) = map_stream(root / (info.name + ".tokens"), info.tokens_file, root / (info.name + ".index"),
-                                           info.index_file, info.samples, info.tokens, manifest_.token_bytes);
+  std::tie(s.tokens, s.index) = map_stream(root / (info.name + ".tokens"), info.tokens_file,
+                                           root / (info.name + ".index"), info.index_file, info.samples,
+                                           info.tokens, manifest_.token_bytes);
   s.offsets = reinterpret_cast<const std::uint64_t*>(s.index.data());
   if (manifest_.has_loss_mask) s.mask = open_checked(root / (info.name + ".mask"), info.mask_file->bytes);
   if (is_seq2seq()) {

@@ -85,7 +85,8 @@ struct record_encoder {
       throw data_error(where + ": invalid JSON (" + std::string(e.what()) + ")");
     }
     if (source != nullptr) {
-      out.skip = !fit(*source, j, where, out.ids, out.source_cut) || !fit(*target, j, where, out.target_ids, out.target_cut);
+      out.skip = !fit(*source, j, where, out.ids, out.source_cut) ||
+                 !fit(*target, j, where, out.target_ids, out.target_cut);
       return out;
     }
     if (tmpl != nullptr) {
@@ -268,8 +269,9 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
     special = tok.post_process({}).size();
     for (const auto* side : {&source, &target})
       if (side->len <= static_cast<std::int64_t>(special))
-        throw data_error(std::string(side->len_option) + " " + std::to_string(side->len) + " leaves no room for text: " +
-                         "the tokenizer's post-processor adds " + std::to_string(special) + " special tokens");
+        throw data_error(std::string(side->len_option) + " " + std::to_string(side->len) +
+                         " leaves no room for text: the tokenizer's post-processor adds " + std::to_string(special) +
+                         " special tokens");
     seq2seq_info info;
     info.target_len = options.target_len;
     info.target_template = options.template_target;

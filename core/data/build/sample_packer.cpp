@@ -6,7 +6,8 @@
 namespace cohort::core::data {
 
 sample_packer::sample_packer(shard_writer& writer, const packer_config& config) : writer_(writer), config_(config) {
-  if (config_.kind != sample_kind::seq2seq && config_.seq_len < 2) throw data_error("--seq-len must be >= 2, got " + std::to_string(config_.seq_len));
+  if (config_.kind != sample_kind::seq2seq && config_.seq_len < 2)
+    throw data_error("--seq-len must be >= 2, got " + std::to_string(config_.seq_len));
 }
 
 void sample_packer::emit(const std::int32_t* ids, const std::uint8_t* mask, std::size_t n) {

@@ -140,8 +140,8 @@ TEST_CASE("a seq2seq data set streamed from S3 reads the same sources and target
   upload_set(*s3, server.bucket(), "sets/pairs", tmp.path("local"));
   std::uint64_t largest = 0;
   for (const auto& s : m.shards) largest = std::max(largest, shard_bytes(s));
-  auto source = std::make_shared<s3_shard_source>(s3, storage::parse_s3_url("s3://" + server.bucket() + "/sets/pairs", "t"),
-                                                  tmp.path("cache"));
+  const auto url = storage::parse_s3_url("s3://" + server.bucket() + "/sets/pairs", "t");
+  auto source = std::make_shared<s3_shard_source>(s3, url, tmp.path("cache"));
   const dataset remote(source, 2 * largest);
   const dataset local(tmp.path("local"));
   REQUIRE(remote.is_seq2seq());

@@ -213,8 +213,9 @@ TEST_CASE("a missing template field is an error naming the file:line and the fie
   lines[2].erase("answer");
   byte_tokenizer tok;
   const auto o = seq2seq_options(write_jsonl(tmp, "broken.jsonl", lines), tmp.path("ds"), 256, 256);
-  CHECK_THROWS_WITH(build_dataset(o, tok), Catch::Contains("broken.jsonl:3") &&
-                                               Catch::Contains("missing field \"answer\" required by --template-target"));
+  CHECK_THROWS_WITH(build_dataset(o, tok),
+                    Catch::Contains("broken.jsonl:3") &&
+                        Catch::Contains("missing field \"answer\" required by --template-target"));
   auto bad = o;
   bad.template_source = "{question";
   CHECK_THROWS_WITH(build_dataset(bad, tok), Catch::Contains("--template-source \"{question\""));

@@ -16,13 +16,15 @@ namespace {
 
 // A byte-level BPE tokenizer ("ab" is 256) with `post` as its post_processor.
 std::unique_ptr<tok::tokenizer> with_post_processor(const cohort::test::temp_dir& dir, const json& post) {
-  json doc = cohort::test::byte_level_tokenizer_json({{"a", "b"}}, {{"type", "ByteLevel"}, {"add_prefix_space", false}});
+  json doc =
+      cohort::test::byte_level_tokenizer_json({{"a", "b"}}, {{"type", "ByteLevel"}, {"add_prefix_space", false}});
   doc["post_processor"] = post;
   return tok::load_tokenizer(dir.write("tokenizer.json", doc.dump()));
 }
 
 json t5_post_processor() {
-  return json::parse(cohort::test::read_file(COHORT_TOKENIZER_TEST_DATA "/t5-unigram/tokenizer.json"))["post_processor"];
+  const auto path = COHORT_TOKENIZER_TEST_DATA "/t5-unigram/tokenizer.json";
+  return json::parse(cohort::test::read_file(path))["post_processor"];
 }
 
 }  // namespace
