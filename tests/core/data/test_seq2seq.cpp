@@ -73,6 +73,15 @@ std::shared_ptr<const dataset> byte_dataset(const temp_dir& tmp, int n, std::int
   return std::make_shared<const dataset>(tmp.path("ds"));
 }
 
+loader_options seq2seq_loader(const batch_geometry& g, std::int64_t rank, std::uint64_t seed) {
+  loader_options o;
+  o.geometry = g;
+  o.rank = rank;
+  o.seed = seed;
+  o.kind = batch_kind::seq2seq;
+  return o;
+}
+
 // The rows of every micro-batch of `steps` steps, for all ranks of `geometry` in rank order: per
 // step, each global sample's (sample id, input ids, attention mask, labels).
 struct row {
@@ -87,12 +96,7 @@ std::vector<std::vector<row>> global_rows(const std::shared_ptr<const dataset>& 
                                           std::int64_t steps) {
   std::vector<std::vector<row>> out(static_cast<std::size_t>(steps));
   for (std::int64_t r = 0; r < g.world_size; ++r) {
-    loader_options o;
-    o.geometry = g;
-    o.rank = r;
-    o.seed = 31;
-    o.kind = batch_kind::seq2seq;
-    batch_loader loader(ds, o);
+    batch_loader loader(ds, seq2seq_loader(g, r, 31));
     seq2seq_batch b;
     for (std::int64_t k = 0; k < steps * g.grad_accum; ++k) {
       loader.next(b);
@@ -228,11 +232,7 @@ TEST_CASE("seq2seq batches hold input_ids with an attention mask and labels with
           "[core][data][seq2seq]") {
   temp_dir tmp;
   const auto ds = byte_dataset(tmp, 20, 64, 48);
-  loader_options o;
-  o.geometry = {1, 4, 1};
-  o.kind = batch_kind::seq2seq;
-  o.seed = 3;
-  batch_loader loader(ds, o);
+  batch_loader loader(ds, seq2seq_loader({1, 4, 1}, 0, 3));
   seq2seq_batch b;
   loader.next(b);
   REQUIRE(b.batch_size == 4);
@@ -273,22 +273,19 @@ TEST_CASE("1, 2 and 3 ranks see the same global seq2seq samples in the same orde
 TEST_CASE("a seq2seq loader resumed from a saved step reads exactly what an uninterrupted one reads",
           "[core][data][seq2seq]") {
   temp_dir tmp;
-  const auto ds = byte_dataset(tmp, 30, 64, 48);
-  loader_options o;
-  o.geometry = {2, 2, 2};
-  o.rank = 1;
-  o.seed = 8;
-  o.kind = batch_kind::seq2seq;
+  const auto ds = byte_dataset(tmp, 60, 64, 48);  // 7 steps of 8 an epoch
+  const auto o = seq2seq_loader({2, 2, 2}, 1, 8);
   batch_loader straight(ds, o);
+  REQUIRE(straight.steps_per_epoch() == 7);
   seq2seq_batch b;
-  for (int k = 0; k < 2 * 5; ++k) straight.next(b);  // 5 steps into a 3-step epoch: mid-epoch 2
+  for (int k = 0; k < 2 * 10; ++k) straight.next(b);  // 10 steps: saved in the middle of epoch 1
   const std::int64_t saved = straight.step();
-  REQUIRE(saved == 5);
+  REQUIRE(saved == 10);
   REQUIRE(straight.micro() == 0);
   batch_loader resumed(ds, o);
   resumed.seek(saved);
   seq2seq_batch r;
-  for (int k = 0; k < 2 * 4; ++k) {
+  for (int k = 0; k < 2 * 5; ++k) {  // on into epoch 2
     straight.next(b);
     resumed.next(r);
     CHECK(r.step == b.step);
