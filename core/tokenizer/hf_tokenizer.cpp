@@ -42,7 +42,6 @@ hf_tokenizer::hf_tokenizer(const std::string& path) : where_(path) {
   pre_tokenizer_ = make_pre_tokenizer(doc.value("pre_tokenizer", nlohmann::json()), path);
   model_ = std::make_unique<bpe_model>(model, path);
   decoder_ = make_decoder(doc.value("decoder", nlohmann::json()), path);
-  post_processor_ = std::make_unique<post_processor>(doc.value("post_processor", nlohmann::json()), path);
   max_id_ = model_->max_id();
 
   if (doc.contains("added_tokens") && !doc["added_tokens"].is_null()) {
@@ -68,6 +67,7 @@ hf_tokenizer::hf_tokenizer(const std::string& path) : where_(path) {
     }
   }
   resolve_special_tokens(path);
+  post_processor_ = std::make_unique<post_processor>(doc.value("post_processor", nlohmann::json()), path, max_id_);
 }
 
 void hf_tokenizer::resolve_special_tokens(const std::string& path) {

@@ -46,8 +46,8 @@ class hf_tokenizer final : public tokenizer {
   std::unique_ptr<normalizer> normalizer_;
   std::unique_ptr<pre_tokenizer> pre_tokenizer_;
   std::unique_ptr<bpe_model> model_;
-  std::unique_ptr<decoder> decoder_;
   std::unique_ptr<post_processor> post_processor_;
+  std::unique_ptr<decoder> decoder_;
   added_vocabulary added_;
   token_id max_id_ = -1;
   std::optional<token_id> max_added_id_;

@@ -1,6 +1,7 @@
-// The post-processor of a Hugging Face tokenizer.json for one sequence: which special tokens go
-// around a sequence's ids (T5's TemplateProcessing appends "</s>", BERT's puts [CLS] before and
-// [SEP] after). Read once at load; apply() is pure and safe from several threads.
+// Hugging Face tokenizer.json post-processors, for one sequence: the special token ids that
+// add_special_tokens=True puts before and after the ids of a single text (T5's "</s>" after, BERT's
+// [CLS] ... [SEP]). TemplateProcessing (its "single" template), BertProcessing, RobertaProcessing,
+// ByteLevel (no ids; offsets only) and Sequence. Immutable; safe to share.
 #pragma once
 
 #include <string>
@@ -14,18 +15,19 @@ namespace cohort::core::tokenizer {
 
 class post_processor {
  public:
-  // `spec` is tokenizer.json's "post_processor" (null: no special tokens). Types read:
-  // TemplateProcessing (its "single" template), BertProcessing and RobertaProcessing (cls A sep),
-  // ByteLevel (offsets only: no tokens) and Sequence of those. Throws tokenizer_error naming `where`
-  // and the field for a malformed one; another type loads, and apply() names it when it is used.
-  post_processor(const nlohmann::json& spec, const std::string& where);
+  // `spec` is the "post_processor" value of tokenizer.json (null: nothing added). Its ids are
+  // used as written (as Hugging Face does); an id above `max_id`, an unsupported type or a
+  // malformed template throws tokenizer_error naming `where` and the field.
+  post_processor(const nlohmann::json& spec, const std::string& where, token_id max_id);
 
-  // ids with the single-sequence template's special tokens around them.
   std::vector<token_id> apply(const std::vector<token_id>& ids) const;
+  const std::vector<token_id>& before() const { return before_; }
+  const std::vector<token_id>& after() const { return after_; }
 
  private:
-  std::vector<token_id> before_, after_;  // special ids around the sequence
-  std::string unsupported_;              // non-empty: why apply() must refuse
+  void add(const nlohmann::json& spec, const std::string& where, token_id max_id);
+
+  std::vector<token_id> before_, after_;
 };
 
 }  // namespace cohort::core::tokenizer

@@ -25,8 +25,7 @@ class tokenizer {
   // `ids` (from encode) with the special tokens the tokenizer's post-processor puts around one
   // sequence, as Hugging Face's encode(add_special_tokens=True) does: T5's tokenizer.json appends
   // "</s>". A tokenizer without one (a tokenizer.json whose post_processor is null, a sentencepiece
-  // .model) returns `ids` unchanged. Throws for a post-processor type it cannot apply. Safe to call
-  // from several threads at once.
+  // .model) returns `ids` unchanged. Safe to call from several threads at once.
   virtual std::vector<token_id> post_process(const std::vector<token_id>& ids) const { return ids; }
   // Ids back to text; special tokens are kept. An id outside the vocabulary throws.
   virtual std::string decode(const std::vector<token_id>& ids) const = 0;

@@ -193,7 +193,7 @@ TEST_CASE("cohort-data build --template-source/--template-target writes a seq2se
             "{\"question\": \"Tom has 3 pens and buys 4 more. How many pens?\", \"answer\": \"3 + 4 = <<3+4=7>>7\\n#### 7\"}\n"
             "{\"question\": \"Ann reads 5 pages a day for 6 days. How many pages?\", \"answer\": \"5 * 6 = <<5*6=30>>30\\n#### 30\"}\n"
             "{\"question\": \"" + std::string(200, 'x') + "\", \"answer\": \"cut\"}\n");
-  const std::string tok = COHORT_QUICKSTART_TOKENIZER;
+  const std::string tok = COHORT_SOURCE_DIR "/examples/quickstart/tokenizer.json";
   const std::string base = "build --input " + tmp.path("qa.jsonl") + " --tokenizer " + tok +
                            " --template-source 'question: {question}' --template-target '{answer}' --quiet";
   const auto built = cohort_data(base + " --source-len 64 --target-len 32 --out " + tmp.path("s2s"));

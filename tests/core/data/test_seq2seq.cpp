@@ -27,6 +27,8 @@ using nlohmann::json;
 
 namespace {
 
+const std::string quickstart_tokenizer = COHORT_SOURCE_DIR "/examples/quickstart/tokenizer.json";
+
 // GSM8K-shaped lines: a word problem and a worked answer ending in "#### N".
 std::vector<json> word_problems(int n) {
   std::vector<json> out;
@@ -119,7 +121,7 @@ TEST_CASE("a seq2seq jsonl built with the quick-start tokenizer reads back exact
           "[core][data][seq2seq]") {
   temp_dir tmp;
   const auto lines = word_problems(12);
-  const auto tok = load_tokenizer(COHORT_QUICKSTART_TOKENIZER);
+  const auto tok = load_tokenizer(quickstart_tokenizer);
   const auto report = build_dataset(
       seq2seq_options(write_jsonl(tmp, "gsm.jsonl", lines), tmp.path("ds"), 512, 512), *tok);
   CHECK(report.result.kind == "seq2seq");
@@ -151,7 +153,7 @@ TEST_CASE("the tokenizer's post-processor puts its special tokens on source and 
           "[core][data][seq2seq]") {
   temp_dir tmp;
   // The quick-start tokenizer with T5's kind of post-processor: "$A <|endoftext|>".
-  auto spec = json::parse(cohort::test::read_file(COHORT_QUICKSTART_TOKENIZER));
+  auto spec = json::parse(cohort::test::read_file(quickstart_tokenizer));
   spec["post_processor"] = json::parse(R"({"type": "TemplateProcessing",
       "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}],
       "pair": [],
