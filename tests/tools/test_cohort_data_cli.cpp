@@ -150,42 +150,6 @@ TEST_CASE("cohort-data rejects usage errors and bad input with exit code 2", "[t
   CHECK(cohort_data("plan --help").code == 0);
 }
 
-TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with a real tokenizer", "[tools][data]") {
-  const std::string model = cohort::test::shared_file("data/llama2-tokenizer.model");
-  temp_dir tmp;
-  tmp.write("sft.jsonl",
-            "{\"q\": \"What is 2+2?\", \"a\": \"<BOT> 4\"}\n{\"q\": \"Name a colour.\", \"a\": \"Blue.\"}\n"
-            "{\"q\": \"" + std::string(300, 'x') + "\", \"a\": \"cut\"}\n");
-  tmp.write("tokens.json", "{\"tokens\": [\"<USER>\", \"<BOT>\"]}");
-  const auto sft = cohort_data("build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
-                                   " --template '<USER>{q}\\n{a}' --special-tokens " + tmp.path("tokens.json") +
-                                   " --seq-len 64 --pad --out " + tmp.path("sft"));
-  REQUIRE(sft.code == 0);
-  CHECK_THAT(sft.err, Catch::Contains("1 samples longer than --seq-len 64 were truncated"));
-  const auto info = json::parse(cohort_data("inspect " + tmp.path("sft")).out);
-  CHECK(info["samples"] == 3);
-  CHECK(info["seq_len"] == 64);
-  CHECK(info["vocab_size"] == 32002);
-  CHECK(info["truncated_samples"] == 1);
-  CHECK(info["has_loss_mask"] == true);
-  CHECK(cohort_data("verify " + tmp.path("sft")).code == 0);
-
-  tmp.write("book.txt", "It was the best of times, it was the worst of times.\n");
-  const auto text = cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + model +
-                                    " --seq-len 8 --pack --quiet --out " + tmp.path("text"));
-  REQUIRE(text.code == 0);
-  const auto t = json::parse(cohort_data("inspect " + tmp.path("text")).out);
-  CHECK(t["kind"] == "pretrain");
-  CHECK(t["samples"] == (t["tokens"].get<int>() + 7) / 8);
-
-  CHECK(cohort_data("build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
-                        " --template '{q' --seq-len 8 --out " + tmp.path("bad")).code == 2);
-  CHECK(cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + tmp.path("none.model") +
-                        " --seq-len 8 --out " + tmp.path("bad")).code == 2);
-  CHECK(cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + model +
-                        " --seq-len 8 --pack --pad --out " + tmp.path("bad")).code == 2);
-}
-
 TEST_CASE("cohort-data build --template-source/--template-target writes a seq2seq set that inspect, plan and verify read",
           "[tools][data]") {
   temp_dir tmp;
@@ -227,4 +191,40 @@ TEST_CASE("cohort-data build --template-source/--template-target writes a seq2se
                                  " --template '{question} {answer}' --seq-len 64 --target-len 8 --out " + tmp.path("bad"));
   CHECK(stray.code == 2);
   CHECK_THAT(stray.err, Catch::Contains("--target-len applies to seq2seq data"));
+}
+
+TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with a real tokenizer", "[tools][data]") {
+  const std::string model = cohort::test::shared_file("data/llama2-tokenizer.model");
+  temp_dir tmp;
+  tmp.write("sft.jsonl",
+            "{\"q\": \"What is 2+2?\", \"a\": \"<BOT> 4\"}\n{\"q\": \"Name a colour.\", \"a\": \"Blue.\"}\n"
+            "{\"q\": \"" + std::string(300, 'x') + "\", \"a\": \"cut\"}\n");
+  tmp.write("tokens.json", "{\"tokens\": [\"<USER>\", \"<BOT>\"]}");
+  const auto sft = cohort_data("build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
+                                   " --template '<USER>{q}\\n{a}' --special-tokens " + tmp.path("tokens.json") +
+                                   " --seq-len 64 --pad --out " + tmp.path("sft"));
+  REQUIRE(sft.code == 0);
+  CHECK_THAT(sft.err, Catch::Contains("1 samples longer than --seq-len 64 were truncated"));
+  const auto info = json::parse(cohort_data("inspect " + tmp.path("sft")).out);
+  CHECK(info["samples"] == 3);
+  CHECK(info["seq_len"] == 64);
+  CHECK(info["vocab_size"] == 32002);
+  CHECK(info["truncated_samples"] == 1);
+  CHECK(info["has_loss_mask"] == true);
+  CHECK(cohort_data("verify " + tmp.path("sft")).code == 0);
+
+  tmp.write("book.txt", "It was the best of times, it was the worst of times.\n");
+  const auto text = cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + model +
+                                    " --seq-len 8 --pack --quiet --out " + tmp.path("text"));
+  REQUIRE(text.code == 0);
+  const auto t = json::parse(cohort_data("inspect " + tmp.path("text")).out);
+  CHECK(t["kind"] == "pretrain");
+  CHECK(t["samples"] == (t["tokens"].get<int>() + 7) / 8);
+
+  CHECK(cohort_data("build --input " + tmp.path("sft.jsonl") + " --tokenizer " + model +
+                        " --template '{q' --seq-len 8 --out " + tmp.path("bad")).code == 2);
+  CHECK(cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + tmp.path("none.model") +
+                        " --seq-len 8 --out " + tmp.path("bad")).code == 2);
+  CHECK(cohort_data("build --input " + tmp.path("book.txt") + " --tokenizer " + model +
+                        " --seq-len 8 --pack --pad --out " + tmp.path("bad")).code == 2);
 }
