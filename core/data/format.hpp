@@ -1,9 +1,9 @@
 // The on-disk token-shard format: manifest.json plus, per shard, shard-NNNNN.tokens (little-endian
 // uint16/uint32 ids), shard-NNNNN.index ((samples + 1) uint64 token offsets) and, for datasets with
 // a loss mask, shard-NNNNN.mask (one bit per token, LSB first; 1 = the token is a training label).
-// A seq2seq data set (kind "seq2seq", format_version 2) holds two streams with one sample each per
-// sample: .tokens/.index are the source (encoder) ids, shard-NNNNN.target_tokens and
-// .target_index the target (decoder label) ids, both as above.
+// A seq2seq data set (kind "seq2seq", format_version 2) holds two streams with one entry per
+// sample: .tokens/.index hold the source (encoder) ids, shard-NNNNN.target_tokens and
+// .target_index the target (decoder label) ids, laid out as above.
 #pragma once
 
 #include <cstdint>

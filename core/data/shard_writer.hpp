@@ -1,6 +1,7 @@
 // Writes a token-shard dataset sample by sample: shard files stream to disk with their checksums
-// computed on the fly, a new shard starts once one holds shard_tokens tokens, and finish() writes
-// manifest.json last (so a crashed build never looks complete). Single-threaded.
+// computed on the fly, a new shard starts once one holds shard_tokens tokens (source and target
+// together for seq2seq), and finish() writes manifest.json last (so a crashed build never looks
+// complete). Single-threaded.
 #pragma once
 
 #include <cstdint>
