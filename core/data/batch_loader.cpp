@@ -1,11 +1,25 @@
 // The engine's view of a dataset: one rank's micro-batches, step by step (see batch_loader.hpp).
 #include "core/data/batch_loader.hpp"
 
-#include <utility>
+#include <algorithm>
 #include <string>
+#include <utility>
 
 namespace cohort::core::data {
 namespace {
+
+// The data set the loader reads must be of the kind its model reads.
+void check_kind(const dataset& data, batch_kind kind) {
+  if (kind == batch_kind::decoder && data.is_seq2seq())
+    throw data_error(data.dir() + ": a seq2seq data set (source and target ids, built with --template-source and "
+                     "--template-target) cannot train a decoder-only model; build a pretrain or sft data set "
+                     "(--field or --template) for it, or train a seq2seq (T5) model on this one");
+  if (kind == batch_kind::seq2seq && !data.is_seq2seq())
+    throw data_error(data.dir() + ": a \"" + data.info().kind +
+                     "\" data set has one token stream; a seq2seq (T5) model needs source and target ids: build "
+                     "it with `cohort-data build --template-source S --template-target T --source-len N "
+                     "--target-len M`");
+}
 
 std::int64_t checked_global_batch(const loader_options& o) {
   validate(o.geometry);
@@ -17,7 +31,9 @@ std::int64_t checked_global_batch(const loader_options& o) {
 }  // namespace
 
 batch_loader::batch_loader(std::shared_ptr<const dataset> data, const loader_options& options)
-    : data_(std::move(data)), options_(options), sampler_(data_->size(), checked_global_batch(options), options.seed) {}
+    : data_(std::move(data)), options_(options), sampler_(data_->size(), checked_global_batch(options), options.seed) {
+  check_kind(*data_, options_.kind);
+}
 
 void batch_loader::seek(std::int64_t step) {
   if (step < 0) throw data_error("cannot seek to step " + std::to_string(step) + " (must be >= 0)");
@@ -25,14 +41,29 @@ void batch_loader::seek(std::int64_t step) {
   micro_ = 0;
 }
 
+// The samples of the current micro-batch; advances to the next one (after the last of a step, to
+// micro-batch 0 of the next step).
+std::vector<std::int64_t> batch_loader::take(batch_kind kind, std::int64_t& step, std::int64_t& micro) {
+  if (kind != options_.kind)
+    throw data_error(std::string("batch_loader: this loader was made for ") +
+                     (options_.kind == batch_kind::decoder ? "decoder" : "seq2seq") + " batches");
+  const auto& g = options_.geometry;
+  step = step_;
+  micro = micro_;
+  auto samples = sampler_.micro_batch_samples(step_, g, options_.rank, micro_);
+  if (++micro_ == g.grad_accum) {
+    micro_ = 0;
+    ++step_;
+  }
+  return samples;
+}
+
 void batch_loader::next(micro_batch& out) {
   const auto& g = options_.geometry;
   const std::int64_t T = data_->seq_len();
-  out.step = step_;
-  out.micro = micro_;
+  out.sample_ids = take(batch_kind::decoder, out.step, out.micro);
   out.batch_size = g.micro_batch;
   out.seq_len = T;
-  out.sample_ids = sampler_.micro_batch_samples(step_, g, options_.rank, micro_);
   out.tokens.assign(static_cast<std::size_t>(g.micro_batch * T), data_->info().pad_id);
   out.loss_mask.assign(static_cast<std::size_t>(g.micro_batch * T), 0);
   out.lengths.assign(static_cast<std::size_t>(g.micro_batch), 0);
@@ -42,9 +73,25 @@ void batch_loader::next(micro_batch& out) {
         data_->read_sample(out.sample_ids[static_cast<std::size_t>(b)], out.tokens.data() + row,
                            out.loss_mask.data() + row, T);
   }
-  if (++micro_ == g.grad_accum) {
-    micro_ = 0;
-    ++step_;
+}
+
+void batch_loader::next(seq2seq_batch& out) {
+  const std::int64_t B = options_.geometry.micro_batch, S = data_->seq_len(), T = data_->target_len();
+  out.sample_ids = take(batch_kind::seq2seq, out.step, out.micro);
+  out.batch_size = B;
+  out.source_len = S;
+  out.target_len = T;
+  out.input_ids.assign(static_cast<std::size_t>(B * S), data_->info().pad_id);
+  out.attention_mask.assign(static_cast<std::size_t>(B * S), 0);
+  out.labels.assign(static_cast<std::size_t>(B * T), ignore_label);
+  out.source_lengths.assign(static_cast<std::size_t>(B), 0);
+  out.target_lengths.assign(static_cast<std::size_t>(B), 0);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const auto i = out.sample_ids[static_cast<std::size_t>(b)];
+    const auto n = data_->read_sample(i, out.input_ids.data() + b * S, nullptr, S);
+    std::fill_n(out.attention_mask.begin() + b * S, n, 1);
+    out.source_lengths[static_cast<std::size_t>(b)] = n;
+    out.target_lengths[static_cast<std::size_t>(b)] = data_->read_target(i, out.labels.data() + b * T, T);
   }
 }
 

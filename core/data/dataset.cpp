@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
+#include <utility>
 
 namespace cohort::core::data {
 namespace {
@@ -31,30 +33,48 @@ mapped_file open_checked(const std::filesystem::path& path, std::uint64_t expect
   return mapped_file(path.string());
 }
 
+// One stream's .tokens and .index files, checked against the manifest: sizes, then two cheap reads
+// that catch an index that does not belong to its tokens file.
+std::pair<mapped_file, mapped_file> map_stream(const std::filesystem::path& tokens_path, const file_info& tokens_file,
+                                               const std::filesystem::path& index_path, const file_info& index_file,
+                                               std::int64_t samples, std::int64_t tokens, int token_bytes) {
+  if (tokens_file.bytes != static_cast<std::uint64_t>(tokens) * token_bytes)
+    throw data_error(tokens_path.string() + ": manifest size disagrees with its token count; rebuild the dataset");
+  if (index_file.bytes != static_cast<std::uint64_t>(samples + 1) * 8)
+    throw data_error(index_path.string() + ": manifest size disagrees with its sample count; rebuild the dataset");
+  auto t = open_checked(tokens_path, tokens_file.bytes);
+  auto x = open_checked(index_path, index_file.bytes);
+  const auto* offsets = reinterpret_cast<const std::uint64_t*>(x.data());
+  if (offsets[0] != 0 || offsets[samples] != static_cast<std::uint64_t>(tokens))
+    throw data_error(index_path.string() + ": offsets do not span the shard's " + std::to_string(tokens) +
+                     " tokens (corrupt index); run `cohort-data verify` and rebuild");
+  return {std::move(t), std::move(x)};
+}
+
 }  // namespace
 
 dataset::shard dataset::map_shard(const std::string& dir, const shard_info& info) const {
   const std::filesystem::path root(dir);
   shard s;
-  const auto tokens_path = root / (info.name + ".tokens");
-  const auto index_path = root / (info.name + ".index");
-  if (info.tokens_file.bytes != static_cast<std::uint64_t>(info.tokens) * manifest_.token_bytes)
-    throw data_error(tokens_path.string() + ": manifest size disagrees with its token count; rebuild the dataset");
-  if (info.index_file.bytes != static_cast<std::uint64_t>(info.samples + 1) * 8)
-    throw data_error(index_path.string() + ": manifest size disagrees with its sample count; rebuild the dataset");
-  s.tokens = open_checked(tokens_path, info.tokens_file.bytes);
-  s.index = open_checked(index_path, info.index_file.bytes);
-  if (manifest_.has_loss_mask) s.mask = open_checked(root / (info.name + ".mask"), info.mask_file->bytes);
+  std::tie(s.tokens, s.index) = map_stream(root / (info.name + ".tokens"), info.tokens_file,
+                                           root / (info.name + ".index"), info.index_file, info.samples,
+                                           info.tokens, manifest_.token_bytes);
   s.offsets = reinterpret_cast<const std::uint64_t*>(s.index.data());
-  // Two cheap reads that catch an index that does not belong to its tokens file.
-  if (s.offsets[0] != 0 || s.offsets[info.samples] != static_cast<std::uint64_t>(info.tokens))
-    throw data_error(index_path.string() + ": offsets do not span the shard's " + std::to_string(info.tokens) +
-                     " tokens (corrupt index); run `cohort-data verify` and rebuild");
+  if (manifest_.has_loss_mask) s.mask = open_checked(root / (info.name + ".mask"), info.mask_file->bytes);
+  if (is_seq2seq()) {
+    std::tie(s.target_tokens, s.target_index) =
+        map_stream(root / (info.name + ".target_tokens"), *info.target_tokens_file,
+                   root / (info.name + ".target_index"), *info.target_index_file, info.samples, info.target_tokens,
+                   manifest_.token_bytes);
+    s.target_offsets = reinterpret_cast<const std::uint64_t*>(s.target_index.data());
+  }
   return s;
 }
 
 std::uint64_t dataset::shard_bytes(const shard_info& info) const {
-  return info.tokens_file.bytes + info.index_file.bytes + (manifest_.has_loss_mask ? info.mask_file->bytes : 0);
+  std::uint64_t bytes = 0;
+  for (const auto& f : shard_files(info)) bytes += f.second->bytes;
+  return bytes;
 }
 
 dataset::dataset(const std::string& dir) : dir_(dir), manifest_(read_manifest(dir)) {
@@ -118,7 +138,7 @@ void dataset::make_resident(std::size_t k) const {
   resident_bytes_ += bytes;
 }
 
-dataset::location dataset::locate(std::int64_t i) const {
+dataset::location dataset::locate(std::int64_t i, bool target) const {
   if (i < 0 || i >= manifest_.samples)
     throw data_error(dir_ + ": sample " + std::to_string(i) + " out of range [0, " +
                      std::to_string(manifest_.samples) + ")");
@@ -127,36 +147,42 @@ dataset::location dataset::locate(std::int64_t i) const {
   const auto local = static_cast<std::size_t>(i - first_sample_[k]);
   if (source_) make_resident(k);
   const shard& s = shards_[k];
-  const std::uint64_t begin = s.offsets[local];
-  const std::uint64_t end = s.offsets[local + 1];
-  if (end < begin || end > static_cast<std::uint64_t>(manifest_.shards[k].tokens))
-    throw data_error((std::filesystem::path(dir_) / (manifest_.shards[k].name + ".index")).string() +
+  const std::uint64_t* offsets = target ? s.target_offsets : s.offsets;
+  const std::uint64_t begin = offsets[local];
+  const std::uint64_t end = offsets[local + 1];
+  const auto& info = manifest_.shards[k];
+  if (end < begin || end > static_cast<std::uint64_t>(target ? info.target_tokens : info.tokens))
+    throw data_error((std::filesystem::path(dir_) / (info.name + (target ? ".target_index" : ".index"))).string() +
                      ": bad offsets for sample " + std::to_string(i) + " (corrupt index); rebuild the dataset");
-  return {&s, begin, end - begin};
+  return {&s, target ? &s.target_tokens : &s.tokens, begin, end - begin};
 }
 
-std::int64_t dataset::sample_length(std::int64_t i) const {
-  const auto lock = lock_if_streamed();
-  return static_cast<std::int64_t>(locate(i).length);
-}
-
-std::int64_t dataset::read_sample(std::int64_t i, std::int64_t* tokens, std::uint8_t* loss_mask,
-                                  std::int64_t capacity) const {
-  const auto lock = lock_if_streamed();  // streamed: no shard is dropped while it is read
-  const location loc = locate(i);
-  const auto n = static_cast<std::uint64_t>(std::min<std::int64_t>(capacity, static_cast<std::int64_t>(loc.length)));
+void dataset::copy_ids_checked(const location& loc, std::int64_t i, std::int64_t* tokens, std::uint64_t n) const {
   const std::uint64_t bad =
       manifest_.token_bytes == 2
-          ? copy_ids<std::uint16_t>(loc.s->tokens.data(), loc.begin, n, manifest_.vocab_size, tokens)
-          : copy_ids<std::uint32_t>(loc.s->tokens.data(), loc.begin, n, manifest_.vocab_size, tokens);
+          ? copy_ids<std::uint16_t>(loc.tokens->data(), loc.begin, n, manifest_.vocab_size, tokens)
+          : copy_ids<std::uint32_t>(loc.tokens->data(), loc.begin, n, manifest_.vocab_size, tokens);
   if (bad != n) {
     const std::uint64_t token = loc.begin + bad;
-    throw data_error(loc.s->tokens.path() + ": token id " + std::to_string(tokens[bad]) + " at token offset " +
+    throw data_error(loc.tokens->path() + ": token id " + std::to_string(tokens[bad]) + " at token offset " +
                      std::to_string(token) + " (byte offset " + std::to_string(token * manifest_.token_bytes) +
                      ", sample " + std::to_string(i) + ") is not below the data set's vocab_size " +
                      std::to_string(manifest_.vocab_size) + " (corrupt shard); run `cohort-data verify " + dir_ +
                      "` and rebuild the data set");
   }
+}
+
+std::int64_t dataset::sample_length(std::int64_t i) const {
+  const auto lock = lock_if_streamed();
+  return static_cast<std::int64_t>(locate(i, false).length);
+}
+
+std::int64_t dataset::read_sample(std::int64_t i, std::int64_t* tokens, std::uint8_t* loss_mask,
+                                  std::int64_t capacity) const {
+  const auto lock = lock_if_streamed();  // streamed: no shard is dropped while it is read
+  const location loc = locate(i, false);
+  const auto n = static_cast<std::uint64_t>(std::min<std::int64_t>(capacity, static_cast<std::int64_t>(loc.length)));
+  copy_ids_checked(loc, i, tokens, n);
   if (loss_mask != nullptr) {
     if (manifest_.has_loss_mask) {
       const std::uint8_t* bits = loc.s->mask.data();
@@ -183,6 +209,38 @@ std::vector<std::uint8_t> dataset::sample_loss_mask(std::int64_t i) const {
   std::vector<std::uint8_t> mask(n);
   read_sample(i, tokens.data(), mask.data(), static_cast<std::int64_t>(n));
   return mask;
+}
+
+void dataset::require_seq2seq() const {
+  if (!is_seq2seq())
+    throw data_error(dir_ + ": a \"" + manifest_.kind + "\" data set has no target (decoder) ids; seq2seq models read "
+                     "data sets built with `cohort-data build --template-source S --template-target T`");
+}
+
+std::int64_t dataset::target_len() const {
+  require_seq2seq();
+  return manifest_.seq2seq->target_len;
+}
+
+std::int64_t dataset::target_length(std::int64_t i) const {
+  require_seq2seq();
+  const auto lock = lock_if_streamed();
+  return static_cast<std::int64_t>(locate(i, true).length);
+}
+
+std::int64_t dataset::read_target(std::int64_t i, std::int64_t* tokens, std::int64_t capacity) const {
+  require_seq2seq();
+  const auto lock = lock_if_streamed();
+  const location loc = locate(i, true);
+  const auto n = static_cast<std::uint64_t>(std::min<std::int64_t>(capacity, static_cast<std::int64_t>(loc.length)));
+  copy_ids_checked(loc, i, tokens, n);
+  return static_cast<std::int64_t>(n);
+}
+
+std::vector<std::int64_t> dataset::target_tokens(std::int64_t i) const {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(target_length(i)));
+  read_target(i, out.data(), static_cast<std::int64_t>(out.size()));
+  return out;
 }
 
 }  // namespace cohort::core::data

@@ -49,19 +49,34 @@ class dataset {
   std::vector<std::int64_t> sample_tokens(std::int64_t i) const;
   std::vector<std::uint8_t> sample_loss_mask(std::int64_t i) const;
 
+  // A seq2seq data set (kind "seq2seq"): read_sample/sample_tokens give sample i's source
+  // (encoder) ids, at most seq_len() of them; these its target (decoder label) ids, at most
+  // target_len(). On other data sets is_seq2seq() is false and the target calls throw data_error.
+  bool is_seq2seq() const { return manifest_.seq2seq.has_value(); }
+  std::int64_t target_len() const;
+  std::int64_t target_length(std::int64_t i) const;
+  std::int64_t read_target(std::int64_t i, std::int64_t* tokens, std::int64_t capacity) const;
+  std::vector<std::int64_t> target_tokens(std::int64_t i) const;
+
  private:
   struct shard {
     mapped_file tokens;
     mapped_file index;
     mapped_file mask;
     const std::uint64_t* offsets = nullptr;  // (samples + 1); null: not mapped (streamed mode)
+    mapped_file target_tokens;               // seq2seq only
+    mapped_file target_index;
+    const std::uint64_t* target_offsets = nullptr;
   };
   struct location {
     const shard* s;
-    std::uint64_t begin;  // token offset within the shard
+    const mapped_file* tokens;  // the stream's ids
+    std::uint64_t begin;        // token offset within the shard
     std::uint64_t length;
   };
-  location locate(std::int64_t i) const;
+  location locate(std::int64_t i, bool target) const;
+  void copy_ids_checked(const location& loc, std::int64_t i, std::int64_t* tokens, std::uint64_t n) const;
+  void require_seq2seq() const;
   std::unique_lock<std::mutex> lock_if_streamed() const;
   void make_resident(std::size_t k) const;  // streamed mode, under mutex_
   shard map_shard(const std::string& dir, const shard_info& info) const;

@@ -44,6 +44,15 @@ std::string shard_name(std::size_t index) {
   return buf;
 }
 
+std::vector<std::pair<std::string, const file_info*>> shard_files(const shard_info& s) {
+  std::vector<std::pair<std::string, const file_info*>> out{{s.name + ".tokens", &s.tokens_file},
+                                                            {s.name + ".index", &s.index_file}};
+  if (s.mask_file) out.emplace_back(s.name + ".mask", &*s.mask_file);
+  if (s.target_tokens_file) out.emplace_back(s.name + ".target_tokens", &*s.target_tokens_file);
+  if (s.target_index_file) out.emplace_back(s.name + ".target_index", &*s.target_index_file);
+  return out;
+}
+
 std::string token_dtype_name(int token_bytes) { return token_bytes == 2 ? "uint16" : "uint32"; }
 
 int token_bytes_for_vocab(std::int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
@@ -53,7 +62,13 @@ std::string manifest_to_json(const manifest& m) {
   for (const auto& s : m.shards) {
     json files{{"tokens", file_to_json(s.tokens_file)}, {"index", file_to_json(s.index_file)}};
     if (s.mask_file) files["mask"] = file_to_json(*s.mask_file);
-    shards.push_back({{"name", s.name}, {"samples", s.samples}, {"tokens", s.tokens}, {"files", files}});
+    json shard{{"name", s.name}, {"samples", s.samples}, {"tokens", s.tokens}, {"files", files}};
+    if (m.seq2seq) {
+      shard["target_tokens"] = s.target_tokens;
+      shard["files"]["target_tokens"] = file_to_json(*s.target_tokens_file);
+      shard["files"]["target_index"] = file_to_json(*s.target_index_file);
+    }
+    shards.push_back(std::move(shard));
   }
   json j{{"format", "cohort-token-shards"},
          {"format_version", m.version},
@@ -76,6 +91,16 @@ std::string manifest_to_json(const manifest& m) {
          {"special_tokens", m.special_tokens},
          {"source", {{"input", m.source_input}, {"template", m.source_template}, {"field", m.source_field}}},
          {"shards", shards}};
+  if (m.seq2seq) {
+    const auto& t = *m.seq2seq;
+    j["seq2seq"] = {{"target_len", t.target_len},
+                    {"target_tokens", t.target_tokens},
+                    {"target_template", t.target_template},
+                    {"over_long", t.over_long},
+                    {"truncated_samples", t.truncated_samples},
+                    {"truncated_tokens", t.truncated_tokens},
+                    {"skipped_samples", t.skipped_samples}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -91,10 +116,29 @@ manifest manifest_from_json(const std::string& text, const std::string& where) {
   if (get<std::string>(j, "format", where) != "cohort-token-shards")
     throw data_error(where + ": \"format\" is not \"cohort-token-shards\"");
   m.version = get<int>(j, "format_version", where);
-  if (m.version != format_version)
-    throw data_error(where + ": format_version " + std::to_string(m.version) + " is not supported (this build reads " +
-                     std::to_string(format_version) + ")");
+  if (m.version < 1 || m.version > format_version)
+    throw data_error(where + ": format_version " + std::to_string(m.version) +
+                     " is not supported (this build reads 1 to " + std::to_string(format_version) +
+                     ": 1 pretrain and sft data sets, 2 seq2seq); use a newer cohort or rebuild the data set");
   m.kind = get<std::string>(j, "kind", where);
+  if ((m.kind == "seq2seq") != (m.version == seq2seq_format_version))
+    throw data_error(where + ": kind \"" + m.kind + "\" with format_version " + std::to_string(m.version) +
+                     " (seq2seq data sets, and only they, are format_version " +
+                     std::to_string(seq2seq_format_version) + "); rebuild the data set");
+  if (m.kind == "seq2seq") {
+    const auto& t = field(j, "seq2seq", where);
+    const std::string tw = where + " seq2seq";
+    seq2seq_info info;
+    info.target_len = get<std::int64_t>(t, "target_len", tw);
+    if (info.target_len <= 0) throw data_error(tw + ": target_len must be positive");
+    info.target_tokens = get<std::int64_t>(t, "target_tokens", tw);
+    info.target_template = get<std::string>(t, "target_template", tw);
+    info.over_long = get<std::string>(t, "over_long", tw);
+    info.truncated_samples = get<std::int64_t>(t, "truncated_samples", tw);
+    info.truncated_tokens = get<std::int64_t>(t, "truncated_tokens", tw);
+    info.skipped_samples = get<std::int64_t>(t, "skipped_samples", tw);
+    m.seq2seq = info;
+  }
   m.layout = get<std::string>(j, "layout", where);
   const auto& tok = field(j, "tokenizer", where);
   m.tokenizer_identity = get<std::string>(tok, "identity", where + " tokenizer");
@@ -127,7 +171,7 @@ manifest manifest_from_json(const std::string& text, const std::string& where) {
   m.source_field = get<std::string>(src, "field", where + " source");
   const auto& shards = field(j, "shards", where);
   if (!shards.is_array()) throw data_error(where + ": \"shards\" must be an array");
-  std::int64_t samples = 0, tokens = 0;
+  std::int64_t samples = 0, tokens = 0, target_tokens = 0;
   for (const auto& sj : shards) {
     shard_info s;
     s.name = get<std::string>(sj, "name", where + " shard");
@@ -139,6 +183,12 @@ manifest manifest_from_json(const std::string& text, const std::string& where) {
     s.index_file = file_from_json(field(files, "index", sw), sw + " index");
     if (files.contains("mask")) s.mask_file = file_from_json(files["mask"], sw + " mask");
     if (m.has_loss_mask && !s.mask_file) throw data_error(sw + ": has_loss_mask is true but the shard lists no mask file");
+    if (m.seq2seq) {
+      s.target_tokens = get<std::int64_t>(sj, "target_tokens", sw);
+      s.target_tokens_file = file_from_json(field(files, "target_tokens", sw), sw + " target_tokens");
+      s.target_index_file = file_from_json(field(files, "target_index", sw), sw + " target_index");
+      target_tokens += s.target_tokens;
+    }
     samples += s.samples;
     tokens += s.tokens;
     m.shards.push_back(std::move(s));
@@ -146,6 +196,9 @@ manifest manifest_from_json(const std::string& text, const std::string& where) {
   if (samples != m.samples || tokens != m.tokens)
     throw data_error(where + ": shard counts (" + std::to_string(samples) + " samples, " + std::to_string(tokens) +
                      " tokens) disagree with the totals; rebuild the dataset");
+  if (m.seq2seq && target_tokens != m.seq2seq->target_tokens)
+    throw data_error(where + ": shard target token counts (" + std::to_string(target_tokens) +
+                     ") disagree with seq2seq.target_tokens; rebuild the dataset");
   return m;
 }
 

@@ -1,12 +1,16 @@
 // The on-disk token-shard format: manifest.json plus, per shard, shard-NNNNN.tokens (little-endian
 // uint16/uint32 ids), shard-NNNNN.index ((samples + 1) uint64 token offsets) and, for datasets with
 // a loss mask, shard-NNNNN.mask (one bit per token, LSB first; 1 = the token is a training label).
+// A seq2seq data set (kind "seq2seq", format_version 2) holds two streams with one entry per
+// sample: .tokens/.index hold the source (encoder) ids, shard-NNNNN.target_tokens and
+// .target_index the target (decoder label) ids, laid out as above.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort::core::data {
@@ -17,7 +21,11 @@ class data_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr int format_version = 1;
+// The newest format_version this build reads. Writers write the oldest that holds the data set:
+// 1 for pretrain/sft (so older builds keep reading them), 2 for seq2seq (older builds refuse it
+// by its version).
+inline constexpr int format_version = 2;
+inline constexpr int seq2seq_format_version = 2;
 inline constexpr const char* manifest_name = "manifest.json";
 
 struct file_info {
@@ -32,11 +40,26 @@ struct shard_info {
   file_info tokens_file;
   file_info index_file;
   std::optional<file_info> mask_file;
+  std::int64_t target_tokens = 0;  // seq2seq: the target stream's tokens in this shard
+  std::optional<file_info> target_tokens_file;  // seq2seq: <name>.target_tokens
+  std::optional<file_info> target_index_file;   // seq2seq: <name>.target_index
+};
+
+// The target side of a seq2seq data set; the source side uses the manifest's own fields (seq_len is
+// the source length, tokens/truncated_* count source tokens, source.template its template).
+struct seq2seq_info {
+  std::int64_t target_len = 0;
+  std::int64_t target_tokens = 0;
+  std::string target_template;
+  std::string over_long;  // "truncate", "skip" or "error": what the build did with over-long samples
+  std::int64_t truncated_samples = 0;  // samples whose target was cut to target_len
+  std::int64_t truncated_tokens = 0;   // target tokens cut
+  std::int64_t skipped_samples = 0;    // records left out (over_long "skip")
 };
 
 struct manifest {
-  int version = format_version;
-  std::string kind;    // "pretrain" or "sft"
+  int version = 1;
+  std::string kind;    // "pretrain", "sft" or "seq2seq"
   std::string layout;  // "pack" (samples packed to seq_len blocks) or "pad" (one record per sample)
   std::string tokenizer_identity;
   std::string tokenizer_path;
@@ -58,7 +81,11 @@ struct manifest {
   std::string source_template;
   std::string source_field;
   std::vector<shard_info> shards;
+  std::optional<seq2seq_info> seq2seq;  // set exactly when kind is "seq2seq"
 };
+
+// Every file of a shard, as {file name, what the manifest says of it}, in a fixed order.
+std::vector<std::pair<std::string, const file_info*>> shard_files(const shard_info& s);
 
 std::string shard_name(std::size_t index);
 std::string token_dtype_name(int token_bytes);  // "uint16" / "uint32"

@@ -54,13 +54,9 @@ manifest s3_shard_source::read_manifest() {
 }
 
 std::string s3_shard_source::fetch(const shard_info& shard, bool has_loss_mask) {
-  std::vector<std::pair<std::string, const file_info*>> files{{shard.name + ".tokens", &shard.tokens_file},
-                                                              {shard.name + ".index", &shard.index_file}};
-  if (has_loss_mask) {
-    if (!shard.mask_file) throw data_error(url_.text() + ": the manifest lists no mask file for " + shard.name);
-    files.emplace_back(shard.name + ".mask", &*shard.mask_file);
-  }
-  for (const auto& [name, info] : files) {
+  if (has_loss_mask && !shard.mask_file)
+    throw data_error(url_.text() + ": the manifest lists no mask file for " + shard.name);
+  for (const auto& [name, info] : shard_files(shard)) {
     const std::string local = (fs::path(cache_dir_) / name).string();
     if (matches(local, *info)) continue;  // cached by an earlier fetch or run
     const std::string key = url_.key(name);
@@ -91,7 +87,7 @@ std::string s3_shard_source::fetch(const shard_info& shard, bool has_loss_mask) 
 
 void s3_shard_source::drop(const shard_info& shard) {
   std::error_code ec;
-  for (const char* ext : {".tokens", ".index", ".mask"}) fs::remove(fs::path(cache_dir_) / (shard.name + ext), ec);
+  for (const auto& f : shard_files(shard)) fs::remove(fs::path(cache_dir_) / f.first, ec);
 }
 
 std::shared_ptr<const dataset> open_dataset(const std::string& location, const std::string& endpoint,

@@ -15,9 +15,10 @@ class shard_source {
   virtual ~shard_source() = default;
   virtual std::string where() const = 0;  // the data set's location, for messages
   virtual manifest read_manifest() = 0;   // throws data_error naming the location
-  // Makes the shard's files (<name>.tokens, .index and, with a loss mask, .mask) present in the
-  // returned local directory with the manifest's sizes and XXH64s. Throws data_error naming the
-  // remote file that is missing or does not match.
+  // Makes the shard's files (shard_files: <name>.tokens, .index, .mask with a loss mask, and a
+  // seq2seq set's .target_tokens and .target_index) present in the returned local directory with
+  // the manifest's sizes and XXH64s. Throws data_error naming the remote file that is missing or
+  // does not match.
   virtual std::string fetch(const shard_info& shard, bool has_loss_mask) = 0;
   virtual void drop(const shard_info& shard) = 0;  // deletes the local copies (best effort)
 };

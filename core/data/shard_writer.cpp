@@ -8,7 +8,8 @@
 namespace cohort::core::data {
 namespace {
 
-// Files a dataset directory may hold: manifest.json(.tmp) and shard-NNNNN.{tokens,index,mask}.
+// Files a dataset directory may hold: manifest.json(.tmp) and
+// shard-NNNNN.{tokens,index,mask,target_tokens,target_index}.
 bool is_dataset_file(const std::string& name) {
   if (name == manifest_name || name == std::string(manifest_name) + ".tmp") return true;
   const auto dot = name.rfind('.');
@@ -16,7 +17,7 @@ bool is_dataset_file(const std::string& name) {
   for (std::size_t i = 6; i < dot; ++i)
     if (name[i] < '0' || name[i] > '9') return false;
   const auto ext = name.substr(dot + 1);
-  return ext == "tokens" || ext == "index" || ext == "mask";
+  return ext == "tokens" || ext == "index" || ext == "mask" || ext == "target_tokens" || ext == "target_index";
 }
 
 }  // namespace
@@ -82,8 +83,14 @@ void shard_writer::open_shard() {
   if (options_.loss_mask) mask_out_.open(base + ".mask");
   const std::uint64_t zero = 0;
   index_out_.write(&zero, sizeof zero);
+  if (options_.target) {
+    target_tokens_out_.open(base + ".target_tokens");
+    target_index_out_.open(base + ".target_index");
+    target_index_out_.write(&zero, sizeof zero);
+  }
   shard_samples_ = 0;
   shard_tokens_ = 0;
+  shard_target_tokens_ = 0;
   mask_byte_ = 0;
   shard_open_ = true;
   shard_info info;
@@ -99,15 +106,21 @@ void shard_writer::close_shard() {
   info.tokens_file = tokens_out_.close();
   info.index_file = index_out_.close();
   if (options_.loss_mask) info.mask_file = mask_out_.close();
+  if (options_.target) {
+    info.target_tokens = shard_target_tokens_;
+    info.target_tokens_file = target_tokens_out_.close();
+    info.target_index_file = target_index_out_.close();
+  }
   shard_open_ = false;
 }
 
-void shard_writer::append(const std::int32_t* ids, std::int64_t n, const std::uint8_t* loss_mask) {
+void shard_writer::check_open(std::int64_t n) {
   if (finished_) throw data_error(dir_ + ": append after finish()");
   if (n < 0) throw data_error("sample length must be >= 0");
-  if (options_.loss_mask && loss_mask == nullptr && n > 0)
-    throw data_error("this dataset has a loss mask; append() needs one");
   if (!shard_open_) open_shard();
+}
+
+void shard_writer::write_ids(output& out, const std::int32_t* ids, std::int64_t n) {
   buffer_.resize(static_cast<std::size_t>(n) * options_.token_bytes);
   for (std::int64_t t = 0; t < n; ++t) {
     if (ids[t] < 0 || ids[t] >= options_.vocab_size)
@@ -121,7 +134,26 @@ void shard_writer::append(const std::int32_t* ids, std::int64_t n, const std::ui
       std::memcpy(buffer_.data() + 4 * t, &v, 4);
     }
   }
-  tokens_out_.write(buffer_.data(), buffer_.size());
+  out.write(buffer_.data(), buffer_.size());
+}
+
+// Counts a sample whose n (source) tokens are written, and rolls over to a new shard when full.
+void shard_writer::end_sample(std::int64_t n) {
+  shard_tokens_ += n;
+  ++shard_samples_;
+  const auto offset = static_cast<std::uint64_t>(shard_tokens_);
+  index_out_.write(&offset, sizeof offset);
+  ++samples_;
+  tokens_ += n;
+  if (shard_tokens_ + shard_target_tokens_ >= options_.shard_tokens) close_shard();
+}
+
+void shard_writer::append(const std::int32_t* ids, std::int64_t n, const std::uint8_t* loss_mask) {
+  if (options_.target) throw data_error(dir_ + ": a seq2seq data set takes samples through append_pair()");
+  if (options_.loss_mask && loss_mask == nullptr && n > 0)
+    throw data_error("this dataset has a loss mask; append() needs one");
+  check_open(n);
+  write_ids(tokens_out_, ids, n);
   if (options_.loss_mask) {
     for (std::int64_t t = 0; t < n; ++t) {
       const std::int64_t bit = shard_tokens_ + t;
@@ -137,13 +169,22 @@ void shard_writer::append(const std::int32_t* ids, std::int64_t n, const std::ui
   } else {
     loss_tokens_ += n;
   }
-  shard_tokens_ += n;
-  ++shard_samples_;
-  const auto offset = static_cast<std::uint64_t>(shard_tokens_);
-  index_out_.write(&offset, sizeof offset);
-  ++samples_;
-  tokens_ += n;
-  if (shard_tokens_ >= options_.shard_tokens) close_shard();
+  end_sample(n);
+}
+
+void shard_writer::append_pair(const std::int32_t* source, std::int64_t n, const std::int32_t* target,
+                               std::int64_t m) {
+  if (!options_.target) throw data_error(dir_ + ": append_pair() needs a seq2seq data set (options.target)");
+  if (m < 0) throw data_error("target length must be >= 0");
+  check_open(n);
+  write_ids(tokens_out_, source, n);
+  write_ids(target_tokens_out_, target, m);
+  shard_target_tokens_ += m;
+  target_tokens_ += m;
+  loss_tokens_ += m;  // every target token is a label
+  const auto offset = static_cast<std::uint64_t>(shard_target_tokens_);
+  target_index_out_.write(&offset, sizeof offset);
+  end_sample(n);
 }
 
 manifest shard_writer::finish(manifest m) {
@@ -157,6 +198,12 @@ manifest shard_writer::finish(manifest m) {
   m.tokens = tokens_;
   m.loss_tokens = loss_tokens_;
   m.shards = shards_;
+  if (options_.target) {
+    m.version = seq2seq_format_version;
+    m.kind = "seq2seq";
+    if (!m.seq2seq) m.seq2seq = seq2seq_info{};
+    m.seq2seq->target_tokens = target_tokens_;
+  }
   write_manifest(dir_, m);
   return m;
 }

@@ -51,18 +51,20 @@ bool check_file(const std::filesystem::path& path, const file_info& expected, st
   return true;
 }
 
-void check_index(const std::filesystem::path& path, const shard_info& s, std::vector<verify_problem>& problems) {
+// An index of `samples` samples over a stream of `tokens` tokens.
+void check_index(const std::filesystem::path& path, std::int64_t samples, std::int64_t tokens,
+                 std::vector<verify_problem>& problems) {
   mapped_file index(path.string());
-  if (index.size() != static_cast<std::size_t>(s.samples + 1) * 8) {
-    problems.push_back({path.string(), "size does not match the shard's " + std::to_string(s.samples) + " samples"});
+  if (index.size() != static_cast<std::size_t>(samples + 1) * 8) {
+    problems.push_back({path.string(), "size does not match the shard's " + std::to_string(samples) + " samples"});
     return;
   }
   const auto* off = reinterpret_cast<const std::uint64_t*>(index.data());
-  if (off[0] != 0 || off[s.samples] != static_cast<std::uint64_t>(s.tokens)) {
+  if (off[0] != 0 || off[samples] != static_cast<std::uint64_t>(tokens)) {
     problems.push_back({path.string(), "offsets do not span the shard's tokens"});
     return;
   }
-  for (std::int64_t i = 0; i < s.samples; ++i) {
+  for (std::int64_t i = 0; i < samples; ++i) {
     if (off[i + 1] < off[i]) {
       problems.push_back({path.string(), "offsets decrease at sample " + std::to_string(i)});
       return;
@@ -90,11 +92,8 @@ checksum_summary verify_checksums(const std::string& dir, int threads) {
   const std::filesystem::path root(dir);
   std::vector<std::pair<std::filesystem::path, const file_info*>> files;
   checksum_summary summary;
-  for (const auto& s : m.shards) {
-    files.emplace_back(root / (s.name + ".tokens"), &s.tokens_file);
-    files.emplace_back(root / (s.name + ".index"), &s.index_file);
-    if (s.mask_file) files.emplace_back(root / (s.name + ".mask"), &*s.mask_file);
-  }
+  for (const auto& s : m.shards)
+    for (const auto& [name, info] : shard_files(s)) files.emplace_back(root / name, info);
   for (const auto& f : files) summary.bytes += f.second->bytes;
   summary.files = files.size();
 
@@ -146,11 +145,14 @@ std::vector<verify_problem> verify_dataset(const std::string& dir,
     return problems;
   }
   const std::filesystem::path root(dir);
-  for (const auto& s : m.shards) {
-    const auto tokens_path = root / (s.name + ".tokens");
-    const auto index_path = root / (s.name + ".index");
+  // One stream: its ids below vocab_size, its index monotone and spanning its tokens.
+  const auto check_stream = [&](const std::string& base, const std::string& tokens_ext, const file_info& tokens_file,
+                                const std::string& index_ext, const file_info& index_file, std::int64_t samples,
+                                std::int64_t tokens) {
+    const auto tokens_path = root / (base + tokens_ext);
+    const auto index_path = root / (base + index_ext);
     if (on_file) on_file(tokens_path.string());
-    if (check_file(tokens_path, s.tokens_file, problems)) {
+    if (check_file(tokens_path, tokens_file, problems)) {
       if (m.token_bytes == 2) {
         check_ids<std::uint16_t>(mapped_file(tokens_path.string()), m.vocab_size, problems);
       } else {
@@ -158,7 +160,13 @@ std::vector<verify_problem> verify_dataset(const std::string& dir,
       }
     }
     if (on_file) on_file(index_path.string());
-    if (check_file(index_path, s.index_file, problems)) check_index(index_path, s, problems);
+    if (check_file(index_path, index_file, problems)) check_index(index_path, samples, tokens, problems);
+  };
+  for (const auto& s : m.shards) {
+    check_stream(s.name, ".tokens", s.tokens_file, ".index", s.index_file, s.samples, s.tokens);
+    if (m.seq2seq)
+      check_stream(s.name, ".target_tokens", *s.target_tokens_file, ".target_index", *s.target_index_file, s.samples,
+                   s.target_tokens);
     if (s.mask_file) {
       const auto mask_path = root / (s.name + ".mask");
       if (on_file) on_file(mask_path.string());

@@ -1,7 +1,8 @@
 // Integrity checks of a dataset. verify_dataset is the full check (`cohort-data verify`): every
 // shard file's size and XXH64 against the manifest, index offsets monotone and spanning the tokens,
 // token ids below vocab_size. verify_checksums is the check a rank runs before training: sizes and
-// XXH64 only, spread over threads. Both read every byte once and hold no state between calls.
+// XXH64 only, spread over threads. A seq2seq set's target streams are checked as its source is.
+// Both read every byte once and hold no state between calls.
 #pragma once
 
 #include <cstdint>

@@ -114,6 +114,10 @@ std::optional<token_id> hf_tokenizer::token_to_id(const std::string& token) cons
   return model_->token_to_id(token);
 }
 
+std::vector<token_id> hf_tokenizer::post_process(const std::vector<token_id>& ids) const {
+  return post_processor_->apply(ids);
+}
+
 void hf_tokenizer::encode_segment(const text_segment& segment, std::vector<token_id>& out) const {
   const std::string normalized = normalizer_ ? normalizer_->apply(segment.text) : segment.text;
   for (const auto& part : added_.split(normalized, true, segment.at_start)) {
@@ -142,7 +146,7 @@ std::vector<token_id> hf_tokenizer::encode(const std::string& text) const {
 }
 
 std::vector<token_id> hf_tokenizer::encode_with_special_tokens(const std::string& text) const {
-  return post_processor_->apply(encode(text));
+  return post_process(encode(text));
 }
 
 std::string hf_tokenizer::decode(const std::vector<token_id>& ids) const { return decode(ids, false); }

@@ -25,6 +25,7 @@ class hf_tokenizer final : public tokenizer {
   explicit hf_tokenizer(const std::string& path);
 
   std::vector<token_id> encode(const std::string& text) const override;
+  std::vector<token_id> post_process(const std::vector<token_id>& ids) const override;
   std::string decode(const std::vector<token_id>& ids) const override;
   // encode() wrapped by the post_processor, as Hugging Face's add_special_tokens=True does for
   // one text (T5: the ids then "</s>").

@@ -22,6 +22,11 @@ class tokenizer {
   // sentencepiece model only tokens registered with add_special_tokens do (libsentencepiece keeps
   // "<s>" as text). No BOS/EOS is added. Safe to call from several threads at once.
   virtual std::vector<token_id> encode(const std::string& text) const = 0;
+  // `ids` (from encode) with the special tokens the tokenizer's post-processor puts around one
+  // sequence, as Hugging Face's encode(add_special_tokens=True) does: T5's tokenizer.json appends
+  // "</s>". A tokenizer without one (a tokenizer.json whose post_processor is null, a sentencepiece
+  // .model) returns `ids` unchanged. Safe to call from several threads at once.
+  virtual std::vector<token_id> post_process(const std::vector<token_id>& ids) const { return ids; }
   // Ids back to text; special tokens are kept. An id outside the vocabulary throws.
   virtual std::string decode(const std::vector<token_id>& ids) const = 0;
   virtual std::int64_t vocab_size() const = 0;  // including added tokens

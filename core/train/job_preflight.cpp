@@ -15,6 +15,18 @@
 
 namespace cohort::core::train {
 
+namespace {
+
+// causal_lm trains decoder-only models: pretrain and sft data sets, never seq2seq ones.
+void require_decoder_data(const data::manifest& m, const std::string& dir, const char* field) {
+  if (m.kind == "seq2seq")
+    throw config::spec_error(field, "\"" + dir + "\" is a seq2seq data set (source and target ids, for encoder-"
+                                    "decoder models such as T5); causal_lm trains decoder-only models on pretrain "
+                                    "or sft data sets (`cohort-data build --field` or `--template`)");
+}
+
+}  // namespace
+
 void check_data_set(const config::job_spec& spec) {
   if (spec.workload != config::workload_kind::causal_lm || spec.data.train.empty()) return;
   if (config::is_s3_url(spec.data.train)) return;  // the workers read it from S3 and tell
@@ -31,6 +43,7 @@ void check_data_set(const config::job_spec& spec) {
   } catch (const data::data_error& e) {
     throw config::spec_error("data.train", e.what() + allowed);
   }
+  require_decoder_data(m, dir, "data.train");
   const std::int64_t batch = config::global_batch(spec);
   if (m.samples < batch)
     throw config::spec_error(
@@ -69,11 +82,13 @@ void verify_data_files(const config::job_spec& spec) {
   // A data set in S3 is opened by the engine, which checks each shard as it fetches it.
   if (!spec.data.train.empty() && !config::is_s3_url(spec.data.train)) {
     data::dataset train(spec.data.train);  // names a missing shard file
+    require_decoder_data(train.info(), spec.data.train, "data.train");
     if (spec.data.verify) verify_data_checksums(spec.data.train);
   }
   if (!spec.data.eval.empty()) {
     try {
       data::dataset eval(spec.data.eval);
+      require_decoder_data(eval.info(), spec.data.eval, "data.eval");
       if (spec.data.verify) verify_data_checksums(spec.data.eval);
     } catch (const std::exception& e) {
       throw std::invalid_argument(std::string("data.eval: ") + e.what());

@@ -16,16 +16,18 @@ class dataset;
 namespace cohort::core::train {
 
 // The training data set of a causal_lm job: when data.train exists here, it must be a token-shard
-// directory whose manifest.json reads, holding at least one global batch (micro_batch_size ×
-// grad_accum × num_workers samples). A path that does not exist here is skipped (it may exist on
-// the workers only). Throws config::spec_error naming data.train, the file and what is allowed.
+// directory whose manifest.json reads, not a seq2seq one, holding at least one global batch
+// (micro_batch_size × grad_accum × num_workers samples). A path that does not exist here is
+// skipped (it may exist on the workers only). Throws config::spec_error naming data.train, the
+// file and what is allowed.
 void check_data_set(const config::job_spec& spec);
 
 // The data sets' files as a worker sees them, checked before the rank joins its group (so a rank
 // that fails here fails alone, before any peer waits on it): data.train and data.eval (when set)
-// open with every shard file present, and with data.verify (the default) each shard's XXH64
-// matches the manifest (on up to 8 threads). Throws data::data_error naming the file for
-// data.train, std::invalid_argument "data.eval: ..." for data.eval. Reads every byte with
+// open with every shard file present, are not seq2seq data sets, and with data.verify (the
+// default) each shard's XXH64 matches the manifest (on up to 8 threads). Throws data::data_error
+// naming the file (config::spec_error for a seq2seq set) for data.train, std::invalid_argument
+// "data.eval: ..." for data.eval. Reads every byte with
 // data.verify: workers only, never submit or the head. data.train in S3 is skipped here: the
 // engine's streamed data set checks each shard's files when it fetches them.
 void verify_data_files(const config::job_spec& spec);

@@ -1,4 +1,4 @@
-// The cohort-data command-line contracts (build, inspect, plan, batches, verify), run as a process.
+// The cohort-data command-line contracts (build, seq2seq build, inspect, plan, batches, verify), run as a process.
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
@@ -149,6 +149,49 @@ TEST_CASE("cohort-data rejects usage errors and bad input with exit code 2", "[t
   CHECK_THAT(missing.err, Catch::Contains("manifest.json"));
   CHECK(cohort_data("build --input x").code == 2);
   CHECK(cohort_data("plan --help").code == 0);
+}
+
+TEST_CASE("cohort-data build --template-source/--template-target writes a seq2seq set that inspect, plan and verify read",
+          "[tools][data]") {
+  temp_dir tmp;
+  tmp.write("qa.jsonl",
+            "{\"question\": \"Tom has 3 pens and buys 4 more. How many pens?\", \"answer\": \"3 + 4 = <<3+4=7>>7\\n#### 7\"}\n"
+            "{\"question\": \"Ann reads 5 pages a day for 6 days. How many pages?\", \"answer\": \"5 * 6 = <<5*6=30>>30\\n#### 30\"}\n"
+            "{\"question\": \"" + std::string(200, 'x') + "\", \"answer\": \"cut\"}\n");
+  const std::string tok = COHORT_SOURCE_DIR "/examples/quickstart/tokenizer.json";
+  const std::string base = "build --input " + tmp.path("qa.jsonl") + " --tokenizer " + tok +
+                           " --template-source 'question: {question}' --template-target '{answer}' --quiet";
+  const auto built = cohort_data(base + " --source-len 64 --target-len 32 --out " + tmp.path("s2s"));
+  REQUIRE(built.code == 0);
+  CHECK_THAT(built.err, Catch::Contains("1 sources cut to --source-len 64") &&
+                            Catch::Contains("0 targets cut to --target-len 32") && Catch::Contains("0 records skipped"));
+  const auto info = json::parse(cohort_data("inspect " + tmp.path("s2s")).out);
+  CHECK(info["kind"] == "seq2seq");
+  CHECK(info["format_version"] == 2);
+  CHECK(info["samples"] == 3);
+  CHECK(info["source_len"] == 64);
+  CHECK(info["target_len"] == 32);
+  CHECK(info["truncated_samples"] == 1);
+  CHECK(info["over_long"] == "truncate");
+  const auto plan = json::parse(cohort_data("plan " + tmp.path("s2s") + geometry(1, 1, 1)).out);
+  CHECK(plan["tokens_per_step"] == 64 + 32);
+  CHECK(cohort_data("verify " + tmp.path("s2s")).code == 0);
+
+  const auto skipped = cohort_data(base + " --source-len 64 --target-len 32 --over-long skip --out " + tmp.path("skip"));
+  REQUIRE(skipped.code == 0);
+  CHECK(json::parse(cohort_data("inspect " + tmp.path("skip")).out)["skipped_samples"] == 1);
+  const auto refused = cohort_data(base + " --source-len 64 --target-len 32 --over-long error --out " + tmp.path("err"));
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("qa.jsonl:3") && Catch::Contains("over --source-len 64"));
+
+  const auto with_seq_len = cohort_data(base + " --seq-len 64 --target-len 32 --out " + tmp.path("bad"));
+  CHECK(with_seq_len.code == 2);
+  CHECK_THAT(with_seq_len.err, Catch::Contains("not --seq-len"));
+  CHECK(cohort_data(base + " --source-len 64 --out " + tmp.path("bad")).code == 2);
+  const auto stray = cohort_data("build --input " + tmp.path("qa.jsonl") + " --tokenizer " + tok +
+                                 " --template '{question} {answer}' --seq-len 64 --target-len 8 --out " + tmp.path("bad"));
+  CHECK(stray.code == 2);
+  CHECK_THAT(stray.err, Catch::Contains("--target-len applies to seq2seq data"));
 }
 
 TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with a real tokenizer", "[tools][data]") {

@@ -68,7 +68,16 @@ int build_command(const args& a) {
       "SFT template for jsonl, e.g. \"{question}\\n{answer}\"; the last field is the completion (in the loss)")(
       "field", po::value(&o.field), "pretraining jsonl: the field holding the text")(
       "special-tokens", po::value(&o.special_tokens_file), "JSON file {\"tokens\": [\"<USER>\", ...]}")(
-      "seq-len", po::value(&o.seq_len)->required(), "tokens per sample")(
+      "seq-len", po::value(&o.seq_len), "tokens per sample (pretraining and SFT)")(
+      "template-source", po::value(&o.template_source),
+      "seq2seq: the source (encoder) text of each jsonl record, e.g. \"{question}\"; needs --template-target")(
+      "template-target", po::value(&o.template_target),
+      "seq2seq: the target (decoder label) text of each jsonl record, e.g. \"{answer}\"")(
+      "source-len", po::value<std::int64_t>(), "seq2seq: source tokens per sample, special tokens included")(
+      "target-len", po::value(&o.target_len), "seq2seq: target tokens per sample, special tokens included")(
+      "over-long", po::value(&o.over_long),
+      "seq2seq: a source or target over its length is cut to it (truncate, the default), left out (skip) "
+      "or stops the build naming its line (error); the counts are reported")(
       "pack", po::bool_switch(&pack), "pack records into seq_len blocks (default for pretraining)")(
       "pad", po::bool_switch(&pad), "one record per sample, padded at read time (default for SFT)")(
       "out", po::value(&o.out_dir)->required(), "output directory (new, empty, or a previous dataset)")(
@@ -76,8 +85,23 @@ int build_command(const args& a) {
       "shard-tokens", po::value(&o.shard_tokens), "tokens per shard (default 134217728)")(
       "quiet", po::bool_switch(&quiet), "no progress bar");
   po::variables_map vm;
-  if (!parse(a, desc, vm, "build --input PATH --tokenizer FILE [--template T | --field NAME] [options] --seq-len N --out DIR"))
+  if (!parse(a, desc, vm,
+             "build --input PATH --tokenizer FILE [--template T | --field NAME] [options] --seq-len N --out DIR\n"
+             "       cohort-data build --input FILE.jsonl --tokenizer FILE --template-source S --template-target T\n"
+             "                         --source-len N --target-len M [--over-long truncate|skip|error] --out DIR"))
     return 0;
+  const bool seq2seq = vm.count("template-source") || vm.count("template-target");
+  if (seq2seq) {
+    if (vm.count("seq-len")) throw po::error("seq2seq data takes --source-len and --target-len, not --seq-len");
+    if (!vm.count("source-len") || !vm.count("target-len"))
+      throw po::error("seq2seq data (--template-source/--template-target) needs --source-len and --target-len");
+    o.seq_len = vm["source-len"].as<std::int64_t>();
+  } else {
+    if (!vm.count("seq-len")) throw po::error("the option '--seq-len' is required but missing");
+    for (const char* name : {"source-len", "target-len", "over-long"})
+      if (vm.count(name))
+        throw po::error(std::string("--") + name + " applies to seq2seq data (--template-source and --template-target)");
+  }
   if (pack && pad) throw po::error("--pack and --pad exclude each other");
   o.layout = pack ? "pack" : pad ? "pad" : "";
   o.progress = !quiet;
@@ -90,10 +114,21 @@ int build_command(const args& a) {
                static_cast<long long>(m.samples), static_cast<long long>(m.tokens),
                static_cast<long long>(m.loss_tokens), static_cast<long long>(m.records), o.out_dir.c_str(), r.seconds,
                r.seconds > 0 ? static_cast<double>(r.input_bytes) / 1e6 / r.seconds : 0.0);
-  if (m.truncated_samples > 0)
+  if (m.seq2seq) {
+    const auto& t = *m.seq2seq;
+    std::fprintf(stderr,
+                 "cohort-data build: seq2seq, %lld target tokens; over-long (%s): %lld sources cut to --source-len "
+                 "%lld (%lld tokens), %lld targets cut to --target-len %lld (%lld tokens), %lld records skipped\n",
+                 static_cast<long long>(t.target_tokens), t.over_long.c_str(),
+                 static_cast<long long>(m.truncated_samples), static_cast<long long>(m.seq_len),
+                 static_cast<long long>(m.truncated_tokens), static_cast<long long>(t.truncated_samples),
+                 static_cast<long long>(t.target_len), static_cast<long long>(t.truncated_tokens),
+                 static_cast<long long>(t.skipped_samples));
+  } else if (m.truncated_samples > 0) {
     std::fprintf(stderr, "cohort-data build: %lld samples longer than --seq-len %lld were truncated (%lld tokens cut)\n",
                  static_cast<long long>(m.truncated_samples), static_cast<long long>(m.seq_len),
                  static_cast<long long>(m.truncated_tokens));
+  }
   return 0;
 }
 
@@ -106,8 +141,8 @@ int inspect_command(const args& a) {
   const auto& m = ds.info();
   std::uint64_t bytes = 0;
   for (const auto& s : m.shards)
-    bytes += s.tokens_file.bytes + s.index_file.bytes + (s.mask_file ? s.mask_file->bytes : 0);
-  const json out{{"samples", m.samples},
+    for (const auto& f : cd::shard_files(s)) bytes += f.second->bytes;
+  json out{{"samples", m.samples},
                  {"tokens", m.tokens},
                  {"loss_tokens", m.loss_tokens},
                  {"seq_len", m.seq_len},
@@ -127,6 +162,16 @@ int inspect_command(const args& a) {
                  {"shards", m.shards.size()},
                  {"bytes", bytes},
                  {"format_version", m.version}};
+  if (m.seq2seq) {
+    const auto& t = *m.seq2seq;
+    out["source_len"] = m.seq_len;
+    out["target_len"] = t.target_len;
+    out["target_tokens"] = t.target_tokens;
+    out["over_long"] = t.over_long;
+    out["truncated_target_samples"] = t.truncated_samples;
+    out["truncated_target_tokens"] = t.truncated_tokens;
+    out["skipped_samples"] = t.skipped_samples;
+  }
   std::cout << out.dump(2) << "\n";
   return 0;
 }
@@ -153,7 +198,7 @@ int plan_command(const args& a) {
                  {"total_steps", s.steps_per_epoch() * epochs},
                  {"samples_per_rank_per_step", g.per_rank()},
                  {"dropped_per_epoch", s.dropped_per_epoch()},
-                 {"tokens_per_step", g.global_batch() * ds.seq_len()},
+                 {"tokens_per_step", g.global_batch() * (ds.seq_len() + (ds.is_seq2seq() ? ds.target_len() : 0))},
                  {"note", "the last partial global batch of each epoch (" + std::to_string(s.dropped_per_epoch()) +
                               " samples) is dropped; steps are counted on the whole dataset, not per rank"}};
   std::cout << out.dump(2) << "\n";

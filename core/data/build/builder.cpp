@@ -32,6 +32,14 @@ struct encoded_chunk {
   std::exception_ptr error;
 };
 
+// A seq2seq record's source or target: its template, the length it must fit and how.
+struct seq2seq_side {
+  std::unique_ptr<sft_template> tmpl;
+  std::int64_t len = 0;
+  const char* len_option = "";  // "--source-len" / "--target-len"
+  const char* name = "";        // "source" / "target"
+};
+
 // What a worker needs to turn one raw record into token ids.
 struct record_encoder {
   const tokenizer::tokenizer& tok;
@@ -39,6 +47,28 @@ struct record_encoder {
   const std::string& field;
   const sft_template* tmpl;
   const std::vector<input_file>& files;
+  const seq2seq_side* source = nullptr;  // seq2seq: both set
+  const seq2seq_side* target = nullptr;
+  const std::string& over_long;
+  std::size_t special = 0;  // ids the post-processor adds to one sequence
+
+  // One side's text as ids fitted to its length, special tokens included; false: skip the record.
+  bool fit(const seq2seq_side& side, const json& j, const std::string& where, std::vector<std::int32_t>& out,
+           std::int64_t& cut) const {
+    auto ids = tok.encode(side.tmpl->render_text(j, where));
+    const auto room = static_cast<std::size_t>(side.len) - special;
+    if (ids.size() > room) {
+      if (over_long == "error")
+        throw data_error(where + ": the " + side.name + " is " + std::to_string(ids.size() + special) +
+                         " tokens, over " + side.len_option + " " + std::to_string(side.len) + "; raise " +
+                         side.len_option + " or pass --over-long truncate or --over-long skip");
+      if (over_long == "skip") return false;
+      cut = static_cast<std::int64_t>(ids.size() - room);
+      ids.resize(room);
+    }
+    out = tok.post_process(ids);
+    return true;
+  }
 
   encoded_record operator()(const raw_record& raw) const {
     encoded_record out;
@@ -53,6 +83,11 @@ struct record_encoder {
       j = json::parse(raw.text);
     } catch (const json::exception& e) {
       throw data_error(where + ": invalid JSON (" + std::string(e.what()) + ")");
+    }
+    if (source != nullptr) {
+      out.skip = !fit(*source, j, where, out.ids, out.source_cut) ||
+                 !fit(*target, j, where, out.target_ids, out.target_cut);
+      return out;
     }
     if (tmpl != nullptr) {
       const auto r = tmpl->render(j, where);
@@ -141,14 +176,32 @@ checked_options check(const build_options& o) {
   if (o.out_dir.empty()) throw data_error("--out is required");
   std::error_code ec;
   if (!std::filesystem::exists(o.input, ec)) throw data_error("--input " + o.input + ": no such file or directory");
+  if (o.shard_tokens < 1) throw data_error("shard_tokens must be >= 1");
+  checked_options c;
+  if (!o.template_source.empty() || !o.template_target.empty()) {
+    if (o.template_source.empty() || o.template_target.empty())
+      throw data_error("seq2seq data needs both --template-source and --template-target");
+    if (!o.template_text.empty() || !o.field.empty())
+      throw data_error("--template-source/--template-target (seq2seq) exclude --template and --field");
+    if (o.seq_len < 1) throw data_error("--source-len must be >= 1, got " + std::to_string(o.seq_len));
+    if (o.target_len < 1) throw data_error("--target-len must be >= 1, got " + std::to_string(o.target_len));
+    if (o.over_long != "truncate" && o.over_long != "skip" && o.over_long != "error")
+      throw data_error("--over-long \"" + o.over_long + "\" is not one of truncate, skip, error");
+    if (o.layout == "pack") throw data_error("--pack does not apply to seq2seq data: each record is one sample");
+    c.kind = input_kind_of(o.input, input_kind::jsonl);
+    if (c.kind != input_kind::jsonl)
+      throw data_error("--input " + o.input + " is plain text: seq2seq templates apply to .jsonl input only");
+    c.samples = sample_kind::seq2seq;
+    c.layout = sample_layout::pad;
+    return c;
+  }
+  if (o.target_len != 0) throw data_error("--target-len applies to seq2seq data (--template-source/--template-target)");
   if (o.seq_len < 2) throw data_error("--seq-len must be >= 2, got " + std::to_string(o.seq_len));
   if (!o.template_text.empty() && !o.field.empty())
     throw data_error("--template and --field exclude each other: --template builds SFT samples from jsonl, "
                      "--field pretraining text from a jsonl field");
   if (o.layout != "" && o.layout != "pack" && o.layout != "pad")
     throw data_error("layout \"" + o.layout + "\" is not one of pack, pad");
-  if (o.shard_tokens < 1) throw data_error("shard_tokens must be >= 1");
-  checked_options c;
   const bool wants_jsonl = !o.template_text.empty() || !o.field.empty();
   c.kind = input_kind_of(o.input, wants_jsonl ? input_kind::jsonl : input_kind::text);
   if (c.kind == input_kind::jsonl && !wants_jsonl)
@@ -206,16 +259,36 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
   std::uint64_t total_bytes = 0;
   for (const auto& f : files) total_bytes += f.bytes;
 
-  m.kind = c.samples == sample_kind::pretrain ? "pretrain" : "sft";
+  seq2seq_side source, target;
+  std::size_t special = 0;
+  if (c.samples == sample_kind::seq2seq) {
+    source = {std::make_unique<sft_template>(options.template_source, "--template-source"), options.seq_len,
+              "--source-len", "source"};
+    target = {std::make_unique<sft_template>(options.template_target, "--template-target"), options.target_len,
+              "--target-len", "target"};
+    special = tok.post_process({}).size();
+    for (const auto* side : {&source, &target})
+      if (side->len <= static_cast<std::int64_t>(special))
+        throw data_error(std::string(side->len_option) + " " + std::to_string(side->len) +
+                         " leaves no room for text: the tokenizer's post-processor adds " + std::to_string(special) +
+                         " special tokens");
+    seq2seq_info info;
+    info.target_len = options.target_len;
+    info.target_template = options.template_target;
+    info.over_long = options.over_long;
+    m.seq2seq = info;
+  }
+  m.kind = c.samples == sample_kind::pretrain ? "pretrain" : c.samples == sample_kind::sft ? "sft" : "seq2seq";
   m.layout = c.layout == sample_layout::pack ? "pack" : "pad";
   m.tokenizer_identity = tok.identity();
   m.tokenizer_path = options.tokenizer_path;
   m.seq_len = options.seq_len;
   m.eos_id = *eos;
-  if (bos && *bos != *eos) m.bos_id = *bos;  // GPT-2 style tokenizers (BOS == EOS) get no BOS
+  // GPT-2 style tokenizers (BOS == EOS) get no BOS; seq2seq texts get what the post-processor adds.
+  if (bos && *bos != *eos && c.samples != sample_kind::seq2seq) m.bos_id = *bos;
   m.pad_id = tok.pad_id().value_or(*eos);
   m.source_input = options.input;
-  m.source_template = options.template_text;
+  m.source_template = c.samples == sample_kind::seq2seq ? options.template_source : options.template_text;
   m.source_field = options.field;
 
   prepare_output_dir(options.out_dir);
@@ -223,6 +296,7 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
   wo.vocab_size = tok.vocab_size();
   wo.token_bytes = token_bytes_for_vocab(wo.vocab_size);
   wo.loss_mask = c.samples == sample_kind::sft;
+  wo.target = c.samples == sample_kind::seq2seq;
   wo.shard_tokens = options.shard_tokens;
   shard_writer writer(options.out_dir, wo);
   packer_config pc;
@@ -234,7 +308,9 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
   sample_packer packer(writer, pc);
 
   chunk_reader reader(files, c.kind, options.chunk_bytes);
-  const record_encoder encode{tok, c.kind, options.field, tmpl.get(), files};
+  const bool pairs = c.samples == sample_kind::seq2seq;
+  const record_encoder encode{tok, c.kind, options.field, tmpl.get(), files,
+                              pairs ? &source : nullptr, pairs ? &target : nullptr, options.over_long, special};
   const int threads = options.threads > 0 ? options.threads
                                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   pipeline p;
@@ -286,6 +362,11 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
   m.records = packer.records();
   m.truncated_samples = packer.truncated_samples();
   m.truncated_tokens = packer.truncated_tokens();
+  if (m.seq2seq) {
+    m.seq2seq->truncated_samples = packer.truncated_target_samples();
+    m.seq2seq->truncated_tokens = packer.truncated_target_tokens();
+    m.seq2seq->skipped_samples = packer.skipped_samples();
+  }
   build_report report;
   report.result = writer.finish(m);
   report.input_bytes = total_bytes;

@@ -17,8 +17,15 @@ struct build_options {
   std::string template_text;        // SFT: "{question}\n{answer}"; the last field is the completion
   std::string field;                // pretraining jsonl: the text field
   std::string special_tokens_file;  // {"tokens": ["<USER>", ...]}
+  // seq2seq (both or neither): each jsonl record's source (encoder) and target (decoder) text.
+  // The source is fitted to seq_len, the target to target_len, each with the special tokens the
+  // tokenizer's post-processor adds (tokenizer::post_process) counted in.
+  std::string template_source;
+  std::string template_target;
+  std::int64_t target_len = 0;
+  std::string over_long = "truncate";  // seq2seq, a text over its length: "truncate", "skip" or "error"
   std::string out_dir;
-  std::int64_t seq_len = 0;
+  std::int64_t seq_len = 0;         // seq2seq: the source length
   std::string layout;               // "pack", "pad" or "" (pretraining: pack, SFT: pad)
   int threads = 0;                  // tokenizer threads; 0 = hardware concurrency
   std::int64_t shard_tokens = 1LL << 27;

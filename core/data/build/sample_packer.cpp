@@ -6,7 +6,8 @@
 namespace cohort::core::data {
 
 sample_packer::sample_packer(shard_writer& writer, const packer_config& config) : writer_(writer), config_(config) {
-  if (config_.seq_len < 2) throw data_error("--seq-len must be >= 2, got " + std::to_string(config_.seq_len));
+  if (config_.kind != sample_kind::seq2seq && config_.seq_len < 2)
+    throw data_error("--seq-len must be >= 2, got " + std::to_string(config_.seq_len));
 }
 
 void sample_packer::emit(const std::int32_t* ids, const std::uint8_t* mask, std::size_t n) {
@@ -16,9 +17,29 @@ void sample_packer::emit(const std::int32_t* ids, const std::uint8_t* mask, std:
 void sample_packer::add(const encoded_record& record) {
   if (config_.kind == sample_kind::pretrain) {
     add_pretrain(record);
-  } else {
+  } else if (config_.kind == sample_kind::sft) {
     add_sft(record);
+  } else {
+    add_seq2seq(record);
   }
+}
+
+void sample_packer::add_seq2seq(const encoded_record& r) {
+  ++records_;
+  if (r.skip) {
+    ++skipped_samples_;
+    return;
+  }
+  if (r.source_cut > 0) {
+    ++truncated_samples_;
+    truncated_tokens_ += r.source_cut;
+  }
+  if (r.target_cut > 0) {
+    ++truncated_target_samples_;
+    truncated_target_tokens_ += r.target_cut;
+  }
+  writer_.append_pair(r.ids.data(), static_cast<std::int64_t>(r.ids.size()), r.target_ids.data(),
+                      static_cast<std::int64_t>(r.target_ids.size()));
 }
 
 void sample_packer::add_pretrain(const encoded_record& r) {

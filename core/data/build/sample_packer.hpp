@@ -1,5 +1,6 @@
 // Turns tokenized records into samples, in input order, for the shard writer: pack or pad, BOS/EOS
-// around documents, SFT prompts masked out, over-long samples truncated and counted.
+// around documents, SFT prompts masked out, over-long samples truncated and counted; seq2seq
+// source/target pairs (already fitted to their lengths by the builder) written and counted.
 // Single-threaded (the builder's writer thread).
 #pragma once
 
@@ -11,7 +12,7 @@
 
 namespace cohort::core::data {
 
-enum class sample_kind { pretrain, sft };
+enum class sample_kind { pretrain, sft, seq2seq };
 enum class sample_layout { pack, pad };
 
 struct packer_config {
@@ -26,6 +27,12 @@ struct encoded_record {
   std::vector<std::int32_t> ids;
   std::size_t prompt_tokens = 0;  // SFT: the first prompt_tokens ids are the prompt
   bool doc_end = true;            // pretraining text: the document ends after these ids
+  // seq2seq: `ids` is the source, `target_ids` the target, both final (post-processed and fitted
+  // to their lengths); *_cut count the tokens truncation removed; `skip`: left out (over-long).
+  std::vector<std::int32_t> target_ids;
+  std::int64_t source_cut = 0;
+  std::int64_t target_cut = 0;
+  bool skip = false;
 };
 
 // Pretraining records are BOS/EOS-delimited documents, packed into seq_len blocks (pack; the last
@@ -40,10 +47,14 @@ class sample_packer {
   std::int64_t records() const { return records_; }
   std::int64_t truncated_samples() const { return truncated_samples_; }
   std::int64_t truncated_tokens() const { return truncated_tokens_; }
+  std::int64_t truncated_target_samples() const { return truncated_target_samples_; }  // seq2seq
+  std::int64_t truncated_target_tokens() const { return truncated_target_tokens_; }    // seq2seq
+  std::int64_t skipped_samples() const { return skipped_samples_; }                    // seq2seq
 
  private:
   void add_pretrain(const encoded_record& r);
   void add_sft(const encoded_record& r);
+  void add_seq2seq(const encoded_record& r);
   void emit(const std::int32_t* ids, const std::uint8_t* mask, std::size_t n);
   void flush_pending();
 
@@ -57,6 +68,9 @@ class sample_packer {
   std::int64_t records_ = 0;
   std::int64_t truncated_samples_ = 0;
   std::int64_t truncated_tokens_ = 0;
+  std::int64_t truncated_target_samples_ = 0;
+  std::int64_t truncated_target_tokens_ = 0;
+  std::int64_t skipped_samples_ = 0;
 };
 
 }  // namespace cohort::core::data

@@ -2,15 +2,16 @@
 #include "core/data/build/sft_template.hpp"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/data/format.hpp"
 
 namespace cohort::core::data {
 
-sft_template::sft_template(const std::string& text) {
+sft_template::sft_template(const std::string& text, std::string option) : option_(std::move(option)) {
   std::string literal;
   const auto fail = [&](const std::string& why) {
-    throw data_error("--template \"" + text + "\": " + why +
+    throw data_error(option_ + " \"" + text + "\": " + why +
                      " (write fields as {name}, a literal brace as {{ or }}, e.g. \"{question}\\n{answer}\")");
   };
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -61,7 +62,7 @@ rendered_record sft_template::render(const nlohmann::json& record, const std::st
       continue;
     }
     const auto it = record.find(seg.text);
-    if (it == record.end()) throw data_error(where + ": missing field \"" + seg.text + "\" required by --template");
+    if (it == record.end()) throw data_error(where + ": missing field \"" + seg.text + "\" required by " + option_);
     if (it->is_string()) {
       dst += it->get_ref<const std::string&>();
     } else if (it->is_number() || it->is_boolean()) {
@@ -72,6 +73,11 @@ rendered_record sft_template::render(const nlohmann::json& record, const std::st
     }
   }
   return out;
+}
+
+std::string sft_template::render_text(const nlohmann::json& record, const std::string& where) const {
+  const auto r = render(record, where);
+  return r.prompt + r.completion;
 }
 
 }  // namespace cohort::core::data

@@ -57,7 +57,34 @@ void upload_set(const storage::s3_client& s3, const std::string& bucket, const s
 }
 
 std::uint64_t shard_bytes(const shard_info& s) {
-  return s.tokens_file.bytes + s.index_file.bytes + (s.mask_file ? s.mask_file->bytes : 0);
+  std::uint64_t n = 0;
+  for (const auto& f : shard_files(s)) n += f.second->bytes;
+  return n;
+}
+
+// 120 seq2seq samples: source of 1-7 tokens, target of 1-5, in shards of about 100 tokens.
+manifest write_local_pairs(const std::string& dir) {
+  prepare_output_dir(dir);
+  shard_writer_options o;
+  o.vocab_size = 500;
+  o.target = true;
+  o.shard_tokens = 100;
+  shard_writer w(dir, o);
+  for (int i = 0; i < 120; ++i) {
+    const std::vector<std::int32_t> source(static_cast<std::size_t>(1 + i % 7), (i * 13) % 500);
+    const std::vector<std::int32_t> target(static_cast<std::size_t>(1 + i % 5), (i * 7 + 1) % 500);
+    w.append_pair(source.data(), static_cast<std::int64_t>(source.size()), target.data(),
+                  static_cast<std::int64_t>(target.size()));
+  }
+  manifest base;
+  base.layout = "pad";
+  base.tokenizer_identity = "test";
+  base.seq_len = 8;
+  base.eos_id = 2;
+  base.seq2seq = seq2seq_info{};
+  base.seq2seq->target_len = 6;
+  base.seq2seq->over_long = "truncate";
+  return w.finish(base);
 }
 
 std::uint64_t files_bytes(const std::string& dir) {
@@ -100,6 +127,34 @@ TEST_CASE("a data set streamed from S3 through a small cache reads the same samp
     REQUIRE(files_bytes(tmp.path("cache")) <= budget);
   }
   CHECK(remote.shard_fetches() > m.shards.size());  // shards were dropped and fetched again
+}
+
+TEST_CASE("a seq2seq data set streamed from S3 reads the same sources and targets as its local copy",
+          "[core][data][s3][seq2seq]") {
+  COHORT_NEED_S3_SERVER();
+  cohort::test::s3_server server;
+  temp_dir tmp;
+  const manifest m = write_local_pairs(tmp.path("local"));
+  REQUIRE(m.shards.size() >= 4);
+  auto s3 = std::make_shared<const storage::s3_client>(server.config());
+  upload_set(*s3, server.bucket(), "sets/pairs", tmp.path("local"));
+  std::uint64_t largest = 0;
+  for (const auto& s : m.shards) largest = std::max(largest, shard_bytes(s));
+  const auto url = storage::parse_s3_url("s3://" + server.bucket() + "/sets/pairs", "t");
+  auto source = std::make_shared<s3_shard_source>(s3, url, tmp.path("cache"));
+  const dataset remote(source, 2 * largest);
+  const dataset local(tmp.path("local"));
+  REQUIRE(remote.is_seq2seq());
+  std::vector<std::int64_t> order(static_cast<std::size_t>(local.size()));
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  std::shuffle(order.begin(), order.end(), std::mt19937(11));
+  for (const auto i : order) {
+    INFO("sample " << i);
+    REQUIRE(remote.sample_tokens(i) == local.sample_tokens(i));
+    REQUIRE(remote.target_tokens(i) == local.target_tokens(i));
+    REQUIRE(files_bytes(tmp.path("cache")) <= 2 * largest);
+  }
+  CHECK(local.target_tokens(9) == std::vector<std::int64_t>(5, 64));
 }
 
 TEST_CASE("a streamed data set names a corrupt or missing shard object and refuses a cache below one shard",
