@@ -93,12 +93,16 @@ model_inputs read_model_inputs(const std::string& path) {
   in.input_ids = read_rows(j, "input_ids", path);
   if (j.contains("attention_mask")) {
     in.attention_mask = read_rows(j, "attention_mask", path);
-    bool shaped = in.attention_mask.size() == in.input_ids.size() &&
-                  in.attention_mask.front().size() == in.input_ids.front().size();
-    if (!shaped) throw model_error(model_errc::bad_input, path + ": attention_mask must have the shape of input_ids");
+    const bool shaped = in.attention_mask.size() == in.input_ids.size() &&
+                        in.attention_mask.front().size() == in.input_ids.front().size();
+    if (!shaped) {
+      throw model_error(model_errc::bad_input, path + ": attention_mask must have the shape of input_ids");
+    }
     for (const auto& row : in.attention_mask) {
       for (auto m : row) {
-        if (m != 0 && m != 1) throw model_error(model_errc::bad_input, path + ": attention_mask holds " + std::to_string(m) + "; allowed: 0, 1");
+        if (m == 0 || m == 1) continue;
+        throw model_error(model_errc::bad_input,
+                          path + ": attention_mask holds " + std::to_string(m) + "; allowed: 0, 1");
       }
     }
   }

@@ -19,7 +19,9 @@
 #include "tests/core/model/golden_support.hpp"
 
 using namespace cohort::core::model;
-using cohort::test::check_step;
+using cohort::test::check_one_step;
+using cohort::test::check_same_weights;
+using cohort::test::check_saved_copy;
 using cohort::test::max_abs_diff;
 using cohort::test::read_json;
 using cohort::test::read_weights;
@@ -73,35 +75,11 @@ TEST_CASE("one clipped AdamW step matches torch.optim.AdamW for every reference 
   for (const auto& dir : step_dirs()) {
     INFO(dir);
     const json ref = read_json(dir + "/reference.json");
-    const json& s = ref["train_step"];
     auto model = load_hf_model(dir, {torch::kFloat});
     auto ids = to_tensor(ref["input_ids"], torch::kInt64);
-    std::vector<torch::Tensor> params, grads;
-    for (const auto& p : model->hf_parameters()) {
-      params.push_back(p.tensor);
-      p.tensor.set_requires_grad(true);
-    }
+    for (const auto& p : model->hf_parameters()) p.tensor.set_requires_grad(true);
     model->forward(ids, ids).loss.backward();
-    for (const auto& p : params) grads.push_back(p.grad());
-    const double norm = clip_grad_norm(grads, s["grad_clip"].get<double>());
-    const double want_norm = s["grad_norm_before_clip"].get<double>();
-    CHECK(std::abs(norm - want_norm) <= 1e-5 * want_norm);
-    const adamw_options o{s["lr"].get<double>(), s["betas"][0].get<double>(),
-                          s["betas"][1].get<double>(), s["eps"].get<double>(),
-                          s["weight_decay"].get<double>()};
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      adamw_state state;
-      adamw_step(params[i], grads[i], state, o);
-    }
-    const auto before = read_weights(dir);
-    const auto after = read_weights(dir + "/after_one_step");
-    std::int64_t loose = 0;
-    for (const auto& p : model->hf_parameters()) {
-      INFO(p.name);
-      REQUIRE(after.count(p.name) == 1);
-      loose += check_step(before.at(p.name), p.tensor.detach(), after.at(p.name), o);
-    }
-    CHECK(loose < model->parameter_count() / 20);
+    check_one_step(dir, model->hf_parameters());
   }
 }
 
@@ -114,26 +92,9 @@ TEST_CASE("a model saved and loaded again is bit for bit the same", "[core][mode
     so.copy_files_from = dir;
     save_hf_model(*model, out.str(), so);
     CHECK(std::filesystem::exists(out.path("generation_config.json")));
-    const auto original = read_weights(dir);
-    const auto saved = read_weights(out.str());
-    CHECK(saved.size() == model->hf_parameters().size());
-    for (const auto& [name, t] : saved) {
-      INFO(name);
-      REQUIRE(original.count(name) == 1);
-      CHECK(torch::equal(t, original.at(name)));
-    }
     // Same dtypes on disk, same config fields.
-    const json a = read_json(dir + "/config.json"), b = read_json(out.path("config.json"));
-    for (const auto& [key, value] : a.items()) {
-      if (key == "transformers_version") continue;
-      INFO(key);
-      CHECK(b.at(key) == value);
-    }
-    auto again = load_hf_model(out.str());
-    for (std::size_t i = 0; i < again->hf_parameters().size(); ++i) {
-      CHECK(again->hf_parameters()[i].tensor.scalar_type() == model->hf_parameters()[i].tensor.scalar_type());
-      CHECK(torch::equal(again->hf_parameters()[i].tensor, model->hf_parameters()[i].tensor));
-    }
+    check_saved_copy(dir, out.str(), model->hf_parameters().size());
+    check_same_weights(load_hf_model(out.str())->hf_parameters(), model->hf_parameters());
   }
 }
 

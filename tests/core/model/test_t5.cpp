@@ -7,6 +7,7 @@
 #include "core/model/adamw.hpp"
 #include "core/model/hf_io.hpp"
 #include "core/model/model_error.hpp"
+#include "core/model/safetensors.hpp"
 #include "core/model/t5.hpp"
 #include "tests/core/model/model_test_support.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -18,7 +19,9 @@
 #include "tests/core/model/golden_support.hpp"
 
 using namespace cohort::core::model;
-using cohort::test::check_step;
+using cohort::test::check_one_step;
+using cohort::test::check_same_weights;
+using cohort::test::check_saved_copy;
 using cohort::test::max_abs_diff;
 using cohort::test::read_json;
 using cohort::test::read_weights;
@@ -91,40 +94,12 @@ TEST_CASE("one clipped AdamW step on a T5 matches torch.optim.AdamW", "[core][mo
   for (const auto& dir : t5_dirs()) {
     INFO(dir);
     const json ref = read_json(dir + "/reference.json");
-    const json& s = ref["train_step"];
-    REQUIRE(s["uses_attention_mask"] == true);
+    REQUIRE(ref["train_step"]["uses_attention_mask"] == true);
     auto model = load_t5_model(dir, {torch::kFloat});
     const auto b = batch_of(ref);
-    std::vector<torch::Tensor> params, grads;
-    for (const auto& p : model->hf_parameters()) {
-      params.push_back(p.tensor);
-      p.tensor.set_requires_grad(true);
-    }
+    for (const auto& p : model->hf_parameters()) p.tensor.set_requires_grad(true);
     model->forward(b.ids, b.mask, b.labels).loss.backward();
-    for (const auto& p : params) {
-      REQUIRE(p.grad().defined());
-      grads.push_back(p.grad());
-    }
-    const double norm = clip_grad_norm(grads, s["grad_clip"].get<double>());
-    const double want_norm = s["grad_norm_before_clip"].get<double>();
-    CHECK(std::abs(norm - want_norm) <= 1e-5 * want_norm);
-    const adamw_options o{s["lr"].get<double>(), s["betas"][0].get<double>(),
-                          s["betas"][1].get<double>(), s["eps"].get<double>(),
-                          s["weight_decay"].get<double>()};
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      adamw_state state;
-      adamw_step(params[i], grads[i], state, o);
-    }
-    const auto before = read_weights(dir);
-    const auto after = read_weights(dir + "/after_one_step");
-    CHECK(after.size() == model->hf_parameters().size());
-    std::int64_t loose = 0;
-    for (const auto& p : model->hf_parameters()) {
-      INFO(p.name);
-      REQUIRE(after.count(p.name) == 1);
-      loose += check_step(before.at(p.name), p.tensor.detach(), after.at(p.name), o);
-    }
-    CHECK(loose < model->parameter_count() / 20);
+    check_one_step(dir, model->hf_parameters());
   }
 }
 
@@ -138,31 +113,12 @@ TEST_CASE("a T5 saved and loaded again is bit for bit the same, in one file or i
     so.copy_files_from = dir;
     save_t5_model(*model, out.str(), so);
     CHECK(std::filesystem::exists(out.path("generation_config.json")));
-    const auto original = read_weights(dir);
-    const auto saved = read_weights(out.str());
-    CHECK(saved.size() == original.size());
-    for (const auto& [name, t] : saved) {
-      INFO(name);
-      REQUIRE(original.count(name) == 1);
-      CHECK(torch::equal(t, original.at(name)));
-    }
-    const json a = read_json(dir + "/config.json"), b = read_json(out.path("config.json"));
-    for (const auto& [key, value] : a.items()) {
-      if (key == "transformers_version") continue;
-      INFO(key);
-      CHECK(b.at(key) == value);
-    }
+    check_saved_copy(dir, out.str(), model->hf_parameters().size());
     so.max_shard_bytes = 40'000;
     save_t5_model(*model, out.str(), so);
     CHECK(std::filesystem::exists(out.path("model.safetensors.index.json")));
     CHECK_FALSE(std::filesystem::exists(out.path("model.safetensors")));
-    auto again = load_t5_model(out.str());
-    REQUIRE(again->hf_parameters().size() == model->hf_parameters().size());
-    for (std::size_t i = 0; i < again->hf_parameters().size(); ++i) {
-      INFO(again->hf_parameters()[i].name);
-      CHECK(again->hf_parameters()[i].tensor.scalar_type() == model->hf_parameters()[i].tensor.scalar_type());
-      CHECK(torch::equal(again->hf_parameters()[i].tensor, model->hf_parameters()[i].tensor));
-    }
+    check_same_weights(load_t5_model(out.str())->hf_parameters(), model->hf_parameters());
   }
 }
 
@@ -293,4 +249,31 @@ TEST_CASE("a T5 in bf16 computes transformers' loss within bf16 rounding", "[cor
   CHECK(out.loss.scalar_type() == torch::kFloat);
   const double loss = ref["loss"].get<double>();
   CHECK(std::abs(out.loss.item<double>() - loss) <= 2e-2 * std::abs(loss));
+}
+
+TEST_CASE("a T5 checkpoint may hold the stacks' copies of shared.weight; other extra tensors are refused",
+          "[core][model][t5]") {
+  const auto dir = cohort::test::local_fixture("t5-v1_0");
+  auto model = load_t5_model(dir, {torch::kFloat});
+  std::vector<tensor_blob> blobs;
+  for (const auto& p : model->hf_parameters()) {
+    blobs.push_back({p.name, "F32", p.tensor.sizes().vec(), p.tensor.data_ptr(),
+                     static_cast<std::size_t>(p.tensor.numel() * 4)});
+  }
+  const auto& shared = model->hf_parameters().front();
+  REQUIRE(shared.name == "shared.weight");
+  for (const char* copy : {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"}) {
+    blobs.push_back({copy, "F32", shared.tensor.sizes().vec(), shared.tensor.data_ptr(),
+                     static_cast<std::size_t>(shared.tensor.numel() * 4)});
+  }
+  temp_dir out;
+  std::filesystem::copy_file(dir + "/config.json", out.path("config.json"));
+  write_safetensors(out.path("model.safetensors"), blobs);
+  check_same_weights(load_t5_model(out.str(), {torch::kFloat})->hf_parameters(), model->hf_parameters());
+
+  blobs.push_back({"encoder.block.2.layer.0.SelfAttention.q.weight", "F32", {1}, shared.tensor.data_ptr(), 4});
+  write_safetensors(out.path("model.safetensors"), blobs);
+  CHECK_THROWS_WITH(load_t5_model(out.str()),
+                    Catch::Contains("unexpected tensor 'encoder.block.2.layer.0.SelfAttention.q.weight'") &&
+                        Catch::Contains("a t5 model"));
 }
