@@ -647,12 +647,13 @@ std::int64_t decoder_impl::parameter_count() const {
   return n;
 }
 
-void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const {
+void check_token_ids(const torch::Tensor& ids, const char* what, std::int64_t vocab_size,
+                     bool allow_ignore) {
   if (!ids.defined() || ids.dim() != 2 || ids.scalar_type() != torch::kInt64) {
     throw model_error(model_errc::bad_input, std::string(what) + " must be a (batch, time) int64 tensor");
   }
   if (ids.numel() == 0) throw model_error(model_errc::bad_input, std::string(what) + " is empty");
-  auto bad = ids.ge(config_.vocab_size).logical_or(ids.lt(0));
+  auto bad = ids.ge(vocab_size).logical_or(ids.lt(0));
   if (allow_ignore) bad = bad.logical_and(ids.ne(-100));
   if (bad.any().item<bool>()) {
     auto idx = bad.nonzero()[0];
@@ -660,9 +661,13 @@ void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool al
     throw model_error(model_errc::bad_input,
                       std::string(what) + "[" + std::to_string(b) + "][" + std::to_string(t) + "] = " +
                           std::to_string(ids[b][t].item<std::int64_t>()) +
-                          " is outside the vocabulary [0, " + std::to_string(config_.vocab_size) + ")" +
+                          " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")" +
                           (allow_ignore ? " and is not -100" : ""));
   }
+}
+
+void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const {
+  check_token_ids(ids, what, config_.vocab_size, allow_ignore);
   if (config_.learned_positions && ids.size(1) > config_.max_positions) {
     throw model_error(model_errc::bad_input,
                       std::string(what) + " has " + std::to_string(ids.size(1)) +

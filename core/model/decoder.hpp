@@ -280,6 +280,12 @@ class eval_scope {
 // set_data, as the ZeRO optimizer does from a weight_source while keeping only its own shards.
 decoder make_placeholder_decoder(const model_config& config);
 
+// Checks token ids against a vocabulary: `ids` a non-empty (B, T) int64 tensor of ids in
+// [0, vocab_size) (or -100 with allow_ignore). Throws model_error (bad_input) naming `what` and
+// the first bad entry.
+void check_token_ids(const torch::Tensor& ids, const char* what, std::int64_t vocab_size,
+                     bool allow_ignore);
+
 // transformers' ForCausalLMLoss: logits[:, :-1] against labels[:, 1:], fp32, mean over labels
 // that are not -100 (their sum with `sum`).
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels,

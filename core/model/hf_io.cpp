@@ -31,22 +31,16 @@ const char* safetensors_dtype(torch::ScalarType t) {
                                                c10::toString(t) + " (use float32, float16 or bfloat16)");
 }
 
-const char* config_dtype(torch::ScalarType t) {
-  switch (t) {
-    case torch::kHalf: return "float16";
-    case torch::kBFloat16: return "bfloat16";
-    default: return "float32";
-  }
-}
-
 // Tensors that transformers keeps as non-persistent buffers or drops on load; `tied`: the model
 // ties lm_head to the input embeddings, so a stored lm_head.weight is redundant.
 bool ignorable(const std::string& name, bool tied) {
   const auto ends = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
+  // T5 checkpoints of transformers 4 may hold the stacks' embed_tokens, copies of shared.weight.
   return ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq") ||
-         ends("attn.embed_positions") || (tied && name == "lm_head.weight");
+         ends("attn.embed_positions") || (tied && name == "lm_head.weight") ||
+         name == "encoder.embed_tokens.weight" || name == "decoder.embed_tokens.weight";
 }
 
 // The base model's prefix, which a checkpoint saved from the base model (openai-community/gpt2)
@@ -196,10 +190,22 @@ hf_weight_files open_hf_weight_files(const std::string& dir,
   return out;
 }
 
+const char* config_dtype_name(torch::ScalarType t) {
+  switch (t) {
+    case torch::kHalf: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    default: return "float32";
+  }
+}
+
 void load_hf_weights(decoder_impl& model, const std::string& dir) {
-  const auto& params = model.hf_parameters();
-  const hf_weight_files files = open_hf_weight_files(
-      dir, params, std::string("a ") + family_name(model.config().fam) + " model with this config.json");
+  load_hf_weights(model.hf_parameters(), dir,
+                  std::string("a ") + family_name(model.config().fam) + " model with this config.json");
+}
+
+void load_hf_weights(const std::vector<hf_parameter>& params, const std::string& dir,
+                     const std::string& model) {
+  const hf_weight_files files = open_hf_weight_files(dir, params, model);
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const hf_tensor_file& t = files.tensors[i];
@@ -213,26 +219,32 @@ void load_hf_weights(decoder_impl& model, const std::string& dir) {
 decoder load_hf_model(const std::string& dir, const load_options& options) {
   model_config cfg = read_config(dir);
   const torch::ScalarType dtype = options.dtype ? *options.dtype : dtype_from_name(cfg.dtype);
-  cfg.dtype = config_dtype(dtype);
+  cfg.dtype = config_dtype_name(dtype);
   decoder model(cfg, torch::TensorOptions().dtype(dtype).device(options.device), false);
   load_hf_weights(*model, dir);
   model->eval();  // as from_pretrained returns it; train() turns dropout on
   return model;
 }
 
+torch::ScalarType save_dtype(const std::vector<hf_parameter>& params, const save_options& options) {
+  if (options.dtype) return *options.dtype;
+  return params.empty() ? torch::kFloat : params.front().tensor.scalar_type();
+}
+
 void save_hf_model(const decoder_impl& model, const std::string& dir, const save_options& options) {
+  const torch::ScalarType dtype = save_dtype(model.hf_parameters(), options);
+  model_config cfg = model.config();
+  cfg.dtype = config_dtype_name(dtype);
+  save_hf_files(model.hf_parameters(), to_hf_json(cfg), dtype, dir, options);
+}
+
+void save_hf_files(const std::vector<hf_parameter>& params, const json& config,
+                   torch::ScalarType dtype, const std::string& dir, const save_options& options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw model_error(model_errc::io, dir + ": cannot create directory: " + ec.message());
   remove_hf_weights(dir);  // stale weights would confuse loaders
-
-  const auto& params = model.hf_parameters();
-  const torch::ScalarType dtype =
-      options.dtype ? *options.dtype
-                    : (params.empty() ? torch::kFloat : params.front().tensor.scalar_type());
-  model_config cfg = model.config();
-  cfg.dtype = config_dtype(dtype);
-  write_text(fs::path(dir) / "config.json", to_hf_json(cfg).dump(2) + "\n");
+  write_text(fs::path(dir) / "config.json", config.dump(2) + "\n");
 
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (const auto& p : params) {

@@ -27,6 +27,10 @@ decoder load_hf_model(const std::string& dir, const load_options& options = {});
 
 // Copies DIR's weights into `model` (whose config must match DIR's), converting dtypes.
 void load_hf_weights(decoder_impl& model, const std::string& dir);
+// The same for any model's weights `params` (open_hf_weight_files' checks; `model` names what
+// expects them in errors).
+void load_hf_weights(const std::vector<hf_parameter>& params, const std::string& dir,
+                     const std::string& model);
 
 // Where one expected weight lives in a directory's safetensors files.
 struct hf_tensor_file {
@@ -62,6 +66,14 @@ struct save_options {
 // tokenizer and generation files, so that transformers' from_pretrained loads DIR unchanged.
 void save_hf_model(const decoder_impl& model, const std::string& dir,
                    const save_options& options = {});
+
+// save_hf_model for any model: the dtype it writes (options.dtype, else the first weight's), its
+// name in config.json ("float32", "float16", "bfloat16"), and the directory written from the
+// config.json object and the weights under their Hugging Face names.
+torch::ScalarType save_dtype(const std::vector<hf_parameter>& params, const save_options& options);
+const char* config_dtype_name(torch::ScalarType dtype);
+void save_hf_files(const std::vector<hf_parameter>& params, const nlohmann::json& config,
+                   torch::ScalarType dtype, const std::string& dir, const save_options& options);
 
 torch::ScalarType dtype_from_name(const std::string& name);  // "float32" / "F32" -> kFloat, ...
 

@@ -272,6 +272,28 @@ void validate(const reader& r, const model_config& c) {
          "quick_gelu, relu, silu, swish)");
 }
 
+// dtype (or transformers 4's torch_dtype): float32 when absent.
+std::string read_dtype(const reader& r) {
+  std::string key;
+  const json* d = r.find({"dtype", "torch_dtype"}, &key);
+  if (!d) return "float32";
+  if (!d->is_string()) r.fail("key '" + key + "' must be a string");
+  const std::string dtype = d->get<std::string>();
+  if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16") {
+    r.fail("key '" + key + "' is '" + dtype + "'; supported: float32, float16, bfloat16");
+  }
+  return dtype;
+}
+
+// Writes `dtype` under the key the source used (transformers 4's torch_dtype or 5's dtype).
+void write_dtype(json& j, const std::string& dtype) {
+  if (j.contains("torch_dtype") && !j.contains("dtype")) {
+    j["torch_dtype"] = dtype;
+  } else {
+    j["dtype"] = dtype;
+  }
+}
+
 }  // namespace
 
 const char* family_name(family f) {
@@ -306,6 +328,10 @@ model_config parse_config(const json& j, const std::string& origin) {
   if (!type->is_string()) r.fail("key 'model_type' must be a string, got " + type->dump());
   model_config c;
   const std::string t = type->get<std::string>();
+  if (t == "t5") {
+    r.fail("model_type 't5' is an encoder-decoder, not a causal decoder: cohort-model eval, step "
+           "and info take it; the training engine takes gpt2, llama, mistral, qwen2, opt, gptj");
+  }
   bool known = false;
   for (family f : {family::gpt2, family::llama, family::mistral, family::qwen2, family::opt,
                    family::gptj}) {
@@ -320,22 +346,16 @@ model_config parse_config(const json& j, const std::string& origin) {
   c.vocab_size = r.integer({"vocab_size"}, std::nullopt);
   read_family(r, c);
   c.initializer_range = r.number({"initializer_range", "init_std"}, 0.02);
-  std::string dtype_key;
-  if (const json* d = r.find({"dtype", "torch_dtype"}, &dtype_key)) {
-    if (!d->is_string()) r.fail("key '" + dtype_key + "' must be a string");
-    c.dtype = d->get<std::string>();
-    if (c.dtype != "float32" && c.dtype != "float16" && c.dtype != "bfloat16") {
-      r.fail("key '" + dtype_key + "' is '" + c.dtype + "'; supported: float32, float16, bfloat16");
-    }
-  }
+  c.dtype = read_dtype(r);
   validate(r, c);
   c.source = j;
   return c;
 }
 
-model_config read_config(const std::string& path) {
+json read_config_json(const std::string& path, std::string* file_read) {
   const std::string file =
       std::filesystem::is_directory(path) ? path + "/config.json" : path;
+  if (file_read) *file_read = file;
   std::ifstream in(file);
   if (!in) {
     throw model_error(model_errc::bad_config, file + ": cannot open (expected a Hugging Face "
@@ -345,7 +365,102 @@ model_config read_config(const std::string& path) {
   text << in.rdbuf();
   json j = json::parse(text.str(), nullptr, false);
   if (j.is_discarded()) throw model_error(model_errc::bad_config, file + ": not valid JSON");
+  return j;
+}
+
+bool is_t5(const json& config) {
+  const auto it = config.find("model_type");
+  return config.is_object() && it != config.end() && *it == "t5";
+}
+
+model_config read_config(const std::string& path) {
+  std::string file;
+  const json j = read_config_json(path, &file);
   return parse_config(j, file);
+}
+
+t5_config parse_t5_config(const json& j, const std::string& origin) {
+  if (!j.is_object()) throw model_error(model_errc::bad_config, origin + ": not a JSON object");
+  reader r(j, origin);
+  if (!is_t5(j)) r.fail("key 'model_type' must be \"t5\" for a T5 config");
+  t5_config c;
+  c.vocab_size = r.integer({"vocab_size"}, 32128);
+  c.d_model = r.integer({"d_model"}, 512);
+  c.d_kv = r.integer({"d_kv"}, 64);
+  c.d_ff = r.integer({"d_ff"}, 2048);
+  c.num_layers = r.integer({"num_layers"}, 6);
+  c.num_decoder_layers = r.integer({"num_decoder_layers"}, c.num_layers);
+  c.num_heads = r.integer({"num_heads"}, 8);
+  c.relative_attention_num_buckets = r.integer({"relative_attention_num_buckets"}, 32, 4);
+  c.relative_attention_max_distance = r.integer({"relative_attention_max_distance"}, 128);
+  if (c.relative_attention_max_distance <= c.relative_attention_num_buckets / 2) {
+    // The log-spaced buckets run from max_exact (buckets / 2 in the decoder) to max_distance.
+    r.fail("key 'relative_attention_max_distance' must exceed relative_attention_num_buckets / 2 (" +
+           std::to_string(c.relative_attention_num_buckets / 2) + ")");
+  }
+  c.feed_forward_proj = r.string("feed_forward_proj", "relu");
+  const std::string& f = c.feed_forward_proj;
+  c.gated = f.rfind("gated-", 0) == 0;
+  const std::string act = c.gated ? f.substr(6) : f;
+  if (act == "relu" || act == "silu" || act == "gelu") {
+    c.activation = act == "gelu" && c.gated ? "gelu_new" : act;  // T5Config: gated-gelu is gelu_new
+  } else {
+    r.fail("key 'feed_forward_proj' is '" + f + "'; supported: relu, gated-gelu, gated-silu, "
+           "gated-relu, gelu, silu");
+  }
+  c.layer_norm_epsilon = r.number({"layer_norm_epsilon"}, 1e-6);
+  if (c.layer_norm_epsilon <= 0) r.fail("key 'layer_norm_epsilon' must be > 0");
+  c.dropout_rate = r.probability("dropout_rate", 0.1);
+  c.initializer_factor = r.number({"initializer_factor"}, 1.0);
+  c.tie_word_embeddings = r.boolean("tie_word_embeddings", true);
+  c.scale_decoder_outputs = r.boolean("scale_decoder_outputs", c.tie_word_embeddings);
+  c.pad_token_id = r.integer({"pad_token_id"}, 0, 0);
+  c.decoder_start_token_id = r.integer({"decoder_start_token_id"}, c.pad_token_id, 0);
+  for (const auto& [key, id] : {std::pair<const char*, std::int64_t>{"pad_token_id", c.pad_token_id},
+                                {"decoder_start_token_id", c.decoder_start_token_id}}) {
+    if (id >= c.vocab_size) {
+      r.fail("key '" + std::string(key) + "' is " + std::to_string(id) +
+             ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    }
+  }
+  if (r.boolean("is_decoder", false)) r.fail("key 'is_decoder' is true; only the encoder-decoder T5 is supported");
+  c.dtype = read_dtype(r);
+  c.source = j;
+  return c;
+}
+
+t5_config read_t5_config(const std::string& path) {
+  std::string file;
+  const json j = read_config_json(path, &file);
+  return parse_t5_config(j, file);
+}
+
+json to_hf_json(const t5_config& c) {
+  json j = c.source.is_object() ? c.source : json::object();
+  j["model_type"] = "t5";
+  j["architectures"] = json::array({"T5ForConditionalGeneration"});
+  j["is_encoder_decoder"] = true;
+  j["vocab_size"] = c.vocab_size;
+  j["d_model"] = c.d_model;
+  j["d_kv"] = c.d_kv;
+  j["d_ff"] = c.d_ff;
+  j["num_layers"] = c.num_layers;
+  j["num_decoder_layers"] = c.num_decoder_layers;
+  j["num_heads"] = c.num_heads;
+  j["relative_attention_num_buckets"] = c.relative_attention_num_buckets;
+  j["relative_attention_max_distance"] = c.relative_attention_max_distance;
+  j["feed_forward_proj"] = c.feed_forward_proj;
+  j["dense_act_fn"] = c.activation;
+  j["is_gated_act"] = c.gated;
+  j["layer_norm_epsilon"] = c.layer_norm_epsilon;
+  j["dropout_rate"] = c.dropout_rate;
+  j["initializer_factor"] = c.initializer_factor;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["scale_decoder_outputs"] = c.scale_decoder_outputs;
+  j["decoder_start_token_id"] = c.decoder_start_token_id;
+  j["pad_token_id"] = c.pad_token_id;
+  write_dtype(j, c.dtype);
+  return j;
 }
 
 json to_hf_json(const model_config& c) {
@@ -354,11 +469,7 @@ json to_hf_json(const model_config& c) {
   j["architectures"] = json::array({architecture_name(c.fam)});
   j["vocab_size"] = c.vocab_size;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (j.contains("torch_dtype") && !j.contains("dtype")) {
-    j["torch_dtype"] = c.dtype;
-  } else {
-    j["dtype"] = c.dtype;
-  }
+  write_dtype(j, c.dtype);
   const auto set_rope = [&] {
     if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
       j["rope_parameters"]["rope_theta"] = c.rope_theta;

@@ -1,6 +1,7 @@
 // The decoder's architecture as one plain struct, read from and written to a Hugging Face
 // config.json (transformers 4.x and 5.x spellings). Every family maps onto the same fields, so the
-// decoder has no per-family code paths. No torch here.
+// decoder has no per-family code paths. T5, an encoder-decoder, has a struct of its own
+// (t5_config). No torch here.
 #pragma once
 
 #include <cstdint>
@@ -76,13 +77,58 @@ struct model_config {
 };
 
 // Parses a config.json object. `origin` (a path) prefixes every error. Throws model_error
-// (bad_config) naming the key for a missing required key, a wrong type or an unknown model_type.
+// (bad_config) naming the key for a missing required key, a wrong type or an unknown model_type
+// (model_type "t5" too: it is read by parse_t5_config).
 model_config parse_config(const nlohmann::json& json, const std::string& origin);
 // Reads and parses DIR/config.json or a config file path.
 model_config read_config(const std::string& path);
 // config.json for this architecture as transformers writes it: the source keys, then the family's
 // own keys, architectures, model_type and dtype.
 nlohmann::json to_hf_json(const model_config& config);
+
+// DIR/config.json or a config file as a JSON object. Throws model_error (bad_config) naming the
+// file when it cannot be read or is not JSON; `file` receives the path read.
+nlohmann::json read_config_json(const std::string& path, std::string* file = nullptr);
+// Whether a config.json object describes a T5 (model_type "t5").
+bool is_t5(const nlohmann::json& config);
+
+// T5 (v1.0 and v1.1) as transformers' T5Config describes it. What it cannot run is refused.
+struct t5_config {
+  std::int64_t vocab_size = 0;
+  std::int64_t d_model = 0;            // hidden size
+  std::int64_t d_kv = 0;               // per-head size; inner attention size = num_heads * d_kv
+  std::int64_t d_ff = 0;               // feed-forward size
+  std::int64_t num_layers = 0;         // encoder blocks
+  std::int64_t num_decoder_layers = 0;  // decoder blocks (num_layers when absent)
+  std::int64_t num_heads = 0;
+  std::int64_t relative_attention_num_buckets = 32;
+  std::int64_t relative_attention_max_distance = 128;
+  std::string feed_forward_proj = "relu";  // relu | gated-gelu | gated-silu (also gelu, silu)
+  std::string activation;                  // derived: relu, gelu_new (gated-gelu), gelu, silu
+  bool gated = false;                      // derived: "gated-" prefix, wi_0 / wi_1 in place of wi
+  double layer_norm_epsilon = 1e-6;
+  double dropout_rate = 0.1;
+  double initializer_factor = 1.0;
+  // The head is shared.weight unless tie_word_embeddings is false as written in config.json (then
+  // lm_head.weight, as T5 v1.1 checkpoints store it; transformers 5 forces the field to true on
+  // load and writes it so). scale_decoder_outputs: the decoder output times d_model^-0.5 before
+  // the head; as config.json says, else true unless tie_word_embeddings is false (transformers 5's
+  // rule; v1.0 scales, v1.1 does not).
+  bool tie_word_embeddings = true;
+  bool scale_decoder_outputs = true;
+  std::int64_t decoder_start_token_id = 0;  // pad_token_id when absent
+  std::int64_t pad_token_id = 0;
+  std::string dtype = "float32";
+  nlohmann::json source = nlohmann::json::object();  // config.json as read; kept when writing
+};
+
+// Parses a T5 config.json object; errors name `origin` and the field, and for a value it cannot
+// run (feed_forward_proj, a size, a token id outside the vocabulary) what is allowed.
+t5_config parse_t5_config(const nlohmann::json& json, const std::string& origin);
+t5_config read_t5_config(const std::string& path);  // DIR/config.json or a config file
+// config.json as transformers writes it: the source keys, then T5's own, architectures
+// ["T5ForConditionalGeneration"], model_type "t5" and dtype.
+nlohmann::json to_hf_json(const t5_config& config);
 
 const char* family_name(family f);       // "gpt2", "llama", ...
 const char* architecture_name(family f);  // "GPT2LMHeadModel", "LlamaForCausalLM", ...

@@ -18,14 +18,30 @@ using token_rows = std::vector<std::vector<std::int64_t>>;  // (B, T)
 // works as is). Throws model_error (bad_input) naming the file and the fault.
 token_rows read_input_ids(const std::string& path);
 
+// A batch as the tools read it from one JSON file. Decoders use input_ids alone (labels = input
+// ids); T5 takes the encoder's input_ids, their attention_mask (0/1, input_ids' shape; absent:
+// all ones) and the decoder's labels (equal-length rows, -100 = ignored), its decoder input being
+// the labels shifted right from decoder_start_token_id.
+struct model_inputs {
+  token_rows input_ids;
+  token_rows attention_mask;  // empty when the file has none
+  token_rows labels;          // empty when the file has none
+  std::string origin;         // the file, for messages
+};
+// Reads input_ids (as read_input_ids) and, where present, attention_mask and labels. Throws
+// model_error (bad_input) naming the file, the key and the fault.
+model_inputs read_model_inputs(const std::string& path);
+
 struct eval_result {
-  double loss = 0.0;  // causal LM loss with labels = input ids
+  double loss = 0.0;  // causal LM loss with labels = input ids; T5: the labels' cross-entropy
   std::int64_t batch = 0, time = 0, vocab = 0;
-  std::vector<float> logits;  // (B, T, V) fp32, row-major
+  std::vector<float> logits;  // (B, T, V) fp32, row-major; T5: T = the labels' length
 };
 
-// Loads DIR in fp32 and runs one forward pass.
-eval_result evaluate(const std::string& hf_dir, const token_rows& ids);
+// Loads DIR in fp32 and runs one forward pass. A T5 DIR needs labels (model_error bad_input
+// naming the file otherwise).
+eval_result evaluate(const std::string& hf_dir, const model_inputs& inputs);
+eval_result evaluate(const std::string& hf_dir, const token_rows& ids);  // a decoder on ids
 
 struct step_settings {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
@@ -37,10 +53,10 @@ struct step_result {
   double grad_norm = 0.0;  // before clipping
 };
 
-// Loads DIR in fp32, takes one AdamW step on labels = input ids after clip_grad_norm_ (dropout
-// off, so the step is reproducible), and
+// Loads DIR in fp32, takes one AdamW step on labels = input ids (T5: on its labels, with the
+// attention mask) after clip_grad_norm_ (dropout off, so the step is reproducible), and
 // writes OUT_DIR as a Hugging Face directory (in DIR's dtype, with DIR's tokenizer files).
-step_result train_one_step(const std::string& hf_dir, const token_rows& ids,
+step_result train_one_step(const std::string& hf_dir, const model_inputs& inputs,
                            const step_settings& settings, const std::string& out_dir);
 
 // The eos_token_id of DIR's generation_config.json, else of its config.json (a number or a list;
@@ -53,7 +69,8 @@ std::vector<std::int64_t> generate_from_dir(const std::string& hf_dir, const std
                                             const sampling_settings& settings);
 
 // Family, parameter count and bytes of weights, gradients and optimizer state per precision
-// (fp32; bf16 with fp32 master weights), from config.json alone.
+// (fp32; bf16 with fp32 master weights), from config.json alone. T5 adds encoder_layers and
+// decoder_layers (layers is their sum).
 nlohmann::json describe(const std::string& hf_dir);
 
 }  // namespace cohort::core::model

@@ -1,4 +1,5 @@
-// cohort-model eval: {"loss": x, "logits": [[[...]]]} of a model on input ids, labels = ids.
+// cohort-model eval: {"loss": x, "logits": [[[...]]]} of a model on input ids, labels = ids (T5:
+// the labels of the input file, the logits the decoder's).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -28,11 +29,11 @@ int run_eval(const arg_list& args) {
   po::options_description desc("eval options");
   desc.add_options()
       ("hf-dir", po::value(&dir)->required(), "Hugging Face model directory")
-      ("input-ids", po::value(&ids_file)->required(), "JSON file with {\"input_ids\": [[...]]}");
+      ("input-ids", po::value(&ids_file)->required(), input_ids_help);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "cohort-model eval --hf-dir DIR --input-ids FILE")) return 0;
 
-  const auto result = core::model::evaluate(dir, core::model::read_input_ids(ids_file));
+  const auto result = core::model::evaluate(dir, core::model::read_model_inputs(ids_file));
   std::string out = "{\"loss\": ";
   print_number(out, result.loss);
   out += ", \"logits\": [";

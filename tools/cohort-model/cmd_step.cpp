@@ -18,7 +18,7 @@ int run_step(const arg_list& args) {
   po::options_description desc("step options");
   desc.add_options()
       ("hf-dir", po::value(&dir)->required(), "Hugging Face model directory to start from")
-      ("input-ids", po::value(&ids_file)->required(), "JSON file with {\"input_ids\": [[...]]}")
+      ("input-ids", po::value(&ids_file)->required(), input_ids_help)
       ("lr", po::value(&s.lr)->required(), "learning rate")
       ("betas", po::value(&betas)->default_value("0.9,0.999"), "AdamW betas as B1,B2")
       ("eps", po::value(&s.eps)->default_value(1e-8), "AdamW epsilon")
@@ -41,7 +41,7 @@ int run_step(const arg_list& args) {
   if (s.lr < 0 || s.eps <= 0 || s.weight_decay < 0 || s.grad_clip < 0) {
     throw usage_error("--lr, --weight-decay and --grad-clip must be >= 0 and --eps > 0");
   }
-  const auto r = core::model::train_one_step(dir, core::model::read_input_ids(ids_file), s, out_dir);
+  const auto r = core::model::train_one_step(dir, core::model::read_model_inputs(ids_file), s, out_dir);
   std::cout << nlohmann::json{{"loss", r.loss}, {"grad_norm", r.grad_norm}, {"out", out_dir}}.dump()
             << std::endl;
   return 0;

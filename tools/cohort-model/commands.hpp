@@ -22,6 +22,11 @@ class usage_error : public std::runtime_error {
 bool parse_options(const arg_list& args, boost::program_options::options_description& desc,
                    boost::program_options::variables_map& vm, const std::string& synopsis);
 
+// --input-ids of eval and step.
+inline constexpr const char* input_ids_help =
+    "JSON file with {\"input_ids\": [[...]]}; for T5 also \"labels\": [[...]] (-100 = ignored; "
+    "the decoder input is the labels shifted right) and optionally \"attention_mask\" (0/1)";
+
 int run_eval(const arg_list& args);
 int run_step(const arg_list& args);
 int run_info(const arg_list& args);

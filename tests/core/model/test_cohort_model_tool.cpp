@@ -40,9 +40,11 @@ std::map<std::string, std::vector<float>> read_f32(const std::string& file) {
 
 }  // namespace
 
+// T5's reference.json holds its attention_mask and labels beside the input_ids: eval reads them
+// all, and its logits are the decoder's over the labels.
 TEST_CASE("cohort-model eval prints the loss and logits transformers computed", "[core][model][tools]") {
-  for (const char* name : {"tiny-llama", "tiny-gpt2"}) {
-    const std::string dir = cohort::test::shared_fixture(name);
+  for (const std::string& dir : {cohort::test::shared_fixture("tiny-llama"), cohort::test::shared_fixture("tiny-gpt2"),
+                                 cohort::test::local_fixture("t5-v1_0"), cohort::test::local_fixture("t5-v1_1")}) {
     INFO(dir);
     const auto r = cohort_model("eval --hf-dir " + dir + " --input-ids " + dir + "/reference.json");
     REQUIRE(r.code == 0);
@@ -67,9 +69,12 @@ TEST_CASE("cohort-model eval prints the loss and logits transformers computed", 
 }
 
 // tiny-gpt2's step reference was taken with dropout active; gpt2-variant (dropout 0) stands in.
+// t5-v1_0 steps on its labels with the attention mask (t5-v1_1 is stored in bf16, its reference
+// step in fp32: test_t5 checks that one).
 TEST_CASE("cohort-model step writes the weights of one clipped AdamW step", "[core][model][tools]") {
   for (const std::string& dir : {cohort::test::shared_fixture("tiny-llama"),
-                                 cohort::test::local_fixture("gpt2-variant")}) {
+                                 cohort::test::local_fixture("gpt2-variant"),
+                                 cohort::test::local_fixture("t5-v1_0")}) {
     INFO(dir);
     const json s = read_json(dir + "/reference.json")["train_step"];
     temp_dir out;
@@ -137,6 +142,48 @@ TEST_CASE("cohort-model info reports family, parameters and memory per precision
   CHECK(info["bytes"]["fp32"]["optimizer_state"] == 8 * count);
   CHECK(info["bytes"]["bf16_fp32_master"]["weights"] == 2 * count);
   CHECK(info["bytes"]["bf16_fp32_master"]["master_weights"] == 4 * count);
+}
+
+TEST_CASE("cohort-model info describes a T5's encoder and decoder", "[core][model][tools]") {
+  const std::string dir = cohort::test::local_fixture("t5-v1_0");
+  const auto r = cohort_model("info --hf-dir " + dir);
+  REQUIRE(r.code == 0);
+  const json info = json::parse(r.out);
+  CHECK(info["family"] == "t5");
+  CHECK(info["architecture"] == "T5ForConditionalGeneration");
+  CHECK(info["encoder_layers"] == 2);
+  CHECK(info["decoder_layers"] == 2);
+  CHECK(info["feed_forward_proj"] == "relu");
+  CHECK(info["tie_word_embeddings"] == true);
+  std::int64_t count = 0;
+  cohort::core::model::safetensors_reader st(dir + "/model.safetensors");
+  for (const auto& e : st.tensors()) count += static_cast<std::int64_t>(e.nbytes() / 4);
+  CHECK(info["parameters"] == count);
+  CHECK(info["bytes"]["fp32"]["weights"] == 4 * count);
+}
+
+TEST_CASE("cohort-model eval and step on a T5 without labels exit 2 naming the file and the key",
+          "[core][model][tools]") {
+  temp_dir tmp;
+  const std::string dir = cohort::test::local_fixture("t5-v1_0");
+  cohort::test::write_file(tmp.path("ids.json"), R"({"input_ids": [[5, 6, 1]]})");
+  const auto eval = cohort_model("eval --hf-dir " + dir + " --input-ids " + tmp.path("ids.json"));
+  CHECK(eval.code == 2);
+  CHECK_THAT(eval.err, Catch::Contains(tmp.path("ids.json")) && Catch::Contains("'labels'"));
+  const auto step = cohort_model("step --hf-dir " + dir + " --input-ids " + tmp.path("ids.json") +
+                                 " --lr 0.01 --out " + tmp.path("next"));
+  CHECK(step.code == 2);
+  CHECK_THAT(step.err, Catch::Contains("'labels'"));
+  CHECK_FALSE(std::filesystem::exists(tmp.path("next")));
+  cohort::test::write_file(tmp.path("ids.json"),
+                           R"({"input_ids": [[5, 6, 1]], "attention_mask": [[1, 2, 0]], "labels": [[7, 1]]})");
+  const auto mask = cohort_model("eval --hf-dir " + dir + " --input-ids " + tmp.path("ids.json"));
+  CHECK(mask.code == 2);
+  CHECK_THAT(mask.err, Catch::Contains("attention_mask holds 2"));
+  cohort::test::write_file(tmp.path("ids.json"), R"({"input_ids": [[5, 6, 1]], "labels": [[7, 1], [1]]})");
+  const auto ragged = cohort_model("eval --hf-dir " + dir + " --input-ids " + tmp.path("ids.json"));
+  CHECK(ragged.code == 2);
+  CHECK_THAT(ragged.err, Catch::Contains("labels rows must have equal lengths"));
 }
 
 TEST_CASE("cohort-model exits 2 with a message on usage errors and bad input", "[core][model][tools]") {

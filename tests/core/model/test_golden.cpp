@@ -16,8 +16,16 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "tests/core/model/golden_support.hpp"
+
 using namespace cohort::core::model;
+using cohort::test::check_one_step;
+using cohort::test::check_same_weights;
+using cohort::test::check_saved_copy;
+using cohort::test::max_abs_diff;
 using cohort::test::read_json;
+using cohort::test::read_weights;
+using cohort::test::to_tensor;
 using cohort::test::temp_dir;
 using nlohmann::json;
 
@@ -39,60 +47,6 @@ std::vector<std::string> golden_dirs() {
           cohort::test::local_fixture("opt"), cohort::test::local_fixture("opt-prenorm"),
           cohort::test::local_fixture("gptj"), cohort::test::local_fixture("llama-variant"),
           cohort::test::local_fixture("gpt2-variant")};
-}
-
-torch::Tensor to_tensor(const json& j, torch::ScalarType dtype) {
-  std::vector<std::int64_t> shape;
-  for (const json* p = &j; p->is_array(); p = &(*p)[0]) shape.push_back(static_cast<std::int64_t>(p->size()));
-  std::vector<double> flat;
-  std::function<void(const json&)> walk = [&](const json& x) {
-    if (x.is_array()) {
-      for (const auto& y : x) walk(y);
-    } else {
-      flat.push_back(x.get<double>());
-    }
-  };
-  walk(j);
-  return torch::tensor(flat, torch::kDouble).reshape(shape).to(dtype);
-}
-
-// Every tensor of an HF directory, by name, as fp32.
-std::map<std::string, torch::Tensor> read_weights(const std::string& dir) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".safetensors") continue;
-    safetensors_reader r(entry.path().string());
-    for (const auto& e : r.tensors()) {
-      auto t = torch::empty(e.shape, torch::TensorOptions().dtype(dtype_from_name(e.dtype)));
-      r.read(e, t.data_ptr());
-      out[e.name] = t.to(torch::kFloat);
-    }
-  }
-  return out;
-}
-
-// Adam's first step moves a weight by lr * g / (|g| + eps): a whole lr unless |g| is within a
-// few eps of zero. There g is rounding noise (a key bias, whose true gradient is 0, or a
-// cancelling sum) and the step follows the noise's sign, which no two BLAS builds share. Such
-// weights (a step between 1e-4 lr and 0.99 lr, in the reference or here) are held to one step's
-// bound; the rest to 1e-5. Returns how many weights were held to the loose bound.
-std::int64_t check_step(const torch::Tensor& before, const torch::Tensor& ours,
-                        const torch::Tensor& ref, const adamw_options& o) {
-  const auto decayed = before.to(torch::kDouble) * (1 - o.lr * o.weight_decay);
-  const auto band = [&](const torch::Tensor& after) {
-    auto step = (after.to(torch::kDouble) - decayed).abs();
-    return step.lt(0.99 * o.lr).logical_and(step.gt(1e-4 * o.lr));
-  };
-  auto noise = band(ref).logical_or(band(ours));
-  auto diff = (ours.to(torch::kDouble) - ref.to(torch::kDouble)).abs();
-  CHECK(diff.max().item<double>() <= 2 * o.lr + 1e-6);
-  auto clean = diff.masked_select(noise.logical_not());
-  if (clean.numel() > 0) CHECK(clean.max().item<double>() < 1e-5);
-  return noise.sum().item<std::int64_t>();
-}
-
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
 }
 
 }  // namespace
@@ -121,35 +75,11 @@ TEST_CASE("one clipped AdamW step matches torch.optim.AdamW for every reference 
   for (const auto& dir : step_dirs()) {
     INFO(dir);
     const json ref = read_json(dir + "/reference.json");
-    const json& s = ref["train_step"];
     auto model = load_hf_model(dir, {torch::kFloat});
     auto ids = to_tensor(ref["input_ids"], torch::kInt64);
-    std::vector<torch::Tensor> params, grads;
-    for (const auto& p : model->hf_parameters()) {
-      params.push_back(p.tensor);
-      p.tensor.set_requires_grad(true);
-    }
+    for (const auto& p : model->hf_parameters()) p.tensor.set_requires_grad(true);
     model->forward(ids, ids).loss.backward();
-    for (const auto& p : params) grads.push_back(p.grad());
-    const double norm = clip_grad_norm(grads, s["grad_clip"].get<double>());
-    const double want_norm = s["grad_norm_before_clip"].get<double>();
-    CHECK(std::abs(norm - want_norm) <= 1e-5 * want_norm);
-    const adamw_options o{s["lr"].get<double>(), s["betas"][0].get<double>(),
-                          s["betas"][1].get<double>(), s["eps"].get<double>(),
-                          s["weight_decay"].get<double>()};
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      adamw_state state;
-      adamw_step(params[i], grads[i], state, o);
-    }
-    const auto before = read_weights(dir);
-    const auto after = read_weights(dir + "/after_one_step");
-    std::int64_t loose = 0;
-    for (const auto& p : model->hf_parameters()) {
-      INFO(p.name);
-      REQUIRE(after.count(p.name) == 1);
-      loose += check_step(before.at(p.name), p.tensor.detach(), after.at(p.name), o);
-    }
-    CHECK(loose < model->parameter_count() / 20);
+    check_one_step(dir, model->hf_parameters());
   }
 }
 
@@ -162,26 +92,9 @@ TEST_CASE("a model saved and loaded again is bit for bit the same", "[core][mode
     so.copy_files_from = dir;
     save_hf_model(*model, out.str(), so);
     CHECK(std::filesystem::exists(out.path("generation_config.json")));
-    const auto original = read_weights(dir);
-    const auto saved = read_weights(out.str());
-    CHECK(saved.size() == model->hf_parameters().size());
-    for (const auto& [name, t] : saved) {
-      INFO(name);
-      REQUIRE(original.count(name) == 1);
-      CHECK(torch::equal(t, original.at(name)));
-    }
     // Same dtypes on disk, same config fields.
-    const json a = read_json(dir + "/config.json"), b = read_json(out.path("config.json"));
-    for (const auto& [key, value] : a.items()) {
-      if (key == "transformers_version") continue;
-      INFO(key);
-      CHECK(b.at(key) == value);
-    }
-    auto again = load_hf_model(out.str());
-    for (std::size_t i = 0; i < again->hf_parameters().size(); ++i) {
-      CHECK(again->hf_parameters()[i].tensor.scalar_type() == model->hf_parameters()[i].tensor.scalar_type());
-      CHECK(torch::equal(again->hf_parameters()[i].tensor, model->hf_parameters()[i].tensor));
-    }
+    check_saved_copy(dir, out.str(), model->hf_parameters().size());
+    check_same_weights(load_hf_model(out.str())->hf_parameters(), model->hf_parameters());
   }
 }
 
