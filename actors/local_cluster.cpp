@@ -1,12 +1,15 @@
 // The embedded cluster (see local_cluster.hpp): blocking calls through a scoped actor.
 #include "actors/local_cluster.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "actors/client_protocol.hpp"
 #include "actors/head_actor.hpp"
 #include "actors/node_actor.hpp"
 #include "actors/worker_actor.hpp"
+#include "actors/worker_process_actor.hpp"
 
 namespace cohort::actors {
 
@@ -21,6 +24,7 @@ struct local_cluster::impl {
   std::map<std::string, caf::actor> nodes;
   std::shared_ptr<local_node_directory> directory = std::make_shared<local_node_directory>();
   std::shared_ptr<runner_registry> runners = std::make_shared<runner_registry>();
+  std::string worker_program;  // "": workers on threads of this process
 
   // A request of client_calls (client_protocol.hpp), answered with the reply the table names.
   template <class Request>
@@ -65,9 +69,19 @@ struct local_cluster::impl {
     }
   }
 
+  // How the node `info` runs its workers: processes of worker_program, told the node's GPUs as
+  // cluster-worker tells them, or threads.
+  worker_spawner workers_for(const node_info& info) const {
+    if (worker_program.empty()) return in_process_workers(runners);
+    const auto gpus = info.resources.find("GPU");
+    const auto offered = gpus == info.resources.end() ? 0 : static_cast<std::int32_t>(gpus->second);
+    return process_workers(worker_program, info.gpu_ids,
+                           std::max(offered, static_cast<std::int32_t>(info.gpu_ids.size())));
+  }
+
   void spawn_node(const node_info& info) {
     if (nodes.count(info.name) != 0) throw cluster_error("a node named " + info.name + " exists");
-    auto node = sys->spawn(node_actor, info, head, directory, in_process_workers(runners),
+    auto node = sys->spawn(node_actor, info, head, directory, workers_for(info),
                            std::make_shared<epoch_fence>());
     nodes[info.name] = node;
     directory->put(info.name, node);
@@ -81,7 +95,9 @@ struct local_cluster::impl {
   }
 };
 
-local_cluster::local_cluster(const std::vector<node_info>& nodes) : impl_(std::make_unique<impl>()) {
+local_cluster::local_cluster(const std::vector<node_info>& nodes, std::string worker_program)
+    : impl_(std::make_unique<impl>()) {
+  impl_->worker_program = std::move(worker_program);
   impl_->sys = std::make_unique<caf::actor_system>(impl_->cfg);
   impl_->head = impl_->sys->spawn(head_actor, head_options{});
   for (const auto& n : nodes) impl_->spawn_node(n);

@@ -1,6 +1,8 @@
 // An embedded cluster in one process: a head and any number of nodes in one CAF actor system.
-// `submit --local` runs jobs on it, and the actor tests drive it as a user would (submit, follow,
-// stop) plus failure drills (kill a worker, kill a node, add a node). CAF stays behind a pimpl.
+// `submit --local` runs jobs on it with every worker in a cohort-worker process of its own (as a
+// cluster-worker runs them), and the actor tests drive it as a user would (submit, follow, stop),
+// with workers on threads of this process, plus failure drills (kill a worker, kill a node, add a
+// node). CAF stays behind a pimpl.
 #pragma once
 
 #include <chrono>
@@ -22,7 +24,11 @@ class cluster_error : public std::runtime_error {
 
 class local_cluster {
  public:
-  explicit local_cluster(const std::vector<node_info>& nodes);
+  // `worker_program`: the program each worker runs in an OS process of its own (cohort-worker),
+  // started as a cluster-worker starts it (CUDA_VISIBLE_DEVICES from the node's gpu_ids, the
+  // job's runtime_env.env_vars, the worker link on fds 3 and 4); "" runs each worker's workload on
+  // a thread of this process instead.
+  explicit local_cluster(const std::vector<node_info>& nodes, std::string worker_program = {});
   ~local_cluster();
   local_cluster(const local_cluster&) = delete;
   local_cluster& operator=(const local_cluster&) = delete;

@@ -1,12 +1,15 @@
 // cohort-local: what `submit` runs without a cluster, with submit's own arguments (submit execs
 // it): `run JOB.json` on a head and a node embedded in this process (--local, or no address nor
-// store), followed to its end, and `plan JOB.json --nodes NODES.json`, the head's placement and
-// memory rules over the listed nodes. It links the engine; `submit` does not.
+// store), each rank in a cohort-worker process of its own (the program beside this one), followed
+// to its end, and `plan JOB.json --nodes NODES.json`, the head's placement and memory rules over
+// the listed nodes. It links the engine; `submit` does not.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,8 +46,20 @@ std::vector<actors::node_info> local_nodes(const options& o) {
   return {local};
 }
 
+// The worker program beside this one (cohort-worker), which the embedded nodes start for each
+// rank as a cluster-worker does; throws std::runtime_error naming it when it is not there.
+std::string worker_program() {
+  const auto program =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-worker";
+  if (!std::filesystem::exists(program))
+    throw std::runtime_error("the worker program " + program.string() +
+                             " does not exist (it is built and installed beside submit)");
+  return program.string();
+}
+
 // `submit run JOB.json` without a cluster: checks the job can ever run on the embedded node(s),
-// then runs it on a head and node embedded here (workers as threads) and follows it to its end.
+// then runs it on a head and node embedded here, each rank in a cohort-worker process of its own,
+// and follows it to its end.
 int run_local(const options& o) {
   auto spec = core::train::load_runnable_spec(o.arg);
   if (config::has_holds(spec.run)) {
@@ -82,7 +97,7 @@ int run_local(const options& o) {
               << "describe nodes with --nodes)\n";
     return exit_usage;
   }
-  actors::local_cluster cluster(infos);
+  actors::local_cluster cluster(infos, worker_program());
   auto id = cluster.submit(config::to_json_text(spec));
   std::cout << id << std::endl;
   tools::progress_printer printer(std::cout, ::isatty(STDOUT_FILENO) != 0);

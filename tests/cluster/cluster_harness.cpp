@@ -55,8 +55,9 @@ running_process::running_process(const std::vector<std::string>& argv,
         std::lock_guard<std::mutex> lock(mutex_);
         lines_.push_back(line);
       },
-      [this](const core::proc::exit_status&) {
+      [this](const core::proc::exit_status& s) {
         std::lock_guard<std::mutex> lock(mutex_);
+        exit_code_ = s.signaled ? 128 + s.signal : s.code;
         ended_ = true;
       });
 }
@@ -71,6 +72,11 @@ bool running_process::ended() const {
   return ended_;
 }
 
+int running_process::exit_code() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exit_code_;
+}
+
 std::string running_process::output() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out;
@@ -80,17 +86,25 @@ std::string running_process::output() const {
 
 std::string running_process::wait_for_line(const std::string& text,
                                            std::chrono::milliseconds timeout) const {
+  return wait_for_lines(text, 1, timeout).front();
+}
+
+std::vector<std::string> running_process::wait_for_lines(const std::string& text, std::size_t count,
+                                                         std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      std::vector<std::string> found;
       for (const auto& l : lines_)
-        if (l.find(text) != std::string::npos) return l;
+        if (l.find(text) != std::string::npos && found.size() < count) found.push_back(l);
+      if (found.size() == count) return found;
       if (ended_) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  throw std::runtime_error("no line with \"" + text + "\" in:\n" + output());
+  throw std::runtime_error(std::to_string(count) + " line(s) with \"" + text + "\" did not come; " +
+                           "the output:\n" + output());
 }
 
 bool running_process::wait_for_exit(std::chrono::milliseconds timeout) const {

@@ -29,13 +29,20 @@ class running_process {
   std::string output() const;
   // Waits until a line containing `text` appeared; returns that line or throws after timeout.
   std::string wait_for_line(const std::string& text, std::chrono::milliseconds timeout) const;
+  // Waits until `count` lines containing `text` appeared; returns them in order, or throws after
+  // timeout.
+  std::vector<std::string> wait_for_lines(const std::string& text, std::size_t count,
+                                          std::chrono::milliseconds timeout) const;
   // Waits for the process to end; true if it did in time.
   bool wait_for_exit(std::chrono::milliseconds timeout) const;
+  // Its exit code once it ended (128 + the signal that ended it), -1 before.
+  int exit_code() const;
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::string> lines_;
   bool ended_ = false;
+  int exit_code_ = -1;
   std::unique_ptr<core::proc::child_process> child_;
 };
 

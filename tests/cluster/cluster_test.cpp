@@ -15,6 +15,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -445,6 +446,52 @@ TEST_CASE("submit --local refuses a job held at a step, which nothing could rele
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("run.hold_before_step 2: the cluster embedded in this process has no "
                                     "`submit release`"));
+}
+
+namespace {
+
+// The pid in a job output line's prefix, "(worker rank=R node=N pid=P) ...".
+int pid_in(const std::string& line) {
+  static const std::regex prefix("\\(worker rank=[0-9]+ node=[^ ]+ pid=([0-9]+)\\)");
+  std::smatch m;
+  if (!std::regex_search(line, m, prefix)) throw std::runtime_error("no worker pid in: " + line);
+  return std::stoi(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("submit --local runs each rank in a cohort-worker process of its own, and a rank killed "
+          "with kill -9 is retried under the job's failure policy",
+          "[cluster]") {
+  test_cluster c;
+  // Steps slow enough that no attempt ends by itself while the test looks on; max_failures 1: one
+  // restart, then the job fails.
+  const auto job = c.write_job(lr_job("local-ranks", 2, 1000000, 0.05, 1, c.dir().str() + "/runs"));
+  cohort::test::running_process run(
+      {c.program("submit"), "--local", "--num-cpus", "2", "run", job}, {});
+  const std::string first_line_of = "cohort-worker: rank ";
+  auto rank0 = pid_in(run.wait_for_line(first_line_of + "0 of job", 120s));
+  auto rank1 = pid_in(run.wait_for_line(first_line_of + "1 of job", 120s));
+  // Both ranks are processes of their own, neither of them submit's (which became cohort-local).
+  CHECK(rank0 != rank1);
+  CHECK(rank0 != run.pid());
+  CHECK(rank1 != run.pid());
+  CHECK_THAT(run.output(), Catch::Contains("cohort-worker: rank 1 of job") &&
+                               Catch::Contains("(pid " + std::to_string(rank1) + ")"));
+
+  REQUIRE(::kill(rank1, SIGKILL) == 0);
+  // The policy restarts the group: new processes for both ranks.
+  auto restarted = pid_in(run.wait_for_lines(first_line_of + "1 of job", 2, 120s).back());
+  CHECK(restarted != rank1);
+  CHECK(pid_in(run.wait_for_lines(first_line_of + "0 of job", 2, 120s).back()) != rank0);
+  // The second failure is one more than max_failures allows.
+  REQUIRE(::kill(restarted, SIGKILL) == 0);
+  REQUIRE(run.wait_for_exit(120s));
+  const auto out = run.output();
+  INFO(out);
+  CHECK(run.exit_code() == 1);
+  CHECK_THAT(out, Catch::Contains(") FAILED: ") && Catch::Contains("[attempts 2]") &&
+                      Catch::Contains("SIGKILL"));
 }
 
 TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU workers see no GPU",
