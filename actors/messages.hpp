@@ -164,11 +164,9 @@ struct worker_setup {
   std::string store_secret{};
 };
 
-// A step report from a worker (rank 0's carry the metrics).
-struct progress_report {
-  static constexpr std::uint32_t wire_id = 6;
-  std::string job_id;
-  std::int32_t rank = 0;
+// What a rank tells of one logged step (rank 0's carry the metrics): the one field list of a
+// worker process's process_progress and of the progress_report its worker actor passes on.
+struct step_progress {
   std::int64_t step = 0;
   std::int64_t total_steps = 0;
   double loss = 0;
@@ -178,14 +176,21 @@ struct progress_report {
   double mfu = 0;
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint (0: none yet)
   std::int64_t held_before_step = 0;  // the ranks wait before this step (0: not held)
-  // The attempt whose rank 0 reported (the trainer stamps it): the head takes step and
-  // checkpoint_step only from its job's current attempt, so a zombie attempt's report is ignored.
-  std::int32_t attempt = 0;
   // train.eval_every: the step whose evaluation this report carries (this report's step when it
   // evaluated; 0: none), its eval_loss and eval_perplexity.
   std::int64_t eval_step = 0;
   double eval_loss = 0;
   double eval_perplexity = 0;
+};
+
+// A step report from a worker: its step_progress, stamped with where it came from.
+struct progress_report : step_progress {
+  static constexpr std::uint32_t wire_id = 6;
+  std::string job_id;
+  std::int32_t rank = 0;
+  // The attempt whose rank 0 reported (the trainer stamps it): the head takes step and
+  // checkpoint_step only from its job's current attempt, so a zombie attempt's report is ignored.
+  std::int32_t attempt = 0;
 };
 
 // How an attempt ended, as the trainer tells the head.
@@ -440,20 +445,8 @@ struct link_hello {
 // Worker process → its worker actor. They carry no job, attempt or rank: the actor knows which
 // process it started and stamps them on what it passes on to the trainer.
 // A logged step of the process's rank; passed on as progress_report.
-struct process_progress {
+struct process_progress : step_progress {
   static constexpr std::uint32_t wire_id = 69;
-  std::int64_t step = 0;
-  std::int64_t total_steps = 0;
-  double loss = 0;
-  double lr = 0;
-  double grad_norm = 0;
-  double tokens_per_s = 0;
-  double mfu = 0;
-  std::int64_t checkpoint_step = 0;
-  std::int64_t held_before_step = 0;
-  std::int64_t eval_step = 0;  // as in progress_report
-  double eval_loss = 0;
-  double eval_perplexity = 0;
 };
 // The process is alive at step `step`; collective_wait_s as in rank_heartbeat. Passed on as
 // rank_heartbeat.
@@ -596,10 +589,16 @@ typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_progress& x) {
+  return f(caf::meta::type_name("step_progress"), x.step, x.total_steps, x.loss, x.lr, x.grad_norm,
+           x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step, x.eval_step, x.eval_loss,
+           x.eval_perplexity);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
-  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.step, x.total_steps, x.loss,
-           x.lr, x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step,
-           x.attempt, x.eval_step, x.eval_loss, x.eval_perplexity);
+  return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.attempt,
+           static_cast<step_progress&>(x));
 }
 
 template <class Inspector>
@@ -767,9 +766,7 @@ typename Inspector::result_type inspect(Inspector& f, link_hello& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_progress& x) {
-  return f(caf::meta::type_name("process_progress"), x.step, x.total_steps, x.loss, x.lr,
-           x.grad_norm, x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step, x.eval_step,
-           x.eval_loss, x.eval_perplexity);
+  return f(caf::meta::type_name("process_progress"), static_cast<step_progress&>(x));
 }
 
 template <class Inspector>

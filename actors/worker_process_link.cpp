@@ -136,21 +136,10 @@ process_progress progress_of(const core::train::step_report& r) {
 
 progress_report stamped(const worker_setup& setup, const process_progress& p) {
   progress_report out;
+  static_cast<step_progress&>(out) = p;
   out.job_id = setup.job_id;
   out.rank = setup.rank;
   out.attempt = setup.attempt;
-  out.step = p.step;
-  out.total_steps = p.total_steps;
-  out.loss = p.loss;
-  out.lr = p.lr;
-  out.grad_norm = p.grad_norm;
-  out.tokens_per_s = p.tokens_per_s;
-  out.mfu = p.mfu;
-  out.checkpoint_step = p.checkpoint_step;
-  out.held_before_step = p.held_before_step;
-  out.eval_step = p.eval_step;
-  out.eval_loss = p.eval_loss;
-  out.eval_perplexity = p.eval_perplexity;
   return out;
 }
 

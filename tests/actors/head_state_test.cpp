@@ -24,6 +24,15 @@ double free_cpu(const head_state& head, const std::string& node) {
   return it == avail.end() ? 0.0 : it->second;
 }
 
+// Rank 0's report of `step` of `total` in the job's first attempt.
+progress_report rank0_report(const std::string& id, std::int64_t step, std::int64_t total) {
+  progress_report r;
+  r.job_id = id;
+  r.step = step;
+  r.total_steps = total;
+  return r;
+}
+
 failure_cause worker_failure(int attempt, int rank) {
   return failure_cause{attempt, rank, "n1", "killed"};
 }
@@ -204,12 +213,12 @@ TEST_CASE("a held attempt shows in the record until rank 0 reports the release o
   head.on_running(id, 0);
   CHECK(head.spec(id)->run.hold_before_step == 3);
   CHECK(head.spec("job-none") == nullptr);
-  progress_report held{id, 0, 2, 40};
+  auto held = rank0_report(id, 2, 40);
   held.held_before_step = 3;
   head.on_progress(held);
   CHECK(head.find(id)->held_before_step == 3);
   CHECK(head.find(id)->step == 2);
-  head.on_progress({id, 0, 2, 40});  // released
+  head.on_progress(rank0_report(id, 2, 40));  // released
   CHECK(head.find(id)->held_before_step == 0);
   head.on_progress(held);
   head.on_outcome({id, 0, false, worker_failure(0, 1)});  // a restart is not held until it says so
@@ -224,14 +233,14 @@ TEST_CASE("rank 0's evaluation reaches the job record, and later reports without
   auto id = submit(head, {});
   head.schedule();
   head.on_running(id, 0);
-  head.on_progress({id, 0, 1, 40});
+  head.on_progress(rank0_report(id, 1, 40));
   CHECK(head.find(id)->eval_step == 0);
-  progress_report evaluated{id, 0, 2, 40};
+  auto evaluated = rank0_report(id, 2, 40);
   evaluated.eval_step = 2;
   evaluated.eval_loss = 1.5;
   evaluated.eval_perplexity = 4.48;
   head.on_progress(evaluated);
-  head.on_progress({id, 0, 3, 40});
+  head.on_progress(rank0_report(id, 3, 40));
   const auto* r = head.find(id);
   CHECK(r->step == 3);
   CHECK(r->eval_step == 2);

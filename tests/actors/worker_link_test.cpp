@@ -425,6 +425,37 @@ struct worker_process_run {
 
 }  // namespace
 
+TEST_CASE("a stamped report crosses the wire with every figure the worker process reported",
+          "[actors][link]") {
+  worker_setup setup;
+  setup.job_id = "job-0007";
+  setup.rank = 3;
+  setup.attempt = 2;
+  const auto sent = progress(9);
+  const auto codec = make_wire_codec();
+  const std::string frame = codec->encode(stamped(setup, sent));
+  const auto decoded = codec->decode(frame.data(), frame.size());
+  REQUIRE(decoded.ok());
+  REQUIRE(decoded.message.match_element<progress_report>(0));
+  const auto& got = decoded.message.get_as<progress_report>(0);
+  CHECK(got.job_id == "job-0007");
+  CHECK(got.rank == 3);
+  CHECK(got.attempt == 2);
+  const step_progress& figures = got;
+  CHECK(figures.step == sent.step);
+  CHECK(figures.total_steps == sent.total_steps);
+  CHECK(figures.loss == sent.loss);
+  CHECK(figures.lr == sent.lr);
+  CHECK(figures.grad_norm == sent.grad_norm);
+  CHECK(figures.tokens_per_s == sent.tokens_per_s);
+  CHECK(figures.mfu == sent.mfu);
+  CHECK(figures.checkpoint_step == sent.checkpoint_step);
+  CHECK(figures.held_before_step == sent.held_before_step);
+  CHECK(figures.eval_step == sent.eval_step);
+  CHECK(figures.eval_loss == sent.eval_loss);
+  CHECK(figures.eval_perplexity == sent.eval_perplexity);
+}
+
 TEST_CASE("a worker process's frames reach the trainer as progress and heartbeats of its rank, and "
           "its final word as how it finished",
           "[actors][link]") {

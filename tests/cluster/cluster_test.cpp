@@ -565,17 +565,17 @@ TEST_CASE("a cohort-worker whose node opens its command link with another versio
         reports += bytes;
       },
       /*command_pipe=*/true);
-  // link_hello{version 2} as a node of a later build writes it: length 5, then the codec's
-  // [protocol_version 1, type id 72, [2]] (tests/actors/worker_link_test.cpp pins these bytes).
-  REQUIRE(worker.write_commands(std::string("\x00\x00\x00\x05\x93\x01\x48\x91\x02", 9)));
+  // link_hello{version 3} as a node of a later build writes it: length 5, then the codec's
+  // [protocol_version 1, type id 72, [3]] (tests/actors/worker_link_test.cpp pins these bytes).
+  REQUIRE(worker.write_commands(std::string("\x00\x00\x00\x05\x93\x01\x48\x91\x03", 9)));
   std::unique_lock<std::mutex> lock(m);
   REQUIRE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return ended.has_value(); }));
   INFO(out);
   CHECK(ended->code == 1);
   // Its report link carries its final word (a msgpack string inside the frame).
   CHECK_THAT(reports, Catch::Contains("rank 0 on node n1: the command link from its node did not "
-                                      "open: the peer speaks version 2 of the worker link and this "
-                                      "end version 1"));
+                                      "open: the peer speaks version 3 of the worker link and this "
+                                      "end version 2"));
   CHECK_THAT(out, !Catch::Contains("step"));
 }
 
