@@ -288,7 +288,7 @@ void restore_jobs(head_ptr self) {
         r.reason = "waiting for placement";
       }
       r.spec_json = config::to_json_text(spec);
-      st.logic.restore(r);
+      st.logic.restore(r, std::move(spec));
     } catch (const std::exception& e) {
       std::cerr << "cluster-head: cannot restore job " << stored.id << ": " << e.what() << std::endl;
     }

@@ -208,10 +208,10 @@ std::string head_state::submit(const config::job_spec& spec, const std::string& 
   return id;
 }
 
-void head_state::restore(const job_record& record) {
+void head_state::restore(const job_record& record, config::job_spec spec) {
   job_entry job;
   job.record = record;
-  job.spec = config::parse_job_spec(record.spec_json);
+  job.spec = std::move(spec);
   job.failures_counted = static_cast<std::int32_t>(record.failures.size());
   plan_memory(job);
   const auto ranks = static_cast<std::int32_t>(record.rank_nodes.size());
@@ -461,7 +461,7 @@ std::vector<trainer_setup> head_state::schedule() {
                            std::to_string(wanted) + " workers (scaling.min_workers " +
                            std::to_string(least) + "; train.grad_accum " +
                            std::to_string(fewer->train.grad_accum) + " keeps the global batch)";
-    starts.push_back(trainer_setup{id, fewer ? config::to_json_text(*fewer) : job.record.spec_json,
+    starts.push_back(trainer_setup{id, fewer ? *fewer : job.spec,
                                    job.record.attempts - 1,
                                    result.plan.trainer_node, result.plan.rank_nodes, job.gpus});
   }

@@ -99,8 +99,9 @@ class head_state {
                      const std::string& id = "");
   // Puts back a job read from the store (head restart). A RUNNING job keeps its placement
   // reserved and waits for its trainer to announce itself again (adopt); one that never does is
-  // ended with on_trainer_lost by the caller.
-  void restore(const job_record& record);
+  // ended with on_trainer_lost by the caller. `spec`: the record's spec_json as the caller parsed
+  // it (once: the trainers get it as it is).
+  void restore(const job_record& record, config::job_spec spec);
   // Jobs restored RUNNING whose trainer has not announced itself yet.
   std::vector<std::string> awaiting_adoption() const;
   // A trainer announced itself for attempt `attempt` of a job: true when that is the attempt the
@@ -119,7 +120,7 @@ class head_state {
   // nodes could not hold even when idle waits PENDING with the reason "infeasible on the current
   // cluster: needs … has …". Draining nodes take no placement. An elastic job
   // (scaling.min_workers) that does not fit with num_workers ranks starts on fewer (see
-  // config::shrunk_to); its trainer_setup::spec_json is then the shrunk spec.
+  // config::shrunk_to); its trainer_setup::spec is then the shrunk spec.
   std::vector<trainer_setup> schedule();
   // Why a job can never get its GPUs on this cluster (the FAILED reason), or "" when it can or
   // no node is alive to judge by.

@@ -36,6 +36,7 @@
 
 #include <caf/meta/type_name.hpp>
 
+#include "actors/job_spec_fields.hpp"
 #include "net/field_name.hpp"
 #include "net/wire_message.hpp"
 
@@ -133,11 +134,12 @@ struct node_info {
   std::string drain_state{};
 };
 
-// What the head gives a trainer: one attempt of one job, placed.
+// What the head gives a trainer: one attempt of one job, placed. `spec` is the job's spec as the
+// head parsed and validated it (fewer workers when the attempt runs short: scaling.min_workers).
 struct trainer_setup {
   static constexpr std::uint32_t wire_id = 4;
   std::string job_id;
-  std::string spec_json;
+  config::job_spec spec;
   std::int32_t attempt = 0;
   std::string trainer_node;
   std::vector<std::string> rank_nodes;
@@ -148,7 +150,7 @@ struct trainer_setup {
 struct worker_setup {
   static constexpr std::uint32_t wire_id = 5;
   std::string job_id;
-  std::string spec_json;
+  config::job_spec spec;  // the attempt's (trainer_setup::spec)
   std::int32_t rank = 0;
   std::int32_t world_size = 1;
   std::int32_t attempt = 0;
@@ -574,15 +576,15 @@ typename Inspector::result_type inspect(Inspector& f, node_info& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
-  return f(caf::meta::type_name("trainer_setup"), x.job_id, x.spec_json, x.attempt, x.trainer_node, x.rank_nodes,
+  return f(caf::meta::type_name("trainer_setup"), x.job_id, x.spec, x.attempt, x.trainer_node, x.rank_nodes,
            x.rank_gpus);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
   using net::field;
-  return f(caf::meta::type_name("worker_setup"), field("job_id"), x.job_id, field("spec_json"),
-           x.spec_json, field("rank"), x.rank, field("world_size"), x.world_size, field("attempt"),
+  return f(caf::meta::type_name("worker_setup"), field("job_id"), x.job_id, field("spec"),
+           x.spec, field("rank"), x.rank, field("world_size"), x.world_size, field("attempt"),
            x.attempt, field("node"), x.node, field("store_address"), x.store_address,
            field("node_address"), x.node_address, field("gpus"), x.gpus, field("store_secret"),
            x.store_secret);

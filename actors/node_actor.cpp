@@ -19,13 +19,8 @@ namespace cohort::actors {
 namespace {
 
 // Remembers the longest preemption grace of the jobs this node runs a part of.
-void note_grace(node_actor_state& st, const std::string& spec_json) {
-  try {
-    st.longest_grace_s =
-        std::max(st.longest_grace_s, config::parse_job_spec(spec_json).run.failure.preemption_grace_s);
-  } catch (const std::exception&) {
-    // The head accepted the spec; the worker reports what is wrong with it.
-  }
+void note_grace(node_actor_state& st, const config::job_spec& spec) {
+  st.longest_grace_s = std::max(st.longest_grace_s, spec.run.failure.preemption_grace_s);
 }
 
 }  // namespace
@@ -72,7 +67,7 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
           self->send(st.head, log_line{req.setup.job_id, -1, st.info.name, 0, "node: " + *refused});
           return;
         }
-        note_grace(st, req.setup.spec_json);
+        note_grace(st, req.setup.spec);
         auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
                                                 self->state.directory, self->state.info.address,
                                                 self->state.fence);
@@ -81,7 +76,7 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
       },
       [=](start_worker req) {
         auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
-        note_grace(self->state, req.setup.spec_json);
+        note_grace(self->state, req.setup.spec);
         req.setup.node = self->state.info.name;
         req.setup.node_address = self->state.info.address;
         auto worker = self->state.spawn_worker(self, req.setup, trainer);

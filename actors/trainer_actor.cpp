@@ -170,16 +170,11 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
   const auto world = static_cast<std::int32_t>(setup.rank_nodes.size());
   st.workers.resize(world);
   st.pids.resize(world);
-  try {
-    const auto spec = config::parse_job_spec(setup.spec_json);
-    const auto& f = spec.run.failure;
-    st.hang.emplace(setup.rank_nodes, hang_limits{f.hang_timeout_s, f.startup_timeout_s}, now_s());
-    st.hang_check_every = std::chrono::milliseconds(
-        static_cast<std::int64_t>(heartbeat_interval_s(f.hang_timeout_s) * 1000));
-    self->delayed_send(self, st.hang_check_every, hang_check{});
-  } catch (const std::exception&) {
-    // The head accepted this spec, so this cannot happen; if it does, each worker fails on it.
-  }
+  const auto& f = setup.spec.run.failure;
+  st.hang.emplace(setup.rank_nodes, hang_limits{f.hang_timeout_s, f.startup_timeout_s}, now_s());
+  st.hang_check_every = std::chrono::milliseconds(
+      static_cast<std::int64_t>(heartbeat_interval_s(f.hang_timeout_s) * 1000));
+  self->delayed_send(self, st.hang_check_every, hang_check{});
 
   self->set_down_handler([=](caf::down_msg& msg) {
     auto it = self->state.rank_of.find(msg.source);
@@ -213,7 +208,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
     const auto gpus = static_cast<std::size_t>(rank) < setup.rank_gpus.size()
                           ? setup.rank_gpus[static_cast<std::size_t>(rank)]
                           : std::vector<std::int32_t>{};
-    self->send(node, start_worker{worker_setup{setup.job_id, setup.spec_json, rank, world,
+    self->send(node, start_worker{worker_setup{setup.job_id, setup.spec, rank, world,
                                                setup.attempt, setup.rank_nodes[rank],
                                                store_address, "", gpus,
                                                core::comm::store_secret_to_hex(st.store_secret)}});

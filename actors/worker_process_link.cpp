@@ -75,7 +75,7 @@ std::map<std::string, std::string> worker_environment(const worker_setup& setup,
                                                       const std::string& setup_file,
                                                       const std::vector<std::string>& node_gpu_ids,
                                                       std::int32_t node_gpu_count) {
-  auto env = config::parse_job_spec(setup.spec_json).runtime_env.env_vars;
+  auto env = setup.spec.runtime_env.env_vars;
   std::string visible;
   for (const auto index : setup.gpus) {
     if (index < 0 || index >= node_gpu_count)
@@ -93,7 +93,7 @@ std::map<std::string, std::string> worker_environment(const worker_setup& setup,
 
 core::train::worker_context worker_context_for(const worker_setup& setup) {
   core::train::worker_context ctx;
-  ctx.spec = config::parse_job_spec(setup.spec_json);
+  ctx.spec = setup.spec;
   ctx.job_id = setup.job_id;
   ctx.rank = setup.rank;
   ctx.world_size = setup.world_size;

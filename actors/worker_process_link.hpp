@@ -1,6 +1,8 @@
-// What passes between a cluster-worker and a worker process it starts: the worker's setup (as
-// JSON, in a file of its own named by the environment variable COHORT_WORKER_SETUP_FILE; a job
-// spec of up to config::max_spec_bytes does not fit one environment variable, 128 KiB on Linux),
+// What passes between a cluster-worker and a worker process it starts: the worker's setup, the
+// job's parsed spec included (worker_setup's JSON view, actors/job_spec_fields.hpp: the worker
+// parses no spec text), in a file of its own named by the environment variable
+// COHORT_WORKER_SETUP_FILE (a job spec of up to config::max_spec_bytes does not fit one
+// environment variable, 128 KiB on Linux),
 // then codec frames (net/codec.hpp) both ways, each behind its length (4 bytes, big-endian), in
 // the link's own codec (worker_link_messages, actors/messages.hpp). Each end opens its direction
 // with link_hello{worker_link_version}; a reader refuses a direction that opens otherwise:
@@ -71,16 +73,16 @@ worker_setup read_worker_setup();
 // job's runtime_env.env_vars, COHORT_WORKER_SETUP_FILE = setup_file (the worker_setup_file of
 // this setup), and CUDA_VISIBLE_DEVICES naming the worker's GPUs (setup.gpus, indices into the
 // node's offered GPUs) by the node's ids for them (node_gpu_ids[i]; "i" where the list is
-// shorter) — set empty for a worker without GPUs, so it never touches a GPU another job was given. Throws std::invalid_argument for an index outside
-// 0..node_gpu_count-1, and config::spec_error for a spec that does not parse.
+// shorter) — set empty for a worker without GPUs, so it never touches a GPU another job was
+// given. Throws std::invalid_argument for an index outside 0..node_gpu_count-1.
 std::map<std::string, std::string> worker_environment(const worker_setup& setup,
                                                       const std::string& setup_file,
                                                       const std::vector<std::string>& node_gpu_ids,
                                                       std::int32_t node_gpu_count);
 
-// The workload's view of a worker's setup: spec parsed, place in the group, run directory, the
-// store secret decoded. Throws config::spec_error for a spec that does not parse and
-// core::comm::comm_error (invalid_argument) for a store secret that is not 64 hex digits.
+// The workload's view of a worker's setup: its spec, place in the group, run directory, the
+// store secret decoded. Throws core::comm::comm_error (invalid_argument) for a store secret that
+// is not 64 hex digits.
 // Callbacks and the cancel flag are left for the caller.
 core::train::worker_context worker_context_for(const worker_setup& setup);
 

@@ -208,9 +208,9 @@ int main(int argc, char** argv) {
   core::train::worker_context ctx;
   try {
     ctx = actors::worker_context_for(setup);
-  } catch (const std::exception& e) {  // the job's spec: no restart can fix it
-    std::cerr << "cohort-worker: bad job spec: " << e.what() << "\n";
-    report_finished(false, e.what(), actors::failure_kind::bad_input);
+  } catch (const std::exception& e) {  // the store secret its trainer gave
+    std::cerr << "cohort-worker: bad setup: " << e.what() << "\n";
+    report_finished(false, e.what());
     return 2;
   }
   // From here on, for the trainer's hang detector: alive, and the step reached.

@@ -45,7 +45,7 @@ TEST_CASE("a node's GPUs cross the wire in node_hello and job_list", "[actors]")
 }
 
 TEST_CASE("each rank's GPU indices cross the wire to the trainer and the worker", "[actors]") {
-  trainer_setup t{"job-0001", "{}", 0, "n1", {"n1", "n1", "n2"}, {{0, 1}, {2, 3}, {}}};
+  trainer_setup t{"job-0001", {}, 0, "n1", {"n1", "n1", "n2"}, {{0, 1}, {2, 3}, {}}};
   CHECK(round_trip(start_trainer{t}).setup.rank_gpus ==
         std::vector<std::vector<std::int32_t>>{{0, 1}, {2, 3}, {}});
   worker_setup w;

@@ -261,7 +261,7 @@ TEST_CASE("a restored running job is placed again", "[actors]") {
   r.state = job_state::running;
   r.attempts = 1;
   r.spec_json = cohort::test::linear_regression_job({});
-  head.restore(r);
+  head.restore(r, cohort::config::parse_job_spec(r.spec_json));
   CHECK(head.find("job-0007")->state == job_state::restarting);
   auto starts = head.schedule();
   REQUIRE(starts.size() == 1);
@@ -273,7 +273,8 @@ TEST_CASE("a restored running job is placed again", "[actors]") {
 TEST_CASE("a restored RUNNING job keeps its placement until its trainer announces itself",
           "[actors]") {
   head_state head;
-  head.restore(running_record("job-0003", {"n1", "n1"}, cohort::test::linear_regression_job({})));
+  const auto r3 = running_record("job-0003", {"n1", "n1"}, cohort::test::linear_regression_job({}));
+  head.restore(r3, cohort::config::parse_job_spec(r3.spec_json));
   CHECK(head.awaiting_adoption() == std::vector<std::string>{"job-0003"});
   head.add_node({"n1", {{"CPU", 2}}});
   CHECK(free_cpu(head, "n1") == Approx(0));  // still held for the running attempt
@@ -391,7 +392,7 @@ TEST_CASE("a restored RUNNING job keeps its GPU indices when its node registers"
   spec["scaling"]["use_gpu"] = true;
   auto r = running_record("job-0007", {"n1"}, spec.dump());
   r.rank_gpus = {{1}};
-  head.restore(r);
+  head.restore(r, cohort::config::parse_job_spec(r.spec_json));
   head.add_node(gpu_node("n1", 2));
   CHECK(head.gpu_use("n1") == std::vector<double>{0, 1});
 }
@@ -796,7 +797,7 @@ TEST_CASE("an elastic job starts on fewer workers with more accumulation and gro
   REQUIRE(starts.size() == 1);
   // 3 ranks would not divide the 4 micro-batches of a step: 2 ranks accumulating 2 each.
   CHECK(starts[0].rank_nodes.size() == 2);
-  const auto shrunk = cohort::config::parse_job_spec(starts[0].spec_json);
+  const auto& shrunk = starts[0].spec;
   CHECK(shrunk.scaling.num_workers == 2);
   CHECK(shrunk.train.grad_accum == 2);
   CHECK(cohort::config::global_batch(shrunk) == cohort::config::global_batch(*head.spec(id)));
@@ -811,8 +812,8 @@ TEST_CASE("an elastic job starts on fewer workers with more accumulation and gro
   starts = head.schedule();
   REQUIRE(starts.size() == 1);
   CHECK(starts[0].rank_nodes.size() == 4);
-  CHECK(cohort::config::parse_job_spec(starts[0].spec_json).scaling.num_workers == 4);
-  CHECK(cohort::config::parse_job_spec(starts[0].spec_json).train.grad_accum == 1);
+  CHECK(starts[0].spec.scaling.num_workers == 4);
+  CHECK(starts[0].spec.train.grad_accum == 1);
 }
 
 TEST_CASE("a job without min_workers, or with fewer room than min_workers, waits PENDING", "[actors]") {
@@ -832,7 +833,7 @@ TEST_CASE("a restored RUNNING elastic attempt on fewer workers keeps its placeme
   o.workers = 4;
   auto spec = nlohmann::json::parse(cohort::test::linear_regression_job(o));
   spec["scaling"]["min_workers"] = 2;
-  head.restore(running_record("job-0001", {"n1", "n1"}, spec.dump()));
+  head.restore(running_record("job-0001", {"n1", "n1"}, spec.dump()), cohort::config::parse_job_spec(spec.dump()));
   head.add_node({"n1", {{"CPU", 4}}});  // its node comes back: the attempt's 2 ranks stay reserved
   CHECK(head.awaiting_adoption() == std::vector<std::string>{"job-0001"});
   CHECK(free_cpu(head, "n1") == Approx(2));

@@ -108,11 +108,11 @@ TEST_CASE("every record of a JSON view survives a round trip through JSON text",
     CHECK(back.drain_state == "drained");
   }
   SECTION("worker_setup, through the worker link's own functions") {
-    worker_setup s{"job-1", R"({"a": 1})", 3, 4, 1, "n2", "127.0.0.1:5000", "10.0.0.3", {2, 3},
-                   std::string(64, 'f')};
+    worker_setup s{"job-1", config::parse_job_spec(R"({"name": "a", "workload": "linear_regression"})"),
+                   3, 4, 1, "n2", "127.0.0.1:5000", "10.0.0.3", {2, 3}, std::string(64, 'f')};
     const auto back = actors::worker_setup_from_json(actors::worker_setup_to_json(s));
     CHECK(back.job_id == "job-1");
-    CHECK(back.spec_json == s.spec_json);
+    CHECK(config::to_json_text(back.spec) == config::to_json_text(s.spec));
     CHECK(back.rank == 3);
     CHECK(back.world_size == 4);
     CHECK(back.attempt == 1);
@@ -228,7 +228,7 @@ TEST_CASE("JSON that does not fit a record is refused naming the field and what 
   }
   SECTION("the worker setup names its field too") {
     CHECK_THROWS_WITH(actors::worker_setup_from_json(R"({"job_id": "j"})"),
-                      "worker_setup.spec_json: missing");
+                      "worker_setup.spec: missing");
   }
 }
 

@@ -21,7 +21,7 @@ worker_setup setup_with(std::vector<std::int32_t> gpus, const nlohmann::json& en
   if (!env_vars.is_null()) spec["runtime_env"]["env_vars"] = env_vars;
   worker_setup s;
   s.job_id = "job-0001";
-  s.spec_json = spec.dump();
+  s.spec = cohort::config::parse_job_spec(spec.dump());
   s.rank = 1;
   s.world_size = 2;
   s.node = "n1";
@@ -89,9 +89,8 @@ TEST_CASE("a setup file of a spec larger than an environment variable holds is p
           "whole and removed",
           "[actors]") {
   auto setup = setup_with({1});
-  auto spec = nlohmann::json::parse(setup.spec_json);
-  spec["model"] = {{"config", {{"note", std::string(300 * 1024, 'x')}}}};  // 300 KiB > 128 KiB
-  setup.spec_json = spec.dump();
+  setup.spec.model.inline_config_json =
+      nlohmann::json{{"note", std::string(300 * 1024, 'x')}}.dump();  // 300 KiB > 128 KiB
   std::string path;
   {
     worker_setup_file file(setup);
@@ -102,7 +101,7 @@ TEST_CASE("a setup file of a spec larger than an environment variable holds is p
     ::setenv(worker_setup_file_variable, path.c_str(), 1);
     const auto back = read_worker_setup();
     ::unsetenv(worker_setup_file_variable);
-    CHECK(back.spec_json == setup.spec_json);
+    CHECK(cohort::config::to_json_text(back.spec) == cohort::config::to_json_text(setup.spec));
     CHECK(back.gpus == std::vector<std::int32_t>{1});
     CHECK(::access(path.c_str(), F_OK) != 0);  // the worker removed it once read
   }
@@ -121,7 +120,8 @@ TEST_CASE("the node removes a setup file its worker never read", "[actors]") {
 
 TEST_CASE("a setup whose number no integer field holds is refused, not cast", "[actors]") {
   // Found by fuzz_worker_link.
-  CHECK_THROWS_AS(cohort::actors::worker_setup_from_json(
-                      R"({"job_id": "j", "spec_json": "{}", "rank": 2.5e12, "world_size": 1, "attempt": 0, "node": "n", "store_address": "a", "node_address": "b", "gpus": [], "store_secret": ""})"),
-                  std::invalid_argument);
+  auto view = nlohmann::json::parse(worker_setup_to_json(setup_with({})));
+  view["rank"] = 2.5e12;
+  CHECK_THROWS_WITH(cohort::actors::worker_setup_from_json(view.dump()),
+                    Catch::Contains("worker_setup.rank: expected an integer"));
 }

@@ -394,7 +394,7 @@ struct worker_process_run {
     REQUIRE(::chmod(program.c_str(), 0700) == 0);
     worker_setup setup;
     setup.job_id = "job-0003";
-    setup.spec_json = cohort::test::linear_regression_job({});
+    setup.spec = cohort::config::parse_job_spec(cohort::test::linear_regression_job({}));
     setup.rank = 1;
     setup.world_size = 2;
     setup.attempt = 4;

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "actors/client_protocol.hpp"
+#include "actors/worker_process_link.hpp"
 #include "core/resources/gpu_discovery.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/leader_lease.hpp"
@@ -522,14 +523,28 @@ TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU work
   CHECK_THAT(refused.err, Catch::Contains("runtime_env.env_vars.LD_PRELOAD: refused"));
 }
 
+namespace {
+
+// COHORT_WORKER_SETUP for a cohort-worker started by hand: rank 0 of 1 of job-0001 on node n1
+// with `gpus`, the spec parsed from `spec_json` as a head parses it.
+std::string hand_setup(const std::string& spec_json, std::vector<std::int32_t> gpus) {
+  cohort::actors::worker_setup setup;
+  setup.job_id = "job-0001";
+  setup.spec = cohort::config::parse_job_spec(spec_json);
+  setup.node = "n1";
+  setup.store_address = "127.0.0.1:1";
+  setup.gpus = std::move(gpus);
+  setup.store_secret = std::string(64, 'a');
+  return cohort::actors::worker_setup_to_json(setup);
+}
+
+}  // namespace
+
 TEST_CASE("a worker process given a GPU that it cannot see fails with a clear error", "[cluster]") {
   test_cluster c;
-  const json setup{{"job_id", "job-0001"}, {"spec_json", gpu_lr_job("blind", 1, c.dir().str() + "/runs")},
-                   {"rank", 0}, {"world_size", 1}, {"attempt", 0}, {"node", "n1"},
-                   {"store_address", "127.0.0.1:1"}, {"node_address", "127.0.0.1"}, {"gpus", {0}},
-                   {"store_secret", std::string(64, 'a')}};
+  const auto setup = hand_setup(gpu_lr_job("blind", 1, c.dir().str() + "/runs"), {0});
   auto r = c.run("cohort-worker", {},
-                 {{"COHORT_WORKER_SETUP", setup.dump()}, {"CUDA_VISIBLE_DEVICES", "GPU-none"}});
+                 {{"COHORT_WORKER_SETUP", setup}, {"CUDA_VISIBLE_DEVICES", "GPU-none"}});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("rank 0 on node n1: scaling.resources_per_worker.GPU is 1 but "
@@ -541,16 +556,13 @@ TEST_CASE("a cohort-worker whose node opens its command link with another versio
           "runs, saying so on its report link",
           "[cluster]") {
   test_cluster c;
-  const json setup{{"job_id", "job-0001"}, {"spec_json", lr_job("other-build", 1, 5, 0.0, 0, c.dir().str() + "/runs")},
-                   {"rank", 0}, {"world_size", 1}, {"attempt", 0}, {"node", "n1"},
-                   {"store_address", "127.0.0.1:1"}, {"node_address", "127.0.0.1"}, {"gpus", json::array()},
-                   {"store_secret", std::string(64, 'a')}};
+  const auto setup = hand_setup(lr_job("other-build", 1, 5, 0.0, 0, c.dir().str() + "/runs"), {});
   std::mutex m;
   std::condition_variable cv;
   std::string out, reports;
   std::optional<cohort::core::proc::exit_status> ended;
   cohort::core::proc::child_process worker(
-      {c.program("cohort-worker")}, {{"COHORT_WORKER_SETUP", setup.dump()}},
+      {c.program("cohort-worker")}, {{"COHORT_WORKER_SETUP", setup}},
       [&](const std::string& line) {
         std::lock_guard<std::mutex> lock(m);
         out += line + "\n";
@@ -565,17 +577,19 @@ TEST_CASE("a cohort-worker whose node opens its command link with another versio
         reports += bytes;
       },
       /*command_pipe=*/true);
-  // link_hello{version 3} as a node of a later build writes it: length 5, then the codec's
-  // [protocol_version 1, type id 72, [3]] (tests/actors/worker_link_test.cpp pins these bytes).
-  REQUIRE(worker.write_commands(std::string("\x00\x00\x00\x05\x93\x01\x48\x91\x03", 9)));
+  // link_hello of the next version, as a node of a later build writes it (its bytes never change:
+  // tests/actors/worker_link_test.cpp pins them).
+  const auto later = cohort::actors::worker_link_version + 1;
+  REQUIRE(worker.write_commands(cohort::actors::link_frame(cohort::actors::link_hello{later})));
   std::unique_lock<std::mutex> lock(m);
   REQUIRE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return ended.has_value(); }));
   INFO(out);
   CHECK(ended->code == 1);
   // Its report link carries its final word (a msgpack string inside the frame).
   CHECK_THAT(reports, Catch::Contains("rank 0 on node n1: the command link from its node did not "
-                                      "open: the peer speaks version 3 of the worker link and this "
-                                      "end version 2"));
+                                      "open: the peer speaks version " + std::to_string(later) +
+                                      " of the worker link and this end version " +
+                                      std::to_string(cohort::actors::worker_link_version)));
   CHECK_THAT(out, !Catch::Contains("step"));
 }
 

@@ -1,0 +1,128 @@
+// The parsed job spec's field list (config/job_spec.hpp), so that the spec travels as its typed
+// message: head → node in trainer_setup, trainer → node in worker_setup, node → worker process in
+// the setup file. One inspect per struct drives CAF, the msgpack wire and the JSON view (the names
+// are the spec file's keys, so a decode error reads `worker_setup.spec.train.lr: expected a
+// number ...`). The spec is parsed and validated once, where its text arrives (the head, from a
+// client or the store); what travels after that is taken as the head validated it. These live in
+// cohort::config (for ADL) but here, since config/ knows neither CAF nor the wire.
+// A field added to the spec must be added here too: tests/actors/job_spec_fields_test.cpp sends a
+// spec with every field set off its default and compares its canonical text after the trip.
+#pragma once
+
+#include <caf/meta/type_name.hpp>
+
+#include "config/job_spec.hpp"
+#include "net/field_name.hpp"
+
+namespace cohort::config {
+
+// The largest value of each enum, for the wire's range check (net/wire_message.hpp).
+constexpr placement_strategy wire_enum_max(placement_strategy) { return placement_strategy::strict_spread; }
+constexpr lr_schedule wire_enum_max(lr_schedule) { return lr_schedule::linear; }
+constexpr precision wire_enum_max(precision) { return precision::bf16; }
+constexpr compute_path wire_enum_max(compute_path) { return compute_path::fused; }
+constexpr offload_device wire_enum_max(offload_device) { return offload_device::cpu; }
+constexpr score_order wire_enum_max(score_order) { return score_order::max; }
+constexpr workload_kind wire_enum_max(workload_kind) { return workload_kind::linear_regression; }
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, lora_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("lora_spec"), field("enabled"), x.enabled, field("r"), x.r,
+           field("alpha"), x.alpha, field("dropout"), x.dropout, field("target_modules"),
+           x.target_modules, field("base_dtype"), x.base_dtype);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("model_spec"), field("hf_dir"), x.hf_dir, field("config_file"),
+           x.config_file, field("inline_config"), x.inline_config_json, field("init_seed"),
+           x.init_seed, field("lora"), x.lora);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, data_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("data_spec"), field("train"), x.train, field("eval"), x.eval,
+           field("cache_dir"), x.cache_dir, field("cache_bytes"), x.cache_bytes, field("verify"),
+           x.verify);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scaling_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("scaling_spec"), field("num_workers"), x.num_workers,
+           field("min_workers"), x.min_workers, field("use_gpu"), x.use_gpu,
+           field("resources_per_worker"), x.resources_per_worker, field("trainer_resources"),
+           x.trainer_resources, field("placement_strategy"), x.strategy, field("nodes"), x.nodes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("train_spec"), field("seq_len"), x.seq_len, field("micro_batch_size"),
+           x.micro_batch_size, field("grad_accum"), x.grad_accum, field("epochs"), x.epochs,
+           field("max_steps"), x.max_steps, field("as_test"), x.as_test, field("lr"), x.lr,
+           field("beta1"), x.beta1, field("beta2"), x.beta2, field("eps"), x.eps,
+           field("warmup_steps"), x.warmup_steps, field("schedule"), x.schedule,
+           field("min_lr_ratio"), x.min_lr_ratio, field("weight_decay"), x.weight_decay,
+           field("grad_clip"), x.grad_clip, field("precision"), x.dtype, field("seed"), x.seed,
+           field("log_every"), x.log_every, field("activation_checkpointing"),
+           x.activation_checkpointing, field("path"), x.path, field("loss_chunk_tokens"),
+           x.loss_chunk_tokens, field("deterministic"), x.deterministic, field("step_delay_s"),
+           x.step_delay_s, field("eval_every"), x.eval_every);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, zero_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("zero_spec"), field("stage"), x.stage, field("offload_optimizer"),
+           x.offload_optimizer, field("offload_param"), x.offload_param);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("checkpoint_spec"), field("every_steps"), x.every_steps,
+           field("num_to_keep"), x.num_to_keep, field("score_attribute"), x.score_attribute,
+           field("score_order"), x.order, field("async"), x.async);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, failure_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("failure_spec"), field("max_failures"), x.max_failures,
+           field("hang_timeout_s"), x.hang_timeout_s, field("startup_timeout_s"),
+           x.startup_timeout_s, field("collective_timeout_s"), x.collective_timeout_s,
+           field("preemption_grace_s"), x.preemption_grace_s, field("max_preemptions"),
+           x.max_preemptions);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("run_spec"), field("storage_path"), x.storage_path,
+           field("s3_endpoint"), x.s3_endpoint, field("local_dir"), x.local_dir,
+           field("checkpoint"), x.checkpoint, field("failure"), x.failure, field("resume"),
+           x.resume, field("hold_before_step"), x.hold_before_step, field("hold_before_steps"),
+           x.hold_before_steps, field("sample_log"), x.sample_log, field("memory_status_every_s"),
+           x.memory_status_every_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, runtime_env_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("runtime_env_spec"), field("env_vars"), x.env_vars);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
+  using net::field;
+  return f(caf::meta::type_name("job_spec"), field("name"), x.name, field("workload"), x.workload,
+           field("model"), x.model, field("data"), x.data, field("scaling"), x.scaling,
+           field("train"), x.train, field("zero"), x.zero, field("run"), x.run,
+           field("runtime_env"), x.runtime_env);
+}
+
+}  // namespace cohort::config
