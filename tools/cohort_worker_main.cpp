@@ -1,6 +1,7 @@
-// cohort-worker: one worker of a job, in a process of its own, started by a cluster-worker (never
-// by hand). It reads its setup from the file named by COHORT_WORKER_SETUP_FILE (removing it) or
-// from COHORT_WORKER_SETUP, runs the job's workload, reports progress and its final word as codec
+// cohort-worker: one worker of a job, in a process of its own, started by a cluster-worker or by
+// cohort-local for `submit --local` (never by hand). It reads its setup, the job's parsed spec
+// included, from the file named by COHORT_WORKER_SETUP_FILE (removing it) or from
+// COHORT_WORKER_SETUP, runs the job's workload, reports progress and its final word as codec
 // frames on fd 3 (worker_process_link.hpp; a failure of the job's own input at setup as bad
 // input), and writes its output on stdout (the job's log).
 // Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
@@ -192,7 +193,7 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   install_crash_handlers();
   if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << "cohort-worker: started by cluster-worker for one rank of a job; reads its "
+    std::cout << "cohort-worker: started by cluster-worker (or cohort-local) for one rank of a job; reads its "
                  "setup from the file $" << actors::worker_setup_file_variable << " names\n";
     return 0;
   }

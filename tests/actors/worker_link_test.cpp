@@ -230,6 +230,15 @@ process_progress progress(std::int64_t step) {
   return p;
 }
 
+// The setup of rank 3 of job-0007 in its attempt 2 (0-based).
+worker_setup rank3_of_job7() {
+  worker_setup setup;
+  setup.job_id = "job-0007";
+  setup.rank = 3;
+  setup.attempt = 2;
+  return setup;
+}
+
 // What a worker process writes over a run: two steps, heartbeats between them, its final word.
 std::string a_run_of_frames() {
   return hello + link_frame(process_heartbeat{0, -1}) + link_frame(progress(1)) +
@@ -350,10 +359,7 @@ TEST_CASE("malformed frames from a worker process break its link with the reason
 
 TEST_CASE("the node stamps what a worker process reports with the process's job, attempt and rank",
           "[actors][link]") {
-  worker_setup setup;
-  setup.job_id = "job-0007";
-  setup.rank = 3;
-  setup.attempt = 2;
+  const auto setup = rank3_of_job7();
   const auto p = stamped(setup, progress(9));
   CHECK(p.job_id == "job-0007");
   CHECK(p.rank == 3);
@@ -427,10 +433,7 @@ struct worker_process_run {
 
 TEST_CASE("a stamped report crosses the wire with every figure the worker process reported",
           "[actors][link]") {
-  worker_setup setup;
-  setup.job_id = "job-0007";
-  setup.rank = 3;
-  setup.attempt = 2;
+  const auto setup = rank3_of_job7();
   const auto sent = progress(9);
   const auto codec = make_wire_codec();
   const std::string frame = codec->encode(stamped(setup, sent));
