@@ -627,6 +627,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
                                                            caf::actor_cast<caf::actor>(self),
                                                            self->state.options.epoch, self->state.options.lease_ttl);
     self->attach_functor([keeper] { caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown); });
+    self->state.lease_keeper = keeper;
   }
   reserve_job_id(self);
   self->set_down_handler([=](caf::down_msg& msg) {
@@ -754,12 +755,11 @@ caf::behavior head_actor(head_ptr self, head_options options) {
         return job_history{it->second};
       },
       [=](const publish_address& p) {
+        // To the keeper, the record's one writer: a renewal of its own racing this write could
+        // put the old address back (it did: a head bound to port 0 kept publishing ":0").
         auto& st = self->state;
-        if (st.stepped_down || !st.options.store) return;
-        if (!st.options.store->lease().renew(st.options.epoch, st.options.lease_ttl, p.address)) {
-          step_down(self, "its leader lease was lost before it could publish its address");
-          return;
-        }
+        if (st.stepped_down || !st.lease_keeper) return;
+        self->send(st.lease_keeper, p);
       },
       [=](const lease_renewal& r) {
         if (self->state.stepped_down) return;

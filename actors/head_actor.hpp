@@ -63,6 +63,7 @@ struct head_actor_state {
   std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
   // With a store: the detached actor that does the head's store writes (store_writer.hpp).
   caf::actor store_writer;
+  caf::actor lease_keeper;  // the only writer of the leader record while this head leads
   // A job id taken in the store ahead of the next submit ("" while none), whether the writer is
   // taking one, and the submits waiting for one, in their order (head_actor.cpp, reserve_job_id).
   std::string reserved_job_id;

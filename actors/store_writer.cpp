@@ -1,8 +1,11 @@
 // The head's store writer (see store_writer.hpp).
 #include "actors/store_writer.hpp"
 
+#include <optional>
+
 #include <caf/all.hpp>
 
+#include "actors/actor_system_types.hpp"
 #include "core/store/store_error.hpp"
 #include "net/json_inspector.hpp"
 
@@ -36,20 +39,29 @@ caf::behavior lease_keeper(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like, caf::actor head,
                            std::int64_t epoch, std::chrono::milliseconds ttl) {
   auto store = std::make_shared<core::store::cluster_store>(like->dir(), like->options(), like->clock());
+  auto address = std::make_shared<std::optional<std::string>>();  // once published, every renewal names it
+  const auto renew = [=] {
+    lease_renewal out;
+    out.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+    try {
+      out.renewed = (*address ? store->lease().renew(epoch, ttl, **address) : store->lease().renew(epoch, ttl))
+                        .has_value();
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+    self->send(head, out);
+  };
   self->send(self, renew_now{});
   return {
       [=](renew_now) {
-        lease_renewal out;
-        out.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count();
-        try {
-          out.renewed = store->lease().renew(epoch, ttl).has_value();
-        } catch (const std::exception& e) {
-          out.error = e.what();
-        }
-        self->send(head, out);
+        renew();
         self->delayed_send(self, ttl / 3, renew_now{});
+      },
+      [=](const publish_address& p) {
+        *address = p.address;
+        renew();  // now, not at the next tick
       },
   };
 }

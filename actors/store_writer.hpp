@@ -126,7 +126,9 @@ caf::behavior store_writer(caf::event_based_actor* self,
 // The lease keeper: a detached actor of its own (spawned linked by the head, beside the writer)
 // that renews the leader lease of `epoch` every third of `ttl`, on a store opened like `like`,
 // and tells `head` each outcome (lease_renewal). The renewal's write never waits in the head's
-// handlers, nor behind the writer's queue of job writes.
+// handlers, nor behind the writer's queue of job writes. It is the record's only writer while the
+// head leads: publish_address (forwarded by the head) renews at once naming the new address, and
+// every renewal after names it too.
 caf::behavior lease_keeper(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like, caf::actor head,
                            std::int64_t epoch, std::chrono::milliseconds ttl);

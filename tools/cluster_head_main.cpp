@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
     if (vm["port"].as<std::uint16_t>() == 0 && !vm.count("advertise")) {
       // Asked for any free port: the lease named ":0" until now; publish the port bound.
       address = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
-      // Through the head actor, which renews the lease: one writer of the record at a time.
+      // Through the head actor to its lease keeper, the record's one writer while it leads.
       caf::anon_send(head, actors::publish_address{address});
     }
     std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
