@@ -82,7 +82,7 @@ std::vector<std::string> tokenizer_files_of(const manifest& m, const std::string
 
 // The weights save_hf_model writes for this config, in name order: every param/ tensor, less a
 // tied lm_head.
-std::vector<export_tensor> plan_weights(const manifest& m, const model::model_config& cfg, std::size_t out_elem,
+std::vector<export_tensor> plan_weights(const manifest& m, bool tied_head, std::size_t out_elem,
                                         const std::string& where) {
   const std::string prefix = param_tensor_prefix;
   std::vector<export_tensor> out;
@@ -90,7 +90,7 @@ std::vector<export_tensor> plan_weights(const manifest& m, const model::model_co
     if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string name = t.name.substr(prefix.size());
     if (name.empty()) bad_manifest(where + ": tensor '" + t.name + "' names no weight");
-    if (cfg.tie_word_embeddings && name == "lm_head.weight") continue;
+    if (tied_head && name == "lm_head.weight") continue;
     if (t.dtype != "F32") {
       bad_manifest(where + ": tensor '" + t.name + "' is " + t.dtype +
                    "; export reads the fp32 master weights, which must be F32");
@@ -446,15 +446,48 @@ hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_
   return stats;
 }
 
+namespace {
+
+// A T5's checkpoint: config.json and every param/ tensor (less a tied lm_head), as save_t5_model
+// writes them.
+hf_export_stats export_t5(const std::string& ckpt_dir, const manifest& m, const std::string& where, bool bf16,
+                          const hf_export_options& options, const std::string& out_dir) {
+  model::t5_config cfg;
+  try {
+    cfg = model::parse_t5_config(m.extra.at("model_config"), where + ": extra.model_config");
+  } catch (const model::model_error& e) {
+    bad_manifest(e.what());
+  }
+  const std::vector<export_tensor> weights = plan_weights(m, cfg.tie_word_embeddings, bf16 ? 2 : 4, where);
+  make_out_dir(out_dir);
+  try {
+    model::remove_hf_weights(out_dir);
+  } catch (const model::model_error& e) {
+    throw ckpt_error(ckpt_errc::io, e.what());
+  }
+  hf_export_stats stats;
+  cfg.dtype = bf16 ? "bfloat16" : "float32";
+  write_file_durable((fs::path(out_dir) / "config.json").string(), model::to_hf_json(cfg).dump(2) + "\n");
+  stats.files.push_back("config.json");
+  write_weights(ckpt_dir, m, weights, bf16, options.max_shard_bytes, out_dir, stats);
+  copy_tokenizer_files(tokenizer_files_of(m, where), out_dir, stats);
+  fsync_path(out_dir);
+  return stats;
+}
+
+}  // namespace
+
 hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_dir, const hf_export_options& options) {
   check_options(options);
   const bool bf16 = options.dtype == "bf16";
   const manifest m = verified_manifest(ckpt_dir, options.verify);
   const std::string where = (fs::path(ckpt_dir) / manifest_name).string();
+  if (m.extra.is_object() && m.extra.contains("model_config") && model::is_t5(m.extra.at("model_config")))
+    return export_t5(ckpt_dir, m, where, bf16, options, out_dir);
   model::model_config cfg = model_config_of(m, where);
   const std::vector<std::string> tokenizer_files = tokenizer_files_of(m, where);
   const bool lora = m.extra.is_object() && m.extra.contains(lora_extra_key);
-  const std::vector<export_tensor> weights = lora ? std::vector<export_tensor>{} : plan_weights(m, cfg, bf16 ? 2 : 4, where);
+  const std::vector<export_tensor> weights = lora ? std::vector<export_tensor>{} : plan_weights(m, cfg.tie_word_embeddings, bf16 ? 2 : 4, where);
   make_out_dir(out_dir);
   try {
     model::remove_hf_weights(out_dir);
