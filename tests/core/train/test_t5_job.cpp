@@ -18,6 +18,7 @@
 #include "core/data/build/builder.hpp"
 #include "core/model/t5.hpp"
 #include "core/train/job_preflight.hpp"
+#include "core/train/memory_estimate.hpp"
 #include "tests/support/tool_run.hpp"
 
 using namespace cohort;
@@ -239,4 +240,17 @@ TEST_CASE("a decoder model with seq2seq data and a T5 with decoder data or LoRA 
   auto recompute = t5;
   recompute.train.activation_checkpointing = true;
   CHECK_THAT(refusal(recompute), Catch::StartsWith("train.activation_checkpointing | "));
+}
+
+TEST_CASE("a T5's memory plan counts its parameters exactly and the whole model gathered at ZeRO-3",
+          "[core][train][t5][memory]") {
+  const auto spec = t5_job("unused", 3);
+  const auto shape = core::train::read_model_shape(spec.model);
+  CHECK(shape.parameters == core::model::load_t5_model(fixture)->parameter_count());
+  CHECK(shape.whole_model_gathered);
+  const auto e = core::train::estimate_memory(spec, shape);
+  double gathered = -1;
+  for (const auto& item : e.per_rank.items)
+    if (item.name == "gathered compute weights") gathered = item.bytes;
+  CHECK(gathered == 4.0 * static_cast<double>(shape.parameters));
 }
