@@ -448,31 +448,13 @@ hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_
 
 namespace {
 
-// A T5's checkpoint: config.json and every param/ tensor (less a tied lm_head), as save_t5_model
-// writes them.
-hf_export_stats export_t5(const std::string& ckpt_dir, const manifest& m, const std::string& where, bool bf16,
-                          const hf_export_options& options, const std::string& out_dir) {
-  model::t5_config cfg;
+// A T5's config.json object from a manifest whose extra.model_config is one.
+model::t5_config t5_config_of(const manifest& m, const std::string& where) {
   try {
-    cfg = model::parse_t5_config(m.extra.at("model_config"), where + ": extra.model_config");
+    return model::parse_t5_config(m.extra.at("model_config"), where + ": extra.model_config");
   } catch (const model::model_error& e) {
     bad_manifest(e.what());
   }
-  const std::vector<export_tensor> weights = plan_weights(m, cfg.tie_word_embeddings, bf16 ? 2 : 4, where);
-  make_out_dir(out_dir);
-  try {
-    model::remove_hf_weights(out_dir);
-  } catch (const model::model_error& e) {
-    throw ckpt_error(ckpt_errc::io, e.what());
-  }
-  hf_export_stats stats;
-  cfg.dtype = bf16 ? "bfloat16" : "float32";
-  write_file_durable((fs::path(out_dir) / "config.json").string(), model::to_hf_json(cfg).dump(2) + "\n");
-  stats.files.push_back("config.json");
-  write_weights(ckpt_dir, m, weights, bf16, options.max_shard_bytes, out_dir, stats);
-  copy_tokenizer_files(tokenizer_files_of(m, where), out_dir, stats);
-  fsync_path(out_dir);
-  return stats;
 }
 
 }  // namespace
@@ -482,12 +464,18 @@ hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_di
   const bool bf16 = options.dtype == "bf16";
   const manifest m = verified_manifest(ckpt_dir, options.verify);
   const std::string where = (fs::path(ckpt_dir) / manifest_name).string();
-  if (m.extra.is_object() && m.extra.contains("model_config") && model::is_t5(m.extra.at("model_config")))
-    return export_t5(ckpt_dir, m, where, bf16, options, out_dir);
-  model::model_config cfg = model_config_of(m, where);
+  // A T5 (seq2seq jobs) exports as save_t5_model writes it; its checkpoints hold no LoRA.
+  const bool t5 = m.extra.is_object() && m.extra.contains("model_config") && model::is_t5(m.extra.at("model_config"));
+  model::t5_config t5_cfg;
+  model::model_config cfg;
+  if (t5)
+    t5_cfg = t5_config_of(m, where);
+  else
+    cfg = model_config_of(m, where);
   const std::vector<std::string> tokenizer_files = tokenizer_files_of(m, where);
-  const bool lora = m.extra.is_object() && m.extra.contains(lora_extra_key);
-  const std::vector<export_tensor> weights = lora ? std::vector<export_tensor>{} : plan_weights(m, cfg.tie_word_embeddings, bf16 ? 2 : 4, where);
+  const bool lora = !t5 && m.extra.is_object() && m.extra.contains(lora_extra_key);
+  const bool tied = t5 ? t5_cfg.tie_word_embeddings : cfg.tie_word_embeddings;
+  const std::vector<export_tensor> weights = lora ? std::vector<export_tensor>{} : plan_weights(m, tied, bf16 ? 2 : 4, where);
   make_out_dir(out_dir);
   try {
     model::remove_hf_weights(out_dir);
@@ -495,8 +483,9 @@ hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_di
     throw ckpt_error(ckpt_errc::io, e.what());
   }
   hf_export_stats stats;
-  cfg.dtype = bf16 ? "bfloat16" : "float32";
-  write_file_durable((fs::path(out_dir) / "config.json").string(), model::to_hf_json(cfg).dump(2) + "\n");
+  cfg.dtype = t5_cfg.dtype = bf16 ? "bfloat16" : "float32";
+  write_file_durable((fs::path(out_dir) / "config.json").string(),
+                     (t5 ? model::to_hf_json(t5_cfg) : model::to_hf_json(cfg)).dump(2) + "\n");
   stats.files.push_back("config.json");
   if (lora) {
     write_merged(ckpt_dir, m, cfg, bf16, options.max_shard_bytes, out_dir, where, stats);

@@ -158,9 +158,7 @@ struct seq2seq_engine::impl {
   }
 
   torch::Tensor all_reduce_sum(std::vector<double> values) {
-    auto t = torch::tensor(values, torch::kDouble).to(device);
-    wait_for(group.all_reduce(t, comm::reduce_op::sum), group, cancelled);
-    return t.cpu();
+    return train::all_reduce_sum(group, device, cancelled, std::move(values));
   }
 
   void gather_all() {
@@ -204,33 +202,9 @@ struct seq2seq_engine::impl {
     optimizer->release_all();
     optimizer->synchronize();
 
-    const double local_squares = optimizer->grad_square_sum();
-    const auto sums = all_reduce_sum({local_loss, spec.zero.stage == 0 ? 0.0 : local_squares});
-    const double squares = spec.zero.stage == 0 ? local_squares : sums[1].item<double>();
-    const double grad_norm = std::sqrt(squares);
-    const double coef = train.grad_clip > 0 ? model::clip_coefficient(grad_norm, train.grad_clip) : 1.0;
-    model::adamw_options ao;
-    ao.lr = learning_rate(train, step_index, total_steps);
-    ao.beta1 = train.beta1;
-    ao.beta2 = train.beta2;
-    ao.eps = train.eps;
-    ao.weight_decay = train.weight_decay;
-    const auto update_started = std::chrono::steady_clock::now();
-    optimizer->step(ao, coef);
+    auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss, counts,
+                         std::move(samples), started);
     ++steps_done;
-
-    step_result r;
-    r.step = step_index + 1;
-    r.loss = sums[0].item<double>() / global_labels;
-    r.lr = ao.lr;
-    r.grad_norm = grad_norm;
-    r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
-    r.checkpoint_requested = counts[2].item<double>() > 0;
-    r.preempted = counts[3].item<double>() > 0;
-    r.samples = std::move(samples);
-    const auto now = std::chrono::steady_clock::now();
-    r.seconds = std::chrono::duration<double>(now - started).count();
-    r.optimizer_seconds = std::chrono::duration<double>(now - update_started).count();
     return r;
   }
 
