@@ -59,6 +59,16 @@ torch::ScalarType dtype_of(config::precision p) {
   return p == config::precision::bf16 ? torch::kBFloat16 : torch::kFloat;
 }
 
+zero_options zero_options_of(const config::job_spec& spec, const torch::Device& device) {
+  zero_options zo;
+  zo.stage = spec.zero.stage;
+  zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
+  zo.offload_param = spec.zero.offload_param == config::offload_device::cpu;
+  zo.device = device;
+  zo.compute_dtype = dtype_of(spec.train.dtype);
+  return zo;
+}
+
 torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
                              const std::atomic<bool>* cancelled, std::vector<double> values) {
   auto t = torch::tensor(values, torch::kDouble).to(device);

@@ -27,6 +27,9 @@ torch::Device compute_device(const config::job_spec& spec, int rank);
 // fp32 or bf16.
 torch::ScalarType dtype_of(config::precision p);
 
+// The ZeRO optimizer's options of the spec (zero.*, train.precision) on `device`.
+zero_options zero_options_of(const config::job_spec& spec, const torch::Device& device);
+
 // The tokenizer files an export of this job's model should carry (a JSON list of paths): those of
 // the fine-tuned Hugging Face directory, else the one the data set was built with and its HF
 // companions.

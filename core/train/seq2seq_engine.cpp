@@ -134,12 +134,7 @@ struct seq2seq_engine::impl {
     loader = std::make_unique<data::batch_loader>(data, lo);
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
 
-    zero_options zo;
-    zo.stage = spec.zero.stage;
-    zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
-    zo.offload_param = spec.zero.offload_param == config::offload_device::cpu;
-    zo.device = device;
-    zo.compute_dtype = dtype_of(train.dtype);
+    const zero_options zo = zero_options_of(spec, device);
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     optimizer = std::make_unique<zero_optimizer>(
         net->hf_parameters(), *model::open_hf_weights(spec.model.hf_dir, net->hf_parameters()), group, zo, wait);
