@@ -82,7 +82,7 @@ std::vector<std::string> tokenizer_files_of(const manifest& m, const std::string
 
 // The weights save_hf_model writes for this config, in name order: every param/ tensor, less a
 // tied lm_head.
-std::vector<export_tensor> plan_weights(const manifest& m, const model::model_config& cfg, std::size_t out_elem,
+std::vector<export_tensor> plan_weights(const manifest& m, bool tied_head, std::size_t out_elem,
                                         const std::string& where) {
   const std::string prefix = param_tensor_prefix;
   std::vector<export_tensor> out;
@@ -90,7 +90,7 @@ std::vector<export_tensor> plan_weights(const manifest& m, const model::model_co
     if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string name = t.name.substr(prefix.size());
     if (name.empty()) bad_manifest(where + ": tensor '" + t.name + "' names no weight");
-    if (cfg.tie_word_embeddings && name == "lm_head.weight") continue;
+    if (tied_head && name == "lm_head.weight") continue;
     if (t.dtype != "F32") {
       bad_manifest(where + ": tensor '" + t.name + "' is " + t.dtype +
                    "; export reads the fp32 master weights, which must be F32");
@@ -446,15 +446,36 @@ hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_
   return stats;
 }
 
+namespace {
+
+// A T5's config.json object from a manifest whose extra.model_config is one.
+model::t5_config t5_config_of(const manifest& m, const std::string& where) {
+  try {
+    return model::parse_t5_config(m.extra.at("model_config"), where + ": extra.model_config");
+  } catch (const model::model_error& e) {
+    bad_manifest(e.what());
+  }
+}
+
+}  // namespace
+
 hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_dir, const hf_export_options& options) {
   check_options(options);
   const bool bf16 = options.dtype == "bf16";
   const manifest m = verified_manifest(ckpt_dir, options.verify);
   const std::string where = (fs::path(ckpt_dir) / manifest_name).string();
-  model::model_config cfg = model_config_of(m, where);
+  // A T5 (seq2seq jobs) exports as save_t5_model writes it; its checkpoints hold no LoRA.
+  const bool t5 = m.extra.is_object() && m.extra.contains("model_config") && model::is_t5(m.extra.at("model_config"));
+  model::t5_config t5_cfg;
+  model::model_config cfg;
+  if (t5)
+    t5_cfg = t5_config_of(m, where);
+  else
+    cfg = model_config_of(m, where);
   const std::vector<std::string> tokenizer_files = tokenizer_files_of(m, where);
-  const bool lora = m.extra.is_object() && m.extra.contains(lora_extra_key);
-  const std::vector<export_tensor> weights = lora ? std::vector<export_tensor>{} : plan_weights(m, cfg, bf16 ? 2 : 4, where);
+  const bool lora = !t5 && m.extra.is_object() && m.extra.contains(lora_extra_key);
+  const bool tied = t5 ? t5_cfg.tie_word_embeddings : cfg.tie_word_embeddings;
+  const std::vector<export_tensor> weights = lora ? std::vector<export_tensor>{} : plan_weights(m, tied, bf16 ? 2 : 4, where);
   make_out_dir(out_dir);
   try {
     model::remove_hf_weights(out_dir);
@@ -462,8 +483,9 @@ hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_di
     throw ckpt_error(ckpt_errc::io, e.what());
   }
   hf_export_stats stats;
-  cfg.dtype = bf16 ? "bfloat16" : "float32";
-  write_file_durable((fs::path(out_dir) / "config.json").string(), model::to_hf_json(cfg).dump(2) + "\n");
+  cfg.dtype = t5_cfg.dtype = bf16 ? "bfloat16" : "float32";
+  write_file_durable((fs::path(out_dir) / "config.json").string(),
+                     (t5 ? model::to_hf_json(t5_cfg) : model::to_hf_json(cfg)).dump(2) + "\n");
   stats.files.push_back("config.json");
   if (lora) {
     write_merged(ckpt_dir, m, cfg, bf16, options.max_shard_bytes, out_dir, where, stats);

@@ -38,7 +38,7 @@ struct hf_export_stats {
 // Hugging Face loader reads a plain model; memory: the adapters plus the largest base tensor.
 // A base directory that is gone, lacks a module the adapters name or has it in another shape is
 // ckpt_error bad_input naming it. The manifest's extra must hold "model_config" (the HF
-// config.json object) and may hold "tokenizer_files" (absolute paths to copy; a missing one is a
+// config.json object; a T5's, model_type "t5", exports as save_t5_model writes it) and may hold "tokenizer_files" (absolute paths to copy; a missing one is a
 // warning). Throws ckpt_error: not_committed / bad_manifest / missing_file for a checkpoint that
 // cannot be read or was not written by a causal_lm job, checksum_mismatch (listing every problem)
 // when verification fails, bad_input for bad options, io when writing fails; each names the file.

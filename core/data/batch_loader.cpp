@@ -76,22 +76,28 @@ void batch_loader::next(micro_batch& out) {
 }
 
 void batch_loader::next(seq2seq_batch& out) {
-  const std::int64_t B = options_.geometry.micro_batch, S = data_->seq_len(), T = data_->target_len();
-  out.sample_ids = take(batch_kind::seq2seq, out.step, out.micro);
+  auto samples = take(batch_kind::seq2seq, out.step, out.micro);
+  fill_seq2seq_batch(*data_, std::move(samples), out);
+}
+
+void fill_seq2seq_batch(const dataset& data, std::vector<std::int64_t> samples, seq2seq_batch& out) {
+  const auto B = static_cast<std::int64_t>(samples.size());
+  const std::int64_t S = data.seq_len(), T = data.target_len();
+  out.sample_ids = std::move(samples);
   out.batch_size = B;
   out.source_len = S;
   out.target_len = T;
-  out.input_ids.assign(static_cast<std::size_t>(B * S), data_->info().pad_id);
+  out.input_ids.assign(static_cast<std::size_t>(B * S), data.info().pad_id);
   out.attention_mask.assign(static_cast<std::size_t>(B * S), 0);
   out.labels.assign(static_cast<std::size_t>(B * T), ignore_label);
   out.source_lengths.assign(static_cast<std::size_t>(B), 0);
   out.target_lengths.assign(static_cast<std::size_t>(B), 0);
   for (std::int64_t b = 0; b < B; ++b) {
     const auto i = out.sample_ids[static_cast<std::size_t>(b)];
-    const auto n = data_->read_sample(i, out.input_ids.data() + b * S, nullptr, S);
+    const auto n = data.read_sample(i, out.input_ids.data() + b * S, nullptr, S);
     std::fill_n(out.attention_mask.begin() + b * S, n, 1);
     out.source_lengths[static_cast<std::size_t>(b)] = n;
-    out.target_lengths[static_cast<std::size_t>(b)] = data_->read_target(i, out.labels.data() + b * T, T);
+    out.target_lengths[static_cast<std::size_t>(b)] = data.read_target(i, out.labels.data() + b * T, T);
   }
 }
 

@@ -81,4 +81,9 @@ class batch_loader {
   std::int64_t micro_ = 0;
 };
 
+// Samples `samples` of seq2seq data set `data` as one batch of samples.size() rows (what next()
+// fills for the sampler's samples; evaluation reads its own). Throws data_error as the data set's
+// reads do.
+void fill_seq2seq_batch(const dataset& data, std::vector<std::int64_t> samples, seq2seq_batch& out);
+
 }  // namespace cohort::core::data

@@ -16,7 +16,6 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "core/ckpt/base64.hpp"
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
@@ -29,6 +28,7 @@
 #include "core/model/torch_compat.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
+#include "core/train/engine_common.hpp"
 #include "core/train/job_preflight.hpp"
 #include "core/train/lr_schedule.hpp"
 #include "core/train/mfu.hpp"
@@ -38,10 +38,6 @@
 namespace cohort::core::train {
 
 namespace {
-
-// Serialises seeding and restoring torch's global generators: ranks that share a process
-// (threads) share them.
-std::mutex init_mutex;
 
 // The model's config as the spec names it (a Hugging Face directory, a config file or inline).
 model::model_config model_config_of(const config::model_spec& m) {
@@ -67,14 +63,6 @@ std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& 
   return model::seeded_init(net->config(), net->hf_parameters(), m.init_seed);
 }
 
-torch::Device compute_device(const config::job_spec& spec, int rank) {
-  if (!spec.scaling.use_gpu) return torch::kCPU;
-  const int index = causal_lm_engine::cuda_device_for(rank);
-  if (index < 0)
-    throw std::invalid_argument("scaling.use_gpu is true but this worker sees no CUDA device");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
-}
-
 model::compute_path compute_path_of(config::compute_path p) {
   switch (p) {
     case config::compute_path::plain:
@@ -90,10 +78,6 @@ model::compute_path compute_path_of(config::compute_path p) {
 bool has_dropout(const model::model_config& c) {
   return c.embed_dropout > 0 || c.attention_dropout > 0 || c.residual_dropout > 0 ||
          c.activation_dropout > 0;
-}
-
-torch::ScalarType dtype_of(config::precision p) {
-  return p == config::precision::bf16 ? torch::kBFloat16 : torch::kFloat;
 }
 
 model::lora_config lora_config_of(const config::model_spec& m) {
@@ -180,7 +164,7 @@ struct causal_lm_engine::impl {
     {
       // Dropout draws from torch's generators: seeded from train.seed, each rank its own stream
       // (a restore sets them from the checkpoint).
-      std::lock_guard<std::mutex> lock(init_mutex);
+      std::lock_guard<std::mutex> lock(generator_mutex());
       torch::manual_seed(static_cast<std::uint64_t>(train.seed) * 0x9E3779B97F4A7C15ULL +
                          static_cast<std::uint64_t>(group.rank()));
     }
@@ -204,12 +188,7 @@ struct causal_lm_engine::impl {
     loader = std::make_unique<data::batch_loader>(data, lo);
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
 
-    zero_options zo;
-    zo.stage = spec.zero.stage;
-    zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
-    zo.offload_param = spec.zero.offload_param == config::offload_device::cpu;
-    zo.device = device;
-    zo.compute_dtype = dtype_of(train.dtype);
+    const zero_options zo = zero_options_of(spec, device);
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     if (net->has_lora()) {
       // Only the adapters train: they alone are the optimizer's units (unit 0, outside the
@@ -427,9 +406,7 @@ struct causal_lm_engine::impl {
   }
 
   torch::Tensor all_reduce_sum(std::vector<double> values) {
-    auto t = torch::tensor(values, torch::kDouble).to(device);
-    wait_for(group.all_reduce(t, comm::reduce_op::sum), group, cancelled);
-    return t.cpu();
+    return train::all_reduce_sum(group, device, cancelled, std::move(values));
   }
 
   step_result step() {
@@ -469,34 +446,9 @@ struct causal_lm_engine::impl {
     gathered_peak_bytes = optimizer->gathered_peak_bytes();
     optimizer->synchronize();
 
-    const double local_squares = optimizer->grad_square_sum();
-    const auto sums = all_reduce_sum({local_loss, spec.zero.stage == 0 ? 0.0 : local_squares});
-    const double squares = spec.zero.stage == 0 ? local_squares : sums[1].item<double>();
-    const double grad_norm = std::sqrt(squares);
-    const double coef = train.grad_clip > 0 ? model::clip_coefficient(grad_norm, train.grad_clip) : 1.0;
-
-    model::adamw_options ao;
-    ao.lr = learning_rate(train, step_index, total_steps);
-    ao.beta1 = train.beta1;
-    ao.beta2 = train.beta2;
-    ao.eps = train.eps;
-    ao.weight_decay = train.weight_decay;
-    const auto update_started = std::chrono::steady_clock::now();
-    optimizer->step(ao, coef);
+    auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss, counts,
+                         std::move(samples), started);
     ++steps_done;
-
-    step_result r;
-    r.step = step_index + 1;
-    r.loss = sums[0].item<double>() / global_labels;
-    r.lr = ao.lr;
-    r.grad_norm = grad_norm;
-    r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
-    r.checkpoint_requested = counts[2].item<double>() > 0;
-    r.preempted = counts[3].item<double>() > 0;
-    r.samples = std::move(samples);
-    const auto now = std::chrono::steady_clock::now();
-    r.seconds = std::chrono::duration<double>(now - started).count();
-    r.optimizer_seconds = std::chrono::duration<double>(now - update_started).count();
     return r;
   }
 };
@@ -547,54 +499,10 @@ causal_lm_engine::checkpoint_part causal_lm_engine::checkpoint() {
   auto& d = *impl_;
   checkpoint_part part;
   part.tensors = shard_tensors(*d.optimizer, d.group.rank());
-  part.state.step = static_cast<std::uint64_t>(d.steps_done);
-  part.state.scheduler = {{"step", d.steps_done}, {"total_steps", d.total_steps}};
-  part.state.sampler = {{"step", d.loader->step()}, {"seed", d.spec.train.seed},
-                        {"global_batch", global_batch()}};
-  auto cpu_rng = at::globalContext().defaultGenerator(torch::kCPU).get_state().contiguous();
-  part.state.rng.assign(static_cast<const char*>(cpu_rng.data_ptr()), static_cast<std::size_t>(cpu_rng.nbytes()));
-  part.state.extra = {{"adam_step", d.optimizer->adam(0).step}};
-  if (d.device.is_cuda()) {
-    auto gpu_rng = at::globalContext().defaultGenerator(d.device).get_state().contiguous();
-    part.state.extra["cuda_rng"] = ckpt::base64_encode(
-        std::string(static_cast<const char*>(gpu_rng.data_ptr()), static_cast<std::size_t>(gpu_rng.nbytes())));
-  }
+  part.state = rank_state_of(*d.optimizer, {d.steps_done, d.total_steps, d.loader->step(), d.spec.train.seed, global_batch()},
+                             d.device);
   return part;
 }
-
-namespace {
-
-bool is_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string parent_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-// The tokenizer files an export of this job's model should carry: those of the fine-tuned
-// Hugging Face directory, else the one the data set was built with and its HF companions.
-nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifest& data) {
-  nlohmann::json files = nlohmann::json::array();
-  std::string dir = spec.model.hf_dir;
-  if (dir.empty() && !data.tokenizer_path.empty() && is_file(data.tokenizer_path)) {
-    files.push_back(data.tokenizer_path);
-    dir = parent_of(data.tokenizer_path);
-  }
-  if (dir.empty()) return files;
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model",
-                           "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json",
-                           "chat_template.jinja", "generation_config.json"}) {
-    const std::string path = dir + "/" + name;
-    if (is_file(path) && path != data.tokenizer_path)
-      files.push_back(path);
-  }
-  return files;
-}
-
-}  // namespace
 
 nlohmann::json causal_lm_engine::checkpoint_extra() const {
   nlohmann::json extra = {{"model_config", model::to_hf_json(impl_->net->config())},
@@ -607,24 +515,9 @@ nlohmann::json causal_lm_engine::checkpoint_extra() const {
   return extra;
 }
 
-namespace {
-
-torch::Tensor byte_tensor(const std::string& bytes) {
-  auto t = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  return t;
-}
-
-}  // namespace
-
 void causal_lm_engine::restore(const std::string& dir, const ckpt::manifest& m) {
   auto& d = *impl_;
   const std::string where = dir + ": ";
-  if (m.extra.contains("global_batch") && m.extra["global_batch"] != global_batch())
-    throw std::invalid_argument(
-        where + "written with a global batch of " + m.extra["global_batch"].dump() +
-        " samples, this job has " + std::to_string(global_batch()) +
-        " (train.micro_batch_size x train.grad_accum x scaling.num_workers); keep it equal to resume");
   const bool saved_lora = m.extra.is_object() && m.extra.contains(ckpt::lora_extra_key);
   if (saved_lora != d.net->has_lora())
     throw std::invalid_argument(where + (saved_lora ? "holds LoRA adapters, this job trains the whole model"
@@ -638,28 +531,8 @@ void causal_lm_engine::restore(const std::string& dir, const ckpt::manifest& m) 
                                   ", this job has " + model::lora_to_json(mine).dump() +
                                   "; r, alpha and target_modules must stay as they were to resume");
   }
-  ckpt::reshard_reader reader(dir, m);
-  load_shards(*d.optimizer, reader);
-  const auto same_rank = m.world_size == d.group.size();
-  const auto state = ckpt::load_rank_shard(dir, m, d.group.rank() % m.world_size).state();
-  const auto sampler_step = state.sampler.value("step", std::int64_t{-1});
-  if (sampler_step != static_cast<std::int64_t>(state.step))
-    throw std::invalid_argument(where + "rank state's sampler position " + std::to_string(sampler_step) +
-                                " does not match its step " + std::to_string(state.step));
-  d.steps_done = static_cast<std::int64_t>(state.step);
-  d.loader->seek(sampler_step);
-  const auto adam_step = state.extra.value("adam_step", std::int64_t{0});
-  for (std::size_t u = 0; u < d.optimizer->unit_count(); ++u) d.optimizer->adam(u).step = adam_step;
-  if (same_rank) {  // another world size draws other numbers anyway (each rank its own data)
-    std::lock_guard<std::mutex> lock(init_mutex);
-    auto cpu = at::globalContext().defaultGenerator(torch::kCPU);  // a handle: set_state reaches torch's
-    if (!state.rng.empty()) cpu.set_state(byte_tensor(state.rng));
-    if (d.device.is_cuda() && state.extra.contains("cuda_rng")) {
-      auto gpu = at::globalContext().defaultGenerator(d.device);
-      gpu.set_state(byte_tensor(ckpt::base64_decode(state.extra["cuda_rng"].get<std::string>(), where + "cuda_rng")));
-    }
-  }
-  d.optimizer->refresh_weights();
+  d.steps_done = restore_engine_state(dir, m, *d.optimizer, d.group.rank(), d.group.size(), global_batch(), d.device);
+  d.loader->seek(d.steps_done);
 }
 
 std::vector<float> causal_lm_engine::full_weights() {

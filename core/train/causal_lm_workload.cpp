@@ -17,6 +17,7 @@
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/s3_checkpoints.hpp"
 #include "core/train/causal_lm_engine.hpp"
+#include "core/train/seq2seq_engine.hpp"
 #include "core/train/checkpointer.hpp"
 #include "core/comm/comm_error.hpp"
 #include "core/data/format.hpp"
@@ -132,24 +133,18 @@ auto input_checked(F&& setup) -> decltype(setup()) {
   }
 }
 
-}  // namespace
-
-void causal_lm_workload::run(const worker_context& ctx) {
-  input_checked([&] {
-    config::check_runnable(ctx.spec);
-    check_data_set(ctx.spec);
-    // Before the group: a rank that failed on its data after joining would close its
-    // connections under peers still connecting, who would then report a peer failure instead.
-    verify_data_files(ctx.spec);
-  });
+// The run on this rank with `Engine` (causal_lm_engine, or seq2seq_engine for a T5: the same
+// contract), called `kind` in the log.
+template <class Engine>
+void train_with(const worker_context& ctx, const char* kind) {
   const bool gpu = ctx.spec.scaling.use_gpu;
   const int device = gpu ? causal_lm_engine::cuda_device_for(ctx.rank) : -1;
   const std::int64_t gpu_cap = device >= 0 ? apply_gpu_memory_limit(device) : 0;
   auto group = gpu ? join_group(ctx, comm::backend_kind::nccl, device)
                    : join_group(ctx, comm::backend_kind::gloo);
   const auto engine_owner = input_checked(
-      [&] { return std::make_unique<causal_lm_engine>(ctx.spec, *group, ctx.cancelled, /*data_verified=*/true); });
-  causal_lm_engine& engine = *engine_owner;
+      [&] { return std::make_unique<Engine>(ctx.spec, *group, ctx.cancelled, /*data_verified=*/true); });
+  Engine& engine = *engine_owner;
   checkpointer checkpoints(ctx);
   const auto from = checkpoints.choose_resume();
   if (from) engine.restore(from->dir, from->manifest);
@@ -167,7 +162,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
   const std::int64_t eval_every = engine.has_eval() ? ctx.spec.train.eval_every : 0;
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + "/" + std::to_string(ctx.world_size) + " on node " +
-            ctx.node + ": causal_lm, " + std::to_string(engine.parameter_count()) +
+            ctx.node + ": " + kind + ", " + std::to_string(engine.parameter_count()) +
             (ctx.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), " : " parameters, ") +
             std::to_string(engine.total_steps()) + " steps of " +
             std::to_string(engine.global_batch()) + " samples, ZeRO stage " +
@@ -278,6 +273,23 @@ void causal_lm_workload::run(const worker_context& ctx) {
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(report.loss) +
             "; " + describe(read_memory_peaks(device)));
+}
+
+}  // namespace
+
+void causal_lm_workload::run(const worker_context& ctx) {
+  const bool t5 = input_checked([&] {
+    config::check_runnable(ctx.spec);
+    check_data_set(ctx.spec);
+    // Before the group: a rank that failed on its data after joining would close its
+    // connections under peers still connecting, who would then report a peer failure instead.
+    verify_data_files(ctx.spec);
+    return is_t5_job(ctx.spec);
+  });
+  if (t5)
+    train_with<seq2seq_engine>(ctx, "T5 (seq2seq)");
+  else
+    train_with<causal_lm_engine>(ctx, "causal_lm");
 }
 
 }  // namespace cohort::core::train

@@ -1,5 +1,6 @@
-// The causal_lm workload: runs causal_lm_engine on this rank's group for the job's steps; rank 0
-// writes metrics.jsonl and reports each logged step.
+// The causal_lm workload: runs causal_lm_engine (seq2seq_engine when model.hf_dir is a T5,
+// is_t5_job) on this rank's group for the job's steps; rank 0 writes metrics.jsonl and reports
+// each logged step.
 #pragma once
 
 #include "core/train/workload.hpp"

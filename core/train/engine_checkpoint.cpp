@@ -1,4 +1,5 @@
-// shard_tensors / load_shards: the unit shards' element ranges mapped onto parameter slices.
+// shard_tensors / load_shards: the unit shards' element ranges mapped onto parameter slices; an
+// engine's rank state saved and restored.
 #include "core/train/engine_checkpoint.hpp"
 
 #include <algorithm>
@@ -8,7 +9,9 @@
 
 #include <torch/torch.h>
 
+#include "core/ckpt/base64.hpp"
 #include "core/ckpt/hf_export.hpp"
+#include "core/ckpt/reader.hpp"
 
 namespace cohort::core::train {
 
@@ -108,6 +111,67 @@ void load_shards(zero_optimizer& optimizer, ckpt::reshard_reader& reader) {
       value.narrow(0, 0, length).copy_(host);
     }
   }
+}
+
+std::mutex& generator_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+ckpt::rank_state rank_state_of(zero_optimizer& optimizer, const engine_position& at, const torch::Device& device) {
+  ckpt::rank_state state;
+  state.step = static_cast<std::uint64_t>(at.steps_done);
+  state.scheduler = {{"step", at.steps_done}, {"total_steps", at.total_steps}};
+  state.sampler = {{"step", at.sampler_step}, {"seed", at.seed}, {"global_batch", at.global_batch}};
+  auto cpu_rng = at::globalContext().defaultGenerator(torch::kCPU).get_state().contiguous();
+  state.rng.assign(static_cast<const char*>(cpu_rng.data_ptr()), static_cast<std::size_t>(cpu_rng.nbytes()));
+  state.extra = {{"adam_step", optimizer.adam(0).step}};
+  if (device.is_cuda()) {
+    auto gpu_rng = at::globalContext().defaultGenerator(device).get_state().contiguous();
+    state.extra["cuda_rng"] = ckpt::base64_encode(
+        std::string(static_cast<const char*>(gpu_rng.data_ptr()), static_cast<std::size_t>(gpu_rng.nbytes())));
+  }
+  return state;
+}
+
+namespace {
+
+torch::Tensor byte_tensor(const std::string& bytes) {
+  auto t = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+}  // namespace
+
+std::int64_t restore_engine_state(const std::string& dir, const ckpt::manifest& m, zero_optimizer& optimizer,
+                                  int rank, int world_size, std::int64_t global_batch, const torch::Device& device) {
+  const std::string where = dir + ": ";
+  if (m.extra.contains("global_batch") && m.extra["global_batch"] != global_batch)
+    throw std::invalid_argument(
+        where + "written with a global batch of " + m.extra["global_batch"].dump() +
+        " samples, this job has " + std::to_string(global_batch) +
+        " (train.micro_batch_size x train.grad_accum x scaling.num_workers); keep it equal to resume");
+  ckpt::reshard_reader reader(dir, m);
+  load_shards(optimizer, reader);
+  const auto state = ckpt::load_rank_shard(dir, m, rank % m.world_size).state();
+  const auto sampler_step = state.sampler.value("step", std::int64_t{-1});
+  if (sampler_step != static_cast<std::int64_t>(state.step))
+    throw std::invalid_argument(where + "rank state's sampler position " + std::to_string(sampler_step) +
+                                " does not match its step " + std::to_string(state.step));
+  const auto adam_step = state.extra.value("adam_step", std::int64_t{0});
+  for (std::size_t u = 0; u < optimizer.unit_count(); ++u) optimizer.adam(u).step = adam_step;
+  if (m.world_size == world_size) {  // another world size draws other numbers anyway (each rank its own data)
+    std::lock_guard<std::mutex> lock(generator_mutex());
+    auto cpu = at::globalContext().defaultGenerator(torch::kCPU);  // a handle: set_state reaches torch's
+    if (!state.rng.empty()) cpu.set_state(byte_tensor(state.rng));
+    if (device.is_cuda() && state.extra.contains("cuda_rng")) {
+      auto gpu = at::globalContext().defaultGenerator(device);
+      gpu.set_state(byte_tensor(ckpt::base64_decode(state.extra["cuda_rng"].get<std::string>(), where + "cuda_rng")));
+    }
+  }
+  optimizer.refresh_weights();
+  return sampler_step;
 }
 
 }  // namespace cohort::core::train

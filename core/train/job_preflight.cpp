@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -12,6 +13,8 @@
 #include "core/data/format.hpp"
 #include "core/data/s3_shard_source.hpp"
 #include "core/data/verify.hpp"
+
+#include <nlohmann/json.hpp>
 
 namespace cohort::core::train {
 
@@ -25,10 +28,60 @@ void require_decoder_data(const data::manifest& m, const std::string& dir, const
                                     "or sft data sets (`cohort-data build --field` or `--template`)");
 }
 
+// A T5 trains on seq2seq data sets only.
+void require_seq2seq_data(const data::manifest& m, const std::string& dir, const char* field) {
+  if (m.kind != "seq2seq")
+    throw config::spec_error(field, "\"" + dir + "\" is a " + m.kind + " data set; model.hf_dir is a T5 (an "
+                                    "encoder-decoder), which trains on seq2seq data sets (`cohort-data build "
+                                    "--template-source ... --template-target ...`)");
+}
+
+void require_data_kind(const config::job_spec& spec, const data::manifest& m, const std::string& dir,
+                       const char* field) {
+  if (is_t5_job(spec))
+    require_seq2seq_data(m, dir, field);
+  else
+    require_decoder_data(m, dir, field);
+}
+
+// What a T5 job cannot take, refused by field.
+void check_t5_fields(const config::job_spec& spec) {
+  if (spec.model.hf_dir.empty())
+    throw config::spec_error("model.config", "is a T5 config; a T5 job fine-tunes a Hugging Face directory: "
+                                             "give {\"hf_dir\": DIR} (T5 from init_seed is not supported)");
+  if (spec.model.lora.enabled)
+    throw config::spec_error("model.lora", "LoRA adapts decoder-only models; model.hf_dir is a T5, which "
+                                           "trains whole (remove model.lora)");
+  if (spec.train.path == config::compute_path::fused)
+    throw config::spec_error("train.path", "\"fused\" is the decoder's fused kernels; a T5 runs the plain "
+                                           "path (use \"auto\" or \"plain\")");
+  if (spec.train.activation_checkpointing)
+    throw config::spec_error("train.activation_checkpointing",
+                             "is not supported for a T5 (model.hf_dir): set it to false");
+}
+
 }  // namespace
 
+bool is_t5_job(const config::job_spec& spec) {
+  if (spec.workload != config::workload_kind::causal_lm) return false;
+  const auto& m = spec.model;
+  nlohmann::json config;
+  if (!m.inline_config_json.empty()) {
+    config = nlohmann::json::parse(m.inline_config_json, nullptr, /*allow_exceptions=*/false);
+  } else {
+    std::string path = !m.hf_dir.empty() ? m.hf_dir + "/config.json" : m.config_file;
+    if (std::filesystem::is_directory(path)) path += "/config.json";
+    std::ifstream in(path);
+    if (!in) return false;  // not readable here: the model's own loading tells
+    config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+  return config.is_object() && config.value("model_type", std::string()) == "t5";
+}
+
 void check_data_set(const config::job_spec& spec) {
-  if (spec.workload != config::workload_kind::causal_lm || spec.data.train.empty()) return;
+  if (spec.workload != config::workload_kind::causal_lm) return;
+  if (is_t5_job(spec)) check_t5_fields(spec);
+  if (spec.data.train.empty()) return;
   if (config::is_s3_url(spec.data.train)) return;  // the workers read it from S3 and tell
   const std::string& dir = spec.data.train;
   std::error_code ec;
@@ -43,7 +96,7 @@ void check_data_set(const config::job_spec& spec) {
   } catch (const data::data_error& e) {
     throw config::spec_error("data.train", e.what() + allowed);
   }
-  require_decoder_data(m, dir, "data.train");
+  require_data_kind(spec, m, dir, "data.train");
   const std::int64_t batch = config::global_batch(spec);
   if (m.samples < batch)
     throw config::spec_error(
@@ -82,13 +135,13 @@ void verify_data_files(const config::job_spec& spec) {
   // A data set in S3 is opened by the engine, which checks each shard as it fetches it.
   if (!spec.data.train.empty() && !config::is_s3_url(spec.data.train)) {
     data::dataset train(spec.data.train);  // names a missing shard file
-    require_decoder_data(train.info(), spec.data.train, "data.train");
+    require_data_kind(spec, train.info(), spec.data.train, "data.train");
     if (spec.data.verify) verify_data_checksums(spec.data.train);
   }
   if (!spec.data.eval.empty()) {
     try {
       data::dataset eval(spec.data.eval);
-      require_decoder_data(eval.info(), spec.data.eval, "data.eval");
+      require_data_kind(spec, eval.info(), spec.data.eval, "data.eval");
       if (spec.data.verify) verify_data_checksums(spec.data.eval);
     } catch (const std::exception& e) {
       throw std::invalid_argument(std::string("data.eval: ") + e.what());

@@ -15,16 +15,22 @@ class dataset;
 
 namespace cohort::core::train {
 
-// The training data set of a causal_lm job: when data.train exists here, it must be a token-shard
-// directory whose manifest.json reads, not a seq2seq one, holding at least one global batch
-// (micro_batch_size × grad_accum × num_workers samples). A path that does not exist here is
-// skipped (it may exist on the workers only). Throws config::spec_error naming data.train, the
-// file and what is allowed.
+// Whether a causal_lm job's model is a T5 (config.json's model_type "t5", read from model.hf_dir,
+// model.config or the inline config): the job then trains an encoder-decoder on seq2seq data
+// (seq2seq_engine). A config not readable here counts as a decoder's (the model's loading tells).
+bool is_t5_job(const config::job_spec& spec);
+
+// The model and training data set of a causal_lm job. A T5 (is_t5_job) needs model.hf_dir and
+// refuses model.lora, train.path "fused" and train.activation_checkpointing. When data.train
+// exists here, it must be a token-shard directory whose manifest.json reads, seq2seq for a T5 and
+// not seq2seq for a decoder, holding at least one global batch (micro_batch_size × grad_accum ×
+// num_workers samples). A path that does not exist here is skipped (it may exist on the workers
+// only). Throws config::spec_error naming the field, the file and what is allowed.
 void check_data_set(const config::job_spec& spec);
 
 // The data sets' files as a worker sees them, checked before the rank joins its group (so a rank
 // that fails here fails alone, before any peer waits on it): data.train and data.eval (when set)
-// open with every shard file present, are not seq2seq data sets, and with data.verify (the
+// open with every shard file present, are of the model's kind (seq2seq for a T5, else not), and with data.verify (the
 // default) each shard's XXH64 matches the manifest (on up to 8 threads). Throws data::data_error
 // naming the file (config::spec_error for a seq2seq set) for data.train, std::invalid_argument
 // "data.eval: ..." for data.eval. Reads every byte with

@@ -56,6 +56,28 @@ model_shape shape_of(const model::model_config& c) {
   return s;
 }
 
+model_shape shape_of(const model::t5_config& c) {
+  const std::int64_t d = c.d_model, inner = c.num_heads * c.d_kv, ffn = c.d_ff;
+  const std::int64_t attention = 4 * d * inner, mlp = (c.gated ? 3 : 2) * d * ffn;
+  const std::int64_t encoder_block = attention + mlp + 2 * d, decoder_block = 2 * attention + mlp + 3 * d;
+  const std::int64_t blocks = c.num_layers + c.num_decoder_layers;
+  model_shape s;
+  s.hidden_size = d;
+  s.num_layers = blocks;
+  s.num_heads = c.num_heads;
+  s.vocab_size = c.vocab_size;
+  s.intermediate_size = ffn;
+  s.gated_mlp = c.gated;
+  s.outer_parameters = c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) + 2 * d +
+                       2 * c.relative_attention_num_buckets * c.num_heads;
+  const std::int64_t in_blocks = c.num_layers * encoder_block + c.num_decoder_layers * decoder_block;
+  s.layer_parameters = (in_blocks + blocks - 1) / blocks;
+  s.parameters = s.outer_parameters + in_blocks;
+  s.largest_tensor = std::max(c.vocab_size * d, std::max(d * inner, d * ffn));
+  s.whole_model_gathered = true;
+  return s;
+}
+
 std::int64_t lora_layer_parameters(const model::model_config& c, std::int64_t r,
                                    const std::vector<std::string>& targets) {
   const std::int64_t d = c.hidden_size, ffn = c.intermediate_size;
@@ -87,7 +109,11 @@ model_shape read_model_shape(const config::model_spec& m) {
       s.lora_layer_parameters = lora_layer_parameters(config, m.lora.r, m.lora.target_modules);
       return s;
     }
-    if (!m.hf_dir.empty()) return shape_of(model::read_config(m.hf_dir));
+    if (!m.hf_dir.empty()) {
+      const auto json = model::read_config_json(m.hf_dir);
+      if (model::is_t5(json)) return shape_of(model::parse_t5_config(json, m.hf_dir + "/config.json"));
+      return shape_of(model::read_config(m.hf_dir));
+    }
     if (!m.config_file.empty()) return shape_of(model::read_config(m.config_file));
     return shape_of(model::parse_config(nlohmann::json::parse(m.inline_config_json), "model.config"));
   } catch (const std::exception& e) {
@@ -130,7 +156,8 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   // Layers are recomputed only with activation checkpointing; ZeRO-3 without it keeps every
   // layer's activations (only the gathered weights are freed between forward and backward).
   const bool recompute = spec.train.activation_checkpointing;
-  const bool layers_reduced_in_backward = stage == 3 || (stage == 2 && recompute);
+  const bool layers_reduced_in_backward = !m.whole_model_gathered && (stage == 3 || (stage == 2 && recompute));
+  const bool gathered_per_layer = stage == 3 && !m.whole_model_gathered;
   // What trains: the whole model, or with LoRA only the adapters (none outside the layers).
   const bool lora = spec.model.lora.enabled;
   const std::int64_t outer = lora ? 0 : m.outer_parameters;
@@ -157,7 +184,7 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   add("AdamW moments", 8 * shard, !offload_opt);
   add("fp32 gradient shard", 4 * shard, !offload_param);
   add(stage == 3 ? "gathered compute weights" : "compute weights",
-      stage == 3 ? p * (u0 + 2 * ul) : p * n, true);
+      gathered_per_layer ? p * (u0 + 2 * ul) : p * n, true);
   if (offload_param) add("pinned compute-dtype shard", p * shard, false);
   add("compute-dtype gradients", layers_reduced_in_backward ? p * (u0 + ul) : p * n, true);
   add("reduction buffer", 4 * static_cast<double>(unit_max) + (stage >= 2 ? 4 * unit_shard : 0),

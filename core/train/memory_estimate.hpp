@@ -37,6 +37,8 @@
 // A the adapters of one layer), and the frozen base is one more device item, the whole model in
 // model.lora.base_dtype on every rank (a 7B base in bf16: 12.6 GiB); activations are the same.
 // Rank 0's merged export holds every adapter plus one base tensor as read and in fp32.
+// A T5 (model_shape::whole_model_gathered) holds the whole model's compute weights and
+// compute-dtype gradients at ZeRO-3 too (p·n each): seq2seq_engine gathers every unit for the step.
 // Host RAM is the larger of the steady state and the load peak: a rank reads or initialises only
 // the fp32 shard it keeps (4·S; stage 0 the whole model) plus one parameter tensor at a time
 // (4·largest tensor). Rank 0 also stages the largest fp32 tensor when it exports the final model.
@@ -72,9 +74,17 @@ struct model_shape {
   std::int64_t largest_tensor = 0;    // elements of the largest single parameter tensor
   // model.lora: the adapters' elements of one layer (r · (in + out) per adapted linear map).
   std::int64_t lora_layer_parameters = 0;
+  // A T5 (seq2seq_engine): ZeRO-3 gathers every unit for the whole step, so the compute weights
+  // and their gradients are the whole model at every stage.
+  bool whole_model_gathered = false;
 };
 
 model_shape shape_of(const model::model_config& config);
+// A T5's: num_layers counts encoder and decoder blocks; unit 0 holds the shared embedding, the
+// two final norms, the two relative-position tables and an untied head; layer_parameters is the
+// blocks' mean (rounded up; decoder blocks are larger: cross-attention), parameters exact. The
+// activations are estimated as a decoder's of train.seq_len tokens per sample over all blocks.
+model_shape shape_of(const model::t5_config& config);
 // The adapters' elements of one layer for LoRA of rank r on `targets` (peft's module names).
 std::int64_t lora_layer_parameters(const model::model_config& config, std::int64_t r,
                                    const std::vector<std::string>& targets);

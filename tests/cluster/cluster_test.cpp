@@ -835,6 +835,33 @@ TEST_CASE("relative paths in a spec are resolved by submit against the spec's di
   CHECK_FALSE(fs::exists(fs::path(elsewhere) / "runs"));
 }
 
+TEST_CASE("a T5 job on a seq2seq data set runs through the cluster to its metrics, checkpoint and "
+          "exported model",
+          "[cluster][t5]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto data = cohort::test::make_tiny_seq2seq_dataset(c.dir().path("pairs"));
+  const std::string job = R"({"name": "t5", "workload": "causal_lm",
+    "model": {"hf_dir": ")" + std::string(COHORT_MODEL_FIXTURES) + R"(/t5-v1_0"},
+    "data": {"train": ")" + data + R"(", "eval": ")" + data + R"("},
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+    "train": {"micro_batch_size": 2, "grad_accum": 2, "max_steps": 4, "lr": 0.003, "seed": 3,
+              "eval_every": 2},
+    "zero": {"stage": 3},
+    "run": {"storage_path": ")" + c.dir().path("runs") + R"(", "checkpoint": {"every_steps": 2}}})";
+  auto run = c.submit({"run", c.write_job(job), "--follow"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(c.status(first_line(run.out))["state"] == "SUCCEEDED");
+  const auto metrics = cohort::test::read_json_lines(c.dir().path("runs/t5/metrics.jsonl"));
+  REQUIRE(metrics.size() == 4);
+  CHECK(metrics[1].contains("eval_loss"));
+  const auto config = json::parse(cohort::test::read_file(c.dir().path("runs/t5/model/config.json")));
+  CHECK(config["model_type"] == "t5");
+  CHECK(std::filesystem::exists(c.dir().path("runs/t5/model/model.safetensors")));
+}
+
 TEST_CASE("a job whose data set lost a shard fails at once as bad input under max_failures -1, "
           "after one attempt",
           "[cluster]") {

@@ -46,6 +46,42 @@ inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab 
   return dir;
 }
 
+// 32 seq2seq samples for the T5 fixture (vocab 128): the source "add A B" and the target "C"
+// (C = A + B) as ids 3 + byte % 120; source_len 12, target_len 4, PAD 0, EOS 1.
+inline std::string make_tiny_seq2seq_dataset(const std::string& dir) {
+  core::data::prepare_output_dir(dir);
+  core::data::shard_writer_options o;
+  o.vocab_size = 128;
+  o.target = true;
+  core::data::shard_writer w(dir, o);
+  const auto ids = [](const std::string& text) {
+    std::vector<std::int32_t> out;
+    for (unsigned char c : text) out.push_back(3 + c % 120);
+    out.push_back(1);
+    return out;
+  };
+  for (int i = 0; i < 32; ++i) {
+    const int a = i % 7, b = (3 * i) % 5;
+    const auto source = ids("add " + std::to_string(a) + " " + std::to_string(b));
+    const auto target = ids(std::to_string(a + b));
+    w.append_pair(source.data(), static_cast<std::int64_t>(source.size()), target.data(),
+                  static_cast<std::int64_t>(target.size()));
+  }
+  core::data::manifest m;
+  m.kind = "seq2seq";
+  m.layout = "pad";
+  m.seq_len = 12;
+  m.pad_id = 0;
+  m.eos_id = 1;
+  m.vocab_size = 128;
+  core::data::seq2seq_info s;
+  s.target_len = 4;
+  s.over_long = "truncate";
+  m.seq2seq = s;
+  w.finish(m);
+  return dir;
+}
+
 inline std::string tiny_llama_config(std::int64_t vocab = 300) {
   return R"({"model_type": "llama", "vocab_size": )" + std::to_string(vocab) +
          R"(, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,

@@ -1,0 +1,115 @@
+// compute_device, dtype_of, tokenizer_files, all_reduce_sum and finish_step: what the engines share.
+#include "core/train/engine_common.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "core/model/adamw.hpp"
+#include "core/train/lr_schedule.hpp"
+#include "core/train/run_control.hpp"
+
+namespace cohort::core::train {
+
+namespace {
+
+bool is_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifest& data) {
+  nlohmann::json files = nlohmann::json::array();
+  std::string dir = spec.model.hf_dir;
+  if (dir.empty() && !data.tokenizer_path.empty() && is_file(data.tokenizer_path)) {
+    files.push_back(data.tokenizer_path);
+    dir = parent_of(data.tokenizer_path);
+  }
+  if (dir.empty()) return files;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model",
+                           "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json",
+                           "chat_template.jinja", "generation_config.json", "spiece.model"}) {
+    const std::string path = dir + "/" + name;
+    if (is_file(path) && path != data.tokenizer_path)
+      files.push_back(path);
+  }
+  return files;
+}
+
+torch::Device compute_device(const config::job_spec& spec, int rank) {
+  if (!spec.scaling.use_gpu) return torch::kCPU;
+  const int index = causal_lm_engine::cuda_device_for(rank);
+  if (index < 0)
+    throw std::invalid_argument("scaling.use_gpu is true but this worker sees no CUDA device");
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+torch::ScalarType dtype_of(config::precision p) {
+  return p == config::precision::bf16 ? torch::kBFloat16 : torch::kFloat;
+}
+
+zero_options zero_options_of(const config::job_spec& spec, const torch::Device& device) {
+  zero_options zo;
+  zo.stage = spec.zero.stage;
+  zo.offload = spec.zero.offload_optimizer == config::offload_device::cpu;
+  zo.offload_param = spec.zero.offload_param == config::offload_device::cpu;
+  zo.device = device;
+  zo.compute_dtype = dtype_of(spec.train.dtype);
+  return zo;
+}
+
+torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
+                             const std::atomic<bool>* cancelled, std::vector<double> values) {
+  auto t = torch::tensor(values, torch::kDouble).to(device);
+  wait_for(group.all_reduce(t, comm::reduce_op::sum), group, cancelled);
+  return t.cpu();
+}
+
+step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec, comm::process_group& group,
+                        const torch::Device& device, const std::atomic<bool>* cancelled, std::int64_t step_index,
+                        std::int64_t total_steps, double local_loss, const torch::Tensor& counts,
+                        std::vector<std::int64_t> samples, std::chrono::steady_clock::time_point started) {
+  const auto& train = spec.train;
+  const double global_labels = std::max(1.0, counts[0].item<double>());
+  const double local_squares = optimizer.grad_square_sum();
+  const auto sums = all_reduce_sum(group, device, cancelled, {local_loss, spec.zero.stage == 0 ? 0.0 : local_squares});
+  const double squares = spec.zero.stage == 0 ? local_squares : sums[1].item<double>();
+  const double grad_norm = std::sqrt(squares);
+  const double coef = train.grad_clip > 0 ? model::clip_coefficient(grad_norm, train.grad_clip) : 1.0;
+
+  model::adamw_options ao;
+  ao.lr = learning_rate(train, step_index, total_steps);
+  ao.beta1 = train.beta1;
+  ao.beta2 = train.beta2;
+  ao.eps = train.eps;
+  ao.weight_decay = train.weight_decay;
+  const auto update_started = std::chrono::steady_clock::now();
+  optimizer.step(ao, coef);
+
+  step_result r;
+  r.step = step_index + 1;
+  r.loss = sums[0].item<double>() / global_labels;
+  r.lr = ao.lr;
+  r.grad_norm = grad_norm;
+  r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
+  r.checkpoint_requested = counts[2].item<double>() > 0;
+  r.preempted = counts[3].item<double>() > 0;
+  r.samples = std::move(samples);
+  const auto now = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(now - started).count();
+  r.optimizer_seconds = std::chrono::duration<double>(now - update_started).count();
+  return r;
+}
+
+}  // namespace cohort::core::train

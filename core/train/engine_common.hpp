@@ -1,0 +1,52 @@
+// What the training engines (causal_lm_engine, seq2seq_engine) share: a rank's compute device, the
+// compute dtype of train.precision, the tokenizer files an export carries, and the sums and update
+// that end every step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include "config/job_spec.hpp"
+#include "core/comm/process_group.hpp"
+#include "core/data/format.hpp"
+#include "core/train/causal_lm_engine.hpp"
+#include "core/train/zero_optimizer.hpp"
+
+namespace cohort::core::train {
+
+// The CUDA device of `rank` with scaling.use_gpu (causal_lm_engine::cuda_device_for), else the
+// CPU. Throws std::invalid_argument naming scaling.use_gpu when no CUDA device is visible.
+torch::Device compute_device(const config::job_spec& spec, int rank);
+
+// fp32 or bf16.
+torch::ScalarType dtype_of(config::precision p);
+
+// The ZeRO optimizer's options of the spec (zero.*, train.precision) on `device`.
+zero_options zero_options_of(const config::job_spec& spec, const torch::Device& device);
+
+// The tokenizer files an export of this job's model should carry (a JSON list of paths): those of
+// the fine-tuned Hugging Face directory, else the one the data set was built with and its HF
+// companions.
+nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifest& data);
+
+// `values` summed over the group's ranks (one fp64 all-reduce on `device`), on the host.
+torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
+                             const std::atomic<bool>* cancelled, std::vector<double> values);
+
+// The end of step `step_index` (0-based) once its gradients are reduced into the optimizer's
+// shards and synchronised: the loss and the gradients' squares summed over ranks (one all-reduce),
+// clipping to train.grad_clip, AdamW at the schedule's rate. `counts` is the step's first
+// all-reduce (label tokens, tokens, checkpoint requested, preempted); `local_loss` this rank's
+// summed loss. The result's samples are `samples`, its seconds counted from `started`.
+step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec, comm::process_group& group,
+                        const torch::Device& device, const std::atomic<bool>* cancelled, std::int64_t step_index,
+                        std::int64_t total_steps, double local_loss, const torch::Tensor& counts,
+                        std::vector<std::int64_t> samples, std::chrono::steady_clock::time_point started);
+
+}  // namespace cohort::core::train

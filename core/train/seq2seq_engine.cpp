@@ -1,0 +1,295 @@
+// seq2seq_engine: a T5 and seq2seq data set-up, the step (micro-batches, forward/backward with the
+// whole model gathered, ZeRO reduction, clipping, AdamW), evaluation and checkpoints.
+#include "core/train/seq2seq_engine.hpp"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+#include "core/data/batch_loader.hpp"
+#include "core/model/adamw.hpp"
+#include "core/model/model_config.hpp"
+#include "core/model/t5.hpp"
+#include "core/model/torch_compat.hpp"
+#include "core/model/weight_source.hpp"
+#include "core/train/engine_checkpoint.hpp"
+#include "core/train/engine_common.hpp"
+#include "core/train/job_preflight.hpp"
+#include "core/train/lr_schedule.hpp"
+#include "core/train/mfu.hpp"
+#include "core/train/run_control.hpp"
+#include "core/train/zero_optimizer.hpp"
+
+namespace cohort::core::train {
+
+namespace {
+
+struct batch_tensors {
+  torch::Tensor ids, mask;  // (B, S) int64 source ids and their 0/1 attention mask
+  torch::Tensor labels;     // (B, T) int64 target ids, -100 on padding
+  double label_count = 0;
+  double tokens = 0;        // real source and target ids
+};
+
+batch_tensors to_tensors(data::seq2seq_batch& b, const torch::Device& device) {
+  const std::int64_t B = b.batch_size, S = b.source_len, T = b.target_len;
+  batch_tensors t;
+  t.ids = torch::from_blob(b.input_ids.data(), {B, S}, torch::kInt64).to(device);  // .to copies
+  t.mask = torch::from_blob(b.attention_mask.data(), {B, S}, torch::kInt64).to(device);
+  auto labels = torch::from_blob(b.labels.data(), {B, T}, torch::kInt64);
+  t.label_count = labels.ne(data::ignore_label).sum().item<double>();
+  t.labels = labels.to(device);
+  if (!device.is_cuda()) {  // from_blob does not own b's buffers, which the next batch reuses
+    t.ids = t.ids.clone();
+    t.mask = t.mask.clone();
+    t.labels = t.labels.clone();
+  }
+  for (std::int64_t i = 0; i < B; ++i)
+    t.tokens += static_cast<double>(b.source_lengths[static_cast<std::size_t>(i)] +
+                                    b.target_lengths[static_cast<std::size_t>(i)]);
+  return t;
+}
+
+// The summed cross-entropy (fp32) of the batch's label tokens.
+torch::Tensor summed_loss(model::t5_model_impl& net, const batch_tensors& b) {
+  const auto logits = net.forward(b.ids, b.mask, b.labels).logits;
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), b.labels.reshape({-1}),
+                                {}, at::Reduction::Sum, data::ignore_label);
+}
+
+// Training mode back however an evaluation ends.
+class eval_mode {
+ public:
+  explicit eval_mode(torch::nn::Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
+  ~eval_mode() { m_.train(was_training_); }
+  eval_mode(const eval_mode&) = delete;
+  eval_mode& operator=(const eval_mode&) = delete;
+
+ private:
+  torch::nn::Module& m_;
+  bool was_training_;
+};
+
+}  // namespace
+
+struct seq2seq_engine::impl {
+  config::job_spec spec;
+  comm::process_group& group;
+  const std::atomic<bool>* cancelled;
+  torch::Device device;
+  model::t5_model net{nullptr};
+  std::shared_ptr<const data::dataset> data;
+  std::shared_ptr<const data::dataset> eval_data;  // data.eval, or null
+  std::unique_ptr<data::batch_loader> loader;
+  std::unique_ptr<zero_optimizer> optimizer;
+  std::int64_t total_steps = 0;
+  std::int64_t steps_done = 0;
+  bool checkpoint_requested = false;
+  bool preempt_requested = false;
+  double peak_flops = 0;
+
+  impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
+      : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
+    const auto& train = spec.train;
+    if (spec.data.train.empty())
+      throw std::invalid_argument("data.train: missing; a T5 job needs a seq2seq data set written by "
+                                  "`cohort-data build --template-source ... --template-target ...`");
+    auto cfg = model::read_t5_config(spec.model.hf_dir);
+    cfg.dtype = "float32";  // the masters' dtype, which checkpoints record
+    // fp32 on the host, never written: torch::empty's pages stay untouched until the optimizer
+    // gives each weight its data (its own device tensor; stage 3: views of the gathered units).
+    net = model::t5_model(cfg);
+    if (train.deterministic) {
+      ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+      model::compat::use_deterministic_algorithms();
+    }
+    {
+      std::lock_guard<std::mutex> lock(generator_mutex());
+      torch::manual_seed(static_cast<std::uint64_t>(train.seed) * 0x9E3779B97F4A7C15ULL +
+                         static_cast<std::uint64_t>(group.rank()));
+    }
+    data = open_train_data(spec, group.rank());
+    if (spec.data.verify && !data_verified && !data->streamed()) verify_data_checksums(spec.data.train);
+    check_data(*data, "data.train");
+    if (!spec.data.eval.empty()) {
+      try {
+        eval_data = std::make_shared<const data::dataset>(spec.data.eval);
+        if (spec.data.verify && !data_verified) verify_data_checksums(spec.data.eval);
+      } catch (const std::exception& e) {
+        throw std::invalid_argument(std::string("data.eval: ") + e.what());
+      }
+      check_data(*eval_data, "data.eval");
+    }
+    data::loader_options lo;
+    lo.geometry = {group.size(), train.micro_batch_size, train.grad_accum};
+    lo.rank = group.rank();
+    lo.seed = train.seed;
+    lo.kind = data::batch_kind::seq2seq;
+    loader = std::make_unique<data::batch_loader>(data, lo);
+    total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
+
+    const zero_options zo = zero_options_of(spec, device);
+    const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
+    optimizer = std::make_unique<zero_optimizer>(
+        net->hf_parameters(), *model::open_hf_weights(spec.model.hf_dir, net->hf_parameters()), group, zo, wait);
+    net->to(device);
+    if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));
+  }
+
+  void check_data(const data::dataset& d, const char* field) const {
+    if (!d.is_seq2seq())
+      throw std::invalid_argument(std::string(field) + ": \"" + d.dir() + "\" is a " + d.info().kind +
+                                  " data set; a T5 trains on seq2seq data sets");
+    if (d.info().vocab_size > net->config().vocab_size)
+      throw std::invalid_argument(std::string(field) + ": the data set's vocabulary (" +
+                                  std::to_string(d.info().vocab_size) + " ids) exceeds the model's vocab_size " +
+                                  std::to_string(net->config().vocab_size));
+  }
+
+  torch::Tensor all_reduce_sum(std::vector<double> values) {
+    return train::all_reduce_sum(group, device, cancelled, std::move(values));
+  }
+
+  void gather_all() {
+    for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
+      optimizer->gather(u);
+      optimizer->prefetch(u + 1);
+    }
+  }
+
+  step_result step() {
+    check_cancelled(cancelled);
+    const auto started = std::chrono::steady_clock::now();
+    const auto& train = spec.train;
+    const std::int64_t step_index = loader->step();
+    std::vector<batch_tensors> batches;
+    double labels = 0, tokens = 0;
+    data::seq2seq_batch sb;
+    std::vector<std::int64_t> samples;
+    for (int m = 0; m < train.grad_accum; ++m) {
+      loader->next(sb);
+      samples.insert(samples.end(), sb.sample_ids.begin(), sb.sample_ids.end());
+      batches.push_back(to_tensors(sb, device));
+      labels += batches.back().label_count;
+      tokens += batches.back().tokens;
+    }
+    const auto counts = all_reduce_sum({labels, tokens, checkpoint_requested ? 1.0 : 0.0,
+                                        preempt_requested ? 1.0 : 0.0});
+    checkpoint_requested = false;
+    preempt_requested = false;
+    const double global_labels = std::max(1.0, counts[0].item<double>());
+
+    optimizer->zero_grad_shards();
+    gather_all();
+    double local_loss = 0;
+    for (const auto& b : batches) {
+      const auto sum = summed_loss(*net, b);
+      (sum / global_labels).backward();
+      local_loss += sum.item<double>();
+    }
+    for (std::size_t u = 0; u < optimizer->unit_count(); ++u) optimizer->reduce_grads(u);
+    optimizer->release_all();
+    optimizer->synchronize();
+
+    auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss, counts,
+                         std::move(samples), started);
+    ++steps_done;
+    return r;
+  }
+
+  eval_result evaluate() {
+    if (!eval_data) throw std::logic_error("seq2seq_engine::evaluate: the spec has no data.eval");
+    check_cancelled(cancelled);
+    const auto started = std::chrono::steady_clock::now();
+    const std::int64_t world = group.size(), n = eval_data->size(), B = spec.train.micro_batch_size;
+    eval_mode no_dropout(*net);
+    torch::NoGradGuard no_grad;
+    gather_all();  // the whole model: no collective between here and release_all
+    double loss = 0, labels = 0;
+    data::seq2seq_batch sb;
+    for (std::int64_t next = group.rank(); next < n;) {
+      check_cancelled(cancelled);
+      std::vector<std::int64_t> samples;
+      for (; static_cast<std::int64_t>(samples.size()) < B && next < n; next += world) samples.push_back(next);
+      data::fill_seq2seq_batch(*eval_data, std::move(samples), sb);
+      const auto b = to_tensors(sb, device);
+      labels += b.label_count;
+      loss += summed_loss(*net, b).item<double>();
+    }
+    optimizer->release_all();
+    const auto sums = all_reduce_sum({loss, labels});
+    eval_result r;
+    r.labels = static_cast<std::int64_t>(sums[1].item<double>());
+    r.loss = r.labels > 0 ? sums[0].item<double>() / static_cast<double>(r.labels) : 0.0;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return r;
+  }
+};
+
+seq2seq_engine::seq2seq_engine(const config::job_spec& spec, comm::process_group& group,
+                               const std::atomic<bool>* cancelled, bool data_verified)
+    : impl_(std::make_unique<impl>(spec, group, cancelled, data_verified)) {}
+
+seq2seq_engine::~seq2seq_engine() = default;
+
+std::int64_t seq2seq_engine::total_steps() const { return impl_->total_steps; }
+std::int64_t seq2seq_engine::steps_done() const { return impl_->steps_done; }
+std::int64_t seq2seq_engine::parameter_count() const { return impl_->optimizer->parameter_count(); }
+std::int64_t seq2seq_engine::global_batch() const {
+  return std::int64_t{impl_->spec.train.micro_batch_size} * impl_->spec.train.grad_accum * impl_->group.size();
+}
+
+double seq2seq_engine::flops_per_token() const {
+  const auto& c = impl_->net->config();
+  return train::flops_per_token(impl_->net->parameter_count(), c.num_layers + c.num_decoder_layers, c.d_model,
+                                impl_->data->seq_len());
+}
+
+double seq2seq_engine::peak_flops() const { return impl_->peak_flops; }
+step_result seq2seq_engine::train_step() { return impl_->step(); }
+bool seq2seq_engine::has_eval() const { return impl_->eval_data != nullptr; }
+eval_result seq2seq_engine::evaluate() { return impl_->evaluate(); }
+
+void seq2seq_engine::request_checkpoint(bool preempted) {
+  impl_->checkpoint_requested = true;
+  impl_->preempt_requested = impl_->preempt_requested || preempted;
+}
+
+std::vector<float> seq2seq_engine::full_weights() {
+  auto w = impl_->optimizer->full_weights().contiguous();
+  return std::vector<float>(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+}
+
+causal_lm_engine::checkpoint_part seq2seq_engine::checkpoint() {
+  auto& d = *impl_;
+  causal_lm_engine::checkpoint_part part;
+  part.tensors = shard_tensors(*d.optimizer, d.group.rank());
+  part.state = rank_state_of(*d.optimizer, {d.steps_done, d.total_steps, d.loader->step(), d.spec.train.seed, global_batch()},
+                             d.device);
+  return part;
+}
+
+nlohmann::json seq2seq_engine::checkpoint_extra() const {
+  return {{"model_config", model::to_hf_json(impl_->net->config())},
+          {"tokenizer_files", tokenizer_files(impl_->spec, impl_->data->info())},
+          {"job_name", impl_->spec.name},
+          {"global_batch", global_batch()},
+          {"zero_stage", impl_->spec.zero.stage}};
+}
+
+void seq2seq_engine::restore(const std::string& dir, const ckpt::manifest& m) {
+  auto& d = *impl_;
+  if (!m.extra.contains("model_config") || !model::is_t5(m.extra["model_config"]))
+    throw std::invalid_argument(dir + ": holds a decoder-only model, this job trains a T5 (model.hf_dir); "
+                                "resume with the model it was written with");
+  d.steps_done = restore_engine_state(dir, m, *d.optimizer, d.group.rank(), d.group.size(), global_batch(), d.device);
+  d.loader->seek(d.steps_done);
+}
+
+}  // namespace cohort::core::train

@@ -1,0 +1,65 @@
+// The training engine of a T5 (encoder-decoder) job on one rank of a data-parallel group: the
+// causal_lm_engine's contract (same methods, same meaning) for a model.hf_dir whose config.json is
+// a T5 and seq2seq data sets (batch_loader's seq2seq_batch: encoder input_ids and attention_mask,
+// decoder labels with -100). The ZeRO optimizer takes the T5's weights in units (unit 0: the
+// shared embedding, final norms, the relative-position tables and an untied head; unit 1 + i:
+// encoder block i; unit 1 + L + j: decoder block j). Every stage gathers the whole model for a
+// step's forward and backward and for an evaluation (under ZeRO-3 each unit's weights are gathered
+// at the step's start and released after its gradients are reduced, so ZeRO-3 keeps the masters,
+// moments and gradient shards sharded but holds the whole compute-dtype model during the step, not
+// one block at a time). The loss and gradients are those of the mean over every label token of the
+// global batch, so results do not depend on the world size. train.seq_len is not read: the data
+// set's source and target lengths are the batches'. One per rank, used by one thread; no torch
+// here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/job_spec.hpp"
+#include "core/comm/process_group.hpp"
+#include "core/train/causal_lm_engine.hpp"
+
+namespace cohort::core::train {
+
+class seq2seq_engine {
+ public:
+  // As causal_lm_engine's constructor; throws std::invalid_argument naming the field for a
+  // data set that is not seq2seq or whose vocabulary exceeds the model's.
+  seq2seq_engine(const config::job_spec& spec, comm::process_group& group,
+                 const std::atomic<bool>* cancelled = nullptr, bool data_verified = false);
+  ~seq2seq_engine();
+  seq2seq_engine(const seq2seq_engine&) = delete;
+  seq2seq_engine& operator=(const seq2seq_engine&) = delete;
+
+  std::int64_t total_steps() const;
+  std::int64_t steps_done() const;
+  std::int64_t parameter_count() const;
+  std::int64_t global_batch() const;
+  // 6N + 12·(encoder + decoder blocks)·d_model·(source length): per source token.
+  double flops_per_token() const;
+  double peak_flops() const;
+  // Runs the next step (a collective). tokens: the global batch's real source and target ids.
+  step_result train_step();
+  bool has_eval() const;
+  // data.eval: rank r of W takes the samples r, r + W, ... in micro-batches of at most
+  // train.micro_batch_size rows, without gradients and dropout; the loss is the sum over every
+  // rank's label tokens divided by their count (one all-reduce).
+  eval_result evaluate();
+  void request_checkpoint(bool preempted = false);
+  std::vector<float> full_weights();
+  causal_lm_engine::checkpoint_part checkpoint();
+  // model_config (the T5's config.json), tokenizer_files, job_name, global_batch, zero_stage.
+  nlohmann::json checkpoint_extra() const;
+  void restore(const std::string& dir, const ckpt::manifest& m);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace cohort::core::train
