@@ -2,14 +2,12 @@
 // reduction, clipping, AdamW) and the weights' gathering.
 #include "core/train/causal_lm_engine.hpp"
 
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +23,6 @@
 #include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_error.hpp"
-#include "core/model/torch_compat.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/engine_common.hpp"
@@ -156,18 +153,7 @@ struct causal_lm_engine::impl {
     }
     net->set_compute_path(compute_path_of(train.path));
     net->set_loss_chunk_tokens(train.loss_chunk_tokens);
-    if (train.deterministic) {
-      // cuBLAS reads its workspace setting when its first handle is made, after this.
-      ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-      model::compat::use_deterministic_algorithms();
-    }
-    {
-      // Dropout draws from torch's generators: seeded from train.seed, each rank its own stream
-      // (a restore sets them from the checkpoint).
-      std::lock_guard<std::mutex> lock(generator_mutex());
-      torch::manual_seed(static_cast<std::uint64_t>(train.seed) * 0x9E3779B97F4A7C15ULL +
-                         static_cast<std::uint64_t>(group.rank()));
-    }
+    seed_rank(train, group.rank());
     data = open_train_data(spec, group.rank());
     if (spec.data.verify && !data_verified && !data->streamed()) {  // streamed: checked as fetched
       // Before any weight is loaded or step taken: a corrupt shard fails here, named, not at the
@@ -181,11 +167,7 @@ struct causal_lm_engine::impl {
                                   " ids) exceeds the model's vocab_size " +
                                   std::to_string(net->config().vocab_size));
     if (!spec.data.eval.empty()) open_eval_data(!data_verified);
-    data::loader_options lo;
-    lo.geometry = {group.size(), train.micro_batch_size, train.grad_accum};
-    lo.rank = group.rank();
-    lo.seed = train.seed;
-    loader = std::make_unique<data::batch_loader>(data, lo);
+    loader = std::make_unique<data::batch_loader>(data, loader_options_of(train, group, data::batch_kind::decoder));
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
 
     const zero_options zo = zero_options_of(spec, device);

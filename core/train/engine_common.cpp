@@ -1,15 +1,20 @@
-// compute_device, dtype_of, tokenizer_files, all_reduce_sum and finish_step: what the engines share.
+// What the training engines share: compute_device, dtype_of, seed_rank, loader_options_of,
+// tokenizer_files, all_reduce_sum and finish_step.
 #include "core/train/engine_common.hpp"
 
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <mutex>
 #include <stdexcept>
 
 #include <torch/torch.h>
 
 #include "core/model/adamw.hpp"
+#include "core/model/torch_compat.hpp"
+#include "core/train/engine_checkpoint.hpp"
 #include "core/train/lr_schedule.hpp"
 #include "core/train/run_control.hpp"
 
@@ -45,6 +50,27 @@ nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifes
       files.push_back(path);
   }
   return files;
+}
+
+void seed_rank(const config::train_spec& train, int rank) {
+  if (train.deterministic) {
+    // cuBLAS reads its workspace setting when its first handle is made, after this.
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    model::compat::use_deterministic_algorithms();
+  }
+  std::lock_guard<std::mutex> lock(generator_mutex());
+  torch::manual_seed(static_cast<std::uint64_t>(train.seed) * 0x9E3779B97F4A7C15ULL +
+                     static_cast<std::uint64_t>(rank));
+}
+
+data::loader_options loader_options_of(const config::train_spec& train, const comm::process_group& group,
+                                       data::batch_kind kind) {
+  data::loader_options lo;
+  lo.geometry = {group.size(), train.micro_batch_size, train.grad_accum};
+  lo.rank = group.rank();
+  lo.seed = train.seed;
+  lo.kind = kind;
+  return lo;
 }
 
 torch::Device compute_device(const config::job_spec& spec, int rank) {

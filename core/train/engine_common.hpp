@@ -1,6 +1,6 @@
 // What the training engines (causal_lm_engine, seq2seq_engine) share: a rank's compute device, the
-// compute dtype of train.precision, the tokenizer files an export carries, and the sums and update
-// that end every step.
+// compute dtype of train.precision, its generators' seeds, the batch loader's options, the
+// tokenizer files an export carries, and the sums and update that end every step.
 #pragma once
 
 #include <atomic>
@@ -14,6 +14,7 @@
 
 #include "config/job_spec.hpp"
 #include "core/comm/process_group.hpp"
+#include "core/data/batch_loader.hpp"
 #include "core/data/format.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/zero_optimizer.hpp"
@@ -26,6 +27,15 @@ torch::Device compute_device(const config::job_spec& spec, int rank);
 
 // fp32 or bf16.
 torch::ScalarType dtype_of(config::precision p);
+
+// Before a rank builds its model: train.deterministic's settings (cuBLAS's workspace, torch's
+// deterministic algorithms) and torch's generators seeded from train.seed, each rank its own
+// stream (dropout draws from them; a restore sets them from the checkpoint).
+void seed_rank(const config::train_spec& train, int rank);
+
+// The batch loader's options of this rank: the group's geometry, train.seed, batches of `kind`.
+data::loader_options loader_options_of(const config::train_spec& train, const comm::process_group& group,
+                                       data::batch_kind kind);
 
 // The ZeRO optimizer's options of the spec (zero.*, train.precision) on `device`.
 zero_options zero_options_of(const config::job_spec& spec, const torch::Device& device);

@@ -2,12 +2,9 @@
 // whole model gathered, ZeRO reduction, clipping, AdamW), evaluation and checkpoints.
 #include "core/train/seq2seq_engine.hpp"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -16,7 +13,6 @@
 #include "core/model/adamw.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/t5.hpp"
-#include "core/model/torch_compat.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/engine_common.hpp"
@@ -105,15 +101,7 @@ struct seq2seq_engine::impl {
     // fp32 on the host, never written: torch::empty's pages stay untouched until the optimizer
     // gives each weight its data (its own device tensor; stage 3: views of the gathered units).
     net = model::t5_model(cfg);
-    if (train.deterministic) {
-      ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-      model::compat::use_deterministic_algorithms();
-    }
-    {
-      std::lock_guard<std::mutex> lock(generator_mutex());
-      torch::manual_seed(static_cast<std::uint64_t>(train.seed) * 0x9E3779B97F4A7C15ULL +
-                         static_cast<std::uint64_t>(group.rank()));
-    }
+    seed_rank(train, group.rank());
     data = open_train_data(spec, group.rank());
     if (spec.data.verify && !data_verified && !data->streamed()) verify_data_checksums(spec.data.train);
     check_data(*data, "data.train");
@@ -126,12 +114,7 @@ struct seq2seq_engine::impl {
       }
       check_data(*eval_data, "data.eval");
     }
-    data::loader_options lo;
-    lo.geometry = {group.size(), train.micro_batch_size, train.grad_accum};
-    lo.rank = group.rank();
-    lo.seed = train.seed;
-    lo.kind = data::batch_kind::seq2seq;
-    loader = std::make_unique<data::batch_loader>(data, lo);
+    loader = std::make_unique<data::batch_loader>(data, loader_options_of(train, group, data::batch_kind::seq2seq));
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
 
     const zero_options zo = zero_options_of(spec, device);
