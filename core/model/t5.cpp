@@ -197,17 +197,35 @@ torch::Tensor t5_model_impl::mask_bias(const torch::Tensor& attention_mask,
       .masked_fill(attention_mask.eq(0).view({B, 1, 1, T}).to(options.device()), minus_inf);
 }
 
+torch::Tensor t5_model_impl::encoder_bias(std::int64_t T, const torch::Tensor& attention_mask) const {
+  auto bias = encoder_.front()->self_attn->position_bias(T, T, true);  // (1, H, T, T)
+  if (attention_mask.defined()) bias = bias + mask_bias(attention_mask, bias.options());  // (B, H, T, T)
+  return bias;
+}
+
+torch::Tensor t5_model_impl::decoder_self_bias(std::int64_t S) const {
+  const auto bias = decoder_.front()->self_attn->position_bias(S, S, false);  // (1, H, S, S)
+  const auto future = torch::ones({S, S}, bias.options().dtype(torch::kBool)).triu(1);
+  return bias.masked_fill(future, minus_inf);
+}
+
+torch::Tensor t5_model_impl::encoder_final(const torch::Tensor& x) {
+  return maybe_dropout(encoder_norm_->forward(x), config_.dropout_rate, is_training());
+}
+
+torch::Tensor t5_model_impl::decoder_final(const torch::Tensor& y) {
+  return maybe_dropout(decoder_norm_->forward(y), config_.dropout_rate, is_training());
+}
+
 torch::Tensor t5_model_impl::encode(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   check_token_ids(input_ids, "input_ids", config_.vocab_size, false);
   if (attention_mask.defined() && attention_mask.sizes() != input_ids.sizes()) {
     throw model_error(model_errc::bad_input, "attention_mask must have the shape of input_ids");
   }
   auto x = embed(input_ids);  // (B, T, C)
-  const std::int64_t T = input_ids.size(1);
-  auto bias = encoder_.front()->self_attn->position_bias(T, T, true);  // (1, H, T, T)
-  if (attention_mask.defined()) bias = bias + mask_bias(attention_mask, bias.options());  // (B, H, T, T)
+  const auto bias = encoder_bias(input_ids.size(1), attention_mask);
   for (auto& block : encoder_) x = block->forward(x, bias, {}, {});
-  return maybe_dropout(encoder_norm_->forward(x), config_.dropout_rate, is_training());
+  return encoder_final(x);
 }
 
 torch::Tensor t5_model_impl::decode(const torch::Tensor& decoder_input_ids,
@@ -218,13 +236,10 @@ torch::Tensor t5_model_impl::decode(const torch::Tensor& decoder_input_ids,
     throw model_error(model_errc::bad_input, "decoder_input_ids (labels) must have as many rows as input_ids");
   }
   auto y = embed(decoder_input_ids);  // (B, S, C)
-  const std::int64_t S = decoder_input_ids.size(1);
-  auto self_bias = decoder_.front()->self_attn->position_bias(S, S, false);  // (1, H, S, S)
-  const auto future = torch::ones({S, S}, self_bias.options().dtype(torch::kBool)).triu(1);
-  self_bias = self_bias.masked_fill(future, minus_inf);  // causal
+  const auto self_bias = decoder_self_bias(decoder_input_ids.size(1));
   const auto cross_bias = mask_bias(attention_mask, self_bias.options());  // (B, 1, 1, T)
   for (auto& block : decoder_) y = block->forward(y, self_bias, encoder_hidden, cross_bias);
-  return maybe_dropout(decoder_norm_->forward(y), config_.dropout_rate, is_training());
+  return decoder_final(y);
 }
 
 torch::Tensor t5_model_impl::head(const torch::Tensor& hidden) {

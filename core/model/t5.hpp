@@ -101,6 +101,24 @@ class t5_model_impl : public torch::nn::Module {
   // labels[:, :-1] with -100 replaced by pad_token_id.
   torch::Tensor shift_right(const torch::Tensor& labels) const;
 
+  // What encode and decode are made of, for a caller that runs the blocks one at a time (ZeRO-3
+  // gathers one block's weights at a time): encode is embed, then each encoder block on
+  // encoder_bias, then encoder_final; decode is embed, then each decoder block on
+  // decoder_self_bias, the encoder's output and cross_bias, then decoder_final. The ids are not
+  // checked here (encode and decode check them).
+  // ids (B, T) -> (B, T, C): the shared embedding, with dropout.
+  torch::Tensor embed(const torch::Tensor& ids);
+  // (1 or B, H, T, T): the encoder's relative bias plus the attention mask (B, T; undefined = all ones).
+  torch::Tensor encoder_bias(std::int64_t T, const torch::Tensor& attention_mask) const;
+  // (1, H, S, S): the decoder's relative bias, -inf after the query (causal).
+  torch::Tensor decoder_self_bias(std::int64_t S) const;
+  // attention_mask (B, T) -> (B, 1, 1, T) bias: 0 where attended, -inf where masked; undefined
+  // for an undefined mask.
+  torch::Tensor mask_bias(const torch::Tensor& attention_mask, const torch::TensorOptions& options) const;
+  // The stacks' final norm, with dropout.
+  torch::Tensor encoder_final(const torch::Tensor& x);
+  torch::Tensor decoder_final(const torch::Tensor& y);
+
   // Every weight once, in a fixed order: shared.weight, the encoder's blocks and final norm, the
   // decoder's blocks and final norm, lm_head.weight when untied. layer: encoder block i is layer
   // i, decoder block j is layer num_layers + j; -1 for the embedding, final norms, head and the
@@ -113,11 +131,6 @@ class t5_model_impl : public torch::nn::Module {
 
  private:
   void check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const;
-  // Embedding lookup and dropout.
-  torch::Tensor embed(const torch::Tensor& ids);
-  // attention_mask (B, T) -> (B, 1, 1, T) bias: 0 where attended, -inf where masked; undefined
-  // for an undefined mask.
-  torch::Tensor mask_bias(const torch::Tensor& attention_mask, const torch::TensorOptions& options) const;
 
   t5_config config_;
   torch::Tensor shared_, lm_head_;  // lm_head_ is shared_ when tied

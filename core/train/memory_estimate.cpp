@@ -74,7 +74,7 @@ model_shape shape_of(const model::t5_config& c) {
   s.layer_parameters = (in_blocks + blocks - 1) / blocks;
   s.parameters = s.outer_parameters + in_blocks;
   s.largest_tensor = std::max(c.vocab_size * d, std::max(d * inner, d * ffn));
-  s.whole_model_gathered = true;
+  s.largest_layer_parameters = c.num_decoder_layers > 0 ? decoder_block : encoder_block;
   return s;
 }
 
@@ -156,8 +156,8 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   // Layers are recomputed only with activation checkpointing; ZeRO-3 without it keeps every
   // layer's activations (only the gathered weights are freed between forward and backward).
   const bool recompute = spec.train.activation_checkpointing;
-  const bool layers_reduced_in_backward = !m.whole_model_gathered && (stage == 3 || (stage == 2 && recompute));
-  const bool gathered_per_layer = stage == 3 && !m.whole_model_gathered;
+  const bool layers_reduced_in_backward = stage == 3 || (stage == 2 && recompute);
+  const bool gathered_per_layer = stage == 3;
   // What trains: the whole model, or with LoRA only the adapters (none outside the layers).
   const bool lora = spec.model.lora.enabled;
   const std::int64_t outer = lora ? 0 : m.outer_parameters;
@@ -165,7 +165,9 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const double n = static_cast<double>(outer + m.num_layers * per_layer);
   const double u0 = static_cast<double>(outer);
   const double ul = static_cast<double>(per_layer);
-  const std::int64_t unit_max = std::max(outer, per_layer);
+  const std::int64_t largest_layer = lora ? per_layer : std::max(per_layer, m.largest_layer_parameters);
+  const double um = static_cast<double>(largest_layer);
+  const std::int64_t unit_max = std::max(outer, largest_layer);
   const double shard = ceil_div(outer, w) + static_cast<double>(m.num_layers) * ceil_div(per_layer, w);
   const double unit_shard = ceil_div(unit_max, w);
 
@@ -184,9 +186,9 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   add("AdamW moments", 8 * shard, !offload_opt);
   add("fp32 gradient shard", 4 * shard, !offload_param);
   add(stage == 3 ? "gathered compute weights" : "compute weights",
-      gathered_per_layer ? p * (u0 + 2 * ul) : p * n, true);
+      gathered_per_layer ? p * (u0 + 2 * um) : p * n, true);
   if (offload_param) add("pinned compute-dtype shard", p * shard, false);
-  add("compute-dtype gradients", layers_reduced_in_backward ? p * (u0 + ul) : p * n, true);
+  add("compute-dtype gradients", layers_reduced_in_backward ? p * (u0 + um) : p * n, true);
   add("reduction buffer", 4 * static_cast<double>(unit_max) + (stage >= 2 ? 4 * unit_shard : 0),
       true);
   if (offload_opt) add("gradient shard staging", 4 * unit_shard, false);

@@ -11,10 +11,10 @@
 //   - fp32 gradient shard accumulator (4·S): on the GPU; in host RAM with offload_param.
 //   - compute weights: stages 0-2 the whole model on the GPU (p·n); stage 3 only the gathered
 //     units, unit 0 for the whole step plus the current layer and the prefetched next (p·(U0 +
-//     2·UL)); with offload_param also a pinned compute-dtype copy of the shard in host RAM (p·S).
+//     2·UM), UM the largest layer: UL for a decoder); with offload_param also a pinned compute-dtype copy of the shard in host RAM (p·S).
 //   - compute-dtype gradients (.grad) until reduced: the whole model (p·n) at stages 0-1 and at
 //     stage 2 without activation checkpointing (reduced once per step); unit 0 plus one layer
-//     (p·(U0 + UL)) where layers are reduced right after their backward (stage 3, stage 2 with
+//     (p·(U0 + UM)) where layers are reduced right after their backward (stage 3, stage 2 with
 //     activation checkpointing). Stage 3 frees a layer's gathered weights between its forward
 //     and its backward, so its graph's references to them cost nothing.
 //   - the reduction buffer: one unit's gradients flattened to fp32 (4·max(U0, UL)), plus the
@@ -37,8 +37,9 @@
 // A the adapters of one layer), and the frozen base is one more device item, the whole model in
 // model.lora.base_dtype on every rank (a 7B base in bf16: 12.6 GiB); activations are the same.
 // Rank 0's merged export holds every adapter plus one base tensor as read and in fp32.
-// A T5 (model_shape::whole_model_gathered) holds the whole model's compute weights and
-// compute-dtype gradients at ZeRO-3 too (p·n each): seq2seq_engine gathers every unit for the step.
+// A T5's blocks are its layers (encoder and decoder blocks, units 1..L): seq2seq_engine gathers
+// them one at a time at ZeRO-3 as the decoder engine does its layers, and its largest unit (UM) is
+// a decoder block (cross-attention).
 // Host RAM is the larger of the steady state and the load peak: a rank reads or initialises only
 // the fp32 shard it keeps (4·S; stage 0 the whole model) plus one parameter tensor at a time
 // (4·largest tensor). Rank 0 also stages the largest fp32 tensor when it exports the final model.
@@ -74,9 +75,8 @@ struct model_shape {
   std::int64_t largest_tensor = 0;    // elements of the largest single parameter tensor
   // model.lora: the adapters' elements of one layer (r · (in + out) per adapted linear map).
   std::int64_t lora_layer_parameters = 0;
-  // A T5 (seq2seq_engine): ZeRO-3 gathers every unit for the whole step, so the compute weights
-  // and their gradients are the whole model at every stage.
-  bool whole_model_gathered = false;
+  // The largest of units 1..L (a T5's decoder block); 0: every layer has layer_parameters.
+  std::int64_t largest_layer_parameters = 0;
 };
 
 model_shape shape_of(const model::model_config& config);

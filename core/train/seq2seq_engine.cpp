@@ -1,5 +1,5 @@
-// seq2seq_engine: a T5 and seq2seq data set-up, the step (micro-batches, forward/backward with the
-// whole model gathered, ZeRO reduction, clipping, AdamW), evaluation and checkpoints.
+// seq2seq_engine: a T5 and seq2seq data set-up, the step (micro-batches, forward/backward, at
+// ZeRO-3 one block at a time; ZeRO reduction, clipping, AdamW), evaluation and checkpoints.
 #include "core/train/seq2seq_engine.hpp"
 
 #include <algorithm>
@@ -52,12 +52,34 @@ batch_tensors to_tensors(data::seq2seq_batch& b, const torch::Device& device) {
   return t;
 }
 
-// The summed cross-entropy (fp32) of the batch's label tokens.
-torch::Tensor summed_loss(model::t5_model_impl& net, const batch_tensors& b) {
-  const auto logits = net.forward(b.ids, b.mask, b.labels).logits;
+// The summed cross-entropy (fp32) of the batch's label tokens for the logits (B, T, V).
+torch::Tensor summed_loss(const torch::Tensor& logits, const batch_tensors& b) {
   return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), b.labels.reshape({-1}),
                                 {}, at::Reduction::Sum, data::ignore_label);
 }
+
+torch::Tensor summed_loss(model::t5_model_impl& net, const batch_tensors& b) {
+  return summed_loss(net.forward(b.ids, b.mask, b.labels).logits, b);
+}
+
+// A tensor's value as a new autograd leaf (requiring grad where the tensor does), so that what
+// reads it keeps a graph of its own and its gradient gathers in the leaf's .grad.
+torch::Tensor leaf_of(const torch::Tensor& t) { return t.detach().requires_grad_(t.requires_grad()); }
+
+// One micro-batch run through the T5 block by block (the blocks are the units 1 .. L + D in
+// order: the encoder's, then the decoder's). Each block reads its input as a leaf (its own graph,
+// kept from its forward to its backward) and the biases and the encoder's output as leaves shared
+// by its stack; what feeds them (the embeddings, the relative-position tables, the final norms,
+// all in unit 0) keeps its own graph from the leaf back.
+struct block_pass {
+  torch::Tensor source_embedded, target_embedded;  // embed(ids), embed(shifted labels)
+  torch::Tensor encoder_bias, encoder_bias_in;     // and its leaf
+  torch::Tensor self_bias, self_bias_in;           // the decoder's, and its leaf
+  torch::Tensor encoder_last;                      // leaf of the last encoder block's output
+  torch::Tensor memory, memory_in;                 // encoder_final(encoder_last), and its leaf
+  torch::Tensor decoder_last;                      // leaf of the last decoder block's output
+  std::vector<torch::Tensor> inputs, outputs;      // per block
+};
 
 // Training mode back however an evaluation ends.
 class eval_mode {
@@ -89,6 +111,7 @@ struct seq2seq_engine::impl {
   bool checkpoint_requested = false;
   bool preempt_requested = false;
   double peak_flops = 0;
+  std::int64_t gathered_peak_bytes = 0;  // of the last step
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
       : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
@@ -139,11 +162,82 @@ struct seq2seq_engine::impl {
     return train::all_reduce_sum(group, device, cancelled, std::move(values));
   }
 
-  void gather_all() {
-    for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
-      optimizer->gather(u);
-      optimizer->prefetch(u + 1);
+  std::size_t encoder_blocks() const { return net->encoder_blocks().size(); }
+  std::size_t block_count() const { return encoder_blocks() + net->decoder_blocks().size(); }
+  model::t5_block block(std::size_t k) const {
+    const auto L = encoder_blocks();
+    return k < L ? net->encoder_blocks()[k] : net->decoder_blocks()[k - L];
+  }
+  static std::size_t block_unit(std::size_t k) { return zero_optimizer::layer_unit(static_cast<std::int64_t>(k)); }
+
+  // The forward of block_pass (unit 0 gathered by the caller): each block's unit gathered (the
+  // next one's gather prefetched) and released after its forward, except the last block's when
+  // keep_last (a step's backward starts with it). Returns the summed loss, with its graph back to
+  // the last block's output where autograd is on.
+  torch::Tensor forward_blocks(const batch_tensors& b, block_pass& p, bool keep_last) {
+    auto& m = *net;
+    const std::size_t L = encoder_blocks(), count = block_count();
+    p.inputs.assign(count, {});
+    p.outputs.assign(count, {});
+    p.source_embedded = m.embed(b.ids);
+    p.encoder_bias = m.encoder_bias(b.ids.size(1), b.mask);
+    p.encoder_bias_in = leaf_of(p.encoder_bias);
+    torch::Tensor cross_bias;
+    auto x = p.source_embedded;
+    for (std::size_t k = 0; k < count; ++k) {
+      if (k == L) {  // the encoder's output; the decoder starts
+        p.encoder_last = leaf_of(x);
+        p.memory = m.encoder_final(p.encoder_last);
+        p.memory_in = leaf_of(p.memory);
+        const auto shifted = m.shift_right(b.labels);
+        p.target_embedded = m.embed(shifted);
+        p.self_bias = m.decoder_self_bias(shifted.size(1));
+        p.self_bias_in = leaf_of(p.self_bias);
+        cross_bias = m.mask_bias(b.mask, p.self_bias.options());
+        x = p.target_embedded;
+      }
+      optimizer->gather(block_unit(k));
+      optimizer->prefetch(block_unit(k + 1));  // the next block's gather overlaps this one
+      p.inputs[k] = leaf_of(x);
+      p.outputs[k] = k < L ? block(k)->forward(p.inputs[k], p.encoder_bias_in, {}, {})
+                           : block(k)->forward(p.inputs[k], p.self_bias_in, p.memory_in, cross_bias);
+      x = p.outputs[k];
+      if (!keep_last || k + 1 < count) optimizer->release(block_unit(k));  // the graph keeps no bytes
     }
+    p.decoder_last = leaf_of(x);
+    return summed_loss(m.head(m.decoder_final(p.decoder_last)), b);
+  }
+
+  // ZeRO-3 (FSDP2's order, as causal_lm_engine's forward_backward_kept): forward_blocks, the
+  // head's backward, then each block last to first with its unit gathered again (the one below
+  // prefetched), its gradients reduce-scattered and its unit released. The decoder's blocks add
+  // their gradients of the encoder's output in memory_in, which the encoder's final norm takes
+  // back to the last encoder block; unit 0's gradients (embeddings, tables, final norms) come from
+  // the leaves last. Returns the summed loss.
+  double forward_backward_blocks(const batch_tensors& b, double scale) {
+    const std::size_t L = encoder_blocks(), count = block_count();
+    block_pass p;
+    const auto sum = forward_blocks(b, p, /*keep_last=*/true);
+    if (count >= 2) optimizer->prefetch(block_unit(count - 2));
+    (sum * scale).backward();
+    auto grad = p.decoder_last.grad();
+    for (std::size_t k = count; k-- > 0;) {
+      if (k + 1 == L) {  // from the decoder to the encoder
+        torch::autograd::backward({p.target_embedded, p.self_bias}, {grad, p.self_bias_in.grad()});
+        p.memory.backward(p.memory_in.grad());
+        grad = p.encoder_last.grad();
+      }
+      optimizer->gather(block_unit(k));
+      if (k > 0) optimizer->prefetch(block_unit(k - 1));
+      p.outputs[k].backward(grad);
+      grad = p.inputs[k].grad();
+      p.outputs[k] = torch::Tensor();  // the block's graph and activations go
+      p.inputs[k] = torch::Tensor();
+      optimizer->reduce_grads(block_unit(k));
+      optimizer->release(block_unit(k));
+    }
+    torch::autograd::backward({p.source_embedded, p.encoder_bias}, {grad, p.encoder_bias_in.grad()});
+    return sum.item<double>();
   }
 
   step_result step() {
@@ -169,15 +263,22 @@ struct seq2seq_engine::impl {
     const double global_labels = std::max(1.0, counts[0].item<double>());
 
     optimizer->zero_grad_shards();
-    gather_all();
+    optimizer->reset_gathered_peak();
     double local_loss = 0;
-    for (const auto& b : batches) {
-      const auto sum = summed_loss(*net, b);
-      (sum / global_labels).backward();
-      local_loss += sum.item<double>();
+    if (spec.zero.stage == 3) {  // block by block; unit 0 for the whole step
+      optimizer->gather(0);
+      for (const auto& b : batches) local_loss += forward_backward_blocks(b, 1.0 / global_labels);
+      optimizer->reduce_grads(0);
+      optimizer->release(0);
+    } else {  // the whole model's graph at once
+      for (const auto& b : batches) {
+        const auto sum = summed_loss(*net, b);
+        (sum / global_labels).backward();
+        local_loss += sum.item<double>();
+      }
+      for (std::size_t u = 0; u < optimizer->unit_count(); ++u) optimizer->reduce_grads(u);
     }
-    for (std::size_t u = 0; u < optimizer->unit_count(); ++u) optimizer->reduce_grads(u);
-    optimizer->release_all();
+    gathered_peak_bytes = optimizer->gathered_peak_bytes();
     optimizer->synchronize();
 
     auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss, counts,
@@ -193,19 +294,24 @@ struct seq2seq_engine::impl {
     const std::int64_t world = group.size(), n = eval_data->size(), B = spec.train.micro_batch_size;
     eval_mode no_dropout(*net);
     torch::NoGradGuard no_grad;
-    gather_all();  // the whole model: no collective between here and release_all
+    optimizer->gather(0);  // and each block's unit in turn (stage 3), the same on every rank
     double loss = 0, labels = 0;
     data::seq2seq_batch sb;
-    for (std::int64_t next = group.rank(); next < n;) {
+    // Stage 3 gathers each block per batch: every rank runs as many batches, the last ones of a
+    // rank with fewer samples possibly empty.
+    const std::int64_t per_rank = (n + world - 1) / world, batches = (per_rank + B - 1) / B;
+    std::int64_t next = group.rank();
+    for (std::int64_t m = 0; m < batches; ++m) {
       check_cancelled(cancelled);
       std::vector<std::int64_t> samples;
       for (; static_cast<std::int64_t>(samples.size()) < B && next < n; next += world) samples.push_back(next);
       data::fill_seq2seq_batch(*eval_data, std::move(samples), sb);
       const auto b = to_tensors(sb, device);
       labels += b.label_count;
-      loss += summed_loss(*net, b).item<double>();
+      block_pass pass;
+      loss += forward_blocks(b, pass, /*keep_last=*/false).item<double>();
     }
-    optimizer->release_all();
+    optimizer->release(0);
     const auto sums = all_reduce_sum({loss, labels});
     eval_result r;
     r.labels = static_cast<std::int64_t>(sums[1].item<double>());
@@ -235,6 +341,7 @@ double seq2seq_engine::flops_per_token() const {
 }
 
 double seq2seq_engine::peak_flops() const { return impl_->peak_flops; }
+std::int64_t seq2seq_engine::gathered_peak_bytes() const { return impl_->gathered_peak_bytes; }
 step_result seq2seq_engine::train_step() { return impl_->step(); }
 bool seq2seq_engine::has_eval() const { return impl_->eval_data != nullptr; }
 eval_result seq2seq_engine::evaluate() { return impl_->evaluate(); }

@@ -3,14 +3,16 @@
 // a T5 and seq2seq data sets (batch_loader's seq2seq_batch: encoder input_ids and attention_mask,
 // decoder labels with -100). The ZeRO optimizer takes the T5's weights in units (unit 0: the
 // shared embedding, final norms, the relative-position tables and an untied head; unit 1 + i:
-// encoder block i; unit 1 + L + j: decoder block j). Every stage gathers the whole model for a
-// step's forward and backward and for an evaluation (under ZeRO-3 each unit's weights are gathered
-// at the step's start and released after its gradients are reduced, so ZeRO-3 keeps the masters,
-// moments and gradient shards sharded but holds the whole compute-dtype model during the step, not
-// one block at a time). The loss and gradients are those of the mean over every label token of the
-// global batch, so results do not depend on the world size. train.seq_len is not read: the data
-// set's source and target lengths are the batches'. One per rank, used by one thread; no torch
-// here.
+// encoder block i; unit 1 + L + j: decoder block j). Stages 0-2 run a step's forward and backward
+// on the whole model. ZeRO-3 runs them one block at a time, as causal_lm_engine does its layers:
+// unit 0 gathered for the step; each block's unit gathered for its forward (the next prefetched)
+// and released after it, its graph kept; then, last block first, gathered again for its backward,
+// its gradients reduce-scattered and released. The decoder's blocks read the encoder's output as
+// one autograd leaf that sums their gradients of it for the encoder's backward. An evaluation runs
+// the blocks likewise, without graphs. The loss and gradients are those of the mean over every
+// label token of the global batch, so results do not depend on the world size. train.seq_len is
+// not read: the data set's source and target lengths are the batches'. One per rank, used by one
+// thread; no torch here.
 #pragma once
 
 #include <atomic>
@@ -43,6 +45,9 @@ class seq2seq_engine {
   // 6N + 12·(encoder + decoder blocks)·d_model·(source length): per source token.
   double flops_per_token() const;
   double peak_flops() const;
+  // ZeRO-3: the most bytes of gathered weights this rank held at once during the last step
+  // (zero_optimizer::gathered_peak_bytes): unit 0 and at most two blocks. 0 for stages 0-2.
+  std::int64_t gathered_peak_bytes() const;
   // Runs the next step (a collective). tokens: the global batch's real source and target ids.
   step_result train_step();
   bool has_eval() const;

@@ -19,6 +19,7 @@
 #include "core/model/t5.hpp"
 #include "core/train/job_preflight.hpp"
 #include "core/train/memory_estimate.hpp"
+#include "core/train/seq2seq_engine.hpp"
 #include "tests/support/tool_run.hpp"
 
 using namespace cohort;
@@ -169,6 +170,55 @@ TEST_CASE("a T5 job trains on a seq2seq data set to the same weights under ZeRO 
   CHECK(lines.back()["loss"].get<double>() < lines.front()["loss"].get<double>());
 }
 
+// Each rank's gathered_peak_bytes() after each step of `spec` (two ranks, the engine itself).
+std::vector<std::vector<std::int64_t>> gathered_peaks(const config::job_spec& spec) {
+  auto store = std::make_shared<core::comm::memory_store>();
+  const auto prefix = test::unique_prefix("t5peak");
+  auto results = test::run_ranks<std::vector<std::int64_t>>(2, [&](int rank) {
+    auto group = core::comm::make_process_group(test::gloo_options(store, rank, 2, prefix));
+    core::train::seq2seq_engine engine(spec, *group);
+    std::vector<std::int64_t> peaks;
+    for (int i = 0; i < 2; ++i) {
+      engine.train_step();
+      peaks.push_back(engine.gathered_peak_bytes());
+    }
+    if (engine.has_eval()) engine.evaluate();
+    return peaks;
+  });
+  std::vector<std::vector<std::int64_t>> out;
+  for (auto& r : results) {
+    REQUIRE(r.error_text() == "");
+    out.push_back(*r.value);
+  }
+  return out;
+}
+
+TEST_CASE("a T5 under ZeRO-3 holds unit 0 and at most two blocks gathered at once, not the whole model",
+          "[core][train][t5]") {
+  temp_dir tmp;
+  const auto data = make_seq2seq_data(tmp, "pairs");
+  auto net = core::model::load_t5_model(fixture);
+  std::map<std::int64_t, std::int64_t> unit_elements;  // by layer (-1: unit 0)
+  for (const auto& p : net->hf_parameters()) unit_elements[p.layer] += p.tensor.numel();
+  REQUIRE(unit_elements.size() == 5);  // unit 0, two encoder and two decoder blocks
+  std::int64_t whole = 0;
+  for (const auto& [layer, n] : unit_elements) whole += test::gathered_unit_bytes(n, 2);
+  const auto unit0 = test::gathered_unit_bytes(unit_elements[-1], 2);
+  const auto decoder_block = test::gathered_unit_bytes(unit_elements[2], 2);  // the largest blocks
+
+  auto spec = t5_job(data, 3);
+  spec.data.eval = tmp.path("pairs");  // 32 samples: every rank runs as many eval batches
+  for (const auto& peaks : gathered_peaks(spec)) {
+    REQUIRE(peaks.size() == 2);
+    for (auto peak : peaks) {
+      CHECK(peak == unit0 + 2 * decoder_block);  // the last decoder block and the one before it
+      CHECK(peak < whole);
+    }
+  }
+  for (const auto& peaks : gathered_peaks(t5_job(data, 0)))
+    for (auto peak : peaks) CHECK(peak == 0);  // stages 0-2 hold whole weights, never gathered
+}
+
 TEST_CASE("a T5 job stopped after a checkpoint and resumed ends bitwise equal to an uninterrupted one",
           "[core][train][t5]") {
   temp_dir tmp;
@@ -242,17 +292,22 @@ TEST_CASE("a decoder model with seq2seq data and a T5 with decoder data or LoRA 
   CHECK_THAT(refusal(recompute), Catch::StartsWith("train.activation_checkpointing | "));
 }
 
-TEST_CASE("a T5's memory plan counts its parameters exactly and the whole model gathered at ZeRO-3",
+TEST_CASE("a T5's memory plan counts its parameters exactly and unit 0 plus two decoder blocks gathered at ZeRO-3",
           "[core][train][t5][memory]") {
   const auto spec = t5_job("unused", 3);
   const auto shape = core::train::read_model_shape(spec.model);
-  CHECK(shape.parameters == core::model::load_t5_model(fixture)->parameter_count());
-  CHECK(shape.whole_model_gathered);
+  auto net = core::model::load_t5_model(fixture);
+  CHECK(shape.parameters == net->parameter_count());
+  std::map<std::int64_t, std::int64_t> unit_elements;  // by layer (-1: unit 0)
+  for (const auto& p : net->hf_parameters()) unit_elements[p.layer] += p.tensor.numel();
+  CHECK(shape.outer_parameters == unit_elements[-1]);
+  CHECK(shape.largest_layer_parameters == unit_elements[2]);  // a decoder block
   const auto e = core::train::estimate_memory(spec, shape);
   double gathered = -1;
   for (const auto& item : e.per_rank.items)
     if (item.name == "gathered compute weights") gathered = item.bytes;
-  CHECK(gathered == 4.0 * static_cast<double>(shape.parameters));
+  CHECK(gathered == 4.0 * static_cast<double>(unit_elements[-1] + 2 * unit_elements[2]));
+  CHECK(gathered < 4.0 * static_cast<double>(shape.parameters));
 }
 
 TEST_CASE("a T5 job in bf16 trains its fp32 masters under ZeRO 2 and its loss goes down", "[core][train][t5]") {
