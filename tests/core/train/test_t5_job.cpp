@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <utility>
 
 #include "core/ckpt/layout.hpp"
 #include "core/data/batch_loader.hpp"
@@ -55,10 +57,10 @@ class small_tokenizer : public core::tokenizer::tokenizer {
   std::string identity() const override { return "test-small"; }
 };
 
-// 32 additions as question/sql lines, built into a seq2seq data set at `dir`.
-std::string make_seq2seq_data(const temp_dir& tmp, const std::string& name) {
+// `count` additions as question/sql lines, built into a seq2seq data set at `dir`.
+std::string make_seq2seq_data(const temp_dir& tmp, const std::string& name, int count = 32) {
   std::string text;
-  for (int i = 0; i < 32; ++i) {
+  for (int i = 0; i < count; ++i) {
     const int a = i % 7, b = (3 * i) % 5;
     text += nlohmann::json{{"question", "add " + std::to_string(a) + " " + std::to_string(b)},
                            {"sql", std::to_string(a + b)}}
@@ -118,11 +120,11 @@ double max_gap(const std::string& a, const std::string& b) {
   return worst;
 }
 
-// The first training batch's rows (4 samples of the data set), as `cohort-model eval` reads them.
-nlohmann::json first_rows(const std::string& data) {
+// Samples of the data set as rows, as `cohort-model eval` reads them.
+nlohmann::json rows_of(const std::string& data, std::vector<std::int64_t> samples) {
   auto ds = std::make_shared<const core::data::dataset>(data);
   core::data::seq2seq_batch b;
-  core::data::fill_seq2seq_batch(*ds, {0, 1, 2, 3}, b);
+  core::data::fill_seq2seq_batch(*ds, std::move(samples), b);
   const auto rows = [&](const std::vector<std::int64_t>& v, std::int64_t width) {
     nlohmann::json out = nlohmann::json::array();
     for (std::int64_t i = 0; i < b.batch_size; ++i) out.push_back(std::vector<std::int64_t>(v.begin() + i * width, v.begin() + (i + 1) * width));
@@ -132,6 +134,9 @@ nlohmann::json first_rows(const std::string& data) {
           {"attention_mask", rows(b.attention_mask, b.source_len)},
           {"labels", rows(b.labels, b.target_len)}};
 }
+
+// The first training batch's rows (4 samples of the data set).
+nlohmann::json first_rows(const std::string& data) { return rows_of(data, {0, 1, 2, 3}); }
 
 double loss_of(const std::string& hf_dir, const nlohmann::json& rows) {
   auto net = core::model::load_t5_model(hf_dir);
@@ -170,13 +175,27 @@ TEST_CASE("a T5 job trains on a seq2seq data set to the same weights under ZeRO 
   CHECK(lines.back()["loss"].get<double>() < lines.front()["loss"].get<double>());
 }
 
-// Each rank's gathered_peak_bytes() after each step of `spec` (two ranks, the engine itself).
-std::vector<std::vector<std::int64_t>> gathered_peaks(const config::job_spec& spec) {
+// What `body` returns on each of two ranks running `spec`'s engine (threads over Gloo).
+template <typename R>
+std::vector<R> on_two_ranks(const config::job_spec& spec, const std::function<R(core::train::seq2seq_engine&)>& body) {
   auto store = std::make_shared<core::comm::memory_store>();
-  const auto prefix = test::unique_prefix("t5peak");
-  auto results = test::run_ranks<std::vector<std::int64_t>>(2, [&](int rank) {
+  const auto prefix = test::unique_prefix("t5ranks");
+  auto results = test::run_ranks<R>(2, [&](int rank) {
     auto group = core::comm::make_process_group(test::gloo_options(store, rank, 2, prefix));
     core::train::seq2seq_engine engine(spec, *group);
+    return body(engine);
+  });
+  std::vector<R> out;
+  for (auto& r : results) {
+    REQUIRE(r.error_text() == "");
+    out.push_back(*r.value);
+  }
+  return out;
+}
+
+// Each rank's gathered_peak_bytes() after each of two steps, then an evaluation.
+std::vector<std::vector<std::int64_t>> gathered_peaks(const config::job_spec& spec) {
+  return on_two_ranks<std::vector<std::int64_t>>(spec, [](core::train::seq2seq_engine& engine) {
     std::vector<std::int64_t> peaks;
     for (int i = 0; i < 2; ++i) {
       engine.train_step();
@@ -185,12 +204,6 @@ std::vector<std::vector<std::int64_t>> gathered_peaks(const config::job_spec& sp
     if (engine.has_eval()) engine.evaluate();
     return peaks;
   });
-  std::vector<std::vector<std::int64_t>> out;
-  for (auto& r : results) {
-    REQUIRE(r.error_text() == "");
-    out.push_back(*r.value);
-  }
-  return out;
 }
 
 TEST_CASE("a T5 under ZeRO-3 holds unit 0 and at most two blocks gathered at once, not the whole model",
@@ -217,6 +230,26 @@ TEST_CASE("a T5 under ZeRO-3 holds unit 0 and at most two blocks gathered at onc
   }
   for (const auto& peaks : gathered_peaks(t5_job(data, 0)))
     for (auto peak : peaks) CHECK(peak == 0);  // stages 0-2 hold whole weights, never gathered
+}
+
+TEST_CASE("a T5 evaluation under ZeRO-3 block by block gives the model's loss, a rank with fewer samples included",
+          "[core][train][t5]") {
+  temp_dir tmp;
+  auto spec = t5_job(make_seq2seq_data(tmp, "pairs"), 3);
+  spec.data.eval = make_seq2seq_data(tmp, "five", 5);  // rank 0: 3 samples, rank 1: 2 and an empty batch
+  const double expected = loss_of(fixture, rows_of(spec.data.eval, {0, 1, 2, 3, 4}));
+  for (int stage : {0, 3}) {
+    INFO("stage " << stage);
+    spec.zero.stage = stage;
+    const auto results = on_two_ranks<std::pair<double, std::int64_t>>(spec, [](core::train::seq2seq_engine& e) {
+      const auto r = e.evaluate();
+      return std::make_pair(r.loss, r.labels);
+    });
+    for (const auto& [loss, labels] : results) {
+      CHECK(labels > 0);
+      CHECK(std::abs(loss - expected) <= 1e-5);
+    }
+  }
 }
 
 TEST_CASE("a T5 job stopped after a checkpoint and resumed ends bitwise equal to an uninterrupted one",
