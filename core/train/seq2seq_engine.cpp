@@ -168,7 +168,9 @@ struct seq2seq_engine::impl {
     const auto L = encoder_blocks();
     return k < L ? net->encoder_blocks()[k] : net->decoder_blocks()[k - L];
   }
-  static std::size_t block_unit(std::size_t k) { return zero_optimizer::layer_unit(static_cast<std::int64_t>(k)); }
+  static std::size_t block_unit(std::size_t k) {
+    return zero_optimizer::layer_unit(static_cast<std::int64_t>(k));
+  }
 
   // The forward of block_pass (unit 0 gathered by the caller): each block's unit gathered (the
   // next one's gather prefetched) and released after its forward, except the last block's when

@@ -177,7 +177,8 @@ TEST_CASE("a T5 job trains on a seq2seq data set to the same weights under ZeRO 
 
 // What `body` returns on each of two ranks running `spec`'s engine (threads over Gloo).
 template <typename R>
-std::vector<R> on_two_ranks(const config::job_spec& spec, const std::function<R(core::train::seq2seq_engine&)>& body) {
+std::vector<R> on_two_ranks(const config::job_spec& spec,
+                            const std::function<R(core::train::seq2seq_engine&)>& body) {
   auto store = std::make_shared<core::comm::memory_store>();
   const auto prefix = test::unique_prefix("t5ranks");
   auto results = test::run_ranks<R>(2, [&](int rank) {
@@ -241,7 +242,8 @@ TEST_CASE("a T5 evaluation under ZeRO-3 block by block gives the model's loss, a
   for (int stage : {0, 3}) {
     INFO("stage " << stage);
     spec.zero.stage = stage;
-    const auto results = on_two_ranks<std::pair<double, std::int64_t>>(spec, [](core::train::seq2seq_engine& e) {
+    using loss_labels = std::pair<double, std::int64_t>;
+    const auto results = on_two_ranks<loss_labels>(spec, [](core::train::seq2seq_engine& e) {
       const auto r = e.evaluate();
       return std::make_pair(r.loss, r.labels);
     });
