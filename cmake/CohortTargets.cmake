@@ -46,5 +46,5 @@ function(cohort_test name)
   # OpenBLAS's one pool; a pool per core spins in sched_yield between their calls and slows a
   # loaded 2-core machine several times over.
   set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-    ENVIRONMENT "COHORT_SHARED=${PROJECT_SOURCE_DIR}/../shared;COHORT_BIN=${PROJECT_BINARY_DIR}/bin;OPENBLAS_NUM_THREADS=1")
+    ENVIRONMENT "COHORT_SHARED=${PROJECT_SOURCE_DIR}/../shared;COHORT_SHARED_COPY=${PROJECT_SOURCE_DIR}/tests/shared;COHORT_BIN=${PROJECT_BINARY_DIR}/bin;OPENBLAS_NUM_THREADS=1")
 endfunction()

@@ -195,6 +195,7 @@ TEST_CASE("cohort-data build --template-source/--template-target writes a seq2se
 }
 
 TEST_CASE("cohort-data build writes a dataset from SFT jsonl and from text with a real tokenizer", "[tools][data]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
   const std::string model = cohort::test::shared_file("data/llama2-tokenizer.model");
   temp_dir tmp;
   tmp.write("sft.jsonl",

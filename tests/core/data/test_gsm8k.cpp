@@ -19,6 +19,8 @@ using cohort::test::shared_file;
 using cohort::test::temp_dir;
 
 TEST_CASE("gsm8k train builds into 7473 SFT samples with answers in the loss and prompts masked", "[core][data]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
+  COHORT_SKIP_WITHOUT_SHARED("data/gsm8k-train.jsonl");
   const auto jsonl = shared_file("data/gsm8k-train.jsonl");
   const auto model = shared_file("data/llama2-tokenizer.model");
   temp_dir tmp;

@@ -32,6 +32,7 @@ const std::vector<std::string> texts = {
 }  // namespace
 
 TEST_CASE("sentencepiece encoding matches libsentencepiece on every text", "[core][tokenizer]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
   const std::string path = shared_file("data/llama2-tokenizer.model");
   const auto t = tok::load_tokenizer(path);
   sentencepiece::SentencePieceProcessor sp;
@@ -48,6 +49,8 @@ TEST_CASE("sentencepiece encoding matches libsentencepiece on every text", "[cor
 }
 
 TEST_CASE("sentencepiece encoding matches libsentencepiece on GSM8K records", "[core][tokenizer]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
+  COHORT_SKIP_WITHOUT_SHARED("data/gsm8k-test.jsonl");
   const std::string path = shared_file("data/llama2-tokenizer.model");
   const auto t = tok::load_tokenizer(path);
   sentencepiece::SentencePieceProcessor sp;
@@ -70,6 +73,7 @@ TEST_CASE("sentencepiece encoding matches libsentencepiece on GSM8K records", "[
 }
 
 TEST_CASE("sentencepiece gives the known Llama-2 ids and special tokens", "[core][tokenizer]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
   const auto t = tok::load_tokenizer(shared_file("data/llama2-tokenizer.model"));
   CHECK(t->encode("Hello") == ids{15043});
   CHECK(t->encode("Hello world") == ids{15043, 3186});
@@ -85,6 +89,7 @@ TEST_CASE("sentencepiece gives the known Llama-2 ids and special tokens", "[core
 }
 
 TEST_CASE("sentencepiece added tokens are split out first and get ids after the vocabulary", "[core][tokenizer]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
   const auto t = tok::load_tokenizer(shared_file("data/llama2-tokenizer.model"));
   CHECK(t->add_special_tokens({"<|user|>", "<s>"}) == ids{32000, 1});
   CHECK(t->vocab_size() == 32001);
@@ -95,6 +100,7 @@ TEST_CASE("sentencepiece added tokens are split out first and get ids after the 
 }
 
 TEST_CASE("a directory with tokenizer.model loads it, with tokenizer_config.json overrides", "[core][tokenizer]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
   cohort::test::temp_dir dir;
   std::filesystem::copy_file(shared_file("data/llama2-tokenizer.model"), dir.path("tokenizer.model"));
   dir.write("tokenizer_config.json", R"({"pad_token": "<unk>", "eos_token": {"content": "</s>"}})");

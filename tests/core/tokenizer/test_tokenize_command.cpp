@@ -31,6 +31,7 @@ captured run(std::vector<std::string> args) {
 }  // namespace
 
 TEST_CASE("tokenize prints the ids of the text as a JSON list", "[core][tokenizer][tools]") {
+  COHORT_SKIP_WITHOUT_SHARED("data/llama2-tokenizer.model");
   const auto r = run({"--tokenizer", cohort::test::shared_file("fixtures/tokenizers/bpe-gpt2style/tokenizer.json"),
                       "--text", "Hello world"});
   CHECK(r.status == 0);
