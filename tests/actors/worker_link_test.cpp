@@ -10,8 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 
 #include <catch2/catch.hpp>
@@ -22,6 +20,7 @@
 #include "actors/wire_protocol.hpp"
 #include "actors/worker_process_link.hpp"
 #include "tests/actors/job_specs.hpp"
+#include "tests/support/final_word.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort::actors;
@@ -52,22 +51,12 @@ struct link_pair {
 
 // The reader's one call of on_end, waited for.
 struct link_end {
-  std::mutex m;
-  std::condition_variable cv;
-  bool ended = false;
-  std::optional<std::string> error;
+  cohort::test::final_word<std::optional<std::string>> end;
+  std::optional<std::string>& error = end.value;
   std::function<void(const std::optional<std::string>&)> handler() {
-    return [this](const std::optional<std::string>& e) {
-      std::lock_guard<std::mutex> lock(m);
-      error = e;
-      ended = true;
-      cv.notify_all();
-    };
+    return [this](const std::optional<std::string>& e) { end.set(e); };
   }
-  bool wait() {
-    std::unique_lock<std::mutex> lock(m);
-    return cv.wait_for(lock, std::chrono::seconds(20), [this] { return ended; });
-  }
+  bool wait() { return end.wait(); }
 };
 
 }  // namespace

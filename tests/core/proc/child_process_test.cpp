@@ -3,10 +3,10 @@
 
 #include <signal.h>
 
-#include <condition_variable>
 #include <mutex>
 
 #include "core/proc/child_process.hpp"
+#include "tests/support/final_word.hpp"
 
 using cohort::core::proc::child_process;
 using cohort::core::proc::exit_status;
@@ -16,10 +16,9 @@ namespace {
 // Collects a child's lines and waits for its exit.
 struct collector {
   std::mutex m;
-  std::condition_variable cv;
   std::vector<std::string> lines;
-  bool ended = false;
-  exit_status status;
+  cohort::test::final_word<exit_status> exit;
+  exit_status& status = exit.value;
 
   child_process::line_handler on_line() {
     return [this](const std::string& l) {
@@ -28,17 +27,9 @@ struct collector {
     };
   }
   child_process::exit_handler on_exit() {
-    return [this](const exit_status& s) {
-      std::lock_guard<std::mutex> lock(m);
-      status = s;
-      ended = true;
-      cv.notify_all();
-    };
+    return [this](const exit_status& s) { exit.set(s); };
   }
-  bool wait() {
-    std::unique_lock<std::mutex> lock(m);
-    return cv.wait_for(lock, std::chrono::seconds(20), [this] { return ended; });
-  }
+  bool wait() { return exit.wait(); }
 };
 
 }  // namespace
