@@ -1,11 +1,12 @@
 // model_step_bench: times cohort's training step on one GPU — the core/model decoder with bf16
 // weights (fused attention through torch_compat), fp32 master weights and AdamW moments, the
-// optimizer either core/model's adamw_step (what the engine runs) or ATen's fused AdamW kernel —
+// optimizer core/model's adamw_step, ATen's fused AdamW or cohort's AdamW kernel (what the engine
+// runs on CUDA), after clipping the gradients' norm to --grad-clip —
 // and prints one JSON line: tokens/s, step time, peak GPU memory, parameter count, last loss.
 // scripts/gpu-bench runs it beside benchmarks/gpu/torch_reference.py on the same config JSON.
 //
 //   model_step_bench --config benchmarks/gpu/tinyllama-1.1b.json --batch 8 --seq 2048
-//                    [--steps 10] [--warmup 3] [--optimizer cohort|fused] [--device cuda:0]
+//                    [--steps 10] [--warmup 3] [--optimizer cohort|fused|kernel] [--grad-clip 1] [--device cuda:0]
 //                    [--profile N] [--compute-path automatic|plain|fused] [--loss-chunk 2048]
 // The step is the engine's: embed, the layers, decoder::head_loss (on the fused path chunked over
 // --loss-chunk positions; 0: one chunk), backward, the optimizer.
@@ -14,6 +15,7 @@
 // share of all kernel time — where the step's time goes, without a profiler UI.
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
+#include "core/model/fused_ops.hpp"
 #include "core/model/model_config.hpp"
 
 #include <ATen/ATen.h>
@@ -54,32 +56,46 @@ struct bench_options {
   std::string optimizer = "cohort";
   std::string device = "cuda:0";
   double lr = 1e-4;
+  double grad_clip = 1.0;
   int profile = 0;
   std::string compute_path = "automatic";
   std::int64_t loss_chunk = 2048;
 };
 
-// fp32 master copy of every bf16 weight, with its AdamW state; the bf16 weight is refreshed
-// from the master after each update (bf16 compute, fp32 master weights, as the engine does).
+// fp32 master copy of every bf16 weight, with its AdamW state; the gradients clipped to norm
+// --grad-clip first (as the baseline and the engine do: the norm read on the host, the engine's
+// way), the bf16 weight refreshed from the master after each update (bf16 compute, fp32 master
+// weights, as the engine does). Kinds:
+//   cohort  core/model's adamw_step per tensor (ATen elementwise ops);
+//   fused   ATen's fused AdamW over all tensors, the bf16 gradients cast to fp32 first and the
+//           bf16 weights cast from the masters after;
+//   kernel  cohort's AdamW kernel per tensor (fused_adamw_step, what the engine runs on CUDA):
+//           reads the bf16 gradient with the clipping scale and writes the bf16 weight in the same
+//           pass, no casts of its own.
 class mixed_precision_adamw {
  public:
   mixed_precision_adamw(const std::vector<model::hf_parameter>& params, const std::string& kind,
-                        double lr)
-      : fused_(kind == "fused") {
-    if (kind != "cohort" && kind != "fused") {
-      throw std::invalid_argument("--optimizer '" + kind + "' is not known (allowed: cohort, fused)");
+                        double lr, double grad_clip)
+      : kind_(kind), grad_clip_(grad_clip) {
+    if (kind != "cohort" && kind != "fused" && kind != "kernel") {
+      throw std::invalid_argument("--optimizer '" + kind + "' is not known (allowed: cohort, fused, kernel)");
     }
 #if TORCH_VERSION_MAJOR < 2
-    if (fused_) throw std::invalid_argument("--optimizer fused needs libtorch 2.x (_fused_adamw_)");
+    if (kind == "fused") throw std::invalid_argument("--optimizer fused needs libtorch 2.x (_fused_adamw_)");
 #endif
     options_.lr = lr;
     for (const auto& p : params) {
       weights_.push_back(p.tensor);
       masters_.push_back(p.tensor.detach().to(torch::kFloat));
-      states_.emplace_back();
       exp_avg_.push_back(torch::zeros_like(masters_.back()));
       exp_avg_sq_.push_back(torch::zeros_like(masters_.back()));
+      states_.emplace_back();  // the same moments, whichever kind updates them
+      states_.back().exp_avg = exp_avg_.back();
+      states_.back().exp_avg_sq = exp_avg_sq_.back();
       steps_.push_back(torch::zeros({}, masters_.back().options()));
+    }
+    if (kind == "kernel" && !model::fused_kernels_available(masters_.front())) {
+      throw std::invalid_argument("--optimizer kernel needs the CUDA build's kernels and a CUDA --device");
     }
   }
 
@@ -87,8 +103,20 @@ class mixed_precision_adamw {
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> grads;
     grads.reserve(weights_.size());
-    for (auto& w : weights_) grads.push_back(w.grad().to(torch::kFloat));
-    if (fused_) {
+    for (auto& w : weights_) grads.push_back(w.grad().contiguous());
+    const double coef = grad_clip_ > 0 ? model::clip_coefficient(std::sqrt(square_sum(grads)), grad_clip_) : 1.0;
+    if (kind_ == "kernel") {
+      for (std::size_t i = 0; i < weights_.size(); ++i) {
+        model::fused_adamw_step(masters_[i], grads[i], states_[i], options_, coef, weights_[i]);
+        weights_[i].mutable_grad() = torch::Tensor();
+      }
+      return;
+    }
+    for (auto& g : grads) {
+      g = g.to(torch::kFloat);
+      if (coef != 1.0) g.mul_(coef);
+    }
+    if (kind_ == "fused") {
 #if TORCH_VERSION_MAJOR >= 2
       at::_foreach_add_(steps_, 1.0);  // the kernel reads the step count; torch.optim bumps it first
       at::_fused_adamw_(masters_, grads, exp_avg_, exp_avg_sq_, {}, steps_, options_.lr,
@@ -107,7 +135,18 @@ class mixed_precision_adamw {
   }
 
  private:
-  bool fused_;
+  // The gradients' sum of squares in fp64, read on the host (one wait per step, as the engine).
+  static double square_sum(const std::vector<torch::Tensor>& grads) {
+    std::vector<torch::Tensor> sums;
+    for (const auto& g : grads) {
+      sums.push_back(model::fused_kernels_available(g) ? model::fused_square_sum(g)
+                                                       : g.to(torch::kDouble).pow(2).sum());
+    }
+    return torch::stack(sums).sum().item<double>();
+  }
+
+  std::string kind_;
+  double grad_clip_;
   model::adamw_options options_;
   std::vector<torch::Tensor> weights_, masters_, exp_avg_, exp_avg_sq_, steps_;
   std::vector<model::adamw_state> states_;
@@ -179,7 +218,7 @@ int run(const bench_options& o) {
   net->train();
   net->set_compute_path(model::parse_compute_path(o.compute_path, "--compute-path"));
   net->set_loss_chunk_tokens(o.loss_chunk);
-  mixed_precision_adamw optimizer(net->hf_parameters(), o.optimizer, o.lr);
+  mixed_precision_adamw optimizer(net->hf_parameters(), o.optimizer, o.lr, o.grad_clip);
 
   auto ids = torch::randint(0, config.vocab_size, {o.batch, o.seq},
                             torch::TensorOptions().dtype(torch::kInt64).device(device));
@@ -208,6 +247,7 @@ int run(const bench_options& o) {
                    (o.compute_path == "automatic" ? "" : "-" + o.compute_path)},
       {"compute_path", o.compute_path},
       {"loss_chunk", o.loss_chunk},
+      {"grad_clip", o.grad_clip},
       {"config", o.config},
       {"params", net->parameter_count()},
       {"layers", config.num_layers},
@@ -238,7 +278,10 @@ int main(int argc, char** argv) {
       "steps", po::value(&o.steps)->default_value(o.steps), "timed steps")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed steps first")(
       "optimizer", po::value(&o.optimizer)->default_value(o.optimizer),
-      "cohort (core/model adamw_step per tensor) or fused (ATen _fused_adamw_)")(
+      "cohort (core/model adamw_step per tensor), fused (ATen _fused_adamw_) or kernel (cohort's "
+      "AdamW kernel, as the engine on CUDA)")(
+      "grad-clip", po::value(&o.grad_clip)->default_value(o.grad_clip),
+      "clip the gradients' total norm to this before the update (0: no clipping)")(
       "device", po::value(&o.device)->default_value(o.device), "torch device")(
       "lr", po::value(&o.lr)->default_value(o.lr), "AdamW learning rate")(
       "profile", po::value(&o.profile)->default_value(o.profile),

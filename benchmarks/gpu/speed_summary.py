@@ -50,9 +50,14 @@ def one_gpu(res):
         if "impl" not in r:
             continue
         flops = 6 * r["params"] + 12 * r["layers"] * r["hidden"] * r["seq"]
-        path = "plain path" if r.get("compute_path") == "plain" else "fused path"
+        if r["impl"].startswith("cohort-zero"):  # engine_bench: the training engine's own step
+            label = "cohort engine (ZeRO-0, 1 rank)"
+        else:  # model_step_bench: the step with the optimizer it names
+            path = "plain path" if r.get("compute_path") == "plain" else "fused path"
+            optimizer = {"kernel": "AdamW kernel", "fused": "ATen fused AdamW", "cohort": "adamw_step"}
+            label = f"cohort step, {path}, {optimizer.get(r['impl'].split('-')[1], r['impl'])}"
         rows.setdefault(model_name(r["config"]), []).append(
-            (f"cohort, {path}", r["batch"], r["step_ms"], r["tokens_per_s"], r["tokens_per_s"] * flops / PEAK,
+            (label, r["batch"], r["step_ms"], r["tokens_per_s"], r["tokens_per_s"] * flops / PEAK,
              r["peak_mem_gib"]))
     for line in lines(res, "one-baseline.log"):
         m = BASE_ONE.match(line)

@@ -1,5 +1,5 @@
 // CUDA kernels for the decoder's fused path: rotary embedding, SwiGLU and the LM head's
-// cross-entropy (fused_kernels.hpp).
+// cross-entropy; and the optimizer's AdamW and sum of squares (fused_kernels.hpp).
 #include "core/model/fused_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 
 namespace cohort::core::model::kernels {
 namespace {
@@ -318,6 +320,131 @@ int launch_cross_entropy(const void* logits, const std::int64_t* targets, float*
   return static_cast<int>(cudaGetLastError());
 }
 
+// ---- The optimizer: AdamW and the gradient's sum of squares ----
+
+template <typename T, int Vec>
+__device__ __forceinline__ packed<T, Vec> load(const T* p) {
+  return *reinterpret_cast<const packed<T, Vec>*>(p);
+}
+
+template <typename T, int Vec>
+__device__ __forceinline__ void store(T* p, const packed<T, Vec>& v) {
+  *reinterpret_cast<packed<T, Vec>*>(p) = v;
+}
+
+// One thread per group of Vec elements (n a multiple of Vec, every pointer aligned to its group).
+template <typename G, typename C, int Vec>
+__global__ void adamw_kernel(float* __restrict__ param, const G* __restrict__ grad,
+                             float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq,
+                             C* __restrict__ copy, std::int64_t n, adamw_scalars s) {
+  const float decay = 1.0f - s.lr * s.weight_decay;
+  const std::int64_t groups = n / Vec;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       i < groups; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t at = i * Vec;
+    auto p = load<float, Vec>(param + at);
+    auto m = load<float, Vec>(exp_avg + at);
+    auto v = load<float, Vec>(exp_avg_sq + at);
+    const auto g = load<G, Vec>(grad + at);
+    packed<C, Vec> c;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float gk = to_float(g.v[k]) * s.grad_scale;
+      m.v[k] = s.beta1 * m.v[k] + s.one_minus_beta1 * gk;
+      v.v[k] = s.beta2 * v.v[k] + s.one_minus_beta2 * gk * gk;
+      const float denom = sqrtf(v.v[k]) / s.bias_correction2_sqrt + s.eps;
+      p.v[k] = p.v[k] * decay - s.step_size * m.v[k] / denom;
+      c.v[k] = from_float<C>(p.v[k]);
+    }
+    store<float, Vec>(param + at, p);
+    store<float, Vec>(exp_avg + at, m);
+    store<float, Vec>(exp_avg_sq + at, v);
+    if (copy != nullptr) store<C, Vec>(copy + at, c);
+  }
+}
+
+bool aligned_to(const void* p, std::size_t bytes) {
+  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+template <typename G, typename C>
+int launch_adamw(float* param, const void* grad, float* exp_avg, float* exp_avg_sq, void* copy,
+                 std::int64_t n, const adamw_scalars& s, cudaStream_t stream) {
+  if (n == 0) return 0;
+  const G* g = static_cast<const G*>(grad);
+  C* c = static_cast<C*>(copy);
+  constexpr int vec = 4;
+  if (n % vec == 0 && aligned_to(param, 16) && aligned_to(exp_avg, 16) && aligned_to(exp_avg_sq, 16) &&
+      aligned_to(g, sizeof(G) * vec) && aligned_to(c, sizeof(C) * vec)) {
+    adamw_kernel<G, C, vec><<<blocks_for(n / vec), threads_per_block, 0, stream>>>(
+        param, g, exp_avg, exp_avg_sq, c, n, s);
+  } else {
+    adamw_kernel<G, C, 1><<<blocks_for(n), threads_per_block, 0, stream>>>(param, g, exp_avg,
+                                                                           exp_avg_sq, c, n, s);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+constexpr int square_threads = 256;
+
+// Adds the fp64 values of a block's threads; the total lands in thread 0.
+__device__ double block_sum(double value) {
+  __shared__ double shared[square_threads];
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int offset = square_threads / 2; offset > 0; offset /= 2) {
+    if (threadIdx.x < offset) shared[threadIdx.x] += shared[threadIdx.x + offset];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+template <typename T, int Vec>
+__global__ void __launch_bounds__(square_threads)
+    square_partials_kernel(const T* __restrict__ x, std::int64_t n, double* __restrict__ partials) {
+  double sum = 0.0;
+  const std::int64_t groups = n / Vec;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(square_threads) + threadIdx.x;
+       i < groups; i += static_cast<std::int64_t>(gridDim.x) * square_threads) {
+    const auto v = load<T, Vec>(x + i * Vec);
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const double f = to_float(v.v[k]);
+      sum += f * f;
+    }
+  }
+  const double total = block_sum(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void __launch_bounds__(square_threads)
+    sum_partials_kernel(const double* __restrict__ partials, int count, double* __restrict__ out) {
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < count; i += square_threads) sum += partials[i];
+  const double total = block_sum(sum);
+  if (threadIdx.x == 0) *out = total;
+}
+
+template <typename T>
+int launch_square_sum(const void* x, std::int64_t n, double* partials, double* out,
+                      cudaStream_t stream) {
+  constexpr int vec = 16 / sizeof(T);
+  const T* t = static_cast<const T*>(x);
+  const bool vectorised = n % vec == 0 && aligned16(t);
+  const std::int64_t groups = vectorised ? n / vec : n;
+  const std::int64_t wanted = (groups + square_threads - 1) / square_threads;
+  const int blocks = static_cast<int>(wanted < square_sum_partials ? wanted : square_sum_partials);
+  if (blocks > 0) {
+    if (vectorised) {
+      square_partials_kernel<T, vec><<<blocks, square_threads, 0, stream>>>(t, n, partials);
+    } else {
+      square_partials_kernel<T, 1><<<blocks, square_threads, 0, stream>>>(t, n, partials);
+    }
+  }
+  sum_partials_kernel<<<1, square_threads, 0, stream>>>(partials, blocks, out);
+  return static_cast<int>(cudaGetLastError());
+}
+
 // Calls f with a value of the element type `type` names.
 template <class F>
 int with_element_type(dtype type, F&& f) {
@@ -365,6 +492,22 @@ int swiglu_backward(dtype type, const void* grad_out, const void* gate_up, void*
   return with_element_type(type, [&](auto element) {
     return launch_swiglu_backward<decltype(element)>(grad_out, gate_up, grad_gate_up, rows, inner,
                                                      static_cast<cudaStream_t>(stream));
+  });
+}
+
+int adamw(float* param, dtype grad_type, const void* grad, float* exp_avg, float* exp_avg_sq,
+          dtype copy_type, void* copy, std::int64_t n, const adamw_scalars& scalars, void* stream) {
+  return with_element_type(grad_type, [&](auto g) {
+    return with_element_type(copy_type, [&](auto c) {
+      return launch_adamw<decltype(g), decltype(c)>(param, grad, exp_avg, exp_avg_sq, copy, n, scalars,
+                                                    static_cast<cudaStream_t>(stream));
+    });
+  });
+}
+
+int square_sum(dtype type, const void* x, std::int64_t n, double* partials, double* out, void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_square_sum<decltype(element)>(x, n, partials, out, static_cast<cudaStream_t>(stream));
   });
 }
 

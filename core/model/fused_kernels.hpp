@@ -1,7 +1,9 @@
 // The decoder's own CUDA kernels (fused_kernels.cu, built with nvcc in the CUDA build only):
 // rotary embedding and SwiGLU, each one kernel forward and one backward where ATen runs five to
-// eight elementwise kernels, and the LM head's cross-entropy with its gradient in one kernel. Torch-free: raw device pointers, element counts and a stream, so
-// that nvcc never compiles a libtorch header. fused_ops.hpp is the torch-level interface.
+// eight elementwise kernels; the LM head's cross-entropy with its gradient in one kernel; and the
+// optimizer's AdamW update and gradient sum of squares, each one pass over memory. Torch-free:
+// raw device pointers, element counts and a stream, so that nvcc never compiles a libtorch
+// header. fused_ops.hpp is the torch-level interface.
 //
 // Contract for every launcher:
 //  - pointers are device memory of the current device; `stream` is a cudaStream_t passed as
@@ -56,5 +58,33 @@ int swiglu_backward(dtype type, const void* grad_out, const void* gate_up, void*
 int cross_entropy(dtype type, const void* logits, const std::int64_t* targets, float* loss,
                   void* grad, std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
                   void* stream);
+
+// AdamW's scalars for one step, as torch.optim.AdamW(fused=True) derives them from the step count
+// (computed by the caller in double, used in fp32).
+struct adamw_scalars {
+  float lr = 0;
+  float beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
+  float one_minus_beta1 = 0, one_minus_beta2 = 0;  // in double first: 1 - 0.999f is 1.3e-5 off
+  float step_size = 0;               // lr / (1 - beta1^step)
+  float bias_correction2_sqrt = 0;   // sqrt(1 - beta2^step)
+  float grad_scale = 1;              // the gradient is multiplied by this as it is read (clipping)
+};
+
+// One AdamW step over n elements, in one pass over memory, element for element the arithmetic of
+// ATen's fused AdamW in fp32:
+//   g = grad * grad_scale;  param *= 1 - lr * weight_decay;
+//   exp_avg = beta1 exp_avg + one_minus_beta1 g;  exp_avg_sq = beta2 exp_avg_sq + one_minus_beta2 g^2;
+//   param -= step_size * exp_avg / (sqrt(exp_avg_sq) / bias_correction2_sqrt + eps).
+// param, exp_avg, exp_avg_sq: fp32, updated in place; grad: grad_type (read only); copy: written
+// with the updated param rounded once to copy_type (the compute-dtype weights), or null.
+int adamw(float* param, dtype grad_type, const void* grad, float* exp_avg, float* exp_avg_sq,
+          dtype copy_type, void* copy, std::int64_t n, const adamw_scalars& scalars, void* stream);
+
+// Sum of the squares of n elements of x (type), accumulated in fp64, written to *out (device):
+// each of at most square_sum_partials blocks sums a fixed stride of the elements into
+// partials[block], then one block adds the partials in order. The same value on every run.
+// partials: device fp64 of square_sum_partials elements, scratch.
+constexpr int square_sum_partials = 1024;
+int square_sum(dtype type, const void* x, std::int64_t n, double* partials, double* out, void* stream);
 
 }  // namespace cohort::core::model::kernels

@@ -2,6 +2,7 @@
 // they report themselves unavailable.
 #include "core/model/fused_ops.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -154,6 +155,58 @@ torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& ta
   return rows.sum();
 }
 
+void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_state& state,
+                      const adamw_options& o, double grad_scale, const torch::Tensor& copy) {
+  const auto same_place = [&](const torch::Tensor& t) {
+    return t.defined() && t.is_contiguous() && t.device() == master.device() && t.numel() == master.numel();
+  };
+  if (!master.is_cuda() || master.scalar_type() != torch::kFloat || !master.is_contiguous())
+    throw std::invalid_argument("fused_adamw_step: the master must be a contiguous fp32 CUDA tensor");
+  if (!same_place(grad))
+    throw std::invalid_argument("fused_adamw_step: the gradient must be contiguous, on the master's device, "
+                                "with its " + std::to_string(master.numel()) + " elements");
+  if (copy.defined() && !same_place(copy))
+    throw std::invalid_argument("fused_adamw_step: the copy must be contiguous, on the master's device, "
+                                "with its " + std::to_string(master.numel()) + " elements");
+  torch::NoGradGuard no_grad;
+  const c10::cuda::CUDAGuard guard(master.device());
+  if (!state.exp_avg.defined()) {
+    state.exp_avg = torch::zeros_like(master);
+    state.exp_avg_sq = torch::zeros_like(master);
+  }
+  ++state.step;
+  const double step = static_cast<double>(state.step);
+  kernels::adamw_scalars s;
+  s.lr = static_cast<float>(o.lr);
+  s.beta1 = static_cast<float>(o.beta1);
+  s.beta2 = static_cast<float>(o.beta2);
+  s.eps = static_cast<float>(o.eps);
+  s.weight_decay = static_cast<float>(o.weight_decay);
+  s.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
+  s.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
+  s.step_size = static_cast<float>(o.lr / (1.0 - std::pow(o.beta1, step)));
+  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, step)));
+  s.grad_scale = static_cast<float>(grad_scale);
+  check_launch(kernels::adamw(master.data_ptr<float>(), kernel_dtype(grad), grad.data_ptr(),
+                              state.exp_avg.data_ptr<float>(), state.exp_avg_sq.data_ptr<float>(),
+                              copy.defined() ? kernel_dtype(copy) : kernels::dtype::f32,
+                              copy.defined() ? copy.data_ptr() : nullptr, master.numel(), s,
+                              current_stream(master)),
+               "fused_adamw_step");
+}
+
+torch::Tensor fused_square_sum(const torch::Tensor& x) {
+  if (!x.is_cuda() || !x.is_contiguous())
+    throw std::invalid_argument("fused_square_sum: a contiguous CUDA tensor expected");
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto partials = torch::empty({kernels::square_sum_partials + 1}, x.options().dtype(torch::kDouble));
+  auto out = partials.narrow(0, kernels::square_sum_partials, 1);
+  check_launch(kernels::square_sum(kernel_dtype(x), x.data_ptr(), x.numel(), partials.data_ptr<double>(),
+                                   out.data_ptr<double>(), current_stream(x)),
+               "fused_square_sum");
+  return out.squeeze(0);
+}
+
 #else
 
 bool fused_kernels_available(const torch::Tensor&) { return false; }
@@ -169,6 +222,15 @@ torch::Tensor fused_rotary_half(const torch::Tensor&, const torch::Tensor&, cons
 
 torch::Tensor fused_swiglu(const torch::Tensor&) {
   throw std::logic_error("fused_swiglu: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+void fused_adamw_step(torch::Tensor, const torch::Tensor&, adamw_state&, const adamw_options&, double,
+                      const torch::Tensor&) {
+  throw std::logic_error("fused_adamw_step: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+torch::Tensor fused_square_sum(const torch::Tensor&) {
+  throw std::logic_error("fused_square_sum: this build has no CUDA kernels (check fused_kernels_available)");
 }
 
 #endif

@@ -14,6 +14,8 @@
 
 #include <torch/types.h>
 
+#include "core/model/adamw.hpp"
+
 namespace cohort::core::model {
 
 // Whether this build has the kernels (the CUDA build) and `x` can use them: a CUDA tensor of
@@ -40,5 +42,20 @@ torch::Tensor fused_swiglu(const torch::Tensor& gate_up);
 // -inf logits (padding columns) get probability 0; a target out of range makes the loss NaN.
 // logits contiguous; the host never waits.
 torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& targets, bool want_grad);
+
+// adamw_step on a CUDA tensor in one kernel (kernels::adamw): master fp32 contiguous, updated in
+// place; grad contiguous fp32, bf16 or fp16 of master's numel, read only and multiplied by
+// grad_scale as it is read (clipping without a pass of its own); the state's moments are created
+// on the first step, as adamw_step does, and its step count bumped. When `copy` is defined
+// (contiguous fp32, bf16 or fp16 of master's numel on its device) the updated master is also
+// written there, rounded once: the compute-dtype weights without a cast of their own. Equal to
+// adamw_step on grad * grad_scale within fp32 rounding; the host never waits.
+void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_state& state,
+                      const adamw_options& options, double grad_scale, const torch::Tensor& copy);
+
+// The sum of the squares of a contiguous fp32, bf16 or fp16 CUDA tensor, accumulated in fp64 in a
+// fixed order (the same value on every run), as a 0-dim fp64 tensor on its device; the host
+// never waits. Where grad_square_sum materialises an fp64 copy of the gradient, this reads it once.
+torch::Tensor fused_square_sum(const torch::Tensor& x);
 
 }  // namespace cohort::core::model

@@ -8,6 +8,8 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "core/model/fused_ops.hpp"
+
 namespace cohort::core::train {
 
 zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
@@ -77,10 +79,10 @@ torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtyp
   return torch::empty({n}, torch::TensorOptions().dtype(dtype).pinned_memory(options_.device.is_cuda()));
 }
 
-torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
+torch::Tensor zero_optimizer::flat_grads(const unit& u, torch::Tensor flat) const {
   // One buffer, each gradient converted straight into its place (no fp32 copies to concatenate).
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
-  auto flat = torch::empty({parts() * u.shard}, on_device);
+  if (!flat.defined()) flat = torch::empty({parts() * u.shard}, on_device);
   for (const auto& s : u.slots) {
     auto place = flat.narrow(0, s.offset, s.numel);
     const torch::Tensor& g = s.param.grad();
@@ -104,7 +106,10 @@ torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtyp
 
 torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
   if (parts() > 1 && u.numel > 0) throttle();
-  auto shard = device_shard(u, dtype);
+  return gather_shard(u, device_shard(u, dtype));
+}
+
+torch::Tensor zero_optimizer::gather_shard(const unit& u, const torch::Tensor& shard) {
   if (parts() == 1 || u.numel == 0) return shard;  // an empty unit needs no collective
   auto full = torch::empty({parts() * u.shard}, shard.options());
   auto w = group_.all_gather(shard, full);
@@ -140,9 +145,8 @@ void zero_optimizer::synchronize() {
   unchecked_.clear();
   in_flight_.clear();  // all waited for below
   for (const auto& w : works) wait_(w);
-  if (!options_.offload_param) return;
   // The gradient shards' copies to the host were queued on the compute stream.
-  if (options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
+  if (options_.offload_param && options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
   for (auto& u : units_) {
     if (u.grad_pending) u.grad.zero_();  // nothing reduced into it this step
     u.grad_pending = false;
@@ -239,7 +243,7 @@ void zero_optimizer::release(std::size_t u) {
 
 void zero_optimizer::zero_grad_shards() {
   for (auto& u : units_) {
-    if (options_.offload_param) {
+    if (options_.offload_param || alone()) {
       u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
     } else {
       u.grad.zero_();
@@ -252,6 +256,16 @@ void zero_optimizer::reduce_grads(std::size_t index) {
   auto& u = units_.at(index);
   if (u.numel == 0) return;  // nothing trains there (unit 0 of a LoRA model)
   throttle();
+  if (alone()) {  // no collective: the sum over ranks is this rank's gradient
+    if (u.grad_pending) {
+      flat_grads(u, u.grad);  // the step's first micro-batch: converted straight into the shard
+      u.grad_pending = false;
+    } else {
+      u.grad.add_(flat_grads(u));
+    }
+    for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
+    return;
+  }
   auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
     auto w = group_.all_reduce(flat, comm::reduce_op::sum);
@@ -283,7 +297,8 @@ double zero_optimizer::grad_square_sum() const {
   }
   torch::Tensor sum;  // on the device: one host read for all units
   for (const auto& u : units_) {
-    auto squares = u.grad.to(torch::kDouble).pow(2).sum();
+    auto squares = model::fused_kernels_available(u.grad) ? model::fused_square_sum(u.grad)
+                                                          : u.grad.to(torch::kDouble).pow(2).sum();
     sum = sum.defined() ? sum + squares : squares;
   }
   return sum.defined() ? sum.item<double>() : 0.0;
@@ -292,7 +307,27 @@ double zero_optimizer::grad_square_sum() const {
 void zero_optimizer::step(const model::adamw_options& options, double clip_coef) {
   torch::NoGradGuard no_grad;
   release_all();  // stage 3: what is still gathered would be stale after the update
-  if (opt_device_.is_cuda()) {
+  const bool kernels = opt_device_.is_cuda() && std::any_of(units_.begin(), units_.end(), [](const unit& u) {
+                         return u.numel > 0 && model::fused_kernels_available(u.master);
+                       });
+  if (kernels) {
+    // One kernel per unit's shard: the clipping scale applied as the gradient is read, and for
+    // stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
+    for (auto& u : units_) {
+      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
+        ++u.adam.step;
+        continue;
+      }
+      const bool copy = options_.stage < 3 && options_.compute_dtype != torch::kFloat;
+      auto shard = copy ? torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype))
+                        : torch::Tensor();
+      model::fused_adamw_step(u.master, u.grad, u.adam, options, clip_coef, shard);
+      if (options_.stage < 3) {
+        if (parts() > 1) throttle();
+        assign(u, gather_shard(u, copy ? shard : u.master));
+      }
+    }
+  } else if (opt_device_.is_cuda()) {
     // Every unit's shard in one fused update.
     std::vector<torch::Tensor> masters, grads;
     std::vector<model::adamw_state*> states;

@@ -146,7 +146,9 @@ class zero_optimizer {
     model::adamw_state adam;  // moments like master
     torch::Tensor grad;      // (shard) fp32 gradient accumulator, on the compute device
                              // (pinned host with offload_param)
-    bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
+    // offload_param or alone(): no gradient reduced into `grad` yet this step (its content is
+    // stale; the first reduction overwrites it, synchronize() zeroes it if none came)
+    bool grad_pending = false;
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
     // Stage 3: (parts * shard) compute dtype on the device, the slots' parameters are views of
     // it; its storage holds bytes only between gather (or prefetch) and release.
@@ -156,9 +158,16 @@ class zero_optimizer {
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
   // (parts * shard) fp32 on the device: the gradients accumulated in unit u's weights.
-  torch::Tensor flat_grads(const unit& u) const;
+  // Written into `flat` when given (fp32, (parts * shard), on the device).
+  torch::Tensor flat_grads(const unit& u, torch::Tensor flat = {}) const;
+  // One rank with whole gradients (stages 0-1 in a group of one, gradients on the device):
+  // reduce_grads needs no collective, and the step's first one writes the shard without a sum.
+  bool alone() const { return group_.size() == 1 && options_.stage <= 1 && !options_.offload_param; }
   // (parts * shard) in dtype on device: every rank's master shard.
   torch::Tensor gather_full(const unit& u, torch::ScalarType dtype);
+  // (parts * shard) on the device: every rank's `shard` of unit u (this rank's, on the device);
+  // the shard itself on one part.
+  torch::Tensor gather_shard(const unit& u, const torch::Tensor& shard);
   // Orders the compute stream after `w` (CUDA) and remembers it for synchronize(); waits on the
   // host elsewhere.
   void complete(const std::shared_ptr<comm::work>& w);

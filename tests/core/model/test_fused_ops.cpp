@@ -1,6 +1,8 @@
 // The decoder's own CUDA kernels (core/model/fused_ops.hpp) against the ATen formulas they
-// replace, forward and backward, fp32, bf16 and fp16. The GPU cases are hidden ([.gpu]: run
+// replace, forward and backward, fp32, bf16 and fp16; and the optimizer's AdamW and sum of squares
+// against adamw_step and ATen's fp64 sum. The GPU cases are hidden ([.gpu]: run
 // `test_core_model "[gpu]"` on a machine with a CUDA device, in the CUDA build).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -156,4 +158,69 @@ TEST_CASE("the cross-entropy kernel gives ATen's summed loss and its gradient ov
   auto logits = torch::randn({2, 16}, torch::kCUDA);
   auto targets = torch::tensor({3, 16}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
   CHECK(std::isnan(fused_cross_entropy(logits, targets, false).item<double>()));
+}
+
+TEST_CASE("the AdamW kernel gives adamw_step on the scaled gradient and writes the rounded copy, "
+          "vectorised or not", "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(6);
+  adamw_options o;
+  o.lr = 3e-3;
+  o.weight_decay = 0.1;
+  // 4099 elements read one at a time; 4096 in groups of 4; an offset view breaks the alignment.
+  for (const std::int64_t n : {4099, 4096}) {
+    for (const std::int64_t offset : {0, 1}) {
+      for (const auto grad_type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+        for (const auto copy_type : {torch::kBFloat16, torch::kFloat}) {
+          INFO("n " << n << " offset " << offset << " grad " << c10::toString(grad_type) << " copy "
+                    << c10::toString(copy_type));
+          const auto cuda = torch::TensorOptions(torch::kCUDA);
+          auto kernel_master = torch::randn({n + offset}, cuda).narrow(0, offset, n);
+          auto reference_master = kernel_master.clone();
+          adamw_state kernel_state, reference_state;
+          auto copy = torch::empty({n + offset}, cuda.dtype(copy_type)).narrow(0, offset, n);
+          const double scale = 0.25;
+          for (int step = 0; step < 3; ++step) {
+            auto grad = torch::randn({n + offset}, cuda).to(grad_type).narrow(0, offset, n);
+            fused_adamw_step(kernel_master, grad, kernel_state, o, scale, copy);
+            adamw_step(reference_master, grad.to(torch::kFloat) * scale, reference_state, o);
+          }
+          CHECK(kernel_state.step == 3);
+          const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
+            return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
+          };
+          CHECK(gap(kernel_master, reference_master) <= 1e-6);
+          CHECK(gap(kernel_state.exp_avg, reference_state.exp_avg) <= 1e-6);
+          CHECK(gap(kernel_state.exp_avg_sq, reference_state.exp_avg_sq) <= 1e-6);
+          CHECK(torch::equal(copy, kernel_master.to(copy_type)));  // rounded once from the master
+        }
+      }
+    }
+  }
+  // Without a copy only the master and moments change; mismatched sizes are refused.
+  auto master = torch::randn({64}, torch::kCUDA);
+  adamw_state state;
+  fused_adamw_step(master, torch::randn({64}, torch::kCUDA), state, o, 1.0, torch::Tensor());
+  CHECK(state.step == 1);
+  CHECK_THROWS_AS(fused_adamw_step(master, torch::randn({63}, torch::kCUDA), state, o, 1.0, torch::Tensor()),
+                  std::invalid_argument);
+}
+
+TEST_CASE("the sum-of-squares kernel gives the fp64 sum of squares, the same value on every run",
+          "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(7);
+  // Past square_sum_partials blocks' worth (striding), one group, odd sizes, empty.
+  for (const std::int64_t n : {std::int64_t{3} << 20, std::int64_t{4099}, std::int64_t{8}, std::int64_t{1}, std::int64_t{0}}) {
+    for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      INFO("n " << n << " dtype " << c10::toString(type));
+      auto x = torch::randn({n}, torch::kCUDA).to(type);
+      const auto sum = fused_square_sum(x);
+      CHECK(sum.scalar_type() == torch::kDouble);
+      CHECK(sum.dim() == 0);
+      const double reference = x.to(torch::kDouble).pow(2).sum().item<double>();
+      CHECK(std::abs(sum.item<double>() - reference) <= 1e-10 * std::max(1.0, reference));
+      CHECK(fused_square_sum(x).item<double>() == sum.item<double>());
+    }
+  }
 }
