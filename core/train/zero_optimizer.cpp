@@ -50,12 +50,11 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
       initial.read(s.name, lo - s.offset, piece);
     }
     u.master = u.master.to(opt_device_);
+    // On the device the gradient shard exists from a step's first reduction to its update.
     if (options_.offload_param) {
       u.grad = host_tensor(u.shard, torch::kFloat).zero_();
       u.host_weights = host_tensor(u.shard, options_.compute_dtype);
       u.host_weights.copy_(u.master);
-    } else {
-      u.grad = torch::zeros({u.shard}, on_device);
     }
     if (options_.stage == 3) {
       // The parameters become views of the unit's buffer for good; its storage is freed until
@@ -79,10 +78,10 @@ torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtyp
   return torch::empty({n}, torch::TensorOptions().dtype(dtype).pinned_memory(options_.device.is_cuda()));
 }
 
-torch::Tensor zero_optimizer::flat_grads(const unit& u, torch::Tensor flat) const {
+torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
   // One buffer, each gradient converted straight into its place (no fp32 copies to concatenate).
   const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
-  if (!flat.defined()) flat = torch::empty({parts() * u.shard}, on_device);
+  auto flat = torch::empty({parts() * u.shard}, on_device);
   for (const auto& s : u.slots) {
     auto place = flat.narrow(0, s.offset, s.numel);
     const torch::Tensor& g = s.param.grad();
@@ -145,8 +144,9 @@ void zero_optimizer::synchronize() {
   unchecked_.clear();
   in_flight_.clear();  // all waited for below
   for (const auto& w : works) wait_(w);
+  if (!options_.offload_param) return;
   // The gradient shards' copies to the host were queued on the compute stream.
-  if (options_.offload_param && options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
+  if (options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
   for (auto& u : units_) {
     if (u.grad_pending) u.grad.zero_();  // nothing reduced into it this step
     u.grad_pending = false;
@@ -243,10 +243,10 @@ void zero_optimizer::release(std::size_t u) {
 
 void zero_optimizer::zero_grad_shards() {
   for (auto& u : units_) {
-    if (options_.offload_param || alone()) {
+    if (options_.offload_param) {
       u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
     } else {
-      u.grad.zero_();
+      u.grad = torch::Tensor();  // the first reduction becomes it (see add_to_grad)
     }
   }
 }
@@ -256,29 +256,21 @@ void zero_optimizer::reduce_grads(std::size_t index) {
   auto& u = units_.at(index);
   if (u.numel == 0) return;  // nothing trains there (unit 0 of a LoRA model)
   throttle();
-  if (alone()) {  // no collective: the sum over ranks is this rank's gradient
-    if (u.grad_pending) {
-      flat_grads(u, u.grad);  // the step's first micro-batch: converted straight into the shard
-      u.grad_pending = false;
-    } else {
-      u.grad.add_(flat_grads(u));
-    }
-    for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
-    return;
-  }
   auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
-    auto w = group_.all_reduce(flat, comm::reduce_op::sum);
-    track(w);
-    complete(w);
-    u.grad.add_(flat.narrow(0, part() * u.shard, u.shard));
+    if (group_.size() > 1) {  // alone, the sum over ranks is this rank's gradient
+      auto w = group_.all_reduce(flat, comm::reduce_op::sum);
+      track(w);
+      complete(w);
+    }
+    add_to_grad(u, flat.narrow(0, part() * u.shard, u.shard));
   } else {
     auto mine = torch::empty({u.shard}, flat.options());
     auto w = group_.reduce_scatter(flat, mine, comm::reduce_op::sum);
     track(w);
     complete(w);
     if (!options_.offload_param) {
-      u.grad.add_(mine);
+      add_to_grad(u, mine);
     } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
       u.grad.copy_(mine, /*non_blocking=*/true);
       u.grad_pending = false;
@@ -289,14 +281,28 @@ void zero_optimizer::reduce_grads(std::size_t index) {
   for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
 }
 
+void zero_optimizer::add_to_grad(unit& u, const torch::Tensor& part) {
+  if (u.grad.defined()) {
+    u.grad.add_(part);
+  } else {  // the step's first reduction; a part of a bigger buffer is copied so that it can go
+    u.grad = part.numel() == part.storage().nbytes() / part.element_size() ? part : part.clone();
+  }
+}
+
+torch::Tensor zero_optimizer::grad_or_zeros(const unit& u) const {
+  return u.grad.defined() ? u.grad : torch::zeros({u.shard}, u.master.options().device(options_.device));
+}
+
 double zero_optimizer::grad_square_sum() const {
-  if (!units_.empty() && units_.front().grad.device().is_cpu()) {
+  if (options_.offload_param || options_.device.is_cpu()) {  // the gradients are in host memory
     double host = 0;
-    for (const auto& u : units_) host += model::host_square_sum(u.grad);
+    for (const auto& u : units_)
+      if (u.grad.defined()) host += model::host_square_sum(u.grad);
     return host;
   }
   torch::Tensor sum;  // on the device: one host read for all units
   for (const auto& u : units_) {
+    if (!u.grad.defined()) continue;  // nothing reduced into it this step: zero
     auto squares = model::fused_kernels_available(u.grad) ? model::fused_square_sum(u.grad)
                                                           : u.grad.to(torch::kDouble).pow(2).sum();
     sum = sum.defined() ? sum + squares : squares;
@@ -321,7 +327,7 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       const bool copy = options_.stage < 3 && options_.compute_dtype != torch::kFloat;
       auto shard = copy ? torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype))
                         : torch::Tensor();
-      model::fused_adamw_step(u.master, u.grad, u.adam, options, clip_coef, shard);
+      model::fused_adamw_step(u.master, grad_or_zeros(u), u.adam, options, clip_coef, shard);
       if (options_.stage < 3) {
         if (parts() > 1) throttle();
         assign(u, gather_shard(u, copy ? shard : u.master));
@@ -336,9 +342,10 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
         ++u.adam.step;
         continue;
       }
-      if (clip_coef != 1.0) u.grad.mul_(clip_coef);
+      auto grad = grad_or_zeros(u);
+      if (clip_coef != 1.0) grad.mul_(clip_coef);
       masters.push_back(u.master);
-      grads.push_back(u.grad);
+      grads.push_back(grad);
       states.push_back(&u.adam);
     }
     model::adamw_step_many(masters, grads, states, options);
@@ -354,12 +361,16 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       // gradient shard comes to the host first and the new weights go back to the device below
       // (gather_full); with offload_param the pass also writes the compute-dtype copy that the
       // next gathers read.
-      auto grad = u.grad.to(opt_device_);
+      auto grad = (options_.offload_param ? u.grad : grad_or_zeros(u)).to(opt_device_);
       model::adamw_step_host(u.master, grad, u.adam, options, clip_coef,
                              options_.offload_param ? u.host_weights : torch::Tensor());
       if (options_.stage < 3) assign(u, gather_full(u, options_.compute_dtype));
     }
   }
+  // The gradient shards go until the next step's reductions (FSDP2's zero_grad(set_to_none)):
+  // at the peak of a step, the start of its backward, most of them do not exist yet.
+  if (!options_.offload_param)
+    for (auto& u : units_) u.grad = torch::Tensor();
   synchronize();
 }
 

@@ -18,7 +18,9 @@
 // Where a rank's bytes live (S = this rank's elements of all shards, P = the model's parameters):
 //   device, stages 0-2: P compute-dtype weights + S fp32 gradient shard (+ S master and 2S moments
 //     without offload); stage 3: the gathered units in use + S fp32 gradient shard (+ 3S fp32
-//     without offload); stage 3 with offload_param: only the gathered units in use.
+//     without offload); stage 3 with offload_param: only the gathered units in use. A unit's
+//     gradient shard exists from its first reduction in a step to the update, so at a step's
+//     peak (the start of its backward) few of them do.
 //   host: 3S fp32 with offload (master, moments); with offload_param also the S fp32 gradient
 //     shard and an S compute-dtype copy of the master that gathers copy up (both pinned).
 // A unit may be empty (a LoRA model trains nothing outside its layers: unit 0); it takes part in
@@ -144,11 +146,10 @@ class zero_optimizer {
     std::int64_t shard = 0;  // elements per rank's shard (padded)
     torch::Tensor master;    // (shard) fp32, on the optimizer's device
     model::adamw_state adam;  // moments like master
-    torch::Tensor grad;      // (shard) fp32 gradient accumulator, on the compute device
-                             // (pinned host with offload_param)
-    // offload_param or alone(): no gradient reduced into `grad` yet this step (its content is
-    // stale; the first reduction overwrites it, synchronize() zeroes it if none came)
-    bool grad_pending = false;
+    torch::Tensor grad;      // (shard) fp32 gradient accumulator, on the compute device from a
+                             // step's first reduction to its update, undefined between (as
+                             // FSDP2's set_to_none); pinned host with offload_param, for good
+    bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
     // Stage 3: (parts * shard) compute dtype on the device, the slots' parameters are views of
     // it; its storage holds bytes only between gather (or prefetch) and release.
@@ -158,11 +159,12 @@ class zero_optimizer {
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
   // (parts * shard) fp32 on the device: the gradients accumulated in unit u's weights.
-  // Written into `flat` when given (fp32, (parts * shard), on the device).
-  torch::Tensor flat_grads(const unit& u, torch::Tensor flat = {}) const;
-  // One rank with whole gradients (stages 0-1 in a group of one, gradients on the device):
-  // reduce_grads needs no collective, and the step's first one writes the shard without a sum.
-  bool alone() const { return group_.size() == 1 && options_.stage <= 1 && !options_.offload_param; }
+  torch::Tensor flat_grads(const unit& u) const;
+  // Device gradient shards: `part` (shard) becomes u.grad at the step's first reduction (a copy
+  // if it views a bigger buffer), and is added to it after.
+  void add_to_grad(unit& u, const torch::Tensor& part);
+  // u.grad, or zeros where nothing was reduced into it this step.
+  torch::Tensor grad_or_zeros(const unit& u) const;
   // (parts * shard) in dtype on device: every rank's master shard.
   torch::Tensor gather_full(const unit& u, torch::ScalarType dtype);
   // (parts * shard) on the device: every rank's `shard` of unit u (this rank's, on the device);
