@@ -2,6 +2,7 @@
 #include "tools/plan_output.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <vector>
@@ -39,7 +40,7 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
 std::string format_bytes(double bytes) {
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   char buffer[32];
-  if (bytes < gib)
+  if (std::abs(bytes) < gib)
     std::snprintf(buffer, sizeof buffer, "%.1f MiB", bytes / (1024.0 * 1024.0));
   else
     std::snprintf(buffer, sizeof buffer, "%.1f GiB", bytes / gib);

@@ -207,6 +207,14 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   r.activation_bytes = recompute ? (L + 1) * p * d * t + std::max(2 * p * d * t + layer_working + scores, logits)
                                  : L * (layer_working + scores) + p * d * t + logits;
   add("activations", r.activation_bytes, true);
+  // The gradient shard is made by a step's reductions and freed by its update: after the backward
+  // (stages 0-2), or layer by layer as the backward frees each layer's activations (stage 3, stage
+  // 2 recomputing). It and the activations are never alive whole at once; the peak holds the
+  // larger of the two.
+  if (!offload_param) {
+    const double overlap = std::min(4 * shard, r.activation_bytes);
+    if (overlap > 0) r.items.push_back({"gradient shard and activations not alive at once", -overlap, gpu});
+  }
   if (gpu) add("CUDA context and allocator", cuda_context_bytes, true);
 
   for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
@@ -236,7 +244,7 @@ double usable_gpu_bytes(double limit_bytes, double node_gpu_bytes) {
 
 std::string format_memory(double bytes) {
   char buffer[32];
-  if (bytes < gib)
+  if (std::abs(bytes) < gib)
     std::snprintf(buffer, sizeof buffer, "%.1f MiB", bytes / (1024.0 * 1024.0));
   else
     std::snprintf(buffer, sizeof buffer, "%.1f GiB", bytes / gib);

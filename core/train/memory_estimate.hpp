@@ -96,7 +96,7 @@ model_shape read_model_shape(const config::model_spec& model);
 // One entry of a rank's memory: what it is, bytes, and where it lives.
 struct memory_item {
   std::string name;  // e.g. "fp32 master shard"
-  double bytes = 0;
+  double bytes = 0;        // negative for two items never alive at once (their overlap)
   bool on_device = false;  // GPU memory; host RAM otherwise
 };
 

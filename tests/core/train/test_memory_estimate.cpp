@@ -1,6 +1,8 @@
 // Per-rank memory plans: the parameter layout read from config.json matches the decoder's, every
 // ZeRO stage / precision / offload combination puts each item where the engine keeps it (numbers
 // computed by hand for a small Llama), and a 7B model fits 24 GiB GPUs only with both offloads.
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "core/model/decoder.hpp"
@@ -97,7 +99,9 @@ TEST_CASE("stage 0 keeps everything whole on the GPU", "[core][train][memory]") 
   // 16 tokens: 2 layers · 16·(4·(9·16 + 4·32) + 16·16) + embedding 4·16·16 + logits 16·100·12.
   const double activations = 2 * 16 * (4 * (9 * 16 + 4 * 32) + 16 * 16) + 4 * 16 * 16 + 16 * 100 * 12;
   CHECK(e.per_rank.activation_bytes == activations);
-  CHECK(e.per_rank.device_bytes == 24 * 8400 + 4 * 3216 + activations + core::train::cuda_context_bytes);
+  // The gradient shard (4 · 8400) is made after the backward has freed the activations.
+  CHECK(item(e, "gradient shard and activations not alive at once", true) == -4 * 8400);
+  CHECK(e.per_rank.device_bytes == 20 * 8400 + 4 * 3216 + activations + core::train::cuda_context_bytes);
   CHECK(item(e, "checkpoint host copy", false) == 12 * 8400);
   CHECK(e.per_rank.steady_host_bytes == 12 * 8400);
   CHECK(e.per_rank.load_peak_host_bytes == 4 * 8400 + 4 * 1600);
@@ -174,6 +178,30 @@ TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every
         2 * (3216 + 2 * 2592) + 2 * (3216 + 2592) + 4 * 3216 + 4 * 804 + activations +
             core::train::cuda_context_bytes);
   CHECK(param.setting == "ZeRO-3, bf16, offload_optimizer and offload_param cpu");
+}
+
+TEST_CASE("the peak holds the larger of the gradient shard and the activations, never both",
+          "[core][train][memory]") {
+  const auto shape = core::train::shape_of(small_llama());
+  const auto overlap = [](const core::train::memory_estimate& e) {
+    return item(e, "gradient shard and activations not alive at once", true);
+  };
+  // Activations (tens of KiB for 16 tokens) outweigh the 4-rank stage-3 gradient shard.
+  const auto s3 = estimate_memory(job(true, 3, 4, bf16), shape);
+  CHECK(overlap(s3) == -4 * 2100);
+  // One token: the shard outweighs the activations, which are then what is not counted twice.
+  auto spec = job(true, 0, 4, fp32);
+  spec.train.seq_len = 1;
+  spec.train.micro_batch_size = 1;
+  const auto tiny = estimate_memory(spec, shape);
+  CHECK(tiny.per_rank.activation_bytes < 4 * 8400);
+  CHECK(overlap(tiny) == -tiny.per_rank.activation_bytes);
+  // With offload_param the gradient shard lives in host RAM for good: nothing overlaps.
+  spec = job(true, 3, 4, bf16);
+  spec.zero.offload_param = cpu;
+  const auto param = estimate_memory(spec, shape);
+  CHECK(std::none_of(param.per_rank.items.begin(), param.per_rank.items.end(),
+                     [](const auto& i) { return i.bytes < 0; }));
 }
 
 TEST_CASE("a CPU job keeps everything in host RAM and counts the attention scores",
