@@ -46,9 +46,11 @@ model_shape shape_of(const model::model_config& c) {
   s.hidden_size = d;
   s.num_layers = c.num_layers;
   s.num_heads = c.num_heads;
+  s.kv_hidden = kv_out;
   s.vocab_size = c.vocab_size;
   s.intermediate_size = ffn;
   s.gated_mlp = c.gated_mlp;
+  s.fused_path = true;
   s.outer_parameters = outer;
   s.layer_parameters = layer;
   s.parameters = outer + c.num_layers * layer;
@@ -196,11 +198,19 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
 
   const double t = static_cast<double>(spec.train.micro_batch_size) * spec.train.seq_len;
   const double d = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
-  const double layer_working = t * (p * (9 * d + (m.gated_mlp ? 4 : 2) * m.intermediate_size) + 16 * d);
+  const double V = static_cast<double>(m.vocab_size), ffn = static_cast<double>(m.intermediate_size);
+  const bool fused = gpu && m.fused_path && spec.train.path != config::compute_path::plain;
+  const double kv = static_cast<double>(m.kv_hidden > 0 ? m.kv_hidden : m.hidden_size);
+  const double layer_working = fused ? t * (p * (7 * d + 2 * kv + (m.gated_mlp ? 3 : 2) * ffn) + 8)
+                                     : t * (p * (9 * d + (m.gated_mlp ? 4 : 2) * ffn) + 16 * d);
   const double scores = gpu ? 0
                             : static_cast<double>(spec.train.micro_batch_size) * m.num_heads *
                                   spec.train.seq_len * spec.train.seq_len * (4 + p);
-  const double logits = t * static_cast<double>(m.vocab_size) * (p + 4 + 4);
+  const double chunk = spec.train.loss_chunk_tokens > 0
+                           ? std::min(t, static_cast<double>(spec.train.loss_chunk_tokens))
+                           : t;
+  const double padded_v = std::ceil(V / 64) * 64;  // the fused path's LM head pads the vocabulary
+  const double logits = fused ? 2 * chunk * padded_v * p + 4 * padded_v * d : t * V * (p + 4 + 4);
   // Recomputing, the layer inputs stay for the whole backward; the head's logits and one layer's
   // recomputation are never alive at once. Otherwise every layer's working set is saved until the
   // loss has been computed from the logits.

@@ -33,6 +33,17 @@
 //     temporaries). The logits are t·V·(p + 4 + 4): the compute-dtype logits, their fp32 copy
 //     for the loss and its fp32 gradient. On the GPU attention is fused (at::scaled_dot_product_
 //     attention: no T² term); on CPUs the explicit path keeps B·H·T²·(4 + p) per layer saved.
+//     The fused compute path (a decoder on a GPU, train.compute_path automatic or fused) keeps
+//     less: per token of a layer, in the compute dtype, the two norms' inputs and outputs (4·d),
+//     the fused q/k/v projection (d + 2·kv, kv = the key/value heads' width) that attention
+//     saves, attention's output and its copy for the o projection (2·d), and the MLP's saved
+//     tensors (3·ffn gated: gate/up and the product; 2·ffn otherwise), plus 8 bytes of norm
+//     statistics: t·(p·(7·d + 2·kv + k'·ffn) + 8). Its loss is chunked over
+//     train.loss_chunk_tokens positions (c): a chunk's logits over the vocabulary padded to a
+//     multiple of 64 and as much again for what its GEMMs and loss hold beside (2·c·V'·p, a
+//     margin fitted to the measured peaks), and the head's fp32 weight gradient (4·V'·d),
+//     instead of the whole batch's logits. Against the allocator's peaks
+//     measured on H200s (BENCHMARKS.md) the plan lies 1-11% above.
 //   - cuda_context_bytes on the GPU of every GPU process.
 // With model.lora only the adapters train: every item above counts them (n = L·A, U0 = 0, UL = A,
 // A the adapters of one layer), and the frozen base is one more device item, the whole model in
@@ -68,6 +79,7 @@ struct model_shape {
   std::int64_t hidden_size = 0;
   std::int64_t num_layers = 0;
   std::int64_t num_heads = 0;
+  std::int64_t kv_hidden = 0;  // key/value heads × head dim (hidden_size without grouped heads)
   std::int64_t vocab_size = 0;
   std::int64_t intermediate_size = 0;
   bool gated_mlp = false;
@@ -78,6 +90,7 @@ struct model_shape {
   std::int64_t lora_layer_parameters = 0;
   // The largest of units 1..L (a T5's decoder block); 0: every layer has layer_parameters.
   std::int64_t largest_layer_parameters = 0;
+  bool fused_path = false;  // runs train.compute_path's fused path on GPUs (decoders; not T5)
 };
 
 model_shape shape_of(const model::model_config& config);
