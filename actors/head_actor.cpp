@@ -625,7 +625,8 @@ caf::behavior head_actor(head_ptr self, head_options options) {
     // Linked as the writer; it renews the lease every third of its ttl (lease_renewal).
     auto keeper = self->spawn<caf::detached + caf::linked>(lease_keeper, self->state.options.store,
                                                            caf::actor_cast<caf::actor>(self),
-                                                           self->state.options.epoch, self->state.options.lease_ttl);
+                                                           self->state.options.epoch, self->state.options.lease_ttl,
+                                                           self->state.options.fence);
     self->attach_functor([keeper] { caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown); });
     self->state.lease_keeper = keeper;
   }

@@ -27,6 +27,8 @@ namespace cohort::actors {
 constexpr std::size_t max_log_lines_per_job = 10000;
 
 // What a head persists to and how long it waits for trainers after a restart.
+struct lease_fence;  // store_writer.hpp
+
 struct head_options {
   std::shared_ptr<core::store::cluster_store> store;  // null: nothing persists (embedded)
   std::int64_t epoch = 0;                             // the lease epoch every write carries
@@ -35,6 +37,9 @@ struct head_options {
   // Canonical --storage-root directories: a job naming a path outside every one of them is
   // refused at submit (config/storage_roots.hpp). Empty: no restriction.
   std::vector<std::filesystem::path> storage_roots;
+  // Shared with the lease keeper: whoever gives the lease back does it under this (see
+  // store_writer.hpp). Null: nobody gives it back but by expiry.
+  std::shared_ptr<lease_fence> fence;
 };
 
 struct head_actor_state {

@@ -37,7 +37,8 @@ typename Inspector::result_type inspect(Inspector& f, renew_now&) {
 
 caf::behavior lease_keeper(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like, caf::actor head,
-                           std::int64_t epoch, std::chrono::milliseconds ttl) {
+                           std::int64_t epoch, std::chrono::milliseconds ttl,
+                           std::shared_ptr<lease_fence> fence) {
   auto store = std::make_shared<core::store::cluster_store>(like->dir(), like->options(), like->clock());
   auto address = std::make_shared<std::optional<std::string>>();  // once published, every renewal names it
   const auto renew = [=] {
@@ -45,6 +46,12 @@ caf::behavior lease_keeper(caf::event_based_actor* self,
     out.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now().time_since_epoch())
                          .count();
+    std::unique_lock<std::mutex> fenced;
+    if (fence) fenced = std::unique_lock<std::mutex>(fence->mutex);
+    if (fence && fence->released) {  // given back: not renewed, this head no longer leads
+      self->send(head, out);
+      return;
+    }
     try {
       out.renewed = (*address ? store->lease().renew(epoch, ttl, **address) : store->lease().renew(epoch, ttl))
                         .has_value();

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -123,15 +124,27 @@ typename Inspector::result_type inspect(Inspector& f, store_write_result& x) {
 caf::behavior store_writer(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like);
 
+// Shared by the lease keeper and whoever gives the lease back (cluster-head when it cannot serve):
+// a renewal and the release run one at a time under `mutex`, and none runs once `released` is
+// set. Without it a renewal that read the record before the release could write it after, and
+// the lease given back would be held again until its ttl ran out.
+struct lease_fence {
+  std::mutex mutex;
+  bool released = false;  // under mutex
+};
+
 // The lease keeper: a detached actor of its own (spawned linked by the head, beside the writer)
 // that renews the leader lease of `epoch` every third of `ttl`, on a store opened like `like`,
 // and tells `head` each outcome (lease_renewal). The renewal's write never waits in the head's
 // handlers, nor behind the writer's queue of job writes. It is the record's only writer while the
 // head leads: publish_address (forwarded by the head) renews at once naming the new address, and
 // every renewal after names it too.
+// `fence` (may be null) is shared with the code that gives the lease back; once it is given back
+// every renewal reports renewed = false without writing.
 caf::behavior lease_keeper(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like, caf::actor head,
-                           std::int64_t epoch, std::chrono::milliseconds ttl);
+                           std::int64_t epoch, std::chrono::milliseconds ttl,
+                           std::shared_ptr<lease_fence> fence);
 
 // The JSON object a worker output line is stored as: its JSON view (net/json_inspector.hpp), read
 // back by read_job_logs and restored from by log_sequence.

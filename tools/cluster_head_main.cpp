@@ -20,6 +20,7 @@
 
 #include "actors/gateways.hpp"
 #include "actors/head_actor.hpp"
+#include "actors/store_writer.hpp"
 #include "actors/scheduler_config.hpp"
 #include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"
@@ -179,6 +180,7 @@ int main(int argc, char** argv) {
     head_opts.lease_ttl = lease_ttl;
     head_opts.adoption_grace = liveness.node_timeout * 2;
     head_opts.storage_roots = storage_roots;
+    head_opts.fence = std::make_shared<actors::lease_fence>();
     auto head = sys.spawn(actors::head_actor, head_opts);
     std::uint16_t port = 0;
     caf::actor gateway;
@@ -194,7 +196,12 @@ int main(int argc, char** argv) {
         caf::anon_send_exit(head, caf::exit_reason::kill);
         self->receive([](caf::down_msg&) {});
       }
-      const bool released = store->lease().release(lease->epoch);
+      bool released = false;
+      {  // the keeper may still be renewing: no renewal after this release
+        std::lock_guard<std::mutex> fenced(head_opts.fence->mutex);
+        head_opts.fence->released = true;
+        released = store->lease().release(lease->epoch);
+      }
       std::cerr << "cluster-head: cannot serve on " << address << ": " << e.what() << "; "
                 << (released ? "gave the leader lease (epoch " + std::to_string(lease->epoch) +
                                    ") back"

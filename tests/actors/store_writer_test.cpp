@@ -168,7 +168,7 @@ TEST_CASE("the lease keeper renews the head's lease and says so, and says when a
   caf::scoped_actor head{f.sys};
   // A short ttl: a renewal every 100 ms of real time, on the fixture's clock (which stands still).
   auto keeper = f.sys.spawn<caf::detached>(actors::lease_keeper, f.head_store,
-                                           caf::actor_cast<caf::actor>(head), f.epoch, 300ms);
+                                           caf::actor_cast<caf::actor>(head), f.epoch, 300ms, nullptr);
   actors::lease_renewal first;
   head->receive([&](actors::lease_renewal& r) { first = r; },
                 caf::after(std::chrono::seconds(60)) >> [] { FAIL("no renewal within 60 s"); });
@@ -190,5 +190,36 @@ TEST_CASE("the lease keeper renews the head's lease and says so, and says when a
         caf::after(std::chrono::seconds(60)) >> [] { FAIL("no renewal within 60 s"); });
   }
   CHECK(standby.lease().current()->head_id == "head-b");
+  caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a lease given back under the keeper's fence is never renewed again", "[actors][store]") {
+  writer_fixture f;
+  caf::scoped_actor head{f.sys};
+  auto fence = std::make_shared<actors::lease_fence>();
+  auto keeper = f.sys.spawn<caf::detached>(actors::lease_keeper, f.head_store,
+                                           caf::actor_cast<caf::actor>(head), f.epoch, 300ms, fence);
+  head->receive([&](actors::lease_renewal& r) { CHECK(r.renewed); },
+                caf::after(std::chrono::seconds(60)) >> [] { FAIL("no renewal within 60 s"); });
+  {  // as cluster-head gives it back when it cannot serve
+    std::lock_guard<std::mutex> fenced(fence->mutex);
+    fence->released = true;
+    REQUIRE(f.head_store->lease().release(f.epoch));
+  }
+  // Renewals that started before the release may still report; the first after it says not
+  // renewed, and the record stays given back.
+  bool refused = false;
+  while (!refused) {
+    head->receive([&](actors::lease_renewal& r) { refused = !r.renewed; },
+                  caf::after(std::chrono::seconds(60)) >> [] { FAIL("no renewal within 60 s"); });
+  }
+  // One more tick, forced: still nothing written.
+  caf::anon_send(keeper, actors::publish_address{"elsewhere:1"});
+  head->receive([&](actors::lease_renewal& r) { CHECK_FALSE(r.renewed); },
+                caf::after(std::chrono::seconds(60)) >> [] { FAIL("no renewal within 60 s"); });
+  const auto record = f.head_store->lease().current();
+  REQUIRE(record);
+  CHECK(record->expired_at(*f.now));
+  CHECK(record->address != "elsewhere:1");
   caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown);
 }
