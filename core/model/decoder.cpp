@@ -148,6 +148,24 @@ const char* compute_path_name(compute_path path) {
   return "automatic";
 }
 
+torch::Tensor stacked_rows(const std::vector<torch::Tensor>& weights) {
+  const auto& first = weights.at(0);
+  bool adjacent = first.dim() == 2 && first.is_contiguous();
+  std::int64_t rows = first.dim() == 2 ? first.size(0) : 0;
+  for (std::size_t i = 1; adjacent && i < weights.size(); ++i) {
+    const auto& w = weights[i];
+    const auto& before = weights[i - 1];
+    adjacent = w.dim() == 2 && w.is_contiguous() && w.scalar_type() == first.scalar_type() &&
+               w.size(1) == first.size(1) && w.device() == first.device() &&
+               w.storage().is_alias_of(first.storage()) &&
+               w.storage_offset() == before.storage_offset() + before.numel();
+    rows += w.size(0);
+  }
+  if (!adjacent) return torch::cat(weights, 0);
+  torch::NoGradGuard no_grad;  // a view for the GEMMs of concat_linear, which make the gradients
+  return first.detach().as_strided({rows, first.size(1)}, {first.size(1), 1}, first.storage_offset());
+}
+
 compute_path parse_compute_path(const std::string& name, const std::string& field) {
   for (auto p : {compute_path::automatic, compute_path::plain, compute_path::fused}) {
     if (name == compute_path_name(p)) return p;
@@ -169,7 +187,7 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     keep.insert(keep.end(), weights.begin(), weights.end());
     ctx->save_for_backward(keep);
     ctx->saved_data["biased"] = !biases.empty();
-    return torch::linear(x, torch::cat(weights, 0),
+    return torch::linear(x, stacked_rows(weights.vec()),
                          biases.empty() ? torch::Tensor() : torch::cat(biases, 0));
   }
 
@@ -184,7 +202,7 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     for (const auto& w : weights) rows.push_back(w.size(0));
     const auto& g = grads[0];  // (..., sum out_i)
     torch::autograd::variable_list out(1 + n + (biased ? n : 0));
-    if (ctx->needs_input_grad(0)) out[0] = g.matmul(torch::cat(weights, 0));  // (..., in)
+    if (ctx->needs_input_grad(0)) out[0] = g.matmul(stacked_rows(weights));  // (..., in)
     const auto g2 = g.reshape({-1, g.size(-1)});
     bool any_weight = false;
     for (std::size_t i = 0; i < n; ++i) any_weight = any_weight || ctx->needs_input_grad(1 + i);

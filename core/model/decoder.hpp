@@ -299,6 +299,13 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
 torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                             const std::vector<torch::Tensor>& biases);
 
+// The rows of `weights` (each (rows_i, cols), one dtype and cols) stacked: (sum rows_i, cols). A
+// view without a copy when each lies right after the one before in one storage, contiguous (as
+// ZeRO-3's unit buffer keeps a layer's q, k, v and its gate, up: concat_linear then reads the
+// weights in place); torch::cat otherwise. Not differentiable itself (concat_linear's own
+// backward uses it).
+torch::Tensor stacked_rows(const std::vector<torch::Tensor>& weights);
+
 // The summed cross-entropy of logits x W^T + b (fp32 log-softmax) against targets, for
 // `chunk_rows` rows of x at a time: a chunk's logits are computed in x's dtype (bf16 in mixed
 // precision) and their log-softmax in fp32, and no more than one chunk's logits exist at once.

@@ -433,3 +433,43 @@ TEST_CASE("a model can be built on the meta device to count parameters", "[core]
   // llama tied: embed 40*16, per layer 2 norms + q(16x16) k,v(8x16) o(16x16) + 3 mlp (24x16), final norm
   CHECK(real->parameter_count() == 40 * 16 + 2 * (2 * 16 + 256 + 2 * 128 + 256 + 3 * 384) + 16);
 }
+
+TEST_CASE("weights that lie one after another in one buffer are stacked in place, others copied, "
+          "and concat_linear gives the same either way",
+          "[core][model]") {
+  torch::manual_seed(3);
+  // q (4, 3), k (2, 3), v (2, 3) as views of one buffer, in that order (as a ZeRO-3 unit keeps them).
+  auto buffer = torch::randn({5 + 24});
+  auto q = buffer.narrow(0, 5, 12).view({4, 3}).requires_grad_(false);
+  auto k = buffer.narrow(0, 17, 6).view({2, 3});
+  auto v = buffer.narrow(0, 23, 6).view({2, 3});
+  const auto in_place = stacked_rows({q, k, v});
+  CHECK(in_place.sizes() == torch::IntArrayRef({8, 3}));
+  CHECK(in_place.data_ptr() == q.data_ptr());  // no copy
+  CHECK(torch::equal(in_place, torch::cat({q, k, v}, 0)));
+  // Out of order, or separate tensors: a copy with the same values.
+  const auto swapped = stacked_rows({k, q, v});
+  CHECK(swapped.data_ptr() != k.data_ptr());
+  CHECK(torch::equal(swapped, torch::cat({k, q, v}, 0)));
+  const auto apart = stacked_rows({q.clone(), k.clone(), v.clone()});
+  CHECK(torch::equal(apart, in_place));
+
+  // The same outputs and gradients from adjacent views and from separate leaves.
+  auto leaf = buffer.clone().requires_grad_(true);
+  const std::vector<torch::Tensor> views = {leaf.narrow(0, 5, 12).view({4, 3}),
+                                            leaf.narrow(0, 17, 6).view({2, 3}),
+                                            leaf.narrow(0, 23, 6).view({2, 3})};
+  std::vector<torch::Tensor> separate;
+  for (const auto& w : {q, k, v}) separate.push_back(w.clone().requires_grad_(true));
+  auto x1 = torch::randn({2, 5, 3}, torch::requires_grad());
+  auto x2 = x1.detach().clone().requires_grad_(true);
+  auto y1 = concat_linear(x1, views, {});
+  auto y2 = concat_linear(x2, separate, {});
+  CHECK(torch::allclose(y1, y2));
+  const auto g = torch::randn_like(y1);
+  y1.backward(g);
+  y2.backward(g);
+  CHECK(torch::allclose(x1.grad(), x2.grad()));
+  CHECK(torch::allclose(leaf.grad().narrow(0, 5, 12).view({4, 3}), separate[0].grad()));
+  CHECK(torch::allclose(leaf.grad().narrow(0, 23, 6).view({2, 3}), separate[2].grad()));
+}
