@@ -56,18 +56,17 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
       u.host_weights = host_tensor(u.shard, options_.compute_dtype);
       u.host_weights.copy_(u.master);
     }
+    // The parameters become views of the unit's buffer for good (a layer's weights lie one after
+    // another: the fused q/k/v and gate/up GEMMs read them in place). Stage 3 frees its storage
+    // until the first gather; stages 0-2 fill it now and after each update.
+    u.full = torch::empty({parts() * u.shard}, on_device.dtype(options_.compute_dtype));
+    for (auto& s : u.slots) s.param.set_data(u.full.narrow(0, s.offset, s.numel).view(s.shape));
     if (options_.stage == 3) {
-      // The parameters become views of the unit's buffer for good; its storage is freed until
-      // the first gather.
-      u.full = torch::empty({parts() * u.shard}, on_device.dtype(options_.compute_dtype));
-      for (auto& s : u.slots) s.param.set_data(u.full.narrow(0, s.offset, s.numel).view(s.shape));
       u.gathered = true;
       gathered_bytes_ += static_cast<std::int64_t>(u.full.storage().nbytes());
       release(i);
     } else {
-      for (auto& s : u.slots)
-        s.param.set_data(torch::empty(s.shape, on_device.dtype(options_.compute_dtype)));
-      assign(u, gather_full(u, options_.compute_dtype));
+      fill_full(u, device_shard(u, options_.compute_dtype));
     }
   }
   synchronize();
@@ -105,10 +104,7 @@ torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtyp
 
 torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
   if (parts() > 1 && u.numel > 0) throttle();
-  return gather_shard(u, device_shard(u, dtype));
-}
-
-torch::Tensor zero_optimizer::gather_shard(const unit& u, const torch::Tensor& shard) {
+  auto shard = device_shard(u, dtype);
   if (parts() == 1 || u.numel == 0) return shard;  // an empty unit needs no collective
   auto full = torch::empty({parts() * u.shard}, shard.options());
   auto w = group_.all_gather(shard, full);
@@ -153,9 +149,17 @@ void zero_optimizer::synchronize() {
   }
 }
 
-void zero_optimizer::assign(unit& u, const torch::Tensor& full) {
+void zero_optimizer::fill_full(unit& u, const torch::Tensor& shard) {
   torch::NoGradGuard no_grad;
-  for (auto& s : u.slots) s.param.copy_(full.narrow(0, s.offset, s.numel).view(s.shape));
+  if (u.numel == 0) return;
+  if (parts() == 1) {
+    if (shard.data_ptr() != u.full.data_ptr()) u.full.copy_(shard);  // else written in place
+    return;
+  }
+  throttle();
+  auto w = group_.all_gather(shard, u.full);
+  track(w);
+  complete(w);
 }
 
 // The storage of a unit's buffer is swapped for a fresh allocation from its own allocator (the
@@ -324,14 +328,14 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
         ++u.adam.step;
         continue;
       }
+      // Stages 0-2: the updated weights in the compute dtype, written by the update itself; alone
+      // straight into the unit's buffer, else into a shard that the all-gather fills it from.
       const bool copy = options_.stage < 3 && options_.compute_dtype != torch::kFloat;
-      auto shard = copy ? torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype))
-                        : torch::Tensor();
+      auto shard = !copy        ? torch::Tensor()
+                   : parts() == 1 ? u.full
+                                  : torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype));
       model::fused_adamw_step(u.master, grad_or_zeros(u), u.adam, options, clip_coef, shard);
-      if (options_.stage < 3) {
-        if (parts() > 1) throttle();
-        assign(u, gather_shard(u, copy ? shard : u.master));
-      }
+      if (options_.stage < 3) fill_full(u, copy ? shard : u.master);
     }
   } else if (opt_device_.is_cuda()) {
     // Every unit's shard in one fused update.
@@ -350,7 +354,7 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
     }
     model::adamw_step_many(masters, grads, states, options);
     if (options_.stage < 3)
-      for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
+      for (auto& u : units_) fill_full(u, device_shard(u, options_.compute_dtype));
   } else {
     for (auto& u : units_) {
       if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
@@ -364,7 +368,7 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       auto grad = (options_.offload_param ? u.grad : grad_or_zeros(u)).to(opt_device_);
       model::adamw_step_host(u.master, grad, u.adam, options, clip_coef,
                              options_.offload_param ? u.host_weights : torch::Tensor());
-      if (options_.stage < 3) assign(u, gather_full(u, options_.compute_dtype));
+      if (options_.stage < 3) fill_full(u, device_shard(u, options_.compute_dtype));
     }
   }
   // The gradient shards go until the next step's reductions (FSDP2's zero_grad(set_to_none)):
@@ -406,7 +410,7 @@ void zero_optimizer::refresh_weights() {
     release_all();
     return;
   }
-  for (auto& u : units_) assign(u, gather_full(u, options_.compute_dtype));
+  for (auto& u : units_) fill_full(u, device_shard(u, options_.compute_dtype));
   synchronize();
 }
 

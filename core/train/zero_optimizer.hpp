@@ -8,8 +8,11 @@
 // collective without blocking the host; synchronize() checks their outcome. One per rank, used by
 // one thread; holds the model's parameter tensors.
 //
-// Stage 3 (FSDP2's semantics): each unit's parameters are views of one flat compute-dtype buffer
-// of the unit, for the optimizer's whole life. gather() allocates that buffer's storage and fills
+// Each unit's parameters are views of one flat compute-dtype buffer of the unit, for the
+// optimizer's whole life, in hf_parameters() order (a layer's q, k, v and gate, up lie one after
+// another: the fused GEMMs read them in place). Stages 0-2 keep it whole and refill it after each
+// update (the update writes it directly on one part; else an all-gather fills it).
+// Stage 3 (FSDP2's semantics): gather() allocates that buffer's storage and fills
 // it (an all-gather of the shards); release() frees the storage and leaves the tensors. Autograd
 // keeps the parameters (or views of them) that a forward saved for its backward, and those hold
 // no memory while their unit is released: a layer's graph can be kept from its forward to its
@@ -151,8 +154,9 @@ class zero_optimizer {
                              // FSDP2's set_to_none); pinned host with offload_param, for good
     bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
-    // Stage 3: (parts * shard) compute dtype on the device, the slots' parameters are views of
-    // it; its storage holds bytes only between gather (or prefetch) and release.
+    // (parts * shard) compute dtype on the device, the slots' parameters are views of it. Stage 3:
+    // its storage holds bytes only between gather (or prefetch) and release; stages 0-2: always
+    // (the whole weights), refilled after each update.
     torch::Tensor full;
     bool gathered = false;  // stage 3: full holds the unit's weights (or a prefetch fills it)
   };
@@ -167,9 +171,7 @@ class zero_optimizer {
   torch::Tensor grad_or_zeros(const unit& u) const;
   // (parts * shard) in dtype on device: every rank's master shard.
   torch::Tensor gather_full(const unit& u, torch::ScalarType dtype);
-  // (parts * shard) on the device: every rank's `shard` of unit u (this rank's, on the device);
-  // the shard itself on one part.
-  torch::Tensor gather_shard(const unit& u, const torch::Tensor& shard);
+
   // Orders the compute stream after `w` (CUDA) and remembers it for synchronize(); waits on the
   // host elsewhere.
   void complete(const std::shared_ptr<comm::work>& w);
@@ -178,7 +180,10 @@ class zero_optimizer {
     std::shared_ptr<comm::work> work;  // null on one rank (a local copy)
     torch::Tensor shard;  // the collective's input, kept alive until the work completes
   };
-  void assign(unit& u, const torch::Tensor& full);         // stages 0-2: full -> the model's weights
+  // Stages 0-2: unit u's buffer (the model's weights) from every rank's `shard` (this rank's,
+  // compute dtype, on the device): an all-gather into it, a copy on one part (none when `shard`
+  // is the buffer itself).
+  void fill_full(unit& u, const torch::Tensor& shard);
   // Stage 3: allocates unit u's buffer and starts filling it (all-gather, or a copy on one rank).
   pending_gather start_gather(std::size_t u);
   void allocate_full(unit& u);
