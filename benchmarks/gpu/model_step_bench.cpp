@@ -9,7 +9,8 @@
 //                    [--steps 10] [--warmup 3] [--optimizer cohort|fused|kernel] [--grad-clip 1] [--device cuda:0]
 //                    [--profile N] [--compute-path automatic|plain|fused] [--loss-chunk 2048]
 // The step is the engine's: embed, the layers, decoder::head_loss (on the fused path chunked over
-// --loss-chunk positions; 0: one chunk), backward, the optimizer.
+// --loss-chunk positions; 0: one chunk), backward, the optimizer; each layer's weights lie in one
+// buffer, as the engine's ZeRO units keep them.
 // --profile N (libtorch 2.x): after the timed steps, N more steps under the Kineto profiler, then
 // one JSON line per GPU kernel (the 40 longest in total): name, calls and milliseconds per step,
 // share of all kernel time — where the step's time goes, without a profiler UI.
@@ -152,6 +153,27 @@ class mixed_precision_adamw {
   std::vector<model::adamw_state> states_;
 };
 
+// Lays each layer's weights (and those outside the layers) one after another in one buffer, in
+// hf_parameters() order, as the engine's ZeRO units keep them: the fused q/k/v and gate/up GEMMs
+// then read them in place (decoder.hpp's stacked_rows) instead of concatenating them.
+void share_unit_buffers(const std::vector<model::hf_parameter>& params) {
+  torch::NoGradGuard no_grad;
+  std::map<std::int64_t, std::vector<torch::Tensor>> units;
+  for (const auto& p : params) units[p.layer].push_back(p.tensor);
+  for (auto& [layer, tensors] : units) {
+    std::int64_t numel = 0;
+    for (const auto& t : tensors) numel += t.numel();
+    auto buffer = torch::empty({numel}, tensors.front().options());
+    std::int64_t at = 0;
+    for (auto& t : tensors) {
+      auto view = buffer.narrow(0, at, t.numel()).view(t.sizes());
+      view.copy_(t);
+      t.set_data(view);
+      at += t.numel();
+    }
+  }
+}
+
 double peak_gpu_gib(const torch::Device& device) {
 #ifdef COHORT_BENCH_CUDA
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
@@ -218,6 +240,7 @@ int run(const bench_options& o) {
   net->train();
   net->set_compute_path(model::parse_compute_path(o.compute_path, "--compute-path"));
   net->set_loss_chunk_tokens(o.loss_chunk);
+  share_unit_buffers(net->hf_parameters());
   mixed_precision_adamw optimizer(net->hf_parameters(), o.optimizer, o.lr, o.grad_clip);
 
   auto ids = torch::randint(0, config.vocab_size, {o.batch, o.seq},
