@@ -363,7 +363,7 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       }
       // One pass over the shard on the host, clipping included. With offload_optimizer the
       // gradient shard comes to the host first and the new weights go back to the device below
-      // (gather_full); with offload_param the pass also writes the compute-dtype copy that the
+      // (fill_full); with offload_param the pass also writes the compute-dtype copy that the
       // next gathers read.
       auto grad = (options_.offload_param ? u.grad : grad_or_zeros(u)).to(opt_device_);
       model::adamw_step_host(u.master, grad, u.adam, options, clip_coef,
