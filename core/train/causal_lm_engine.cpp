@@ -108,18 +108,8 @@ struct batch_tensors {
 
 }  // namespace
 
-struct causal_lm_engine::impl {
-  config::job_spec spec;
-  comm::process_group& group;
-  const std::atomic<bool>* cancelled;
-  torch::Device device;
+struct causal_lm_engine::impl : engine_state {
   model::decoder net{nullptr};
-  std::shared_ptr<const data::dataset> data;
-  std::shared_ptr<const data::dataset> eval_data;  // data.eval, or null
-  std::unique_ptr<data::batch_loader> loader;
-  std::unique_ptr<zero_optimizer> optimizer;
-  std::int64_t total_steps = 0;
-  std::int64_t steps_done = 0;
   bool recompute = false;     // train.activation_checkpointing
   // Stage 3 without checkpointing: every layer's graph is kept from its forward to its backward
   // while its gathered weights' storage is freed in between (zero_optimizer.hpp).
@@ -127,14 +117,10 @@ struct causal_lm_engine::impl {
   // Stages 2-3 on the layer-by-layer paths reduce-scatter each layer's gradients right after its
   // backward (so a rank never holds all of them); otherwise they are reduced once per step.
   bool layers_reduced_in_backward = false;
-  std::int64_t gathered_peak_bytes = 0;  // of the last step
   bool save_rng = false;
-  bool checkpoint_requested = false;  // by this rank, for the next step
-  bool preempt_requested = false;     // and with it a preemption
-  double peak_flops = 0;  // of `device` (mfu.hpp)
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
-      : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
+      : engine_state(s, g, c) {
     const auto& train = spec.train;
     if (spec.data.train.empty())
       throw std::invalid_argument("data.train: missing; causal_lm needs a directory written by "
@@ -449,10 +435,7 @@ int causal_lm_engine::cuda_device_for(int rank) {
 std::int64_t causal_lm_engine::total_steps() const { return impl_->total_steps; }
 std::int64_t causal_lm_engine::steps_done() const { return impl_->steps_done; }
 std::int64_t causal_lm_engine::parameter_count() const { return impl_->optimizer->parameter_count(); }
-std::int64_t causal_lm_engine::global_batch() const {
-  return std::int64_t{impl_->spec.train.micro_batch_size} * impl_->spec.train.grad_accum *
-         impl_->group.size();
-}
+std::int64_t causal_lm_engine::global_batch() const { return impl_->global_batch(); }
 
 double causal_lm_engine::flops_per_token() const {
   const auto& net = *impl_->net;
@@ -472,19 +455,8 @@ std::int64_t causal_lm_engine::gathered_peak_bytes() const { return impl_->gathe
 step_result causal_lm_engine::train_step() { return impl_->step(); }
 bool causal_lm_engine::has_eval() const { return impl_->eval_data != nullptr; }
 eval_result causal_lm_engine::evaluate() { return impl_->evaluate(); }
-void causal_lm_engine::request_checkpoint(bool preempted) {
-  impl_->checkpoint_requested = true;
-  impl_->preempt_requested = impl_->preempt_requested || preempted;
-}
-
-causal_lm_engine::checkpoint_part causal_lm_engine::checkpoint() {
-  auto& d = *impl_;
-  checkpoint_part part;
-  part.tensors = shard_tensors(*d.optimizer, d.group.rank());
-  part.state = rank_state_of(*d.optimizer, {d.steps_done, d.total_steps, d.loader->step(), d.spec.train.seed, global_batch()},
-                             d.device);
-  return part;
-}
+void causal_lm_engine::request_checkpoint(bool preempted) { impl_->request_checkpoint(preempted); }
+causal_lm_engine::checkpoint_part causal_lm_engine::checkpoint() { return impl_->checkpoint(); }
 
 nlohmann::json causal_lm_engine::checkpoint_extra() const {
   nlohmann::json extra = {{"model_config", model::to_hf_json(impl_->net->config())},
@@ -513,13 +485,9 @@ void causal_lm_engine::restore(const std::string& dir, const ckpt::manifest& m) 
                                   ", this job has " + model::lora_to_json(mine).dump() +
                                   "; r, alpha and target_modules must stay as they were to resume");
   }
-  d.steps_done = restore_engine_state(dir, m, *d.optimizer, d.group.rank(), d.group.size(), global_batch(), d.device);
-  d.loader->seek(d.steps_done);
+  d.restore(dir, m);
 }
 
-std::vector<float> causal_lm_engine::full_weights() {
-  auto w = impl_->optimizer->full_weights().contiguous();
-  return std::vector<float>(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
-}
+std::vector<float> causal_lm_engine::full_weights() { return impl_->full_weights(); }
 
 }  // namespace cohort::core::train

@@ -138,4 +138,34 @@ step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec,
   return r;
 }
 
+engine_state::engine_state(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
+    : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {}
+
+std::int64_t engine_state::global_batch() const {
+  return std::int64_t{spec.train.micro_batch_size} * spec.train.grad_accum * group.size();
+}
+
+void engine_state::request_checkpoint(bool preempted) {
+  checkpoint_requested = true;
+  preempt_requested = preempt_requested || preempted;
+}
+
+causal_lm_engine::checkpoint_part engine_state::checkpoint() {
+  causal_lm_engine::checkpoint_part part;
+  part.tensors = shard_tensors(*optimizer, group.rank());
+  part.state = rank_state_of(*optimizer, {steps_done, total_steps, loader->step(), spec.train.seed, global_batch()},
+                             device);
+  return part;
+}
+
+std::vector<float> engine_state::full_weights() {
+  auto w = optimizer->full_weights().contiguous();
+  return std::vector<float>(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+}
+
+void engine_state::restore(const std::string& dir, const ckpt::manifest& m) {
+  steps_done = restore_engine_state(dir, m, *optimizer, group.rank(), group.size(), global_batch(), device);
+  loader->seek(steps_done);
+}
+
 }  // namespace cohort::core::train

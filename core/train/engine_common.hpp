@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,9 @@
 
 #include "config/job_spec.hpp"
 #include "core/comm/process_group.hpp"
+#include "core/ckpt/manifest.hpp"
 #include "core/data/batch_loader.hpp"
+#include "core/data/dataset.hpp"
 #include "core/data/format.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/zero_optimizer.hpp"
@@ -58,5 +61,35 @@ step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec,
                         const torch::Device& device, const std::atomic<bool>* cancelled, std::int64_t step_index,
                         std::int64_t total_steps, double local_loss, const torch::Tensor& counts,
                         std::vector<std::int64_t> samples, std::chrono::steady_clock::time_point started);
+
+// What an engine's implementation holds whatever its model (causal_lm_engine's and
+// seq2seq_engine's impl derive from it; each adds its model and its own switches), and what the
+// two do alike with it. One per rank, used by the engine's thread.
+struct engine_state {
+  engine_state(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c);
+
+  config::job_spec spec;
+  comm::process_group& group;
+  const std::atomic<bool>* cancelled;
+  torch::Device device;  // compute_device(spec, rank)
+  std::shared_ptr<const data::dataset> data;
+  std::shared_ptr<const data::dataset> eval_data;  // data.eval, or null
+  std::unique_ptr<data::batch_loader> loader;
+  std::unique_ptr<zero_optimizer> optimizer;
+  std::int64_t total_steps = 0;
+  std::int64_t steps_done = 0;
+  std::int64_t gathered_peak_bytes = 0;  // of the last step
+  bool checkpoint_requested = false;     // by this rank, for the next step
+  bool preempt_requested = false;        // and with it a preemption
+  double peak_flops = 0;                 // of `device` (mfu.hpp)
+
+  std::int64_t global_batch() const;  // samples per step
+  void request_checkpoint(bool preempted);
+  // This rank's part of a checkpoint after steps_done steps (engine_checkpoint.hpp).
+  causal_lm_engine::checkpoint_part checkpoint();
+  std::vector<float> full_weights();  // every trained weight in fp32 (a collective)
+  // The optimizer's state, the step count and the loader's position from checkpoint `dir`.
+  void restore(const std::string& dir, const ckpt::manifest& m);
+};
 
 }  // namespace cohort::core::train

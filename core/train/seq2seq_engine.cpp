@@ -96,25 +96,11 @@ class eval_mode {
 
 }  // namespace
 
-struct seq2seq_engine::impl {
-  config::job_spec spec;
-  comm::process_group& group;
-  const std::atomic<bool>* cancelled;
-  torch::Device device;
+struct seq2seq_engine::impl : engine_state {
   model::t5_model net{nullptr};
-  std::shared_ptr<const data::dataset> data;
-  std::shared_ptr<const data::dataset> eval_data;  // data.eval, or null
-  std::unique_ptr<data::batch_loader> loader;
-  std::unique_ptr<zero_optimizer> optimizer;
-  std::int64_t total_steps = 0;
-  std::int64_t steps_done = 0;
-  bool checkpoint_requested = false;
-  bool preempt_requested = false;
-  double peak_flops = 0;
-  std::int64_t gathered_peak_bytes = 0;  // of the last step
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
-      : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {
+      : engine_state(s, g, c) {
     const auto& train = spec.train;
     if (spec.data.train.empty())
       throw std::invalid_argument("data.train: missing; a T5 job needs a seq2seq data set written by "
@@ -332,9 +318,7 @@ seq2seq_engine::~seq2seq_engine() = default;
 std::int64_t seq2seq_engine::total_steps() const { return impl_->total_steps; }
 std::int64_t seq2seq_engine::steps_done() const { return impl_->steps_done; }
 std::int64_t seq2seq_engine::parameter_count() const { return impl_->optimizer->parameter_count(); }
-std::int64_t seq2seq_engine::global_batch() const {
-  return std::int64_t{impl_->spec.train.micro_batch_size} * impl_->spec.train.grad_accum * impl_->group.size();
-}
+std::int64_t seq2seq_engine::global_batch() const { return impl_->global_batch(); }
 
 double seq2seq_engine::flops_per_token() const {
   const auto& c = impl_->net->config();
@@ -348,24 +332,9 @@ step_result seq2seq_engine::train_step() { return impl_->step(); }
 bool seq2seq_engine::has_eval() const { return impl_->eval_data != nullptr; }
 eval_result seq2seq_engine::evaluate() { return impl_->evaluate(); }
 
-void seq2seq_engine::request_checkpoint(bool preempted) {
-  impl_->checkpoint_requested = true;
-  impl_->preempt_requested = impl_->preempt_requested || preempted;
-}
-
-std::vector<float> seq2seq_engine::full_weights() {
-  auto w = impl_->optimizer->full_weights().contiguous();
-  return std::vector<float>(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
-}
-
-causal_lm_engine::checkpoint_part seq2seq_engine::checkpoint() {
-  auto& d = *impl_;
-  causal_lm_engine::checkpoint_part part;
-  part.tensors = shard_tensors(*d.optimizer, d.group.rank());
-  part.state = rank_state_of(*d.optimizer, {d.steps_done, d.total_steps, d.loader->step(), d.spec.train.seed, global_batch()},
-                             d.device);
-  return part;
-}
+void seq2seq_engine::request_checkpoint(bool preempted) { impl_->request_checkpoint(preempted); }
+std::vector<float> seq2seq_engine::full_weights() { return impl_->full_weights(); }
+causal_lm_engine::checkpoint_part seq2seq_engine::checkpoint() { return impl_->checkpoint(); }
 
 nlohmann::json seq2seq_engine::checkpoint_extra() const {
   return {{"model_config", model::to_hf_json(impl_->net->config())},
@@ -376,12 +345,10 @@ nlohmann::json seq2seq_engine::checkpoint_extra() const {
 }
 
 void seq2seq_engine::restore(const std::string& dir, const ckpt::manifest& m) {
-  auto& d = *impl_;
   if (!m.extra.contains("model_config") || !model::is_t5(m.extra["model_config"]))
     throw std::invalid_argument(dir + ": holds a decoder-only model, this job trains a T5 (model.hf_dir); "
                                 "resume with the model it was written with");
-  d.steps_done = restore_engine_state(dir, m, *d.optimizer, d.group.rank(), d.group.size(), global_batch(), d.device);
-  d.loader->seek(d.steps_done);
+  impl_->restore(dir, m);
 }
 
 }  // namespace cohort::core::train

@@ -103,6 +103,18 @@ config::job_spec t5_job(const std::string& data, int stage) {
   return s;
 }
 
+// Runs `spec` into `run_dir` and cancels it at step 3, after the checkpoint of step 2: every rank
+// ends with an error.
+void stop_at_step_3(const config::job_spec& spec, const std::string& run_dir) {
+  std::atomic<bool> cancelled{false};
+  test::run_options o;
+  o.cancelled = &cancelled;
+  o.on_report = [&](const core::train::step_report& r) {
+    if (r.step == 3) cancelled = true;
+  };
+  for (const auto& r : test::run_workload(spec, run_dir, o)) REQUIRE(r.error);
+}
+
 void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
   for (const auto& r : results) REQUIRE(r.error_text() == "");
 }
@@ -264,13 +276,7 @@ TEST_CASE("a T5 job stopped after a checkpoint and resumed ends bitwise equal to
   const auto whole = tmp.path("whole"), resumed = tmp.path("resumed");
   require_ok(test::run_workload(spec, whole));
 
-  std::atomic<bool> cancelled{false};
-  test::run_options o;
-  o.cancelled = &cancelled;
-  o.on_report = [&](const core::train::step_report& r) {
-    if (r.step == 3) cancelled = true;  // after the checkpoint of step 2
-  };
-  for (const auto& r : test::run_workload(spec, resumed, o)) REQUIRE(r.error);
+  stop_at_step_3(spec, resumed);
   const auto again = test::run_workload(spec, resumed);
   require_ok(again);
   CHECK(test::contains_line(again[0].value->log, "resuming after step", "2"));
@@ -290,13 +296,7 @@ TEST_CASE("a T5 job of 2 ranks stopped after a checkpoint resumes on 1 rank with
   const auto whole = tmp.path("whole"), resumed = tmp.path("resumed");
   require_ok(test::run_workload(two, whole));
 
-  std::atomic<bool> cancelled{false};
-  test::run_options o;
-  o.cancelled = &cancelled;
-  o.on_report = [&](const core::train::step_report& r) {
-    if (r.step == 3) cancelled = true;  // after the checkpoint of step 2
-  };
-  for (const auto& r : test::run_workload(two, resumed, o)) REQUIRE(r.error);
+  stop_at_step_3(two, resumed);
   auto one = two;
   one.scaling.num_workers = 1;
   one.train.grad_accum = 4;  // the same 8 samples a step
