@@ -64,8 +64,8 @@ struct bench_options {
 };
 
 // fp32 master copy of every bf16 weight, with its AdamW state; the gradients clipped to norm
-// --grad-clip first (as the baseline and the engine do: the norm read on the host, the engine's
-// way), the bf16 weight refreshed from the master after each update (bf16 compute, fp32 master
+// --grad-clip first (as the baseline and the engine do: the coefficient computed on the device,
+// never read on the host within a step), the bf16 weight refreshed from the master after each update (bf16 compute, fp32 master
 // weights, as the engine does). Kinds:
 //   cohort  core/model's adamw_step per tensor (ATen elementwise ops);
 //   fused   ATen's fused AdamW over all tensors, the bf16 gradients cast to fp32 first and the
@@ -105,17 +105,17 @@ class mixed_precision_adamw {
     std::vector<torch::Tensor> grads;
     grads.reserve(weights_.size());
     for (auto& w : weights_) grads.push_back(w.grad().contiguous());
-    const double coef = grad_clip_ > 0 ? model::clip_coefficient(std::sqrt(square_sum(grads)), grad_clip_) : 1.0;
+    const auto coef = grad_clip_ > 0 ? model::clip_coefficient(square_sum(grads), grad_clip_) : torch::Tensor();
     if (kind_ == "kernel") {
       for (std::size_t i = 0; i < weights_.size(); ++i) {
-        model::fused_adamw_step(masters_[i], grads[i], states_[i], options_, coef, weights_[i]);
+        model::fused_adamw_step(masters_[i], grads[i], states_[i], options_, 1.0, weights_[i], coef);
         weights_[i].mutable_grad() = torch::Tensor();
       }
       return;
     }
     for (auto& g : grads) {
       g = g.to(torch::kFloat);
-      if (coef != 1.0) g.mul_(coef);
+      if (coef.defined()) g.mul_(coef);
     }
     if (kind_ == "fused") {
 #if TORCH_VERSION_MAJOR >= 2
@@ -136,14 +136,12 @@ class mixed_precision_adamw {
   }
 
  private:
-  // The gradients' sum of squares in fp64, read on the host (one wait per step, as the engine).
-  static double square_sum(const std::vector<torch::Tensor>& grads) {
+  // The gradients' sum of squares in fp64, on their device (not read on the host).
+  static torch::Tensor square_sum(const std::vector<torch::Tensor>& grads) {
+    if (model::fused_kernels_available(grads.front())) return model::fused_square_sum(grads);
     std::vector<torch::Tensor> sums;
-    for (const auto& g : grads) {
-      sums.push_back(model::fused_kernels_available(g) ? model::fused_square_sum(g)
-                                                       : g.to(torch::kDouble).pow(2).sum());
-    }
-    return torch::stack(sums).sum().item<double>();
+    for (const auto& g : grads) sums.push_back(g.to(torch::kDouble).pow(2).sum());
+    return torch::stack(sums).sum();
   }
 
   std::string kind_;

@@ -166,6 +166,12 @@ double clip_coefficient(double total_norm, double max_norm) {
   return std::min(1.0, max_norm / (total_norm + 1e-6));
 }
 
+torch::Tensor clip_coefficient(const torch::Tensor& square_sum, double max_norm) {
+  const auto norm = square_sum.to(torch::kDouble).reshape({}).sqrt();
+  const auto coef = torch::full_like(norm, max_norm) / (norm + 1e-6);
+  return torch::where(coef < 1.0, coef, torch::ones_like(coef));  // std::min(1.0, coef)
+}
+
 double clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm) {
   const double total = std::sqrt(grad_square_sum(grads));
   const double coef = clip_coefficient(total, max_norm);

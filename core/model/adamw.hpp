@@ -53,6 +53,10 @@ void adamw_step_many(const std::vector<torch::Tensor>& params, const std::vector
 double grad_square_sum(const std::vector<torch::Tensor>& grads);
 // clip_grad_norm_'s factor: min(1, max_norm / (total_norm + 1e-6)).
 double clip_coefficient(double total_norm, double max_norm);
+// The same of sqrt(square_sum) (one fp64 element) as a 0-dim fp64 tensor on square_sum's device,
+// computed there in double (bit for bit the value above; a NaN norm gives 1 as above): on a GPU
+// the host does not wait for it.
+torch::Tensor clip_coefficient(const torch::Tensor& square_sum, double max_norm);
 // clip_grad_norm_: scales the gradients in place and returns the total L2 norm before clipping.
 double clip_grad_norm(const std::vector<torch::Tensor>& grads, double max_norm);
 

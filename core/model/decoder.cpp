@@ -365,6 +365,10 @@ projection_impl::projection_impl(std::int64_t in, std::int64_t out, bool with_bi
 
 torch::Tensor projection_impl::forward(const torch::Tensor& x) {
   if (!conv1d) return plus(torch::linear(x, like(weight, x), like(bias, x)), lora_delta(x));
+  if (bias.defined() && fused_for(path, x) && fused_kernels_available(x)) {
+    // The bias added by the GEMM itself, its gradient summed by cohort's kernel.
+    return plus(fused_biased_matmul(x, like(weight, x), like(bias, x)), lora_delta(x));
+  }
   if (bias.defined() && fused_for(path, x)) {  // the bias added by the GEMM itself
     auto sizes = x.sizes().vec();
     sizes.back() = weight.size(1);
@@ -390,12 +394,26 @@ norm_impl::norm_impl(const model_config& c, const torch::TensorOptions& options)
   }
 }
 
+bool norm_impl::own_kernel(const torch::Tensor& x) const {
+  return fused_for(path, x) && fused_norm_available(x);
+}
+
 torch::Tensor norm_impl::forward(const torch::Tensor& x) {
+  if (own_kernel(x)) return fused_norm(x, {}, like(weight, x), like(bias, x), kind == norm_kind::layer_norm, eps)[0];
   if (kind == norm_kind::layer_norm) return torch::layer_norm(x, {x.size(-1)}, like(weight, x), like(bias, x), eps);
   if (compat::has_rms_norm && fused_for(path, x)) return compat::rms_norm(x, like(weight, x), eps);
   auto h = x.to(torch::kFloat);
   h = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps);
   return like(weight, x) * h.to(x.scalar_type());
+}
+
+std::pair<torch::Tensor, torch::Tensor> norm_impl::add_forward(const torch::Tensor& x, const torch::Tensor& delta) {
+  if (own_kernel(x) && delta.sizes() == x.sizes() && delta.scalar_type() == x.scalar_type()) {
+    auto out = fused_norm(x, delta, like(weight, x), like(bias, x), kind == norm_kind::layer_norm, eps);
+    return {out[1], out[0]};
+  }
+  auto h = x + delta;
+  return {h, forward(h)};
 }
 
 attention_impl::attention_impl(const model_config& c, std::int64_t layer,
@@ -538,11 +556,12 @@ torch::Tensor decoder_layer_impl::forward(const torch::Tensor& x, const attentio
     return attn->forward(h, ctx) + ffn->forward(h) + x;
   }
   if (!norm_before_) {  // OPT with do_layer_norm_before = false (opt-350m): post-norm
-    auto h = norm1->forward(x + attn->forward(x, ctx));
-    return norm2->forward(h + ffn->forward(h));
+    auto h = norm1->add_forward(x, attn->forward(x, ctx)).second;
+    return norm2->add_forward(h, ffn->forward(h)).second;
   }
-  auto h = x + attn->forward(norm1->forward(x), ctx);
-  return h + ffn->forward(norm2->forward(h));
+  // The attention's residual add and the second norm: one kernel each way on the fused path.
+  auto [h, normed] = norm2->add_forward(x, attn->forward(norm1->forward(x), ctx));
+  return h + ffn->forward(normed);
 }
 
 decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, bool initialize)

@@ -97,15 +97,21 @@ class projection_impl : public torch::nn::Module {
 };
 TORCH_MODULE_IMPL(projection, projection_impl);
 
-// LayerNorm or RMSNorm (RMSNorm normalises in fp32, as transformers does).
+// LayerNorm or RMSNorm (RMSNorm normalises in fp32, as transformers does). The fused path on
+// CUDA runs cohort's own kernels (fused_norm), the residual add included in add_forward.
 class norm_impl : public torch::nn::Module {
  public:
   norm_impl(const model_config& config, const torch::TensorOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C)
+  // {h, norm(h)} with h = x + delta (x's shape and dtype).
+  std::pair<torch::Tensor, torch::Tensor> add_forward(const torch::Tensor& x, const torch::Tensor& delta);
   torch::Tensor weight, bias;  // undefined when not affine / RMSNorm has no bias
   norm_kind kind;
   double eps;
   compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
+
+ private:
+  bool own_kernel(const torch::Tensor& x) const;  // the fused path's kernels take x
 };
 TORCH_MODULE_IMPL(norm, norm_impl);
 

@@ -1,5 +1,6 @@
-// CUDA kernels for the decoder's fused path: rotary embedding, SwiGLU and the LM head's
-// cross-entropy; and the optimizer's AdamW and sum of squares (fused_kernels.hpp).
+// CUDA kernels for the decoder's fused path: rotary embedding, SwiGLU, the norms with their
+// residual add and the LM head's cross-entropy; and the optimizer's AdamW and sum of squares
+// (fused_kernels.hpp).
 #include "core/model/fused_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace cohort::core::model::kernels {
 namespace {
@@ -46,43 +48,73 @@ struct alignas(sizeof(T) * Vec) packed {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// One thread per (row, rotated head, group of Vec pairs (i, i + half) of that head).
+template <typename T, int Vec>
+__device__ __forceinline__ packed<T, Vec> load(const T* p) {
+  return *reinterpret_cast<const packed<T, Vec>*>(p);
+}
+
+template <typename T, int Vec>
+__device__ __forceinline__ void store(T* p, const packed<T, Vec>& v) {
+  *reinterpret_cast<packed<T, Vec>*>(p) = v;
+}
+
+constexpr int rotary_threads = 128;
+
+// One block per row (striding over rows): the row's cos/sin rows go to shared memory once (every
+// head reads them: from L2 they cost four times the row's own traffic), then its threads take the
+// groups of Vec pairs (i, i + half) of the rotated heads, then the groups of Vec columns past them
+// (v), copied. Index math in 32 bits within a row. Dynamic shared memory: 2 head_dim floats.
 template <typename T, int Vec, bool Backward>
-__global__ void rotary_half_kernel(const T* __restrict__ in, T* __restrict__ out,
-                                   const float* __restrict__ cos, const float* __restrict__ sin,
-                                   std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
-                                   std::int64_t head_dim, std::int64_t seq_len) {
-  const std::int64_t half = head_dim / 2;
-  const std::int64_t groups_per_head = half / Vec;
-  const std::int64_t groups_per_row = rot_heads * groups_per_head;
-  const std::int64_t total = rows * groups_per_row;
-  for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       p < total; p += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = p / groups_per_row;
-    const std::int64_t in_row = p - row * groups_per_row;
-    const std::int64_t head = in_row / groups_per_head;
-    const std::int64_t i = (in_row - head * groups_per_head) * Vec;
+__global__ void __launch_bounds__(rotary_threads)
+    rotary_half_kernel(const T* __restrict__ in, T* __restrict__ out, const float* __restrict__ cos,
+                       const float* __restrict__ sin, std::int64_t rows, int cols, int rot_heads,
+                       int head_dim, std::int64_t seq_len) {
+  extern __shared__ float table[];  // cos row, then sin row
+  const int half = head_dim / 2;
+  const int groups_per_head = half / Vec;
+  const int rot_groups = rot_heads * groups_per_head;
+  const int rot_cols = rot_heads * head_dim;
+  const int copy_groups = (cols - rot_cols) / Vec;
+  const float* c_row = table;
+  const float* s_row = table + head_dim;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* x = in + row * cols;
+    T* y = out + row * cols;
     const std::int64_t t = row % seq_len;
-    const std::int64_t lo = row * cols + head * head_dim + i, hi = lo + half;
-    const auto a = *reinterpret_cast<const packed<T, Vec>*>(in + lo);
-    const auto b = *reinterpret_cast<const packed<T, Vec>*>(in + hi);
-    const float* c = cos + t * head_dim + i;
-    const float* s = sin + t * head_dim + i;
-    packed<T, Vec> y_lo, y_hi;
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) {
-      const float x_lo = to_float(a.v[k]), x_hi = to_float(b.v[k]);
-      const float c_lo = c[k], c_hi = c[k + half], s_lo = s[k], s_hi = s[k + half];
-      if (Backward) {
-        y_lo.v[k] = from_float<T>(x_lo * c_lo + x_hi * s_hi);
-        y_hi.v[k] = from_float<T>(x_hi * c_hi - x_lo * s_lo);
-      } else {
-        y_lo.v[k] = from_float<T>(x_lo * c_lo - x_hi * s_lo);
-        y_hi.v[k] = from_float<T>(x_hi * c_hi + x_lo * s_hi);
-      }
+    __syncthreads();  // the previous row's readers are done with the table
+    for (int i = threadIdx.x; i < head_dim; i += rotary_threads) {
+      table[i] = cos[t * head_dim + i];
+      table[head_dim + i] = sin[t * head_dim + i];
     }
-    *reinterpret_cast<packed<T, Vec>*>(out + lo) = y_lo;
-    *reinterpret_cast<packed<T, Vec>*>(out + hi) = y_hi;
+    __syncthreads();
+    for (int g = threadIdx.x; g < rot_groups; g += rotary_threads) {
+      const int head = g / groups_per_head;
+      const int i = (g - head * groups_per_head) * Vec;
+      const int lo = head * head_dim + i, hi = lo + half;
+      const auto a = load<T, Vec>(x + lo);
+      const auto b = load<T, Vec>(x + hi);
+      const float* c = c_row + i;
+      const float* sn = s_row + i;
+      packed<T, Vec> y_lo, y_hi;
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) {
+        const float x_lo = to_float(a.v[k]), x_hi = to_float(b.v[k]);
+        const float c_lo = c[k], c_hi = c[k + half], s_lo = sn[k], s_hi = sn[k + half];
+        if (Backward) {
+          y_lo.v[k] = from_float<T>(x_lo * c_lo + x_hi * s_hi);
+          y_hi.v[k] = from_float<T>(x_hi * c_hi - x_lo * s_lo);
+        } else {
+          y_lo.v[k] = from_float<T>(x_lo * c_lo - x_hi * s_lo);
+          y_hi.v[k] = from_float<T>(x_hi * c_hi + x_lo * s_hi);
+        }
+      }
+      store<T, Vec>(y + lo, y_lo);
+      store<T, Vec>(y + hi, y_hi);
+    }
+    for (int g = threadIdx.x; g < copy_groups; g += rotary_threads) {
+      const int at = rot_cols + g * Vec;
+      store<T, Vec>(y + at, load<T, Vec>(x + at));
+    }
   }
 }
 
@@ -90,13 +122,14 @@ template <typename T, int Vec>
 void launch_rotary_kernel(direction dir, const T* x, T* y, const float* cos, const float* sin,
                           std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
                           std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
-  const std::int64_t items = rows * rot_heads * (head_dim / 2 / Vec);
+  constexpr std::int64_t most_blocks = 1 << 20;
+  const unsigned int blocks = static_cast<unsigned int>(rows < most_blocks ? rows : most_blocks);
+  const int c = static_cast<int>(cols), h = static_cast<int>(rot_heads), d = static_cast<int>(head_dim);
+  const std::size_t shared = 2 * static_cast<std::size_t>(head_dim) * sizeof(float);
   if (dir == direction::backward) {
-    rotary_half_kernel<T, Vec, true><<<blocks_for(items), threads_per_block, 0, stream>>>(
-        x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
+    rotary_half_kernel<T, Vec, true><<<blocks, rotary_threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
   } else {
-    rotary_half_kernel<T, Vec, false><<<blocks_for(items), threads_per_block, 0, stream>>>(
-        x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len);
+    rotary_half_kernel<T, Vec, false><<<blocks, rotary_threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
   }
 }
 
@@ -108,22 +141,16 @@ int launch_rotary(direction dir, const void* in, void* out, const float* cos, co
   const std::int64_t rot_heads = rot_cols / head_dim;
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
-  if (rows * rot_heads > 0) {
-    // 16-byte accesses when every group of vec pairs starts 16-byte aligned.
-    if ((head_dim / 2) % vec == 0 && cols % vec == 0 && aligned16(x) && aligned16(y)) {
-      launch_rotary_kernel<T, vec>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
-    } else {
-      launch_rotary_kernel<T, 1>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
-    }
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return static_cast<int>(e);
+  if (rows == 0 || cols == 0) return 0;
+  // 32-bit index math in a row; the cos/sin rows in the default 48 KiB of shared memory.
+  if (cols > 2147483647LL || head_dim > 4096) return static_cast<int>(cudaErrorInvalidValue);
+  // 16-byte accesses when every group of vec pairs and every v group start 16-byte aligned.
+  if ((head_dim / 2) % vec == 0 && cols % vec == 0 && aligned16(x) && aligned16(y)) {
+    launch_rotary_kernel<T, vec>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
+  } else {
+    launch_rotary_kernel<T, 1>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
   }
-  if (rot_cols < cols && rows > 0) {  // the columns rotary leaves alone (v)
-    const std::size_t pitch = static_cast<std::size_t>(cols) * sizeof(T);
-    return static_cast<int>(cudaMemcpy2DAsync(
-        y + rot_cols, pitch, x + rot_cols, pitch, static_cast<std::size_t>(cols - rot_cols) * sizeof(T),
-        static_cast<std::size_t>(rows), cudaMemcpyDeviceToDevice, stream));
-  }
-  return 0;
+  return static_cast<int>(cudaGetLastError());
 }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
@@ -322,22 +349,14 @@ int launch_cross_entropy(const void* logits, const std::int64_t* targets, float*
 
 // ---- The optimizer: AdamW and the gradient's sum of squares ----
 
-template <typename T, int Vec>
-__device__ __forceinline__ packed<T, Vec> load(const T* p) {
-  return *reinterpret_cast<const packed<T, Vec>*>(p);
-}
-
-template <typename T, int Vec>
-__device__ __forceinline__ void store(T* p, const packed<T, Vec>& v) {
-  *reinterpret_cast<packed<T, Vec>*>(p) = v;
-}
-
 // One thread per group of Vec elements (n a multiple of Vec, every pointer aligned to its group).
 template <typename G, typename C, int Vec>
 __global__ void adamw_kernel(float* __restrict__ param, const G* __restrict__ grad,
                              float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq,
                              C* __restrict__ copy, std::int64_t n, adamw_scalars s) {
   const float decay = 1.0f - s.lr * s.weight_decay;
+  const float grad_scale =
+      s.device_scale == nullptr ? s.grad_scale : s.grad_scale * static_cast<float>(*s.device_scale);
   const std::int64_t groups = n / Vec;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        i < groups; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -349,7 +368,7 @@ __global__ void adamw_kernel(float* __restrict__ param, const G* __restrict__ gr
     packed<C, Vec> c;
 #pragma unroll
     for (int k = 0; k < Vec; ++k) {
-      const float gk = to_float(g.v[k]) * s.grad_scale;
+      const float gk = to_float(g.v[k]) * grad_scale;
       m.v[k] = s.beta1 * m.v[k] + s.one_minus_beta1 * gk;
       v.v[k] = s.beta2 * v.v[k] + s.one_minus_beta2 * gk * gk;
       const float denom = sqrtf(v.v[k]) / s.bias_correction2_sqrt + s.eps;
@@ -425,23 +444,457 @@ __global__ void __launch_bounds__(square_threads)
   if (threadIdx.x == 0) *out = total;
 }
 
+// The partial sums' count square_partials writes for n elements of T at x.
+template <typename T>
+int square_blocks(const void* x, std::int64_t n) {
+  constexpr int vec = 16 / sizeof(T);
+  const bool vectorised = n % vec == 0 && aligned16(x);
+  const std::int64_t groups = vectorised ? n / vec : n;
+  const std::int64_t wanted = (groups + square_threads - 1) / square_threads;
+  return static_cast<int>(wanted < square_sum_partials ? wanted : square_sum_partials);
+}
+
+template <typename T>
+int launch_square_partials(const void* x, std::int64_t n, double* partials, cudaStream_t stream) {
+  constexpr int vec = 16 / sizeof(T);
+  const T* t = static_cast<const T*>(x);
+  const int blocks = square_blocks<T>(x, n);
+  if (blocks == 0) return 0;
+  if (n % vec == 0 && aligned16(t)) {
+    square_partials_kernel<T, vec><<<blocks, square_threads, 0, stream>>>(t, n, partials);
+  } else {
+    square_partials_kernel<T, 1><<<blocks, square_threads, 0, stream>>>(t, n, partials);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
 template <typename T>
 int launch_square_sum(const void* x, std::int64_t n, double* partials, double* out,
                       cudaStream_t stream) {
-  constexpr int vec = 16 / sizeof(T);
-  const T* t = static_cast<const T*>(x);
-  const bool vectorised = n % vec == 0 && aligned16(t);
-  const std::int64_t groups = vectorised ? n / vec : n;
-  const std::int64_t wanted = (groups + square_threads - 1) / square_threads;
-  const int blocks = static_cast<int>(wanted < square_sum_partials ? wanted : square_sum_partials);
-  if (blocks > 0) {
-    if (vectorised) {
-      square_partials_kernel<T, vec><<<blocks, square_threads, 0, stream>>>(t, n, partials);
+  if (const int e = launch_square_partials<T>(x, n, partials, stream); e != 0) return e;
+  sum_partials_kernel<<<1, square_threads, 0, stream>>>(partials, square_blocks<T>(x, n), out);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// ---- Norms: RMSNorm and LayerNorm over rows, the residual add before them ----
+
+// One block per row; each thread holds up to K groups of Vec elements of the row in registers, so
+// that the row is read from memory once (K = 1 up to norm_max_threads groups, 2, 4 beyond).
+constexpr int norm_max_threads = 1024;
+constexpr std::int64_t norm_max_groups = 4 * norm_max_threads;
+constexpr int norm_param_rows = 8;    // rows of threads in the weight-gradient kernels
+constexpr std::int64_t norm_most_chunks = 128;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of v over the block (blockDim.x a multiple of 32), the same value in every thread: the
+// warps' sums added in warp order. shared: 32 floats of the caller's.
+__device__ __forceinline__ float block_all_sum(float v, float* shared) {
+  v = warp_sum(v);
+  __syncthreads();  // the previous call's readers are done with shared
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (unsigned int w = 0; w < blockDim.x / 32; ++w) total += shared[w];
+  return total;
+}
+
+// Vec weights (or biases) from element c on, `fallback` where the pointer is null.
+template <typename T, int Vec>
+__device__ __forceinline__ void load_or(const T* p, std::int64_t c, float fallback, float (&out)[Vec]) {
+  if (p == nullptr) {
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) out[k] = fallback;
+    return;
+  }
+  const auto v = load<T, Vec>(p + c);
+#pragma unroll
+  for (int k = 0; k < Vec; ++k) out[k] = to_float(v.v[k]);
+}
+
+template <typename T, int Vec, int K, bool Layer>
+__global__ void __launch_bounds__(norm_max_threads)
+    norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ sum,
+                        const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ y,
+                        float* __restrict__ mean_out, float* __restrict__ rstd_out, std::int64_t rows,
+                        std::int64_t cols, float eps) {
+  __shared__ float shared[32];
+  const std::int64_t groups = cols / Vec;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const std::int64_t base = row * cols;
+    float h[K][Vec];
+    float total = 0.0f, squares = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const std::int64_t c = (threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x) * Vec;
+      if (c < cols) {
+        auto v = load<T, Vec>(x + base + c);
+        if (residual != nullptr) {
+          const auto r = load<T, Vec>(residual + base + c);
+#pragma unroll
+          for (int k = 0; k < Vec; ++k) v.v[k] = from_float<T>(to_float(v.v[k]) + to_float(r.v[k]));
+          store<T, Vec>(sum + base + c, v);
+        }
+#pragma unroll
+        for (int k = 0; k < Vec; ++k) {
+          h[j][k] = to_float(v.v[k]);
+          total += h[j][k];
+          squares += h[j][k] * h[j][k];
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < Vec; ++k) h[j][k] = 0.0f;
+      }
+    }
+    float mean = 0.0f, variance = 0.0f;
+    if (Layer) {
+      mean = block_all_sum(total, shared) * inv_cols;
+      float centred = 0.0f;
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        if ((threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x) >= groups) continue;
+#pragma unroll
+        for (int k = 0; k < Vec; ++k) centred += (h[j][k] - mean) * (h[j][k] - mean);
+      }
+      variance = block_all_sum(centred, shared) * inv_cols;
     } else {
-      square_partials_kernel<T, 1><<<blocks, square_threads, 0, stream>>>(t, n, partials);
+      variance = block_all_sum(squares, shared) * inv_cols;
+    }
+    const float rstd = rsqrtf(variance + eps);
+    if (threadIdx.x == 0) {
+      rstd_out[row] = rstd;
+      if (Layer) mean_out[row] = mean;
+    }
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const std::int64_t c = (threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x) * Vec;
+      if (c >= cols) continue;
+      float w[Vec], b[Vec];
+      load_or<T, Vec>(weight, c, 1.0f, w);
+      load_or<T, Vec>(bias, c, 0.0f, b);
+      packed<T, Vec> out;
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) out.v[k] = from_float<T>((h[j][k] - mean) * rstd * w[k] + b[k]);
+      store<T, Vec>(y + base + c, out);
     }
   }
-  sum_partials_kernel<<<1, square_threads, 0, stream>>>(partials, blocks, out);
+}
+
+// The input's gradient, one block per row: with g = dy * w and xhat = (h - mean) * rstd,
+//   LayerNorm: dh = rstd (g - mean(g) - xhat mean(g xhat)),  RMSNorm: dh = rstd (g - xhat mean(g xhat)),
+// plus grad_sum (the gradient h gets from its other uses) where not null.
+template <typename T, int Vec, int K, bool Layer>
+__global__ void __launch_bounds__(norm_max_threads)
+    norm_backward_input_kernel(const T* __restrict__ dy, const T* __restrict__ h,
+                               const T* __restrict__ weight, const float* __restrict__ mean,
+                               const float* __restrict__ rstd, const T* __restrict__ grad_sum,
+                               T* __restrict__ grad_h, std::int64_t rows, std::int64_t cols) {
+  __shared__ float shared[32];
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const std::int64_t base = row * cols;
+    const float m = Layer ? mean[row] : 0.0f, r = rstd[row];
+    float g[K][Vec], xhat[K][Vec];
+    float g_total = 0.0f, gx_total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const std::int64_t c = (threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x) * Vec;
+      if (c < cols) {
+        const auto d = load<T, Vec>(dy + base + c);
+        const auto v = load<T, Vec>(h + base + c);
+        float w[Vec];
+        load_or<T, Vec>(weight, c, 1.0f, w);
+#pragma unroll
+        for (int k = 0; k < Vec; ++k) {
+          g[j][k] = to_float(d.v[k]) * w[k];
+          xhat[j][k] = (to_float(v.v[k]) - m) * r;
+          g_total += g[j][k];
+          gx_total += g[j][k] * xhat[j][k];
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < Vec; ++k) g[j][k] = xhat[j][k] = 0.0f;
+      }
+    }
+    const float g_mean = Layer ? block_all_sum(g_total, shared) * inv_cols : 0.0f;
+    const float gx_mean = block_all_sum(gx_total, shared) * inv_cols;
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      const std::int64_t c = (threadIdx.x + static_cast<std::int64_t>(j) * blockDim.x) * Vec;
+      if (c >= cols) continue;
+      float extra[Vec];
+      load_or<T, Vec>(grad_sum == nullptr ? nullptr : grad_sum + base, c, 0.0f, extra);
+      packed<T, Vec> out;
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) out.v[k] = from_float<T>(r * (g[j][k] - g_mean - xhat[j][k] * gx_mean) + extra[k]);
+      store<T, Vec>(grad_h + base + c, out);
+    }
+  }
+}
+
+// The weight's and bias's gradients, first as partial sums: block (x, y) takes columns
+// [32 Vec x, 32 Vec (x + 1)) of the rows of chunk y; its threads of one threadIdx.y take every
+// norm_param_rows-th row; the rows of threads are then added in order. partials (chunks, 2, cols):
+// Σ dy·xhat, then Σ dy. Without Weight (column sums alone: h, mean and rstd unused) the first
+// half is left as it was.
+template <typename T, int Vec, bool Layer, bool Weight = true>
+__global__ void __launch_bounds__(32 * norm_param_rows)
+    norm_param_partials_kernel(const T* __restrict__ dy, const T* __restrict__ h,
+                               const float* __restrict__ mean, const float* __restrict__ rstd,
+                               float* __restrict__ partials, std::int64_t rows, std::int64_t cols,
+                               std::int64_t rows_per_chunk) {
+  __shared__ float dw_rows[norm_param_rows][32 * Vec], db_rows[norm_param_rows][32 * Vec];
+  const std::int64_t c = (blockIdx.x * 32LL + threadIdx.x) * Vec;
+  const std::int64_t begin = blockIdx.y * rows_per_chunk;
+  const std::int64_t end = begin + rows_per_chunk < rows ? begin + rows_per_chunk : rows;
+  float dw[Vec], db[Vec];
+#pragma unroll
+  for (int k = 0; k < Vec; ++k) dw[k] = db[k] = 0.0f;
+  if (c < cols) {
+    for (std::int64_t row = begin + threadIdx.y; row < end; row += norm_param_rows) {
+      const auto d = load<T, Vec>(dy + row * cols + c);
+      if (Weight) {
+        const float m = Layer ? mean[row] : 0.0f, r = rstd[row];
+        const auto v = load<T, Vec>(h + row * cols + c);
+#pragma unroll
+        for (int k = 0; k < Vec; ++k) dw[k] += to_float(d.v[k]) * (to_float(v.v[k]) - m) * r;
+      }
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) db[k] += to_float(d.v[k]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < Vec; ++k) {
+    dw_rows[threadIdx.y][threadIdx.x * Vec + k] = dw[k];
+    db_rows[threadIdx.y][threadIdx.x * Vec + k] = db[k];
+  }
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  float* out_w = partials + blockIdx.y * 2 * cols;
+  float* out_b = out_w + cols;
+#pragma unroll
+  for (int k = 0; k < Vec; ++k) {
+    float w = 0.0f, b = 0.0f;
+    for (int y = 0; y < norm_param_rows; ++y) {
+      w += dw_rows[y][threadIdx.x * Vec + k];
+      b += db_rows[y][threadIdx.x * Vec + k];
+    }
+    if (Weight) out_w[c + k] = w;
+    out_b[c + k] = b;
+  }
+}
+
+// The chunks' partial sums added up: block x takes 32 columns, its threads of one threadIdx.y
+// every norm_param_rows-th chunk in order, then the rows of threads are added in order.
+template <typename T>
+__global__ void __launch_bounds__(32 * norm_param_rows)
+    norm_param_sum_kernel(const float* __restrict__ partials, T* __restrict__ grad_weight,
+                          T* __restrict__ grad_bias, std::int64_t chunks, std::int64_t cols) {
+  __shared__ float w_rows[norm_param_rows][32], b_rows[norm_param_rows][32];
+  const std::int64_t c = blockIdx.x * 32LL + threadIdx.x;
+  float w = 0.0f, b = 0.0f;
+  if (c < cols) {
+    for (std::int64_t j = threadIdx.y; j < chunks; j += norm_param_rows) {
+      if (grad_weight != nullptr) w += partials[2 * j * cols + c];
+      b += partials[(2 * j + 1) * cols + c];
+    }
+  }
+  w_rows[threadIdx.y][threadIdx.x] = w;
+  b_rows[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols) return;
+  w = b = 0.0f;
+  for (int y = 0; y < norm_param_rows; ++y) {
+    w += w_rows[y][threadIdx.x];
+    b += b_rows[y][threadIdx.x];
+  }
+  if (grad_weight != nullptr) grad_weight[c] = from_float<T>(w);
+  if (grad_bias != nullptr) grad_bias[c] = from_float<T>(b);
+}
+
+std::int64_t norm_chunks(std::int64_t rows) {
+  const std::int64_t chunks = (rows + 63) / 64;
+  return chunks < 1 ? 1 : (chunks > norm_most_chunks ? norm_most_chunks : chunks);
+}
+
+// The launch shape of a one-row-per-block kernel over `groups` groups a row: threads (a multiple
+// of 32, at most norm_max_threads) and K, the groups each thread holds.
+struct norm_shape {
+  unsigned int blocks, threads;
+  int k;
+};
+
+norm_shape norm_shape_for(std::int64_t rows, std::int64_t groups) {
+  const int k = groups <= norm_max_threads ? 1 : (groups <= 2 * norm_max_threads ? 2 : 4);
+  std::int64_t threads = (groups + k - 1) / k;
+  threads = (threads + 31) / 32 * 32;
+  constexpr std::int64_t most_blocks = 1 << 20;
+  return {static_cast<unsigned int>(rows < most_blocks ? rows : most_blocks), static_cast<unsigned int>(threads), k};
+}
+
+// f(std::integral_constant<int, K>) for the shape's K.
+template <class F>
+void with_k(int k, F&& f) {
+  if (k == 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (k == 2) {
+    f(std::integral_constant<int, 2>{});
+  } else {
+    f(std::integral_constant<int, 4>{});
+  }
+}
+
+template <typename T, int Vec>
+void launch_norm_forward_kernel(bool layer, const T* x, const T* residual, T* sum, const T* weight,
+                                const T* bias, T* y, float* mean, float* rstd, std::int64_t rows,
+                                std::int64_t cols, float eps, cudaStream_t stream) {
+  const norm_shape shape = norm_shape_for(rows, cols / Vec);
+  with_k(shape.k, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    if (layer) {
+      norm_forward_kernel<T, Vec, K, true><<<shape.blocks, shape.threads, 0, stream>>>(
+          x, residual, sum, weight, bias, y, mean, rstd, rows, cols, eps);
+    } else {
+      norm_forward_kernel<T, Vec, K, false><<<shape.blocks, shape.threads, 0, stream>>>(
+          x, residual, sum, weight, bias, y, mean, rstd, rows, cols, eps);
+    }
+  });
+}
+
+// The vector width of a row of `cols` T at these pointers: 16 bytes where every row starts
+// 16-byte aligned, else 1; 0 where a row has more groups than the kernels hold.
+template <typename T>
+int norm_vec(std::int64_t cols, bool aligned) {
+  constexpr int vec = 16 / sizeof(T);
+  const int v = cols % vec == 0 && aligned ? vec : 1;
+  return cols / v <= norm_max_groups ? v : 0;
+}
+
+template <typename T>
+int launch_norm_forward(bool layer, const void* x, const void* residual, void* sum, const void* weight,
+                        const void* bias, void* y, float* mean, float* rstd, std::int64_t rows,
+                        std::int64_t cols, float eps, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return 0;
+  if ((residual == nullptr) != (sum == nullptr) || (layer && mean == nullptr) || rstd == nullptr)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const T* xt = static_cast<const T*>(x);
+  const T* rt = static_cast<const T*>(residual);
+  T* st = static_cast<T*>(sum);
+  const T* wt = static_cast<const T*>(weight);
+  const T* bt = static_cast<const T*>(bias);
+  T* yt = static_cast<T*>(y);
+  const int vec = norm_vec<T>(cols, aligned16(xt) && aligned_to(rt, 16) && aligned_to(st, 16) &&
+                                        aligned_to(wt, 16) && aligned_to(bt, 16) && aligned16(yt));
+  if (vec == 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (vec > 1) {
+    launch_norm_forward_kernel<T, 16 / sizeof(T)>(layer, xt, rt, st, wt, bt, yt, mean, rstd, rows, cols, eps, stream);
+  } else {
+    launch_norm_forward_kernel<T, 1>(layer, xt, rt, st, wt, bt, yt, mean, rstd, rows, cols, eps, stream);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T, int Vec>
+void launch_norm_backward_kernels(bool layer, const T* dy, const T* h, const T* weight, const float* mean,
+                                  const float* rstd, const T* grad_sum, T* grad_h, bool params,
+                                  float* scratch, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  const norm_shape shape = norm_shape_for(rows, cols / Vec);
+  with_k(shape.k, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    if (layer) {
+      norm_backward_input_kernel<T, Vec, K, true><<<shape.blocks, shape.threads, 0, stream>>>(
+          dy, h, weight, mean, rstd, grad_sum, grad_h, rows, cols);
+    } else {
+      norm_backward_input_kernel<T, Vec, K, false><<<shape.blocks, shape.threads, 0, stream>>>(
+          dy, h, weight, mean, rstd, grad_sum, grad_h, rows, cols);
+    }
+  });
+  if (!params) return;
+  const std::int64_t chunks = norm_chunks(rows);
+  const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned int>((cols + 32 * Vec - 1) / (32 * Vec)), static_cast<unsigned int>(chunks));
+  const dim3 block(32, norm_param_rows);
+  if (layer) {
+    norm_param_partials_kernel<T, Vec, true><<<grid, block, 0, stream>>>(dy, h, mean, rstd, scratch, rows,
+                                                                         cols, per_chunk);
+  } else {
+    norm_param_partials_kernel<T, Vec, false><<<grid, block, 0, stream>>>(dy, h, mean, rstd, scratch, rows,
+                                                                          cols, per_chunk);
+  }
+}
+
+template <typename T>
+int launch_norm_backward(bool layer, const void* grad_y, const void* h, const void* weight, const float* mean,
+                         const float* rstd, const void* grad_sum, void* grad_h, void* grad_weight,
+                         void* grad_bias, float* scratch, std::int64_t rows, std::int64_t cols,
+                         cudaStream_t stream) {
+  if (cols == 0) return 0;
+  const bool params = grad_weight != nullptr || grad_bias != nullptr;
+  if ((layer && mean == nullptr) || rstd == nullptr || (params && scratch == nullptr))
+    return static_cast<int>(cudaErrorInvalidValue);
+  T* gw = static_cast<T*>(grad_weight);
+  T* gb = static_cast<T*>(grad_bias);
+  if (rows == 0) {  // no rows: the parameters' gradients are zero
+    if (gw != nullptr) cudaMemsetAsync(gw, 0, static_cast<std::size_t>(cols) * sizeof(T), stream);
+    if (gb != nullptr) cudaMemsetAsync(gb, 0, static_cast<std::size_t>(cols) * sizeof(T), stream);
+    return static_cast<int>(cudaGetLastError());
+  }
+  const T* dy = static_cast<const T*>(grad_y);
+  const T* ht = static_cast<const T*>(h);
+  const T* wt = static_cast<const T*>(weight);
+  const T* gs = static_cast<const T*>(grad_sum);
+  T* gh = static_cast<T*>(grad_h);
+  const int vec = norm_vec<T>(cols, aligned16(dy) && aligned16(ht) && aligned_to(wt, 16) && aligned_to(gs, 16) &&
+                                        aligned16(gh));
+  if (vec == 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (vec > 1) {
+    launch_norm_backward_kernels<T, 16 / sizeof(T)>(layer, dy, ht, wt, mean, rstd, gs, gh, params, scratch, rows,
+                                                    cols, stream);
+  } else {
+    launch_norm_backward_kernels<T, 1>(layer, dy, ht, wt, mean, rstd, gs, gh, params, scratch, rows, cols, stream);
+  }
+  if (params) {
+    const unsigned int blocks = static_cast<unsigned int>((cols + 31) / 32);
+    norm_param_sum_kernel<T><<<blocks, dim3(32, norm_param_rows), 0, stream>>>(scratch, gw, gb,
+                                                                                norm_chunks(rows), cols);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+// The column sums of x (rows, cols) through the bias half of the norms' partials.
+template <typename T, int Vec>
+void launch_column_partials(const T* x, float* scratch, std::int64_t rows, std::int64_t cols,
+                            cudaStream_t stream) {
+  const std::int64_t chunks = norm_chunks(rows);
+  const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned int>((cols + 32 * Vec - 1) / (32 * Vec)), static_cast<unsigned int>(chunks));
+  norm_param_partials_kernel<T, Vec, false, false><<<grid, dim3(32, norm_param_rows), 0, stream>>>(
+      x, nullptr, nullptr, nullptr, scratch, rows, cols, per_chunk);
+}
+
+template <typename T>
+int launch_column_sum(const void* x, void* out, float* scratch, std::int64_t rows, std::int64_t cols,
+                      cudaStream_t stream) {
+  if (cols == 0) return 0;
+  T* o = static_cast<T*>(out);
+  if (rows == 0) {
+    cudaMemsetAsync(o, 0, static_cast<std::size_t>(cols) * sizeof(T), stream);
+    return static_cast<int>(cudaGetLastError());
+  }
+  constexpr int vec = 16 / sizeof(T);
+  const T* xt = static_cast<const T*>(x);
+  if (cols % vec == 0 && aligned16(xt)) {
+    launch_column_partials<T, vec>(xt, scratch, rows, cols, stream);
+  } else {
+    launch_column_partials<T, 1>(xt, scratch, rows, cols, stream);
+  }
+  norm_param_sum_kernel<T><<<static_cast<unsigned int>((cols + 31) / 32), dim3(32, norm_param_rows), 0, stream>>>(
+      scratch, nullptr, o, norm_chunks(rows), cols);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -505,9 +958,58 @@ int adamw(float* param, dtype grad_type, const void* grad, float* exp_avg, float
   });
 }
 
+int square_partial_count(dtype type, const void* x, std::int64_t n) {
+  return with_element_type(type, [&](auto element) { return square_blocks<decltype(element)>(x, n); });
+}
+
+int square_partials(dtype type, const void* x, std::int64_t n, double* partials, void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_square_partials<decltype(element)>(x, n, partials, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int sum_partials(const double* partials, int count, double* out, void* stream) {
+  sum_partials_kernel<<<1, square_threads, 0, static_cast<cudaStream_t>(stream)>>>(partials, count, out);
+  return static_cast<int>(cudaGetLastError());
+}
+
 int square_sum(dtype type, const void* x, std::int64_t n, double* partials, double* out, void* stream) {
   return with_element_type(type, [&](auto element) {
     return launch_square_sum<decltype(element)>(x, n, partials, out, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int norm_forward(norm_type kind, dtype type, const void* x, const void* residual, void* sum,
+                 const void* weight, const void* bias, void* y, float* mean, float* rstd,
+                 std::int64_t rows, std::int64_t cols, float eps, void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_norm_forward<decltype(element)>(kind == norm_type::layer, x, residual, sum, weight, bias, y,
+                                                  mean, rstd, rows, cols, eps, static_cast<cudaStream_t>(stream));
+  });
+}
+
+std::int64_t norm_backward_scratch(std::int64_t rows, std::int64_t cols) { return norm_chunks(rows) * 2 * cols; }
+
+int column_sum(dtype type, const void* x, void* out, float* scratch, std::int64_t rows, std::int64_t cols,
+               void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_column_sum<decltype(element)>(x, out, scratch, rows, cols, static_cast<cudaStream_t>(stream));
+  });
+}
+
+std::int64_t norm_max_cols(dtype type, bool vectorised) {
+  const std::int64_t per_group = vectorised ? 16 / (type == dtype::f32 ? 4 : 2) : 1;
+  return norm_max_groups * per_group;
+}
+
+int norm_backward(norm_type kind, dtype type, const void* grad_y, const void* h, const void* weight,
+                  const float* mean, const float* rstd, const void* grad_sum, void* grad_h,
+                  void* grad_weight, void* grad_bias, float* scratch, std::int64_t rows,
+                  std::int64_t cols, void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_norm_backward<decltype(element)>(kind == norm_type::layer, grad_y, h, weight, mean, rstd,
+                                                   grad_sum, grad_h, grad_weight, grad_bias, scratch, rows,
+                                                   cols, static_cast<cudaStream_t>(stream));
   });
 }
 

@@ -1,7 +1,8 @@
 // The decoder's own CUDA kernels (fused_kernels.cu, built with nvcc in the CUDA build only):
 // rotary embedding and SwiGLU, each one kernel forward and one backward where ATen runs five to
-// eight elementwise kernels; the LM head's cross-entropy with its gradient in one kernel; and the
-// optimizer's AdamW update and gradient sum of squares, each one pass over memory. Torch-free:
+// eight elementwise kernels; RMSNorm and LayerNorm with the residual add before them; the LM
+// head's cross-entropy with its gradient in one kernel; and the optimizer's AdamW update and
+// gradient sum of squares, each one pass over memory. Torch-free:
 // raw device pointers, element counts and a stream, so that nvcc never compiles a libtorch
 // header. fused_ops.hpp is the torch-level interface.
 //
@@ -29,7 +30,7 @@ enum class direction { forward, backward };
 // forward:  y_i = x_i cos_i - x_{i+h} sin_i,   y_{i+h} = x_{i+h} cos_{i+h} + x_i sin_{i+h}
 // backward: the transpose of that map applied to the output's gradient:
 //           dx_i = g_i cos_i + g_{i+h} sin_{i+h},  dx_{i+h} = g_{i+h} cos_{i+h} - g_i sin_i
-// head_dim even, rot_cols a multiple of head_dim, rot_cols <= cols.
+// head_dim even and at most 4096, rot_cols a multiple of head_dim, rot_cols <= cols < 2^31.
 int rotary_half(direction dir, dtype type, const void* in, void* out, const float* cos,
                 const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
                 std::int64_t head_dim, std::int64_t seq_len, void* stream);
@@ -68,6 +69,8 @@ struct adamw_scalars {
   float step_size = 0;               // lr / (1 - beta1^step)
   float bias_correction2_sqrt = 0;   // sqrt(1 - beta2^step)
   float grad_scale = 1;              // the gradient is multiplied by this as it is read (clipping)
+  const double* device_scale = nullptr;  // device fp64, or null: and by *device_scale rounded to
+                                         // fp32 (a clipping coefficient the host has not read)
 };
 
 // One AdamW step over n elements, in one pass over memory, element for element the arithmetic of
@@ -86,5 +89,52 @@ int adamw(float* param, dtype grad_type, const void* grad, float* exp_avg, float
 // partials: device fp64 of square_sum_partials elements, scratch.
 constexpr int square_sum_partials = 1024;
 int square_sum(dtype type, const void* x, std::int64_t n, double* partials, double* out, void* stream);
+// square_sum in two halves, for several tensors summed in one go: square_partials writes
+// square_partial_count(type, x, n) (at most square_sum_partials) fp64 partial sums of x's squares
+// to partials; sum_partials adds `count` partials in order into *out (one block).
+int square_partial_count(dtype type, const void* x, std::int64_t n);
+int square_partials(dtype type, const void* x, std::int64_t n, double* partials, void* stream);
+int sum_partials(const double* partials, int count, double* out, void* stream);
+
+enum class norm_type { rms, layer };
+
+// A norm over each row of (rows, cols), row-major, optionally after a residual add:
+//   h = x, or h = x + residual rounded once to dtype (written to sum; residual and sum are both
+//     null or both set);
+//   layer: mean = Σh / cols, var = Σ(h - mean)² / cols, y = (h - mean) rstd w + b;
+//   rms:   mean = 0,         var = Σh² / cols,           y = h rstd w;
+//   rstd = 1 / sqrt(var + eps), written to rstd (rows fp32); mean (rows fp32) written for layer
+//   only (may be null for rms). weight, bias (cols) dtype, or null for 1 and 0. Statistics and y
+//   in fp32 from the dtype h, y rounded once.
+int norm_forward(norm_type kind, dtype type, const void* x, const void* residual, void* sum,
+                 const void* weight, const void* bias, void* y, float* mean, float* rstd,
+                 std::int64_t rows, std::int64_t cols, float eps, void* stream);
+
+// The longest row the norm kernels take (one row per block, held in registers): 4096 groups of 16
+// bytes where every row is 16-byte aligned and a multiple of 16 bytes long (vectorised), else
+// 4096 elements. Longer rows: the launchers return cudaErrorInvalidValue.
+std::int64_t norm_max_cols(dtype type, bool vectorised);
+
+// fp32 elements of scratch norm_backward needs for the parameters' gradients of (rows, cols).
+std::int64_t norm_backward_scratch(std::int64_t rows, std::int64_t cols);
+
+// The gradients of norm_forward from grad_y (rows, cols): with g = grad_y w, xhat = (h - mean) rstd,
+//   grad_h = rstd (g - mean(g) - xhat mean(g xhat)) (rms: without mean(g)), plus grad_sum (rows,
+//     cols, the gradient h gets from its other uses) where not null; written to grad_h, a buffer
+//     of its own (for a residual add it is also x's and residual's gradient);
+//   grad_weight = Σ_rows grad_y xhat, grad_bias = Σ_rows grad_y, (cols) dtype, each where not null,
+//     summed in a fixed order in fp32 (the same value on every run) through scratch.
+// h: the forward's normed input (its sum, or x); mean (layer) and rstd as the forward wrote them.
+int norm_backward(norm_type kind, dtype type, const void* grad_y, const void* h, const void* weight,
+                  const float* mean, const float* rstd, const void* grad_sum, void* grad_h,
+                  void* grad_weight, void* grad_bias, float* scratch, std::int64_t rows,
+                  std::int64_t cols, void* stream);
+
+// The sums of the columns of x (rows, cols), row-major: out (cols) = Σ_rows x, accumulated in fp32
+// in a fixed order (the same value on every run), rounded once to dtype. scratch: fp32 of
+// norm_backward_scratch(rows, cols) elements. A bias's gradient in one pass over its output's
+// gradient.
+int column_sum(dtype type, const void* x, void* out, float* scratch, std::int64_t rows, std::int64_t cols,
+               void* stream);
 
 }  // namespace cohort::core::model::kernels

@@ -2,9 +2,13 @@
 // they report themselves unavailable.
 #include "core/model/fused_ops.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <torch/autograd.h>
 
@@ -108,6 +112,109 @@ class swiglu_function : public torch::autograd::Function<swiglu_function> {
   }
 };
 
+// norm_forward/norm_backward as an autograd function of (x, residual, weight, bias): outputs y,
+// and h = x + residual when residual is given. Saves h (the sum, or x), weight, mean, rstd. The
+// optional inputs are optionals, not undefined tensors: autograd takes no undefined input.
+// t contiguous and 16-byte aligned (a copy where a view starts elsewhere): the norm kernels
+// then take rows up to their vectorised length.
+torch::Tensor aligned_contiguous(const torch::Tensor& t) {
+  auto c = t.contiguous();
+  return reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
+class norm_function : public torch::autograd::Function<norm_function> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const c10::optional<torch::Tensor>& residual_in,
+                               const c10::optional<torch::Tensor>& weight_in,
+                               const c10::optional<torch::Tensor>& bias_in, bool layer, double eps) {
+    const auto value = [](const c10::optional<torch::Tensor>& t) { return t.has_value() ? *t : torch::Tensor(); };
+    const auto residual = value(residual_in), weight = value(weight_in), bias = value(bias_in);
+    const c10::cuda::CUDAGuard guard(x.device());
+    const std::int64_t cols = x.size(-1), rows = x.numel() / std::max<std::int64_t>(cols, 1);
+    const auto floats = x.options().dtype(torch::kFloat);
+    auto y = torch::empty_like(x, torch::MemoryFormat::Contiguous);
+    auto sum = residual.defined() ? torch::empty_like(x, torch::MemoryFormat::Contiguous) : torch::Tensor();
+    auto mean = layer ? torch::empty({rows}, floats) : torch::Tensor();
+    auto rstd = torch::empty({rows}, floats);
+    const auto opt = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+    check_launch(kernels::norm_forward(layer ? kernels::norm_type::layer : kernels::norm_type::rms,
+                                       kernel_dtype(x), x.data_ptr(), opt(residual), opt(sum), opt(weight),
+                                       opt(bias), y.data_ptr(), layer ? mean.data_ptr<float>() : nullptr,
+                                       rstd.data_ptr<float>(), rows, cols, static_cast<float>(eps),
+                                       current_stream(x)),
+                 "fused_norm");
+    ctx->save_for_backward({residual.defined() ? sum : x, weight, mean, rstd});
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["residual"] = residual.defined();
+    ctx->saved_data["weight_grad"] = weight.defined() && weight.requires_grad();
+    ctx->saved_data["bias_grad"] = bias.defined() && bias.requires_grad();
+    if (residual.defined()) return {y, sum};
+    return {y};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &h = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const bool layer = ctx->saved_data["layer"].toBool(), residual = ctx->saved_data["residual"].toBool();
+    const c10::cuda::CUDAGuard guard(h.device());
+    const std::int64_t cols = h.size(-1), rows = h.numel() / std::max<std::int64_t>(cols, 1);
+    auto grad_y = grads[0].defined() ? aligned_contiguous(grads[0]) : torch::zeros_like(h);
+    torch::Tensor grad_sum;
+    if (residual && grads.size() > 1 && grads[1].defined()) grad_sum = aligned_contiguous(grads[1]);
+    auto grad_h = torch::empty_like(h, torch::MemoryFormat::Contiguous);
+    const bool want_weight = ctx->saved_data["weight_grad"].toBool();
+    const bool want_bias = ctx->saved_data["bias_grad"].toBool();
+    auto grad_weight = want_weight ? torch::empty({cols}, h.options()) : torch::Tensor();
+    auto grad_bias = want_bias ? torch::empty({cols}, h.options()) : torch::Tensor();
+    auto scratch = want_weight || want_bias
+                       ? torch::empty({kernels::norm_backward_scratch(rows, cols)}, h.options().dtype(torch::kFloat))
+                       : torch::Tensor();
+    const auto opt = [](const torch::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+    check_launch(kernels::norm_backward(layer ? kernels::norm_type::layer : kernels::norm_type::rms,
+                                        kernel_dtype(h), grad_y.data_ptr(), h.data_ptr(), opt(weight),
+                                        layer ? mean.data_ptr<float>() : nullptr, rstd.data_ptr<float>(),
+                                        opt(grad_sum), grad_h.data_ptr(), opt(grad_weight), opt(grad_bias),
+                                        scratch.defined() ? scratch.data_ptr<float>() : nullptr, rows, cols,
+                                        current_stream(h)),
+                 "fused_norm backward");
+    // x and residual feed h through a sum: both get h's whole gradient. One entry per input of
+    // forward; none where an optional was not given.
+    return {grad_h, residual ? grad_h : torch::Tensor(), grad_weight, grad_bias, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// x @ weight + bias as one GEMM with the bias added in it (addmm), whose backward sums the bias's
+// gradient with column_sum where autograd runs ATen's reduction. Saves x and weight.
+class biased_matmul_function : public torch::autograd::Function<biased_matmul_function> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+    ctx->save_for_backward({x, weight});
+    auto sizes = x.sizes().vec();
+    sizes.back() = weight.size(1);
+    return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &weight = saved[1];
+    const c10::cuda::CUDAGuard guard(x.device());
+    const auto g = aligned_contiguous(grads[0]);
+    const auto g2 = g.view({-1, g.size(-1)});  // (rows, out)
+    torch::Tensor grad_x, grad_weight, grad_bias;
+    if (ctx->needs_input_grad(0)) grad_x = g2.mm(weight.t()).view(x.sizes());
+    if (ctx->needs_input_grad(1)) grad_weight = x.reshape({-1, x.size(-1)}).t().mm(g2);
+    if (ctx->needs_input_grad(2)) {
+      const std::int64_t rows = g2.size(0), cols = g2.size(1);
+      grad_bias = torch::empty({cols}, g.options());
+      auto scratch = torch::empty({kernels::norm_backward_scratch(rows, cols)}, g.options().dtype(torch::kFloat));
+      check_launch(kernels::column_sum(kernel_dtype(g), g2.data_ptr(), grad_bias.data_ptr(),
+                                       scratch.data_ptr<float>(), rows, cols, current_stream(g)),
+                   "fused_biased_matmul backward");
+    }
+    return {grad_x, grad_weight, grad_bias};
+  }
+};
+
 }  // namespace
 
 bool fused_kernels_available(const torch::Tensor& x) {
@@ -155,8 +262,48 @@ torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& ta
   return rows.sum();
 }
 
+torch::Tensor fused_biased_matmul(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (!fused_kernels_available(x) || x.dim() < 1 || weight.dim() != 2 || weight.size(0) != x.size(-1) ||
+      bias.dim() != 1 || bias.size(0) != weight.size(1) || weight.scalar_type() != x.scalar_type() ||
+      bias.scalar_type() != x.scalar_type() || weight.device() != x.device() || bias.device() != x.device()) {
+    throw std::invalid_argument("fused_biased_matmul: a CUDA fp32/bf16/fp16 x (..., in), a weight (in, out) and "
+                                "a bias (out) of its dtype and device expected");
+  }
+  return biased_matmul_function::apply(x, weight, bias);
+}
+
+bool fused_norm_available(const torch::Tensor& x) {
+  if (!fused_kernels_available(x) || x.dim() == 0 || x.size(-1) == 0) return false;
+  const std::int64_t cols = x.size(-1);
+  return cols <= kernels::norm_max_cols(kernel_dtype(x), cols * x.element_size() % 16 == 0);
+}
+
+std::vector<torch::Tensor> fused_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                      const torch::Tensor& weight, const torch::Tensor& bias, bool layer_norm,
+                                      double eps) {
+  const std::int64_t cols = x.dim() > 0 ? x.size(-1) : 0;
+  const auto vector_of_x = [&](const torch::Tensor& t) {
+    return !t.defined() || (t.dim() == 1 && t.size(0) == cols && t.scalar_type() == x.scalar_type() &&
+                            t.device() == x.device());
+  };
+  if (!fused_norm_available(x) || !vector_of_x(weight) || !vector_of_x(bias) ||
+      (!layer_norm && bias.defined()) ||
+      (residual.defined() && (residual.sizes() != x.sizes() || residual.scalar_type() != x.scalar_type() ||
+                              residual.device() != x.device()))) {
+    throw std::invalid_argument("fused_norm: a CUDA fp32/bf16/fp16 x with a last dimension the kernels take "
+                                "(fused_norm_available), a residual of its shape, dtype and device or none, "
+                                "and weight/bias (last dimension) in its dtype or none (RMSNorm: no bias) "
+                                "expected");
+  }
+  const auto given = [](const torch::Tensor& t) {
+    return t.defined() ? c10::optional<torch::Tensor>(aligned_contiguous(t)) : c10::nullopt;
+  };
+  return norm_function::apply(aligned_contiguous(x), given(residual), given(weight), given(bias), layer_norm, eps);
+}
+
 void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_state& state,
-                      const adamw_options& o, double grad_scale, const torch::Tensor& copy) {
+                      const adamw_options& o, double grad_scale, const torch::Tensor& copy,
+                      const torch::Tensor& device_scale) {
   const auto same_place = [&](const torch::Tensor& t) {
     return t.defined() && t.is_contiguous() && t.device() == master.device() && t.numel() == master.numel();
   };
@@ -168,6 +315,9 @@ void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_sta
   if (copy.defined() && !same_place(copy))
     throw std::invalid_argument("fused_adamw_step: the copy must be contiguous, on the master's device, "
                                 "with its " + std::to_string(master.numel()) + " elements");
+  if (device_scale.defined() && (device_scale.scalar_type() != torch::kDouble || device_scale.numel() != 1 ||
+                                 device_scale.device() != master.device()))
+    throw std::invalid_argument("fused_adamw_step: the device scale must be one fp64 element on the master's device");
   torch::NoGradGuard no_grad;
   const c10::cuda::CUDAGuard guard(master.device());
   if (!state.exp_avg.defined()) {
@@ -187,6 +337,7 @@ void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_sta
   s.step_size = static_cast<float>(o.lr / (1.0 - std::pow(o.beta1, step)));
   s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, step)));
   s.grad_scale = static_cast<float>(grad_scale);
+  s.device_scale = device_scale.defined() ? device_scale.data_ptr<double>() : nullptr;
   check_launch(kernels::adamw(master.data_ptr<float>(), kernel_dtype(grad), grad.data_ptr(),
                               state.exp_avg.data_ptr<float>(), state.exp_avg_sq.data_ptr<float>(),
                               copy.defined() ? kernel_dtype(copy) : kernels::dtype::f32,
@@ -207,9 +358,41 @@ torch::Tensor fused_square_sum(const torch::Tensor& x) {
   return out.squeeze(0);
 }
 
+torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs) {
+  if (xs.empty()) throw std::invalid_argument("fused_square_sum: no tensors");
+  const auto device = xs.front().device();
+  std::vector<int> counts;
+  std::int64_t total = 0;
+  for (const auto& x : xs) {
+    if (!x.is_cuda() || !x.is_contiguous() || x.device() != device)
+      throw std::invalid_argument("fused_square_sum: contiguous CUDA tensors of one device expected");
+    counts.push_back(kernels::square_partial_count(kernel_dtype(x), x.data_ptr(), x.numel()));
+    total += counts.back();
+  }
+  if (total > std::numeric_limits<int>::max()) throw std::invalid_argument("fused_square_sum: too many tensors");
+  const c10::cuda::CUDAGuard guard(device);
+  auto partials = torch::empty({total + 1}, xs.front().options().dtype(torch::kDouble));
+  auto out = partials.narrow(0, total, 1);
+  double* at = partials.data_ptr<double>();
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    check_launch(kernels::square_partials(kernel_dtype(xs[i]), xs[i].data_ptr(), xs[i].numel(), at,
+                                          current_stream(xs[i])),
+                 "fused_square_sum");
+    at += counts[i];
+  }
+  check_launch(kernels::sum_partials(partials.data_ptr<double>(), static_cast<int>(total), out.data_ptr<double>(),
+                                     current_stream(xs.front())),
+               "fused_square_sum");
+  return out.squeeze(0);
+}
+
 #else
 
 bool fused_kernels_available(const torch::Tensor&) { return false; }
+
+torch::Tensor fused_square_sum(const std::vector<torch::Tensor>&) {
+  throw std::logic_error("fused_square_sum: this build has no CUDA kernels (check fused_kernels_available)");
+}
 
 torch::Tensor fused_cross_entropy(torch::Tensor&, const torch::Tensor&, bool) {
   throw std::logic_error("fused_cross_entropy: this build has no CUDA kernels (check fused_kernels_available)");
@@ -224,8 +407,19 @@ torch::Tensor fused_swiglu(const torch::Tensor&) {
   throw std::logic_error("fused_swiglu: this build has no CUDA kernels (check fused_kernels_available)");
 }
 
+torch::Tensor fused_biased_matmul(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
+  throw std::logic_error("fused_biased_matmul: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+bool fused_norm_available(const torch::Tensor&) { return false; }
+
+std::vector<torch::Tensor> fused_norm(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                      const torch::Tensor&, bool, double) {
+  throw std::logic_error("fused_norm: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
 void fused_adamw_step(torch::Tensor, const torch::Tensor&, adamw_state&, const adamw_options&, double,
-                      const torch::Tensor&) {
+                      const torch::Tensor&, const torch::Tensor&) {
   throw std::logic_error("fused_adamw_step: this build has no CUDA kernels (check fused_kernels_available)");
 }
 

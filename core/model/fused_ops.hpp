@@ -1,7 +1,8 @@
 // The decoder's fused elementwise ops as autograd functions over torch tensors: rotary embedding
-// on a fused q/k/v projection and SwiGLU on a fused gate/up projection, each one CUDA kernel
-// forward and one backward (fused_kernels.hpp); and the LM head's cross-entropy with its
-// gradient in one kernel. Built into the CUDA build only; elsewhere
+// on a fused q/k/v projection, SwiGLU on a fused gate/up projection and the norms with the
+// residual add before them, each one CUDA kernel forward and one backward (the norms: plus their
+// weights' gradient) (fused_kernels.hpp); and the LM head's cross-entropy with its gradient in one
+// kernel; and the optimizer's kernels. Built into the CUDA build only; elsewhere
 // fused_kernels_available() is false and the decoder composes the same formulas from ATen ops.
 //
 // Numerics: every output element is computed in fp32 from the inputs and rounded once to the
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -35,6 +37,27 @@ torch::Tensor fused_rotary_half(const torch::Tensor& qkv, const torch::Tensor& c
 // for the backward. Differentiable in gate_up.
 torch::Tensor fused_swiglu(const torch::Tensor& gate_up);
 
+// x (..., in) @ weight (in, out) + bias (out), GPT-2's Conv1D, as one GEMM that adds the bias
+// (addmm); the backward's GEMMs as ATen's, the bias's gradient by kernels::column_sum (one pass,
+// fp32 sums in a fixed order) where autograd would run ATen's reduction. CUDA, one dtype.
+torch::Tensor fused_biased_matmul(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+// Whether fused_norm takes x: fused_kernels_available(x) and a last dimension of 1 up to
+// kernels::norm_max_cols (16,384 fp32 / 32,768 bf16 elements where rows are 16-byte multiples).
+bool fused_norm_available(const torch::Tensor& x);
+
+// RMSNorm (layer_norm false) or LayerNorm of x over its last dimension; with `residual` defined,
+// of h = x + residual (rounded once to x's dtype), the residual stream's add fused into the norm.
+// Returns {y} or {y, h}. weight and bias: (last dimension) in x's dtype, or undefined for 1 and 0
+// (RMSNorm has no bias). Statistics in fp32 as ATen's norms; y rounded once. Differentiable in x,
+// residual, weight and bias; the gradient h gets from its other uses (the next residual add) is
+// added inside the norm's backward kernel, where autograd would run an add of its own. The
+// weights' gradients are summed in a fixed order (the same on every run). Saves h, the weight and
+// two fp32 values per row.
+std::vector<torch::Tensor> fused_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                      const torch::Tensor& weight, const torch::Tensor& bias, bool layer_norm,
+                                      double eps);
+
 // The summed cross-entropy of logits (n, V) against targets (n) int64 in [0, V) or -100 (the row
 // counts for nothing), as an fp32 scalar; with want_grad, the logits are overwritten with the
 // gradient of that sum, softmax - one_hot(target) per row (zero rows for -100), in their dtype.
@@ -45,17 +68,23 @@ torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& ta
 
 // adamw_step on a CUDA tensor in one kernel (kernels::adamw): master fp32 contiguous, updated in
 // place; grad contiguous fp32, bf16 or fp16 of master's numel, read only and multiplied by
-// grad_scale as it is read (clipping without a pass of its own); the state's moments are created
-// on the first step, as adamw_step does, and its step count bumped. When `copy` is defined
+// grad_scale, and by device_scale where defined (one fp64 element on master's device, rounded to
+// fp32: a clipping coefficient the host has not read), as it is read (clipping without a pass of
+// its own); the state's moments are created on the first step, as adamw_step does, and its step
+// count bumped. When `copy` is defined
 // (contiguous fp32, bf16 or fp16 of master's numel on its device) the updated master is also
 // written there, rounded once: the compute-dtype weights without a cast of their own. Equal to
 // adamw_step on grad * grad_scale within fp32 rounding; the host never waits.
 void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_state& state,
-                      const adamw_options& options, double grad_scale, const torch::Tensor& copy);
+                      const adamw_options& options, double grad_scale, const torch::Tensor& copy,
+                      const torch::Tensor& device_scale = {});
 
 // The sum of the squares of a contiguous fp32, bf16 or fp16 CUDA tensor, accumulated in fp64 in a
 // fixed order (the same value on every run), as a 0-dim fp64 tensor on its device; the host
 // never waits. Where grad_square_sum materialises an fp64 copy of the gradient, this reads it once.
 torch::Tensor fused_square_sum(const torch::Tensor& x);
+// The same over several such tensors of one device, summed into one value: one kernel per tensor
+// and one for the total (where a sum per tensor takes two and an add), in a fixed order.
+torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs);
 
 }  // namespace cohort::core::model

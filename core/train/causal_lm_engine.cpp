@@ -104,6 +104,7 @@ void load_frozen_base(const config::model_spec& m, model::decoder& net, torch::S
 struct batch_tensors {
   torch::Tensor ids;     // (B, T) int64
   torch::Tensor labels;  // (B, T) int64, -100 where not a label
+  double label_count = 0;  // the positions whose next token is a label (counted on the host)
 };
 
 }  // namespace
@@ -243,7 +244,7 @@ struct causal_lm_engine::impl : engine_state {
       std::vector<std::int64_t> samples;
       for (; static_cast<std::int64_t>(samples.size()) < B && next < n; next += world) samples.push_back(next);
       const auto b = eval_batch(samples);
-      labels += b.labels.slice(1, 1).ne(-100).sum().item<double>();
+      labels += b.label_count;
       loss += eval_forward(b);
     }
     optimizer->release(0);
@@ -267,12 +268,13 @@ struct causal_lm_engine::impl : engine_state {
     auto lengths = torch::from_blob(const_cast<std::int64_t*>(mb.lengths.data()), {B, 1}, torch::kInt64);
     auto real = torch::arange(used, torch::kInt64).unsqueeze(0) < lengths;  // (B, T)
     auto labels = torch::where(mask.logical_and(real), ids, torch::full_like(ids, -100));
-    return {ids.to(device), labels.to(device)};
+    const double count = labels.slice(1, 1).ne(-100).sum().item<double>();  // host tensors: no wait
+    return {ids.to(device), labels.to(device), count};
   }
 
   // Forward and backward of one micro-batch; the gradient is that of the summed loss
-  // (decoder::head_loss) × scale. Returns the summed loss.
-  double forward_backward(const batch_tensors& b, double scale) {
+  // (decoder::head_loss) × scale. Returns the summed loss, 0-dim on the device (not read).
+  torch::Tensor forward_backward(const batch_tensors& b, double scale) {
     const auto ctx = net->context(b.ids.size(1), device);
     if (kept_graphs) return forward_backward_kept(b, scale, ctx);
     if (!recompute) {
@@ -280,7 +282,7 @@ struct causal_lm_engine::impl : engine_state {
       for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
       auto sum = net->head_loss(x, b.labels, /*sum=*/true);
       (sum * scale).backward();
-      return sum.item<double>();
+      return sum;
     }
     // Layer by layer: a forward without autograd keeps each layer's input, then each layer is
     // recomputed with autograd just before its backward (with the weights of its unit gathered).
@@ -326,7 +328,7 @@ struct causal_lm_engine::impl : engine_state {
     if (save_rng) generator.set_state(rng_states[0]);
     if (!net->has_lora()) net->embed(b.ids).backward(grad);  // LoRA: the embeddings are frozen
     if (save_rng) generator.set_state(rng_after_forward);
-    return sum.item<double>();
+    return sum;
   }
 
   // ZeRO-3 without recomputation (FSDP2's order). Forward: each layer runs under autograd on its
@@ -337,7 +339,7 @@ struct causal_lm_engine::impl : engine_state {
   // its graph refers to), prefetch the one below, run the layer's backward from its kept output,
   // reduce-scatter its gradients, release it. The last layer stays gathered from its forward to
   // its backward, and the head's forward and backward overlap the gather of the layer below it.
-  double forward_backward_kept(const batch_tensors& b, double scale, const model::attention_context& ctx) {
+  torch::Tensor forward_backward_kept(const batch_tensors& b, double scale, const model::attention_context& ctx) {
     const auto& layers = net->layers();
     const std::size_t count = layers.size();
     std::vector<torch::Tensor> inputs(count), outputs(count);  // per layer: graph roots
@@ -370,7 +372,7 @@ struct causal_lm_engine::impl : engine_state {
       optimizer->release(unit);
     }
     if (embedded.requires_grad()) embedded.backward(grad);  // LoRA: the embeddings are frozen
-    return sum.item<double>();
+    return sum;
   }
 
   torch::Tensor all_reduce_sum(std::vector<double> values) {
@@ -391,7 +393,7 @@ struct causal_lm_engine::impl : engine_state {
       loader->next(mb);
       samples.insert(samples.end(), mb.sample_ids.begin(), mb.sample_ids.end());
       batches.push_back(to_tensors(mb));
-      labels += batches.back().labels.slice(1, 1).ne(-100).sum().item<double>();
+      labels += batches.back().label_count;
       for (auto n : mb.lengths) tokens += static_cast<double>(std::min<std::int64_t>(n, train.seq_len));
     }
     // Every rank weighs its summed loss by 1 / (label tokens of the global batch), so the reduced
@@ -405,8 +407,8 @@ struct causal_lm_engine::impl : engine_state {
     optimizer->zero_grad_shards();
     optimizer->reset_gathered_peak();
     optimizer->gather(0);
-    double local_loss = 0;
-    for (const auto& b : batches) local_loss += forward_backward(b, 1.0 / global_labels);
+    torch::Tensor local_loss;  // on the device: no host read until the update is queued
+    for (const auto& b : batches) add_loss(local_loss, forward_backward(b, 1.0 / global_labels));
     for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
       if (u == 0 || !layers_reduced_in_backward) optimizer->reduce_grads(u);
     }

@@ -97,22 +97,37 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
 
 torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
                              const std::atomic<bool>* cancelled, std::vector<double> values) {
-  auto t = torch::tensor(values, torch::kDouble).to(device);
+  auto t = torch::tensor(values, torch::kDouble);
+  if (group.size() == 1) return t;  // a rank alone: its own values, and the device never waited for
+  t = t.to(device);
   wait_for(group.all_reduce(t, comm::reduce_op::sum), group, cancelled);
   return t.cpu();
 }
 
+void add_loss(torch::Tensor& total, const torch::Tensor& sum) {
+  auto s = sum.detach().to(torch::kDouble);
+  total = total.defined() ? total + s : s;
+}
+
 step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec, comm::process_group& group,
                         const torch::Device& device, const std::atomic<bool>* cancelled, std::int64_t step_index,
-                        std::int64_t total_steps, double local_loss, const torch::Tensor& counts,
+                        std::int64_t total_steps, const torch::Tensor& local_loss, const torch::Tensor& counts,
                         std::vector<std::int64_t> samples, std::chrono::steady_clock::time_point started) {
   const auto& train = spec.train;
   const double global_labels = std::max(1.0, counts[0].item<double>());
-  const double local_squares = optimizer.grad_square_sum();
-  const auto sums = all_reduce_sum(group, device, cancelled, {local_loss, spec.zero.stage == 0 ? 0.0 : local_squares});
-  const double squares = spec.zero.stage == 0 ? local_squares : sums[1].item<double>();
-  const double grad_norm = std::sqrt(squares);
-  const double coef = train.grad_clip > 0 ? model::clip_coefficient(grad_norm, train.grad_clip) : 1.0;
+  // The loss and the squares stay where they were computed (on a GPU: nothing read on the host
+  // before the update is queued). Several ranks add theirs in one all-reduce; stage 0's squares
+  // are of the whole gradient, the same on every rank, and are not added.
+  const auto fp64 = torch::TensorOptions().dtype(torch::kDouble).device(device);
+  auto loss = local_loss.defined() ? local_loss.to(fp64) : torch::zeros({}, fp64);
+  auto squares = optimizer.grad_square_sum().to(fp64);
+  if (group.size() > 1) {
+    auto both = torch::stack({loss, spec.zero.stage == 0 ? torch::zeros({}, fp64) : squares});
+    wait_for(group.all_reduce(both, comm::reduce_op::sum), group, cancelled);
+    loss = both[0];
+    if (spec.zero.stage != 0) squares = both[1];
+  }
+  const auto coef = train.grad_clip > 0 ? model::clip_coefficient(squares, train.grad_clip) : torch::Tensor();
 
   model::adamw_options ao;
   ao.lr = learning_rate(train, step_index, total_steps);
@@ -122,12 +137,14 @@ step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec,
   ao.weight_decay = train.weight_decay;
   const auto update_started = std::chrono::steady_clock::now();
   optimizer.step(ao, coef);
+  // The step's one host read of the device, its update already queued.
+  const auto figures = torch::stack({loss, squares}).cpu();
 
   step_result r;
   r.step = step_index + 1;
-  r.loss = sums[0].item<double>() / global_labels;
+  r.loss = figures[0].item<double>() / global_labels;
   r.lr = ao.lr;
-  r.grad_norm = grad_norm;
+  r.grad_norm = std::sqrt(figures[1].item<double>());
   r.tokens = static_cast<std::int64_t>(counts[1].item<double>());
   r.checkpoint_requested = counts[2].item<double>() > 0;
   r.preempted = counts[3].item<double>() > 0;

@@ -48,18 +48,25 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
 // companions.
 nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifest& data);
 
-// `values` summed over the group's ranks (one fp64 all-reduce on `device`), on the host.
+// `values` summed over the group's ranks (one fp64 all-reduce on `device`), on the host; a rank
+// alone gets its own values without a collective.
 torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
                              const std::atomic<bool>* cancelled, std::vector<double> values);
+
+// total += sum (a 0-dim loss), in fp64 on sum's device: a micro-batch's loss added up without a
+// host read.
+void add_loss(torch::Tensor& total, const torch::Tensor& sum);
 
 // The end of step `step_index` (0-based) once its gradients are reduced into the optimizer's
 // shards and synchronised: the loss and the gradients' squares summed over ranks (one all-reduce),
 // clipping to train.grad_clip, AdamW at the schedule's rate. `counts` is the step's first
 // all-reduce (label tokens, tokens, checkpoint requested, preempted); `local_loss` this rank's
-// summed loss. The result's samples are `samples`, its seconds counted from `started`.
+// summed loss, 0-dim on any device (add_loss). The result's samples are `samples`, its seconds
+// counted from `started`. On a GPU the clipping coefficient is computed there and the host reads
+// the loss and the norm once, after the update is queued: one wait per step at a single rank.
 step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec, comm::process_group& group,
                         const torch::Device& device, const std::atomic<bool>* cancelled, std::int64_t step_index,
-                        std::int64_t total_steps, double local_loss, const torch::Tensor& counts,
+                        std::int64_t total_steps, const torch::Tensor& local_loss, const torch::Tensor& counts,
                         std::vector<std::int64_t> samples, std::chrono::steady_clock::time_point started);
 
 // What an engine's implementation holds whatever its model (causal_lm_engine's and

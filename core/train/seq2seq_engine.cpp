@@ -201,8 +201,8 @@ struct seq2seq_engine::impl : engine_state {
   // prefetched), its gradients reduce-scattered and its unit released. The decoder's blocks add
   // their gradients of the encoder's output in memory_in, which the encoder's final norm takes
   // back to the last encoder block; unit 0's gradients (embeddings, tables, final norms) come from
-  // the leaves last. Returns the summed loss.
-  double forward_backward_blocks(const batch_tensors& b, double scale) {
+  // the leaves last. Returns the summed loss, 0-dim on the device (not read).
+  torch::Tensor forward_backward_blocks(const batch_tensors& b, double scale) {
     const std::size_t L = encoder_blocks(), count = block_count();
     block_pass p;
     const auto sum = forward_blocks(b, p, /*keep_last=*/true);
@@ -225,7 +225,7 @@ struct seq2seq_engine::impl : engine_state {
       optimizer->release(block_unit(k));
     }
     torch::autograd::backward({p.source_embedded, p.encoder_bias}, {grad, p.encoder_bias_in.grad()});
-    return sum.item<double>();
+    return sum;
   }
 
   step_result step() {
@@ -252,17 +252,17 @@ struct seq2seq_engine::impl : engine_state {
 
     optimizer->zero_grad_shards();
     optimizer->reset_gathered_peak();
-    double local_loss = 0;
+    torch::Tensor local_loss;  // on the device: no host read until the update is queued
     if (spec.zero.stage == 3) {  // block by block; unit 0 for the whole step
       optimizer->gather(0);
-      for (const auto& b : batches) local_loss += forward_backward_blocks(b, 1.0 / global_labels);
+      for (const auto& b : batches) add_loss(local_loss, forward_backward_blocks(b, 1.0 / global_labels));
       optimizer->reduce_grads(0);
       optimizer->release(0);
     } else {  // the whole model's graph at once
       for (const auto& b : batches) {
         const auto sum = summed_loss(*net, b);
         (sum / global_labels).backward();
-        local_loss += sum.item<double>();
+        add_loss(local_loss, sum);
       }
       for (std::size_t u = 0; u < optimizer->unit_count(); ++u) optimizer->reduce_grads(u);
     }

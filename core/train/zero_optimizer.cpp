@@ -297,25 +297,32 @@ torch::Tensor zero_optimizer::grad_or_zeros(const unit& u) const {
   return u.grad.defined() ? u.grad : torch::zeros({u.shard}, u.master.options().device(options_.device));
 }
 
-double zero_optimizer::grad_square_sum() const {
+torch::Tensor zero_optimizer::grad_square_sum() const {
   if (options_.offload_param || options_.device.is_cpu()) {  // the gradients are in host memory
     double host = 0;
     for (const auto& u : units_)
       if (u.grad.defined()) host += model::host_square_sum(u.grad);
-    return host;
+    return torch::scalar_tensor(host, torch::kDouble);
   }
-  torch::Tensor sum;  // on the device: one host read for all units
+  auto sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(options_.device));
+  std::vector<torch::Tensor> kernel_grads;  // summed by one kernel each and one for them all
   for (const auto& u : units_) {
     if (!u.grad.defined()) continue;  // nothing reduced into it this step: zero
-    auto squares = model::fused_kernels_available(u.grad) ? model::fused_square_sum(u.grad)
-                                                          : u.grad.to(torch::kDouble).pow(2).sum();
-    sum = sum.defined() ? sum + squares : squares;
+    if (model::fused_kernels_available(u.grad)) {
+      kernel_grads.push_back(u.grad);
+    } else {
+      sum += u.grad.to(torch::kDouble).pow(2).sum();
+    }
   }
-  return sum.defined() ? sum.item<double>() : 0.0;
+  if (!kernel_grads.empty()) sum += model::fused_square_sum(kernel_grads);
+  return sum;
 }
 
-void zero_optimizer::step(const model::adamw_options& options, double clip_coef) {
+void zero_optimizer::step(const model::adamw_options& options, const torch::Tensor& clip_coef) {
   torch::NoGradGuard no_grad;
+  // A coefficient on the device stays there for a CUDA update; the host update reads it (a wait).
+  const bool coef_on_device = clip_coef.defined() && !clip_coef.is_cpu() && opt_device_.is_cuda();
+  const double coef_value = clip_coef.defined() && !coef_on_device ? clip_coef.item<double>() : 1.0;
   release_all();  // stage 3: what is still gathered would be stale after the update
   const bool kernels = opt_device_.is_cuda() && std::any_of(units_.begin(), units_.end(), [](const unit& u) {
                          return u.numel > 0 && model::fused_kernels_available(u.master);
@@ -334,7 +341,8 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       auto shard = !copy        ? torch::Tensor()
                    : parts() == 1 ? u.full
                                   : torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype));
-      model::fused_adamw_step(u.master, grad_or_zeros(u), u.adam, options, clip_coef, shard);
+      model::fused_adamw_step(u.master, grad_or_zeros(u), u.adam, options, coef_value,
+                              shard, coef_on_device ? clip_coef.to(u.master.device()) : torch::Tensor());
       if (options_.stage < 3) fill_full(u, copy ? shard : u.master);
     }
   } else if (opt_device_.is_cuda()) {
@@ -347,7 +355,11 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
         continue;
       }
       auto grad = grad_or_zeros(u);
-      if (clip_coef != 1.0) grad.mul_(clip_coef);
+      if (coef_on_device) {
+        grad.mul_(clip_coef.to(grad.device()));
+      } else if (coef_value != 1.0) {
+        grad.mul_(coef_value);
+      }
       masters.push_back(u.master);
       grads.push_back(grad);
       states.push_back(&u.adam);
@@ -366,7 +378,7 @@ void zero_optimizer::step(const model::adamw_options& options, double clip_coef)
       // (fill_full); with offload_param the pass also writes the compute-dtype copy that the
       // next gathers read.
       auto grad = (options_.offload_param ? u.grad : grad_or_zeros(u)).to(opt_device_);
-      model::adamw_step_host(u.master, grad, u.adam, options, clip_coef,
+      model::adamw_step_host(u.master, grad, u.adam, options, coef_value,
                              options_.offload_param ? u.host_weights : torch::Tensor());
       if (options_.stage < 3) fill_full(u, device_shard(u, options_.compute_dtype));
     }

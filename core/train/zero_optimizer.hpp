@@ -108,11 +108,18 @@ class zero_optimizer {
   // Waits on the host for every collective issued so far (cancellation-aware, through `wait`) and
   // rethrows the first failure. Call it before reading results on the host (grad_square_sum).
   void synchronize();
-  // Sum of squares of this rank's gradient shards (fp64). Stage 0: of the whole gradient.
-  double grad_square_sum() const;
+  // Sum of squares of this rank's gradient shards (fp64) as a 0-dim tensor: on the device for
+  // CUDA shards (the host does not wait for it), on the host for host shards. Stage 0: of the
+  // whole gradient.
+  torch::Tensor grad_square_sum() const;
   // Scales the gradient shards by clip_coef, runs AdamW on the master shards and brings the
-  // model's weights up to date (stages 0-2; stage 3 gathers on demand).
-  void step(const model::adamw_options& options, double clip_coef);
+  // model's weights up to date (stages 0-2; stage 3 gathers on demand). clip_coef: a 0-dim fp64
+  // tensor on the device of the shards (the CUDA update reads it there: no host wait) or on the
+  // host; undefined for 1.
+  void step(const model::adamw_options& options, const torch::Tensor& clip_coef);
+  void step(const model::adamw_options& options, double clip_coef) {
+    step(options, torch::scalar_tensor(clip_coef, torch::kDouble));
+  }
 
   // Every weight in fp32, flattened in hf_parameters() order (a collective for stages 1-3).
   torch::Tensor full_weights();

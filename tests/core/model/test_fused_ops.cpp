@@ -1,10 +1,13 @@
 // The decoder's own CUDA kernels (core/model/fused_ops.hpp) against the ATen formulas they
 // replace, forward and backward, fp32, bf16 and fp16; and the optimizer's AdamW and sum of squares
-// against adamw_step and ATen's fp64 sum. The GPU cases are hidden ([.gpu]: run
+// against adamw_step and ATen's fp64 sum, and the clipping coefficient on the device. The GPU cases are hidden ([.gpu]: run
 // `test_core_model "[gpu]"` on a machine with a CUDA device, in the CUDA build).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -84,7 +87,71 @@ void check_swiglu(torch::ScalarType type, std::int64_t rows, std::int64_t inner,
   CHECK(gap(gate_up.grad(), x.grad()) <= tol);
 }
 
+struct norm_case {
+  bool layer;  // LayerNorm, else RMSNorm
+  std::int64_t rows, cols;
+  bool residual, affine;
+};
+
+// fused_norm forward and backward against ATen's norm in fp32 on the same rounded h = x + residual,
+// with a gradient arriving at h from another use (gh) as the next residual add sends it; `tol`
+// relative to the largest value.
+void check_norm(torch::ScalarType type, const norm_case& c, double tol) {
+  INFO("dtype " << c10::toString(type) << (c.layer ? " LayerNorm" : " RMSNorm") << " rows " << c.rows
+                << " cols " << c.cols << " residual " << c.residual << " affine " << c.affine);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(type);
+  const auto leaf = [](const torch::Tensor& t) { return t.detach().requires_grad_(true); };
+  auto x = leaf(torch::randn({c.rows, c.cols}, opts) * 2 + (c.layer ? 0.5 : 0.0));  // LayerNorm: a mean
+  auto r = c.residual ? leaf(torch::randn({c.rows, c.cols}, opts)) : torch::Tensor();
+  auto w = c.affine ? leaf(1 + 0.3 * torch::randn({c.cols}, opts)) : torch::Tensor();
+  auto b = c.affine && c.layer ? leaf(0.2 * torch::randn({c.cols}, opts)) : torch::Tensor();
+  const auto out = fused_norm(x, r, w, b, c.layer, 1e-5);
+  REQUIRE(out.size() == (c.residual ? 2U : 1U));
+  const auto gy = torch::randn_like(out[0]), gh = torch::randn_like(x);
+  auto loss = (out[0].to(torch::kFloat) * gy.to(torch::kFloat)).sum();
+  if (c.residual) loss = loss + (out[1].to(torch::kFloat) * gh.to(torch::kFloat)).sum();
+  loss.backward();
+
+  const auto h = c.residual ? (x.detach() + r.detach()) : x.detach();  // rounded in `type` as the kernel does
+  if (c.residual) CHECK(torch::equal(out[1], h));
+  auto h32 = leaf(h.to(torch::kFloat));
+  auto w32 = c.affine ? leaf(w.to(torch::kFloat)) : torch::Tensor();
+  auto b32 = b.defined() ? leaf(b.to(torch::kFloat)) : torch::Tensor();
+  torch::Tensor ref;
+  if (c.layer) {
+    ref = torch::layer_norm(h32, {c.cols}, w32, b32, 1e-5);
+  } else {
+    ref = h32 * torch::rsqrt(h32.pow(2).mean(-1, true) + 1e-5);
+    if (c.affine) ref = ref * w32;
+  }
+  auto ref_loss = (ref * gy.to(torch::kFloat)).sum();
+  if (c.residual) ref_loss = ref_loss + (h32 * gh.to(torch::kFloat)).sum();
+  ref_loss.backward();
+  const auto gap = [](const torch::Tensor& a, const torch::Tensor& e) {
+    return ((a.to(torch::kFloat) - e).abs().max() / e.abs().max()).item<double>();
+  };
+  CHECK(out[0].sizes() == x.sizes());
+  CHECK(gap(out[0].detach(), ref.detach()) <= tol);
+  CHECK(gap(x.grad(), h32.grad()) <= tol);
+  if (c.residual) CHECK(torch::equal(r.grad(), x.grad()));  // both feed h through a sum
+  if (c.affine) CHECK(gap(w.grad(), w32.grad()) <= tol);
+  if (b.defined()) CHECK(gap(b.grad(), b32.grad()) <= tol);
+}
+
 }  // namespace
+
+TEST_CASE("the clipping coefficient as a tensor is the host's, bit for bit", "[core][model]") {
+  for (const double squares : {0.0, 1e-12, 0.25, 1.0, 3.7, 1e6, 1e300}) {
+    INFO("squares " << squares);
+    const auto coef = clip_coefficient(torch::scalar_tensor(squares, torch::kDouble), 1.0);
+    CHECK(coef.scalar_type() == torch::kDouble);
+    CHECK(coef.dim() == 0);
+    CHECK(coef.item<double>() == clip_coefficient(std::sqrt(squares), 1.0));
+  }
+  // A NaN norm gives 1, as std::min(1.0, NaN) does on the host.
+  const auto nan = clip_coefficient(torch::scalar_tensor(std::nan(""), torch::kDouble), 1.0);
+  CHECK(nan.item<double>() == clip_coefficient(std::nan(""), 1.0));
+}
 
 TEST_CASE("the fused kernels are never offered for CPU tensors", "[core][model]") {
   CHECK_FALSE(fused_kernels_available(torch::zeros({2, 4})));
@@ -223,4 +290,113 @@ TEST_CASE("the sum-of-squares kernel gives the fp64 sum of squares, the same val
       CHECK(fused_square_sum(x).item<double>() == sum.item<double>());
     }
   }
+  // Several tensors of mixed dtypes and sizes (empty, odd, past the partials' count) in one sum.
+  std::vector<torch::Tensor> xs{torch::randn({4099}, torch::kCUDA).to(torch::kBFloat16), torch::zeros({0}, torch::kCUDA),
+                                torch::randn({std::int64_t{3} << 20}, torch::kCUDA), torch::randn({7}, torch::kCUDA).to(torch::kHalf)};
+  double reference = 0;
+  for (const auto& x : xs) reference += x.to(torch::kDouble).pow(2).sum().item<double>();
+  const double together = fused_square_sum(xs).item<double>();
+  CHECK(std::abs(together - reference) <= 1e-10 * reference);
+  CHECK(fused_square_sum(xs).item<double>() == together);
+}
+
+TEST_CASE("the norm kernels give ATen's RMSNorm and LayerNorm after the residual add, and their "
+          "gradients, vectorised or not", "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(8);
+  // 768 and 2048: 16-byte groups, 300 rows over several weight-gradient chunks; 37: one element at
+  // a time.
+  using shape = std::pair<std::int64_t, std::int64_t>;
+  // 16384 and 2500 (one element at a time): rows longer than a block's threads, held two or
+  // four groups a thread.
+  for (const auto& [rows, cols] : std::vector<shape>{{9, 768}, {300, 2048}, {5, 37}, {3, 16384}, {4, 2500}}) {
+    for (const bool layer : {false, true}) {
+      for (const bool residual : {false, true}) {
+        for (const bool affine : {true, false}) {
+          const norm_case c{layer, rows, cols, residual, affine};
+          check_norm(torch::kFloat, c, 1e-4);
+          check_norm(torch::kBFloat16, c, 2e-2);
+          check_norm(torch::kHalf, c, 3e-3);
+        }
+      }
+    }
+  }
+  // The weights' gradients are the same on every run; (B, T, C) keeps its shape.
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const auto x = torch::randn({2, 300, 768}, opts), residual = torch::randn_like(x);
+  auto w = torch::ones({768}, opts).requires_grad_(true);
+  auto b = torch::zeros({768}, opts).requires_grad_(true);
+  const auto gy = torch::randn({2, 300, 768}, opts);
+  std::vector<torch::Tensor> grads;
+  for (int run = 0; run < 2; ++run) {
+    const auto y = fused_norm(x, residual, w, b, true, 1e-5)[0];
+    CHECK(y.sizes() == x.sizes());
+    y.backward(gy);
+    grads.push_back(w.grad().clone());
+    w.mutable_grad() = torch::Tensor();
+  }
+  CHECK(torch::equal(grads[0], grads[1]));
+  CHECK_THROWS_AS(fused_norm(x, torch::Tensor(), w, b, false, 1e-5), std::invalid_argument);  // RMSNorm, bias
+  // Rows past what a block holds are left to ATen's norms.
+  CHECK(fused_norm_available(torch::zeros({2, 4096}, opts)));
+  CHECK(fused_norm_available(torch::zeros({2, 32768}, opts)));
+  CHECK_FALSE(fused_norm_available(torch::zeros({2, 32776}, opts)));
+  CHECK_FALSE(fused_norm_available(torch::zeros({2, 4097}, opts)));  // not 16-byte rows: 4096 at most
+  CHECK_FALSE(fused_norm_available(torch::zeros({2, 64})));           // CPU
+}
+
+TEST_CASE("the biased matmul gives x @ W + b and its gradients, the bias's summed by cohort's kernel",
+          "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(10);
+  // 2304 columns: 16-byte groups over several chunks of 1100 rows; 37: one element at a time.
+  for (const auto& [rows, in, out] : std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{
+           {1100, 64, 2304}, {7, 16, 37}}) {
+    for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      INFO("dtype " << c10::toString(type) << " rows " << rows << " in " << in << " out " << out);
+      const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(type);
+      auto x = torch::randn({1, rows, in}, opts).requires_grad_(true);
+      auto w = (0.1 * torch::randn({in, out}, opts)).detach().requires_grad_(true);
+      auto b = torch::randn({out}, opts).requires_grad_(true);
+      const auto y = fused_biased_matmul(x, w, b);
+      const auto gy = torch::randn_like(y);
+      y.backward(gy);
+      auto x32 = x.detach().to(torch::kFloat).requires_grad_(true);
+      auto w32 = w.detach().to(torch::kFloat).requires_grad_(true);
+      auto b32 = b.detach().to(torch::kFloat).requires_grad_(true);
+      const auto ref = torch::matmul(x32, w32) + b32;
+      ref.backward(gy.to(torch::kFloat));
+      const auto gap = [](const torch::Tensor& a, const torch::Tensor& e) {
+        return ((a.to(torch::kFloat) - e).abs().max() / e.abs().max()).item<double>();
+      };
+      const double tol = type == torch::kFloat ? 1e-4 : (type == torch::kHalf ? 3e-3 : 2e-2);
+      CHECK(y.sizes() == torch::IntArrayRef({1, rows, out}));
+      CHECK(gap(y.detach(), ref.detach()) <= tol);
+      CHECK(gap(x.grad(), x32.grad()) <= tol);
+      CHECK(gap(w.grad(), w32.grad()) <= tol);
+      CHECK(gap(b.grad(), b32.grad()) <= tol);
+    }
+  }
+}
+
+TEST_CASE("the AdamW kernel reads a clipping coefficient on the device as the host's value",
+          "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(9);
+  adamw_options o;
+  o.lr = 1e-3;
+  const auto cuda = torch::TensorOptions(torch::kCUDA);
+  auto host_master = torch::randn({4096}, cuda), device_master = host_master.clone();
+  adamw_state host_state, device_state;
+  for (int step = 0; step < 2; ++step) {
+    const auto grad = torch::randn({4096}, cuda).to(torch::kBFloat16);
+    const auto squares = fused_square_sum(grad);
+    const auto coef = clip_coefficient(squares, 0.5);  // on the device, not read
+    CHECK(coef.is_cuda());
+    fused_adamw_step(host_master, grad, host_state, o, clip_coefficient(std::sqrt(squares.item<double>()), 0.5),
+                     torch::Tensor());
+    fused_adamw_step(device_master, grad, device_state, o, 1.0, torch::Tensor(), coef);
+  }
+  CHECK(torch::equal(device_master, host_master));
+  CHECK(torch::equal(device_state.exp_avg_sq, host_state.exp_avg_sq));
 }

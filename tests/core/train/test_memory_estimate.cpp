@@ -336,7 +336,7 @@ TEST_CASE("on GPUs the fused path's plan lies at or up to 12% above the peaks me
       {"1.1B, ZeRO-3, 4 GPUs", tinyllama(), 3, 4, 8, 2048, 24.2},
       {"7B shape, ZeRO-3, 2 GPUs", llama_7b(), 3, 2, 2, 2048, 57.4},
       {"7B shape, ZeRO-3, 4 GPUs", llama_7b(), 3, 4, 2, 2048, 38.1},
-      {"GPT-2 124M, ZeRO-0, 1 GPU", gpt2(), 0, 1, 16, 1024, 7.2},
+      {"GPT-2 124M, ZeRO-0, 1 GPU", gpt2(), 0, 1, 16, 1024, 6.7},  // 7.2 before the norm kernels
   };
   for (const auto& r : runs) {
     auto spec = job(true, r.stage, r.workers, config::precision::bf16);

@@ -117,7 +117,7 @@ std::vector<test::rank_result<rank_outcome>> train(int stage) {
       scaled_loss(*net, b, rank, 1, b.labels.ne(-100).sum().item<double>()).backward();
       for (std::size_t u = 0; u < opt.unit_count(); ++u) opt.reduce_grads(u);
       opt.synchronize();
-      auto squares = torch::tensor({opt.grad_square_sum()}, torch::kDouble);
+      auto squares = opt.grad_square_sum().cpu().reshape({1});
       if (stage > 0) group->all_reduce(squares, core::comm::reduce_op::sum)->wait(std::chrono::seconds(20));
       opt.step(adam, model::clip_coefficient(std::sqrt(squares.item<double>()), clip));
     }
