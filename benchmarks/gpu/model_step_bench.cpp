@@ -183,14 +183,27 @@ double peak_gpu_gib(const torch::Device& device) {
 #endif
 }
 
-// Runs `steps` calls of `step` under the Kineto profiler and prints the longest GPU kernels.
+#ifdef COHORT_BENCH_PROFILER
+// A kernel's name without its return type and cohort's kernel namespace, cut to 60 characters.
+std::string short_kernel_name(std::string name) {
+  for (const std::string prefix : {"void ", "cohort::core::model::kernels::(anonymous namespace)::"}) {
+    if (name.rfind(prefix, 0) == 0) name.erase(0, prefix.size());
+  }
+  return name.substr(0, 60);
+}
+#endif
+
+// Runs `steps` calls of `step` under the Kineto profiler (GPU activity only, so that the host runs
+// as it does untraced) and prints the longest GPU kernels, then where the GPU sat idle between
+// two of its operations: the idle time per step and the longest-idle pairs (the operation before
+// and the one the GPU waited for).
 template <typename Step>
 void profile_kernels(int steps, Step&& step) {
 #ifdef COHORT_BENCH_PROFILER
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
   const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  const std::set<ActivityType> activities{ActivityType::CUDA};
   prof::prepareProfiler(config, activities);
   prof::enableProfiler(config, activities);
   torch::Tensor last;
@@ -198,7 +211,9 @@ void profile_kernels(int steps, Step&& step) {
   (void)last.item<float>();
   const auto result = prof::disableProfiler();
   struct total { double ns = 0; std::int64_t calls = 0; };
+  struct span { std::uint64_t start, end; std::string name; };
   std::map<std::string, total> kernels;
+  std::vector<span> spans;
   double all_ns = 0;
   for (const auto& e : result->events()) {
     if (e.deviceType() != c10::DeviceType::CUDA) continue;
@@ -206,6 +221,20 @@ void profile_kernels(int steps, Step&& step) {
     k.ns += static_cast<double>(e.durationNs());
     ++k.calls;
     all_ns += static_cast<double>(e.durationNs());
+    spans.push_back({e.startNs(), e.startNs() + e.durationNs(), short_kernel_name(e.name())});
+  }
+  // Idle stretches of the GPU: from the end of everything so far to the next operation's start.
+  std::sort(spans.begin(), spans.end(), [](const span& a, const span& b) { return a.start < b.start; });
+  std::map<std::string, total> idle;
+  double idle_ns = 0;
+  for (std::size_t i = 1, last = 0; i < spans.size(); ++i) {
+    if (spans[i - 1].end > spans[last].end) last = i - 1;
+    if (spans[i].start <= spans[last].end) continue;
+    const double gap = static_cast<double>(spans[i].start - spans[last].end);
+    idle_ns += gap;
+    auto& t = idle[spans[last].name + " -> " + spans[i].name];
+    t.ns += gap;
+    ++t.calls;
   }
   std::vector<std::pair<std::string, total>> sorted(kernels.begin(), kernels.end());
   std::sort(sorted.begin(), sorted.end(),
@@ -218,6 +247,14 @@ void profile_kernels(int steps, Step&& step) {
                                 {"calls_per_step", static_cast<double>(t.calls) / steps},
                                 {"ms_per_step", t.ns / 1e6 / steps},
                                 {"share", all_ns > 0 ? t.ns / all_ns : 0.0}}.dump() << std::endl;
+  }
+  std::vector<std::pair<std::string, total>> gaps(idle.begin(), idle.end());
+  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::cout << nlohmann::json{{"gpu_idle_ms_per_step", idle_ns / 1e6 / steps}}.dump() << std::endl;
+  for (std::size_t i = 0; i < gaps.size() && i < 15; ++i) {
+    std::cout << nlohmann::json{{"idle_between", gaps[i].first},
+                                {"gaps_per_step", static_cast<double>(gaps[i].second.calls) / steps},
+                                {"ms_per_step", gaps[i].second.ns / 1e6 / steps}}.dump() << std::endl;
   }
 #else
   (void)steps;

@@ -109,6 +109,12 @@ def profile(res, log):
            if total else "", "", "| kernel | calls/step | ms/step | share |", "|---|---:|---:|---:|"]
     for r in kernels[:20]:
         out.append(f"| `{r['kernel'][:90]}` | {r['calls_per_step']:.0f} | {r['ms_per_step']:.2f} | {r['share']:.1%} |")
+    idle = next((r for r in objects(res, log) if "gpu_idle_ms_per_step" in r), None)
+    if idle:
+        out += ["", f"GPU idle per step (between two of its operations): {idle['gpu_idle_ms_per_step']:.2f} ms",
+                "", "| idle between | gaps/step | ms/step |", "|---|---:|---:|"]
+        for r in [r for r in objects(res, log) if "idle_between" in r][:8]:
+            out.append(f"| `{r['idle_between'][:120]}` | {r['gaps_per_step']:.0f} | {r['ms_per_step']:.2f} |")
     return "\n".join(out) + "\n"
 
 

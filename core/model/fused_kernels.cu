@@ -58,23 +58,43 @@ __device__ __forceinline__ void store(T* p, const packed<T, Vec>& v) {
   *reinterpret_cast<packed<T, Vec>*>(p) = v;
 }
 
-constexpr int rotary_threads = 128;
+constexpr int rotary_most_threads = 1024;
+
+// Vec floats from p in shared memory: 16-byte loads where Vec is a multiple of 4 (p then 16-byte
+// aligned), so that a warp's consecutive groups read without bank conflicts.
+template <int Vec>
+__device__ __forceinline__ void load_table(const float* p, float (&out)[Vec]) {
+  if constexpr (Vec % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < Vec; k += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + k);
+      out[k] = v.x;
+      out[k + 1] = v.y;
+      out[k + 2] = v.z;
+      out[k + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) out[k] = p[k];
+  }
+}
 
 // One block per row (striding over rows): the row's cos/sin rows go to shared memory once (every
-// head reads them: from L2 they cost four times the row's own traffic), then its threads take the
-// groups of Vec pairs (i, i + half) of the rotated heads, then the groups of Vec columns past them
-// (v), copied. Index math in 32 bits within a row. Dynamic shared memory: 2 head_dim floats.
+// head reads them), then each thread takes groups of Vec columns of the row and writes only its
+// own: a rotated column j of a head reads its partner p = j ± half as well (a second load, mostly
+// from L1), v's columns are copied. Every load and store of a warp covers one contiguous stretch
+// of the row. Index math in 32 bits within a row. Dynamic shared memory: 2 head_dim floats.
+//   forward:  y_j = x_j cos_j - x_p sin_j (j < half),  y_j = x_j cos_j + x_p sin_j (j >= half)
+//   backward: g_j cos_j + g_p sin_p (j < half),        g_j cos_j - g_p sin_p (j >= half)
 template <typename T, int Vec, bool Backward>
-__global__ void __launch_bounds__(rotary_threads)
+__global__ void __launch_bounds__(rotary_most_threads)
     rotary_half_kernel(const T* __restrict__ in, T* __restrict__ out, const float* __restrict__ cos,
                        const float* __restrict__ sin, std::int64_t rows, int cols, int rot_heads,
                        int head_dim, std::int64_t seq_len) {
   extern __shared__ float table[];  // cos row, then sin row
   const int half = head_dim / 2;
-  const int groups_per_head = half / Vec;
-  const int rot_groups = rot_heads * groups_per_head;
   const int rot_cols = rot_heads * head_dim;
-  const int copy_groups = (cols - rot_cols) / Vec;
+  const int groups = cols / Vec;
   const float* c_row = table;
   const float* s_row = table + head_dim;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -82,38 +102,30 @@ __global__ void __launch_bounds__(rotary_threads)
     T* y = out + row * cols;
     const std::int64_t t = row % seq_len;
     __syncthreads();  // the previous row's readers are done with the table
-    for (int i = threadIdx.x; i < head_dim; i += rotary_threads) {
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
       table[i] = cos[t * head_dim + i];
       table[head_dim + i] = sin[t * head_dim + i];
     }
     __syncthreads();
-    for (int g = threadIdx.x; g < rot_groups; g += rotary_threads) {
-      const int head = g / groups_per_head;
-      const int i = (g - head * groups_per_head) * Vec;
-      const int lo = head * head_dim + i, hi = lo + half;
-      const auto a = load<T, Vec>(x + lo);
-      const auto b = load<T, Vec>(x + hi);
-      const float* c = c_row + i;
-      const float* sn = s_row + i;
-      packed<T, Vec> y_lo, y_hi;
-#pragma unroll
-      for (int k = 0; k < Vec; ++k) {
-        const float x_lo = to_float(a.v[k]), x_hi = to_float(b.v[k]);
-        const float c_lo = c[k], c_hi = c[k + half], s_lo = sn[k], s_hi = sn[k + half];
-        if (Backward) {
-          y_lo.v[k] = from_float<T>(x_lo * c_lo + x_hi * s_hi);
-          y_hi.v[k] = from_float<T>(x_hi * c_hi - x_lo * s_lo);
-        } else {
-          y_lo.v[k] = from_float<T>(x_lo * c_lo - x_hi * s_lo);
-          y_hi.v[k] = from_float<T>(x_hi * c_hi + x_lo * s_hi);
-        }
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+      const int col = g * Vec;
+      const auto own = load<T, Vec>(x + col);
+      if (col >= rot_cols) {  // v
+        store<T, Vec>(y + col, own);
+        continue;
       }
-      store<T, Vec>(y + lo, y_lo);
-      store<T, Vec>(y + hi, y_hi);
-    }
-    for (int g = threadIdx.x; g < copy_groups; g += rotary_threads) {
-      const int at = rot_cols + g * Vec;
-      store<T, Vec>(y + at, load<T, Vec>(x + at));
+      const int j = col % head_dim;
+      const bool low = j < half;
+      const int p = low ? j + half : j - half;
+      const auto other = load<T, Vec>(x + col - j + p);
+      float c[Vec], sn[Vec];
+      load_table<Vec>(c_row + j, c);
+      load_table<Vec>(s_row + (Backward ? p : j), sn);  // the backward takes the partner's sin
+      const float sign = low == Backward ? 1.0f : -1.0f;  // forward: -, +; backward: +, -
+      packed<T, Vec> r;
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) r.v[k] = from_float<T>(to_float(own.v[k]) * c[k] + sign * to_float(other.v[k]) * sn[k]);
+      store<T, Vec>(y + col, r);
     }
   }
 }
@@ -124,12 +136,15 @@ void launch_rotary_kernel(direction dir, const T* x, T* y, const float* cos, con
                           std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
   constexpr std::int64_t most_blocks = 1 << 20;
   const unsigned int blocks = static_cast<unsigned int>(rows < most_blocks ? rows : most_blocks);
+  const std::int64_t groups = cols / Vec;
+  const unsigned int threads = static_cast<unsigned int>(
+      groups >= rotary_most_threads ? rotary_most_threads : (groups + 31) / 32 * 32);
   const int c = static_cast<int>(cols), h = static_cast<int>(rot_heads), d = static_cast<int>(head_dim);
   const std::size_t shared = 2 * static_cast<std::size_t>(head_dim) * sizeof(float);
   if (dir == direction::backward) {
-    rotary_half_kernel<T, Vec, true><<<blocks, rotary_threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
+    rotary_half_kernel<T, Vec, true><<<blocks, threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
   } else {
-    rotary_half_kernel<T, Vec, false><<<blocks, rotary_threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
+    rotary_half_kernel<T, Vec, false><<<blocks, threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
   }
 }
 
