@@ -112,9 +112,6 @@ class swiglu_function : public torch::autograd::Function<swiglu_function> {
   }
 };
 
-// norm_forward/norm_backward as an autograd function of (x, residual, weight, bias): outputs y,
-// and h = x + residual when residual is given. Saves h (the sum, or x), weight, mean, rstd. The
-// optional inputs are optionals, not undefined tensors: autograd takes no undefined input.
 // t contiguous and 16-byte aligned (a copy where a view starts elsewhere): the norm kernels
 // then take rows up to their vectorised length.
 torch::Tensor aligned_contiguous(const torch::Tensor& t) {
@@ -122,6 +119,9 @@ torch::Tensor aligned_contiguous(const torch::Tensor& t) {
   return reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
+// norm_forward/norm_backward as an autograd function of (x, residual, weight, bias): outputs y,
+// and h = x + residual when residual is given. Saves h (the sum, or x), weight, mean, rstd. The
+// optional inputs are optionals, not undefined tensors: autograd takes no undefined input.
 class norm_function : public torch::autograd::Function<norm_function> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
