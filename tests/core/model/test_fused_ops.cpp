@@ -21,6 +21,12 @@ using namespace cohort::core::model;
 
 namespace {
 
+// The largest difference of `actual` (any float dtype) from `expected` (fp32), relative to the
+// largest value expected.
+double gap(const torch::Tensor& actual, const torch::Tensor& expected) {
+  return ((actual.to(torch::kFloat) - expected).abs().max() / expected.abs().max()).item<double>();
+}
+
 // transformers' apply_rotary_pos_emb on (B, T, heads, D), in fp32.
 torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const std::int64_t D = x.size(-1), T = x.size(1);
@@ -56,9 +62,6 @@ void check_rotary(torch::ScalarType type, const rotary_case& c, double tol) {
   auto ref = torch::cat({q.flatten(2), k.flatten(2), parts[2]}, -1);
   ref.backward(grad_out.to(torch::kFloat));
 
-  const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
-    return ((a.to(torch::kFloat) - b).abs().max() / b.abs().max()).item<double>();
-  };
   CHECK(out.sizes() == qkv.sizes());
   CHECK(gap(out.detach(), ref.detach()) <= tol);
   CHECK(gap(qkv.grad(), x.grad()) <= tol);
@@ -79,9 +82,6 @@ void check_swiglu(torch::ScalarType type, std::int64_t rows, std::int64_t inner,
   auto parts = x.chunk(2, -1);
   auto ref = torch::silu(parts[0]) * parts[1];
   ref.backward(grad_out.to(torch::kFloat));
-  const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
-    return ((a.to(torch::kFloat) - b).abs().max() / b.abs().max()).item<double>();
-  };
   CHECK(out.sizes() == torch::IntArrayRef({rows, inner}));
   CHECK(gap(out.detach(), ref.detach()) <= tol);
   CHECK(gap(gate_up.grad(), x.grad()) <= tol);
@@ -127,9 +127,6 @@ void check_norm(torch::ScalarType type, const norm_case& c, double tol) {
   auto ref_loss = (ref * gy.to(torch::kFloat)).sum();
   if (c.residual) ref_loss = ref_loss + (h32 * gh.to(torch::kFloat)).sum();
   ref_loss.backward();
-  const auto gap = [](const torch::Tensor& a, const torch::Tensor& e) {
-    return ((a.to(torch::kFloat) - e).abs().max() / e.abs().max()).item<double>();
-  };
   CHECK(out[0].sizes() == x.sizes());
   CHECK(gap(out[0].detach(), ref.detach()) <= tol);
   CHECK(gap(x.grad(), h32.grad()) <= tol);
@@ -366,9 +363,6 @@ TEST_CASE("the biased matmul gives x @ W + b and its gradients, the bias's summe
       auto b32 = b.detach().to(torch::kFloat).requires_grad_(true);
       const auto ref = torch::matmul(x32, w32) + b32;
       ref.backward(gy.to(torch::kFloat));
-      const auto gap = [](const torch::Tensor& a, const torch::Tensor& e) {
-        return ((a.to(torch::kFloat) - e).abs().max() / e.abs().max()).item<double>();
-      };
       const double tol = type == torch::kFloat ? 1e-4 : (type == torch::kHalf ? 3e-3 : 2e-2);
       CHECK(y.sizes() == torch::IntArrayRef({1, rows, out}));
       CHECK(gap(y.detach(), ref.detach()) <= tol);

@@ -132,6 +132,17 @@ double max_gap(const std::string& a, const std::string& b) {
   return worst;
 }
 
+// Every tensor of the two runs' final checkpoints, element for element within tol.
+void check_final_tensors_close(const std::string& run_a, const std::string& run_b, double tol) {
+  const auto a = final_tensors(run_a), b = final_tensors(run_b);
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, bytes] : a) {
+    INFO(name);
+    REQUIRE(b.count(name) == 1);
+    CHECK(max_gap(bytes, b.at(name)) <= tol);
+  }
+}
+
 // Samples of the data set as rows, as `cohort-model eval` reads them.
 nlohmann::json rows_of(const std::string& data, std::vector<std::int64_t> samples) {
   auto ds = std::make_shared<const core::data::dataset>(data);
@@ -174,13 +185,7 @@ TEST_CASE("a T5 job trains on a seq2seq data set to the same weights under ZeRO 
   require_ok(r0);
   CHECK(test::contains_line(r0[0].value->log, "T5 (seq2seq)", "ZeRO stage 0"));
   require_ok(test::run_workload(t5_job(data, 3), run3));
-  const auto a = final_tensors(run0), b = final_tensors(run3);
-  REQUIRE(a.size() == b.size());
-  for (const auto& [name, bytes] : a) {
-    INFO(name);
-    REQUIRE(b.count(name) == 1);
-    CHECK(max_gap(bytes, b.at(name)) <= 1e-5);
-  }
+  check_final_tensors_close(run0, run3, 1e-5);
   const auto lines = test::metrics_lines(run3);
   REQUIRE(lines.size() == static_cast<std::size_t>(total_steps));
   CHECK(lines.back()["step"] == total_steps);
@@ -304,13 +309,7 @@ TEST_CASE("a T5 job of 2 ranks stopped after a checkpoint resumes on 1 rank with
   require_ok(again);
   REQUIRE(again.size() == 1);
   CHECK(test::contains_line(again[0].value->log, "resuming after step", "2"));
-  const auto a = final_tensors(whole), b = final_tensors(resumed);
-  REQUIRE(a.size() == b.size());
-  for (const auto& [name, bytes] : a) {
-    INFO(name);
-    REQUIRE(b.count(name) == 1);
-    CHECK(max_gap(bytes, b.at(name)) <= 1e-5);
-  }
+  check_final_tensors_close(whole, resumed, 1e-5);
   REQUIRE(test::metrics_lines(resumed).size() == static_cast<std::size_t>(total_steps));
 }
 
