@@ -483,14 +483,6 @@ int launch_square_partials(const void* x, std::int64_t n, double* partials, cuda
   return static_cast<int>(cudaGetLastError());
 }
 
-template <typename T>
-int launch_square_sum(const void* x, std::int64_t n, double* partials, double* out,
-                      cudaStream_t stream) {
-  if (const int e = launch_square_partials<T>(x, n, partials, stream); e != 0) return e;
-  sum_partials_kernel<<<1, square_threads, 0, stream>>>(partials, square_blocks<T>(x, n), out);
-  return static_cast<int>(cudaGetLastError());
-}
-
 // ---- Norms: RMSNorm and LayerNorm over rows, the residual add before them ----
 
 // One block per row; each thread holds up to K groups of Vec elements of the row in registers, so
@@ -986,12 +978,6 @@ int square_partials(dtype type, const void* x, std::int64_t n, double* partials,
 int sum_partials(const double* partials, int count, double* out, void* stream) {
   sum_partials_kernel<<<1, square_threads, 0, static_cast<cudaStream_t>(stream)>>>(partials, count, out);
   return static_cast<int>(cudaGetLastError());
-}
-
-int square_sum(dtype type, const void* x, std::int64_t n, double* partials, double* out, void* stream) {
-  return with_element_type(type, [&](auto element) {
-    return launch_square_sum<decltype(element)>(x, n, partials, out, static_cast<cudaStream_t>(stream));
-  });
 }
 
 int norm_forward(norm_type kind, dtype type, const void* x, const void* residual, void* sum,

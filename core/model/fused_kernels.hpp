@@ -83,15 +83,11 @@ struct adamw_scalars {
 int adamw(float* param, dtype grad_type, const void* grad, float* exp_avg, float* exp_avg_sq,
           dtype copy_type, void* copy, std::int64_t n, const adamw_scalars& scalars, void* stream);
 
-// Sum of the squares of n elements of x (type), accumulated in fp64, written to *out (device):
-// each of at most square_sum_partials blocks sums a fixed stride of the elements into
-// partials[block], then one block adds the partials in order. The same value on every run.
-// partials: device fp64 of square_sum_partials elements, scratch.
+// Sums of squares in fp64, the same value on every run, for one tensor or several in one go:
+// square_partials has each of at most square_sum_partials blocks sum a fixed stride of the n
+// elements of x (type) into partials[block], square_partial_count(type, x, n) of them;
+// sum_partials then adds `count` partials (device fp64) in order into *out (one block).
 constexpr int square_sum_partials = 1024;
-int square_sum(dtype type, const void* x, std::int64_t n, double* partials, double* out, void* stream);
-// square_sum in two halves, for several tensors summed in one go: square_partials writes
-// square_partial_count(type, x, n) (at most square_sum_partials) fp64 partial sums of x's squares
-// to partials; sum_partials adds `count` partials in order into *out (one block).
 int square_partial_count(dtype type, const void* x, std::int64_t n);
 int square_partials(dtype type, const void* x, std::int64_t n, double* partials, void* stream);
 int sum_partials(const double* partials, int count, double* out, void* stream);

@@ -346,17 +346,7 @@ void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_sta
                "fused_adamw_step");
 }
 
-torch::Tensor fused_square_sum(const torch::Tensor& x) {
-  if (!x.is_cuda() || !x.is_contiguous())
-    throw std::invalid_argument("fused_square_sum: a contiguous CUDA tensor expected");
-  const c10::cuda::CUDAGuard guard(x.device());
-  auto partials = torch::empty({kernels::square_sum_partials + 1}, x.options().dtype(torch::kDouble));
-  auto out = partials.narrow(0, kernels::square_sum_partials, 1);
-  check_launch(kernels::square_sum(kernel_dtype(x), x.data_ptr(), x.numel(), partials.data_ptr<double>(),
-                                   out.data_ptr<double>(), current_stream(x)),
-               "fused_square_sum");
-  return out.squeeze(0);
-}
+torch::Tensor fused_square_sum(const torch::Tensor& x) { return fused_square_sum(std::vector<torch::Tensor>{x}); }
 
 torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs) {
   if (xs.empty()) throw std::invalid_argument("fused_square_sum: no tensors");

@@ -83,8 +83,8 @@ void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_sta
 // fixed order (the same value on every run), as a 0-dim fp64 tensor on its device; the host
 // never waits. Where grad_square_sum materialises an fp64 copy of the gradient, this reads it once.
 torch::Tensor fused_square_sum(const torch::Tensor& x);
-// The same over several such tensors of one device, summed into one value: one kernel per tensor
-// and one for the total (where a sum per tensor takes two and an add), in a fixed order.
+// The same over several such tensors of one device, summed into one value in a fixed order: one
+// kernel per tensor and one for the total.
 torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs);
 
 }  // namespace cohort::core::model

@@ -178,7 +178,6 @@ class zero_optimizer {
   torch::Tensor grad_or_zeros(const unit& u) const;
   // (parts * shard) in dtype on device: every rank's master shard.
   torch::Tensor gather_full(const unit& u, torch::ScalarType dtype);
-
   // Orders the compute stream after `w` (CUDA) and remembers it for synchronize(); waits on the
   // host elsewhere.
   void complete(const std::shared_ptr<comm::work>& w);
