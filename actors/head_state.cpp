@@ -65,10 +65,10 @@ void head_state::add_node(const node_info& node) {
   gpu_pools_[node.name] = std::move(pool);
   node_infos_[node.name] = node;
   largest_gpu_offer_ = std::max(largest_gpu_offer_, offered_gpus(node));
-  auto it = std::find_if(nodes_.begin(), nodes_.end(),
-                         [&](const auto& n) { return n.name() == node.name; });
-  if (it == nodes_.end())
-    nodes_.push_back(std::move(inventory));
+  auto it = std::lower_bound(nodes_.begin(), nodes_.end(), node.name,
+                             [](const auto& n, const std::string& name) { return n.name() < name; });
+  if (it == nodes_.end() || it->name() != node.name)
+    nodes_.insert(it, std::move(inventory));
   else
     *it = std::move(inventory);
 }

@@ -65,7 +65,7 @@ class head_state {
   // Forgets a node (it died or left). Its reservations stay until the jobs using it are told.
   void remove_node(const std::string& name);
   bool has_node(const std::string& name) const;
-  // The registered nodes as they registered, in registration order.
+  // The registered nodes, by name.
   std::vector<node_info> nodes() const;
 
   // Drains a node: nothing new is placed on it from now on. `kind` is "preempted" (the node
@@ -197,7 +197,8 @@ class head_state {
   void record_failure(job_entry& job, const failure_cause& cause);
   job_entry& entry(const std::string& job_id);
 
-  std::vector<core::resources::node_inventory> nodes_;  // registration order: deterministic
+  std::vector<core::resources::node_inventory> nodes_;  // by name: placement's ties go to the
+                                                        // first, whatever order nodes joined in
   std::map<std::string, node_info> node_infos_;         // as registered, by name
   std::map<std::string, core::resources::gpu_pool> gpu_pools_;  // by node name
   double largest_gpu_offer_ = 0;  // the most GPUs one node has offered since this head started

@@ -252,7 +252,7 @@ struct job_list_query {
 struct job_list {
   static constexpr std::uint32_t wire_id = 24;
   std::vector<job_record> jobs;
-  std::vector<node_info> nodes{};  // the registered nodes, in registration order
+  std::vector<node_info> nodes{};  // the registered nodes, by name
 };
 // Reply: job_record after the stop.
 struct stop_job {

@@ -65,12 +65,13 @@ struct bench_options {
 
 // fp32 master copy of every bf16 weight, with its AdamW state; the gradients clipped to norm
 // --grad-clip first (as the baseline and the engine do: the coefficient computed on the device,
-// never read on the host within a step), the bf16 weight refreshed from the master after each update (bf16 compute, fp32 master
-// weights, as the engine does). Kinds:
+// never read on the host within a step), the bf16 weight refreshed from the master after each update (bf16
+// compute, fp32 master weights, as the engine does). Kinds:
 //   cohort  core/model's adamw_step per tensor (ATen elementwise ops);
 //   fused   ATen's fused AdamW over all tensors, the bf16 gradients cast to fp32 first and the
 //           bf16 weights cast from the masters after;
-//   kernel  cohort's AdamW kernel per tensor (fused_adamw_step, what the engine runs on CUDA):
+//   kernel  cohort's AdamW kernel, one launch for every tensor (fused_adamw_step, what the engine
+//           runs on CUDA):
 //           reads the bf16 gradient with the clipping scale and writes the bf16 weight in the same
 //           pass, no casts of its own.
 class mixed_precision_adamw {
@@ -107,10 +108,12 @@ class mixed_precision_adamw {
     for (auto& w : weights_) grads.push_back(w.grad().contiguous());
     const auto coef = grad_clip_ > 0 ? model::clip_coefficient(square_sum(grads), grad_clip_) : torch::Tensor();
     if (kind_ == "kernel") {
+      std::vector<model::fused_adamw_target> targets;
       for (std::size_t i = 0; i < weights_.size(); ++i) {
-        model::fused_adamw_step(masters_[i], grads[i], states_[i], options_, 1.0, weights_[i], coef);
+        targets.push_back({masters_[i], grads[i], &states_[i], weights_[i]});
         weights_[i].mutable_grad() = torch::Tensor();
       }
+      model::fused_adamw_step(targets, options_, 1.0, coef);
       return;
     }
     for (auto& g : grads) {
@@ -283,9 +286,9 @@ int run(const bench_options& o) {
   float loss = 0.0F;
   const auto ctx = net->context(o.seq, device);
   auto train_step = [&] {
-    auto x = net->embed(ids);
+    model::residual_stream x{net->embed(ids), {}};
     for (auto layer : net->layers()) x = layer->forward(x, ctx);
-    auto loss = net->head_loss(x, ids, /*sum=*/false);
+    auto loss = net->head_loss(x.sum(), ids, /*sum=*/false);
     loss.backward();
     optimizer.step();
     return loss;

@@ -459,13 +459,17 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
                           : std::vector<torch::Tensor>{};
     auto qkv_out = concat_linear(x, like({q->weight, k->weight, v->weight}, x), like(biases, x));
     qkv_out = with_lora({q, k, v}, x, qkv_out);  // before rotary: the adapters add to q, k, v
+    std::vector<torch::Tensor> parts;
     if (rotary_ == rotary_style::half && rotary_dim_ == head_dim_ && fused_kernels_available(x)) {
-      // Rotary on q's and k's heads in one kernel each way (v copied through).
-      qkv_out = fused_rotary_half(qkv_out, ctx.cos, ctx.sin, (heads_ + kv_heads_) * head_dim_, head_dim_);
+      // Rotary on q's and k's heads in one kernel each way, q, k and v apart after it (v copied
+      // through), so that their gradients come back together in the backward's one kernel.
+      parts =
+          fused_rotary_qkv(qkv_out, ctx.cos, ctx.sin, heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_);
       rotated = true;
+    } else {
+      parts =
+          qkv_out.split_with_sizes({heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     }
-    auto parts = qkv_out.split_with_sizes(
-        {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     qs = parts[0], ks = parts[1], vs = parts[2];
   } else {
     qs = q->forward(x), ks = k->forward(x), vs = v->forward(x);
@@ -550,18 +554,28 @@ decoder_layer_impl::decoder_layer_impl(const model_config& c, std::int64_t layer
   ffn = register_module("ffn", mlp(c, options));
 }
 
-torch::Tensor decoder_layer_impl::forward(const torch::Tensor& x, const attention_context& ctx) {
+residual_stream decoder_layer_impl::forward(const residual_stream& in, const attention_context& ctx) {
   if (parallel_residual_) {  // GPT-J: one norm feeds both branches
+    const auto x = in.sum();
     auto h = norm1->forward(x);
-    return attn->forward(h, ctx) + ffn->forward(h) + x;
+    return {attn->forward(h, ctx) + ffn->forward(h) + x, {}};
   }
   if (!norm_before_) {  // OPT with do_layer_norm_before = false (opt-350m): post-norm
+    const auto x = in.sum();
     auto h = norm1->add_forward(x, attn->forward(x, ctx)).second;
-    return norm2->add_forward(h, ffn->forward(h)).second;
+    return {norm2->add_forward(h, ffn->forward(h)).second, {}};
   }
-  // The attention's residual add and the second norm: one kernel each way on the fused path.
-  auto [h, normed] = norm2->add_forward(x, attn->forward(norm1->forward(x), ctx));
-  return h + ffn->forward(normed);
+  // Each residual add inside the norm after it, one kernel each way on the fused path: the
+  // previous layer's pending add in the first norm, the attention's in the second; the MLP's
+  // stays pending for the next layer.
+  auto [x, normed1] = in.delta.defined() ? norm1->add_forward(in.base, in.delta)
+                                         : std::make_pair(in.base, norm1->forward(in.base));
+  auto [h, normed2] = norm2->add_forward(x, attn->forward(normed1, ctx));
+  return {h, ffn->forward(normed2)};
+}
+
+torch::Tensor decoder_layer_impl::forward(const torch::Tensor& x, const attention_context& ctx) {
+  return forward(residual_stream{x, {}}, ctx).sum();
 }
 
 decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, bool initialize)
@@ -760,8 +774,10 @@ attention_context decoder_impl::context(std::int64_t T, const torch::Device& dev
     auto freqs = torch::outer(pos, inv);  // (T, rot / 2)
     auto emb = config_.rotary == rotary_style::half ? torch::cat({freqs, freqs}, -1)
                                                     : freqs.repeat_interleave(2, -1);
-    ctx.cos = emb.cos();
-    ctx.sin = emb.sin();
+    // Rounded as the layers use them (transformers casts them to the activations' dtype).
+    const auto activations = activation_dtype_ ? *activation_dtype_ : embed_tokens_.scalar_type();
+    ctx.cos = emb.cos().to(activations).to(torch::kFloat);
+    ctx.sin = emb.sin().to(activations).to(torch::kFloat);
   }
   add_masks(ctx, config_.sliding_window, T, device, past > 0);
   return ctx;
@@ -841,11 +857,11 @@ torch::Tensor decoder_impl::forward_cached(const torch::Tensor& input_ids, kv_ca
 }
 
 decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& labels) {
-  auto x = embed(input_ids);
+  residual_stream stream{embed(input_ids), {}};
   const auto ctx = context(input_ids.size(1), input_ids.device());
-  for (auto& layer : layers_) x = layer->forward(x, ctx);
+  for (auto& layer : layers_) stream = layer->forward(stream, ctx);
   decoder_output out;
-  x = head_input(x);
+  auto x = head_input(stream.sum());
   const bool fused = fused_for(path_, x);
   torch::Tensor padded;  // (B, T, V') on the fused path
   if (fused) {

@@ -66,8 +66,10 @@ struct kv_cache {
 // cache the T positions attend to each other; with one (forward_cached) the T new positions
 // past, …, past + T - 1 attend to the past + T positions of the cache and themselves.
 struct attention_context {
-  torch::Tensor cos;  // (T, rotary_dim) fp32 at the new positions, undefined without rotary
-  torch::Tensor sin;  // (T, rotary_dim)
+  // (T, rotary_dim) fp32 at the new positions, each value rounded through the activations' dtype
+  // as the layers use it; undefined without rotary.
+  torch::Tensor cos;
+  torch::Tensor sin;  // (T, rotary_dim), the same
   // window -> (T, past + T) bool, true = may attend; 0 = causal. Without a cache only sliding
   // windows have one (plain causal attention needs no mask); with one, every window used.
   std::vector<std::pair<std::int64_t, torch::Tensor>> masks;
@@ -147,12 +149,24 @@ class mlp_impl : public torch::nn::Module {
 };
 TORCH_MODULE_IMPL(mlp, mlp_impl);
 
+// The residual stream between two layers as base + delta with the add not yet done: a pre-norm
+// layer leaves its MLP's output pending, and the next layer's first norm adds it inside its own
+// kernel on the fused path (one pass each way where an add and its gradient's accumulation were
+// two). delta undefined: nothing pending.
+struct residual_stream {
+  torch::Tensor base, delta;  // (B, T, C), one shape and dtype
+  torch::Tensor sum() const { return delta.defined() ? base + delta : base; }
+};
+
 // One decoder block. The engine may call layers one by one (activation checkpointing, ZeRO-3
 // gathering of one layer's weights at a time).
 class decoder_layer_impl : public torch::nn::Module {
  public:
   decoder_layer_impl(const model_config& config, std::int64_t layer,
                      const torch::TensorOptions& options);
+  // The layer on x.sum(); its output may leave the last add pending (pre-norm, sequential
+  // residual). The same values as forward(x.sum()) op for op.
+  residual_stream forward(const residual_stream& x, const attention_context& ctx);
   torch::Tensor forward(const torch::Tensor& x, const attention_context& ctx);  // (B, T, C)
   norm norm1{nullptr}, norm2{nullptr};  // norm2 absent with a parallel residual
   attention attn{nullptr};

@@ -47,6 +47,10 @@ struct alignas(sizeof(T) * Vec) packed {
 };
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+// Null counts as aligned (an absent operand).
+bool aligned_to(const void* p, std::size_t bytes) {
+  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
 
 template <typename T, int Vec>
 __device__ __forceinline__ packed<T, Vec> load(const T* p) {
@@ -79,16 +83,29 @@ __device__ __forceinline__ void load_table(const float* p, float (&out)[Vec]) {
   }
 }
 
+// column_parts on the device: the address of (row, col).
+template <typename T>
+struct parts_of {
+  T* part[3];
+  int cols[3];
+  __device__ __forceinline__ T* at(std::int64_t row, int col) const {
+    if (col < cols[0]) return part[0] + row * cols[0] + col;
+    col -= cols[0];
+    if (col < cols[1]) return part[1] + row * cols[1] + col;
+    return part[2] + row * cols[2] + (col - cols[1]);
+  }
+};
+
 // One block per row (striding over rows): the row's cos/sin rows go to shared memory once (every
 // head reads them), then each thread takes groups of Vec columns of the row and writes only its
 // own: a rotated column j of a head reads its partner p = j ± half as well (a second load, mostly
 // from L1), v's columns are copied. Every load and store of a warp covers one contiguous stretch
-// of the row. Index math in 32 bits within a row. Dynamic shared memory: 2 head_dim floats.
+// of a part's row. Index math in 32 bits within a row. Dynamic shared memory: 2 head_dim floats.
 //   forward:  y_j = x_j cos_j - x_p sin_j (j < half),  y_j = x_j cos_j + x_p sin_j (j >= half)
 //   backward: g_j cos_j + g_p sin_p (j < half),        g_j cos_j - g_p sin_p (j >= half)
 template <typename T, int Vec, bool Backward>
 __global__ void __launch_bounds__(rotary_most_threads)
-    rotary_half_kernel(const T* __restrict__ in, T* __restrict__ out, const float* __restrict__ cos,
+    rotary_half_kernel(const parts_of<const T> in, const parts_of<T> out, const float* __restrict__ cos,
                        const float* __restrict__ sin, std::int64_t rows, int cols, int rot_heads,
                        int head_dim, std::int64_t seq_len) {
   extern __shared__ float table[];  // cos row, then sin row
@@ -98,8 +115,6 @@ __global__ void __launch_bounds__(rotary_most_threads)
   const float* c_row = table;
   const float* s_row = table + head_dim;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* x = in + row * cols;
-    T* y = out + row * cols;
     const std::int64_t t = row % seq_len;
     __syncthreads();  // the previous row's readers are done with the table
     for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
@@ -109,15 +124,16 @@ __global__ void __launch_bounds__(rotary_most_threads)
     __syncthreads();
     for (int g = threadIdx.x; g < groups; g += blockDim.x) {
       const int col = g * Vec;
-      const auto own = load<T, Vec>(x + col);
+      const T* x = in.at(row, col);
+      const auto own = load<T, Vec>(x);
       if (col >= rot_cols) {  // v
-        store<T, Vec>(y + col, own);
+        store<T, Vec>(out.at(row, col), own);
         continue;
       }
       const int j = col % head_dim;
       const bool low = j < half;
       const int p = low ? j + half : j - half;
-      const auto other = load<T, Vec>(x + col - j + p);
+      const auto other = load<T, Vec>(x - j + p);  // the same head: the same part
       float c[Vec], sn[Vec];
       load_table<Vec>(c_row + j, c);
       load_table<Vec>(s_row + (Backward ? p : j), sn);  // the backward takes the partner's sin
@@ -125,14 +141,14 @@ __global__ void __launch_bounds__(rotary_most_threads)
       packed<T, Vec> r;
 #pragma unroll
       for (int k = 0; k < Vec; ++k) r.v[k] = from_float<T>(to_float(own.v[k]) * c[k] + sign * to_float(other.v[k]) * sn[k]);
-      store<T, Vec>(y + col, r);
+      store<T, Vec>(out.at(row, col), r);
     }
   }
 }
 
 template <typename T, int Vec>
-void launch_rotary_kernel(direction dir, const T* x, T* y, const float* cos, const float* sin,
-                          std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
+void launch_rotary_kernel(direction dir, const parts_of<const T>& x, const parts_of<T>& y, const float* cos,
+                          const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
                           std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
   constexpr std::int64_t most_blocks = 1 << 20;
   const unsigned int blocks = static_cast<unsigned int>(rows < most_blocks ? rows : most_blocks);
@@ -148,22 +164,49 @@ void launch_rotary_kernel(direction dir, const T* x, T* y, const float* cos, con
   }
 }
 
+// column_parts as the kernel reads them, checked: parts of non-negative widths summing to cols,
+// each with a pointer, and no boundary inside a head below rot_cols. Returns false otherwise.
 template <typename T>
-int launch_rotary(direction dir, const void* in, void* out, const float* cos, const float* sin,
-                  std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
-                  std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
+bool typed_parts(const column_parts& parts, std::int64_t cols, std::int64_t rot_cols, std::int64_t head_dim,
+                 parts_of<T>& out) {
+  std::int64_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t width = parts.cols[i];
+    if (width < 0 || (width > 0 && parts.part[i] == nullptr)) return false;
+    out.part[i] = static_cast<T*>(parts.part[i]);
+    out.cols[i] = static_cast<int>(width);
+    at += width;
+    if (at < rot_cols && at % head_dim != 0) return false;
+  }
+  return at == cols;
+}
+
+template <typename T>
+int launch_rotary(direction dir, const column_parts& in, const column_parts& out, const float* cos,
+                  const float* sin, std::int64_t rows, std::int64_t rot_cols, std::int64_t head_dim,
+                  std::int64_t seq_len, cudaStream_t stream) {
   constexpr int vec = 16 / sizeof(T);
-  const std::int64_t rot_heads = rot_cols / head_dim;
-  const T* x = static_cast<const T*>(in);
-  T* y = static_cast<T*>(out);
+  const std::int64_t cols = in.cols[0] + in.cols[1] + in.cols[2];
   if (rows == 0 || cols == 0) return 0;
   // 32-bit index math in a row; the cos/sin rows in the default 48 KiB of shared memory.
-  if (cols > 2147483647LL || head_dim > 4096) return static_cast<int>(cudaErrorInvalidValue);
+  if (cols > 2147483647LL || head_dim > 4096 || head_dim % 2 != 0 || rot_cols % head_dim != 0 ||
+      rot_cols > cols)
+    return static_cast<int>(cudaErrorInvalidValue);
+  parts_of<const T> x{};
+  parts_of<T> y{};
+  if (!typed_parts(in, cols, rot_cols, head_dim, x) || !typed_parts(out, cols, rot_cols, head_dim, y))
+    return static_cast<int>(cudaErrorInvalidValue);
   // 16-byte accesses when every group of vec pairs and every v group start 16-byte aligned.
-  if ((head_dim / 2) % vec == 0 && cols % vec == 0 && aligned16(x) && aligned16(y)) {
-    launch_rotary_kernel<T, vec>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
+  bool vectorised = (head_dim / 2) % vec == 0;
+  for (int i = 0; i < 3; ++i)
+    vectorised = vectorised && in.cols[i] % vec == 0 && out.cols[i] % vec == 0 &&
+                 aligned_to(in.part[i], 16) && aligned_to(out.part[i], 16);
+  if (vectorised) {
+    launch_rotary_kernel<T, vec>(dir, x, y, cos, sin, rows, cols, rot_cols / head_dim, head_dim, seq_len,
+                                 stream);
   } else {
-    launch_rotary_kernel<T, 1>(dir, x, y, cos, sin, rows, cols, rot_heads, head_dim, seq_len, stream);
+    launch_rotary_kernel<T, 1>(dir, x, y, cos, sin, rows, cols, rot_cols / head_dim, head_dim, seq_len,
+                               stream);
   }
   return static_cast<int>(cudaGetLastError());
 }
@@ -362,23 +405,39 @@ int launch_cross_entropy(const void* logits, const std::int64_t* targets, float*
   return static_cast<int>(cudaGetLastError());
 }
 
-// ---- The optimizer: AdamW and the gradient's sum of squares ----
+// ---- The optimizer: AdamW and the gradient's sum of squares, many tensors a launch ----
 
-// One thread per group of Vec elements (n a multiple of Vec, every pointer aligned to its group).
+// The index of the last of `count` table entries whose `first` field is at most `block`: the
+// tensor a block of a multi-tensor launch works on (entries in order of `first`).
+template <typename Entry, typename First>
+__device__ __forceinline__ int entry_of(const Entry* table, int count, First Entry::*first,
+                                        std::int64_t block) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (table[mid].*first <= block) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// Elements of one tensor an AdamW block updates: 16 groups of 4 a thread.
+constexpr std::int64_t adamw_block_elements = threads_per_block * 4 * 16;
+
 template <typename G, typename C, int Vec>
-__global__ void adamw_kernel(float* __restrict__ param, const G* __restrict__ grad,
-                             float* __restrict__ exp_avg, float* __restrict__ exp_avg_sq,
-                             C* __restrict__ copy, std::int64_t n, adamw_scalars s) {
+__device__ __forceinline__ void adamw_stretch(const adamw_tensor& t, std::int64_t begin, std::int64_t end,
+                                              const adamw_scalars& s, float grad_scale) {
   const float decay = 1.0f - s.lr * s.weight_decay;
-  const float grad_scale =
-      s.device_scale == nullptr ? s.grad_scale : s.grad_scale * static_cast<float>(*s.device_scale);
-  const std::int64_t groups = n / Vec;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       i < groups; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t at = i * Vec;
-    auto p = load<float, Vec>(param + at);
-    auto m = load<float, Vec>(exp_avg + at);
-    auto v = load<float, Vec>(exp_avg_sq + at);
+  const G* grad = static_cast<const G*>(t.grad);
+  C* copy = static_cast<C*>(t.copy);
+  for (std::int64_t at = begin + threadIdx.x * Vec; at < end;
+       at += static_cast<std::int64_t>(blockDim.x) * Vec) {
+    auto p = load<float, Vec>(t.param + at);
+    auto m = load<float, Vec>(t.exp_avg + at);
+    auto v = load<float, Vec>(t.exp_avg_sq + at);
     const auto g = load<G, Vec>(grad + at);
     packed<C, Vec> c;
 #pragma unroll
@@ -386,36 +445,54 @@ __global__ void adamw_kernel(float* __restrict__ param, const G* __restrict__ gr
       const float gk = to_float(g.v[k]) * grad_scale;
       m.v[k] = s.beta1 * m.v[k] + s.one_minus_beta1 * gk;
       v.v[k] = s.beta2 * v.v[k] + s.one_minus_beta2 * gk * gk;
-      const float denom = sqrtf(v.v[k]) / s.bias_correction2_sqrt + s.eps;
-      p.v[k] = p.v[k] * decay - s.step_size * m.v[k] / denom;
+      const float denom = sqrtf(v.v[k]) / t.bias_correction2_sqrt + s.eps;
+      p.v[k] = p.v[k] * decay - t.step_size * m.v[k] / denom;
       c.v[k] = from_float<C>(p.v[k]);
     }
-    store<float, Vec>(param + at, p);
-    store<float, Vec>(exp_avg + at, m);
-    store<float, Vec>(exp_avg_sq + at, v);
+    store<float, Vec>(t.param + at, p);
+    store<float, Vec>(t.exp_avg + at, m);
+    store<float, Vec>(t.exp_avg_sq + at, v);
     if (copy != nullptr) store<C, Vec>(copy + at, c);
   }
 }
 
-bool aligned_to(const void* p, std::size_t bytes) {
-  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+// Block b updates elements [j * adamw_block_elements, (j + 1) * adamw_block_elements) of the
+// tensor it falls in, j = b - that tensor's first_block.
+template <typename G, typename C>
+__global__ void __launch_bounds__(threads_per_block)
+    adamw_kernel(const adamw_tensor* __restrict__ tensors, int count, adamw_scalars s) {
+  const adamw_tensor& t = tensors[entry_of(tensors, count, &adamw_tensor::first_block, blockIdx.x)];
+  const float grad_scale =
+      s.device_scale == nullptr ? s.grad_scale : s.grad_scale * static_cast<float>(*s.device_scale);
+  const std::int64_t begin = (blockIdx.x - t.first_block) * adamw_block_elements;
+  const std::int64_t end = begin + adamw_block_elements < t.n ? begin + adamw_block_elements : t.n;
+  if (t.vectorised) {
+    adamw_stretch<G, C, 4>(t, begin, end, s, grad_scale);
+  } else {
+    adamw_stretch<G, C, 1>(t, begin, end, s, grad_scale);
+  }
 }
 
 template <typename G, typename C>
-int launch_adamw(float* param, const void* grad, float* exp_avg, float* exp_avg_sq, void* copy,
-                 std::int64_t n, const adamw_scalars& s, cudaStream_t stream) {
-  if (n == 0) return 0;
-  const G* g = static_cast<const G*>(grad);
-  C* c = static_cast<C*>(copy);
-  constexpr int vec = 4;
-  if (n % vec == 0 && aligned_to(param, 16) && aligned_to(exp_avg, 16) && aligned_to(exp_avg_sq, 16) &&
-      aligned_to(g, sizeof(G) * vec) && aligned_to(c, sizeof(C) * vec)) {
-    adamw_kernel<G, C, vec><<<blocks_for(n / vec), threads_per_block, 0, stream>>>(
-        param, g, exp_avg, exp_avg_sq, c, n, s);
-  } else {
-    adamw_kernel<G, C, 1><<<blocks_for(n), threads_per_block, 0, stream>>>(param, g, exp_avg,
-                                                                           exp_avg_sq, c, n, s);
+std::int64_t plan_adamw(adamw_tensor* tensors, int count) {
+  std::int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    adamw_tensor& t = tensors[i];
+    t.first_block = blocks;
+    t.vectorised = t.n % 4 == 0 && aligned_to(t.param, 16) && aligned_to(t.exp_avg, 16) &&
+                   aligned_to(t.exp_avg_sq, 16) && aligned_to(t.grad, sizeof(G) * 4) &&
+                   aligned_to(t.copy, sizeof(C) * 4);
+    blocks += (t.n + adamw_block_elements - 1) / adamw_block_elements;
   }
+  return blocks;
+}
+
+template <typename G, typename C>
+int launch_adamw(const adamw_tensor* tensors, int count, std::int64_t blocks, const adamw_scalars& s,
+                 cudaStream_t stream) {
+  if (blocks == 0) return 0;
+  if (blocks > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
+  adamw_kernel<G, C><<<static_cast<unsigned int>(blocks), threads_per_block, 0, stream>>>(tensors, count, s);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -433,19 +510,47 @@ __device__ double block_sum(double value) {
   return shared[0];
 }
 
+// Partial `part` of `parts` of the squares of n elements at x: groups part, part + parts, ...
+// (groups of square_threads threads' Vec elements), in a fixed order.
 template <typename T, int Vec>
-__global__ void __launch_bounds__(square_threads)
-    square_partials_kernel(const T* __restrict__ x, std::int64_t n, double* __restrict__ partials) {
+__device__ double square_stride(const T* __restrict__ x, std::int64_t n, int part, int parts) {
   double sum = 0.0;
   const std::int64_t groups = n / Vec;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(square_threads) + threadIdx.x;
-       i < groups; i += static_cast<std::int64_t>(gridDim.x) * square_threads) {
+  for (std::int64_t i = part * static_cast<std::int64_t>(square_threads) + threadIdx.x; i < groups;
+       i += static_cast<std::int64_t>(parts) * square_threads) {
     const auto v = load<T, Vec>(x + i * Vec);
 #pragma unroll
     for (int k = 0; k < Vec; ++k) {
       const double f = to_float(v.v[k]);
       sum += f * f;
     }
+  }
+  return sum;
+}
+
+template <typename T>
+__device__ double square_part(const square_tensor& t, int part) {
+  const T* x = static_cast<const T*>(t.x);
+  return t.vectorised ? square_stride<T, 16 / sizeof(T)>(x, t.n, part, t.partials)
+                      : square_stride<T, 1>(x, t.n, part, t.partials);
+}
+
+__global__ void __launch_bounds__(square_threads)
+    square_partials_kernel(const square_tensor* __restrict__ tensors, int count,
+                           double* __restrict__ partials) {
+  const square_tensor& t = tensors[entry_of(tensors, count, &square_tensor::first_partial, blockIdx.x)];
+  const int part = static_cast<int>(blockIdx.x) - t.first_partial;
+  double sum = 0.0;
+  switch (t.type) {
+    case dtype::bf16:
+      sum = square_part<__nv_bfloat16>(t, part);
+      break;
+    case dtype::f16:
+      sum = square_part<__half>(t, part);
+      break;
+    case dtype::f32:
+      sum = square_part<float>(t, part);
+      break;
   }
   const double total = block_sum(sum);
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
@@ -457,30 +562,6 @@ __global__ void __launch_bounds__(square_threads)
   for (int i = threadIdx.x; i < count; i += square_threads) sum += partials[i];
   const double total = block_sum(sum);
   if (threadIdx.x == 0) *out = total;
-}
-
-// The partial sums' count square_partials writes for n elements of T at x.
-template <typename T>
-int square_blocks(const void* x, std::int64_t n) {
-  constexpr int vec = 16 / sizeof(T);
-  const bool vectorised = n % vec == 0 && aligned16(x);
-  const std::int64_t groups = vectorised ? n / vec : n;
-  const std::int64_t wanted = (groups + square_threads - 1) / square_threads;
-  return static_cast<int>(wanted < square_sum_partials ? wanted : square_sum_partials);
-}
-
-template <typename T>
-int launch_square_partials(const void* x, std::int64_t n, double* partials, cudaStream_t stream) {
-  constexpr int vec = 16 / sizeof(T);
-  const T* t = static_cast<const T*>(x);
-  const int blocks = square_blocks<T>(x, n);
-  if (blocks == 0) return 0;
-  if (n % vec == 0 && aligned16(t)) {
-    square_partials_kernel<T, vec><<<blocks, square_threads, 0, stream>>>(t, n, partials);
-  } else {
-    square_partials_kernel<T, 1><<<blocks, square_threads, 0, stream>>>(t, n, partials);
-  }
-  return static_cast<int>(cudaGetLastError());
 }
 
 // ---- Norms: RMSNorm and LayerNorm over rows, the residual add before them ----
@@ -907,7 +988,7 @@ int launch_column_sum(const void* x, void* out, float* scratch, std::int64_t row
 
 // Calls f with a value of the element type `type` names.
 template <class F>
-int with_element_type(dtype type, F&& f) {
+auto with_element_type(dtype type, F&& f) -> decltype(f(float{})) {
   switch (type) {
     case dtype::bf16:
       return f(__nv_bfloat16{});
@@ -930,12 +1011,12 @@ int cross_entropy(dtype type, const void* logits, const std::int64_t* targets, f
   });
 }
 
-int rotary_half(direction dir, dtype type, const void* in, void* out, const float* cos,
-                const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
-                std::int64_t head_dim, std::int64_t seq_len, void* stream) {
+int rotary_half(direction dir, dtype type, const column_parts& in, const column_parts& out, const float* cos,
+                const float* sin, std::int64_t rows, std::int64_t rot_cols, std::int64_t head_dim,
+                std::int64_t seq_len, void* stream) {
   return with_element_type(type, [&](auto element) {
-    return launch_rotary<decltype(element)>(dir, in, out, cos, sin, rows, cols, rot_cols, head_dim,
-                                            seq_len, static_cast<cudaStream_t>(stream));
+    return launch_rotary<decltype(element)>(dir, in, out, cos, sin, rows, rot_cols, head_dim, seq_len,
+                                            static_cast<cudaStream_t>(stream));
   });
 }
 
@@ -955,24 +1036,44 @@ int swiglu_backward(dtype type, const void* grad_out, const void* gate_up, void*
   });
 }
 
-int adamw(float* param, dtype grad_type, const void* grad, float* exp_avg, float* exp_avg_sq,
-          dtype copy_type, void* copy, std::int64_t n, const adamw_scalars& scalars, void* stream) {
+std::int64_t adamw_blocks(dtype grad_type, dtype copy_type, adamw_tensor* tensors, int count) {
+  return with_element_type(grad_type, [&](auto g) {
+    return with_element_type(copy_type,
+                             [&](auto c) { return plan_adamw<decltype(g), decltype(c)>(tensors, count); });
+  });
+}
+
+int adamw(dtype grad_type, dtype copy_type, const adamw_tensor* device_tensors, int count,
+          std::int64_t blocks, const adamw_scalars& scalars, void* stream) {
   return with_element_type(grad_type, [&](auto g) {
     return with_element_type(copy_type, [&](auto c) {
-      return launch_adamw<decltype(g), decltype(c)>(param, grad, exp_avg, exp_avg_sq, copy, n, scalars,
+      return launch_adamw<decltype(g), decltype(c)>(device_tensors, count, blocks, scalars,
                                                     static_cast<cudaStream_t>(stream));
     });
   });
 }
 
-int square_partial_count(dtype type, const void* x, std::int64_t n) {
-  return with_element_type(type, [&](auto element) { return square_blocks<decltype(element)>(x, n); });
+int square_partial_blocks(square_tensor* tensors, int count) {
+  int total = 0;
+  for (int i = 0; i < count; ++i) {
+    square_tensor& t = tensors[i];
+    const std::int64_t vec = t.type == dtype::f32 ? 4 : 8;
+    t.vectorised = t.n % vec == 0 && aligned16(t.x);
+    const std::int64_t groups = t.vectorised ? t.n / vec : t.n;
+    const std::int64_t wanted = (groups + square_threads - 1) / square_threads;
+    t.first_partial = total;
+    t.partials = static_cast<int>(wanted < square_sum_partials ? wanted : square_sum_partials);
+    total += t.partials;
+  }
+  return total;
 }
 
-int square_partials(dtype type, const void* x, std::int64_t n, double* partials, void* stream) {
-  return with_element_type(type, [&](auto element) {
-    return launch_square_partials<decltype(element)>(x, n, partials, static_cast<cudaStream_t>(stream));
-  });
+int square_partials(const square_tensor* device_tensors, int count, int total, double* partials,
+                    void* stream) {
+  if (total == 0) return 0;
+  square_partials_kernel<<<static_cast<unsigned int>(total), square_threads, 0,
+                           static_cast<cudaStream_t>(stream)>>>(device_tensors, count, partials);
+  return static_cast<int>(cudaGetLastError());
 }
 
 int sum_partials(const double* partials, int count, double* out, void* stream) {

@@ -23,6 +23,14 @@ namespace cohort::core::model::kernels {
 enum class dtype { f32, bf16, f16 };
 enum class direction { forward, backward };
 
+// A row-major (rows, cols) tensor held as up to three blocks of columns, each a row-major
+// (rows, cols[i]) array of its own: q, k and v of a fused projection kept apart. A contiguous
+// tensor is one part of all the columns (the others null, of 0 columns).
+struct column_parts {
+  void* part[3] = {nullptr, nullptr, nullptr};
+  std::int64_t cols[3] = {0, 0, 0};
+};
+
 // Rotary embedding, Llama's rotate_half pairing (i with i + head_dim/2), over a row-major
 // (rows, cols) tensor whose first rot_cols columns are heads of head_dim (q's and k's heads of a
 // fused q/k/v projection); columns rot_cols..cols are copied unchanged (v). Row r is position
@@ -30,10 +38,13 @@ enum class direction { forward, backward };
 // forward:  y_i = x_i cos_i - x_{i+h} sin_i,   y_{i+h} = x_{i+h} cos_{i+h} + x_i sin_{i+h}
 // backward: the transpose of that map applied to the output's gradient:
 //           dx_i = g_i cos_i + g_{i+h} sin_{i+h},  dx_{i+h} = g_{i+h} cos_{i+h} - g_i sin_i
-// head_dim even and at most 4096, rot_cols a multiple of head_dim, rot_cols <= cols < 2^31.
-int rotary_half(direction dir, dtype type, const void* in, void* out, const float* cos,
-                const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_cols,
-                std::int64_t head_dim, std::int64_t seq_len, void* stream);
+// in (read) and out (written) are each held as column_parts of the same cols in all (so the
+// backward reads q's, k's and v's gradients apart and writes the projection's in one piece); a
+// part boundary below rot_cols falls between two heads. head_dim even and at most 4096, rot_cols
+// a multiple of head_dim, rot_cols <= cols < 2^31.
+int rotary_half(direction dir, dtype type, const column_parts& in, const column_parts& out, const float* cos,
+                const float* sin, std::int64_t rows, std::int64_t rot_cols, std::int64_t head_dim,
+                std::int64_t seq_len, void* stream);
 
 // SwiGLU over gate_up (rows, 2 * inner), row-major, gate in the first half of each row and up in
 // the second: out (rows, inner) = silu(gate) * up.
@@ -60,36 +71,67 @@ int cross_entropy(dtype type, const void* logits, const std::int64_t* targets, f
                   void* grad, std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
                   void* stream);
 
-// AdamW's scalars for one step, as torch.optim.AdamW(fused=True) derives them from the step count
-// (computed by the caller in double, used in fp32).
+// AdamW's scalars common to a launch, as torch.optim.AdamW(fused=True) derives them (computed by
+// the caller in double, used in fp32); the step's own two are per tensor (adamw_tensor).
 struct adamw_scalars {
   float lr = 0;
   float beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
   float one_minus_beta1 = 0, one_minus_beta2 = 0;  // in double first: 1 - 0.999f is 1.3e-5 off
-  float step_size = 0;               // lr / (1 - beta1^step)
-  float bias_correction2_sqrt = 0;   // sqrt(1 - beta2^step)
   float grad_scale = 1;              // the gradient is multiplied by this as it is read (clipping)
   const double* device_scale = nullptr;  // device fp64, or null: and by *device_scale rounded to
                                          // fp32 (a clipping coefficient the host has not read)
 };
 
-// One AdamW step over n elements, in one pass over memory, element for element the arithmetic of
-// ATen's fused AdamW in fp32:
+// One tensor of an AdamW launch. param, exp_avg, exp_avg_sq: n fp32, updated in place; grad: n of
+// the launch's grad_type (read only); copy: n of its copy_type, written with the updated param
+// rounded once (the compute-dtype weights), or null. The caller fills these; adamw_blocks fills
+// the rest.
+struct adamw_tensor {
+  float* param = nullptr;
+  const void* grad = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  void* copy = nullptr;
+  std::int64_t n = 0;
+  float step_size = 0;              // lr / (1 - beta1^step), of this tensor's step count
+  float bias_correction2_sqrt = 0;  // sqrt(1 - beta2^step)
+  std::int64_t first_block = 0;     // adamw_blocks: the first block of the launch on this tensor
+  int vectorised = 0;               // adamw_blocks: groups of 4 elements, every pointer aligned
+};
+
+// AdamW on every tensor of a table in one launch, one pass over memory, element for element the
+// arithmetic of ATen's fused AdamW in fp32:
 //   g = grad * grad_scale;  param *= 1 - lr * weight_decay;
 //   exp_avg = beta1 exp_avg + one_minus_beta1 g;  exp_avg_sq = beta2 exp_avg_sq + one_minus_beta2 g^2;
 //   param -= step_size * exp_avg / (sqrt(exp_avg_sq) / bias_correction2_sqrt + eps).
-// param, exp_avg, exp_avg_sq: fp32, updated in place; grad: grad_type (read only); copy: written
-// with the updated param rounded once to copy_type (the compute-dtype weights), or null.
-int adamw(float* param, dtype grad_type, const void* grad, float* exp_avg, float* exp_avg_sq,
-          dtype copy_type, void* copy, std::int64_t n, const adamw_scalars& scalars, void* stream);
+// adamw_blocks fills the host table's first_block and vectorised fields and returns the launch's
+// block count (each block updates a fixed stretch of one tensor); adamw then runs on that table
+// copied to device memory (`count` entries, every grad of grad_type and every copy of copy_type).
+// The tensors do not overlap.
+std::int64_t adamw_blocks(dtype grad_type, dtype copy_type, adamw_tensor* tensors, int count);
+int adamw(dtype grad_type, dtype copy_type, const adamw_tensor* device_tensors, int count,
+          std::int64_t blocks, const adamw_scalars& scalars, void* stream);
 
-// Sums of squares in fp64, the same value on every run, for one tensor or several in one go:
-// square_partials has each of at most square_sum_partials blocks sum a fixed stride of the n
-// elements of x (type) into partials[block], square_partial_count(type, x, n) of them;
-// sum_partials then adds `count` partials (device fp64) in order into *out (one block).
+// One tensor of a sum of squares: n elements of `type` at x. square_partial_blocks fills the rest.
+struct square_tensor {
+  const void* x = nullptr;
+  std::int64_t n = 0;
+  dtype type = dtype::f32;
+  int first_partial = 0;  // its first partial sum's index
+  int partials = 0;       // how many: each a block summing a fixed stride of its elements
+  int vectorised = 0;     // 16-byte groups
+};
+
+// Sums of squares in fp64, the same value on every run, for several tensors in one go:
+// square_partial_blocks fills the host table's first_partial, partials and vectorised fields
+// (at most square_sum_partials partials a tensor) and returns their total; square_partials then
+// writes every tensor's partials into `partials` (fp64, that total) in one launch, from the table
+// copied to device memory; sum_partials adds `count` partials (device fp64) in order into *out
+// (one block).
 constexpr int square_sum_partials = 1024;
-int square_partial_count(dtype type, const void* x, std::int64_t n);
-int square_partials(dtype type, const void* x, std::int64_t n, double* partials, void* stream);
+int square_partial_blocks(square_tensor* tensors, int count);
+int square_partials(const square_tensor* device_tensors, int count, int total, double* partials,
+                    void* stream);
 int sum_partials(const double* partials, int count, double* out, void* stream);
 
 enum class norm_type { rms, layer };

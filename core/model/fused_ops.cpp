@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <torch/autograd.h>
@@ -53,34 +56,71 @@ void* current_stream(const torch::Tensor& x) {
   return static_cast<void*>(at::cuda::getCurrentCUDAStream(x.get_device()).stream());
 }
 
-// in (rows, cols) contiguous -> a new (rows, cols); cos/sin (T, head_dim) fp32 contiguous.
-torch::Tensor run_rotary(kernels::direction dir, const torch::Tensor& in, const torch::Tensor& cos,
-                         const torch::Tensor& sin, std::int64_t rot_cols, std::int64_t head_dim) {
-  const c10::cuda::CUDAGuard guard(in.device());
-  const std::int64_t cols = in.size(-1), rows = in.numel() / cols, seq_len = cos.size(0);
-  auto out = torch::empty_like(in, torch::MemoryFormat::Contiguous);
-  check_launch(kernels::rotary_half(dir, kernel_dtype(in), in.data_ptr(), out.data_ptr(),
-                                    cos.data_ptr<float>(), sin.data_ptr<float>(), rows, cols,
-                                    rot_cols, head_dim, seq_len, current_stream(in)),
-               "fused_rotary_half");
-  return out;
+// Up to three contiguous tensors side by side in their last dimension as column_parts (one: a
+// tensor in one piece).
+kernels::column_parts side_by_side(const std::vector<torch::Tensor>& ts) {
+  kernels::column_parts parts;
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    parts.part[i] = ts[i].data_ptr();
+    parts.cols[i] = ts[i].size(-1);
+  }
+  return parts;
 }
 
+// Rotary on a q/k/v projection, q, k and v apart after it: forward qkv (B, T, cols) contiguous
+// -> {q, k, v}, new contiguous (B, T, widths[i]); backward their gradients -> qkv's, one piece
+// (no concatenation of three). cos/sin (T, head_dim) fp32 contiguous. The gradient of an output
+// that got none is zero.
 class rotary_function : public torch::autograd::Function<rotary_function> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& qkv,
-                               const torch::Tensor& cos, const torch::Tensor& sin,
-                               std::int64_t rot_cols, std::int64_t head_dim) {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& qkv, const torch::Tensor& cos,
+                               const torch::Tensor& sin, std::int64_t q_cols, std::int64_t k_cols,
+                               std::int64_t head_dim) {
+    const c10::cuda::CUDAGuard guard(qkv.device());
+    const std::int64_t v_cols = qkv.size(-1) - q_cols - k_cols;
+    variable_list outs;
+    for (const std::int64_t width : {q_cols, k_cols, v_cols}) {
+      auto sizes = qkv.sizes().vec();
+      sizes.back() = width;
+      outs.push_back(torch::empty(sizes, qkv.options()));
+    }
+    launch(kernels::direction::forward, qkv, side_by_side({qkv}), side_by_side(outs), cos, sin,
+           q_cols + k_cols, head_dim);
     ctx->save_for_backward({cos, sin});
-    ctx->saved_data["rot_cols"] = rot_cols;
+    ctx->saved_data["q_cols"] = q_cols;
+    ctx->saved_data["k_cols"] = k_cols;
     ctx->saved_data["head_dim"] = head_dim;
-    return run_rotary(kernels::direction::forward, qkv, cos, sin, rot_cols, head_dim);
+    ctx->saved_data["sizes"] = qkv.sizes().vec();
+    return outs;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    auto grad = run_rotary(kernels::direction::backward, grads[0].contiguous(), saved[0], saved[1],
-                           ctx->saved_data["rot_cols"].toInt(), ctx->saved_data["head_dim"].toInt());
-    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const auto sizes = ctx->saved_data["sizes"].toIntVector();
+    const std::int64_t q_cols = ctx->saved_data["q_cols"].toInt(), k_cols = ctx->saved_data["k_cols"].toInt();
+    const std::int64_t widths[3] = {q_cols, k_cols, sizes.back() - q_cols - k_cols};
+    const auto& like = grads[0].defined() ? grads[0] : grads[1].defined() ? grads[1] : grads[2];
+    const c10::cuda::CUDAGuard guard(like.device());
+    std::vector<torch::Tensor> parts;
+    for (int i = 0; i < 3; ++i) {
+      auto part_sizes = sizes;
+      part_sizes.back() = widths[i];
+      parts.push_back(grads[i].defined() ? grads[i].contiguous() : torch::zeros(part_sizes, like.options()));
+    }
+    auto grad = torch::empty(sizes, like.options());
+    launch(kernels::direction::backward, grad, side_by_side(parts), side_by_side({grad}), saved[0], saved[1],
+           q_cols + k_cols, ctx->saved_data["head_dim"].toInt());
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  static void launch(kernels::direction dir, const torch::Tensor& like, const kernels::column_parts& in,
+                     const kernels::column_parts& out, const torch::Tensor& cos, const torch::Tensor& sin,
+                     std::int64_t rot_cols, std::int64_t head_dim) {
+    const std::int64_t rows = like.numel() / like.size(-1);
+    check_launch(
+        kernels::rotary_half(dir, kernel_dtype(like), in, out, cos.data_ptr<float>(), sin.data_ptr<float>(),
+                             rows, rot_cols, head_dim, cos.size(0), current_stream(like)),
+        "fused_rotary_qkv");
   }
 };
 
@@ -222,20 +262,24 @@ bool fused_kernels_available(const torch::Tensor& x) {
   return x.is_cuda() && (t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf);
 }
 
-torch::Tensor fused_rotary_half(const torch::Tensor& qkv, const torch::Tensor& cos,
-                                const torch::Tensor& sin, std::int64_t rot_cols,
-                                std::int64_t head_dim) {
-  const std::int64_t T = qkv.size(-2);
-  if (head_dim % 2 != 0 || rot_cols % head_dim != 0 || rot_cols > qkv.size(-1) ||
-      cos.numel() != T * head_dim || sin.numel() != T * head_dim) {
-    throw std::invalid_argument("fused_rotary_half: (B, T, cols) input with rot_cols a multiple of "
-                                "an even head_dim and (T, head_dim) cos/sin expected");
+std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torch::Tensor& cos,
+                                            const torch::Tensor& sin, std::int64_t q_cols,
+                                            std::int64_t k_cols, std::int64_t head_dim) {
+  if (qkv.dim() < 2 || head_dim <= 0 || head_dim % 2 != 0 || q_cols < 0 || k_cols < 0 ||
+      q_cols % head_dim != 0 || k_cols % head_dim != 0 || q_cols + k_cols > qkv.size(-1)) {
+    throw std::invalid_argument(
+        "fused_rotary_qkv: (.., T, cols) input with q_cols and k_cols multiples of an even "
+        "head_dim, at most cols together, expected");
   }
-  // Rounded to the activations' dtype as transformers rounds them, then fp32 for the kernel.
-  const auto prepare = [&](const torch::Tensor& t) {
-    return t.to(qkv.scalar_type()).to(torch::kFloat).reshape({T, head_dim}).contiguous();
-  };
-  return rotary_function::apply(qkv.contiguous(), prepare(cos), prepare(sin), rot_cols, head_dim);
+  const std::int64_t T = qkv.size(-2);
+  if (cos.scalar_type() != torch::kFloat || sin.scalar_type() != torch::kFloat ||
+      cos.numel() != T * head_dim || sin.numel() != T * head_dim || cos.device() != qkv.device() ||
+      sin.device() != qkv.device()) {
+    throw std::invalid_argument(
+        "fused_rotary_qkv: fp32 (T, head_dim) cos and sin on the input's device expected");
+  }
+  const auto table = [&](const torch::Tensor& t) { return t.reshape({T, head_dim}).contiguous(); };
+  return rotary_function::apply(qkv.contiguous(), table(cos), table(sin), q_cols, k_cols, head_dim);
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor& gate_up) {
@@ -301,31 +345,53 @@ std::vector<torch::Tensor> fused_norm(const torch::Tensor& x, const torch::Tenso
   return norm_function::apply(aligned_contiguous(x), given(residual), given(weight), given(bias), layer_norm, eps);
 }
 
-void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_state& state,
-                      const adamw_options& o, double grad_scale, const torch::Tensor& copy,
-                      const torch::Tensor& device_scale) {
-  const auto same_place = [&](const torch::Tensor& t) {
-    return t.defined() && t.is_contiguous() && t.device() == master.device() && t.numel() == master.numel();
+namespace {
+
+// `entries` in device memory on `device`, by an asynchronous copy from pinned host memory (the
+// caching host allocator keeps that block until the copy is done): a launch's table of tensors.
+template <typename Entry>
+torch::Tensor device_table(const std::vector<Entry>& entries, torch::Device device) {
+  static_assert(std::is_trivially_copyable<Entry>::value, "a kernel's table is copied byte for byte");
+  const auto bytes = static_cast<std::int64_t>(entries.size() * sizeof(Entry));
+  auto host = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(true));
+  std::memcpy(host.data_ptr(), entries.data(), static_cast<std::size_t>(bytes));
+  return host.to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
+
+void fused_adamw_step(const std::vector<fused_adamw_target>& targets, const adamw_options& o,
+                      double grad_scale, const torch::Tensor& device_scale) {
+  if (targets.empty()) return;
+  const auto device = targets.front().master.device();
+  const auto same_place = [&](const torch::Tensor& t, const torch::Tensor& master) {
+    return t.defined() && t.is_contiguous() && t.device() == device && t.numel() == master.numel();
   };
-  if (!master.is_cuda() || master.scalar_type() != torch::kFloat || !master.is_contiguous())
-    throw std::invalid_argument("fused_adamw_step: the master must be a contiguous fp32 CUDA tensor");
-  if (!same_place(grad))
-    throw std::invalid_argument("fused_adamw_step: the gradient must be contiguous, on the master's device, "
-                                "with its " + std::to_string(master.numel()) + " elements");
-  if (copy.defined() && !same_place(copy))
-    throw std::invalid_argument("fused_adamw_step: the copy must be contiguous, on the master's device, "
-                                "with its " + std::to_string(master.numel()) + " elements");
-  if (device_scale.defined() && (device_scale.scalar_type() != torch::kDouble || device_scale.numel() != 1 ||
-                                 device_scale.device() != master.device()))
-    throw std::invalid_argument("fused_adamw_step: the device scale must be one fp64 element on the master's device");
-  torch::NoGradGuard no_grad;
-  const c10::cuda::CUDAGuard guard(master.device());
-  if (!state.exp_avg.defined()) {
-    state.exp_avg = torch::zeros_like(master);
-    state.exp_avg_sq = torch::zeros_like(master);
+  for (const auto& t : targets) {
+    if (t.state == nullptr) throw std::invalid_argument("fused_adamw_step: a target without its AdamW state");
+    if (!t.master.defined() || !t.master.is_cuda() || t.master.scalar_type() != torch::kFloat ||
+        !t.master.is_contiguous() || t.master.device() != device)
+      throw std::invalid_argument(
+          "fused_adamw_step: every master must be a contiguous fp32 tensor on one CUDA device");
+    if (!same_place(t.grad, t.master))
+      throw std::invalid_argument(
+          "fused_adamw_step: a gradient must be contiguous, on the master's device, "
+          "with its " +
+          std::to_string(t.master.numel()) + " elements");
+    if (t.copy.defined() && !same_place(t.copy, t.master))
+      throw std::invalid_argument(
+          "fused_adamw_step: a copy must be contiguous, on the master's device, "
+          "with its " +
+          std::to_string(t.master.numel()) + " elements");
+    kernel_dtype(t.grad);
+    if (t.copy.defined()) kernel_dtype(t.copy);
   }
-  ++state.step;
-  const double step = static_cast<double>(state.step);
+  if (device_scale.defined() && (device_scale.scalar_type() != torch::kDouble || device_scale.numel() != 1 ||
+                                 device_scale.device() != device))
+    throw std::invalid_argument(
+        "fused_adamw_step: the device scale must be one fp64 element on the masters' device");
+  torch::NoGradGuard no_grad;
+  const c10::cuda::CUDAGuard guard(device);
   kernels::adamw_scalars s;
   s.lr = static_cast<float>(o.lr);
   s.beta1 = static_cast<float>(o.beta1);
@@ -334,43 +400,78 @@ void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_sta
   s.weight_decay = static_cast<float>(o.weight_decay);
   s.one_minus_beta1 = static_cast<float>(1.0 - o.beta1);
   s.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
-  s.step_size = static_cast<float>(o.lr / (1.0 - std::pow(o.beta1, step)));
-  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, step)));
   s.grad_scale = static_cast<float>(grad_scale);
   s.device_scale = device_scale.defined() ? device_scale.data_ptr<double>() : nullptr;
-  check_launch(kernels::adamw(master.data_ptr<float>(), kernel_dtype(grad), grad.data_ptr(),
-                              state.exp_avg.data_ptr<float>(), state.exp_avg_sq.data_ptr<float>(),
-                              copy.defined() ? kernel_dtype(copy) : kernels::dtype::f32,
-                              copy.defined() ? copy.data_ptr() : nullptr, master.numel(), s,
-                              current_stream(master)),
-               "fused_adamw_step");
+  // One launch per kind: the gradient's dtype, and the copy's (none counts as fp32, null).
+  struct kind_tables {
+    kernels::dtype grad, copy;
+    std::vector<kernels::adamw_tensor> tensors;
+  };
+  std::vector<kind_tables> kinds;
+  for (const auto& t : targets) {
+    adamw_state& state = *t.state;
+    if (!state.exp_avg.defined()) {
+      state.exp_avg = torch::zeros_like(t.master);
+      state.exp_avg_sq = torch::zeros_like(t.master);
+    }
+    ++state.step;
+    const double step = static_cast<double>(state.step);
+    kernels::adamw_tensor k;
+    k.param = t.master.data_ptr<float>();
+    k.grad = t.grad.data_ptr();
+    k.exp_avg = state.exp_avg.data_ptr<float>();
+    k.exp_avg_sq = state.exp_avg_sq.data_ptr<float>();
+    k.copy = t.copy.defined() ? t.copy.data_ptr() : nullptr;
+    k.n = t.master.numel();
+    k.step_size = static_cast<float>(o.lr / (1.0 - std::pow(o.beta1, step)));
+    k.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, step)));
+    if (k.n == 0) continue;
+    const auto grad_type = kernel_dtype(t.grad);
+    const auto copy_type = t.copy.defined() ? kernel_dtype(t.copy) : kernels::dtype::f32;
+    auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const kind_tables& c) {
+      return c.grad == grad_type && c.copy == copy_type;
+    });
+    if (kind == kinds.end()) kind = kinds.insert(kinds.end(), kind_tables{grad_type, copy_type, {}});
+    kind->tensors.push_back(k);
+  }
+  for (auto& kind : kinds) {
+    if (kind.tensors.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::invalid_argument("fused_adamw_step: too many tensors for one launch");
+    const int count = static_cast<int>(kind.tensors.size());
+    const auto blocks = kernels::adamw_blocks(kind.grad, kind.copy, kind.tensors.data(), count);
+    const auto table = device_table(kind.tensors, device);
+    check_launch(
+        kernels::adamw(kind.grad, kind.copy, static_cast<const kernels::adamw_tensor*>(table.data_ptr()),
+                       count, blocks, s, current_stream(targets.front().master)),
+        "fused_adamw_step");
+  }
 }
-
-torch::Tensor fused_square_sum(const torch::Tensor& x) { return fused_square_sum(std::vector<torch::Tensor>{x}); }
 
 torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs) {
   if (xs.empty()) throw std::invalid_argument("fused_square_sum: no tensors");
   const auto device = xs.front().device();
-  std::vector<int> counts;
-  std::int64_t total = 0;
+  std::vector<kernels::square_tensor> tensors;
+  if (xs.size() > static_cast<std::size_t>(std::numeric_limits<int>::max() / kernels::square_sum_partials))
+    throw std::invalid_argument("fused_square_sum: too many tensors");
   for (const auto& x : xs) {
     if (!x.is_cuda() || !x.is_contiguous() || x.device() != device)
       throw std::invalid_argument("fused_square_sum: contiguous CUDA tensors of one device expected");
-    counts.push_back(kernels::square_partial_count(kernel_dtype(x), x.data_ptr(), x.numel()));
-    total += counts.back();
+    kernels::square_tensor t;
+    t.x = x.data_ptr();
+    t.n = x.numel();
+    t.type = kernel_dtype(x);
+    tensors.push_back(t);
   }
-  if (total > std::numeric_limits<int>::max()) throw std::invalid_argument("fused_square_sum: too many tensors");
+  const int count = static_cast<int>(tensors.size());
+  const int total = kernels::square_partial_blocks(tensors.data(), count);
   const c10::cuda::CUDAGuard guard(device);
   auto partials = torch::empty({total + 1}, xs.front().options().dtype(torch::kDouble));
   auto out = partials.narrow(0, total, 1);
-  double* at = partials.data_ptr<double>();
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    check_launch(kernels::square_partials(kernel_dtype(xs[i]), xs[i].data_ptr(), xs[i].numel(), at,
-                                          current_stream(xs[i])),
-                 "fused_square_sum");
-    at += counts[i];
-  }
-  check_launch(kernels::sum_partials(partials.data_ptr<double>(), static_cast<int>(total), out.data_ptr<double>(),
+  const auto table = device_table(tensors, device);
+  check_launch(kernels::square_partials(static_cast<const kernels::square_tensor*>(table.data_ptr()), count,
+                                        total, partials.data_ptr<double>(), current_stream(xs.front())),
+               "fused_square_sum");
+  check_launch(kernels::sum_partials(partials.data_ptr<double>(), total, out.data_ptr<double>(),
                                      current_stream(xs.front())),
                "fused_square_sum");
   return out.squeeze(0);
@@ -388,9 +489,9 @@ torch::Tensor fused_cross_entropy(torch::Tensor&, const torch::Tensor&, bool) {
   throw std::logic_error("fused_cross_entropy: this build has no CUDA kernels (check fused_kernels_available)");
 }
 
-torch::Tensor fused_rotary_half(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                                std::int64_t, std::int64_t) {
-  throw std::logic_error("fused_rotary_half: this build has no CUDA kernels (check fused_kernels_available)");
+std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                            std::int64_t, std::int64_t, std::int64_t) {
+  throw std::logic_error("fused_rotary_qkv: this build has no CUDA kernels (check fused_kernels_available)");
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor&) {
@@ -408,15 +509,21 @@ std::vector<torch::Tensor> fused_norm(const torch::Tensor&, const torch::Tensor&
   throw std::logic_error("fused_norm: this build has no CUDA kernels (check fused_kernels_available)");
 }
 
-void fused_adamw_step(torch::Tensor, const torch::Tensor&, adamw_state&, const adamw_options&, double,
-                      const torch::Tensor&, const torch::Tensor&) {
+void fused_adamw_step(const std::vector<fused_adamw_target>&, const adamw_options&, double,
+                      const torch::Tensor&) {
   throw std::logic_error("fused_adamw_step: this build has no CUDA kernels (check fused_kernels_available)");
 }
 
-torch::Tensor fused_square_sum(const torch::Tensor&) {
-  throw std::logic_error("fused_square_sum: this build has no CUDA kernels (check fused_kernels_available)");
+#endif
+
+void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_state& state,
+                      const adamw_options& o, double grad_scale, const torch::Tensor& copy,
+                      const torch::Tensor& device_scale) {
+  fused_adamw_step({fused_adamw_target{std::move(master), grad, &state, copy}}, o, grad_scale, device_scale);
 }
 
-#endif
+torch::Tensor fused_square_sum(const torch::Tensor& x) {
+  return fused_square_sum(std::vector<torch::Tensor>{x});
+}
 
 }  // namespace cohort::core::model

@@ -24,14 +24,15 @@ namespace cohort::core::model {
 // fp32, bf16 or fp16.
 bool fused_kernels_available(const torch::Tensor& x);
 
-// Llama-style rotary (rotate_half) on the q and k parts of a fused projection.
-// qkv (B, T, cols) with its first rot_cols columns q's and k's heads of head_dim each and the
-// rest v; cos, sin (T, head_dim) at the T positions (any float dtype; rounded to qkv's dtype
-// first, as transformers does, then used in fp32). Returns a new contiguous (B, T, cols) with the
-// first rot_cols columns rotated and the rest copied. Differentiable in qkv only.
-torch::Tensor fused_rotary_half(const torch::Tensor& qkv, const torch::Tensor& cos,
-                                const torch::Tensor& sin, std::int64_t rot_cols,
-                                std::int64_t head_dim);
+// Llama-style rotary (rotate_half) on the q and k parts of a fused projection, returned apart.
+// qkv (.., T, cols): q's heads in its first q_cols columns, k's in the next k_cols, v in the rest
+// (head_dim each, even); cos, sin (T, head_dim) fp32 at the T positions, used as given (rounded
+// as the model rounds them: attention_context's tables). Returns {q, k, v}, each a new
+// contiguous (.., T, its columns): q and k rotated, v copied. Differentiable in qkv, whose
+// gradient is written in one piece from the three (no concatenation).
+std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torch::Tensor& cos,
+                                            const torch::Tensor& sin, std::int64_t q_cols,
+                                            std::int64_t k_cols, std::int64_t head_dim);
 
 // silu(gate) * up from gate_up (..., 2 * inner), gate first: (..., inner). Saves gate_up only
 // for the backward. Differentiable in gate_up.
@@ -66,15 +67,28 @@ std::vector<torch::Tensor> fused_norm(const torch::Tensor& x, const torch::Tenso
 // logits contiguous; the host never waits.
 torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& targets, bool want_grad);
 
-// adamw_step on a CUDA tensor in one kernel (kernels::adamw): master fp32 contiguous, updated in
-// place; grad contiguous fp32, bf16 or fp16 of master's numel, read only and multiplied by
-// grad_scale, and by device_scale where defined (one fp64 element on master's device, rounded to
-// fp32: a clipping coefficient the host has not read), as it is read (clipping without a pass of
-// its own); the state's moments are created on the first step, as adamw_step does, and its step
-// count bumped. When `copy` is defined
-// (contiguous fp32, bf16 or fp16 of master's numel on its device) the updated master is also
-// written there, rounded once: the compute-dtype weights without a cast of their own. Equal to
-// adamw_step on grad * grad_scale within fp32 rounding; the host never waits.
+// One parameter (or shard) of fused_adamw_step: master contiguous fp32 on a CUDA device, updated
+// in place; grad contiguous fp32, bf16 or fp16 of master's numel on its device, read only; state
+// its AdamW state; copy undefined, or contiguous fp32, bf16 or fp16 of master's numel on its
+// device, written with the updated master rounded once (the compute-dtype weights without a cast
+// of their own).
+struct fused_adamw_target {
+  torch::Tensor master;
+  torch::Tensor grad;
+  adamw_state* state = nullptr;
+  torch::Tensor copy;
+};
+
+// adamw_step on every target in one kernel a kind of target (kernels::adamw; targets of one
+// device, kinds by their gradient's and copy's dtype): each gradient multiplied, as it is read, by
+// grad_scale, and by device_scale where defined (one fp64 element on the targets' device, rounded
+// to fp32: a clipping coefficient the host has not read), which is clipping without a pass of its
+// own. A state's moments are created on its first step, as adamw_step does, and its step count
+// bumped. Equal to adamw_step on grad * grad_scale within fp32 rounding; the host never waits
+// (the kernel's table of tensors goes to the device by an asynchronous copy).
+void fused_adamw_step(const std::vector<fused_adamw_target>& targets, const adamw_options& options,
+                      double grad_scale, const torch::Tensor& device_scale = {});
+// The same for one target.
 void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_state& state,
                       const adamw_options& options, double grad_scale, const torch::Tensor& copy,
                       const torch::Tensor& device_scale = {});
@@ -84,7 +98,7 @@ void fused_adamw_step(torch::Tensor master, const torch::Tensor& grad, adamw_sta
 // never waits. Where grad_square_sum materialises an fp64 copy of the gradient, this reads it once.
 torch::Tensor fused_square_sum(const torch::Tensor& x);
 // The same over several such tensors of one device, summed into one value in a fixed order: one
-// kernel per tensor and one for the total.
+// kernel for every tensor's partial sums and one for the total.
 torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs);
 
 }  // namespace cohort::core::model

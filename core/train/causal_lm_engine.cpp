@@ -278,9 +278,9 @@ struct causal_lm_engine::impl : engine_state {
     const auto ctx = net->context(b.ids.size(1), device);
     if (kept_graphs) return forward_backward_kept(b, scale, ctx);
     if (!recompute) {
-      auto x = net->embed(b.ids);
+      model::residual_stream x{net->embed(b.ids), {}};
       for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
-      auto sum = net->head_loss(x, b.labels, /*sum=*/true);
+      auto sum = net->head_loss(x.sum(), b.labels, /*sum=*/true);
       (sum * scale).backward();
       return sum;
     }

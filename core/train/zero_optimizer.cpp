@@ -328,23 +328,32 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
                          return u.numel > 0 && model::fused_kernels_available(u.master);
                        });
   if (kernels) {
-    // One kernel per unit's shard: the clipping scale applied as the gradient is read, and for
-    // stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
+    // The AdamW kernel on the units' shards: the clipping scale applied as the gradient is read,
+    // and for stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
+    // Alone, one launch for every unit, writing straight into their buffers; with others, one a
+    // unit, so that its all-gather runs while the next unit updates.
+    const auto device_coef = coef_on_device ? clip_coef.to(opt_device_) : torch::Tensor();
+    const bool copy = options_.stage < 3 && options_.compute_dtype != torch::kFloat;
+    std::vector<model::fused_adamw_target> together;
     for (auto& u : units_) {
       if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
         ++u.adam.step;
         continue;
       }
-      // Stages 0-2: the updated weights in the compute dtype, written by the update itself; alone
-      // straight into the unit's buffer, else into a shard that the all-gather fills it from.
-      const bool copy = options_.stage < 3 && options_.compute_dtype != torch::kFloat;
       auto shard = !copy        ? torch::Tensor()
                    : parts() == 1 ? u.full
                                   : torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype));
-      model::fused_adamw_step(u.master, grad_or_zeros(u), u.adam, options, coef_value,
-                              shard, coef_on_device ? clip_coef.to(u.master.device()) : torch::Tensor());
+      model::fused_adamw_target target{u.master, grad_or_zeros(u), &u.adam, shard};
+      if (parts() == 1) {
+        together.push_back(std::move(target));
+        continue;
+      }
+      model::fused_adamw_step({std::move(target)}, options, coef_value, device_coef);
       if (options_.stage < 3) fill_full(u, copy ? shard : u.master);
     }
+    model::fused_adamw_step(together, options, coef_value, device_coef);
+    if (parts() == 1 && options_.stage < 3)
+      for (auto& u : units_) fill_full(u, copy ? u.full : u.master);  // u.full: written in place
   } else if (opt_device_.is_cuda()) {
     // Every unit's shard in one fused update.
     std::vector<torch::Tensor> masters, grads;

@@ -78,6 +78,20 @@ TEST_CASE("a job waits PENDING until a node with room registers", "[actors]") {
   CHECK(head.schedule().empty());  // placed once
 }
 
+TEST_CASE("equal nodes take ranks in name order, whatever order they registered in", "[actors]") {
+  head_state head;
+  head.add_node({"n2", {{"CPU", 1}}});
+  head.add_node({"n1", {{"CPU", 1}}});
+  head.add_node({"n2", {{"CPU", 1}}});  // registering again keeps its place
+  REQUIRE(head.nodes().size() == 2);
+  CHECK(head.nodes()[0].name == "n1");
+  submit(head, {});
+  const auto starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].trainer_node == "n1");
+  CHECK(starts[0].rank_nodes == std::vector<std::string>{"n1", "n2"});
+}
+
 TEST_CASE("an ended attempt gives its resources back", "[actors]") {
   head_state head;
   head.add_node({"n1", {{"CPU", 2}}});

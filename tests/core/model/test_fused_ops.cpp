@@ -38,36 +38,48 @@ struct rotary_case {
   std::int64_t B, T, heads, kv_heads, D;
 };
 
-// Forward and backward of fused_rotary_half against the reference on q, k and v of one fused
+// Forward and backward of fused_rotary_qkv against the reference on q, k and v of one fused
 // projection; `tol` relative to the largest value.
 void check_rotary(torch::ScalarType type, const rotary_case& c, double tol) {
   INFO("dtype " << c10::toString(type) << " B " << c.B << " T " << c.T << " D " << c.D);
   const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(type);
-  const std::int64_t qk = (c.heads + c.kv_heads) * c.D, cols = qk + c.kv_heads * c.D;
+  const std::int64_t q_cols = c.heads * c.D, k_cols = c.kv_heads * c.D, qk = q_cols + k_cols,
+                     cols = qk + k_cols;
   auto qkv = torch::randn({c.B, c.T, cols}, opts).requires_grad_(true);
   auto pos = torch::arange(c.T, torch::kFloat).unsqueeze(1);
   auto inv = 1.0 / torch::pow(10000.0, torch::arange(0, c.D, 2, torch::kFloat) / c.D);
   auto freqs = torch::cat({pos * inv, pos * inv}, -1).to(torch::kCUDA);  // (T, D)
-  auto cos = freqs.cos(), sin = freqs.sin();
-  auto out = fused_rotary_half(qkv, cos, sin, qk, c.D);
+  // The tables rounded through the activations' dtype, as attention_context holds them.
+  auto cos = freqs.cos().to(type).to(torch::kFloat), sin = freqs.sin().to(type).to(torch::kFloat);
+  const auto outs = fused_rotary_qkv(qkv, cos, sin, q_cols, k_cols, c.D);
+  REQUIRE(outs.size() == 3U);
+  auto out = torch::cat({outs[0], outs[1], outs[2]}, -1);
   auto grad_out = torch::randn_like(out);
-  out.backward(grad_out);
+  const auto grads = grad_out.split_with_sizes({q_cols, k_cols, k_cols}, -1);
+  torch::autograd::backward({outs[0], outs[1], outs[2]}, {grads[0], grads[1], grads[2]});
 
-  // The reference in fp32 from the same (rounded) inputs, with cos/sin rounded as the op does.
+  // The reference in fp32 from the same (rounded) inputs.
   auto x = qkv.detach().to(torch::kFloat).requires_grad_(true);
-  auto c32 = cos.to(type).to(torch::kFloat), s32 = sin.to(type).to(torch::kFloat);
-  auto parts = x.split_with_sizes({c.heads * c.D, c.kv_heads * c.D, c.kv_heads * c.D}, -1);
-  auto q = rotary_reference(parts[0].reshape({c.B, c.T, c.heads, c.D}), c32, s32);
-  auto k = rotary_reference(parts[1].reshape({c.B, c.T, c.kv_heads, c.D}), c32, s32);
+  auto parts = x.split_with_sizes({q_cols, k_cols, k_cols}, -1);
+  auto q = rotary_reference(parts[0].reshape({c.B, c.T, c.heads, c.D}), cos, sin);
+  auto k = rotary_reference(parts[1].reshape({c.B, c.T, c.kv_heads, c.D}), cos, sin);
   auto ref = torch::cat({q.flatten(2), k.flatten(2), parts[2]}, -1);
   ref.backward(grad_out.to(torch::kFloat));
 
-  CHECK(out.sizes() == qkv.sizes());
+  for (int i = 0; i < 3; ++i) CHECK(outs[i].is_contiguous());
+  CHECK(outs[0].sizes() == torch::IntArrayRef({c.B, c.T, q_cols}));
+  CHECK(outs[2].sizes() == torch::IntArrayRef({c.B, c.T, k_cols}));
   CHECK(gap(out.detach(), ref.detach()) <= tol);
   CHECK(gap(qkv.grad(), x.grad()) <= tol);
   // v passes through untouched, both ways.
-  CHECK(torch::equal(out.detach().slice(-1, qk), qkv.detach().slice(-1, qk)));
+  CHECK(torch::equal(outs[2].detach(), qkv.detach().slice(-1, qk)));
   CHECK(torch::equal(qkv.grad().slice(-1, qk), grad_out.slice(-1, qk)));
+  // An output that gets no gradient (v here) counts as zero in qkv's.
+  auto again = qkv.detach().clone().requires_grad_(true);
+  const auto outs2 = fused_rotary_qkv(again, cos, sin, q_cols, k_cols, c.D);
+  torch::autograd::backward({outs2[0], outs2[1]}, {grads[0], grads[1]});
+  CHECK(torch::equal(again.grad().slice(-1, 0, qk), qkv.grad().slice(-1, 0, qk)));
+  CHECK(again.grad().slice(-1, qk).abs().max().item<double>() == 0.0);
 }
 
 void check_swiglu(torch::ScalarType type, std::int64_t rows, std::int64_t inner, double tol) {
@@ -268,6 +280,74 @@ TEST_CASE("the AdamW kernel gives adamw_step on the scaled gradient and writes t
   CHECK(state.step == 1);
   CHECK_THROWS_AS(fused_adamw_step(master, torch::randn({63}, torch::kCUDA), state, o, 1.0, torch::Tensor()),
                   std::invalid_argument);
+}
+
+TEST_CASE(
+    "the AdamW kernel updates many tensors of mixed sizes, dtypes and step counts in one call as "
+    "it updates each alone",
+    "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(16);
+  adamw_options o;
+  o.lr = 2e-3;
+  o.weight_decay = 0.05;
+  const auto cuda = torch::TensorOptions(torch::kCUDA);
+  // Sizes past one block's stretch and odd ones; an offset view (unaligned); bf16 and fp32
+  // gradients (two launches); with and without a copy; one target a step ahead of the others.
+  struct shape {
+    std::int64_t n, offset;
+    torch::ScalarType grad;
+    c10::optional<torch::ScalarType> copy;  // none: no copy
+  };
+  const std::vector<shape> shapes{
+      {100000, 0, torch::kBFloat16, torch::kBFloat16}, {16385, 1, torch::kBFloat16, torch::kBFloat16},
+      {0, 0, torch::kBFloat16, torch::kBFloat16},      {7, 0, torch::kFloat, c10::nullopt},
+      {50000, 0, torch::kFloat, torch::kBFloat16},     {4096, 0, torch::kBFloat16, c10::nullopt}};
+  std::vector<torch::Tensor> masters, alone_masters, grads, copies, alone_copies;
+  std::vector<adamw_state> states(shapes.size()), alone_states(shapes.size());
+  for (const auto& s : shapes) {
+    masters.push_back(torch::randn({s.n + s.offset}, cuda).narrow(0, s.offset, s.n));
+    alone_masters.push_back(masters.back().clone());
+    const auto copy = [&] {
+      return !s.copy ? torch::Tensor()
+                     : torch::empty({s.n + s.offset}, cuda.dtype(*s.copy)).narrow(0, s.offset, s.n);
+    };
+    copies.push_back(copy());
+    alone_copies.push_back(copy());
+  }
+  fused_adamw_step(masters[1], torch::randn({shapes[1].n}, cuda), states[1], o, 1.0, torch::Tensor());
+  fused_adamw_step(alone_masters[1], torch::randn({shapes[1].n}, cuda), alone_states[1], o, 1.0,
+                   torch::Tensor());
+  alone_masters[1].copy_(masters[1]);
+  alone_states[1].exp_avg.copy_(states[1].exp_avg);
+  alone_states[1].exp_avg_sq.copy_(states[1].exp_avg_sq);
+  const auto coef = torch::full({}, 0.5, cuda.dtype(torch::kDouble));
+  for (int step = 0; step < 2; ++step) {
+    std::vector<fused_adamw_target> targets;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const auto grad = torch::randn({shapes[i].n}, cuda).to(shapes[i].grad);
+      targets.push_back({masters[i], grad, &states[i], copies[i]});
+      fused_adamw_step(alone_masters[i], grad, alone_states[i], o, 0.75, alone_copies[i], coef);
+    }
+    fused_adamw_step(targets, o, 0.75, coef);
+  }
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    INFO("target " << i);
+    CHECK(states[i].step == alone_states[i].step);
+    CHECK(torch::equal(masters[i], alone_masters[i]));
+    CHECK(torch::equal(states[i].exp_avg, alone_states[i].exp_avg));
+    CHECK(torch::equal(states[i].exp_avg_sq, alone_states[i].exp_avg_sq));
+    if (copies[i].defined()) CHECK(torch::equal(copies[i], masters[i].to(copies[i].scalar_type())));
+  }
+  CHECK(states[1].step == 3);
+  // A bad target anywhere in the list is refused before anything is updated.
+  const auto before = masters[0].clone();
+  std::vector<fused_adamw_target> bad{
+      {masters[0], torch::randn({shapes[0].n}, cuda), &states[0], copies[0]},
+      {masters[3], torch::randn({shapes[3].n + 1}, cuda), &states[3], torch::Tensor()}};
+  CHECK_THROWS_AS(fused_adamw_step(bad, o, 1.0), std::invalid_argument);
+  CHECK(states[0].step == 2);
+  CHECK(torch::equal(masters[0], before));
 }
 
 TEST_CASE("the sum-of-squares kernel gives the fp64 sum of squares, the same value on every run",
