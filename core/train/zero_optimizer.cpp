@@ -77,9 +77,15 @@ torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtyp
   return torch::empty({n}, torch::TensorOptions().dtype(dtype).pinned_memory(options_.device.is_cuda()));
 }
 
+bool zero_optimizer::grads_in_compute_dtype() const {
+  return group_.size() == 1 && options_.stage <= 1 && !options_.offload_param && opt_device_.is_cuda() &&
+         !units_.empty() && model::fused_kernels_available(units_.front().master);
+}
+
 torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
   // One buffer, each gradient converted straight into its place (no fp32 copies to concatenate).
-  const auto on_device = torch::TensorOptions().dtype(torch::kFloat).device(options_.device);
+  const auto dtype = grads_in_compute_dtype() ? options_.compute_dtype : torch::kFloat;
+  const auto on_device = torch::TensorOptions().dtype(dtype).device(options_.device);
   auto flat = torch::empty({parts() * u.shard}, on_device);
   for (const auto& s : u.slots) {
     auto place = flat.narrow(0, s.offset, s.numel);

@@ -19,11 +19,12 @@
 // backward without its weights, and gather() before the backward refills them in place.
 //
 // Where a rank's bytes live (S = this rank's elements of all shards, P = the model's parameters):
-//   device, stages 0-2: P compute-dtype weights + S fp32 gradient shard (+ S master and 2S moments
-//     without offload); stage 3: the gathered units in use + S fp32 gradient shard (+ 3S fp32
-//     without offload); stage 3 with offload_param: only the gathered units in use. A unit's
-//     gradient shard exists from its first reduction in a step to the update, so at a step's
-//     peak (the start of its backward) few of them do.
+//   device, stages 0-2: P compute-dtype weights + S fp32 gradient shard (compute dtype for one
+//     rank with the update on the GPU) (+ S master and 2S moments without offload); stage 3:
+//     the gathered units in use + S fp32 gradient shard (+ 3S fp32 without offload); stage 3
+//     with offload_param: only the gathered units in use. A unit's gradient shard exists from
+//     its first reduction in a step to the update, so at a step's peak (the start of its
+//     backward) few of them do.
 //   host: 3S fp32 with offload (master, moments); with offload_param also the S fp32 gradient
 //     shard and an S compute-dtype copy of the master that gathers copy up (both pinned).
 // A unit may be empty (a LoRA model trains nothing outside its layers: unit 0); it takes part in
@@ -156,9 +157,10 @@ class zero_optimizer {
     std::int64_t shard = 0;  // elements per rank's shard (padded)
     torch::Tensor master;    // (shard) fp32, on the optimizer's device
     model::adamw_state adam;  // moments like master
-    torch::Tensor grad;      // (shard) fp32 gradient accumulator, on the compute device from a
-                             // step's first reduction to its update, undefined between (as
-                             // FSDP2's set_to_none); pinned host with offload_param, for good
+    torch::Tensor grad;       // (shard) fp32 gradient accumulator (grads_in_compute_dtype: the
+                              // compute dtype), on the compute device from a step's first
+                              // reduction to its update, undefined between (as FSDP2's
+                              // set_to_none); pinned host with offload_param, for good
     bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
     // (parts * shard) compute dtype on the device, the slots' parameters are views of it. Stage 3:
@@ -169,7 +171,13 @@ class zero_optimizer {
   };
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
-  // (parts * shard) fp32 on the device: the gradients accumulated in unit u's weights.
+  // Whether the gradient shards stay in the compute dtype: one rank, stage 0-1 (one reduction a
+  // step, after the last micro-batch), no offload, the update by cohort's AdamW kernel on the GPU.
+  // Nothing is summed across ranks then, and the kernels read bf16 as they would read its exact
+  // fp32 copy: the same update, with half the gradient's bytes written and read.
+  bool grads_in_compute_dtype() const;
+  // (parts * shard) on the device, fp32 (or the compute dtype, grads_in_compute_dtype): the
+  // gradients accumulated in unit u's weights.
   torch::Tensor flat_grads(const unit& u) const;
   // Device gradient shards: `part` (shard) becomes u.grad at the step's first reduction (a copy
   // if it views a bigger buffer), and is added to it after.
