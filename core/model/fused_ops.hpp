@@ -79,8 +79,8 @@ struct fused_adamw_target {
   torch::Tensor copy;
 };
 
-// adamw_step on every target in one kernel a kind of target (kernels::adamw; targets of one
-// device, kinds by their gradient's and copy's dtype): each gradient multiplied, as it is read, by
+// adamw_step on every target, one kernel launch per kind of target (kernels::adamw; targets of
+// one device, kinds by their gradient's and copy's dtype): each gradient multiplied, as it is read, by
 // grad_scale, and by device_scale where defined (one fp64 element on the targets' device, rounded
 // to fp32: a clipping coefficient the host has not read), which is clipping without a pass of its
 // own. A state's moments are created on its first step, as adamw_step does, and its step count

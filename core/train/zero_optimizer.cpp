@@ -336,8 +336,8 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   if (kernels) {
     // The AdamW kernel on the units' shards: the clipping scale applied as the gradient is read,
     // and for stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
-    // Alone, one launch for every unit, writing straight into their buffers; with others, one a
-    // unit, so that its all-gather runs while the next unit updates.
+    // With one part (stage 0, or one rank) one launch for every unit, writing straight into their
+    // buffers; with several, one a unit, so that its all-gather runs while the next one updates.
     const auto device_coef = coef_on_device ? clip_coef.to(opt_device_) : torch::Tensor();
     const bool copy = options_.stage < 3 && options_.compute_dtype != torch::kFloat;
     std::vector<model::fused_adamw_target> together;
