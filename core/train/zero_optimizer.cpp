@@ -77,9 +77,14 @@ torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtyp
   return torch::empty({n}, torch::TensorOptions().dtype(dtype).pinned_memory(options_.device.is_cuda()));
 }
 
+bool zero_optimizer::kernel_update() const {
+  return opt_device_.is_cuda() && std::any_of(units_.begin(), units_.end(), [](const unit& u) {
+           return u.numel > 0 && model::fused_kernels_available(u.master);
+         });
+}
+
 bool zero_optimizer::grads_in_compute_dtype() const {
-  return group_.size() == 1 && options_.stage <= 1 && !options_.offload_param && opt_device_.is_cuda() &&
-         !units_.empty() && model::fused_kernels_available(units_.front().master);
+  return group_.size() == 1 && options_.stage <= 1 && kernel_update();
 }
 
 torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
@@ -330,10 +335,7 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   const bool coef_on_device = clip_coef.defined() && !clip_coef.is_cpu() && opt_device_.is_cuda();
   const double coef_value = clip_coef.defined() && !coef_on_device ? clip_coef.item<double>() : 1.0;
   release_all();  // stage 3: what is still gathered would be stale after the update
-  const bool kernels = opt_device_.is_cuda() && std::any_of(units_.begin(), units_.end(), [](const unit& u) {
-                         return u.numel > 0 && model::fused_kernels_available(u.master);
-                       });
-  if (kernels) {
+  if (kernel_update()) {
     // The AdamW kernel on the units' shards: the clipping scale applied as the gradient is read,
     // and for stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
     // With one part (stage 0, or one rank) one launch for every unit, writing straight into their

@@ -171,8 +171,11 @@ class zero_optimizer {
   };
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
+  // Whether step() updates with cohort's AdamW kernel: the optimizer on a GPU (no offload) and
+  // the build's kernels for its masters.
+  bool kernel_update() const;
   // Whether the gradient shards stay in the compute dtype: one rank, stage 0-1 (one reduction a
-  // step, after the last micro-batch), no offload, the update by cohort's AdamW kernel on the GPU.
+  // step, after the last micro-batch), the update by cohort's AdamW kernel (kernel_update).
   // Nothing is summed across ranks then, and the kernels read bf16 as they would read its exact
   // fp32 copy: the same update, with half the gradient's bytes written and read.
   bool grads_in_compute_dtype() const;
