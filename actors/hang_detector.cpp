@@ -16,9 +16,11 @@ std::string seconds_text(double s) {
 
 }  // namespace
 
+using core::train::rank_phase;
+
 hang_detector::hang_detector(std::vector<std::string> rank_nodes, hang_limits limits, double now_s)
     : nodes_(std::move(rank_nodes)), limits_(limits), ranks_(nodes_.size()) {
-  for (auto& r : ranks_) r.advanced_s = r.heard_s = now_s;
+  for (auto& r : ranks_) r.advanced_s = r.heard_s = r.phase_since_s = r.bytes_advanced_s = now_s;
 }
 
 void hang_detector::on_started(std::int32_t rank, std::int64_t pid) {
@@ -26,20 +28,38 @@ void hang_detector::on_started(std::int32_t rank, std::int64_t pid) {
   ranks_[static_cast<std::size_t>(rank)].pid = pid;
 }
 
-void hang_detector::on_progress(std::int32_t rank, std::int64_t step, double now_s) {
-  on_heartbeat(rank, step, std::nullopt, now_s);
-}
-
-void hang_detector::on_heartbeat(std::int32_t rank, std::int64_t step,
-                                 std::optional<double> collective_wait_s, double now_s) {
-  if (rank < 0 || rank >= static_cast<std::int32_t>(ranks_.size())) return;
-  auto& r = ranks_[static_cast<std::size_t>(rank)];
+void hang_detector::heard(rank_view& r, std::int64_t step, double now_s) {
   r.heard_s = std::max(r.heard_s, now_s);
   r.heard_any = true;
   if (step > r.step) {
     r.step = step;
     r.advanced_s = now_s;
   }
+}
+
+void hang_detector::on_progress(std::int32_t rank, std::int64_t step, double now_s) {
+  if (rank < 0 || rank >= static_cast<std::int32_t>(ranks_.size())) return;
+  auto& r = ranks_[static_cast<std::size_t>(rank)];
+  heard(r, step, now_s);
+  r.waiting_since_s.reset();
+}
+
+void hang_detector::on_heartbeat(std::int32_t rank, std::int64_t step,
+                                 std::optional<double> collective_wait_s, double now_s,
+                                 const core::train::activity_reading& activity) {
+  if (rank < 0 || rank >= static_cast<std::int32_t>(ranks_.size())) return;
+  auto& r = ranks_[static_cast<std::size_t>(rank)];
+  heard(r, step, now_s);
+  if (activity.phase != r.activity.phase || activity.step != r.activity.step) {
+    // A new phase: its own clock. Back to training, the step allowance starts again (the save
+    // that ended is not the next step's time).
+    r.phase_since_s = r.bytes_advanced_s = now_s;
+    r.long_phase_told = false;
+    if (activity.phase == rank_phase::training) r.advanced_s = std::max(r.advanced_s, now_s);
+  } else if (activity.bytes_done != r.activity.bytes_done) {
+    r.bytes_advanced_s = now_s;
+  }
+  r.activity = activity;
   if (collective_wait_s)
     r.waiting_since_s = now_s - std::max(0.0, *collective_wait_s);
   else
@@ -49,6 +69,10 @@ void hang_detector::on_heartbeat(std::int32_t rank, std::int64_t step,
 void hang_detector::on_finished(std::int32_t rank) {
   if (rank < 0 || rank >= static_cast<std::int32_t>(ranks_.size())) return;
   ranks_[static_cast<std::size_t>(rank)].finished = true;
+}
+
+bool hang_detector::busy_writing(const rank_view& r) const {
+  return r.activity.phase == rank_phase::saving || r.activity.phase == rank_phase::exporting;
 }
 
 double hang_detector::allowance(const rank_view& r) const {
@@ -78,6 +102,17 @@ hang_verdict hang_detector::verdict(std::int32_t rank, double now_s, const std::
   return v;
 }
 
+hang_verdict hang_detector::write_verdict(std::int32_t rank, double now_s) const {
+  const auto& r = ranks_[static_cast<std::size_t>(rank)];
+  hang_verdict v = verdict(rank, now_s, "");
+  v.stalled_s = now_s - r.bytes_advanced_s;
+  v.reason = "hung: rank " + std::to_string(rank) + " on node " + v.node + " (pid " + std::to_string(r.pid) +
+             ") made no progress for " + seconds_text(v.stalled_s) + " while " +
+             core::train::describe_activity(r.activity) + " written (run.failure.checkpoint_timeout_s " +
+             seconds_text(limits_.checkpoint_timeout_s) + "); it is alive but its write does not advance";
+  return v;
+}
+
 void hang_detector::hold() { held_ = true; }
 
 void hang_detector::release(double now_s) {
@@ -86,9 +121,10 @@ void hang_detector::release(double now_s) {
 }
 
 std::optional<hang_verdict> hang_detector::check(double now_s) const {
-  std::optional<std::int32_t> silent, busy, last_waiter;
-  double silent_stall = -1, busy_stall = -1, latest_wait = -1;
+  std::optional<std::int32_t> silent, busy, last_waiter, writer;
+  double silent_stall = -1, busy_stall = -1, latest_wait = -1, writer_stall = -1;
   bool any_stalled = false;
+  bool peer_in_phase = false;  // a rank saves, commits or exports: the waiting ranks wait for it
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     const auto& r = ranks_[i];
     if (r.finished) continue;
@@ -102,7 +138,18 @@ std::optional<hang_verdict> hang_detector::check(double now_s) const {
       if (stalled > silent_stall) silent = rank, silent_stall = stalled;
       continue;
     }
-    if (held_ || stalled <= allowance(r)) continue;
+    if (held_) continue;
+    if (r.activity.phase != rank_phase::training) {
+      // Saving or exporting: judged by its bytes (a fresh heartbeat says they do not advance).
+      // Committing or finished: by silence alone.
+      if (busy_writing(r) && now_s - r.bytes_advanced_s > limits_.checkpoint_timeout_s &&
+          now_s - r.heard_s <= 2 * heartbeat_interval_s(limits_.hang_timeout_s) &&
+          (!writer || now_s - r.bytes_advanced_s > writer_stall))
+        writer = rank, writer_stall = now_s - r.bytes_advanced_s;
+      if (r.activity.phase != rank_phase::finished) peer_in_phase = true;
+      continue;
+    }
+    if (stalled <= allowance(r)) continue;
     any_stalled = true;
     // What a stalled rank is doing is known only from a fresh heartbeat; one that missed two is
     // judged when it speaks again or falls silent (a stopped rank is named as silent, not busy).
@@ -113,7 +160,7 @@ std::optional<hang_verdict> hang_detector::check(double now_s) const {
       last_waiter = rank, latest_wait = *r.waiting_since_s;
     }
   }
-  if (!any_stalled) return std::nullopt;
+  if (!any_stalled && !writer) return std::nullopt;
   // Which other ranks were waiting in a collective, for the sentence.
   auto waiting_text = [&](std::int32_t culprit) {
     std::string names;
@@ -130,7 +177,8 @@ std::optional<hang_verdict> hang_detector::check(double now_s) const {
   if (busy)
     return verdict(*busy, now_s, "it is alive but not waiting in a collective (stuck in its own work)" +
                                      waiting_text(*busy));
-  if (last_waiter && now_s - latest_wait > limits_.hang_timeout_s) {
+  if (writer) return write_verdict(*writer, now_s);
+  if (last_waiter && !peer_in_phase && now_s - latest_wait > limits_.hang_timeout_s) {
     const auto& r = ranks_[static_cast<std::size_t>(*last_waiter)];
     return verdict(*last_waiter, now_s,
                    "every stalled rank waits in a collective; this one began waiting last, " +
@@ -150,6 +198,51 @@ std::optional<hang_verdict> hang_detector::silent_peer(std::int32_t failed, doub
   if (!quietest) return std::nullopt;
   return verdict(*quietest, now_s, "no heartbeat for " + seconds_text(longest) + " while rank " +
                                        std::to_string(failed) + " waited on it and failed");
+}
+
+}  // namespace cohort::actors
+
+namespace cohort::actors {
+
+std::string hang_detector::activity() const {
+  // The export (rank 0, alone) first; else the oldest step being saved or committed.
+  std::optional<core::train::activity_reading> shown;
+  for (const auto& r : ranks_) {
+    if (r.finished || r.activity.phase == rank_phase::training || r.activity.phase == rank_phase::finished) continue;
+    const bool exporting = r.activity.phase == rank_phase::exporting;
+    if (!shown || (exporting && shown->phase != rank_phase::exporting) ||
+        (!exporting && shown->phase != rank_phase::exporting && r.activity.step < shown->step))
+      shown = r.activity;
+  }
+  if (!shown) return "";
+  if (shown->phase == rank_phase::exporting) return core::train::describe_activity(*shown);
+  core::train::activity_reading sum{rank_phase::committing, shown->step, 0, 0};
+  for (const auto& r : ranks_) {
+    if (r.finished || r.activity.step != shown->step) continue;
+    if (r.activity.phase == rank_phase::saving) sum.phase = rank_phase::saving;
+    if (r.activity.phase != rank_phase::saving && r.activity.phase != rank_phase::committing) continue;
+    sum.bytes_done += r.activity.bytes_done;
+    sum.bytes_total += r.activity.bytes_total;
+  }
+  return core::train::describe_activity(sum);
+}
+
+std::vector<std::string> hang_detector::long_phases(double now_s) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    auto& r = ranks_[i];
+    const auto phase = r.activity.phase;
+    if (r.finished || r.long_phase_told || phase == rank_phase::training || phase == rank_phase::finished ||
+        now_s - r.phase_since_s <= limits_.hang_timeout_s)
+      continue;
+    r.long_phase_told = true;
+    out.push_back("rank " + std::to_string(i) + " has been " + core::train::describe_activity(r.activity) +
+                  " for longer than run.failure.hang_timeout_s (" + seconds_text(limits_.hang_timeout_s) + "); " +
+                  (busy_writing(r) ? "it is judged by its written bytes (run.failure.checkpoint_timeout_s " +
+                                         seconds_text(limits_.checkpoint_timeout_s) + ")"
+                                   : std::string("it waits for the other ranks' shards")));
+  }
+  return out;
 }
 
 }  // namespace cohort::actors

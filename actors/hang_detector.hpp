@@ -6,8 +6,14 @@
 // stopped, frozen, wedged in the kernel; startup_timeout_s while its process starts) or when it
 // is stalled and its fresh heartbeats (within two intervals) say it is not waiting in a
 // collective (stuck in its own work). A stalled rank that waits in a collective is waiting on a
-// hung peer and is never the one named. Times are seconds on one monotonic clock, given by the caller. Not thread-safe: the
-// trainer actor owns it.
+// hung peer and is never the one named. Heartbeats also carry what a rank does besides its steps
+// (core/train/rank_activity.hpp): a rank saving a checkpoint or exporting the final model is judged
+// by its written bytes instead of its step (hung when they do not advance for
+// checkpoint_timeout_s); rank 0 waiting for a commit and a rank done with its run are not judged
+// by progress at all (only by silence); while any rank saves, commits or exports, ranks waiting
+// in a collective wait for it and none of them is named; back in training, a rank's step
+// allowance starts again. Times are seconds on one monotonic clock, given by the caller. Not
+// thread-safe: the trainer actor owns it.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +21,14 @@
 #include <string>
 #include <vector>
 
+#include "core/train/rank_activity.hpp"
+
 namespace cohort::actors {
 
 struct hang_limits {
   double hang_timeout_s = 120;
   double startup_timeout_s = 600;
+  double checkpoint_timeout_s = 600;
 };
 
 // How often a rank heartbeats for a hang timeout: four times within it, at most every 5 s and
@@ -50,9 +59,9 @@ class hang_detector {
   // The rank completed step `step` (1-based). A step that does not advance is only a sign of life.
   void on_progress(std::int32_t rank, std::int64_t step, double now_s);
   // The rank is alive at step `step`, waiting in a collective for `collective_wait_s` seconds
-  // (nullopt: not waiting).
+  // (nullopt: not waiting), doing `activity` besides its steps.
   void on_heartbeat(std::int32_t rank, std::int64_t step, std::optional<double> collective_wait_s,
-                    double now_s);
+                    double now_s, const core::train::activity_reading& activity = {});
   // The rank ended its run; it is judged no more.
   void on_finished(std::int32_t rank);
   // The attempt waits at run.hold_before_step (rank 0 reported the hold): its ranks make no
@@ -71,6 +80,14 @@ class hang_detector {
   // waiting rank is not the one blamed.
   std::optional<hang_verdict> silent_peer(std::int32_t failed, double now_s) const;
 
+  // What the ranks do besides their steps, for `submit status`: the export, else the save of the
+  // oldest checkpoint step being saved or committed, with the bytes of every rank at it summed
+  // ("saving checkpoint step 20: 41.0 of 79.0 GB"); "" while they train.
+  std::string activity() const;
+  // Lines for the job's log, each once per phase: ranks that have saved, committed or exported for
+  // longer than hang_timeout_s, which the step allowance would have named and this does not.
+  std::vector<std::string> long_phases(double now_s);
+
  private:
   struct rank_view {
     std::int64_t pid = 0;
@@ -80,10 +97,17 @@ class hang_detector {
     bool heard_any = false;            // a first heartbeat or progress arrived
     std::optional<double> waiting_since_s;  // when its current collective wait began
     bool finished = false;
+    core::train::activity_reading activity;  // from its newest heartbeat
+    double phase_since_s = 0;                // when its current phase began
+    double bytes_advanced_s = 0;             // when its written bytes last rose (or the phase began)
+    bool long_phase_told = false;            // long_phases named this phase already
   };
+  bool busy_writing(const rank_view& r) const;  // saving or exporting: judged by its bytes
+  void heard(rank_view& r, std::int64_t step, double now_s);
   double allowance(const rank_view& r) const;        // for its step to advance
   double silence_allowed(const rank_view& r) const;  // between heartbeats
   hang_verdict verdict(std::int32_t rank, double now_s, const std::string& why) const;
+  hang_verdict write_verdict(std::int32_t rank, double now_s) const;  // a saving/exporting rank's
 
   std::vector<std::string> nodes_;
   hang_limits limits_;

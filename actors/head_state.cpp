@@ -330,6 +330,15 @@ head_state::admission head_state::admit(const job_entry& job) const {
   if (gpu && job.gpu_limit_bytes > 0 && device > job.gpu_limit_bytes)
     return refuse(on_gpu + " exceeds the job's COHORT_GPU_MEMORY_LIMIT_GB of " +
                   train::format_memory(job.gpu_limit_bytes) + "; " + gpu_advice(job.spec));
+  // Each worker process is held to its resources_per_worker.memory (its node kills it past it):
+  // a plan above it would fail every attempt. Rank 0 also stages the export.
+  const auto& per_worker = job.spec.scaling.resources_per_worker;
+  if (auto it = per_worker.find("memory");
+      it != per_worker.end() && it->second > 0 && host + plan.rank0_extra_host_bytes > it->second)
+    return refuse(in_ram + " (rank 0 " + train::format_memory(host + plan.rank0_extra_host_bytes) +
+                  " with the export) exceeds scaling.resources_per_worker.memory, " +
+                  train::format_memory(it->second) +
+                  ", to which each worker process is held; raise it, or use more workers (smaller shards per rank)");
   // The nodes that hold one rank; how many ranks they hold together (RAM).
   std::vector<res::node_inventory> fitting;
   double largest_gpu = 0, largest_ram = 0;
@@ -470,6 +479,7 @@ std::vector<trainer_setup> head_state::schedule() {
 
 void head_state::release(job_entry& job) {
   job.record.held_before_step = 0;  // the attempt that was held is over
+  job.record.activity.clear();      // and what it was doing besides steps
   if (!job.held) return;
   // Only nodes still registered get their share back; a node that re-registered meanwhile was
   // given its reservation again in add_node.
@@ -628,6 +638,7 @@ bool head_state::on_progress(const progress_report& report) {
   }
   // A report that arrives after the attempt ended (stopped while held) holds nothing any more.
   it->second.record.held_before_step = it->second.held ? report.held_before_step : 0;
+  it->second.record.activity = is_terminal(it->second.record.state) ? "" : report.activity;
   return true;
 }
 

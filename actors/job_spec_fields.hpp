@@ -86,7 +86,8 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_spec& x) {
   using net::field;
   return f(caf::meta::type_name("checkpoint_spec"), field("every_steps"), x.every_steps,
            field("num_to_keep"), x.num_to_keep, field("score_attribute"), x.score_attribute,
-           field("score_order"), x.order, field("async"), x.async);
+           field("score_order"), x.order, field("async"), x.async, field("staging_bytes"),
+           x.staging_bytes);
 }
 
 template <class Inspector>
@@ -96,7 +97,7 @@ typename Inspector::result_type inspect(Inspector& f, failure_spec& x) {
            field("hang_timeout_s"), x.hang_timeout_s, field("startup_timeout_s"),
            x.startup_timeout_s, field("collective_timeout_s"), x.collective_timeout_s,
            field("preemption_grace_s"), x.preemption_grace_s, field("max_preemptions"),
-           x.max_preemptions);
+           x.max_preemptions, field("checkpoint_timeout_s"), x.checkpoint_timeout_s);
 }
 
 template <class Inspector>

@@ -37,6 +37,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/job_spec_fields.hpp"
+#include "core/train/rank_activity.hpp"
 #include "net/field_name.hpp"
 #include "net/wire_message.hpp"
 
@@ -112,6 +113,8 @@ struct job_record {
   std::int64_t eval_step = 0;
   double eval_loss = 0;
   double eval_perplexity = 0;
+  // The current attempt's activity besides its steps (progress_report::activity; "" none).
+  std::string activity{};
 };
 
 // A node as it registers: name and total resources ("GPU": how many it offers, and the tag
@@ -193,6 +196,10 @@ struct progress_report : step_progress {
   // The attempt whose rank 0 reported (the trainer stamps it): the head takes step and
   // checkpoint_step only from its job's current attempt, so a zombie attempt's report is ignored.
   std::int32_t attempt = 0;
+  // What the ranks do besides their steps, as the trainer's hang detector sees it ("saving
+  // checkpoint step 20: 41.0 of 79.0 GB"; "" while training): the trainer sends rank 0's newest
+  // report again whenever it changes.
+  std::string activity{};
 };
 
 // How an attempt ended, as the trainer tells the head.
@@ -341,6 +348,21 @@ struct worker_finished {
   failure_kind kind = failure_kind::retryable;
   std::string report{};  // a process that died: its last lines and stack trace (failure_cause)
 };
+// What a rank does besides its steps, as its heartbeats carry it (core/train/rank_activity.hpp):
+// its phase (core::train::rank_phase: 0 training, 1 saving, 2 committing, 3 exporting, 4
+// finished), the step of the checkpoint or export, and the bytes written of it so far.
+struct heartbeat_activity {
+  std::int32_t phase = 0;
+  std::int64_t step = 0;
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+};
+inline heartbeat_activity heartbeat_of(const core::train::activity_reading& a) {
+  return {static_cast<std::int32_t>(a.phase), a.step, a.bytes_done, a.bytes_total};
+}
+inline core::train::activity_reading reading_of(const heartbeat_activity& a) {
+  return {core::train::rank_phase_of(a.phase), a.step, a.bytes_done, a.bytes_total};
+}
 // worker → trainer: rank `rank` is alive at step `step` (the last it completed); it has waited in
 // a collective for collective_wait_s seconds (< 0: it is not waiting). Sent every
 // heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang detector.
@@ -351,6 +373,7 @@ struct rank_heartbeat {
   std::int32_t rank = 0;
   std::int64_t step = 0;
   double collective_wait_s = -1;
+  heartbeat_activity activity{};
 };
 // trainer → worker: kill the process of a rank found hung (SIGKILL: a stopped process ignores
 // SIGTERM until it is continued). The worker then reports how its process ended.
@@ -456,6 +479,7 @@ struct process_heartbeat {
   static constexpr std::uint32_t wire_id = 70;
   std::int64_t step = 0;
   double collective_wait_s = -1;
+  heartbeat_activity activity{};
 };
 // The process's own account of how its run ended, written just before it exits; the actor
 // reports it in worker_finished once the process has ended.
@@ -562,7 +586,7 @@ typename Inspector::result_type inspect(Inspector& f, job_record& x) {
            field_or_default("rank_gpus"), x.rank_gpus, field_or_default("held_before_step"),
            x.held_before_step, field_or_default("preemptions"), x.preemptions, field_or_default("eval_step"),
            x.eval_step, field_or_default("eval_loss"), x.eval_loss, field_or_default("eval_perplexity"),
-           x.eval_perplexity);
+           x.eval_perplexity, field_or_default("activity"), x.activity);
 }
 
 template <class Inspector>
@@ -600,7 +624,7 @@ typename Inspector::result_type inspect(Inspector& f, step_progress& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, progress_report& x) {
   return f(caf::meta::type_name("progress_report"), x.job_id, x.rank, x.attempt,
-           static_cast<step_progress&>(x));
+           static_cast<step_progress&>(x), x.activity);
 }
 
 template <class Inspector>
@@ -741,9 +765,14 @@ typename Inspector::result_type inspect(Inspector& f, worker_finished& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, heartbeat_activity& x) {
+  return f(caf::meta::type_name("heartbeat_activity"), x.phase, x.step, x.bytes_done, x.bytes_total);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_heartbeat& x) {
   return f(caf::meta::type_name("rank_heartbeat"), x.job_id, x.attempt, x.rank, x.step,
-           x.collective_wait_s);
+           x.collective_wait_s, x.activity);
 }
 
 template <class Inspector>
@@ -773,7 +802,7 @@ typename Inspector::result_type inspect(Inspector& f, process_progress& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_heartbeat& x) {
-  return f(caf::meta::type_name("process_heartbeat"), x.step, x.collective_wait_s);
+  return f(caf::meta::type_name("process_heartbeat"), x.step, x.collective_wait_s, x.activity);
 }
 
 template <class Inspector>

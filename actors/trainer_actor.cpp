@@ -135,6 +135,19 @@ void forward_log(trainer_ptr self, log_line line) {
   self->send(st.head, line);
 }
 
+// What the ranks do besides their steps: ranks past the step allowance in a save or export go to
+// the job's log (once each), and a change of the activity goes to the head with rank 0's newest
+// report (`submit status` shows it).
+void report_activity(trainer_ptr self) {
+  auto& st = self->state;
+  for (const auto& line : st.hang->long_phases(now_s()))
+    forward_log(self, log_line{st.setup.job_id, -1, st.setup.trainer_node, 0, "trainer: " + line});
+  auto activity = st.hang->activity();
+  if (!st.last_report || activity == st.last_report->activity) return;
+  st.last_report->activity = std::move(activity);
+  self->send(st.head, *st.last_report);
+}
+
 // Tells every started worker of the attempt (a worker that starts later is told in
 // worker_started). Asynchronous: no handler waits on a worker.
 void tell_workers(trainer_ptr self, worker_command_kind kind, std::int64_t n) {
@@ -171,7 +184,8 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
   st.workers.resize(world);
   st.pids.resize(world);
   const auto& f = setup.spec.run.failure;
-  st.hang.emplace(setup.rank_nodes, hang_limits{f.hang_timeout_s, f.startup_timeout_s}, now_s());
+  st.hang.emplace(setup.rank_nodes, hang_limits{f.hang_timeout_s, f.startup_timeout_s, f.checkpoint_timeout_s},
+                  now_s());
   st.hang_check_every = std::chrono::milliseconds(
       static_cast<std::int64_t>(heartbeat_interval_s(f.hang_timeout_s) * 1000));
   self->delayed_send(self, st.hang_check_every, hang_check{});
@@ -238,6 +252,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
           st.hang->release(now_s());
         st.last_report = report;
         st.last_report->attempt = st.setup.attempt;  // the head counts only its current attempt's
+        if (st.hang) st.last_report->activity = st.hang->activity();
         self->send(st.head, *st.last_report);
       },
       [=](const rank_heartbeat& hb) {
@@ -246,7 +261,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
         st.hang->on_heartbeat(hb.rank, hb.step,
                               hb.collective_wait_s >= 0 ? std::optional<double>(hb.collective_wait_s)
                                                         : std::nullopt,
-                              now_s());
+                              now_s(), reading_of(hb.activity));
       },
       [=](hang_check) {
         auto& st = self->state;
@@ -255,6 +270,7 @@ caf::behavior trainer_actor(trainer_ptr self, trainer_setup setup, caf::actor he
           fail_hung(self, *verdict);
           return;
         }
+        report_activity(self);
         self->delayed_send(self, st.hang_check_every, hang_check{});
       },
       [=](const log_line& line) { forward_log(self, line); },

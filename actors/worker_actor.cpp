@@ -52,11 +52,14 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
   auto step = std::make_shared<std::atomic<std::int64_t>>(0);
   self->state.step = step;
   ctx.step_reached = step.get();  // kept alive by on_report below as long as the runner lives
+  auto activity = std::make_shared<core::train::rank_activity>();
+  self->state.activity = activity;
+  ctx.activity = activity.get();
 
   // The runner thread reaches the trainer through this actor only.
   auto me = caf::actor_cast<caf::actor>(self);
   workload_runner::callbacks cb;
-  cb.on_report = [me, setup, step](const core::train::step_report& r) {
+  cb.on_report = [me, setup, step, activity](const core::train::step_report& r) {
     caf::anon_send(me, stamped(setup, progress_of(r)));
   };
   cb.on_log = [me, setup, pid](const std::string& text) {
@@ -92,7 +95,8 @@ caf::behavior worker_actor(caf::stateful_actor<worker_actor_state>* self, worker
       [=](heartbeat_tick) {
         const auto& s = self->state.setup;
         self->send(self->state.trainer,
-                   rank_heartbeat{s.job_id, s.attempt, s.rank, self->state.step->load(), -1});
+                   rank_heartbeat{s.job_id, s.attempt, s.rank, self->state.step->load(), -1,
+                                  heartbeat_of(self->state.activity->read())});
         self->delayed_send(self, self->state.heartbeat_every, heartbeat_tick{});
       },
   };

@@ -20,6 +20,7 @@ struct worker_actor_state {
   worker_setup setup;
   caf::actor trainer;
   std::shared_ptr<std::atomic<std::int64_t>> step;  // the runner's last completed step
+  std::shared_ptr<core::train::rank_activity> activity;  // what it does besides steps
   std::chrono::milliseconds heartbeat_every{1000};
   std::shared_ptr<workload_runner> runner;
   ~worker_actor_state() {

@@ -3,8 +3,14 @@
 // word) to the trainer, passes the trainer's commands (worker_command, stop_attempt) on to the
 // process as frames on its command link, and reports how it ended — including a crash, kill -9
 // or a broken link (a malformed frame, another version), each of which takes only this worker.
+// A job that names scaling.resources_per_worker.memory has its process held to it: the actor
+// reads the process's resident memory every memory_watch_every and kills a process past the
+// limit, reporting the limit and what it held.
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <deque>
 #include <optional>
 #include <variant>
@@ -14,6 +20,7 @@
 #include "actors/worker_process_actor.hpp"
 #include "actors/worker_process_link.hpp"
 #include "core/proc/child_process.hpp"
+#include "core/proc/process_memory.hpp"
 
 namespace cohort::actors {
 
@@ -29,6 +36,7 @@ struct child_report_bytes {
 struct child_exit {
   core::proc::exit_status status;
 };
+struct memory_watch {};
 
 }  // namespace
 }  // namespace cohort::actors
@@ -36,6 +44,7 @@ struct child_exit {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_output)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_report_bytes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::child_exit)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::memory_watch)
 
 namespace cohort::actors {
 
@@ -45,6 +54,7 @@ constexpr std::size_t crash_report_lines = 8;    // lines of output before the c
 constexpr std::size_t crash_trace_lines = 64;    // frames of the native stack trace
 const std::string fatal_marker = "cohort-worker: fatal signal ";
 const std::string trace_end = "cohort-worker: end of stack trace";
+constexpr auto memory_watch_every = std::chrono::milliseconds(100);
 
 struct worker_process_state {
   worker_setup setup;
@@ -63,9 +73,20 @@ struct worker_process_state {
   std::deque<std::string> last_lines;
   std::vector<std::string> stack_trace;
   bool in_trace = false;
+  // scaling.resources_per_worker.memory (bytes; 0: not held), the largest resident set read, and
+  // why the process was killed for it.
+  double memory_limit = 0;
+  std::uint64_t memory_peak = 0;
+  std::optional<std::string> memory_error;
   static inline const char* name = "cohort.worker_process";
 };
 using wp_ptr = caf::stateful_actor<worker_process_state>*;
+
+std::string gib_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
 
 caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer,
                              std::string program, std::vector<std::string> gpu_ids,
@@ -99,6 +120,11 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
   // exit tells the rest.
   st.child->write_commands(link_frame(link_hello{worker_link_version}));
   self->send(trainer, worker_started{setup.job_id, setup.attempt, setup.rank, pid});
+  if (auto it = setup.spec.scaling.resources_per_worker.find("memory");
+      it != setup.spec.scaling.resources_per_worker.end() && it->second > 0) {
+    st.memory_limit = it->second;
+    self->send(self, memory_watch{});
+  }
   return {
       [=](const child_output& out) {
         auto& st = self->state;
@@ -138,13 +164,29 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
           st.child->signal(SIGKILL);
         }
       },
+      [=](memory_watch) {
+        auto& st = self->state;
+        if (st.memory_error) return;
+        const auto rss = core::proc::resident_bytes(static_cast<pid_t>(pid));
+        if (!rss) return;  // gone: its exit tells the rest
+        st.memory_peak = std::max(st.memory_peak, *rss);
+        if (static_cast<double>(*rss) > st.memory_limit) {
+          st.memory_error = "rank " + std::to_string(st.setup.rank) + " on node " + st.setup.node + " (pid " +
+                            std::to_string(pid) + ") held " + gib_text(static_cast<double>(*rss)) +
+                            " of host memory, over its scaling.resources_per_worker.memory of " +
+                            gib_text(st.memory_limit) + " (the node's watch of its resident memory); the process "
+                            "was killed";
+          st.child->signal(SIGKILL);
+          return;
+        }
+        self->delayed_send(self, memory_watch_every, memory_watch{});
+      },
       [=](const child_exit& ended) {
         auto& st = self->state;
         const auto& s = st.setup;
-        if (st.link_error) {
-          self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, false, *st.link_error,
-                                                 failure_kind::retryable});
-          self->quit(caf::make_error(caf::sec::runtime_error, *st.link_error));
+        if (const auto& why = st.link_error ? st.link_error : st.memory_error) {
+          self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, false, *why, failure_kind::retryable});
+          self->quit(caf::make_error(caf::sec::runtime_error, *why));
           return;
         }
         bool ok = st.finished_ok && ended.status.success();

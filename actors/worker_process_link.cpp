@@ -144,7 +144,7 @@ progress_report stamped(const worker_setup& setup, const process_progress& p) {
 }
 
 rank_heartbeat stamped(const worker_setup& setup, const process_heartbeat& beat) {
-  return rank_heartbeat{setup.job_id, setup.attempt, setup.rank, beat.step, beat.collective_wait_s};
+  return rank_heartbeat{setup.job_id, setup.attempt, setup.rank, beat.step, beat.collective_wait_s, beat.activity};
 }
 
 namespace {

@@ -299,6 +299,7 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     cr.read("score_attribute", run.checkpoint.score_attribute, true);
     cr.read_enum("score_order", run.checkpoint.order, order_names);
     cr.read("async", run.checkpoint.async);
+    cr.read("staging_bytes", run.checkpoint.staging_bytes, std::int64_t{0});
     cr.finish();
   }
   if (const json* f = r.find("failure")) {
@@ -311,6 +312,7 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     fr.read("preemption_grace_s", run.failure.preemption_grace_s,
             number_range{0.0, true, max_timeout_s, true});
     fr.read("max_preemptions", run.failure.max_preemptions, -1);
+    fr.read("checkpoint_timeout_s", run.failure.checkpoint_timeout_s, seconds);
     fr.finish();
   }
   const auto& fs = run.failure;

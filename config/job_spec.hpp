@@ -129,6 +129,10 @@ struct checkpoint_spec {
   std::string score_attribute;
   score_order order = score_order::min;
   bool async = false;
+  // An asynchronous save copies the rank's shard into host memory and writes it while training
+  // goes on, when the shard is at most this many bytes; a larger one is written in the foreground,
+  // streamed from where it lies through one 64 MiB buffer (no second copy of the shard).
+  std::int64_t staging_bytes = std::int64_t{4} << 30;
 };
 
 struct failure_spec {
@@ -148,6 +152,10 @@ struct failure_spec {
   // job at the first, n: at most n restarts), never against max_failures.
   double preemption_grace_s = 30;
   int max_preemptions = -1;
+  // A rank saving a checkpoint or exporting the final model is judged by its written bytes, not
+  // its step: hung when they do not advance for this long. A rank waiting for a checkpoint's
+  // commit, or done with its run, is never judged by its progress (only by its heartbeats).
+  double checkpoint_timeout_s = 600;
 };
 
 struct run_spec {

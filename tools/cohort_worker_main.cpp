@@ -12,8 +12,8 @@
 // stop) into the run's run_signals, which the workload reads between steps; a malformed frame
 // later is logged and ends the link. SIGTERM, like the stop command, stops it at the next step.
 // Exit: 0 done or stopped, 1 failed, 2 bad setup.
-// A thread heartbeats on fd 3 (process_heartbeat: the step reached, and how long the rank has
-// waited in a collective) every heartbeat_interval_s(run.failure.hang_timeout_s) for the
+// A thread heartbeats on fd 3 (process_heartbeat: the step reached, how long the rank has
+// waited in a collective, and its activity besides steps: rank_activity.hpp) every heartbeat_interval_s(run.failure.hang_timeout_s) for the
 // trainer's hang detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker:
 // fatal signal …" and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps
 // for the crash report, then end the process with the same signal.
@@ -162,13 +162,15 @@ std::string job_env_text(const config::job_spec& spec) {
 // Heartbeats on fd 3 every `interval` until stopped (destruction).
 class heartbeat_thread {
  public:
-  heartbeat_thread(const std::atomic<std::int64_t>& step, double interval_s)
-      : thread_([this, &step, interval_s] {
+  heartbeat_thread(const std::atomic<std::int64_t>& step, const core::train::rank_activity& activity,
+                   double interval_s)
+      : thread_([this, &step, &activity, interval_s] {
           const auto interval = std::chrono::duration<double>(interval_s);
           std::unique_lock<std::mutex> lock(mutex_);
           while (!stop_) {
             const auto waited = core::comm::collective_wait_seconds();
-            report(actors::process_heartbeat{step.load(), waited ? *waited : -1.0});
+            report(actors::process_heartbeat{step.load(), waited ? *waited : -1.0,
+                                             actors::heartbeat_of(activity.read())});
             cv_.wait_for(lock, interval, [this] { return stop_; });
           }
         }) {}
@@ -217,7 +219,10 @@ int main(int argc, char** argv) {
   // From here on, for the trainer's hang detector: alive, and the step reached.
   std::atomic<std::int64_t> step_reached{0};
   ctx.step_reached = &step_reached;
-  heartbeat_thread heartbeat(step_reached, actors::heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s));
+  core::train::rank_activity activity;  // saving, exporting, ... with the bytes written
+  ctx.activity = &activity;
+  heartbeat_thread heartbeat(step_reached, activity,
+                             actors::heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s));
   const auto found = core::resources::discover_gpus();
   const std::string blas = core::train::match_blas_threads_to_torch();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node "

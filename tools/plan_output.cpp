@@ -35,6 +35,12 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
   }
 }
 
+// DeepSpeed's rule of thumb for a rank's host RAM under ZeRO-3 with CPU offload: 18 bytes per
+// parameter over the ranks (fp32 master and moments, fp32 gradient, a 16-bit copy).
+double deepspeed_offload_rule_bytes(const actors::memory_plan& m, std::size_t ranks) {
+  return ranks == 0 ? 0 : 18.0 * static_cast<double>(m.parameters) / static_cast<double>(ranks);
+}
+
 }  // namespace
 
 std::string format_bytes(double bytes) {
@@ -88,6 +94,9 @@ void print_plan(std::ostream& out, const std::string& job_name,
       << format_bytes(memory.host_bytes) << " (steady " << format_bytes(memory.steady_host_bytes)
       << ", load peak " << format_bytes(memory.load_peak_host_bytes) << "); rank 0 exports with "
       << format_bytes(memory.rank0_extra_host_bytes) << " more\n";
+  out << "  for comparison, DeepSpeed's rule of thumb for ZeRO-3 with CPU offload (18 bytes x "
+      << memory.parameters << " parameters / " << plan.rank_nodes.size() << " ranks): host "
+      << format_bytes(deepspeed_offload_rule_bytes(memory, plan.rank_nodes.size())) << " per rank\n";
 }
 
 nlohmann::json plan_json(const core::resources::placement& plan, const actors::memory_plan& memory) {
@@ -108,6 +117,7 @@ nlohmann::json plan_json(const core::resources::placement& plan, const actors::m
                                  {"activation_bytes", memory.activation_bytes}, {"items", items}}},
                    {"cuda_context_bytes", memory.cuda_context_bytes},
                    {"rank0_extra_host_bytes", memory.rank0_extra_host_bytes},
+                   {"deepspeed_offload_rule_host_bytes", deepspeed_offload_rule_bytes(memory, plan.rank_nodes.size())},
                    {"ranks", ranks}};
   return out;
 }

@@ -140,6 +140,7 @@ void print_record(const actors::job_record& r) {
   if (r.held_before_step > 0)
     std::cout << "  held before step " << r.held_before_step << " (run.hold_before_step): `submit release "
               << r.id << "` lets it go on\n";
+  if (!r.activity.empty()) std::cout << "  " << r.activity << "\n";
   for (const auto& f : r.failures)
     std::cout << "  attempt " << f.attempt + 1 << " failed: "
               << (f.rank >= 0 ? "rank " + std::to_string(f.rank) : std::string("trainer"))

@@ -43,18 +43,21 @@ def main():
     # the allocator's slack is left out of what it is compared with.
     context = memory.get("cuda_context_bytes", 0)
 
-    done = re.findall(r"rank (\d+) (?:done|memory after step \d+): .*?GPU peak ([\d.]+) GiB allocated, ([\d.]+) GiB reserved; "
-                      r"host peak RSS ([\d.]+) GiB", log)
+    peak = (r"GPU peak ([\d.]+) GiB allocated, ([\d.]+) GiB reserved; host peak RSS ([\d.]+) GiB")
+    done = re.findall(r"rank (\d+) (?:done|memory after step \d+): .*?" + peak, log)
     done = list({r: (r, a, res, rss) for r, a, res, rss in done}.values())  # the last line of each rank
+    # The training peak: after the second step, before any checkpoint of the run's end.
+    trained = dict((r, float(h)) for r, _, _, h in re.findall(r"rank (\d+) memory after step \d+: .*?" + peak, log))
     loaded = dict((r, float(h)) for r, h in re.findall(
         r"rank (\d+)/\d+ on node .*?after loading: .*?host peak RSS ([\d.]+) GiB", log))
     print("\n| rank | GPU peak allocated | GPU peak reserved | plan GPU | host peak RSS after load | "
-          "host peak RSS | plan host (load peak) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          "host peak RSS after step 2 | host peak RSS, whole run | plan host (load peak) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     fmt = lambda b: f"{b / GIB:.1f} GiB" if b else "?"
     for rank, alloc, reserved, rss in sorted(done, key=lambda t: int(t[0])):
         print(f"| {rank} | {float(alloc):.1f} GiB | {float(reserved):.1f} GiB | {fmt(plan_gpu)} | "
-              f"{loaded.get(rank, 0):.1f} GiB | {float(rss):.1f} GiB | {fmt(plan_host)} ({fmt(plan_load)}) |")
+              f"{loaded.get(rank, 0):.1f} GiB | {trained.get(rank, 0):.1f} GiB | {float(rss):.1f} GiB | "
+              f"{fmt(plan_host)} ({fmt(plan_load)}) |")
     if done and plan_gpu:
         worst = max(float(a) for _, a, _, _ in done) * GIB
         tensors = plan_gpu - context
@@ -65,6 +68,10 @@ def main():
         worst = max(float(r) for _, _, _, r in done) * GIB
         print(f"plan vs measured host peak RSS: {plan_host / GIB:.1f} vs {worst / GIB:.1f} GiB "
               f"({(plan_host - worst) / worst * 100:+.0f}%)")
+        if trained:
+            growth = max(float(r) - trained.get(k, float(r)) for k, _, _, r in done)
+            print(f"host RSS the end (final checkpoint, export) added over the training peak: at most "
+                  f"{growth:.2f} GiB per rank")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,10 @@ struct owned_shard_tensor {
   std::vector<logical_slice> slices;
 };
 
+// Host copies of `tensors` (each copied from its data or read whole through its reader), for a
+// write that goes on while the sources change.
+std::vector<owned_shard_tensor> stage_tensors(const std::vector<shard_tensor>& tensors);
+
 class async_rank_writer {
  public:
   async_rank_writer() = default;
@@ -34,7 +38,7 @@ class async_rank_writer {
   // Waits for the previous write (rethrowing its error), then writes on a background thread.
   // on_written runs on that thread once the files are durable (e.g. to report to the committer).
   void submit(std::string dir, int rank, std::vector<owned_shard_tensor> tensors, rank_state state,
-              std::function<void(const rank_report&)> on_written = {});
+              std::function<void(const rank_report&)> on_written = {}, write_options options = {});
   // Blocks until the last submitted write finished; returns its report (nullopt if none was
   // pending) or rethrows its error.
   std::optional<rank_report> wait();

@@ -115,7 +115,7 @@ void to_bf16_in_place(char* bytes, std::uint64_t n) {
 }
 
 void write_weights(const std::string& ckpt_dir, const manifest& m, const std::vector<export_tensor>& weights,
-                   bool bf16, std::uint64_t max_shard_bytes, const std::string& out_dir, hf_export_stats& stats) {
+                   bool bf16, const hf_export_options& options, const std::string& out_dir, hf_export_stats& stats) {
   std::uint64_t largest = 0;
   std::vector<std::uint64_t> sizes;
   for (const auto& w : weights) {
@@ -126,7 +126,8 @@ void write_weights(const std::string& ckpt_dir, const manifest& m, const std::ve
   std::vector<char> buffer(largest);  // (numel) fp32, converted in place for bf16
   stats.largest_buffer_bytes = buffer.size();
   reshard_reader reader(ckpt_dir, m);
-  const auto shards = model::plan_hf_shards(sizes, max_shard_bytes);
+  const auto shards = model::plan_hf_shards(sizes, options.max_shard_bytes);
+  std::uint64_t written = 0;
   std::map<std::string, std::string> weight_map;
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string file = model::hf_weights_file_name(s, shards.size());
@@ -143,6 +144,8 @@ void write_weights(const std::string& ckpt_dir, const manifest& m, const std::ve
         if (bf16) to_bf16_in_place(buffer.data(), t.numel());
         writer.write(buffer.data(), weights[i].out_bytes);
         ++stats.tensors;
+        written += weights[i].out_bytes;
+        if (options.progress) options.progress(written, stats.weight_bytes);
       }
       writer.finish();
     } catch (const model::model_error& e) {
@@ -490,7 +493,7 @@ hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_di
   if (lora) {
     write_merged(ckpt_dir, m, cfg, bf16, options.max_shard_bytes, out_dir, where, stats);
   } else {
-    write_weights(ckpt_dir, m, weights, bf16, options.max_shard_bytes, out_dir, stats);
+    write_weights(ckpt_dir, m, weights, bf16, options, out_dir, stats);
   }
   copy_tokenizer_files(tokenizer_files, out_dir, stats);
   fsync_path(out_dir);

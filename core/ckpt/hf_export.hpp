@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct hf_export_options {
   std::string dtype = "fp32";                     // fp32 | bf16 (round to nearest even, as torch)
   std::uint64_t max_shard_bytes = 5'000'000'000;  // above this, model-0000i-of-0000n + an index
   bool verify = true;                             // check every file's size and XXH64 first
+  // Called after each weight written: the bytes written so far and the weights' total (in the
+  // export's dtype), e.g. for a heartbeat's progress.
+  std::function<void(std::uint64_t done, std::uint64_t total)> progress{};
 };
 
 struct hf_export_stats {

@@ -66,7 +66,34 @@ json state_to_json(const rank_state& s, int rank) {
           {"rng", base64_encode(s.rng)}, {"sampler", s.sampler}, {"extra", s.extra}};
 }
 
+// The tensors' bytes in order, each in chunks of at most options.chunk_bytes: borrowed data
+// straight from where it lies, a reader's through one buffer.
+void write_tensor_data(model::safetensors_writer& file, const std::vector<shard_tensor>& tensors,
+                       const write_options& options) {
+  const std::size_t chunk = std::max<std::size_t>(options.chunk_bytes, 1);
+  std::vector<char> buffer;
+  for (const auto& t : tensors) {
+    for (std::uint64_t at = 0; at < t.nbytes; at += chunk) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, t.nbytes - at));
+      if (t.data != nullptr) {
+        file.write(static_cast<const char*>(t.data) + at, n);
+      } else {
+        buffer.resize(std::max(buffer.size(), n));
+        t.read(at, buffer.data(), n);
+        file.write(buffer.data(), n);
+      }
+      if (options.on_bytes) options.on_bytes(n);
+    }
+  }
+}
+
 }  // namespace
+
+std::uint64_t shard_bytes(const std::vector<shard_tensor>& tensors) {
+  std::uint64_t total = 0;
+  for (const auto& t : tensors) total += t.nbytes;
+  return total;
+}
 
 json rank_report_to_json(const rank_report& r) {
   json files = json::array();
@@ -114,12 +141,12 @@ rank_report rank_report_from_json(const json& j) {
 }
 
 rank_report write_rank_shard(const std::string& dir, int rank, const std::vector<shard_tensor>& tensors,
-                             const rank_state& state) {
+                             const rank_state& state, const write_options& options) {
   if (rank < 0) bad_input("write_rank_shard: rank " + std::to_string(rank) + " is negative");
   rank_report report;
   report.rank = rank;
   report.step = state.step;
-  std::vector<model::tensor_blob> blobs;
+  std::vector<model::tensor_header> headers;
   for (const auto& t : tensors) {
     const std::string where = "rank " + std::to_string(rank) + " tensor '" + t.key + "'";
     const std::size_t elem = model::safetensors_dtype_size(t.dtype);
@@ -129,8 +156,8 @@ rank_report write_rank_shard(const std::string& dir, int rank, const std::vector
       bad_input(where + ": " + std::to_string(t.nbytes) + " bytes given but shape and dtype need " +
                 std::to_string(numel * elem));
     }
-    if (t.nbytes > 0 && t.data == nullptr) bad_input(where + ": data is null");
-    blobs.push_back({t.key, t.dtype, t.shape, t.data, t.nbytes});
+    if (t.nbytes > 0 && t.data == nullptr && !t.read) bad_input(where + ": data is null and there is no reader");
+    headers.push_back({t.key, t.dtype, t.shape, t.nbytes});
     std::vector<logical_slice> slices = t.slices;
     if (slices.empty()) slices.push_back({t.key, t.shape, 0, numel, 0});
     for (const auto& s : slices) {
@@ -153,10 +180,12 @@ rank_report write_rank_shard(const std::string& dir, int rank, const std::vector
 
   const std::string shard_path = (std::filesystem::path(dir) / rank_shard_name(rank)).string();
   try {
-    model::write_safetensors(shard_path, blobs,
-                             {{"format", "cohort-ckpt"},
-                              {"rank", std::to_string(rank)},
-                              {layout_metadata_key, layout_to_json(rank, state.step, report.pieces).dump()}});
+    model::safetensors_writer file(shard_path, headers,
+                                   {{"format", "cohort-ckpt"},
+                                    {"rank", std::to_string(rank)},
+                                    {layout_metadata_key, layout_to_json(rank, state.step, report.pieces).dump()}});
+    write_tensor_data(file, tensors, options);
+    file.finish();
   } catch (const model::model_error& e) {
     throw ckpt_error(ckpt_errc::io, e.what());
   }

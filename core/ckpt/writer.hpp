@@ -26,7 +26,12 @@ struct logical_slice {
   std::uint64_t key_offset = 0;
 };
 
-// One tensor of a rank's shard file; `data` is borrowed for the duration of the write.
+// Copies `n` bytes of a tensor, starting at byte `offset` of its stored form, into `out`.
+using tensor_reader = std::function<void(std::uint64_t offset, void* out, std::size_t n)>;
+
+// One tensor of a rank's shard file. Its bytes come from `data` (borrowed for the duration of the
+// write) or, when `data` is null, from `read` (e.g. a device tensor or an offloaded host shard,
+// copied a chunk at a time: the writer never holds a second copy of the tensor).
 struct shard_tensor {
   std::string key;                  // name inside rank-NNNNN.safetensors
   std::string dtype;                // F32, BF16, I64, U8, ...
@@ -35,7 +40,18 @@ struct shard_tensor {
   std::size_t nbytes = 0;
   // Empty: the stored tensor is the whole logical tensor named `key`.
   std::vector<logical_slice> slices;
+  tensor_reader read{};
 };
+
+// How write_rank_shard moves the bytes: `read` sources are copied through one buffer of at most
+// chunk_bytes, and on_bytes(n) is called after every n bytes of tensor data reach the file (the
+// heartbeat's progress).
+struct write_options {
+  std::size_t chunk_bytes = std::size_t{64} << 20;
+  std::function<void(std::uint64_t)> on_bytes{};
+};
+// The tensor bytes a shard of `tensors` holds.
+std::uint64_t shard_bytes(const std::vector<shard_tensor>& tensors);
 
 // The small per-rank state written to rank-NNNNN.json.
 struct rank_state {
@@ -72,9 +88,10 @@ inline constexpr const char* layout_metadata_key = "cohort.layout";
 
 // Writes <dir>/rank-NNNNN.safetensors (its slice layout in its header, see above) and
 // <dir>/rank-NNNNN.json (creating dir), fsyncs both and returns their sizes and XXH64s with the
-// slices. Throws ckpt_error naming the file.
+// slices. Streams: beside the caller's tensors it holds at most one chunk (write_options). Throws
+// ckpt_error naming the file.
 rank_report write_rank_shard(const std::string& dir, int rank, const std::vector<shard_tensor>& tensors,
-                             const rank_state& state);
+                             const rank_state& state, const write_options& options = {});
 
 // The slice layout a rank's shard file declares in its header (layout_metadata_key), each piece's
 // dtype taken from the header's entry for its stored key. Checks the layout against the file:

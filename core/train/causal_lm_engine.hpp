@@ -101,7 +101,7 @@ class causal_lm_engine {
   // master weights and AdamW moments it keeps (see engine_checkpoint.hpp), and its step, sampler
   // position, LR schedule position and RNG state.
   struct checkpoint_part {
-    std::vector<ckpt::owned_shard_tensor> tensors;
+    std::vector<ckpt::shard_tensor> tensors;  // reads the live state: save it before the next step
     ckpt::rank_state state;
   };
   checkpoint_part checkpoint();

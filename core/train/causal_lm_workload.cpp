@@ -31,6 +31,7 @@
 #include "core/train/run_control.hpp"
 #include "core/train/sample_log.hpp"
 #include "core/train/step_gate.hpp"
+#include "core/train/test_hooks.hpp"
 
 namespace cohort::core::train {
 
@@ -84,7 +85,16 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
     const auto v = ckpt::verify_checkpoint(source);
     if (!v.ok()) throw std::runtime_error("export: " + ckpt::s3_step_url(remote, step) + " does not verify: " + v.problems.front());
   }
-  const auto stats = ckpt::export_hf(source, out);
+  ckpt::hf_export_options options;
+  // The checkpoint this rank committed a moment ago was digested as it was written (and a
+  // download from S3 was verified above): reading it all again first would only cost time.
+  options.verify = false;
+  if (auto* activity = ctx.activity) {
+    activity->start_write(final_step, 0);
+    options.progress = [activity](std::uint64_t done, std::uint64_t total) { activity->set_bytes(done, total); };
+  }
+  test_pause_point("export-" + ckpt::step_dir_name(step), ctx.cancelled);
+  const auto stats = ckpt::export_hf(source, out, options);
   const bool lora = ckpt::is_lora_checkpoint(source);
   const std::string adapter = ctx.run_dir + "/adapter";
   const std::uint64_t adapter_tensors = lora ? ckpt::export_peft(source, adapter).tensors : 0;
@@ -230,12 +240,12 @@ void train_with(const worker_context& ctx, const char* kind) {
     if (checkpoints.due(last.step, total) || last.checkpoint_requested) {
       const auto started = std::chrono::steady_clock::now();
       auto part = engine.checkpoint();
-      checkpoints.save(static_cast<std::uint64_t>(last.step), std::move(part.tensors), std::move(part.state),
-                       metrics_of(report), extra);
+      const bool background = checkpoints.save(static_cast<std::uint64_t>(last.step), std::move(part.tensors),
+                                               std::move(part.state), metrics_of(report), extra);
       const auto blocked = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
       if (ctx.rank == 0 && ctx.log)
         ctx.log("step " + std::to_string(last.step) + ": checkpoint saved" +
-                (ctx.spec.run.checkpoint.async ? " in the background" : "") + ", training blocked " +
+                (background ? " in the background" : "") + ", training blocked " +
                 std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
     checkpoints.log_commits();
@@ -265,7 +275,10 @@ void train_with(const worker_context& ctx, const char* kind) {
   if (checkpoints.take_request() && ctx.log)
     ctx.log("checkpoint requested during the last step: the final checkpoint (step " +
             std::to_string(checkpoints.committed_step()) + ") answers it");
-  if (ctx.rank == 0) export_final_model(ctx, checkpoints.committed_step());
+  if (ctx.rank == 0) {
+    phase_scope exporting(ctx.activity, rank_phase::exporting);
+    export_final_model(ctx, checkpoints.committed_step());
+  }
   if (ctx.rank == 0 && ctx.report && report.step > 0) {  // the final checkpoint, now committed
     report.checkpoint_step = checkpoints.committed_step();
     ctx.report(report);
@@ -273,6 +286,8 @@ void train_with(const worker_context& ctx, const char* kind) {
   if (ctx.log)
     ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(report.loss) +
             "; " + describe(read_memory_peaks(device)));
+  // From here the rank only closes its group and process (a peer may still save or export).
+  if (ctx.activity) ctx.activity->set_phase(rank_phase::finished);
 }
 
 }  // namespace

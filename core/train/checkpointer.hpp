@@ -64,10 +64,14 @@ class checkpointer {
   // so every rank that saves the checkpoint learns it from the step's result.
   bool preempted() const;
   // Saves this rank's part of step `step`'s checkpoint. Rank 0 commits it with `metrics` (the
-  // step's reported figures, for retention scores) and `extra` once every rank reported. Blocks
-  // until written (and, on rank 0, committed) unless run.checkpoint.async; then only the
-  // previous save is waited for.
-  void save(std::uint64_t step, std::vector<ckpt::owned_shard_tensor> tensors, ckpt::rank_state state,
+  // step's reported figures, for retention scores) and `extra` once every rank reported. The
+  // tensors may read live state (engine_checkpoint.hpp): save() returns only once it no longer
+  // needs them. With run.checkpoint.async and a shard of at most run.checkpoint.staging_bytes it
+  // waits for the previous save, copies them and writes in the background; otherwise it streams
+  // them to the file itself and returns once written (and, on rank 0, committed), its activity
+  // (ctx.activity) saying "saving", with the bytes written, meanwhile. True when it writes in the
+  // background.
+  bool save(std::uint64_t step, std::vector<ckpt::shard_tensor> tensors, ckpt::rank_state state,
             const nlohmann::json& metrics, const nlohmann::json& extra);
   // Waits for the save in flight (rethrowing its error); on rank 0 it is committed then.
   void finish();
@@ -86,6 +90,7 @@ class checkpointer {
   bool in_s3() const { return s3_ != nullptr; }
   std::string s3_cache_dir() const;  // this rank's cache of checkpoints downloaded from S3
   ckpt::retention_result apply_retention(bool writer_running) const;
+  ckpt::write_options write_options() const;  // the written bytes counted into ctx.activity
 
   const worker_context& ctx_;
   std::unique_ptr<comm::store> store_;
@@ -96,6 +101,7 @@ class checkpointer {
   std::optional<std::uint64_t> restored_step_;
   std::atomic<std::int64_t> committed_step_{0};
   std::int64_t requests_taken_ = 0;  // rank 0: the checkpoint requests taken so far
+  bool staging_note_logged_ = false;  // the shard was once too large for run.checkpoint.staging_bytes
   std::mutex notes_mutex_;
   std::vector<std::string> notes_;
 };

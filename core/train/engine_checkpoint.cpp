@@ -47,25 +47,33 @@ std::vector<std::pair<zero_optimizer::parameter_place, overlap>> overlaps(const 
 
 }  // namespace
 
-std::vector<ckpt::owned_shard_tensor> shard_tensors(zero_optimizer& optimizer, int rank) {
-  std::vector<ckpt::owned_shard_tensor> out;
+std::vector<ckpt::shard_tensor> shard_tensors(zero_optimizer& optimizer, int rank) {
+  std::vector<ckpt::shard_tensor> out;
   if (optimizer.replicated() && rank != 0) return out;
   for (std::size_t u = 0; u < optimizer.unit_count(); ++u) {
     const std::int64_t length = optimizer.kept_range(u).second;
     if (length == 0) continue;
     const auto pieces = overlaps(optimizer, u);
     for (int k = 0; k < 3; ++k) {
-      ckpt::owned_shard_tensor t;
+      ckpt::shard_tensor t;
       t.key = "unit-" + std::to_string(u) + "/" + stored[k];
       t.dtype = "F32";
       t.shape = {length};
-      t.bytes.resize(static_cast<std::size_t>(length) * sizeof(float));
-      auto host = torch::from_blob(t.bytes.data(), {length}, torch::kFloat);
+      t.nbytes = static_cast<std::size_t>(length) * sizeof(float);
       const auto& value = state_of(optimizer, u, k);
-      if (value.defined()) {
-        host.copy_(value.narrow(0, 0, length));
+      if (value.defined() && value.device().is_cpu() && value.is_contiguous()) {
+        t.data = value.data_ptr<float>();  // host state (CPU jobs, offload): written where it lies
       } else {
-        host.zero_();  // moments before the first step
+        t.read = [value](std::uint64_t offset, void* into, std::size_t n) {
+          const auto first = static_cast<std::int64_t>(offset / sizeof(float));
+          const auto count = static_cast<std::int64_t>(n / sizeof(float));
+          auto host = torch::from_blob(into, {count}, torch::kFloat);
+          if (value.defined()) {
+            host.copy_(value.narrow(0, first, count));
+          } else {
+            host.zero_();  // moments before the first step
+          }
+        };
       }
       for (const auto& [p, o] : pieces) {
         t.slices.push_back({prefixes[k] + p.name, p.shape,

@@ -17,8 +17,10 @@
 
 namespace cohort::core::train {
 
-// Host copies (the only device-to-host copy of a checkpoint) of what this rank keeps.
-std::vector<ckpt::owned_shard_tensor> shard_tensors(zero_optimizer& optimizer, int rank);
+// What this rank keeps, as checkpoint tensors that read the optimizer's state where it lies: host
+// state in place, device state a chunk at a time (ckpt::write_options), so a save holds no second
+// copy of the shard. Valid until the optimizer's next step.
+std::vector<ckpt::shard_tensor> shard_tensors(zero_optimizer& optimizer, int rank);
 
 // Fills this rank's master weights and moments from a checkpoint of any world size (missing
 // moments: zeros). Throws std::invalid_argument naming the checkpoint and the first parameter

@@ -131,6 +131,7 @@ double ceil_div(std::int64_t a, std::int64_t b) {
   return static_cast<double>((a + b - 1) / b);
 }
 
+
 std::string setting_of(const config::job_spec& spec) {
   std::string s = "ZeRO-" + std::to_string(spec.zero.stage) + ", " +
                   config::to_string(spec.train.dtype);
@@ -166,7 +167,6 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const std::int64_t per_layer = lora ? m.lora_layer_parameters : m.layer_parameters;
   const double n = static_cast<double>(outer + m.num_layers * per_layer);
   const double u0 = static_cast<double>(outer);
-  const double ul = static_cast<double>(per_layer);
   const std::int64_t largest_layer = lora ? per_layer : std::max(per_layer, m.largest_layer_parameters);
   const double um = static_cast<double>(largest_layer);
   const std::int64_t unit_max = std::max(outer, largest_layer);
@@ -194,7 +194,14 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   add("reduction buffer", 4 * static_cast<double>(unit_max) + (stage >= 2 ? 4 * unit_shard : 0),
       true);
   if (offload_opt) add("gradient shard staging", 4 * unit_shard, false);
-  add("checkpoint host copy", 12 * shard, false);
+  // A save streams the shard from where it lies through one buffer; an asynchronous one copies it
+  // whole into host memory when it fits run.checkpoint.staging_bytes.
+  const auto& ckpt = spec.run.checkpoint;
+  const bool staged = ckpt.async && 12 * shard <= static_cast<double>(ckpt.staging_bytes);
+  add(staged ? "checkpoint host copy (run.checkpoint.async)" : "checkpoint write buffer",
+      staged ? 12 * shard : std::min(12 * shard, checkpoint_chunk_bytes), false);
+  add(gpu ? "libraries, CUDA and NCCL host state, loader" : "libraries and loader",
+      gpu ? gpu_process_host_bytes : cpu_process_host_bytes, false);
 
   const double t = static_cast<double>(spec.train.micro_batch_size) * spec.train.seq_len;
   const double d = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
@@ -228,7 +235,12 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   if (gpu) add("CUDA context and allocator", cuda_context_bytes, true);
 
   for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
-  r.load_peak_host_bytes = 4 * (stage == 0 ? n : shard) + 4 * static_cast<double>(m.largest_tensor);
+  // Loading, a rank reads its fp32 shard a unit at a time: it stays in host memory on a CPU and
+  // with offload (beside one parameter tensor as read), and goes to the GPU unit by unit otherwise.
+  const double process = gpu ? gpu_process_host_bytes : cpu_process_host_bytes;
+  r.load_peak_host_bytes =
+      (!gpu || offload_opt) ? 4 * (stage == 0 ? n : shard) + 4 * static_cast<double>(m.largest_tensor) + process
+                            : 4 * (stage == 0 ? static_cast<double>(unit_max) : unit_shard) + process;
   r.host_bytes = std::max(r.steady_host_bytes, r.load_peak_host_bytes);
   // The merged LoRA export holds every adapter and one base tensor as read and in fp32.
   e.rank0_extra_host_bytes = lora ? 4 * n + 8 * static_cast<double>(m.largest_tensor)

@@ -21,8 +21,11 @@
 //   - the reduction buffer: one unit's gradients flattened to fp32 (4·max(U0, UM)), plus the
 //     reduce-scatter output shard at stages 2-3 (4·ceil(max/w)).
 //   - host staging of one unit's fp32 gradient shard (4·ceil(max/w)) with either offload.
-//   - a checkpoint's host copy of the master shard and moments (12·S, host RAM; stage 0: rank 0),
-//     held while it is written (with run.checkpoint.async, while training goes on).
+//   - a checkpoint: its write buffer (64 MiB: a save streams the shard from where it lies), or
+//     with run.checkpoint.async and 12·S within run.checkpoint.staging_bytes its host copy of the
+//     master shard and moments (12·S), held while training goes on.
+//   - the process itself: libraries, CUDA's host state, the loader (gpu_process_host_bytes /
+//     cpu_process_host_bytes).
 //   - activations of one micro-batch (tokens t = micro_batch_size·seq_len): where the engine
 //     recomputes layers (train.activation_checkpointing, any stage) the L+1 layer inputs
 //     (p·d·t each) and the larger of the logits (below) and one layer's backward: the incoming
@@ -53,8 +56,10 @@
 // them one at a time at ZeRO-3 as the decoder engine does its layers, and its largest unit (UM) is
 // a decoder block (cross-attention).
 // Host RAM is the larger of the steady state and the load peak: a rank reads or initialises only
-// the fp32 shard it keeps (4·S; stage 0 the whole model) plus one parameter tensor at a time
-// (4·largest tensor). Rank 0 also stages the largest fp32 tensor when it exports the final model.
+// the fp32 shard it keeps, a unit at a time, plus one parameter tensor at a time (4·largest
+// tensor); the shard (4·S; stage 0 the whole model) stays in host RAM on a CPU and with offload.
+// Otherwise each unit's shard goes on to the GPU as it is read (4·largest unit shard, written in
+// place). Rank 0 also stages the largest fp32 tensor when it exports the final model.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +76,13 @@ namespace cohort::core::train {
 // on the GPU beside what the tensors need (measured 0.5-1 GiB with libtorch 2.x; the upper end).
 inline constexpr double cuda_context_bytes = 1024.0 * 1024.0 * 1024.0;
 inline constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+// Host RAM of a rank's process beside its tensors: the mapped libraries (libtorch, CUDA, NCCL),
+// the CUDA context's host side and the data loader. Fitted to the host peaks of GPU jobs whose
+// state lives on the GPU (1.3-1.4 GiB with one unit loaded; BENCHMARKS.md).
+inline constexpr double gpu_process_host_bytes = 1.0 * gib;
+inline constexpr double cpu_process_host_bytes = 0.5 * gib;
+// The one buffer a checkpoint save streams a shard through (ckpt::write_options::chunk_bytes).
+inline constexpr double checkpoint_chunk_bytes = 64.0 * 1024 * 1024;
 
 // The sizes of the model that matter for memory; shape_of() derives them from a config exactly as
 // core/model/decoder.cpp lays out its parameters.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "config/job_spec.hpp"
+#include "core/train/rank_activity.hpp"
 
 namespace cohort::core::train {
 
@@ -77,6 +78,10 @@ struct worker_context {
   // When set, the workload stores each step it completes (1-based), logged or not: the rank's
   // progress, which its heartbeat carries to the trainer's hang detector.
   std::atomic<std::int64_t>* step_reached = nullptr;
+  // When set, the workload keeps in it what it does besides its steps (saving, committing,
+  // exporting, finished) and the bytes its checkpoint writes have reached, which the heartbeat
+  // carries too (rank_activity.hpp).
+  rank_activity* activity = nullptr;
   std::function<void(const step_report&)> report;  // called after each logged step
   std::function<void(const std::string&)> log;     // one line of worker output
 };

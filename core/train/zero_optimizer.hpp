@@ -207,7 +207,8 @@ class zero_optimizer {
   void free_full(unit& u);
   // (shard) in dtype on the device: this rank's weights of unit u, for a gather.
   torch::Tensor device_shard(const unit& u, torch::ScalarType dtype) const;
-  // An empty host tensor of n elements, pinned when the device is a GPU (fast, async copies).
+  // An empty host tensor of n elements, pinned when the device is a GPU (fast, async copies), in
+  // exactly its size (whole pages) rather than torch's pinned blocks rounded up to powers of two.
   torch::Tensor host_tensor(std::int64_t n, torch::ScalarType dtype) const;
 
   // CUDA: before the host allocates for another gather or reduction it waits until fewer than

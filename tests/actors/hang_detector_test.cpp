@@ -214,3 +214,129 @@ TEST_CASE("ranks held at run.hold_before_step are not hung while held, and get a
   CHECK(silent->rank == 1);
   CHECK(silent->silent);
 }
+
+namespace {
+
+using cohort::core::train::activity_reading;
+using cohort::core::train::rank_phase;
+
+// Two ranks as two_ranks(), with a checkpoint allowance of 20 s.
+hang_detector two_saving_ranks() {
+  hang_detector d({"n0", "n1"}, hang_limits{3, 10, 20}, 0);
+  d.on_started(0, 100);
+  d.on_started(1, 101);
+  return d;
+}
+
+activity_reading saving(std::uint64_t done, std::uint64_t total = 8'000'000'000) {
+  return {rank_phase::saving, 6, done, total};
+}
+
+}  // namespace
+
+TEST_CASE("a rank whose checkpoint save outlasts the hang allowance is not hung while its bytes "
+          "advance, and its peer waiting in the next step's collective is not named either",
+          "[actors]") {
+  auto d = two_saving_ranks();
+  d.on_progress(0, 6, 1);
+  d.on_progress(1, 6, 1);
+  // Rank 1 saved quickly and waits in step 7's collective; rank 0 writes for 60 s, 1 GB a 7.5 s.
+  for (double t = 1.5; t <= 61; t += 0.5) {
+    d.on_heartbeat(0, 6, std::nullopt, t, saving(static_cast<std::uint64_t>((t - 1) / 7.5) * 1'000'000'000));
+    d.on_heartbeat(1, 6, t - 2, t);
+    CHECK_FALSE(d.check(t));
+  }
+  CHECK(d.activity() == "saving checkpoint step 6: 8.0 of 8.0 GB");
+}
+
+TEST_CASE("a rank whose save writes nothing for the checkpoint allowance is named, with the "
+          "phase and its bytes",
+          "[actors]") {
+  auto d = two_saving_ranks();
+  d.on_progress(0, 6, 1);
+  d.on_progress(1, 6, 1);
+  d.on_heartbeat(0, 6, std::nullopt, 2, saving(1'000'000'000));  // then no byte more
+  for (double t = 2.5; t <= 21.5; t += 0.5) {
+    d.on_heartbeat(0, 6, std::nullopt, t, saving(1'000'000'000));
+    d.on_heartbeat(1, 6, t - 2, t);
+    CHECK_FALSE(d.check(t));
+  }
+  d.on_heartbeat(0, 6, std::nullopt, 22.5, saving(1'000'000'000));
+  auto v = d.check(22.5);
+  REQUIRE(v);
+  CHECK(v->rank == 0);
+  CHECK(v->pid == 100);
+  CHECK(v->last_step == 6);
+  CHECK_FALSE(v->silent);
+  CHECK_THAT(v->reason, Catch::Contains("hung: rank 0 on node n0 (pid 100)") &&
+                            Catch::Contains("while saving checkpoint step 6: 1.0 of 8.0 GB written") &&
+                            Catch::Contains("run.failure.checkpoint_timeout_s 20.0 s"));
+}
+
+TEST_CASE("rank 0 waiting for a commit and a rank done with its run are judged by silence alone",
+          "[actors]") {
+  auto d = two_saving_ranks();
+  d.on_progress(0, 20, 1);
+  d.on_progress(1, 20, 1);
+  // Rank 1 finished its run and closes its process; rank 0 waits for a commit, then exports.
+  for (double t = 1.5; t <= 100; t += 0.5) {
+    d.on_heartbeat(1, 20, std::nullopt, t, {rank_phase::finished, 0, 0, 0});
+    d.on_heartbeat(0, 20, std::nullopt, t,
+                   t < 50 ? activity_reading{rank_phase::committing, 20, 4, 4}
+                          : activity_reading{rank_phase::exporting, 20, static_cast<std::uint64_t>(t), 200});
+    CHECK_FALSE(d.check(t));
+  }
+  CHECK(d.activity() == "exporting the model of step 20: 0.0 of 0.0 GB");
+  // Silence is still judged: rank 1 stops heartbeating at t = 100.
+  for (double t = 100.5; t <= 104; t += 0.5)
+    d.on_heartbeat(0, 20, std::nullopt, t, {rank_phase::exporting, 20, static_cast<std::uint64_t>(t), 200});
+  auto v = d.check(104);
+  REQUIRE(v);
+  CHECK(v->rank == 1);
+  CHECK(v->silent);
+}
+
+TEST_CASE("back in training after a save, a rank's step allowance starts again", "[actors]") {
+  auto d = two_saving_ranks();
+  d.on_progress(0, 6, 1);
+  d.on_progress(1, 6, 1);
+  for (double t = 1.5; t <= 30; t += 0.5) {
+    d.on_heartbeat(0, 6, std::nullopt, t, saving(static_cast<std::uint64_t>(t)));
+    d.on_heartbeat(1, 6, std::nullopt, t, saving(static_cast<std::uint64_t>(t)));
+  }
+  // Both are back computing step 7 at t = 30: 3 s of allowance from there.
+  for (double t = 30; t <= 32.5; t += 0.5) {
+    d.on_heartbeat(0, 6, std::nullopt, t);
+    d.on_heartbeat(1, 6, std::nullopt, t);
+    CHECK_FALSE(d.check(t));
+  }
+  d.on_heartbeat(0, 6, std::nullopt, 33.5);
+  d.on_heartbeat(1, 6, 0.5, 33.5);
+  auto v = d.check(33.5);
+  REQUIRE(v);
+  CHECK(v->rank == 0);
+  CHECK_THAT(v->reason, Catch::Contains("made no progress for 3.5 s after step 6") &&
+                            Catch::Contains("not waiting in a collective"));
+}
+
+TEST_CASE("the activity sums the ranks' bytes of the step being saved, and a rank past the hang "
+          "allowance in a save is told once",
+          "[actors]") {
+  auto d = two_saving_ranks();
+  CHECK(d.activity().empty());
+  d.on_heartbeat(0, 6, std::nullopt, 1, saving(1'500'000'000, 4'000'000'000));
+  d.on_heartbeat(1, 6, std::nullopt, 1, saving(2'000'000'000, 4'000'000'000));
+  CHECK(d.activity() == "saving checkpoint step 6: 3.5 of 8.0 GB");
+  d.on_heartbeat(1, 6, std::nullopt, 2, {rank_phase::committing, 6, 4'000'000'000, 4'000'000'000});
+  CHECK(d.activity() == "saving checkpoint step 6: 5.5 of 8.0 GB");
+  CHECK(d.long_phases(3.9).empty());
+  const auto told = d.long_phases(4.5);
+  REQUIRE(told.size() == 1);
+  CHECK_THAT(told[0], Catch::Contains("rank 0 has been saving checkpoint step 6") &&
+                          Catch::Contains("judged by its written bytes (run.failure.checkpoint_timeout_s 20.0 s)"));
+  CHECK(d.long_phases(5.5).size() == 1);  // rank 1, committing since t = 2
+  CHECK(d.long_phases(9).empty());
+  d.on_heartbeat(0, 7, std::nullopt, 10);
+  d.on_heartbeat(1, 7, std::nullopt, 10);
+  CHECK(d.activity().empty());
+}

@@ -7,6 +7,7 @@
 
 #include "actors/head_state.hpp"
 #include "config/job_spec.hpp"
+#include "config/nodes_spec.hpp"
 #include "tests/actors/job_specs.hpp"
 
 using namespace cohort::actors;
@@ -532,7 +533,8 @@ TEST_CASE("a job that fits a busy node's memory waits PENDING instead of failing
 }
 
 TEST_CASE("host RAM refuses ranks no node holds and counts the ranks a node would hold", "[actors]") {
-  // The reason the offloaded 7B job fails with on one 4-GPU node of `memory` bytes of RAM.
+  // The reason the offloaded 7B job fails with on one 4-GPU node of `memory` bytes of RAM (a rank
+  // needs about 32.5 GiB: 80 GB hold two).
   const auto refusal_on = [](double memory) {
     head_state head;
     head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", memory}}}, gib24));
@@ -543,17 +545,69 @@ TEST_CASE("host RAM refuses ranks no node holds and counts the ranks a node woul
   };
   CHECK_THAT(refusal_on(16e9), Catch::Contains("GiB of host RAM per rank") &&
                                    Catch::Contains("exceeds every node's memory (largest: 14.9 GiB)"));
-  CHECK_THAT(refusal_on(128e9), Catch::Contains("holds 2 of the 4 ranks"));
+  CHECK_THAT(refusal_on(80e9), Catch::Contains("holds 2 of the 4 ranks"));
   // Two such nodes hold two ranks each: placement puts no more ranks on a node than its RAM
   // holds, though its four GPUs would take all four.
   head_state head;
-  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 128e9}}}, gib24));
-  head.add_node(gpu_memory_node({"g2", {{"CPU", 16}, {"GPU", 4}, {"memory", 128e9}}}, gib24));
+  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 80e9}}}, gib24));
+  head.add_node(gpu_memory_node({"g2", {{"CPU", 16}, {"GPU", 4}, {"memory", 80e9}}}, gib24));
   const auto id = submit_json(head, llama_7b_job("ram", true));
   REQUIRE(head.schedule().size() == 1);
   CHECK(head.find(id)->rank_nodes == std::vector<std::string>{"g1", "g1", "g2", "g2"});
   CHECK(head.available("g1").at("GPU") == Approx(2));  // the real bundles were reserved
   CHECK(head.available("g1").count("rank_host_ram") == 0);
+}
+
+TEST_CASE("the seed's offloaded 13B fits 16 and its 70B 32 nodes of one 24 GiB GPU and 55 GB of RAM, and "
+          "the 70B on 16 such nodes is refused naming its host RAM",
+          "[actors]") {
+  const auto add_nodes = [](head_state& head, const std::string& nodes) {
+    for (const auto& n : cohort::config::load_nodes_file(COHORT_SOURCE_DIR "/examples/" + nodes)) {
+      node_info info{n.name, n.resources};
+      info.gpu_memory_bytes = n.gpu_memory_bytes;
+      head.add_node(info);
+    }
+  };
+  const auto plan_on = [&](const std::string& job, const std::string& nodes) {
+    head_state head;
+    add_nodes(head, nodes);
+    return head.plan(cohort::config::load_job_spec(COHORT_SOURCE_DIR "/examples/" + job));
+  };
+  const auto b13 = plan_on("llama2-13b-offload-g5.json", "nodes-g5-4xlarge-16.json");
+  INFO(b13.reason);
+  CHECK(b13.status == cohort::core::resources::placement_status::placed);
+  CHECK(b13.plan.rank_nodes.size() == 16);
+  const auto b70 = plan_on("llama2-70b-offload-g5.json", "nodes-g5-4xlarge-32.json");
+  INFO(b70.reason);
+  CHECK(b70.status == cohort::core::resources::placement_status::placed);
+  auto spec = cohort::config::load_job_spec(COHORT_SOURCE_DIR "/examples/llama2-70b-offload-g5.json");
+  spec.scaling.num_workers = 16;
+  head_state head;
+  add_nodes(head, "nodes-g5-4xlarge-16.json");
+  const auto refused = head.plan(spec);
+  CHECK(refused.status == cohort::core::resources::placement_status::infeasible);
+  CHECK_THAT(refused.reason, Catch::Contains("GiB of host RAM per rank") &&
+                                 Catch::Contains("exceeds every node's memory (largest: 51.2 GiB)"));
+}
+
+TEST_CASE("a job whose memory plan is above its scaling.resources_per_worker.memory is refused, naming "
+          "both",
+          "[actors]") {
+  head_state head;
+  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 512e9}}}, gib24));
+  auto spec = nlohmann::json::parse(llama_7b_job("held", true));
+  spec["scaling"]["resources_per_worker"]["memory"] = 20e9;  // a rank needs about 32.5 GiB
+  const auto id = submit_json(head, spec.dump());
+  head.schedule();
+  CHECK(head.find(id)->state == job_state::failed);
+  CHECK_THAT(head.find(id)->reason, Catch::Contains("GiB of host RAM per rank") &&
+                                        Catch::Contains("exceeds scaling.resources_per_worker.memory, 18.6 GiB"));
+  spec["scaling"]["resources_per_worker"]["memory"] = 40e9;
+  head_state roomy;
+  roomy.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 512e9}}}, gib24));
+  const auto fits = submit_json(roomy, spec.dump());
+  REQUIRE(roomy.schedule().size() == 1);
+  CHECK(roomy.find(fits)->state != job_state::failed);
 }
 
 TEST_CASE("a model that cannot be read fails the job instead of restarting it", "[actors]") {

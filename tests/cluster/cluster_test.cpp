@@ -2081,3 +2081,137 @@ TEST_CASE("submit and cluster-worker refuse a malformed etcd store location and 
   CHECK(node.exit_code == 2);
   CHECK_THAT(node.err, Catch::Contains("holds no credentials") && Catch::Contains("--credentials FILE"));
 }
+
+namespace {
+
+// Waits until a process reached pause point `name` (test_hooks.hpp): its pid.
+int wait_for_pause(const std::string& pause_dir, const std::string& name, std::chrono::seconds timeout) {
+  const std::string paused = pause_dir + "/" + name + ".paused";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (::access(paused.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("no process reached pause point " + name + " in time");
+    std::this_thread::sleep_for(20ms);
+  }
+  return std::stoi(cohort::test::read_file(paused));
+}
+
+// A node whose workers inherit the pause points of `pause_dir`.
+std::unique_ptr<cohort::test::running_process> pausing_node(test_cluster& c, const std::string& pause_dir) {
+  std::filesystem::create_directories(pause_dir);
+  auto node = std::make_unique<cohort::test::running_process>(
+      std::vector<std::string>{c.program("cluster-worker"), "--address", c.address(), "--credentials",
+                               c.credentials(), "--name", "n1", "--num-cpus", "2"},
+      std::map<std::string, std::string>{{"COHORT_TEST_PAUSE_DIR", pause_dir}});
+  node->wait_for_line("joining", 30s);
+  return node;
+}
+
+// tiny_llama_job of `steps` steps with run.failure set to `failure` (without braces).
+std::string tiny_llama_failing(const std::string& name, const std::string& data, const std::string& storage,
+                               int steps, int every_steps, const std::string& failure) {
+  auto text = tiny_llama_job(name, data, storage, every_steps);
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{R"("max_steps": 24)",
+                                                                     R"("max_steps": )" + std::to_string(steps)},
+                                 {R"("failure": {"max_failures": -1})", R"("failure": {)" + failure + "}"}}) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a job whose final checkpoint and export each take longer than run.failure.hang_timeout_s "
+          "ends SUCCEEDED, and submit status shows the save meanwhile",
+          "[cluster][ckpt]") {
+  test_cluster c;
+  c.start_head();
+  const std::string pause = c.dir().str() + "/pause";
+  auto node = pausing_node(c, pause);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  // Rank 1 is held inside its final save, then rank 0 inside the export, each until the trainer
+  // has said that the phase outlasted the 3 s step allowance.
+  cohort::test::write_file(pause + "/save-step-00000004-rank-1-attempt-1.arm", "");
+  cohort::test::write_file(pause + "/export-step-00000004.arm", "");
+  const auto id = start_job(c, c.write_job(tiny_llama_failing("slow-save", data, c.dir().str() + "/runs", 4, 0,
+                                                               R"("max_failures": 0, "hang_timeout_s": 3, "collective_timeout_s": 60)")));
+  wait_for_pause(pause, "save-step-00000004-rank-1-attempt-1", 120s);
+  c.wait_for(id, [](const json& s) {
+    return s.value("activity", "").find("saving checkpoint step 4: ") != std::string::npos;
+  }, 60s);
+  wait_for_log(c, id, "trainer: rank 1 has been saving checkpoint step 4", 60s);
+  CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("saving checkpoint step 4: "));
+  std::filesystem::remove(pause + "/save-step-00000004-rank-1-attempt-1.arm");
+  wait_for_pause(pause, "export-step-00000004", 120s);
+  wait_for_log(c, id, "trainer: rank 0 has been exporting the model of step 4", 60s);
+  std::filesystem::remove(pause + "/export-step-00000004.arm");
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 120s);
+  INFO(s.dump(2));
+  CHECK(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 1);
+  CHECK(s["failures"].empty());
+  CHECK(s.value("activity", "x").empty());
+  CHECK(::access((c.dir().str() + "/runs/slow-save/model/config.json").c_str(), F_OK) == 0);
+}
+
+TEST_CASE("a rank that stops writing inside its checkpoint save is named hung after "
+          "run.failure.checkpoint_timeout_s, and the restarted attempt finishes",
+          "[cluster][ckpt]") {
+  test_cluster c;
+  c.start_head();
+  const std::string pause = c.dir().str() + "/pause";
+  auto node = pausing_node(c, pause);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  cohort::test::write_file(pause + "/save-step-00000002-rank-1-attempt-1.arm", "");
+  const auto id = start_job(c, c.write_job(tiny_llama_failing(
+                                   "stuck-save", data, c.dir().str() + "/runs", 4, 2,
+                                   R"("max_failures": 1, "hang_timeout_s": 3, "collective_timeout_s": 60,
+                                      "checkpoint_timeout_s": 2)")));
+  const int pid = wait_for_pause(pause, "save-step-00000002-rank-1-attempt-1", 120s);
+  const auto failed = c.wait_for(id, [](const json& s) { return !s["failures"].empty(); }, 60s);
+  std::filesystem::remove(pause + "/save-step-00000002-rank-1-attempt-1.arm");
+  INFO(failed.dump(2));
+  const auto& f = failed["failures"][0];
+  CHECK(f["rank"] == 1);
+  CHECK(f["hung"] == true);
+  CHECK(f["pid"] == pid);
+  CHECK_THAT(f["reason"].get<std::string>(),
+             Catch::Contains("hung: rank 1 on node n1 (pid " + std::to_string(pid) + ")") &&
+                 Catch::Contains("while saving checkpoint step 2: 0.0 of") &&
+                 Catch::Contains("(run.failure.checkpoint_timeout_s 2.0 s)"));
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 120s);
+  INFO(s.dump(2));
+  CHECK(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 2);
+}
+
+TEST_CASE("a worker process past its scaling.resources_per_worker.memory is killed by its node, and "
+          "the failure names the limit and what it held; one within its limit runs to the end",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  const auto with_memory = [&](const std::string& name, const std::string& bytes, int hold) {
+    auto text = lr_job(name, 1, 4, 0, 0, c.dir().str() + "/runs");
+    const std::string cpu = R"({"CPU": 1})";
+    const auto at = text.find(cpu);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, cpu.size(), R"({"CPU": 1, "memory": )" + bytes + "}");
+    return hold > 0 ? holding(text, hold) : text;
+  };
+  // 10 MB: less than any process holding libtorch; held before step 2, it cannot end first.
+  const auto small = start_job(c, c.write_job(with_memory("small", "1e7", 2)));
+  const auto failed = c.wait_for(small, [](const json& s) { return s["state"] == "FAILED"; }, 120s);
+  INFO(failed.dump(2));
+  REQUIRE(failed["failures"].size() == 1);
+  CHECK_THAT(failed["failures"][0]["reason"].get<std::string>(),
+             Catch::Contains("rank 0 on node n1 (pid ") &&
+                 Catch::Contains("of host memory, over its scaling.resources_per_worker.memory of 0.01 GiB") &&
+                 Catch::Contains("the process was killed"));
+  // 8 GiB: the same job runs to its end under the watch.
+  auto fits = c.submit({"run", c.write_job(with_memory("fits", "8e9", 0)), "--follow"});
+  INFO(fits.out << fits.err);
+  CHECK(fits.exit_code == 0);
+}

@@ -72,3 +72,15 @@ TEST_CASE("the plan JSON keeps the placement and adds rank 0's export buffer to 
   CHECK(json["memory"]["per_rank"]["items"][1]["where"] == "host");
   CHECK_FALSE(cohort::tools::plan_json(three_ranks(), memory_plan{}).contains("memory"));
 }
+
+TEST_CASE("the plan shows DeepSpeed's rule of thumb for offloaded host RAM beside its own figure", "[tools]") {
+  auto m = gpu_memory();
+  m.parameters = 3 * 1024 * 1024;  // 18 bytes each over 3 ranks: 18 MiB per rank
+  std::ostringstream out;
+  cohort::tools::print_plan(out, "job-a", three_ranks(), m);
+  INFO(out.str());
+  CHECK_THAT(out.str(), Catch::Contains("DeepSpeed's rule of thumb for ZeRO-3 with CPU offload (18 bytes x 3145728 "
+                                        "parameters / 3 ranks): host 18.0 MiB per rank"));
+  CHECK(cohort::tools::plan_json(three_ranks(), m)["memory"]["deepspeed_offload_rule_host_bytes"] ==
+        18.0 * 1024 * 1024);
+}

@@ -72,6 +72,16 @@ TEST_CASE("on two GPUs over NCCL every ZeRO stage trains as on the CPU: fp32 clo
     INFO("bf16, stage " << s << " against stage 0");
     CHECK(worst_loss_gap(bf16_runs[s], bf16_runs[0]) < 0.02);
   }
+  // Stage 3 with the shards in page-locked host memory (the gradient shard copied down and the
+  // compute-dtype copy up asynchronously) and the update on the host: as on the CPU.
+  auto offloaded = test::tiny_job(data, 2, 3, false);
+  offloaded.scaling.use_gpu = true;
+  offloaded.zero.offload_optimizer = config::offload_device::cpu;
+  offloaded.zero.offload_param = config::offload_device::cpu;
+  const auto off = test::run_job(offloaded);
+  CHECK(off[1].weights == off[0].weights);
+  CHECK(worst_loss_gap(off[0], cpu[0]) <= 1e-4);
+  CHECK(worst_weight_gap(off[0].weights, cpu[0].weights) <= 1e-3);
 }
 
 TEST_CASE("on two GPUs ZeRO-3 trains alike with and without recomputation and holds unit 0 and two "
