@@ -200,16 +200,13 @@ std::optional<hang_verdict> hang_detector::silent_peer(std::int32_t failed, doub
                                        std::to_string(failed) + " waited on it and failed");
 }
 
-}  // namespace cohort::actors
-
-namespace cohort::actors {
-
 std::string hang_detector::activity() const {
   // The export (rank 0, alone) first; else the oldest step being saved or committed.
   std::optional<core::train::activity_reading> shown;
   for (const auto& r : ranks_) {
-    if (r.finished || r.activity.phase == rank_phase::training || r.activity.phase == rank_phase::finished) continue;
-    const bool exporting = r.activity.phase == rank_phase::exporting;
+    const auto phase = r.activity.phase;
+    if (r.finished || phase == rank_phase::training || phase == rank_phase::finished) continue;
+    const bool exporting = phase == rank_phase::exporting;
     if (!shown || (exporting && shown->phase != rank_phase::exporting) ||
         (!exporting && shown->phase != rank_phase::exporting && r.activity.step < shown->step))
       shown = r.activity;

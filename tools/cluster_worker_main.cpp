@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
       node_gone = true;
       ::kill(::getpid(), SIGINT);
     });
-    // SIGTERM is a preemption notice (a spot instance's): the node tells the head it leaves, the
+    // SIGTERM is a preemption notice (what an orchestrator sends): the node tells the head it leaves, the
     // jobs with ranks here save an emergency checkpoint and are stopped, and the node exits once
     // its workers are gone (or at its drain deadline). SIGINT, a second signal, or a lost link
     // to the head end it at once.

@@ -13,8 +13,8 @@
 // later is logged and ends the link. SIGTERM, like the stop command, stops it at the next step.
 // Exit: 0 done or stopped, 1 failed, 2 bad setup.
 // A thread heartbeats on fd 3 (process_heartbeat: the step reached, how long the rank has
-// waited in a collective, and its activity besides steps: rank_activity.hpp) every heartbeat_interval_s(run.failure.hang_timeout_s) for the
-// trainer's hang detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker:
+// waited in a collective, and its activity besides steps: rank_activity.hpp) every
+// heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker:
 // fatal signal …" and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps
 // for the crash report, then end the process with the same signal.
 #include <execinfo.h>

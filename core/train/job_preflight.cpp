@@ -53,8 +53,8 @@ void check_t5_fields(const config::job_spec& spec) {
     throw config::spec_error("model.lora", "LoRA adapts decoder-only models; model.hf_dir is a T5, which "
                                            "trains whole (remove model.lora)");
   if (spec.train.path == config::compute_path::fused)
-    throw config::spec_error("train.path", "\"fused\" is the decoder's fused kernels; a T5 runs the plain "
-                                           "path (use \"auto\" or \"plain\")");
+    throw config::spec_error("train.compute_path", "\"fused\" is the decoder's fused kernels; a T5 runs the "
+                                                   "plain path (use \"automatic\" or \"plain\")");
   if (spec.train.activation_checkpointing)
     throw config::spec_error("train.activation_checkpointing",
                              "is not supported for a T5 (model.hf_dir): set it to false");

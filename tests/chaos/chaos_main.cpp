@@ -732,7 +732,7 @@ int main(int argc, char** argv) {
   const bool on_etcd = store == "etcd";
   if (on_etcd && std::system("command -v etcd >/dev/null 2>&1") != 0) {
     std::cout << "cohort-chaos: skipped: --store etcd needs the etcd binary on PATH (Debian's "
-                 "etcd-server; scripts/install-deps installs it)" << std::endl;
+                 "etcd-server; scripts/install-deps --tests installs it)" << std::endl;
     return 77;
   }
   for (int i = 0; i < count; ++i) seeds.push_back(first_seed + static_cast<std::uint64_t>(i));

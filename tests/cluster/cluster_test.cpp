@@ -1953,7 +1953,7 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
           "job and draws a point per logged step",
           "[cluster][metrics][dashboard]") {
   const std::string chromium = "/usr/bin/chromium";
-  INFO("the dashboard test needs Debian's chromium package (scripts/install-deps installs it)");
+  INFO("the dashboard test needs Debian's chromium package (scripts/install-deps --tests installs it)");
   REQUIRE(std::filesystem::exists(chromium));
   test_cluster c;
   const int port = start_head_with_dashboard(c);
@@ -2096,16 +2096,23 @@ int wait_for_pause(const std::string& pause_dir, const std::string& name, std::c
   return std::stoi(cohort::test::read_file(paused));
 }
 
-// A node whose workers inherit the pause points of `pause_dir`.
-std::unique_ptr<cohort::test::running_process> pausing_node(test_cluster& c, const std::string& pause_dir) {
-  std::filesystem::create_directories(pause_dir);
-  auto node = std::make_unique<cohort::test::running_process>(
-      std::vector<std::string>{c.program("cluster-worker"), "--address", c.address(), "--credentials",
-                               c.credentials(), "--name", "n1", "--num-cpus", "2"},
-      std::map<std::string, std::string>{{"COHORT_TEST_PAUSE_DIR", pause_dir}});
-  node->wait_for_line("joining", 30s);
-  return node;
-}
+// A head, node n1 whose workers inherit the pause points of <dir>/pause, and a tiny data set.
+struct pausing_cluster {
+  test_cluster c;
+  std::string pause = c.dir().str() + "/pause";
+  std::unique_ptr<cohort::test::running_process> node;
+  std::string data;
+  pausing_cluster() {
+    c.start_head();
+    std::filesystem::create_directories(pause);
+    node = std::make_unique<cohort::test::running_process>(
+        std::vector<std::string>{c.program("cluster-worker"), "--address", c.address(), "--credentials",
+                                 c.credentials(), "--name", "n1", "--num-cpus", "2"},
+        std::map<std::string, std::string>{{"COHORT_TEST_PAUSE_DIR", pause}});
+    node->wait_for_line("joining", 30s);
+    data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  }
+};
 
 // tiny_llama_job of `steps` steps with run.failure set to `failure` (without braces).
 std::string tiny_llama_failing(const std::string& name, const std::string& data, const std::string& storage,
@@ -2126,17 +2133,17 @@ std::string tiny_llama_failing(const std::string& name, const std::string& data,
 TEST_CASE("a job whose final checkpoint and export each take longer than run.failure.hang_timeout_s "
           "ends SUCCEEDED, and submit status shows the save meanwhile",
           "[cluster][ckpt]") {
-  test_cluster c;
-  c.start_head();
-  const std::string pause = c.dir().str() + "/pause";
-  auto node = pausing_node(c, pause);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  pausing_cluster paused;
+  auto& c = paused.c;
+  const auto& pause = paused.pause;
+  const auto& data = paused.data;
   // Rank 1 is held inside its final save, then rank 0 inside the export, each until the trainer
   // has said that the phase outlasted the 3 s step allowance.
   cohort::test::write_file(pause + "/save-step-00000004-rank-1-attempt-1.arm", "");
   cohort::test::write_file(pause + "/export-step-00000004.arm", "");
-  const auto id = start_job(c, c.write_job(tiny_llama_failing("slow-save", data, c.dir().str() + "/runs", 4, 0,
-                                                               R"("max_failures": 0, "hang_timeout_s": 3, "collective_timeout_s": 60)")));
+  const auto id = start_job(c, c.write_job(tiny_llama_failing(
+                                   "slow-save", data, c.dir().str() + "/runs", 4, 0,
+                                   R"("max_failures": 0, "hang_timeout_s": 3, "collective_timeout_s": 60)")));
   wait_for_pause(pause, "save-step-00000004-rank-1-attempt-1", 120s);
   c.wait_for(id, [](const json& s) {
     return s.value("activity", "").find("saving checkpoint step 4: ") != std::string::npos;
@@ -2159,11 +2166,10 @@ TEST_CASE("a job whose final checkpoint and export each take longer than run.fai
 TEST_CASE("a rank that stops writing inside its checkpoint save is named hung after "
           "run.failure.checkpoint_timeout_s, and the restarted attempt finishes",
           "[cluster][ckpt]") {
-  test_cluster c;
-  c.start_head();
-  const std::string pause = c.dir().str() + "/pause";
-  auto node = pausing_node(c, pause);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  pausing_cluster paused;
+  auto& c = paused.c;
+  const auto& pause = paused.pause;
+  const auto& data = paused.data;
   cohort::test::write_file(pause + "/save-step-00000002-rank-1-attempt-1.arm", "");
   const auto id = start_job(c, c.write_job(tiny_llama_failing(
                                    "stuck-save", data, c.dir().str() + "/runs", 4, 2,

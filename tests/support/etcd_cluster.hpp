@@ -1,5 +1,5 @@
 // A real etcd cluster of `members` processes on 127.0.0.1 for tests: Debian's etcd binary (from
-// PATH; scripts/install-deps installs etcd-server), free ports, data under a temp dir. The
+// PATH; scripts/install-deps --tests installs etcd-server), free ports, data under a temp dir. The
 // constructor returns once every member answers a linearizable read (the cluster has a leader);
 // the destructor kills (SIGKILL) and reaps every member still running. kill(i) and restart(i) take
 // one member down (kill -9) and bring it back on its data dir, for fault tests. Members elect fast
@@ -168,7 +168,7 @@ class etcd_cluster {
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::execvp("etcd", argv.data());
-      std::fprintf(stderr, "cannot run etcd: install etcd-server (scripts/install-deps)\n");
+      std::fprintf(stderr, "cannot run etcd: install etcd-server (scripts/install-deps --tests)\n");
       ::_exit(127);
     }
     members_[i].pid = pid;

@@ -1,4 +1,4 @@
-// A real S3-compatible server for tests: the npm package s3rver (scripts/install-deps installs it
+// A real S3-compatible server for tests: the npm package s3rver (scripts/install-deps --tests installs it
 // into tests/support/s3rver), started on a free port of 127.0.0.1 with its data in a temp dir and
 // one bucket (s3_environment puts its credentials in the AWS variables). The constructor returns
 // once the server answers a signed listing of that bucket; the destructor SIGKILLs and reaps it.
@@ -42,7 +42,7 @@ inline bool s3rver_available() { return ::access(s3rver_path().c_str(), X_OK) ==
   do {                                                                                             \
     if (!cohort::test::s3rver_available()) {                                                       \
       WARN("skipped: no S3 test server at " << cohort::test::s3rver_path()                         \
-                                            << " (run scripts/install-deps, or set COHORT_S3RVER)"); \
+                                            << " (run scripts/install-deps --tests, or set COHORT_S3RVER)"); \
       SUCCEED("skipped: no S3 test server"); /* counts as the case's assertion */              \
       return;                                                                                      \
     }                                                                                              \
