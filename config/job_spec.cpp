@@ -300,6 +300,7 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     cr.read_enum("score_order", run.checkpoint.order, order_names);
     cr.read("async", run.checkpoint.async);
     cr.read("staging_bytes", run.checkpoint.staging_bytes, std::int64_t{0});
+    cr.read("export_hf", run.checkpoint.export_hf);
     cr.finish();
   }
   if (const json* f = r.find("failure")) {
@@ -315,6 +316,10 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     fr.read("checkpoint_timeout_s", run.failure.checkpoint_timeout_s, seconds);
     fr.finish();
   }
+  if (run.checkpoint.export_hf && is_s3_url(run.storage_path))
+    throw spec_error("run.checkpoint.export_hf",
+                     "is not supported with an s3:// run.storage_path yet (the final model is exported "
+                     "and uploaded all the same); set it to false");
   const auto& fs = run.failure;
   if (fs.startup_timeout_s < fs.hang_timeout_s)
     throw spec_error("run.failure.startup_timeout_s",

@@ -66,6 +66,31 @@ std::vector<scalar> scalars_of(const step_report& r, int device) {
   return s;
 }
 
+// What write_hf wrote.
+struct hf_written {
+  ckpt::hf_export_stats stats;
+  std::uint64_t adapter_tensors = 0;  // 0: not a LoRA checkpoint
+};
+
+// The committed checkpoint in `source` (of step `step`) as a Hugging Face directory `out` (LoRA:
+// the base with the adapters merged in) and, for LoRA, the adapters in peft's layout in
+// `adapter`. The bytes written go to `activity` (when given) as the export's progress.
+hf_written write_hf(const std::string& source, const std::string& out, const std::string& adapter,
+                    std::int64_t step, rank_activity* activity) {
+  ckpt::hf_export_options options;
+  // This rank committed the checkpoint, each file digested as it was written (and a download from
+  // S3 is verified before): reading it all again first would only cost time.
+  options.verify = false;
+  if (activity) {
+    activity->start_write(step, 0);
+    options.progress = [activity](std::uint64_t done, std::uint64_t total) { activity->set_bytes(done, total); };
+  }
+  hf_written out_stats;
+  out_stats.stats = ckpt::export_hf(source, out, options);
+  if (ckpt::is_lora_checkpoint(source)) out_stats.adapter_tensors = ckpt::export_peft(source, adapter).tensors;
+  return out_stats;
+}
+
 // Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model (LoRA: the
 // base with the adapters merged in) and, for LoRA, the adapters in peft's layout in <run>/adapter.
 // With the run in S3 the checkpoint is downloaded (and verified) first and the exports uploaded to
@@ -85,19 +110,12 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
     const auto v = ckpt::verify_checkpoint(source);
     if (!v.ok()) throw std::runtime_error("export: " + ckpt::s3_step_url(remote, step) + " does not verify: " + v.problems.front());
   }
-  ckpt::hf_export_options options;
-  // The checkpoint this rank committed a moment ago was digested as it was written (and a
-  // download from S3 was verified above): reading it all again first would only cost time.
-  options.verify = false;
-  if (auto* activity = ctx.activity) {
-    activity->start_write(final_step, 0);
-    options.progress = [activity](std::uint64_t done, std::uint64_t total) { activity->set_bytes(done, total); };
-  }
   test_pause_point("export-" + ckpt::step_dir_name(step), ctx.cancelled);
-  const auto stats = ckpt::export_hf(source, out, options);
-  const bool lora = ckpt::is_lora_checkpoint(source);
   const std::string adapter = ctx.run_dir + "/adapter";
-  const std::uint64_t adapter_tensors = lora ? ckpt::export_peft(source, adapter).tensors : 0;
+  const auto written = write_hf(source, out, adapter, final_step, ctx.activity);
+  const auto& stats = written.stats;
+  const bool lora = written.adapter_tensors > 0;
+  const std::uint64_t adapter_tensors = written.adapter_tensors;
   std::string where = out, adapter_where = adapter;
   if (s3) {
     const auto upload = [&](const std::string& dir, const std::string& name) {
@@ -119,6 +137,21 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   if (lora)
     ctx.log("LoRA adapters of step " + std::to_string(final_step) + " exported to " + adapter_where + " (" +
             std::to_string(adapter_tensors) + " tensors, peft's layout)");
+}
+
+// run.checkpoint.export_hf: rank 0 writes each committed checkpoint but the final one (which
+// export_final_model writes to <run>/model) as <checkpoint>/hf (and, for LoRA, <checkpoint>/adapter).
+// A rank that waits for the save (a synchronous one) reports the export's bytes.
+void export_each_checkpoint(const worker_context& ctx, checkpointer& checkpoints, std::int64_t final_step) {
+  checkpoints.on_commit([&ctx, final_step](std::uint64_t step, const std::string& dir) -> std::string {
+    if (static_cast<std::int64_t>(step) == final_step) return "";
+    const bool waited_for = ctx.activity != nullptr && ctx.activity->read().phase == rank_phase::exporting;
+    const auto written = write_hf(dir, dir + "/hf", dir + "/adapter", static_cast<std::int64_t>(step),
+                                  waited_for ? ctx.activity : nullptr);
+    return "checkpoint of step " + std::to_string(step) + " exported to " + dir + "/hf (" +
+           std::to_string(written.stats.tensors) + " tensors" +
+           (written.adapter_tensors > 0 ? "; its LoRA adapters to " + dir + "/adapter" : "") + ")";
+  });
 }
 
 // Runs one step of the rank's setup; the job's own input failing there (the spec, the data set,
@@ -188,6 +221,8 @@ void train_with(const worker_context& ctx, const char* kind) {
       ctx.spec.train.as_test ? std::min(engine.total_steps(), first_step + 1) : engine.total_steps();
   if (ctx.spec.train.as_test && ctx.rank == 0 && ctx.log)
     ctx.log("train.as_test: running step " + std::to_string(total) + " only, then the final checkpoint and export");
+  if (ctx.rank == 0 && ctx.spec.run.checkpoint.export_hf)
+    export_each_checkpoint(ctx, checkpoints, total);
   step_report report;
   if (from) {  // what the checkpoint's step logged: reported even when no step is left to run
     const auto& logged = from->manifest.metrics;

@@ -230,7 +230,13 @@ ckpt::write_options checkpointer::write_options() const {
 }
 
 void checkpointer::finish() {
-  phase_scope saving(writer_.busy() ? ctx_.activity : nullptr, rank_phase::saving);
+  // Waiting for a background save: its write, or (rank 0) the other ranks' shards it waits for
+  // before the commit. The writer thread sets committing_ before it moves a saving rank on, and
+  // this reads it after setting the phase, so that neither misses the other.
+  const bool waits = writer_.busy();
+  phase_scope saving(waits ? ctx_.activity : nullptr, rank_phase::saving);
+  if (waits && ctx_.activity && committing_.load())
+    ctx_.activity->advance_phase(rank_phase::saving, rank_phase::committing);
   writer_.wait();
   log_commits();
 }
@@ -247,6 +253,11 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   if (ctx_.rank != 0) return;
   // A rank 0 that waits for this save (not one training on beside an asynchronous write) now
   // waits for the other ranks' shards: its heartbeat says so, and it is not judged by progress.
+  committing_ = true;
+  struct reset {
+    std::atomic<bool>& flag;
+    ~reset() { flag = false; }
+  } committed{committing_};
   if (ctx_.activity) ctx_.activity->advance_phase(rank_phase::saving, rank_phase::committing);
   std::vector<ckpt::rank_report> reports;
   for (int r = 0; r < ctx_.world_size; ++r) {
@@ -265,6 +276,11 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   committed_step_ = static_cast<std::int64_t>(report.step);
   // The reports are in the manifest now: the store keeps O(world) keys however many checkpoints.
   for (int r = 0; r < ctx_.world_size; ++r) store_->remove(key(step_name + "/rank-" + std::to_string(r)));
+  std::string hooked;
+  if (on_commit_ && !in_s3()) {
+    if (ctx_.activity) ctx_.activity->advance_phase(rank_phase::committing, rank_phase::exporting);
+    hooked = on_commit_(report.step, dir);
+  }
   std::uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.size;
   const auto kept = apply_retention(true);
@@ -274,6 +290,7 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   if (!kept.deleted.empty()) note += "; retention removed " + std::to_string(kept.deleted.size()) + " older";
   std::lock_guard<std::mutex> lock(notes_mutex_);
   notes_.push_back(note);
+  if (!hooked.empty()) notes_.push_back(hooked);
 }
 
 void checkpointer::log_commits() {

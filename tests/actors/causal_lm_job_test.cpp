@@ -1,5 +1,6 @@
 // A causal_lm job run through the embedded cluster as a user submits it: two workers train a
-// tiny Llama on a tiny data set and rank 0's metrics.jsonl has every logged step.
+// tiny Llama on a tiny data set and rank 0's metrics.jsonl has every logged step; its checkpoints
+// as Hugging Face directories (run.checkpoint.export_hf).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -8,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/local_cluster.hpp"
+#include "core/ckpt/hf_export.hpp"
 #include "tests/core/train/tiny_data.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/json_lines.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -41,4 +44,36 @@ TEST_CASE("a causal_lm job on two workers trains a tiny Llama and logs every sec
     CHECK(lines[i]["grad_norm"].get<double>() > 0);
   }
   CHECK(lines[0]["loss"].get<double>() > lines[2]["loss"].get<double>());
+}
+
+TEST_CASE("with run.checkpoint.export_hf every committed checkpoint but the final one is also a "
+          "Hugging Face directory, equal to cohort-ckpt's export of it, and retention removes it "
+          "with its checkpoint",
+          "[actors]") {
+  cohort::test::temp_dir dir;
+  const auto data = cohort::test::make_tiny_dataset((dir.path() / "data").string());
+  const std::string spec = R"({"name": "lm", "workload": "causal_lm",
+    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
+    "data": {"train": ")" + data + R"("},
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 6, "lr": 0.01},
+    "zero": {"stage": 2},
+    "run": {"storage_path": ")" + dir.str() + R"(",
+            "checkpoint": {"every_steps": 2, "num_to_keep": 2, "export_hf": true}}})";
+  local_cluster cluster({node_info{"n1", {{"CPU", 2}}}});
+  const auto id = cluster.submit(spec);
+  REQUIRE(cluster.follow(id, 120s).state == job_state::succeeded);
+  const auto checkpoints = dir.path() / "lm" / "checkpoints";
+  CHECK_FALSE(std::filesystem::exists(checkpoints / "step-00000002"));  // retention: the newest 2
+  const auto step4 = checkpoints / "step-00000004";
+  REQUIRE(std::filesystem::exists(step4 / "hf" / "config.json"));
+  CHECK_FALSE(std::filesystem::exists(checkpoints / "step-00000006" / "hf"));  // the final: lm/model
+  CHECK(std::filesystem::exists(dir.path() / "lm" / "model" / "config.json"));
+  // The same bytes as an export of the committed checkpoint made afterwards.
+  const auto again = dir.path() / "again";
+  cohort::core::ckpt::export_hf(step4.string(), again.string());
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    INFO(file);
+    CHECK(cohort::test::read_file((step4 / "hf" / file).string()) == cohort::test::read_file((again / file).string()));
+  }
 }
