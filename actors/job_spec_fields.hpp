@@ -87,7 +87,8 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_spec& x) {
   return f(caf::meta::type_name("checkpoint_spec"), field("every_steps"), x.every_steps,
            field("num_to_keep"), x.num_to_keep, field("score_attribute"), x.score_attribute,
            field("score_order"), x.order, field("async"), x.async, field("staging_bytes"),
-           x.staging_bytes, field("export_hf"), x.export_hf);
+           x.staging_bytes, field("export_every"), x.export_every, field("num_exports_to_keep"),
+           x.num_exports_to_keep);
 }
 
 template <class Inspector>

@@ -300,7 +300,8 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     cr.read_enum("score_order", run.checkpoint.order, order_names);
     cr.read("async", run.checkpoint.async);
     cr.read("staging_bytes", run.checkpoint.staging_bytes, std::int64_t{0});
-    cr.read("export_hf", run.checkpoint.export_hf);
+    cr.read("export_every", run.checkpoint.export_every, 0);
+    cr.read("num_exports_to_keep", run.checkpoint.num_exports_to_keep, 0);
     cr.finish();
   }
   if (const json* f = r.find("failure")) {
@@ -316,10 +317,16 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     fr.read("checkpoint_timeout_s", run.failure.checkpoint_timeout_s, seconds);
     fr.finish();
   }
-  if (run.checkpoint.export_hf && is_s3_url(run.storage_path))
-    throw spec_error("run.checkpoint.export_hf",
+  const auto& ck = run.checkpoint;
+  if (ck.export_every > 0 && (ck.every_steps <= 0 || ck.export_every % ck.every_steps != 0))
+    throw spec_error("run.checkpoint.export_every",
+                     "is " + std::to_string(ck.export_every) + ", but exports are written from committed "
+                     "checkpoints: it must be a multiple of run.checkpoint.every_steps (" +
+                     std::to_string(ck.every_steps) + ")");
+  if (ck.export_every > 0 && is_s3_url(run.storage_path))
+    throw spec_error("run.checkpoint.export_every",
                      "is not supported with an s3:// run.storage_path yet (the final model is exported "
-                     "and uploaded all the same); set it to false");
+                     "and uploaded all the same); set it to 0");
   const auto& fs = run.failure;
   if (fs.startup_timeout_s < fs.hang_timeout_s)
     throw spec_error("run.failure.startup_timeout_s",

@@ -133,10 +133,11 @@ struct checkpoint_spec {
   // goes on, when the shard is at most this many bytes; a larger one is written in the foreground,
   // streamed from where it lies through one 64 MiB buffer (no second copy of the shard).
   std::int64_t staging_bytes = std::int64_t{4} << 30;
-  // Rank 0 also writes each committed checkpoint but the final one as a Hugging Face directory,
-  // <run>/checkpoints/step-N/hf (the final one is <run>/model); retention removes it with its
-  // checkpoint. Local storage_path only.
-  bool export_hf = false;
+  // Every this many steps (0: never) rank 0 also writes the committed checkpoint of that step as a
+  // Hugging Face directory, <run>/exports/step-N (the final step's is <run>/model), keeping the
+  // newest num_exports_to_keep (0: all). A multiple of every_steps; local storage_path only.
+  int export_every = 0;
+  int num_exports_to_keep = 0;
 };
 
 struct failure_spec {

@@ -1,6 +1,7 @@
 // causal_lm_workload::run: group, engine, resume, the step loop, checkpoints, metrics and reports.
 #include "core/train/causal_lm_workload.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
+#include "core/ckpt/reader.hpp"
 #include "core/ckpt/s3_checkpoints.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/seq2seq_engine.hpp"
@@ -139,18 +141,53 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
             std::to_string(adapter_tensors) + " tensors, peft's layout)");
 }
 
-// run.checkpoint.export_hf: rank 0 writes each committed checkpoint but the final one (which
-// export_final_model writes to <run>/model) as <checkpoint>/hf (and, for LoRA, <checkpoint>/adapter).
-// A rank that waits for the save (a synchronous one) reports the export's bytes.
-void export_each_checkpoint(const worker_context& ctx, checkpointer& checkpoints, std::int64_t final_step) {
+// run.checkpoint.num_exports_to_keep: the newest exports in `root` stay; older ones, and what an
+// interrupted export left (step-N.partial), go. Returns how many exports it removed.
+std::size_t prune_exports(const std::string& root, int keep) {
+  std::vector<std::pair<std::uint64_t, std::filesystem::path>> exports;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0) {
+      std::filesystem::remove_all(entry.path(), ec);
+    } else if (const auto step = ckpt::parse_step_dir_name(name)) {
+      exports.emplace_back(*step, entry.path());
+    }
+  }
+  if (keep <= 0 || exports.size() <= static_cast<std::size_t>(keep)) return 0;
+  std::sort(exports.begin(), exports.end());
+  const std::size_t removed = exports.size() - static_cast<std::size_t>(keep);
+  for (std::size_t i = 0; i < removed; ++i) std::filesystem::remove_all(exports[i].second);
+  return removed;
+}
+
+// run.checkpoint.export_every: rank 0 writes the committed checkpoint of every such step but the
+// final one (export_final_model writes that to <run>/model) as <run>/exports/step-N (LoRA: its
+// adapters in step-N/adapter too) with a trainer_state.json of the step's metrics, written beside
+// as step-N.partial and renamed whole, and keeps the newest num_exports_to_keep. A rank that waits
+// for the save (a synchronous one) reports the export's bytes.
+void export_every(const worker_context& ctx, checkpointer& checkpoints, std::int64_t final_step) {
   checkpoints.on_commit([&ctx, final_step](std::uint64_t step, const std::string& dir) -> std::string {
-    if (static_cast<std::int64_t>(step) == final_step) return "";
+    const auto& c = ctx.spec.run.checkpoint;
+    if (static_cast<std::int64_t>(step) == final_step || step % static_cast<std::uint64_t>(c.export_every) != 0)
+      return "";
+    const std::string root = ctx.run_dir + "/exports";
+    const std::string out = root + "/" + ckpt::step_dir_name(step), partial = out + ".partial";
+    std::filesystem::remove_all(partial);
     const bool waited_for = ctx.activity != nullptr && ctx.activity->read().phase == rank_phase::exporting;
-    const auto written = write_hf(dir, dir + "/hf", dir + "/adapter", static_cast<std::int64_t>(step),
+    const auto written = write_hf(dir, partial, partial + "/adapter", static_cast<std::int64_t>(step),
                                   waited_for ? ctx.activity : nullptr);
-    return "checkpoint of step " + std::to_string(step) + " exported to " + dir + "/hf (" +
+    auto logged = ckpt::read_manifest(dir).metrics;
+    logged["step"] = step;
+    ckpt::write_file_durable(partial + "/trainer_state.json",
+                             nlohmann::json{{"global_step", step}, {"log_history", {logged}}}.dump(2) + "\n");
+    std::filesystem::remove_all(out);
+    std::filesystem::rename(partial, out);
+    const std::size_t removed = prune_exports(root, c.num_exports_to_keep);
+    return "checkpoint of step " + std::to_string(step) + " exported to " + out + " (" +
            std::to_string(written.stats.tensors) + " tensors" +
-           (written.adapter_tensors > 0 ? "; its LoRA adapters to " + dir + "/adapter" : "") + ")";
+           (written.adapter_tensors > 0 ? ", LoRA adapters in adapter/" : "") + ")" +
+           (removed > 0 ? "; " + std::to_string(removed) + " older exports removed" : "");
   });
 }
 
@@ -221,8 +258,7 @@ void train_with(const worker_context& ctx, const char* kind) {
       ctx.spec.train.as_test ? std::min(engine.total_steps(), first_step + 1) : engine.total_steps();
   if (ctx.spec.train.as_test && ctx.rank == 0 && ctx.log)
     ctx.log("train.as_test: running step " + std::to_string(total) + " only, then the final checkpoint and export");
-  if (ctx.rank == 0 && ctx.spec.run.checkpoint.export_hf)
-    export_each_checkpoint(ctx, checkpoints, total);
+  if (ctx.rank == 0 && ctx.spec.run.checkpoint.export_every > 0) export_every(ctx, checkpoints, total);
   step_report report;
   if (from) {  // what the checkpoint's step logged: reported even when no step is left to run
     const auto& logged = from->manifest.metrics;

@@ -1,8 +1,9 @@
 // A causal_lm job run through the embedded cluster as a user submits it: two workers train a
 // tiny Llama on a tiny data set and rank 0's metrics.jsonl has every logged step; its checkpoints
-// as Hugging Face directories (run.checkpoint.export_hf).
+// as Hugging Face directories (run.checkpoint.export_every).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -10,6 +11,7 @@
 
 #include "actors/local_cluster.hpp"
 #include "core/ckpt/hf_export.hpp"
+#include "core/ckpt/reader.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/json_lines.hpp"
@@ -46,9 +48,9 @@ TEST_CASE("a causal_lm job on two workers trains a tiny Llama and logs every sec
   CHECK(lines[0]["loss"].get<double>() > lines[2]["loss"].get<double>());
 }
 
-TEST_CASE("with run.checkpoint.export_hf every committed checkpoint but the final one is also a "
-          "Hugging Face directory, equal to cohort-ckpt's export of it, and retention removes it "
-          "with its checkpoint",
+TEST_CASE("with run.checkpoint.export_every the checkpoint of every such step but the final one is "
+          "also a Hugging Face directory with its metrics, equal to cohort-ckpt's export of it, and "
+          "only the newest num_exports_to_keep stay",
           "[actors]") {
   cohort::test::temp_dir dir;
   const auto data = cohort::test::make_tiny_dataset((dir.path() / "data").string());
@@ -56,24 +58,30 @@ TEST_CASE("with run.checkpoint.export_hf every committed checkpoint but the fina
     "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
     "data": {"train": ")" + data + R"("},
     "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
-    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 6, "lr": 0.01},
+    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 8, "lr": 0.01},
     "zero": {"stage": 2},
     "run": {"storage_path": ")" + dir.str() + R"(",
-            "checkpoint": {"every_steps": 2, "num_to_keep": 2, "export_hf": true}}})";
+            "checkpoint": {"every_steps": 2, "export_every": 2, "num_exports_to_keep": 2}}})";
   local_cluster cluster({node_info{"n1", {{"CPU", 2}}}});
   const auto id = cluster.submit(spec);
   REQUIRE(cluster.follow(id, 120s).state == job_state::succeeded);
-  const auto checkpoints = dir.path() / "lm" / "checkpoints";
-  CHECK_FALSE(std::filesystem::exists(checkpoints / "step-00000002"));  // retention: the newest 2
-  const auto step4 = checkpoints / "step-00000004";
-  REQUIRE(std::filesystem::exists(step4 / "hf" / "config.json"));
-  CHECK_FALSE(std::filesystem::exists(checkpoints / "step-00000006" / "hf"));  // the final: lm/model
+  const auto exports = dir.path() / "lm" / "exports";
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(exports)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  // Steps 2, 4 and 6 were exported (8 is the final model, lm/model); the newest two stay.
+  CHECK(names == std::vector<std::string>{"step-00000004", "step-00000006"});
   CHECK(std::filesystem::exists(dir.path() / "lm" / "model" / "config.json"));
+  const auto step6 = exports / "step-00000006";
+  const auto state = nlohmann::json::parse(cohort::test::read_file(step6 / "trainer_state.json"));
+  CHECK(state["global_step"] == 6);
+  const auto checkpoint = dir.path() / "lm" / "checkpoints" / "step-00000006";
+  CHECK(state["log_history"][0]["loss"] == cohort::core::ckpt::read_manifest(checkpoint.string()).metrics["loss"]);
   // The same bytes as an export of the committed checkpoint made afterwards.
   const auto again = dir.path() / "again";
-  cohort::core::ckpt::export_hf(step4.string(), again.string());
+  cohort::core::ckpt::export_hf(checkpoint.string(), again.string());
   for (const char* file : {"config.json", "model.safetensors"}) {
     INFO(file);
-    CHECK(cohort::test::read_file((step4 / "hf" / file).string()) == cohort::test::read_file((again / file).string()));
+    CHECK(cohort::test::read_file(step6 / file) == cohort::test::read_file(again / file));
   }
 }

@@ -158,6 +158,12 @@ TEST_CASE("rules across fields are checked", "[config]") {
   check_bad({R"({"run": {"failure": {"hang_timeout_s": 700, "collective_timeout_s": 900}}})",
              "run.failure.startup_timeout_s", "is 600",
              "must be >= run.failure.hang_timeout_s (700"});
+  check_bad({R"({"run": {"checkpoint": {"every_steps": 4, "export_every": 6}}})", "run.checkpoint.export_every",
+             "is 6", "a multiple of run.checkpoint.every_steps (4)"});
+  check_bad({R"({"run": {"checkpoint": {"export_every": 6}}})", "run.checkpoint.export_every", "is 6",
+             "a multiple of run.checkpoint.every_steps (0)"});
+  check_bad({R"({"run": {"storage_path": "s3://bucket/runs", "checkpoint": {"every_steps": 2, "export_every": 2}}})",
+             "run.checkpoint.export_every", "s3://", "set it to 0"});
   check_bad({R"({"zero": {"offload_optimizer": "cpu"}})", "zero.offload_optimizer", "\"cpu\"",
              "zero.stage 1, 2 or 3"});
   check_bad({R"({"zero": {"stage": 2, "offload_param": "cpu"}})", "zero.offload_param",
