@@ -56,6 +56,13 @@ model::model_config llama_7b() {
 
 constexpr double process = core::train::gpu_process_host_bytes;
 
+model::model_config llama_13b() {
+  return model::parse_config(nlohmann::json::parse(R"({"model_type": "llama", "vocab_size": 32000,
+      "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
+      "num_attention_heads": 40, "num_key_value_heads": 40, "max_position_embeddings": 4096,
+      "tie_word_embeddings": false})"), "13b");
+}
+
 config::job_spec job(bool gpu, int stage, int workers, config::precision dtype) {
   config::job_spec s;
   s.scaling.num_workers = workers;
@@ -375,21 +382,24 @@ TEST_CASE("on GPUs the host plan lies at or up to 10% above the host peaks measu
           "[core][train][memory]") {
   // Each rank's whole-run host peak RSS (loading, training, the final checkpoint and, on rank 0,
   // the export), as the ranks logged it through cluster-head + cluster-worker + submit run
-  // (scripts/gpu-cluster-test plain7b / offload7b, 2x H200, 2026-11-28; BENCHMARKS.md): the
-  // Llama-2-7B shape, ZeRO-3, bf16, 2 x 2048 tokens per GPU, 20 steps.
+  // (scripts/gpu-cluster-test plain7b / offload7b, 2x and 4x H200, 2026-11-28; BENCHMARKS.md):
+  // ZeRO-3, bf16, 2 x 2048 tokens per GPU, 20 steps (the 13B: 10).
   struct measured {
     const char* what;
+    model::model_config config;
+    int workers;
     bool offload;
     double rank0_gib, rank1_gib;
   };
   const std::vector<measured> runs = {
-      {"7B shape, ZeRO-3, 2 GPUs, no offload", false, 1.8, 1.4},
+      {"7B shape, ZeRO-3, 2 GPUs, no offload", llama_7b(), 2, false, 1.8, 1.4},
       // The offloaded shards pinned in exactly their size (torch's pinned blocks, rounded up to
       // powers of two, had held 64.2 / 63.7 GiB).
-      {"7B shape, ZeRO-3, 2 GPUs, both offloads, 24 GiB cap", true, 58.3, 57.8},
+      {"7B shape, ZeRO-3, 2 GPUs, both offloads, 24 GiB cap", llama_7b(), 2, true, 58.3, 57.8},
+      {"13B shape, ZeRO-3, 4 GPUs, both offloads, 24 GiB cap", llama_13b(), 4, true, 56.5, 55.9},
   };
   for (const auto& r : runs) {
-    auto spec = job(true, 3, 2, bf16);
+    auto spec = job(true, 3, r.workers, bf16);
     spec.train.micro_batch_size = 2;
     spec.train.seq_len = 2048;
     spec.run.checkpoint.async = true;  // as the runs had it: a 39 GB shard is still streamed
@@ -398,7 +408,7 @@ TEST_CASE("on GPUs the host plan lies at or up to 10% above the host peaks measu
       spec.zero.offload_optimizer = cpu;
       spec.zero.offload_param = cpu;
     }
-    const auto e = estimate_memory(spec, core::train::shape_of(llama_7b()));
+    const auto e = estimate_memory(spec, core::train::shape_of(r.config));
     const double rank0 = (e.per_rank.host_bytes + e.rank0_extra_host_bytes) / gib, rank1 = e.per_rank.host_bytes / gib;
     INFO(r.what << ": plan rank 0 " << rank0 << " GiB (measured " << r.rank0_gib << "), rank 1 " << rank1
                 << " GiB (measured " << r.rank1_gib << ")");
