@@ -184,6 +184,12 @@ caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer
       [=](const child_exit& ended) {
         auto& st = self->state;
         const auto& s = st.setup;
+        if (st.memory_limit > 0)  // what the watch saw, to size the limit by
+          self->send(st.trainer, log_line{s.job_id, s.rank, s.node, pid,
+                                          "worker process " + std::to_string(pid) + ": resident memory at most " +
+                                              gib_text(static_cast<double>(st.memory_peak)) + " of its limit " +
+                                              gib_text(st.memory_limit) + " (read every " +
+                                              std::to_string(memory_watch_every.count()) + " ms)"});
         if (const auto& why = st.link_error ? st.link_error : st.memory_error) {
           self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, false, *why, failure_kind::retryable});
           self->quit(caf::make_error(caf::sec::runtime_error, *why));

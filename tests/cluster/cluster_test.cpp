@@ -2216,8 +2216,11 @@ TEST_CASE("a worker process past its scaling.resources_per_worker.memory is kill
              Catch::Contains("rank 0 on node n1 (pid ") &&
                  Catch::Contains("of host memory, over its scaling.resources_per_worker.memory of 0.01 GiB") &&
                  Catch::Contains("the process was killed"));
-  // 8 GiB: the same job runs to its end under the watch.
+  // 8 GiB: the same job runs to its end under the watch, which logs what it saw.
   auto fits = c.submit({"run", c.write_job(with_memory("fits", "8e9", 0)), "--follow"});
   INFO(fits.out << fits.err);
   CHECK(fits.exit_code == 0);
+  const auto id = first_line(fits.out);
+  CHECK_THAT(c.submit({"logs", id}).out, Catch::Contains(": resident memory at most ") &&
+                                             Catch::Contains(" of its limit 7.45 GiB (read every 100 ms)"));
 }
