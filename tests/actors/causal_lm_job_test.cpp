@@ -20,18 +20,29 @@
 using namespace cohort::actors;
 using namespace std::chrono_literals;
 
+namespace {
+
+// The tiny Llama job of these tests on the data set in `data`, two workers, ZeRO-2, its run in
+// `storage`: `train` and `run` add to those objects (each starting with a comma, or empty).
+std::string lm_job(const std::string& data, const std::string& storage, int steps, const std::string& train,
+                   const std::string& run) {
+  return R"({"name": "lm", "workload": "causal_lm",
+    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
+    "data": {"train": ")" + data + R"("},
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": )" + std::to_string(steps) +
+         R"(, "lr": 0.01)" + train + R"(},
+    "zero": {"stage": 2},
+    "run": {"storage_path": ")" + storage + "\"" + run + "}}";
+}
+
+}  // namespace
+
 TEST_CASE("a causal_lm job on two workers trains a tiny Llama and logs every second step",
           "[actors]") {
   cohort::test::temp_dir dir;
   const auto data = cohort::test::make_tiny_dataset((dir.path() / "data").string());
-  const std::string spec = R"({"name": "lm", "workload": "causal_lm",
-    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
-    "data": {"train": ")" + data + R"("},
-    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
-    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 6, "lr": 0.01,
-              "log_every": 2},
-    "zero": {"stage": 2},
-    "run": {"storage_path": ")" + dir.str() + R"("}})";
+  const std::string spec = lm_job(data, dir.str(), 6, R"(, "log_every": 2)", "");
   local_cluster cluster({node_info{"n1", {{"CPU", 2}}}});
   const auto id = cluster.submit(spec);
   const auto last = cluster.follow(id, 120s);
@@ -54,14 +65,8 @@ TEST_CASE("with run.checkpoint.export_every the checkpoint of every such step bu
           "[actors]") {
   cohort::test::temp_dir dir;
   const auto data = cohort::test::make_tiny_dataset((dir.path() / "data").string());
-  const std::string spec = R"({"name": "lm", "workload": "causal_lm",
-    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
-    "data": {"train": ")" + data + R"("},
-    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
-    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 8, "lr": 0.01},
-    "zero": {"stage": 2},
-    "run": {"storage_path": ")" + dir.str() + R"(",
-            "checkpoint": {"every_steps": 2, "export_every": 2, "num_exports_to_keep": 2}}})";
+  const std::string spec = lm_job(data, dir.str(), 8, "",
+                                  R"(, "checkpoint": {"every_steps": 2, "export_every": 2, "num_exports_to_keep": 2})");
   local_cluster cluster({node_info{"n1", {{"CPU", 2}}}});
   const auto id = cluster.submit(spec);
   REQUIRE(cluster.follow(id, 120s).state == job_state::succeeded);
