@@ -46,7 +46,8 @@
 //     multiple of 64 and as much again for what its GEMMs and loss hold beside (2·c·V'·p, a
 //     margin fitted to the measured peaks), and the head's fp32 weight gradient (4·V'·d),
 //     instead of the whole batch's logits. Against the allocator's peaks
-//     measured on H200s (BENCHMARKS.md) the plan lies 1-11% above.
+//     measured on H200s (BENCHMARKS.md) the plan lies 1-11% above (up to 7% under with both
+//     offloads). Host RAM lies 0-10% above the ranks' measured peak RSS (7B, 13B; a test holds it).
 //   - cuda_context_bytes on the GPU of every GPU process.
 // With model.lora only the adapters train: every item above counts them (n = L·A, U0 = 0, UL = A,
 // A the adapters of one layer), and the frozen base is one more device item, the whole model in
