@@ -558,7 +558,7 @@ TEST_CASE("host RAM refuses ranks no node holds and counts the ranks a node woul
   CHECK(head.available("g1").count("rank_host_ram") == 0);
 }
 
-TEST_CASE("the seed's offloaded 13B fits 16 and its 70B 32 nodes of one 24 GiB GPU and 55 GB of RAM, and "
+TEST_CASE("an offloaded 13B fits 16 and a 70B 32 nodes of one 24 GiB GPU and 55 GB of RAM, and "
           "the 70B on 16 such nodes is refused naming its host RAM",
           "[actors]") {
   const auto add_nodes = [](head_state& head, const std::string& nodes) {
