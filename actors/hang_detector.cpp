@@ -202,20 +202,17 @@ std::optional<hang_verdict> hang_detector::silent_peer(std::int32_t failed, doub
 
 std::string hang_detector::activity() const {
   // The export (rank 0, alone) first; else the oldest step being saved or committed.
-  std::optional<core::train::activity_reading> shown;
+  std::optional<std::int64_t> oldest;
   for (const auto& r : ranks_) {
     const auto phase = r.activity.phase;
     if (r.finished || phase == rank_phase::training || phase == rank_phase::finished) continue;
-    const bool exporting = phase == rank_phase::exporting;
-    if (!shown || (exporting && shown->phase != rank_phase::exporting) ||
-        (!exporting && shown->phase != rank_phase::exporting && r.activity.step < shown->step))
-      shown = r.activity;
+    if (phase == rank_phase::exporting) return core::train::describe_activity(r.activity);
+    if (!oldest || r.activity.step < *oldest) oldest = r.activity.step;
   }
-  if (!shown) return "";
-  if (shown->phase == rank_phase::exporting) return core::train::describe_activity(*shown);
-  core::train::activity_reading sum{rank_phase::committing, shown->step, 0, 0};
+  if (!oldest) return "";
+  core::train::activity_reading sum{rank_phase::committing, *oldest, 0, 0};
   for (const auto& r : ranks_) {
-    if (r.finished || r.activity.step != shown->step) continue;
+    if (r.finished || r.activity.step != *oldest) continue;
     if (r.activity.phase == rank_phase::saving) sum.phase = rank_phase::saving;
     if (r.activity.phase != rank_phase::saving && r.activity.phase != rank_phase::committing) continue;
     sum.bytes_done += r.activity.bytes_done;

@@ -16,7 +16,6 @@
 
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
-#include "core/ckpt/reader.hpp"
 #include "core/ckpt/s3_checkpoints.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/seq2seq_engine.hpp"
@@ -115,9 +114,7 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   test_pause_point("export-" + ckpt::step_dir_name(step), ctx.cancelled);
   const std::string adapter = ctx.run_dir + "/adapter";
   const auto written = write_hf(source, out, adapter, final_step, ctx.activity);
-  const auto& stats = written.stats;
   const bool lora = written.adapter_tensors > 0;
-  const std::uint64_t adapter_tensors = written.adapter_tensors;
   std::string where = out, adapter_where = adapter;
   if (s3) {
     const auto upload = [&](const std::string& dir, const std::string& name) {
@@ -133,12 +130,13 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
     adapter_where = ctx.remote_run + "/adapter (and " + adapter + ")";
   }
   if (!ctx.log) return;
-  for (const auto& w : stats.warnings) ctx.log("export: " + w);
+  for (const auto& w : written.stats.warnings) ctx.log("export: " + w);
   ctx.log("model of step " + std::to_string(final_step) + " exported to " + where + " (" +
-          std::to_string(stats.tensors) + " tensors, " + std::to_string(stats.weight_bytes >> 10) + " KiB)");
+          std::to_string(written.stats.tensors) + " tensors, " + std::to_string(written.stats.weight_bytes >> 10) +
+          " KiB)");
   if (lora)
     ctx.log("LoRA adapters of step " + std::to_string(final_step) + " exported to " + adapter_where + " (" +
-            std::to_string(adapter_tensors) + " tensors, peft's layout)");
+            std::to_string(written.adapter_tensors) + " tensors, peft's layout)");
 }
 
 // run.checkpoint.num_exports_to_keep: the newest exports in `root` stay; older ones, and what an
@@ -167,7 +165,8 @@ std::size_t prune_exports(const std::string& root, int keep) {
 // as step-N.partial and renamed whole, and keeps the newest num_exports_to_keep. A rank that waits
 // for the save (a synchronous one) reports the export's bytes.
 void export_every(const worker_context& ctx, checkpointer& checkpoints, std::int64_t final_step) {
-  checkpoints.on_commit([&ctx, final_step](std::uint64_t step, const std::string& dir) -> std::string {
+  checkpoints.on_commit([&ctx, final_step](std::uint64_t step, const std::string& dir,
+                                           const nlohmann::json& metrics) -> std::string {
     const auto& c = ctx.spec.run.checkpoint;
     if (static_cast<std::int64_t>(step) == final_step || step % static_cast<std::uint64_t>(c.export_every) != 0)
       return "";
@@ -177,7 +176,7 @@ void export_every(const worker_context& ctx, checkpointer& checkpoints, std::int
     const bool waited_for = ctx.activity != nullptr && ctx.activity->read().phase == rank_phase::exporting;
     const auto written = write_hf(dir, partial, partial + "/adapter", static_cast<std::int64_t>(step),
                                   waited_for ? ctx.activity : nullptr);
-    auto logged = ckpt::read_manifest(dir).metrics;
+    auto logged = metrics;
     logged["step"] = step;
     ckpt::write_file_durable(partial + "/trainer_state.json",
                              nlohmann::json{{"global_step", step}, {"log_history", {logged}}}.dump(2) + "\n");

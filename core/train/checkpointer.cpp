@@ -195,8 +195,7 @@ bool checkpointer::due(std::int64_t step, std::int64_t total_steps) const {
 
 bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tensors, ckpt::rank_state state,
                         const nlohmann::json& metrics, const nlohmann::json& extra) {
-  log_commits();
-  finish();  // the previous save, if it is still being written
+  finish();  // the previous save, if it is still being written; logs the commits made so far
   const std::uint64_t bytes = ckpt::shard_bytes(tensors);
   if (ctx_.activity) ctx_.activity->start_write(static_cast<std::int64_t>(step), bytes);
   const auto& spec = ctx_.spec.run.checkpoint;
@@ -279,7 +278,7 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   std::string hooked;
   if (on_commit_ && !in_s3()) {
     if (ctx_.activity) ctx_.activity->advance_phase(rank_phase::committing, rank_phase::exporting);
-    hooked = on_commit_(report.step, dir);
+    hooked = on_commit_(report.step, dir, m.metrics);
   }
   std::uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.size;

@@ -77,11 +77,12 @@ class checkpointer {
   void finish();
   // Logs, on the rank's thread, the commits the writer thread made since the last call.
   void log_commits();
-  // Rank 0: called with each checkpoint's step and directory once it is committed (on disk, not
-  // S3), before retention, on the thread that committed it (the writer's for an asynchronous
-  // save); what it returns is logged with the commit. A rank waiting for the save shows it as
-  // exporting meanwhile.
-  using commit_hook = std::function<std::string(std::uint64_t step, const std::string& dir)>;
+  // Rank 0: called with each checkpoint's step, directory and recorded metrics once it is
+  // committed (on disk, not S3), before retention, on the thread that committed it (the writer's
+  // for an asynchronous save); what it returns is logged with the commit. A rank waiting for the
+  // save shows it as exporting meanwhile.
+  using commit_hook =
+      std::function<std::string(std::uint64_t step, const std::string& dir, const nlohmann::json& metrics)>;
   void on_commit(commit_hook f) { on_commit_ = std::move(f); }
   // Rank 0: the newest checkpoint committed in this run so far, or restored from (0: none).
   std::int64_t committed_step() const { return committed_step_; }
@@ -108,8 +109,8 @@ class checkpointer {
   std::atomic<std::int64_t> committed_step_{0};
   std::int64_t requests_taken_ = 0;  // rank 0: the checkpoint requests taken so far
   bool staging_note_logged_ = false;  // the shard was once too large for run.checkpoint.staging_bytes
-  std::atomic<bool> committing_{false};
-  commit_hook on_commit_;  // rank 0's writer waits for the reports and commits (finish())
+  std::atomic<bool> committing_{false};  // rank 0's writer waits for the reports and commits (finish())
+  commit_hook on_commit_;
   std::mutex notes_mutex_;
   std::vector<std::string> notes_;
 };

@@ -131,7 +131,6 @@ double ceil_div(std::int64_t a, std::int64_t b) {
   return static_cast<double>((a + b - 1) / b);
 }
 
-
 std::string setting_of(const config::job_spec& spec) {
   std::string s = "ZeRO-" + std::to_string(spec.zero.stage) + ", " +
                   config::to_string(spec.train.dtype);

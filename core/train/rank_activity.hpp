@@ -20,16 +20,6 @@ enum class rank_phase : std::int32_t {
   exporting = 3,   // rank 0 writes the final model in Hugging Face format
   finished = 4,    // the run is over on this rank; its process is closing
 };
-inline const char* to_string(rank_phase p) {
-  switch (p) {
-    case rank_phase::saving: return "saving";
-    case rank_phase::committing: return "committing";
-    case rank_phase::exporting: return "exporting";
-    case rank_phase::finished: return "finished";
-    case rank_phase::training: break;
-  }
-  return "training";
-}
 // The phase with wire value `value`; training for a value no phase has (a newer peer's).
 inline rank_phase rank_phase_of(std::int32_t value) {
   return value >= 0 && value <= static_cast<std::int32_t>(rank_phase::finished) ? static_cast<rank_phase>(value)
