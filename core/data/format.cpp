@@ -91,6 +91,7 @@ std::string manifest_to_json(const manifest& m) {
          {"special_tokens", m.special_tokens},
          {"source", {{"input", m.source_input}, {"template", m.source_template}, {"field", m.source_field}}},
          {"shards", shards}};
+  if (!m.special_token_ids.empty()) j["special_token_ids"] = m.special_token_ids;
   if (m.seq2seq) {
     const auto& t = *m.seq2seq;
     j["seq2seq"] = {{"target_len", t.target_len},
@@ -165,6 +166,16 @@ manifest manifest_from_json(const std::string& text, const std::string& where) {
   m.truncated_samples = get<std::int64_t>(j, "truncated_samples", where);
   m.truncated_tokens = get<std::int64_t>(j, "truncated_tokens", where);
   m.special_tokens = get<std::vector<std::string>>(j, "special_tokens", where);
+  if (j.contains("special_token_ids")) {
+    m.special_token_ids = get<std::vector<std::int64_t>>(j, "special_token_ids", where);
+    if (m.special_token_ids.size() != m.special_tokens.size())
+      throw data_error(where + ": special_token_ids has " + std::to_string(m.special_token_ids.size()) +
+                       " ids for " + std::to_string(m.special_tokens.size()) + " special_tokens; rebuild the dataset");
+    for (const auto id : m.special_token_ids)
+      if (id < 0 || id >= m.vocab_size)
+        throw data_error(where + ": special_token_ids holds " + std::to_string(id) + ", outside the vocabulary [0, " +
+                         std::to_string(m.vocab_size) + "); rebuild the dataset");
+  }
   const auto& src = field(j, "source", where);
   m.source_input = get<std::string>(src, "input", where + " source");
   m.source_template = get<std::string>(src, "template", where + " source");

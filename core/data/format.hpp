@@ -76,7 +76,12 @@ struct manifest {
   std::int64_t records = 0;  // input records (documents / jsonl lines) consumed
   std::int64_t truncated_samples = 0;
   std::int64_t truncated_tokens = 0;
-  std::vector<std::string> special_tokens;
+  std::vector<std::string> special_tokens;  // added by `cohort-data build --special-tokens`, in order
+  // Their ids, one per special_tokens entry (a token already in the vocabulary keeps its id, the
+  // others follow the tokenizer's vocabulary). Empty in manifests of data sets built before the
+  // ids were recorded ("special_token_ids" absent): what needs them (a job's model.added_tokens,
+  // the export's tokenizer files) asks for a rebuild.
+  std::vector<std::int64_t> special_token_ids;
   std::string source_input;
   std::string source_template;
   std::string source_field;

@@ -67,7 +67,9 @@ int build_command(const args& a) {
       "template", po::value(&o.template_text),
       "SFT template for jsonl, e.g. \"{question}\\n{answer}\"; the last field is the completion (in the loss)")(
       "field", po::value(&o.field), "pretraining jsonl: the field holding the text")(
-      "special-tokens", po::value(&o.special_tokens_file), "JSON file {\"tokens\": [\"<USER>\", ...]}")(
+      "special-tokens", po::value(&o.special_tokens_file),
+      "JSON file {\"tokens\": [\"<USER>\", ...]}: tokens added to the tokenizer, matched whole; the manifest "
+      "records them and their ids (a job adds them to its model with model.added_tokens: FILE)")(
       "seq-len", po::value(&o.seq_len), "tokens per sample (pretraining and SFT)")(
       "template-source", po::value(&o.template_source),
       "seq2seq: the source (encoder) text of each jsonl record, e.g. \"{question}\"; needs --template-target")(
@@ -156,6 +158,7 @@ int inspect_command(const args& a) {
                  {"truncated_tokens", m.truncated_tokens},
                  {"tokenizer", {{"identity", m.tokenizer_identity}, {"path", m.tokenizer_path}}},
                  {"special_tokens", m.special_tokens},
+                 {"special_token_ids", m.special_token_ids},
                  {"eos_id", m.eos_id},
                  {"pad_id", m.pad_id},
                  {"bos_id", m.bos_id ? json(*m.bos_id) : json(nullptr)},

@@ -20,6 +20,7 @@
 #include "core/data/build/sample_packer.hpp"
 #include "core/data/build/sft_template.hpp"
 #include "core/data/shard_writer.hpp"
+#include "core/data/special_tokens_file.hpp"
 
 namespace cohort::core::data {
 namespace {
@@ -220,26 +221,7 @@ checked_options check(const build_options& o) {
 }  // namespace
 
 std::vector<std::string> read_special_tokens(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw data_error("--special-tokens " + path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::exception& e) {
-    throw data_error("--special-tokens " + path + ": invalid JSON (" + e.what() + ")");
-  }
-  const auto it = j.is_object() ? j.find("tokens") : j.end();
-  if (it == j.end() || !it->is_array())
-    throw data_error("--special-tokens " + path + ": expected {\"tokens\": [\"<USER>\", ...]}");
-  std::vector<std::string> out;
-  for (const auto& t : *it) {
-    if (!t.is_string() || t.get_ref<const std::string&>().empty())
-      throw data_error("--special-tokens " + path + ": every entry of \"tokens\" must be a non-empty string");
-    out.push_back(t.get<std::string>());
-  }
-  return out;
+  return read_special_tokens_file(path, "--special-tokens");
 }
 
 build_report build_dataset(const build_options& options, tokenizer::tokenizer& tok) {
@@ -250,7 +232,7 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
   manifest m;
   if (!options.special_tokens_file.empty()) {
     m.special_tokens = read_special_tokens(options.special_tokens_file);
-    tok.add_special_tokens(m.special_tokens);
+    for (const auto id : tok.add_special_tokens(m.special_tokens)) m.special_token_ids.push_back(id);
   }
   const auto eos = tok.eos_id();
   if (!eos) throw data_error("tokenizer " + options.tokenizer_path + " has no EOS token; documents cannot be delimited");
