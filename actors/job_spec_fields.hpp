@@ -38,7 +38,8 @@ typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
   using net::field;
   return f(caf::meta::type_name("model_spec"), field("hf_dir"), x.hf_dir, field("config_file"),
            x.config_file, field("inline_config"), x.inline_config_json, field("init_seed"),
-           x.init_seed, field("lora"), x.lora);
+           x.init_seed, field("lora"), x.lora, field("added_tokens"), x.added_tokens,
+           field("pad_vocab_to_multiple_of"), x.pad_vocab_to_multiple_of);
 }
 
 template <class Inspector>

@@ -122,11 +122,23 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
   const json* config = r.find("config");
   const bool has_seed = r.read("init_seed", model.init_seed);
   const json* lora = r.find("lora");
+  const json* added_tokens = r.find("added_tokens");
+  const bool has_multiple = r.read("pad_vocab_to_multiple_of", model.pad_vocab_to_multiple_of, 1, 65536);
   r.finish();
   if (lora && !hf_dir) {
     throw spec_error("model.lora", "needs model.hf_dir: LoRA adapts a trained Hugging Face model, "
                                    "which stays frozen");
   }
+  if (added_tokens && !hf_dir) {
+    throw spec_error("model.added_tokens", "needs model.hf_dir: added tokens grow a trained Hugging Face "
+                                           "model's vocabulary; a model built from config takes its "
+                                           "vocabulary from the config's vocab_size");
+  }
+  if (has_multiple && !hf_dir) {
+    throw spec_error("model.pad_vocab_to_multiple_of", "needs model.hf_dir: a model built from config "
+                                                       "takes its vocabulary from the config's vocab_size");
+  }
+  if (added_tokens) model.added_tokens = resolve(base_dir, as_string(*added_tokens, "model.added_tokens"));
   if (lora) parse_lora(*lora, model.lora);
   if (hf_dir && config) {
     throw spec_error("model", "has both hf_dir and config; give {\"hf_dir\": DIR} to fine-tune or "

@@ -49,6 +49,14 @@ struct model_spec {
   std::string inline_config_json; // ... or an inline HF-style config object, serialized
   std::uint64_t init_seed = 0;
   lora_spec lora;                 // needs hf_dir
+  // Added special tokens (needs hf_dir): the {"tokens": [...]} file data.train was built with
+  // (`cohort-data build --special-tokens FILE`). The engine then grows the model's embedding and
+  // LM head to the data set's vocabulary, new rows at the old rows' mean. "": no added tokens.
+  std::string added_tokens;
+  // The grown vocabulary (and, without added tokens, the model's own) rounded up to a multiple
+  // of this, as transformers' resize_token_embeddings(pad_to_multiple_of); 1: no rounding.
+  // Needs hf_dir. A vocabulary never shrinks.
+  int pad_vocab_to_multiple_of = 1;
 };
 
 struct data_spec {
@@ -256,9 +264,10 @@ void check_json_limits(const std::string& text, const std::string& path, const s
 job_spec parse_job_spec(const std::string& json_text, const std::string& base_dir = ".");
 // Reads and parses a JOB.json file; a missing or unreadable file is a spec_error naming it.
 // Every path field comes back absolute, so the spec means the same on any machine and in any
-// working directory: model.hf_dir, model.config, data.train, data.eval, run.storage_path and a
-// "deepspeed" file resolve against the absolute directory of the file; the default storage_path
-// ("runs") against the current working directory (where --local would have written it).
+// working directory: model.hf_dir, model.config, model.added_tokens, data.train, data.eval,
+// run.storage_path and a "deepspeed" file resolve against the absolute directory of the file;
+// the default storage_path ("runs") against the current working directory (where --local would
+// have written it).
 job_spec load_job_spec(const std::string& path);
 // What running a job needs beyond a valid spec (`submit plan` does not need it): causal_lm needs
 // model (hf_dir or config) and data.train. Throws spec_error naming the missing field.

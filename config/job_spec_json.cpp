@@ -21,6 +21,8 @@ std::string to_json_text(const job_spec& spec) {
                               {"target_modules", m.lora.target_modules}};
       if (m.lora.base_dtype) out["model"]["lora"]["base_dtype"] = to_string(*m.lora.base_dtype);
     }
+    if (!m.added_tokens.empty()) out["model"]["added_tokens"] = m.added_tokens;
+    if (m.pad_vocab_to_multiple_of != 1) out["model"]["pad_vocab_to_multiple_of"] = m.pad_vocab_to_multiple_of;
   } else if (!m.config_file.empty()) {
     out["model"] = {{"config", m.config_file}, {"init_seed", m.init_seed}};
   } else if (!m.inline_config_json.empty()) {

@@ -108,6 +108,7 @@ void check_storage_roots(const job_spec& spec, const std::vector<fs::path>& root
   check_one("data.eval", spec.data.eval, roots);
   check_one("model.hf_dir", spec.model.hf_dir, roots);
   check_one("model.config", spec.model.config_file, roots);
+  check_one("model.added_tokens", spec.model.added_tokens, roots);
 }
 
 }  // namespace cohort::config

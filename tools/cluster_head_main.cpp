@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts")
       ("storage-root", po::value<std::vector<std::string>>()->composing(),
        "a directory (repeatable) that every job's paths on disk must lie under: run.storage_path, "
-       "data.train, data.eval, model.hf_dir, model.config; a job naming another is refused at "
+       "data.train, data.eval, model.hf_dir, model.config, model.added_tokens; a job naming another is refused at "
        "submit. Unset: no restriction (any path the workers can reach)")
       ("dashboard-port", po::value<std::uint16_t>(),
        "serve the read-only dashboard (GET /), its JSON (/api/...) and Prometheus metrics "

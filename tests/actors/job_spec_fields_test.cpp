@@ -29,6 +29,8 @@ job_spec every_field_set(bool fine_tune) {
     s.model.lora.dropout = 0.05;
     s.model.lora.target_modules = {"q_proj", "v_proj"};
     s.model.lora.base_dtype = config::precision::bf16;
+    s.model.added_tokens = "/data/tokens.json";
+    s.model.pad_vocab_to_multiple_of = 64;
   } else {
     s.model.inline_config_json = R"({"model_type":"llama","vocab_size":257})";
     s.model.init_seed = 42;

@@ -226,3 +226,32 @@ TEST_CASE("bad model.lora fields name the field, the value and what is allowed",
   check_bad({R"({"model": {"hf_dir": null, "config": "c.json", "lora": {"target_modules": ["q_proj"]}}})",
              "model.lora", "needs model.hf_dir", "frozen"});
 }
+
+TEST_CASE("model.added_tokens and model.pad_vocab_to_multiple_of are read, resolved against the spec's "
+          "directory, and round-trip",
+          "[config][added_tokens]") {
+  const auto plain = parse_job_spec(patched_spec("{}"));
+  CHECK(plain.model.added_tokens.empty());
+  CHECK(plain.model.pad_vocab_to_multiple_of == 1);
+  const auto spec = parse_job_spec(
+      patched_spec(R"({"model": {"added_tokens": "tokens.json", "pad_vocab_to_multiple_of": 64}})"), "/jobs");
+  CHECK(spec.model.added_tokens == "/jobs/tokens.json");
+  CHECK(spec.model.pad_vocab_to_multiple_of == 64);
+  const auto again = parse_job_spec(to_json_text(spec));
+  CHECK(again.model.added_tokens == "/jobs/tokens.json");
+  CHECK(again.model.pad_vocab_to_multiple_of == 64);
+  CHECK(parse_job_spec(to_json_text(plain)).model.pad_vocab_to_multiple_of == 1);
+}
+
+TEST_CASE("bad model.added_tokens and model.pad_vocab_to_multiple_of name the field, the value and what is "
+          "allowed",
+          "[config][added_tokens]") {
+  check_bad({R"({"model": {"added_tokens": ["<USER>"]}})", "model.added_tokens", "[\"<USER>\"]", "a non-empty string"});
+  check_bad({R"({"model": {"added_tokens": ""}})", "model.added_tokens", "\"\"", "a non-empty string"});
+  check_bad({R"({"model": {"pad_vocab_to_multiple_of": 0}})", "model.pad_vocab_to_multiple_of", "0", "[1, 65536]"});
+  check_bad({R"({"model": {"pad_vocab_to_multiple_of": 2.5}})", "model.pad_vocab_to_multiple_of", "2.5", "an integer"});
+  check_bad({R"({"model": {"hf_dir": null, "config": "c.json", "added_tokens": "t.json"}})", "model.added_tokens",
+             "needs model.hf_dir", "vocab_size"});
+  check_bad({R"({"model": {"hf_dir": null, "config": "c.json", "pad_vocab_to_multiple_of": 8}})",
+             "model.pad_vocab_to_multiple_of", "needs model.hf_dir", "vocab_size"});
+}

@@ -117,6 +117,11 @@ TEST_CASE("each data and model path outside the roots is refused by its field", 
     spec.model.config_file = "/etc/passwd";
     CHECK(expect_spec_error([&] { check_storage_roots(spec, roots); }).path() == "model.config");
   }
+  SECTION("model.added_tokens") {
+    job_spec spec = job_under(root);
+    spec.model.added_tokens = "/etc/tokens.json";
+    CHECK(expect_spec_error([&] { check_storage_roots(spec, roots); }).path() == "model.added_tokens");
+  }
   SECTION("a name \"..\" that takes the run directory out of a storage path at the root") {
     job_spec spec = job_under(root);
     spec.run.storage_path = root.string();
