@@ -56,4 +56,11 @@ nlohmann::json hf_weights_index(std::uint64_t total_size,
   return {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
 }
 
+bool is_vocab_parameter(const std::string& name) {
+  for (const char* n : {"transformer.wte.weight", "model.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                        "shared.weight", "lm_head.weight", "lm_head.bias"})
+    if (name == n) return true;
+  return false;
+}
+
 }  // namespace cohort::core::model

@@ -1,6 +1,7 @@
 // The weight files of a Hugging Face model directory as transformers writes them: one
 // model.safetensors, or model-0000i-of-0000n.safetensors shards listed by
-// model.safetensors.index.json. Naming, shard planning and stale-file cleanup; no torch.
+// model.safetensors.index.json. Naming, shard planning, stale-file cleanup and which weights are
+// the vocabulary's; no torch.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,11 @@ bool is_hf_weights_file_name(const std::string& name);
 // Removes every weights file of DIR, so a stale shard cannot confuse a loader. Throws
 // model_error (io) naming the file.
 void remove_hf_weights(const std::string& dir);
+// Whether a weight's rows are token ids (its first dimension is the vocabulary), by its Hugging
+// Face name: the token embedding (transformer.wte, model.embed_tokens, model.decoder.embed_tokens,
+// T5's shared), lm_head.weight and lm_head.bias. Vocabulary growth (vocab_resize.hpp) gives
+// these new rows.
+bool is_vocab_parameter(const std::string& name);
 // The index's content: {"metadata": {"total_size": N}, "weight_map": {tensor: file}}.
 nlohmann::json hf_weights_index(std::uint64_t total_size,
                                 const std::map<std::string, std::string>& weight_map);
