@@ -126,7 +126,8 @@ TEST_CASE("SFT samples mask the prompt and keep the last field and EOS in the lo
   CHECK(ds.info().loss_tokens == 2 + 3);
 }
 
-TEST_CASE("special tokens from a tokens file stay whole in SFT samples", "[core][data]") {
+TEST_CASE("special tokens from a tokens file stay whole in SFT samples and the manifest records their ids",
+          "[core][data]") {
   temp_dir tmp;
   tmp.write("sft.jsonl", "{\"q\": \"x\", \"a\": \"y\"}\n");
   tmp.write("tokens.json", "{\"tokens\": [\"<USER>\", \"<BOT>\"]}");
@@ -141,19 +142,9 @@ TEST_CASE("special tokens from a tokens file stay whole in SFT samples", "[core]
   CHECK(ds.info().special_tokens == std::vector<std::string>{"<USER>", "<BOT>"});
   // Their ids go into the manifest too: a job that adds the tokens to its model takes them from there.
   CHECK(ds.info().special_token_ids == std::vector<std::int64_t>{259, 260});
-}
-
-TEST_CASE("a manifest without special_token_ids (an older build) still reads; a malformed one is refused",
-          "[core][data]") {
-  temp_dir tmp;
-  tmp.write("sft.jsonl", "{\"q\": \"x\", \"a\": \"y\"}\n");
-  tmp.write("tokens.json", "{\"tokens\": [\"<USER>\", \"<BOT>\"]}");
-  byte_tokenizer tok;
-  auto o = options_for(tmp.path("sft.jsonl"), tmp.path("out"), 64);
-  o.template_text = "<USER>{q}<BOT>{a}";
-  o.special_tokens_file = tmp.path("tokens.json");
-  auto j = nlohmann::json::parse(manifest_to_json(build_dataset(o, tok).result));
+  auto j = nlohmann::json::parse(manifest_to_json(ds.info()));
   CHECK(j["special_token_ids"] == nlohmann::json::parse("[259, 260]"));
+  // A manifest without them (an older build) still reads; a malformed list is refused.
   j.erase("special_token_ids");
   const auto old = manifest_from_json(j.dump(), "m.json");
   CHECK(old.special_tokens.size() == 2);
@@ -164,8 +155,9 @@ TEST_CASE("a manifest without special_token_ids (an older build) still reads; a 
   CHECK_THROWS_WITH(manifest_from_json(j.dump(), "m.json"), Catch::Contains("261, outside the vocabulary [0, 261)"));
   // A data set without special tokens writes no such field.
   tmp.write("plain.txt", "abc");
-  auto p = options_for(tmp.path("plain.txt"), tmp.path("plain"), 8);
-  CHECK_FALSE(nlohmann::json::parse(manifest_to_json(build_dataset(p, tok).result)).contains("special_token_ids"));
+  byte_tokenizer plain;
+  const auto p = build_dataset(options_for(tmp.path("plain.txt"), tmp.path("plain"), 8), plain);
+  CHECK_FALSE(nlohmann::json::parse(manifest_to_json(p.result)).contains("special_token_ids"));
 }
 
 TEST_CASE("over-long SFT samples are truncated to seq_len and counted", "[core][data]") {
