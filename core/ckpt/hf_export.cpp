@@ -15,6 +15,7 @@
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
+#include "core/ckpt/tokenizer_added_tokens.hpp"
 #include "core/model/hf_layout.hpp"
 #include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
@@ -201,6 +202,7 @@ std::map<std::string, adapter> read_adapters(const std::string& ckpt_dir, const 
   for (const auto& t : m.tensors) {
     if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string name = t.name.substr(prefix.size());
+    if (model::is_vocab_parameter(name)) continue;  // a grown vocabulary's weight, trained whole
     const std::string module = model::module_of_adapter(name);
     if (module.empty() || t.dtype != "F32" || t.shape.size() != 2)
       bad_manifest(where + ": tensor '" + t.name + "' is not a 2-D F32 LoRA adapter (<module>.lora_A.weight or .lora_B.weight)");
@@ -217,6 +219,30 @@ std::map<std::string, adapter> read_adapters(const std::string& ckpt_dir, const 
       bad_manifest(where + ": module " + module + " lacks lora_A or lora_B, or their ranks differ");
   }
   return out;
+}
+
+// LoRA with a grown vocabulary: the embedding and head (and its bias) a checkpoint holds whole
+// beside the adapters (they trained as peft's modules_to_save), by Hugging Face name.
+std::map<std::string, const logical_tensor*> whole_weights(const manifest& m) {
+  std::map<std::string, const logical_tensor*> out;
+  const std::string prefix = param_tensor_prefix;
+  for (const auto& t : m.tensors) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string name = t.name.substr(prefix.size());
+    if (model::is_vocab_parameter(name)) out[name] = &t;
+  }
+  return out;
+}
+
+// The weight of `whole` that stands for base tensor `name` (stored as the checkpoint names it, or
+// without the base model's prefix); null when none does.
+const logical_tensor* whole_weight_of(const std::map<std::string, const logical_tensor*>& whole,
+                                      const std::string& name) {
+  for (const std::string prefix : {"", "model.", "transformer."}) {
+    const auto it = whole.find(prefix + name);
+    if (it != whole.end()) return it->second;
+  }
+  return nullptr;
 }
 
 // The safetensors files of a base Hugging Face directory: model.safetensors, or the index's shards.
@@ -307,27 +333,46 @@ void merge(std::vector<float>& w, const std::vector<std::int64_t>& shape, const 
   }
 }
 
+// One weight of a merged LoRA export: a base tensor (the adapters merged in where they adapt it),
+// or a weight the checkpoint holds whole in its place (`whole`: a grown vocabulary's).
+struct merged_tensor {
+  const model::safetensors_reader* reader = nullptr;
+  const model::tensor_entry* entry = nullptr;
+  const logical_tensor* whole = nullptr;
+  std::uint64_t out_bytes = 0;
+  const std::vector<std::int64_t>& shape() const { return whole ? whole->shape : entry->shape; }
+};
+
+// The merged export's weights, in name order: every base tensor, those the checkpoint holds whole
+// taken from it; a tied head's redundant copy in the base goes when the embedding grew.
+std::vector<merged_tensor> plan_merged(const std::vector<std::unique_ptr<model::safetensors_reader>>& readers,
+                                       const std::map<std::string, const logical_tensor*>& whole,
+                                       const model::model_config& cfg, bool bf16) {
+  std::vector<merged_tensor> tensors;
+  for (const auto& r : readers) {
+    for (const auto& e : r->tensors()) {
+      if (cfg.tie_word_embeddings && e.name == "lm_head.weight" && !whole.empty()) continue;
+      merged_tensor t{r.get(), &e, whole_weight_of(whole, e.name), 0};
+      if (t.whole)
+        t.out_bytes = t.whole->numel() * (bf16 ? 2 : 4);
+      else
+        t.out_bytes = is_float(e.dtype) ? e.nbytes() / model::safetensors_dtype_size(e.dtype) * (bf16 ? 2 : 4) : e.nbytes();
+      tensors.push_back(t);
+    }
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const merged_tensor& a, const merged_tensor& b) { return a.entry->name < b.entry->name; });
+  return tensors;
+}
+
 void write_merged(const std::string& ckpt_dir, const manifest& m, const model::model_config& cfg, bool bf16,
                   std::uint64_t max_shard_bytes, const std::string& out_dir, const std::string& where,
                   hf_export_stats& stats) {
   const model::lora_config lora = lora_of(m, where);
   auto adapters = read_adapters(ckpt_dir, m, where);
+  const auto whole = whole_weights(m);
   const auto readers = open_base(lora.base);
-  struct base_tensor {
-    const model::safetensors_reader* reader;
-    const model::tensor_entry* entry;
-    std::uint64_t out_bytes;
-  };
-  std::vector<base_tensor> tensors;
-  for (const auto& r : readers) {
-    for (const auto& e : r->tensors()) {
-      const std::uint64_t out_bytes = is_float(e.dtype) ? e.nbytes() / model::safetensors_dtype_size(e.dtype) * (bf16 ? 2 : 4)
-                                                        : e.nbytes();
-      tensors.push_back({r.get(), &e, out_bytes});
-    }
-  }
-  std::sort(tensors.begin(), tensors.end(),
-            [](const base_tensor& a, const base_tensor& b) { return a.entry->name < b.entry->name; });
+  const auto tensors = plan_merged(readers, whole, cfg, bf16);
   std::vector<std::uint64_t> sizes;
   for (const auto& t : tensors) {
     sizes.push_back(t.out_bytes);
@@ -335,34 +380,40 @@ void write_merged(const std::string& ckpt_dir, const manifest& m, const model::m
   }
   const auto shards = model::plan_hf_shards(sizes, max_shard_bytes);
   std::map<std::string, std::string> weight_map;
+  reshard_reader checkpoint(ckpt_dir, m);
   std::vector<char> raw;
   std::vector<float> values;
+  std::size_t whole_written = 0;
   for (std::size_t s = 0; s < shards.size(); ++s) {
     const std::string file = model::hf_weights_file_name(s, shards.size());
     std::vector<model::tensor_header> headers;
     for (std::size_t i : shards[s]) {
-      const auto& e = *tensors[i].entry;
-      headers.push_back({e.name, is_float(e.dtype) ? (bf16 ? "BF16" : "F32") : e.dtype, e.shape, tensors[i].out_bytes});
-      weight_map[e.name] = file;
+      const auto& t = tensors[i];
+      const bool f = t.whole || is_float(t.entry->dtype);
+      headers.push_back({t.entry->name, f ? (bf16 ? "BF16" : "F32") : t.entry->dtype, t.shape(), t.out_bytes});
+      weight_map[t.entry->name] = file;
     }
     try {
       model::safetensors_writer writer((fs::path(out_dir) / file).string(), headers);
       for (std::size_t i : shards[s]) {
         const auto& t = tensors[i];
-        if (!is_float(t.entry->dtype)) {  // a buffer (GPT-2's attention mask, say) as it is
+        if (t.whole) {  // trained whole: the checkpoint's fp32 values
+          values.resize(static_cast<std::size_t>(t.whole->numel()));
+          checkpoint.read(t.whole->name, 0, t.whole->numel(), reinterpret_cast<char*>(values.data()));
+          ++whole_written;
+        } else if (!is_float(t.entry->dtype)) {  // a buffer (GPT-2's attention mask, say) as it is
           raw.resize(t.entry->nbytes());
           t.reader->read(*t.entry, raw.data());
           writer.write(raw.data(), raw.size());
           continue;
+        } else {
+          read_f32(*t.reader, *t.entry, raw, values);
+          if (adapter* a = adapter_of(adapters, t.entry->name)) {
+            merge(values, t.entry->shape, *a, lora.scaling(), cfg.conv1d, t.reader->path() + ": tensor '" + t.entry->name + "'");
+            a->merged = true;
+          }
         }
-        read_f32(*t.reader, *t.entry, raw, values);
-        if (adapter* a = adapter_of(adapters, t.entry->name)) {
-          merge(values, t.entry->shape, *a, lora.scaling(), cfg.conv1d, t.reader->path() + ": tensor '" + t.entry->name + "'");
-          a->merged = true;
-        }
-        if (bf16) {
-          to_bf16_in_place(reinterpret_cast<char*>(values.data()), values.size());
-        }
+        if (bf16) to_bf16_in_place(reinterpret_cast<char*>(values.data()), values.size());
         writer.write(values.data(), t.out_bytes);
         ++stats.tensors;
       }
@@ -378,6 +429,9 @@ void write_merged(const std::string& ckpt_dir, const manifest& m, const model::m
       throw ckpt_error(ckpt_errc::bad_input, lora.base + ": the base model has no weight " + module +
                                                  ".weight for the checkpoint's LoRA adapters; it is not the model they were trained on");
   }
+  if (whole_written != whole.size())
+    throw ckpt_error(ckpt_errc::bad_input, lora.base + ": the base model lacks the embedding or head the checkpoint "
+                                           "trained whole for its grown vocabulary; it is not the model they were trained on");
   if (shards.size() > 1) {
     write_file_durable((fs::path(out_dir) / model::hf_index_name).string(),
                        model::hf_weights_index(stats.weight_bytes, weight_map).dump(2) + "\n");
@@ -405,18 +459,51 @@ bool is_lora_checkpoint(const std::string& ckpt_dir) {
   return m.extra.is_object() && m.extra.contains(lora_extra_key);
 }
 
+namespace {
+
+// A peft export's tensors besides the adapters: the weights trained whole (peft's
+// modules_to_save), by their names in the export, the embedding first, then the head; a tied head
+// also as lm_head.weight, so that peft's copy of the head gets the trained rows too.
+std::vector<std::pair<std::string, const logical_tensor*>> saved_modules(const manifest& m, const model::model_config& cfg) {
+  std::vector<std::pair<std::string, const logical_tensor*>> out;
+  const auto whole = whole_weights(m);
+  for (const auto& [name, t] : whole) {
+    if (name == "lm_head.weight" || name == "lm_head.bias") continue;
+    out.emplace_back(name, t);
+    if (cfg.tie_word_embeddings) out.emplace_back("lm_head.weight", t);
+  }
+  for (const auto& [name, t] : whole)
+    if (name == "lm_head.weight" || name == "lm_head.bias") out.emplace_back(name, t);
+  return out;
+}
+
+// "model.embed_tokens.weight" -> "embed_tokens": the module name peft's modules_to_save matches.
+std::vector<std::string> modules_to_save(const std::vector<std::pair<std::string, const logical_tensor*>>& saved) {
+  std::vector<std::string> out;
+  for (const auto& entry : saved) {
+    const std::string module = model::module_of_weight(entry.first);
+    const std::string last = module.substr(module.rfind('.') == std::string::npos ? 0 : module.rfind('.') + 1);
+    if (std::find(out.begin(), out.end(), last) == out.end()) out.push_back(last);
+  }
+  return out;
+}
+
+}  // namespace
+
 hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_dir, const hf_export_options& options) {
   check_options(options);
   const bool bf16 = options.dtype == "bf16";
+  const std::size_t elem = bf16 ? 2 : 4;
   const manifest m = verified_manifest(ckpt_dir, options.verify);
   const std::string where = (fs::path(ckpt_dir) / manifest_name).string();
   const model::model_config cfg = model_config_of(m, where);
   const model::lora_config lora = lora_of(m, where);
   const auto adapters = read_adapters(ckpt_dir, m, where);
+  const auto saved = saved_modules(m, cfg);
   make_out_dir(out_dir);
   hf_export_stats stats;
   write_file_durable((fs::path(out_dir) / "adapter_config.json").string(),
-                     model::peft_adapter_config(lora, cfg).dump(2) + "\n");
+                     model::peft_adapter_config(lora, cfg, modules_to_save(saved)).dump(2) + "\n");
   stats.files.push_back("adapter_config.json");
   std::vector<model::tensor_header> headers;
   for (const auto& [module, a] : adapters) {
@@ -424,21 +511,34 @@ hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_
       const auto& shape = is_a ? a.a_shape : a.b_shape;
       const std::uint64_t n = (is_a ? a.a : a.b).size();
       headers.push_back({model::peft_tensor_prefix + (is_a ? model::lora_a_name(module) : model::lora_b_name(module)),
-                         bf16 ? "BF16" : "F32", shape, n * (bf16 ? 2 : 4)});
+                         bf16 ? "BF16" : "F32", shape, n * elem});
       stats.weight_bytes += headers.back().nbytes;
     }
+  }
+  for (const auto& [name, t] : saved) {
+    headers.push_back({model::peft_tensor_prefix + name, bf16 ? "BF16" : "F32", t->shape, t->numel() * elem});
+    stats.weight_bytes += headers.back().nbytes;
   }
   try {
     model::safetensors_writer writer((fs::path(out_dir) / "adapter_model.safetensors").string(), headers);
     std::vector<float> buffer;
+    const auto write = [&] {
+      if (bf16) to_bf16_in_place(reinterpret_cast<char*>(buffer.data()), buffer.size());
+      writer.write(buffer.data(), buffer.size() * elem);
+      ++stats.tensors;
+      stats.largest_buffer_bytes = std::max<std::uint64_t>(stats.largest_buffer_bytes, 4 * buffer.size());
+    };
     for (const auto& [module, a] : adapters) {
       for (const auto* values : {&a.a, &a.b}) {
         buffer = *values;
-        if (bf16) to_bf16_in_place(reinterpret_cast<char*>(buffer.data()), buffer.size());
-        writer.write(buffer.data(), buffer.size() * (bf16 ? 2 : 4));
-        ++stats.tensors;
-        stats.largest_buffer_bytes = std::max<std::uint64_t>(stats.largest_buffer_bytes, 4 * buffer.size());
+        write();
       }
+    }
+    reshard_reader checkpoint(ckpt_dir, m);
+    for (const auto& [name, t] : saved) {
+      buffer.resize(static_cast<std::size_t>(t->numel()));
+      checkpoint.read(t->name, 0, t->numel(), reinterpret_cast<char*>(buffer.data()));
+      write();
     }
     writer.finish();
   } catch (const model::model_error& e) {
@@ -496,6 +596,10 @@ hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_di
     write_weights(ckpt_dir, m, weights, bf16, options, out_dir, stats);
   }
   copy_tokenizer_files(tokenizer_files, out_dir, stats);
+  const auto added = added_tokens_of(m.extra, where);
+  if (!added.empty() && tokenizer_files.empty())
+    stats.warnings.push_back("the data set's added tokens are not recorded: the export carries no tokenizer files");
+  add_tokens_to_tokenizer_files(out_dir, added);
   fsync_path(out_dir);
   return stats;
 }

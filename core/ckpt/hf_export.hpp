@@ -39,21 +39,29 @@ struct hf_export_stats {
 // index files there are removed first). A LoRA checkpoint's export is the base with the adapters
 // merged in: every tensor of the base directory's safetensors files under its own name, the weight
 // of each adapted module W + (alpha / r) · B A (transposed for GPT-2's Conv1D), so that any
-// Hugging Face loader reads a plain model; memory: the adapters plus the largest base tensor.
+// Hugging Face loader reads a plain model; memory: the adapters plus the largest base tensor. A
+// LoRA checkpoint of a grown vocabulary also holds the embedding and head (and its bias) whole:
+// they replace the base's (a tied head's redundant copy in the base is left out).
 // A base directory that is gone, lacks a module the adapters name or has it in another shape is
 // ckpt_error bad_input naming it. The manifest's extra must hold "model_config" (the HF
-// config.json object; a T5's, model_type "t5", exports as save_t5_model writes it) and may hold "tokenizer_files" (absolute paths to copy; a missing one is a
-// warning). Throws ckpt_error: not_committed / bad_manifest / missing_file for a checkpoint that
-// cannot be read or was not written by a causal_lm job, checksum_mismatch (listing every problem)
-// when verification fails, bad_input for bad options, io when writing fails; each names the file.
+// config.json object; a T5's, model_type "t5", exports as save_t5_model writes it) and may hold
+// "tokenizer_files" (absolute paths to copy; a missing one is a warning) and "added_tokens" (the
+// data set's, with their ids: written into the copied tokenizer files, tokenizer_added_tokens.hpp).
+// Throws ckpt_error: not_committed / bad_manifest / missing_file for a checkpoint that cannot be
+// read or was not written by a causal_lm job, checksum_mismatch (listing every problem) when
+// verification fails, bad_input for bad options or tokenizer files that give an added token
+// another id, io when writing fails; each names the file.
 hf_export_stats export_hf(const std::string& ckpt_dir, const std::string& out_dir,
                           const hf_export_options& options = {});
 
 // Writes a LoRA checkpoint's adapters into OUT_DIR as peft saves a LoraModel:
 // adapter_config.json (model::peft_adapter_config) and adapter_model.safetensors, each adapter
 // under "base_model.model.<module>.lora_A.weight" / "...lora_B.weight", in options.dtype (sharding
-// does not apply). peft.PeftModel.from_pretrained(base, OUT_DIR) loads it. Throws ckpt_error as
-// export_hf, and bad_manifest for a checkpoint without LoRA adapters.
+// does not apply). peft.PeftModel.from_pretrained(base, OUT_DIR) loads it. The weights a grown
+// vocabulary trained whole are peft's modules_to_save: "base_model.model.<name>" (a tied head
+// also as lm_head.weight), their modules named in adapter_config.json; peft loads them onto a
+// base resized to their vocabulary. Throws ckpt_error as export_hf, and bad_manifest for a
+// checkpoint without LoRA adapters.
 hf_export_stats export_peft(const std::string& ckpt_dir, const std::string& out_dir,
                             const hf_export_options& options = {});
 // Whether the checkpoint in CKPT_DIR holds LoRA adapters (its manifest's extra names them).

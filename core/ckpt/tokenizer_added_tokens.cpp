@@ -27,6 +27,13 @@ ordered read_json(const fs::path& path) {
   }
 }
 
+// `path` as a JSON object (`what` names the file's kind in the error).
+ordered read_object(const fs::path& path, const char* what) {
+  ordered j = read_json(path);
+  if (!j.is_object()) throw ckpt_error(ckpt_errc::io, path.string() + ": not " + what + " object");
+  return j;
+}
+
 void write_json(const fs::path& path, const ordered& j) { write_file_durable(path.string(), j.dump(2) + "\n"); }
 
 [[noreturn]] void conflict(const fs::path& file, const added_token_id& t, const std::string& what) {
@@ -50,8 +57,7 @@ ordered token_entry(const added_token_id& t, bool with_id) {
 }
 
 void edit_tokenizer_json(const fs::path& file, const std::vector<added_token_id>& tokens) {
-  ordered j = read_json(file);
-  if (!j.is_object()) throw ckpt_error(ckpt_errc::io, file.string() + ": not a tokenizer.json object");
+  ordered j = read_object(file, "a tokenizer.json");
   ordered& added = j["added_tokens"];
   if (added.is_null()) added = ordered::array();
   if (!added.is_array()) throw ckpt_error(ckpt_errc::io, file.string() + ": \"added_tokens\" is not a list");
@@ -98,8 +104,7 @@ void append_names(ordered& list, const std::vector<added_token_id>& tokens) {
 }
 
 void edit_tokenizer_config(const fs::path& file, const std::vector<added_token_id>& tokens) {
-  ordered j = read_json(file);
-  if (!j.is_object()) throw ckpt_error(ckpt_errc::io, file.string() + ": not a tokenizer_config.json object");
+  ordered j = read_object(file, "a tokenizer_config.json");
   ordered& decoder = j["added_tokens_decoder"];
   if (decoder.is_null()) decoder = ordered::object();
   if (!decoder.is_object()) throw ckpt_error(ckpt_errc::io, file.string() + ": \"added_tokens_decoder\" is not an object");
@@ -123,8 +128,7 @@ void edit_tokenizer_config(const fs::path& file, const std::vector<added_token_i
 }
 
 void edit_special_tokens_map(const fs::path& file, const std::vector<added_token_id>& tokens) {
-  ordered j = read_json(file);
-  if (!j.is_object()) throw ckpt_error(ckpt_errc::io, file.string() + ": not a special_tokens_map.json object");
+  ordered j = read_object(file, "a special_tokens_map.json");
   if (!j.contains("additional_special_tokens") || !j["additional_special_tokens"].is_array())
     j["additional_special_tokens"] = ordered::array();
   append_names(j["additional_special_tokens"], tokens);
@@ -132,8 +136,7 @@ void edit_special_tokens_map(const fs::path& file, const std::vector<added_token
 }
 
 void edit_added_tokens_json(const fs::path& file, const std::vector<added_token_id>& tokens) {
-  ordered j = fs::exists(file) ? read_json(file) : ordered::object();
-  if (!j.is_object()) throw ckpt_error(ckpt_errc::io, file.string() + ": not an added_tokens.json object");
+  ordered j = fs::exists(file) ? read_object(file, "an added_tokens.json") : ordered::object();
   for (const auto& t : tokens) {
     if (j.contains(t.content)) {
       if (j[t.content] != t.id) conflict(file, t, "lists \"" + t.content + "\" with the id " + j[t.content].dump());

@@ -80,7 +80,8 @@ lora_config lora_from_json(const nlohmann::json& j, const std::string& origin) {
   return c;
 }
 
-nlohmann::json peft_adapter_config(const lora_config& c, const model_config& base) {
+nlohmann::json peft_adapter_config(const lora_config& c, const model_config& base,
+                                   const std::vector<std::string>& modules_to_save) {
   // The keys every peft release since 0.3 reads (later ones ignore what they do not know, earlier
   // ones refuse it, so nothing newer is written).
   return {{"peft_type", "LORA"},
@@ -94,7 +95,7 @@ nlohmann::json peft_adapter_config(const lora_config& c, const model_config& bas
           {"fan_in_fan_out", base.conv1d},
           {"inference_mode", true},
           {"init_lora_weights", true},
-          {"modules_to_save", nullptr},
+          {"modules_to_save", modules_to_save.empty() ? nlohmann::json(nullptr) : nlohmann::json(modules_to_save)},
           {"layers_to_transform", nullptr},
           {"layers_pattern", nullptr},
           {"revision", nullptr}};

@@ -47,7 +47,9 @@ nlohmann::json lora_to_json(const lora_config& config);
 // Throws model_error (bad_config) naming `origin` and the key.
 lora_config lora_from_json(const nlohmann::json& json, const std::string& origin);
 // peft's adapter_config.json for these adapters on a model of `base` (peft_type LORA, task_type
-// CAUSAL_LM, bias none, fan_in_fan_out for GPT-2's Conv1D weights, inference_mode true).
-nlohmann::json peft_adapter_config(const lora_config& config, const model_config& base);
+// CAUSAL_LM, bias none, fan_in_fan_out for GPT-2's Conv1D weights, inference_mode true), with
+// `modules_to_save` (modules trained whole, e.g. "embed_tokens", "lm_head"; none: null).
+nlohmann::json peft_adapter_config(const lora_config& config, const model_config& base,
+                                   const std::vector<std::string>& modules_to_save = {});
 
 }  // namespace cohort::core::model

@@ -23,6 +23,7 @@
 #include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_error.hpp"
+#include "core/model/vocab_resize.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/engine_common.hpp"
@@ -30,6 +31,7 @@
 #include "core/train/lr_schedule.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/vocab_plan.hpp"
 #include "core/train/zero_optimizer.hpp"
 
 namespace cohort::core::train {
@@ -53,12 +55,28 @@ model::model_config model_config_of(const config::model_spec& m) {
   return model::parse_config(j, "model.config");
 }
 
-// Where the initial weights come from: the Hugging Face directory's safetensors, else init_seed.
-std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& m,
-                                                      const model::decoder& net) {
-  if (!m.hf_dir.empty()) return model::open_hf_weights(m.hf_dir, net->hf_parameters());
+// Where the initial weights come from: the Hugging Face directory's safetensors (whose model has
+// `stored_vocab` ids: rows past them are new, vocab_resize.hpp), else init_seed.
+std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& m, const model::decoder& net,
+                                                      std::int64_t stored_vocab) {
+  if (!m.hf_dir.empty()) return model::open_resized_hf_weights(m.hf_dir, net->hf_parameters(), stored_vocab);
   return model::seeded_init(net->config(), net->hf_parameters(), m.init_seed);
 }
+
+// The initial values of a LoRA job's trained weights: a grown vocabulary's embedding and head
+// from the base directory (`vocab`, null when the vocabulary did not grow), the adapters from
+// lora_init.
+class vocab_and_adapters final : public model::weight_source {
+ public:
+  vocab_and_adapters(std::unique_ptr<model::weight_source> vocab, std::unique_ptr<model::weight_source> adapters)
+      : vocab_(std::move(vocab)), adapters_(std::move(adapters)) {}
+  void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const override {
+    (vocab_ && model::is_vocab_parameter(name) ? *vocab_ : *adapters_).read(name, begin, out);
+  }
+
+ private:
+  std::unique_ptr<model::weight_source> vocab_, adapters_;
+};
 
 model::compute_path compute_path_of(config::compute_path p) {
   switch (p) {
@@ -88,12 +106,15 @@ model::lora_config lora_config_of(const config::model_spec& m) {
 }
 
 // LoRA: every rank holds the whole frozen base in `dtype` on `device`, read tensor by tensor from
-// the Hugging Face directory (no fp32 copy of the model, no optimizer state, no sharding).
+// the Hugging Face directory (whose model has `stored_vocab` ids; no fp32 copy of the model, no
+// optimizer state, no sharding). Weights that train (requires_grad: a grown vocabulary's) are
+// left to the optimizer.
 void load_frozen_base(const config::model_spec& m, model::decoder& net, torch::ScalarType dtype,
-                      const torch::Device& device) {
+                      const torch::Device& device, std::int64_t stored_vocab) {
   torch::NoGradGuard no_grad;
-  const auto source = model::open_hf_weights(m.hf_dir, net->hf_parameters());
+  const auto source = model::open_resized_hf_weights(m.hf_dir, net->hf_parameters(), stored_vocab);
   for (const auto& p : net->hf_parameters()) {
+    if (p.tensor.requires_grad()) continue;
     auto value = torch::empty(p.tensor.sizes(), torch::TensorOptions().dtype(dtype).device(device));
     model::fill_parameter(*source, p.name, value);
     torch::Tensor param = p.tensor;  // shares the parameter's implementation (a tied head too)
@@ -119,6 +140,10 @@ struct causal_lm_engine::impl : engine_state {
   // backward (so a rank never holds all of them); otherwise they are reduced once per step.
   bool layers_reduced_in_backward = false;
   bool save_rng = false;
+  vocab_plan vocab;  // the model's vocabulary, grown for added tokens
+  // Whether the token embedding (and the head with it) trains: always without LoRA; with LoRA
+  // only when the vocabulary grew.
+  bool embeddings_train = true;
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
       : engine_state(s, g, c) {
@@ -126,49 +151,15 @@ struct causal_lm_engine::impl : engine_state {
     if (spec.data.train.empty())
       throw std::invalid_argument("data.train: missing; causal_lm needs a directory written by "
                                   "`cohort-data build`");
-    // No rank holds the whole model: the weights are placeholders until the ZeRO optimizer fills
-    // its shards from the source (and, below stage 3, gathers the whole weights on the device).
-    net = model::make_placeholder_decoder(model_config_of(spec.model));
-    if (spec.model.lora.enabled) {
-      if (spec.model.hf_dir.empty())
-        throw std::invalid_argument("model.lora: needs model.hf_dir, the Hugging Face model the adapters adapt");
-      try {
-        net->add_lora(lora_config_of(spec.model), dtype_of(train.dtype));
-      } catch (const model::model_error& e) {
-        throw std::invalid_argument(e.what());  // names model.lora.*
-      }
-    }
-    net->set_compute_path(compute_path_of(train.path));
-    net->set_loss_chunk_tokens(train.loss_chunk_tokens);
+    auto config = model_config_of(spec.model);
     seed_rank(train, group.rank());
-    data = open_train_data(spec, group.rank());
-    if (spec.data.verify && !data_verified && !data->streamed()) {  // streamed: checked as fetched
-      // Before any weight is loaded or step taken: a corrupt shard fails here, named, not at the
-      // step that happens to read it. Every rank may read every shard (sampler.hpp), so every
-      // rank checks them all, on threads of its own.
-      verify_data_checksums(spec.data.train);
-    }
-    if (data->info().vocab_size > net->config().vocab_size)
-      throw std::invalid_argument("data.train: the data set's vocabulary (" +
-                                  std::to_string(data->info().vocab_size) +
-                                  " ids) exceeds the model's vocab_size " +
-                                  std::to_string(net->config().vocab_size));
-    if (!spec.data.eval.empty()) open_eval_data(!data_verified);
+    open_data(data_verified);
+    vocab = plan_vocab(spec, config.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
+    config.vocab_size = vocab.vocab;
+    build_model(config);
     loader = std::make_unique<data::batch_loader>(data, loader_options_of(train, group, data::batch_kind::decoder));
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
-
-    const zero_options zo = zero_options_of(spec, device);
-    const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
-    if (net->has_lora()) {
-      // Only the adapters train: they alone are the optimizer's units (unit 0, outside the
-      // layers, is empty), initialised from train.seed; the base is frozen and whole.
-      load_frozen_base(spec.model, net, dtype_of(spec.model.lora.base_dtype.value_or(train.dtype)), device);
-      optimizer = std::make_unique<zero_optimizer>(
-          net->lora_parameters(), *model::lora_init(net->lora_parameters(), train.seed), group, zo, wait);
-    } else {
-      optimizer = std::make_unique<zero_optimizer>(net->hf_parameters(), *initial_weights(spec.model, net),
-                                                   group, zo, wait);
-    }
+    make_optimizer();
     // The optimizer moved the weights (stage 3: only their shards); the rest follows.
     net->to(device);
     if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));
@@ -176,6 +167,70 @@ struct causal_lm_engine::impl : engine_state {
     kept_graphs = spec.zero.stage == 3 && !recompute;
     layers_reduced_in_backward = (recompute || kept_graphs) && spec.zero.stage >= 2;
     save_rng = recompute && (has_dropout(net->config()) || (net->has_lora() && net->lora().dropout > 0));
+  }
+
+  // data.train (and data.eval), their files checked against their manifests unless the caller
+  // did (`data_verified`).
+  void open_data(bool data_verified) {
+    data = open_train_data(spec, group.rank());
+    if (spec.data.verify && !data_verified && !data->streamed()) {  // streamed: checked as fetched
+      // Before any weight is loaded or step taken: a corrupt shard fails here, named, not at the
+      // step that happens to read it. Every rank may read every shard (sampler.hpp), so every
+      // rank checks them all, on threads of its own.
+      verify_data_checksums(spec.data.train);
+    }
+    if (!spec.data.eval.empty()) open_eval_data(!data_verified);
+  }
+
+  // The decoder of `config` (its vocabulary planned) as placeholders, with LoRA adapters when the
+  // spec has them. No rank holds the whole model: the weights are placeholders until the ZeRO
+  // optimizer fills its shards from the source (and, below stage 3, gathers the whole weights on
+  // the device).
+  void build_model(const model::model_config& config) {
+    net = model::make_placeholder_decoder(config);
+    if (spec.model.lora.enabled) {
+      if (spec.model.hf_dir.empty())
+        throw std::invalid_argument("model.lora: needs model.hf_dir, the Hugging Face model the adapters adapt");
+      try {
+        net->add_lora(lora_config_of(spec.model), dtype_of(spec.train.dtype));
+      } catch (const model::model_error& e) {
+        throw std::invalid_argument(e.what());  // names model.lora.*
+      }
+    }
+    net->set_compute_path(compute_path_of(spec.train.path));
+    net->set_loss_chunk_tokens(spec.train.loss_chunk_tokens);
+  }
+
+  // The ZeRO optimizer over the weights that train, filled from their initial values.
+  void make_optimizer() {
+    const zero_options zo = zero_options_of(spec, device);
+    const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
+    if (!net->has_lora()) {
+      optimizer = std::make_unique<zero_optimizer>(net->hf_parameters(),
+                                                   *initial_weights(spec.model, net, vocab.model_vocab), group, zo, wait);
+      return;
+    }
+    // LoRA: the adapters train, initialised from train.seed; the base is frozen and whole. A grown
+    // vocabulary's new rows must learn, so then the embedding and LM head (and its bias) train
+    // too, whole, as peft's modules_to_save: they are unit 0, outside the layers (else empty).
+    std::vector<model::hf_parameter> trained;
+    embeddings_train = vocab.grown();
+    if (vocab.grown()) {
+      for (const auto& p : net->hf_parameters()) {
+        if (!model::is_vocab_parameter(p.name)) continue;
+        p.tensor.requires_grad_(true);
+        trained.push_back(p);
+      }
+    }
+    load_frozen_base(spec.model, net, dtype_of(spec.model.lora.base_dtype.value_or(spec.train.dtype)), device,
+                     vocab.model_vocab);
+    const auto& adapters = net->lora_parameters();
+    trained.insert(trained.end(), adapters.begin(), adapters.end());
+    const vocab_and_adapters initial(
+        vocab.grown() ? model::open_resized_hf_weights(spec.model.hf_dir, net->hf_parameters(), vocab.model_vocab)
+                      : nullptr,
+        model::lora_init(adapters, spec.train.seed));
+    optimizer = std::make_unique<zero_optimizer>(trained, initial, group, zo, wait);
   }
 
   // data.eval, checked as data.train is; its errors name the field.
@@ -186,11 +241,6 @@ struct causal_lm_engine::impl : engine_state {
     } catch (const std::exception& e) {
       throw std::invalid_argument(std::string("data.eval: ") + e.what());
     }
-    if (eval_data->info().vocab_size > net->config().vocab_size)
-      throw std::invalid_argument("data.eval: the data set's vocabulary (" +
-                                  std::to_string(eval_data->info().vocab_size) +
-                                  " ids) exceeds the model's vocab_size " +
-                                  std::to_string(net->config().vocab_size));
   }
 
   // Rows `samples` of the eval data set as one micro-batch of micro_batch_size rows (the rest
@@ -326,7 +376,7 @@ struct causal_lm_engine::impl : engine_state {
       optimizer->release(unit);
     }
     if (save_rng) generator.set_state(rng_states[0]);
-    if (!net->has_lora()) net->embed(b.ids).backward(grad);  // LoRA: the embeddings are frozen
+    if (embeddings_train) net->embed(b.ids).backward(grad);  // else (LoRA) the embeddings are frozen
     if (save_rng) generator.set_state(rng_after_forward);
     return sum;
   }
@@ -371,7 +421,7 @@ struct causal_lm_engine::impl : engine_state {
       if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
       optimizer->release(unit);
     }
-    if (embedded.requires_grad()) embedded.backward(grad);  // LoRA: the embeddings are frozen
+    if (embedded.requires_grad()) embedded.backward(grad);  // LoRA: the embeddings may be frozen
     return sum;
   }
 
@@ -442,10 +492,14 @@ std::int64_t causal_lm_engine::global_batch() const { return impl_->global_batch
 double causal_lm_engine::flops_per_token() const {
   const auto& net = *impl_->net;
   const auto& c = net.config();
-  const double flops = train::flops_per_token(net.parameter_count() + (net.has_lora() ? parameter_count() : 0),
-                                              c.num_layers, c.hidden_size, impl_->spec.train.seq_len);
-  // A frozen base computes no weight gradients: 4 FLOPs per weight and token, not 6.
-  return net.has_lora() ? flops - 2.0 * static_cast<double>(net.parameter_count()) : flops;
+  std::int64_t adapters = 0;
+  for (const auto& p : net.lora_parameters()) adapters += p.tensor.numel();
+  const double flops = train::flops_per_token(net.parameter_count() + adapters, c.num_layers, c.hidden_size,
+                                              impl_->spec.train.seq_len);
+  // A frozen base computes no weight gradients: 4 FLOPs per weight and token, not 6. With LoRA the
+  // optimizer's weights beyond the adapters (a grown vocabulary's embedding and head) train.
+  const std::int64_t frozen = net.parameter_count() - (parameter_count() - adapters);
+  return net.has_lora() ? flops - 2.0 * static_cast<double>(frozen) : flops;
 }
 
 double causal_lm_engine::peak_flops() const {
@@ -461,12 +515,9 @@ void causal_lm_engine::request_checkpoint(bool preempted) { impl_->request_check
 causal_lm_engine::checkpoint_part causal_lm_engine::checkpoint() { return impl_->checkpoint(); }
 
 nlohmann::json causal_lm_engine::checkpoint_extra() const {
-  nlohmann::json extra = {{"model_config", model::to_hf_json(impl_->net->config())},
-                          {"tokenizer_files", tokenizer_files(impl_->spec, impl_->data->info())},
-                          {"job_name", impl_->spec.name},
-                          {"global_batch", global_batch()},
-                          {"zero_stage", impl_->spec.zero.stage}};
-  // LoRA: the tensors are the adapters; the base is referred to by its directory.
+  auto extra = impl_->checkpoint_extra(model::to_hf_json(impl_->net->config()));
+  // LoRA: the tensors are the adapters (and a grown vocabulary's embedding and head); the base is
+  // referred to by its directory.
   if (impl_->net->has_lora()) extra[ckpt::lora_extra_key] = model::lora_to_json(impl_->net->lora());
   return extra;
 }
@@ -474,6 +525,7 @@ nlohmann::json causal_lm_engine::checkpoint_extra() const {
 void causal_lm_engine::restore(const std::string& dir, const ckpt::manifest& m) {
   auto& d = *impl_;
   const std::string where = dir + ": ";
+  check_checkpoint_vocab(dir, m, d.net->config().vocab_size);
   const bool saved_lora = m.extra.is_object() && m.extra.contains(ckpt::lora_extra_key);
   if (saved_lora != d.net->has_lora())
     throw std::invalid_argument(where + (saved_lora ? "holds LoRA adapters, this job trains the whole model"

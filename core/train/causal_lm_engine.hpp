@@ -7,8 +7,10 @@
 // with AdamW. The loss and gradients are those of the mean over every label token of the global
 // batch, so results do not depend on the world size. With model.lora the base is frozen and whole on
 // every rank (in model.lora.base_dtype) and only the adapters are the ZeRO optimizer's: they alone
-// have gradients, masters, moments and checkpointed tensors. One per rank, used by one thread; no
-// torch here.
+// have gradients, masters, moments and checkpointed tensors. With model.added_tokens (and
+// model.pad_vocab_to_multiple_of) the vocabulary grows (vocab_plan.hpp): the embedding and LM head
+// get the new rows at the old rows' mean (vocab_resize.hpp), and under LoRA they then train whole
+// beside the adapters. One per rank, used by one thread; no torch here.
 #pragma once
 
 #include <atomic>
@@ -66,7 +68,8 @@ class causal_lm_engine {
 
   std::int64_t total_steps() const;   // train.max_steps, else epochs × steps per epoch
   std::int64_t steps_done() const;
-  std::int64_t parameter_count() const;  // the trained ones (LoRA: the adapters')
+  // The trained ones (LoRA: the adapters', and a grown vocabulary's embedding and head).
+  std::int64_t parameter_count() const;
   std::int64_t global_batch() const;  // samples per step
   // FLOPs of one token's training step (6N + 12·L·d·T, T = train.seq_len) and the dense bf16 peak
   // of this rank's GPU (0 on CPU or an unknown card): the two sides of MFU (mfu.hpp).
@@ -105,8 +108,10 @@ class causal_lm_engine {
     ckpt::rank_state state;
   };
   checkpoint_part checkpoint();
-  // What every checkpoint's manifest records besides tensors: the model's config.json, the
-  // global batch and the ZeRO stage (checked on restore, used by export).
+  // What every checkpoint's manifest records besides tensors: the model's config.json (its
+  // vocab_size grown), the global batch and the ZeRO stage (checked on restore, used by export),
+  // the tokenizer files and the data set's added tokens with their ids (written into the
+  // export's tokenizer files).
   nlohmann::json checkpoint_extra() const;
   // Continues from committed checkpoint `dir` (manifest `m`) written by any world size with the
   // same global batch: weights, moments, step, sampler position and (same world size) RNG.

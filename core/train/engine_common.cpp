@@ -1,5 +1,5 @@
 // What the training engines share: compute_device, dtype_of, seed_rank, loader_options_of,
-// tokenizer_files, all_reduce_sum and finish_step.
+// tokenizer_files, check_checkpoint_vocab, all_reduce_sum, finish_step and engine_state.
 #include "core/train/engine_common.hpp"
 
 #include <sys/stat.h>
@@ -17,6 +17,7 @@
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/lr_schedule.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/vocab_plan.hpp"
 
 namespace cohort::core::train {
 
@@ -46,10 +47,23 @@ nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifes
                            "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json",
                            "chat_template.jinja", "generation_config.json", "spiece.model"}) {
     const std::string path = dir + "/" + name;
-    if (is_file(path) && path != data.tokenizer_path)
-      files.push_back(path);
+    // Once each: the data set's tokenizer file may be one of the directory's (listed above only
+    // without model.hf_dir).
+    if (is_file(path) && std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
   }
   return files;
+}
+
+void check_checkpoint_vocab(const std::string& dir, const ckpt::manifest& m, std::int64_t vocab) {
+  if (!m.extra.is_object() || !m.extra.contains("model_config") || !m.extra["model_config"].is_object()) return;
+  const auto& saved = m.extra["model_config"];
+  if (!saved.contains("vocab_size") || !saved["vocab_size"].is_number_integer()) return;
+  const auto written = saved["vocab_size"].get<std::int64_t>();
+  if (written != vocab)
+    throw std::invalid_argument(dir + ": written by a model of vocab_size " + std::to_string(written) +
+                                ", this job's model has " + std::to_string(vocab) +
+                                " (model.added_tokens and model.pad_vocab_to_multiple_of grow it from "
+                                "config.json's); resume with the model section the checkpoint was written with");
 }
 
 void seed_rank(const config::train_spec& train, int rank) {
@@ -160,6 +174,17 @@ engine_state::engine_state(const config::job_spec& s, comm::process_group& g, co
 
 std::int64_t engine_state::global_batch() const {
   return std::int64_t{spec.train.micro_batch_size} * spec.train.grad_accum * group.size();
+}
+
+nlohmann::json engine_state::checkpoint_extra(nlohmann::json model_config) const {
+  nlohmann::json extra = {{"model_config", std::move(model_config)},
+                          {"tokenizer_files", tokenizer_files(spec, data->info())},
+                          {"job_name", spec.name},
+                          {"global_batch", global_batch()},
+                          {"zero_stage", spec.zero.stage}};
+  auto added = added_tokens_json(data->info());
+  if (!added.empty()) extra["added_tokens"] = std::move(added);
+  return extra;
 }
 
 void engine_state::request_checkpoint(bool preempted) {

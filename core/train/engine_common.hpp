@@ -1,6 +1,7 @@
 // What the training engines (causal_lm_engine, seq2seq_engine) share: a rank's compute device, the
 // compute dtype of train.precision, its generators' seeds, the batch loader's options, the
-// tokenizer files an export carries, and the sums and update that end every step.
+// tokenizer files and added tokens an export carries, the checkpoint's vocabulary check, and the
+// sums and update that end every step.
 #pragma once
 
 #include <atomic>
@@ -48,6 +49,11 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
 // companions.
 nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifest& data);
 
+// Throws std::invalid_argument naming checkpoint `dir` when its model (extra.model_config) has
+// another vocab_size than `vocab`, the job's (grown by model.added_tokens and
+// model.pad_vocab_to_multiple_of, which must stay as they were to resume).
+void check_checkpoint_vocab(const std::string& dir, const ckpt::manifest& m, std::int64_t vocab);
+
 // `values` summed over the group's ranks (one fp64 all-reduce on `device`), on the host; a rank
 // alone gets its own values without a collective.
 torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
@@ -91,6 +97,12 @@ struct engine_state {
   double peak_flops = 0;                 // of `device` (mfu.hpp)
 
   std::int64_t global_batch() const;  // samples per step
+  // What every checkpoint's manifest records besides tensors (causal_lm_engine::checkpoint_extra)
+  // for a model whose config.json is `model_config`: it, the tokenizer files, the job's name, the
+  // global batch, the ZeRO stage and, when the data set records added tokens with their ids,
+  // "added_tokens" (vocab_plan.hpp's added_tokens_json), which the export writes into the
+  // tokenizer files.
+  nlohmann::json checkpoint_extra(nlohmann::json model_config) const;
   void request_checkpoint(bool preempted);
   // This rank's part of a checkpoint after steps_done steps (engine_checkpoint.hpp).
   causal_lm_engine::checkpoint_part checkpoint();

@@ -13,6 +13,7 @@
 #include "core/data/format.hpp"
 #include "core/data/s3_shard_source.hpp"
 #include "core/data/verify.hpp"
+#include "core/train/vocab_plan.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,8 @@ void check_data_set(const config::job_spec& spec) {
     throw config::spec_error("data.train", e.what() + allowed);
   }
   require_data_kind(spec, m, dir, "data.train");
+  if (!spec.model.added_tokens.empty() && std::filesystem::exists(spec.model.added_tokens, ec))
+    check_added_tokens(spec, m, dir);
   const std::int64_t batch = config::global_batch(spec);
   if (m.samples < batch)
     throw config::spec_error(

@@ -24,7 +24,8 @@ bool is_t5_job(const config::job_spec& spec);
 // refuses model.lora, train.path "fused" and train.activation_checkpointing. When data.train
 // exists here, it must be a token-shard directory whose manifest.json reads, seq2seq for a T5 and
 // not seq2seq for a decoder, holding at least one global batch (micro_batch_size × grad_accum ×
-// num_workers samples). A path that does not exist here is skipped (it may exist on the workers
+// num_workers samples), and built with the special tokens of model.added_tokens where that file
+// exists here (check_added_tokens). A path that does not exist here is skipped (it may exist on the workers
 // only). Throws config::spec_error naming the field, the file and what is allowed.
 void check_data_set(const config::job_spec& spec);
 

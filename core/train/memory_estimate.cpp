@@ -160,9 +160,13 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const bool recompute = spec.train.activation_checkpointing;
   const bool layers_reduced_in_backward = stage == 3 || (stage == 2 && recompute);
   const bool gathered_per_layer = stage == 3;
-  // What trains: the whole model, or with LoRA only the adapters (none outside the layers).
+  // What trains: the whole model, or with LoRA only the adapters (none outside the layers) and,
+  // when the vocabulary may grow (model.added_tokens, pad_vocab_to_multiple_of), the weights
+  // outside the layers (the embedding and head train whole then; the plan takes the config's
+  // vocabulary, a few rows short of a grown one).
   const bool lora = spec.model.lora.enabled;
-  const std::int64_t outer = lora ? 0 : m.outer_parameters;
+  const bool vocab_trains = !spec.model.added_tokens.empty() || spec.model.pad_vocab_to_multiple_of > 1;
+  const std::int64_t outer = lora && !vocab_trains ? 0 : m.outer_parameters;
   const std::int64_t per_layer = lora ? m.lora_layer_parameters : m.layer_parameters;
   const double n = static_cast<double>(outer + m.num_layers * per_layer);
   const double u0 = static_cast<double>(outer);

@@ -50,8 +50,10 @@
 //     offloads). Host RAM lies 0-10% above the ranks' measured peak RSS (7B, 13B; a test holds it).
 //   - cuda_context_bytes on the GPU of every GPU process.
 // With model.lora only the adapters train: every item above counts them (n = L·A, U0 = 0, UL = A,
-// A the adapters of one layer), and the frozen base is one more device item, the whole model in
-// model.lora.base_dtype on every rank (a 7B base in bf16: 12.6 GiB); activations are the same.
+// A the adapters of one layer; with model.added_tokens or pad_vocab_to_multiple_of also the
+// weights outside the layers, U0, which train whole when the vocabulary grows), and the frozen base
+// is one more device item, the whole model in model.lora.base_dtype on every rank (a 7B base in
+// bf16: 12.6 GiB); activations are the same. The plan takes config.json's vocabulary, not a grown one.
 // Rank 0's merged export holds every adapter plus one base tensor as read and in fp32.
 // A T5's blocks are its layers (encoder and decoder blocks, units 1..L): seq2seq_engine gathers
 // them one at a time at ZeRO-3 as the decoder engine does its layers, and its largest unit (UM) is

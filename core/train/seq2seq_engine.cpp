@@ -13,6 +13,7 @@
 #include "core/model/adamw.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/t5.hpp"
+#include "core/model/vocab_resize.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/engine_common.hpp"
@@ -20,6 +21,7 @@
 #include "core/train/lr_schedule.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/vocab_plan.hpp"
 #include "core/train/zero_optimizer.hpp"
 
 namespace cohort::core::train {
@@ -107,9 +109,6 @@ struct seq2seq_engine::impl : engine_state {
                                   "`cohort-data build --template-source ... --template-target ...`");
     auto cfg = model::read_t5_config(spec.model.hf_dir);
     cfg.dtype = "float32";  // the masters' dtype, which checkpoints record
-    // fp32 on the host, never written: torch::empty's pages stay untouched until the optimizer
-    // gives each weight its data (its own device tensor; stage 3: views of the gathered units).
-    net = model::t5_model(cfg);
     seed_rank(train, group.rank());
     data = open_train_data(spec, group.rank());
     if (spec.data.verify && !data_verified && !data->streamed()) verify_data_checksums(spec.data.train);
@@ -123,25 +122,27 @@ struct seq2seq_engine::impl : engine_state {
       }
       check_data(*eval_data, "data.eval");
     }
+    const auto vocab = plan_vocab(spec, cfg.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
+    cfg.vocab_size = vocab.vocab;
+    // fp32 on the host, never written: torch::empty's pages stay untouched until the optimizer
+    // gives each weight its data (its own device tensor; stage 3: views of the gathered units).
+    net = model::t5_model(cfg);
     loader = std::make_unique<data::batch_loader>(data, loader_options_of(train, group, data::batch_kind::seq2seq));
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
 
     const zero_options zo = zero_options_of(spec, device);
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     optimizer = std::make_unique<zero_optimizer>(
-        net->hf_parameters(), *model::open_hf_weights(spec.model.hf_dir, net->hf_parameters()), group, zo, wait);
+        net->hf_parameters(), *model::open_resized_hf_weights(spec.model.hf_dir, net->hf_parameters(), vocab.model_vocab),
+        group, zo, wait);
     net->to(device);
     if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));
   }
 
-  void check_data(const data::dataset& d, const char* field) const {
+  static void check_data(const data::dataset& d, const char* field) {
     if (!d.is_seq2seq())
       throw std::invalid_argument(std::string(field) + ": \"" + d.dir() + "\" is a " + d.info().kind +
                                   " data set; a T5 trains on seq2seq data sets");
-    if (d.info().vocab_size > net->config().vocab_size)
-      throw std::invalid_argument(std::string(field) + ": the data set's vocabulary (" +
-                                  std::to_string(d.info().vocab_size) + " ids) exceeds the model's vocab_size " +
-                                  std::to_string(net->config().vocab_size));
   }
 
   torch::Tensor all_reduce_sum(std::vector<double> values) {
@@ -337,17 +338,14 @@ std::vector<float> seq2seq_engine::full_weights() { return impl_->full_weights()
 causal_lm_engine::checkpoint_part seq2seq_engine::checkpoint() { return impl_->checkpoint(); }
 
 nlohmann::json seq2seq_engine::checkpoint_extra() const {
-  return {{"model_config", model::to_hf_json(impl_->net->config())},
-          {"tokenizer_files", tokenizer_files(impl_->spec, impl_->data->info())},
-          {"job_name", impl_->spec.name},
-          {"global_batch", global_batch()},
-          {"zero_stage", impl_->spec.zero.stage}};
+  return impl_->checkpoint_extra(model::to_hf_json(impl_->net->config()));
 }
 
 void seq2seq_engine::restore(const std::string& dir, const ckpt::manifest& m) {
   if (!m.extra.contains("model_config") || !model::is_t5(m.extra["model_config"]))
     throw std::invalid_argument(dir + ": holds a decoder-only model, this job trains a T5 (model.hf_dir); "
                                 "resume with the model it was written with");
+  check_checkpoint_vocab(dir, m, impl_->net->config().vocab_size);
   impl_->restore(dir, m);
 }
 

@@ -44,14 +44,7 @@ void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
 
 // Runs `spec` until rank 0 reported step `stop_after`, as a worker group that is killed there.
 void run_until(const config::job_spec& spec, const std::string& run_dir, std::int64_t stop_after) {
-  std::atomic<bool> cancelled{false};
-  test::run_options o;
-  o.cancelled = &cancelled;
-  o.on_report = [&](const core::train::step_report& r) {
-    if (r.step == stop_after) cancelled = true;
-  };
-  const auto results = test::run_workload(spec, run_dir, o);
-  for (const auto& r : results) {
+  for (const auto& r : test::run_until_step(spec, run_dir, stop_after)) {
     REQUIRE(r.error);
     REQUIRE_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
   }

@@ -106,13 +106,7 @@ config::job_spec t5_job(const std::string& data, int stage) {
 // Runs `spec` into `run_dir` and cancels it at step 3, after the checkpoint of step 2: every rank
 // ends with an error.
 void stop_at_step_3(const config::job_spec& spec, const std::string& run_dir) {
-  std::atomic<bool> cancelled{false};
-  test::run_options o;
-  o.cancelled = &cancelled;
-  o.on_report = [&](const core::train::step_report& r) {
-    if (r.step == 3) cancelled = true;
-  };
-  for (const auto& r : test::run_workload(spec, run_dir, o)) REQUIRE(r.error);
+  for (const auto& r : test::run_until_step(spec, run_dir, 3)) REQUIRE(r.error);
 }
 
 void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {

@@ -77,6 +77,19 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
   });
 }
 
+// run_workload, cancelled once rank 0 reported step `stop_after`: a worker group killed there.
+// Every rank ends with an error (cancelled_error) for the caller to check.
+inline std::vector<rank_result<rank_run>> run_until_step(const config::job_spec& spec, const std::string& run_dir,
+                                                         std::int64_t stop_after) {
+  std::atomic<bool> cancelled{false};
+  run_options o;
+  o.cancelled = &cancelled;
+  o.on_report = [&](const core::train::step_report& r) {
+    if (r.step == stop_after) cancelled = true;
+  };
+  return run_workload(spec, run_dir, o);
+}
+
 inline std::vector<nlohmann::json> metrics_lines(const std::string& run_dir) {
   return read_json_lines(run_dir + "/metrics.jsonl");
 }
