@@ -4,9 +4,7 @@
 #include "core/model/generate.hpp"
 #include "core/model/hf_io.hpp"
 
-// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <cstdio>
 #include <cstring>
