@@ -67,8 +67,6 @@ class field_mapper {
   given_map& given_;
 };
 
-const number_range non_negative{0.0, true};
-
 // zero_optimization.offload_optimizer / offload_param: {"device": "none" | "cpu", ...} onto the
 // cohort field `field` (`target`); the other keys DeepSpeed takes there change nothing here.
 void map_offload(const json& v, const std::string& path, const char* field, offload_device& target,

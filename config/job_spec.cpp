@@ -47,10 +47,6 @@ const char* name_of(E value, const std::vector<std::pair<const char*, E>>& names
   return "?";
 }
 
-const number_range positive{0.0, false};
-const number_range non_negative{0.0, true};
-const number_range unit_open{0.0, true, 1.0, false};  // [0, 1)
-const number_range unit_closed{0.0, true, 1.0, true};  // [0, 1]
 constexpr double max_timeout_s = 86400;  // run.failure's timeouts: at most a day
 
 std::string read_text_file(const std::string& file, const std::string& path, const char* what) {

@@ -35,6 +35,12 @@ struct number_range {
   bool contains(double v) const;
 };
 
+// The ranges the spec parsers share.
+inline const number_range positive{0.0, false};
+inline const number_range non_negative{0.0, true};
+inline const number_range unit_open{0.0, true, 1.0, false};   // [0, 1)
+inline const number_range unit_closed{0.0, true, 1.0, true};  // [0, 1]
+
 std::int64_t as_integer(const nlohmann::json& v, const std::string& path, std::int64_t lo,
                         std::int64_t hi = std::numeric_limits<std::int64_t>::max());
 std::uint64_t as_unsigned(const nlohmann::json& v, const std::string& path);

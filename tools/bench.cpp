@@ -126,7 +126,7 @@ run_throughput read_run_throughput(const std::string& run_dir, std::int64_t glob
 memory_peaks read_run_memory_peaks(const std::string& run_dir) {
   memory_peaks out;
   if (!std::filesystem::is_directory(run_dir + "/memory")) return out;
-  std::map<int, core::train::rank_memory> ranks;
+  std::map<int, core::train::rank_memory_summary> ranks;
   try {
     ranks = core::train::read_run_memory(run_dir);
   } catch (const core::train::memory_report_error& e) {

@@ -205,11 +205,15 @@ std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir) {
   return {};
 }
 
-std::vector<std::int64_t> generate_from_dir(const std::string& hf_dir, const std::vector<std::int64_t>& prompt,
-                                            const sampling_settings& settings) {
+std::vector<std::vector<std::int64_t>> generate_from_dir(const std::string& hf_dir,
+                                                         const std::vector<std::vector<std::int64_t>>& prompts,
+                                                         const sampling_settings& settings) {
   check_sampling(settings);  // before the load: a bad option costs nothing
   auto model = load_hf_model(hf_dir, {torch::kFloat});
-  return generate(*model, prompt, settings);
+  std::vector<std::vector<std::int64_t>> out;
+  out.reserve(prompts.size());
+  for (const auto& prompt : prompts) out.push_back(generate(*model, prompt, settings));
+  return out;
 }
 
 step_result train_one_step(const std::string& hf_dir, const model_inputs& inputs,

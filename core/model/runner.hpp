@@ -63,10 +63,12 @@ step_result train_one_step(const std::string& hf_dir, const model_inputs& inputs
 // none: empty). Throws model_error (bad_input) for a value that is neither.
 std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir);
 
-// Loads DIR in fp32 on the host and generates after `prompt` (core/model/generate.hpp); the
-// settings' stop_ids are used as given.
-std::vector<std::int64_t> generate_from_dir(const std::string& hf_dir, const std::vector<std::int64_t>& prompt,
-                                            const sampling_settings& settings);
+// Loads DIR in fp32 on the host once and generates after each prompt in turn
+// (core/model/generate.hpp): one list of new tokens per prompt. The settings' stop_ids are used
+// as given; a sampling seed applies to each prompt alike.
+std::vector<std::vector<std::int64_t>> generate_from_dir(const std::string& hf_dir,
+                                                         const std::vector<std::vector<std::int64_t>>& prompts,
+                                                         const sampling_settings& settings);
 
 // Family, parameter count and bytes of weights, gradients and optimizer state per precision
 // (fp32; bf16 with fp32 master weights), from config.json alone. T5 adds encoder_layers and

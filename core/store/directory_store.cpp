@@ -11,6 +11,7 @@
 #include "core/store/job_ids.hpp"
 #include "core/store/jsonl_file.hpp"
 #include "core/store/posix_io.hpp"
+#include "core/store/record_checks.hpp"
 #include "core/store/store_error.hpp"
 #include "core/store/store_paths.hpp"
 
@@ -19,19 +20,6 @@ namespace cohort::core::store {
 namespace fs = std::filesystem;
 
 namespace {
-
-void require_object(const char* what, const nlohmann::json& value) {
-  if (!value.is_object())
-    throw store_error(store_error_kind::invalid, "",
-                      std::string(what) + " must be a JSON object, got " + value.type_name());
-}
-
-// Cuts `text` to at most `cap` bytes without splitting a UTF-8 sequence.
-void cut_utf8(std::string& text, std::size_t cap) {
-  std::size_t cut = cap;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  text.resize(cut);
-}
 
 // Names of the entries of `dir` that do not start with '.' (temp files); empty if it is missing.
 std::vector<std::string> visible_entries(const fs::path& dir) {

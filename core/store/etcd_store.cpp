@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "core/store/job_ids.hpp"
+#include "core/store/record_checks.hpp"
 #include "core/store/store_error.hpp"
 #include "core/store/store_paths.hpp"
 
@@ -62,12 +63,6 @@ nlohmann::json compare(const std::string& key, const char* target, const char* r
           {field.at(target), std::to_string(value)}};
 }
 
-void require_object(const char* what, const nlohmann::json& value) {
-  if (!value.is_object())
-    throw store_error(store_error_kind::invalid, "",
-                      std::string(what) + " must be a JSON object, got " + value.type_name());
-}
-
 std::string dump_capped(const char* what, const nlohmann::json& value) {
   auto text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (text.size() > record_cap_bytes)
@@ -76,12 +71,6 @@ std::string dump_capped(const char* what, const nlohmann::json& value) {
                           " bytes; the etcd store keeps records of at most " +
                           std::to_string(record_cap_bytes) + " bytes");
   return text;
-}
-
-void cut_utf8(std::string& text, std::size_t cap) {
-  std::size_t cut = cap;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  text.resize(cut);
 }
 
 nlohmann::json parse_record(const std::string& key, const std::string& text, const char* what) {

@@ -35,10 +35,10 @@ struct accumulator {
   memory_figure figure() const { return {peak, count ? sum / static_cast<double>(count) : 0.0}; }
 };
 
-// One rank's samples summed up (see rank_memory).
-rank_memory summarize(const std::vector<memory_sample>& samples) {
+// One rank's samples summed up (see rank_memory_summary).
+rank_memory_summary summarize(const std::vector<memory_sample>& samples) {
   accumulator rss, gpu_alloc, gpu_reserved;
-  rank_memory out;
+  rank_memory_summary out;
   std::int64_t gpu_rows = 0;
   for (const auto& s : samples) {
     rss.peak = std::max({rss.peak, s.rss_peak_bytes, s.rss_bytes});
@@ -75,7 +75,7 @@ nlohmann::json figure_json(const std::optional<memory_figure>& f) {
   return {{"peak_bytes", f->peak}, {"mean_bytes", f->mean}};
 }
 
-nlohmann::json rank_json(const std::map<int, rank_memory>& run, int rank) {
+nlohmann::json rank_json(const std::map<int, rank_memory_summary>& run, int rank) {
   const auto it = run.find(rank);
   if (it == run.end()) return nullptr;
   const auto& r = it->second;
@@ -146,8 +146,8 @@ std::map<int, std::vector<memory_sample>> read_run_memory_samples(const std::str
   return ranks;
 }
 
-std::map<int, rank_memory> read_run_memory(const std::string& run_dir) {
-  std::map<int, rank_memory> ranks;
+std::map<int, rank_memory_summary> read_run_memory(const std::string& run_dir) {
+  std::map<int, rank_memory_summary> ranks;
   for (const auto& [rank, samples] : read_run_memory_samples(run_dir)) ranks[rank] = summarize(samples);
   return ranks;
 }
@@ -172,13 +172,13 @@ std::string compare_memory(const std::string& run_a, const std::string& run_b, b
   text += line;
   for (const int r : ranks) {
     const auto ia = a.find(r), ib = b.find(r);
-    const rank_memory* ra = ia == a.end() ? nullptr : &ia->second;
-    const rank_memory* rb = ib == b.end() ? nullptr : &ib->second;
-    using getter = std::optional<memory_figure> (*)(const rank_memory&);
+    const rank_memory_summary* ra = ia == a.end() ? nullptr : &ia->second;
+    const rank_memory_summary* rb = ib == b.end() ? nullptr : &ib->second;
+    using getter = std::optional<memory_figure> (*)(const rank_memory_summary&);
     const std::pair<const char*, getter> rows[] = {
-        {"rss", [](const rank_memory& m) { return std::optional<memory_figure>(m.rss); }},
-        {"gpu_allocated", [](const rank_memory& m) { return m.gpu_allocated; }},
-        {"gpu_reserved", [](const rank_memory& m) { return m.gpu_reserved; }}};
+        {"rss", [](const rank_memory_summary& m) { return std::optional<memory_figure>(m.rss); }},
+        {"gpu_allocated", [](const rank_memory_summary& m) { return m.gpu_allocated; }},
+        {"gpu_reserved", [](const rank_memory_summary& m) { return m.gpu_reserved; }}};
     for (const auto& [label, get] : rows) {
       const auto fa = ra ? get(*ra) : std::nullopt;
       const auto fb = rb ? get(*rb) : std::nullopt;

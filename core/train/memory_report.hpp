@@ -25,7 +25,7 @@ struct memory_figure {
 // One rank's samples summed up. rss: peak of rss_peak_bytes, mean of rss_bytes. gpu_allocated:
 // peak of gpu_peak_bytes, mean of gpu_allocated_bytes. gpu_reserved: peak and mean of
 // gpu_reserved_bytes. The GPU figures are absent when the rank's rows have no GPU columns.
-struct rank_memory {
+struct rank_memory_summary {
   std::int64_t samples = 0;
   memory_figure rss;
   std::optional<memory_figure> gpu_allocated;
@@ -54,7 +54,7 @@ std::map<int, std::vector<memory_sample>> read_run_memory_samples(const std::str
 // Every rank-N.csv of <run_dir>/memory, by rank. Throws memory_report_error for a missing run
 // directory, a missing or empty memory/ folder, or a malformed file (wrong header, a row without
 // 7 columns, a number that does not parse, GPU columns only partly given), naming file and line.
-std::map<int, rank_memory> read_run_memory(const std::string& run_dir);
+std::map<int, rank_memory_summary> read_run_memory(const std::string& run_dir);
 
 // `cohort-mem compare`: per rank, each figure of run a and run b side by side (MiB, one decimal;
 // "-" where a run has no such figure), or (as_json) the same in bytes as JSON. Throws what

@@ -26,7 +26,7 @@ namespace cohort::tools {
 namespace {
 
 constexpr const char* synopsis =
-    "cohort-model generate --hf-dir DIR (--input-ids '[ID, ...]'|FILE | --prompt TEXT [--add-bos])\n"
+    "cohort-model generate --hf-dir DIR (--input-ids '[ID, ...]'|FILE | (--prompt TEXT | --prompts FILE) [--add-bos])\n"
     "       [--max-new-tokens N] [--greedy | --top-k K --top-p P --temperature T --seed S]\n"
     "       [--ignore-eos] [--json]";
 
@@ -97,19 +97,72 @@ bool has_tokenizer(const std::string& dir) {
   return std::filesystem::exists(dir + "/tokenizer.json") || std::filesystem::exists(dir + "/tokenizer.model");
 }
 
+// The prompts as token ids: --input-ids, --prompt, or each line of --prompts (text, encoded with
+// the directory's tokenizer).
+std::vector<std::vector<std::int64_t>> prompt_ids(const po::variables_map& vm, const std::string& dir,
+                                                  bool tokenizer) {
+  if (vm.count("input-ids")) return {read_prompt_ids(vm["input-ids"].as<std::string>())};
+  std::vector<std::string> texts;
+  if (vm.count("prompt")) {
+    texts.push_back(vm["prompt"].as<std::string>());
+  } else {
+    const auto path = vm["prompts"].as<std::string>();
+    std::ifstream in(path);
+    if (!in) throw model_error(model_errc::bad_input, "--prompts: cannot read " + path);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) texts.push_back(line);
+    if (texts.empty()) throw model_error(model_errc::bad_input, "--prompts: " + path + " holds no prompt (one per line)");
+  }
+  if (!tokenizer)
+    throw model_error(model_errc::bad_input, dir + " has no tokenizer.json or tokenizer.model; give --input-ids");
+  std::vector<std::vector<std::int64_t>> out;
+  for (const auto& text : texts) {
+    std::vector<std::string> tokenize{"--tokenizer", dir, "--text", text};
+    if (vm.count("add-bos")) tokenize.push_back("--add-bos");
+    out.push_back(parse_id_list(nlohmann::json::parse(run_tokenizer(tokenize), nullptr, false),
+                                "cohort-tokenize's output"));
+  }
+  return out;
+}
+
+// Prints one result: --json's object, else the text (with --prompts up to its first line break,
+// so that each answer is one line), else the ids.
+void print_result(const std::string& dir, bool tokenizer, bool json, bool one_line,
+                  const std::vector<std::int64_t>& tokens) {
+  nlohmann::json text = nullptr;
+  if (tokenizer) {
+    const auto decoded = nlohmann::json::parse(
+        run_tokenizer({"--tokenizer", dir, "--decode", nlohmann::json(tokens).dump()}), nullptr, false);
+    if (!decoded.is_string()) throw std::runtime_error("cohort-tokenize --decode printed no JSON string");
+    text = decoded;
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"new_tokens", tokens}, {"text", text}}.dump() << "\n";
+  } else if (tokenizer) {
+    auto t = text.get<std::string>();
+    if (one_line) t = t.substr(0, t.find('\n'));
+    std::cout << t << "\n";
+  } else {
+    std::cout << nlohmann::json(tokens).dump() << "\n";
+  }
+}
+
 }  // namespace
 
 int run_generate(const arg_list& args) {
-  std::string dir, input_ids, prompt;
+  std::string dir;
   core::model::sampling_settings s;
   s.greedy = false;
   s.top_k = 50;  // transformers' defaults for sampling
   po::options_description desc("generate options");
   desc.add_options()
       ("hf-dir", po::value(&dir)->required(), "Hugging Face model directory (a run's export)")
-      ("input-ids", po::value(&input_ids), "the prompt's token ids: a JSON list, or a file holding one")
-      ("prompt", po::value(&prompt), "the prompt as text, encoded with the directory's tokenizer")
-      ("add-bos", "with --prompt: put the tokenizer's BOS token first")
+      ("input-ids", po::value<std::string>(), "the prompt's token ids: a JSON list, or a file holding one")
+      ("prompt", po::value<std::string>(), "the prompt as text, encoded with the directory's tokenizer")
+      ("prompts", po::value<std::string>(),
+       "a file of text prompts, one per line: the model is loaded once and each answer printed on a "
+       "line of its own (up to its first line break; --json: one object per line)")
+      ("add-bos", "with --prompt or --prompts: put the tokenizer's BOS token first")
       ("max-new-tokens", po::value(&s.max_new_tokens)->default_value(32), "tokens to produce at most")
       ("greedy", "take the most likely token each step (no sampling options then)")
       ("top-k", po::value(&s.top_k)->default_value(50), "sample among the k most likely tokens (0: all)")
@@ -120,8 +173,8 @@ int run_generate(const arg_list& args) {
       ("json", "print {\"new_tokens\": [...], \"text\": \"...\"}");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, synopsis)) return 0;
-  if (vm.count("input-ids") == vm.count("prompt"))
-    throw usage_error("give one of --input-ids and --prompt\nusage: " + std::string(synopsis));
+  if (vm.count("input-ids") + vm.count("prompt") + vm.count("prompts") != 1)
+    throw usage_error("give one of --input-ids, --prompt and --prompts\nusage: " + std::string(synopsis));
   s.greedy = vm.count("greedy") != 0;
   if (s.greedy)
     for (const char* option : {"top-k", "top-p", "temperature", "seed"})
@@ -133,32 +186,10 @@ int run_generate(const arg_list& args) {
   }
 
   const bool tokenizer = has_tokenizer(dir);
-  std::vector<std::int64_t> ids;
-  if (vm.count("prompt")) {
-    if (!tokenizer)
-      throw model_error(model_errc::bad_input, dir + " has no tokenizer.json or tokenizer.model; give --input-ids");
-    std::vector<std::string> tokenize{"--tokenizer", dir, "--text", prompt};
-    if (vm.count("add-bos")) tokenize.push_back("--add-bos");
-    ids = parse_id_list(nlohmann::json::parse(run_tokenizer(tokenize), nullptr, false), "cohort-tokenize's output");
-  } else {
-    ids = read_prompt_ids(input_ids);
-  }
+  const auto prompts = prompt_ids(vm, dir, tokenizer);
   if (!vm.count("ignore-eos")) s.stop_ids = core::model::read_eos_ids(dir);
-  const auto tokens = core::model::generate_from_dir(dir, ids, s);
-  nlohmann::json text = nullptr;
-  if (tokenizer) {
-    const auto decoded = nlohmann::json::parse(
-        run_tokenizer({"--tokenizer", dir, "--decode", nlohmann::json(tokens).dump()}), nullptr, false);
-    if (!decoded.is_string()) throw std::runtime_error("cohort-tokenize --decode printed no JSON string");
-    text = decoded;
-  }
-  if (vm.count("json")) {
-    std::cout << nlohmann::json{{"new_tokens", tokens}, {"text", text}}.dump() << "\n";
-  } else if (tokenizer) {
-    std::cout << text.get<std::string>() << "\n";
-  } else {
-    std::cout << nlohmann::json(tokens).dump() << "\n";
-  }
+  for (const auto& tokens : core::model::generate_from_dir(dir, prompts, s))
+    print_result(dir, tokenizer, vm.count("json") != 0, vm.count("prompts") != 0, tokens);
   return std::cout.flush() ? 0 : 1;
 }
 

@@ -1,6 +1,6 @@
 // Attempt claims: a zombie attempt of a job cannot commit a checkpoint once a newer attempt of the
 // same job has claimed the job's checkpoints.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <filesystem>
 

@@ -1,5 +1,5 @@
 // Checkpoint write, commit, list, verify, fallback and loading.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <algorithm>
 #include <filesystem>

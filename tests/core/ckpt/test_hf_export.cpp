@@ -23,9 +23,7 @@
 #include "core/model/lora_config.hpp"
 #include "core/model/safetensors.hpp"
 
-// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"

@@ -1,5 +1,5 @@
 // Re-sharded reads, retention, the async writer, and the cohort-ckpt tool.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <chrono>
 #include <cstring>

@@ -1,7 +1,7 @@
 // Checkpoints in S3 against a real S3-compatible server (s3rver): multipart rank uploads, the
 // COMMITTED-last commit, verified resume from a local copy, a killed upload, damage, retention,
 // and the cohort-ckpt tool on S3 locations.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <cstring>
 #include <filesystem>

@@ -7,11 +7,9 @@
 #include "core/comm/tcp_store_server.hpp"
 #include "tests/core/comm/rank_threads.hpp"
 
-// Torch first: its glog CHECK macro would replace Catch's if it came after.
 #include <ATen/ATen.h>
-#undef CHECK
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <unistd.h>
 

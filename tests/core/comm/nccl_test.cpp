@@ -3,13 +3,11 @@
 #include "core/comm/comm_error.hpp"
 #include "tests/core/comm/rank_threads.hpp"
 
-// Torch first: its glog CHECK macro would replace Catch's if it came after.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
-#undef CHECK
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <future>
 #include <optional>

@@ -10,7 +10,7 @@
 #include "core/comm/tcp_store_server.hpp"
 #include "core/comm/tcp_store_wire.hpp"
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

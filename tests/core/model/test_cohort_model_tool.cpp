@@ -4,13 +4,12 @@
 #include "core/model/generate.hpp"
 #include "core/model/hf_io.hpp"
 
-// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/model/safetensors.hpp"
 #include "tests/core/model/model_test_support.hpp"
@@ -252,6 +251,15 @@ TEST_CASE("cohort-model generate continues ids or a text prompt greedily as the 
   // Without --json: the text alone.
   const auto plain = cohort_model("generate --hf-dir " + dir + " --prompt 'Hello world' --max-new-tokens 6 --greedy");
   CHECK(plain.out == text_out["text"].get<std::string>() + "\n");
+  // --prompts: one answer line per prompt line, each what --prompt gives, cut at a line break.
+  const std::string prompts = tmp.path("prompts.txt");
+  std::ofstream(prompts) << "Hello world\nThe cat\n";
+  const auto batch = cohort_model("generate --hf-dir " + dir + " --prompts " + prompts + " --max-new-tokens 6 --greedy");
+  INFO(batch.err);
+  REQUIRE(batch.code == 0);
+  const auto second = cohort_model("generate --hf-dir " + dir + " --prompt 'The cat' --max-new-tokens 6 --greedy").out;
+  const auto first_line = [](std::string t) { return t.substr(0, t.find('\n')) + "\n"; };
+  CHECK(batch.out == first_line(plain.out) + first_line(second));
   // Seeded sampling prints the same tokens twice.
   const std::string sample = "generate --hf-dir " + dir + " --input-ids '[5, 17, 42]' --max-new-tokens 6 --top-k 20 --top-p 0.9 --temperature 0.8 --seed 3 --json";
   CHECK(json::parse(cohort_model(sample).out)["new_tokens"] == json::parse(cohort_model(sample).out)["new_tokens"]);
@@ -268,6 +276,12 @@ TEST_CASE("cohort-model generate refuses bad options and prompts, naming them", 
   const auto neither = cohort_model("generate --hf-dir " + dir);
   CHECK(neither.code == 2);
   CHECK_THAT(neither.err, Catch::Contains("--input-ids") && Catch::Contains("--prompt"));
+  const auto two = cohort_model("generate --hf-dir " + dir + " --prompt hello --input-ids '[1]'");
+  CHECK(two.code == 2);
+  CHECK_THAT(two.err, Catch::Contains("give one of"));
+  const auto no_file = cohort_model("generate --hf-dir " + dir + " --prompts /nonexistent/prompts.txt");
+  CHECK(no_file.code == 2);
+  CHECK_THAT(no_file.err, Catch::Contains("--prompts") && Catch::Contains("/nonexistent/prompts.txt"));
   const auto no_tokenizer = cohort_model("generate --hf-dir " + dir + " --prompt hello");
   CHECK(no_tokenizer.code == 2);
   CHECK_THAT(no_tokenizer.err, Catch::Contains("no tokenizer.json"));

@@ -1,5 +1,5 @@
 // config.json parsing: both transformers spellings, family defaults, and refusals.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include "core/model/model_config.hpp"
 #include "core/model/model_error.hpp"

@@ -14,8 +14,7 @@
 
 #include "core/model/fused_ops.hpp"
 
-#undef CHECK  // libtorch's glog CHECK; Catch's comes last
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort::core::model;
 

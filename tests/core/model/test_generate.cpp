@@ -7,9 +7,7 @@
 #include "core/model/model_error.hpp"
 #include "tests/core/model/model_test_support.hpp"
 
-// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort::core::model;
 using cohort::test::family_configs;

@@ -1,6 +1,6 @@
 // The safetensors reader refuses every malformed file with the file and tensor in the message;
 // the streaming writer checks the bytes it is given against the header it announced.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <cstring>
 #include <filesystem>

@@ -42,7 +42,7 @@ const std::string two_fake_gpus =
     "NVIDIA H100 80GB HBM3|GPU-aaaa1111-0000|00000000:19:00.0|85899345920;"
     "NVIDIA H100 80GB HBM3|GPU-bbbb2222-0000|00000000:3B:00.0|85899345920";
 
-std::vector<unsigned> indices(const std::vector<gpu_device>& devices) {
+std::vector<unsigned> device_indices(const std::vector<gpu_device>& devices) {
   std::vector<unsigned> out;
   for (const auto& d : devices) out.push_back(d.index);
   return out;
@@ -52,19 +52,19 @@ std::vector<unsigned> indices(const std::vector<gpu_device>& devices) {
 
 TEST_CASE("CUDA_VISIBLE_DEVICES selects GPUs by index or UUID prefix, in its order", "[core]") {
   const auto all = two_h100();
-  CHECK(indices(select_visible(all, std::nullopt)) == std::vector<unsigned>{0, 1});
-  CHECK(indices(select_visible(all, std::string("1"))) == std::vector<unsigned>{1});
-  CHECK(indices(select_visible(all, std::string("1,0"))) == std::vector<unsigned>{1, 0});
-  CHECK(indices(select_visible(all, std::string("GPU-bbbb2222-0000"))) == std::vector<unsigned>{1});
-  CHECK(indices(select_visible(all, std::string(" GPU-aaaa , 1"))) == std::vector<unsigned>{0, 1});
-  CHECK(indices(select_visible(all, std::string("0,0"))) == std::vector<unsigned>{0});
+  CHECK(device_indices(select_visible(all, std::nullopt)) == std::vector<unsigned>{0, 1});
+  CHECK(device_indices(select_visible(all, std::string("1"))) == std::vector<unsigned>{1});
+  CHECK(device_indices(select_visible(all, std::string("1,0"))) == std::vector<unsigned>{1, 0});
+  CHECK(device_indices(select_visible(all, std::string("GPU-bbbb2222-0000"))) == std::vector<unsigned>{1});
+  CHECK(device_indices(select_visible(all, std::string(" GPU-aaaa , 1"))) == std::vector<unsigned>{0, 1});
+  CHECK(device_indices(select_visible(all, std::string("0,0"))) == std::vector<unsigned>{0});
 }
 
 TEST_CASE("CUDA_VISIBLE_DEVICES stops at the first entry that names no GPU, as CUDA does", "[core]") {
   const auto all = two_h100();
   CHECK(select_visible(all, std::string("")).empty());
   CHECK(select_visible(all, std::string("-1")).empty());
-  CHECK(indices(select_visible(all, std::string("1,7,0"))) == std::vector<unsigned>{1});
+  CHECK(device_indices(select_visible(all, std::string("1,7,0"))) == std::vector<unsigned>{1});
   CHECK(select_visible(all, std::string("GPU-")).empty());  // ambiguous prefix
   CHECK(select_visible(all, std::string("MIG-GPU-aaaa1111-0000/1/0")).empty());
 }

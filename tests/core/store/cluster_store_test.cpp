@@ -11,6 +11,7 @@
 #include "core/store/job_ids.hpp"
 #include "core/store/store_error.hpp"
 #include "core/store/store_paths.hpp"
+#include "tests/core/store/store_test_support.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace store = cohort::core::store;
@@ -18,8 +19,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-const std::string spec_text = "{\n  \"name\": \"quickstart\",\n  \"num_workers\": 2\n}\n";
 
 // A store whose lease is held by "head-a" at epoch 1 (unless `lease` is false: epoch 0).
 struct fixture {
@@ -35,23 +34,13 @@ struct fixture {
   }
 };
 
-store::store_error_kind kind_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const store::store_error& e) {
-    return e.kind();
-  }
-  FAIL("no store_error thrown");
-  return store::store_error_kind::io;
-}
-
 }  // namespace
 
 TEST_CASE("Jobs get increasing ids, keep their spec verbatim and list in id order",
           "[core][store]") {
   fixture f;
   std::vector<std::string> ids;
-  for (int i = 0; i < 11; ++i) ids.push_back(f.db.create_job(f.epoch, spec_text));
+  for (int i = 0; i < 11; ++i) ids.push_back(f.db.create_job(f.epoch, cohort::test::store_spec_text));
   CHECK(ids.front() == "job-0001");
   CHECK(ids.back() == "job-0011");
   auto jobs = f.db.list_jobs();
@@ -59,7 +48,7 @@ TEST_CASE("Jobs get increasing ids, keep their spec verbatim and list in id orde
   for (std::size_t i = 0; i < jobs.size(); ++i) CHECK(jobs[i].id == ids[i]);
   auto one = f.db.load_job("job-0003");
   REQUIRE(one);
-  CHECK(one->spec_json == spec_text);
+  CHECK(one->spec_json == cohort::test::store_spec_text);
   CHECK_FALSE(one->state);
   CHECK_FALSE(f.db.load_job("job-0099"));
 }
@@ -75,14 +64,14 @@ TEST_CASE("Job ids order by number past job-9999", "[core][store]") {
 
 TEST_CASE("A spec that is not a JSON object is refused", "[core][store]") {
   fixture f;
-  CHECK(kind_of([&] { f.db.create_job(f.epoch, "[1, 2]"); }) == store::store_error_kind::invalid);
-  CHECK(kind_of([&] { f.db.create_job(f.epoch, "{\"a\":"); }) == store::store_error_kind::invalid);
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.create_job(f.epoch, "[1, 2]"); }) == store::store_error_kind::invalid);
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.create_job(f.epoch, "{\"a\":"); }) == store::store_error_kind::invalid);
   CHECK(f.db.list_jobs().empty());
 }
 
 TEST_CASE("A job's state is stored with the writer's epoch and read back", "[core][store]") {
   fixture f;
-  auto id = f.db.create_job(f.epoch, spec_text);
+  auto id = f.db.create_job(f.epoch, cohort::test::store_spec_text);
   f.db.write_state(f.epoch, id, json{{"state", "PENDING"}, {"attempts", 0}});
   f.db.write_state(f.epoch, id, json{{"state", "RUNNING"}, {"attempts", 1}});
   auto job = f.db.load_job(id);
@@ -90,18 +79,18 @@ TEST_CASE("A job's state is stored with the writer's epoch and read back", "[cor
   CHECK((*job->state)["state"] == "RUNNING");
   CHECK((*job->state)["attempts"] == 1);
   CHECK((*job->state)["epoch"] == f.epoch);
-  CHECK(kind_of([&] { f.db.write_state(f.epoch, id, json::array()); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.write_state(f.epoch, id, json::array()); }) ==
         store::store_error_kind::invalid);
-  CHECK(kind_of([&] { f.db.write_state(f.epoch, "job-0077", json::object()); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.write_state(f.epoch, "job-0077", json::object()); }) ==
         store::store_error_kind::not_found);
-  CHECK(kind_of([&] { f.db.write_state(f.epoch, "../escape", json::object()); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.write_state(f.epoch, "../escape", json::object()); }) ==
         store::store_error_kind::invalid);
 }
 
 TEST_CASE("A corrupt state file is refused with an error naming it, by load and by list",
           "[core][store]") {
   fixture f;
-  auto id = f.db.create_job(f.epoch, spec_text);
+  auto id = f.db.create_job(f.epoch, cohort::test::store_spec_text);
   auto path = f.dir.path() / "jobs" / id / "state.json";
   std::ofstream(path) << "{\"state\": \"RUNN";
   for (auto read : {std::function<void()>([&] { f.db.load_job(id); }),
@@ -119,7 +108,7 @@ TEST_CASE("A corrupt state file is refused with an error naming it, by load and 
 TEST_CASE("A job's history is appended with time and epoch and survives a torn last line",
           "[core][store]") {
   fixture f;
-  auto id = f.db.create_job(f.epoch, spec_text);
+  auto id = f.db.create_job(f.epoch, cohort::test::store_spec_text);
   f.db.append_event(f.epoch, id, json{{"state", "PENDING"}});
   *f.now += 10;
   f.db.append_event(f.epoch, id, json{{"state", "RUNNING"}, {"attempt", 1}});
@@ -139,7 +128,7 @@ TEST_CASE("A job's history is appended with time and epoch and survives a torn l
 
 TEST_CASE("Log lines get sequence numbers that continue across store objects", "[core][store]") {
   fixture f;
-  auto id = f.db.create_job(f.epoch, spec_text);
+  auto id = f.db.create_job(f.epoch, cohort::test::store_spec_text);
   f.db.append_logs(f.epoch, id,
                    {json{{"rank", 0}, {"line", "a"}}, json{{"rank", 1}, {"line", "b"}}});
   store::cluster_store restarted(f.dir.path(), {}, f.clock);
@@ -159,7 +148,7 @@ TEST_CASE("Long log lines are cut and a full log file rotates, keeping the newes
   options.log_line_cap_bytes = 10;
   options.log_file_cap_bytes = 600;
   fixture f(options);
-  auto id = f.db.create_job(f.epoch, spec_text);
+  auto id = f.db.create_job(f.epoch, cohort::test::store_spec_text);
   f.db.append_logs(f.epoch, id, {json{{"line", "0123456789abcdef"}}});
   f.db.append_logs(f.epoch, id, {json{{"line", "h\xC3\xA9h\xC3\xA9h\xC3\xA9h\xC3\xA9"}}});
   auto first = f.db.read_logs(id);
@@ -182,7 +171,7 @@ TEST_CASE("Long log lines are cut and a full log file rotates, keeping the newes
 
 TEST_CASE("Writes of a head that lost the lease are refused as fenced", "[core][store]") {
   fixture f;
-  auto id = f.db.create_job(f.epoch, spec_text);
+  auto id = f.db.create_job(f.epoch, cohort::test::store_spec_text);
   f.db.write_state(f.epoch, id, json{{"state", "RUNNING"}});
   *f.now += 5000;  // head-a's lease ran out
   store::cluster_store standby(f.dir.path(), {}, f.clock);
@@ -190,19 +179,19 @@ TEST_CASE("Writes of a head that lost the lease are refused as fenced", "[core][
   REQUIRE(taken);
   REQUIRE(taken->epoch == f.epoch + 1);
   using store::store_error_kind;
-  CHECK(kind_of([&] {
+  CHECK(cohort::test::store_error_kind_of([&] {
           f.db.write_state(f.epoch, id, json{{"state", "FAILED"}});
         }) == store_error_kind::fenced);
-  CHECK(kind_of([&] {
+  CHECK(cohort::test::store_error_kind_of([&] {
           f.db.append_event(f.epoch, id, json{{"state", "FAILED"}});
         }) == store_error_kind::fenced);
-  CHECK(kind_of([&] {
+  CHECK(cohort::test::store_error_kind_of([&] {
           f.db.append_logs(f.epoch, id, {json{{"line", "x"}}});
         }) == store_error_kind::fenced);
-  CHECK(kind_of([&] { f.db.create_job(f.epoch, spec_text); }) == store_error_kind::fenced);
-  CHECK(kind_of([&] { f.db.write_node(f.epoch, "n1", json::object()); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.create_job(f.epoch, cohort::test::store_spec_text); }) == store_error_kind::fenced);
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.write_node(f.epoch, "n1", json::object()); }) ==
         store_error_kind::fenced);
-  CHECK(kind_of([&] { f.db.remove_node(f.epoch, "n1"); }) == store_error_kind::fenced);
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.remove_node(f.epoch, "n1"); }) == store_error_kind::fenced);
   try {
     f.db.write_state(f.epoch, id, json::object());
   } catch (const store::store_error& e) {
@@ -212,13 +201,13 @@ TEST_CASE("Writes of a head that lost the lease are refused as fenced", "[core][
   CHECK(f.db.list_jobs().size() == 1);
   standby.write_state(taken->epoch, id, json{{"state", "RESTARTING"}});
   CHECK((*standby.load_job(id)->state)["epoch"] == taken->epoch);
-  CHECK(kind_of([&] { standby.write_state(taken->epoch + 1, id, json::object()); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { standby.write_state(taken->epoch + 1, id, json::object()); }) ==
         store_error_kind::invalid);
 }
 
 TEST_CASE("Without any lease, writes at epoch 0 are accepted", "[core][store]") {
   fixture f({}, false);
-  auto id = f.db.create_job(0, spec_text);
+  auto id = f.db.create_job(0, cohort::test::store_spec_text);
   f.db.write_state(0, id, json{{"state", "PENDING"}});
   CHECK((*f.db.load_job(id)->state)["epoch"] == 0);
 }
@@ -226,27 +215,27 @@ TEST_CASE("Without any lease, writes at epoch 0 are accepted", "[core][store]") 
 TEST_CASE("Job ids never repeat across store objects, deleted jobs and half-created jobs",
           "[core][store]") {
   fixture f;
-  f.db.create_job(f.epoch, spec_text);
-  f.db.create_job(f.epoch, spec_text);
+  f.db.create_job(f.epoch, cohort::test::store_spec_text);
+  f.db.create_job(f.epoch, cohort::test::store_spec_text);
   store::cluster_store restarted(f.dir.path(), {}, f.clock);
-  CHECK(restarted.create_job(f.epoch, spec_text) == "job-0003");
+  CHECK(restarted.create_job(f.epoch, cohort::test::store_spec_text) == "job-0003");
   std::filesystem::remove_all(f.dir.path() / "jobs" / "job-0003");
-  CHECK(restarted.create_job(f.epoch, spec_text) == "job-0004");
+  CHECK(restarted.create_job(f.epoch, cohort::test::store_spec_text) == "job-0004");
   std::filesystem::remove_all(f.dir.path() / "jobs" / "job-0004");
   store::cluster_store again(f.dir.path(), {}, f.clock);
-  CHECK(again.create_job(f.epoch, spec_text) == "job-0005");
+  CHECK(again.create_job(f.epoch, cohort::test::store_spec_text) == "job-0005");
   std::filesystem::create_directory(f.dir.path() / "jobs" / "job-0006");  // crash inside create
   CHECK(again.list_jobs().size() == 3);
-  CHECK(again.create_job(f.epoch, spec_text) == "job-0007");
+  CHECK(again.create_job(f.epoch, cohort::test::store_spec_text) == "job-0007");
   std::filesystem::remove(store::next_job_id_path(f.dir.path()));
-  CHECK(again.create_job(f.epoch, spec_text) == "job-0008");
+  CHECK(again.create_job(f.epoch, cohort::test::store_spec_text) == "job-0008");
 }
 
 TEST_CASE("A corrupt job counter is refused with an error naming it", "[core][store]") {
   fixture f;
   std::ofstream(store::next_job_id_path(f.dir.path())) << "\"seven\"";
   try {
-    f.db.create_job(f.epoch, spec_text);
+    f.db.create_job(f.epoch, cohort::test::store_spec_text);
     FAIL("corrupt counter accepted");
   } catch (const store::store_error& e) {
     CHECK(e.kind() == store::store_error_kind::corrupt);
@@ -262,7 +251,7 @@ TEST_CASE("Store objects creating jobs from several threads get distinct ids", "
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       store::cluster_store mine(f.dir.path(), {}, f.clock);
-      for (int i = 0; i < per_thread; ++i) ids[t].push_back(mine.create_job(f.epoch, spec_text));
+      for (int i = 0; i < per_thread; ++i) ids[t].push_back(mine.create_job(f.epoch, cohort::test::store_spec_text));
     });
   for (auto& th : pool) th.join();
   std::set<std::string> all;
@@ -285,9 +274,9 @@ TEST_CASE("Node records are written, listed by name and removed", "[core][store]
   f.db.remove_node(f.epoch, "n1");
   f.db.remove_node(f.epoch, "n1");
   CHECK(f.db.list_nodes().size() == 1);
-  CHECK(kind_of([&] { f.db.write_node(f.epoch, "../n", json::object()); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.write_node(f.epoch, "../n", json::object()); }) ==
         store::store_error_kind::invalid);
-  CHECK(kind_of([&] { f.db.write_node(f.epoch, "n", json::array()); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { f.db.write_node(f.epoch, "n", json::array()); }) ==
         store::store_error_kind::invalid);
 }
 
@@ -297,7 +286,7 @@ TEST_CASE("The credentials file lives under cluster/ in the store", "[core][stor
 
 TEST_CASE("Store files are their owner's alone: 0600 files in 0700 directories", "[core][store]") {
   fixture f;
-  const auto id = f.db.create_job(f.epoch, spec_text);
+  const auto id = f.db.create_job(f.epoch, cohort::test::store_spec_text);
   f.db.write_state(f.epoch, id, {{"state", "RUNNING"}});
   f.db.append_event(f.epoch, id, {{"what", "placed"}});
   f.db.append_logs(f.epoch, id, {json{{"text", "a line"}}});

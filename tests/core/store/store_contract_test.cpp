@@ -14,6 +14,7 @@
 #include "core/store/etcd_client.hpp"
 #include "core/store/etcd_store.hpp"
 #include "core/store/store_error.hpp"
+#include "tests/core/store/store_test_support.hpp"
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -49,18 +50,6 @@ struct store_place {
   }
 };
 
-store::store_error_kind kind_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const store::store_error& e) {
-    return e.kind();
-  }
-  FAIL("no store_error thrown");
-  return store::store_error_kind::io;
-}
-
-const std::string spec_text = "{\n  \"name\": \"quickstart\",\n  \"num_workers\": 2\n}\n";
-
 }  // namespace
 
 TEST_CASE("Every store backend gives increasing job ids and keeps specs and states",
@@ -71,27 +60,27 @@ TEST_CASE("Every store backend gives increasing job ids and keeps specs and stat
   auto db = place.open();
   auto epoch = db->lease().acquire("head-a", "a:1", 10s).value().epoch;
   CHECK(epoch >= 1);
-  auto first = db->create_job(epoch, spec_text);
+  auto first = db->create_job(epoch, cohort::test::store_spec_text);
   auto second = db->create_job(epoch, "{\"name\": \"b\"}");
   CHECK(first == "job-0001");
   CHECK(second == "job-0002");
-  CHECK(kind_of([&] { db->create_job(epoch, "[1, 2]"); }) == store::store_error_kind::invalid);
+  CHECK(cohort::test::store_error_kind_of([&] { db->create_job(epoch, "[1, 2]"); }) == store::store_error_kind::invalid);
 
   db->write_state(epoch, first, {{"status", "RUNNING"}, {"attempts", 1}});
   auto reopened = place.open();
   auto jobs = reopened->list_jobs();
   REQUIRE(jobs.size() == 2);
   CHECK(jobs[0].id == first);
-  CHECK(jobs[0].spec_json == spec_text);
+  CHECK(jobs[0].spec_json == cohort::test::store_spec_text);
   REQUIRE(jobs[0].state);
   CHECK((*jobs[0].state)["status"] == "RUNNING");
   CHECK((*jobs[0].state)["epoch"] == epoch);
   CHECK_FALSE(jobs[1].state);
   CHECK_FALSE(reopened->load_job("job-0099"));
-  CHECK(kind_of([&] { db->write_state(epoch, "job-0099", {{"status", "x"}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { db->write_state(epoch, "job-0099", {{"status", "x"}}); }) ==
         store::store_error_kind::not_found);
   // A second store object continues the counter.
-  CHECK(reopened->create_job(epoch, spec_text) == "job-0003");
+  CHECK(reopened->create_job(epoch, cohort::test::store_spec_text) == "job-0003");
   // Opened again the way it was opened (as a second owner on another thread does), it is the
   // same store.
   store::cluster_store like(db->dir(), db->options(), db->clock());
@@ -109,36 +98,36 @@ TEST_CASE("Every store backend hands out a reserved job id once and shows the jo
   const auto reserved = db->reserve_job_id(epoch);
   CHECK(reserved == "job-0001");
   // Taken: neither a create nor another store object gets it again.
-  CHECK(db->create_job(epoch, spec_text) == "job-0002");
+  CHECK(db->create_job(epoch, cohort::test::store_spec_text) == "job-0002");
   auto other = place.open();
   CHECK(other->reserve_job_id(epoch) == "job-0003");
   // Not a job until its spec is there.
   CHECK_FALSE(other->load_job(reserved));
   CHECK(other->list_jobs().size() == 1);
-  CHECK(kind_of([&] { db->write_state(epoch, reserved, {{"status", "x"}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { db->write_state(epoch, reserved, {{"status", "x"}}); }) ==
         store::store_error_kind::not_found);
 
-  db->create_reserved_job(epoch, reserved, spec_text);
+  db->create_reserved_job(epoch, reserved, cohort::test::store_spec_text);
   auto job = other->load_job(reserved);
   REQUIRE(job);
-  CHECK(job->spec_json == spec_text);
+  CHECK(job->spec_json == cohort::test::store_spec_text);
   db->write_state(epoch, reserved, {{"status", "RUNNING"}});
   CHECK(other->list_jobs().size() == 2);
   // One job per id; only reserved ids; only JSON objects.
-  CHECK(kind_of([&] { db->create_reserved_job(epoch, reserved, "{\"name\": \"b\"}"); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { db->create_reserved_job(epoch, reserved, "{\"name\": \"b\"}"); }) ==
         store::store_error_kind::invalid);
-  CHECK(kind_of([&] { db->create_reserved_job(epoch, "job-0099", spec_text); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { db->create_reserved_job(epoch, "job-0099", cohort::test::store_spec_text); }) ==
         store::store_error_kind::invalid);
-  CHECK(kind_of([&] { db->create_reserved_job(epoch, "job-0003", "[1]"); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { db->create_reserved_job(epoch, "job-0003", "[1]"); }) ==
         store::store_error_kind::invalid);
   // A head that lost the lease can neither reserve nor fill a reserved id.
   db->lease().release(epoch);
   auto newer = other->lease().acquire("head-b", "b:1", 10s).value().epoch;
   CHECK(newer > epoch);
-  CHECK(kind_of([&] { db->reserve_job_id(epoch); }) == store::store_error_kind::fenced);
-  CHECK(kind_of([&] { db->create_reserved_job(epoch, "job-0003", spec_text); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { db->reserve_job_id(epoch); }) == store::store_error_kind::fenced);
+  CHECK(cohort::test::store_error_kind_of([&] { db->create_reserved_job(epoch, "job-0003", cohort::test::store_spec_text); }) ==
         store::store_error_kind::fenced);
-  other->create_reserved_job(newer, "job-0003", spec_text);
+  other->create_reserved_job(newer, "job-0003", cohort::test::store_spec_text);
   CHECK(other->list_jobs().size() == 3);
 }
 
@@ -151,7 +140,7 @@ TEST_CASE("Every store backend appends history and numbered log lines, across st
   options.log_line_cap_bytes = 8;
   auto db = place.open(options);
   auto epoch = db->lease().acquire("head-a", "a:1", 10s).value().epoch;
-  auto id = db->create_job(epoch, spec_text);
+  auto id = db->create_job(epoch, cohort::test::store_spec_text);
   db->append_event(epoch, id, {{"state", "PENDING"}});
   db->append_event(epoch, id, {{"state", "RUNNING"}, {"ts", 7}});
   auto events = db->read_events(id);
@@ -173,7 +162,7 @@ TEST_CASE("Every store backend appends history and numbered log lines, across st
   auto after = restarted->read_logs(id, 2);
   REQUIRE(after.size() == 1);
   CHECK(after[0]["line"] == "three");
-  CHECK(kind_of([&] { db->read_events("job-0042"); }) == store::store_error_kind::not_found);
+  CHECK(cohort::test::store_error_kind_of([&] { db->read_events("job-0042"); }) == store::store_error_kind::not_found);
 }
 
 TEST_CASE("Every store backend fences the writes of a head that lost the lease",
@@ -184,14 +173,14 @@ TEST_CASE("Every store backend fences the writes of a head that lost the lease",
   auto a = place.open();
   auto b = place.open();
   // Epoch 0 is accepted while no head ever held the lease.
-  auto early = a->create_job(0, spec_text);
+  auto early = a->create_job(0, cohort::test::store_spec_text);
   auto held = a->lease().acquire("head-a", "a:1", 10s);
   REQUIRE(held);
   CHECK_FALSE(b->lease().acquire("head-b", "b:1", 10s));
   CHECK(b->lease().current()->head_id == "head-a");
-  CHECK(kind_of([&] { a->write_state(0, early, {{"status", "x"}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { a->write_state(0, early, {{"status", "x"}}); }) ==
         store::store_error_kind::fenced);
-  CHECK(kind_of([&] { a->write_state(held->epoch + 1000, early, {{"status", "x"}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { a->write_state(held->epoch + 1000, early, {{"status", "x"}}); }) ==
         store::store_error_kind::invalid);
 
   REQUIRE(a->lease().release(held->epoch));
@@ -200,12 +189,12 @@ TEST_CASE("Every store backend fences the writes of a head that lost the lease",
   CHECK(taken->epoch > held->epoch);
   CHECK(b->lease().current_epoch() == taken->epoch);
   CHECK_FALSE(a->lease().renew(held->epoch, 10s));
-  CHECK(kind_of([&] { a->write_state(held->epoch, early, {{"status", "stale"}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { a->write_state(held->epoch, early, {{"status", "stale"}}); }) ==
         store::store_error_kind::fenced);
-  CHECK(kind_of([&] { a->create_job(held->epoch, spec_text); }) == store::store_error_kind::fenced);
-  CHECK(kind_of([&] { a->append_logs(held->epoch, early, {{{"line", "x"}}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { a->create_job(held->epoch, cohort::test::store_spec_text); }) == store::store_error_kind::fenced);
+  CHECK(cohort::test::store_error_kind_of([&] { a->append_logs(held->epoch, early, {{{"line", "x"}}}); }) ==
         store::store_error_kind::fenced);
-  CHECK(kind_of([&] { a->write_node(held->epoch, "n1", {{"cpus", 1}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { a->write_node(held->epoch, "n1", {{"cpus", 1}}); }) ==
         store::store_error_kind::fenced);
   b->write_state(taken->epoch, early, {{"status", "RUNNING"}});
   CHECK((*a->load_job(early)->state)["status"] == "RUNNING");
@@ -227,7 +216,7 @@ TEST_CASE("Every store backend keeps node records by name", "[core][store][etcd]
   db->remove_node(epoch, "n1");
   db->remove_node(epoch, "n1");  // forgetting twice is no error
   REQUIRE(db->list_nodes().size() == 1);
-  CHECK(kind_of([&] { db->write_node(epoch, "../x", {{"cpus", 1}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { db->write_node(epoch, "../x", {{"cpus", 1}}); }) ==
         store::store_error_kind::invalid);
 }
 
@@ -241,7 +230,7 @@ TEST_CASE("Every store backend gives store objects on several threads distinct j
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       auto mine = place.open();
-      for (int i = 0; i < 5; ++i) ids[t].push_back(mine->create_job(0, spec_text));
+      for (int i = 0; i < 5; ++i) ids[t].push_back(mine->create_job(0, cohort::test::store_spec_text));
     });
   for (auto& t : threads) t.join();
   std::set<std::string> all;
@@ -304,7 +293,7 @@ TEST_CASE("An etcd store keeps only the newest log lines and history of a job",
   options.etcd_log_lines_kept = 5;
   options.etcd_events_kept = 3;
   auto db = store::open_cluster_store(shared_etcd().location(fresh_prefix()), options);
-  auto id = db->create_job(0, spec_text);
+  auto id = db->create_job(0, cohort::test::store_spec_text);
   std::vector<json> batch;
   for (int i = 1; i <= 7; ++i) batch.push_back({{"line", "l" + std::to_string(i)}});
   db->append_logs(0, id, batch);
@@ -351,7 +340,7 @@ TEST_CASE("When an etcd leader's lease expires another head wins a higher epoch 
   auto b = store::open_cluster_store(location);
   auto held = a->lease().acquire("head-a", "a:1", 1s);
   REQUIRE(held);
-  auto id = a->create_job(held->epoch, spec_text);
+  auto id = a->create_job(held->epoch, cohort::test::store_spec_text);
   REQUIRE(a->lease().renew(held->epoch, 1s));
   // head-a stops renewing (it hangs); head-b polls as a standby does, until etcd expires it.
   std::optional<store::lease_record> taken;
@@ -363,7 +352,7 @@ TEST_CASE("When an etcd leader's lease expires another head wins a higher epoch 
   REQUIRE(taken);
   CHECK(taken->epoch > held->epoch);
   CHECK_FALSE(a->lease().renew(held->epoch, 1s));
-  CHECK(kind_of([&] { a->write_state(held->epoch, id, {{"status", "stale"}}); }) ==
+  CHECK(cohort::test::store_error_kind_of([&] { a->write_state(held->epoch, id, {{"status", "stale"}}); }) ==
         store::store_error_kind::fenced);
   b->write_state(taken->epoch, id, {{"status", "RUNNING"}});
   CHECK((*b->load_job(id)->state)["status"] == "RUNNING");
@@ -384,7 +373,7 @@ TEST_CASE("Killing an etcd member, or the etcd leader, during writes loses no ac
     if (i != victim) order.push_back(i);
   auto db = store::open_cluster_store(cluster.location("/kill", order));
   auto epoch = db->lease().acquire("head-a", "a:1", 10s).value().epoch;
-  auto id = db->create_job(epoch, spec_text);
+  auto id = db->create_job(epoch, cohort::test::store_spec_text);
   std::vector<int> acked;
   for (int i = 0; i < 60; ++i) {
     if (i == 20) cluster.kill(victim);
@@ -465,7 +454,7 @@ TEST_CASE("An etcd cluster with authentication serves the store to its user with
   {
     scoped_env password(store::etcd_password_variable, "s3cret");
     auto db = store::open_cluster_store(location);
-    const auto id = db->create_job(0, spec_text);
+    const auto id = db->create_job(0, cohort::test::store_spec_text);
     CHECK(db->list_jobs().size() == 1);
     CHECK(store::open_cluster_store(location)->load_job(id).has_value());
   }
@@ -507,7 +496,7 @@ TEST_CASE("An etcd cluster that serves TLS and demands client certificates serve
   REQUIRE(location.rfind("etcds://", 0) == 0);
   {
     auto db = store::open_cluster_store(location);
-    db->create_job(0, spec_text);
+    db->create_job(0, cohort::test::store_spec_text);
     CHECK(store::open_cluster_store(location)->list_jobs().size() == 1);
   }
   const auto failure = [](const std::string& where) {

@@ -3,6 +3,8 @@
 // and returns each rank's losses and final weights.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +21,9 @@
 #include "tests/core/train/tiny_data.hpp"
 
 namespace cohort::test {
+
+// |a - b| relative to |b|.
+inline double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
 
 // A 20-step job with global batch 8 (micro-batches of 2).
 inline config::job_spec tiny_job(const std::string& data_dir, int world_size, int stage, bool offload) {

@@ -11,14 +11,14 @@
 #include "core/train/memory_estimate.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 
-#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
 
 namespace {
 
-double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+using cohort::test::relative;
 
 // Largest |a - b| relative to the largest weight (norm weights start at 1, so this is close to
 // the absolute difference), and the relative L2 distance ||a - b|| / ||b||.

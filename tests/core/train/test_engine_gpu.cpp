@@ -9,14 +9,14 @@
 #include "core/train/memory_estimate.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 
-#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
 
 namespace {
 
-double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+using cohort::test::relative;
 
 double worst_loss_gap(const test::run_output& a, const test::run_output& b) {
   REQUIRE(a.steps.size() == b.steps.size());

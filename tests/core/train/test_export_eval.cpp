@@ -6,7 +6,7 @@
 #include "tests/core/train/engine_fixture.hpp"
 #include "tests/core/train/workload_runs.hpp"
 
-#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+#include "tests/support/catch_torch.hpp"
 
 #include <sys/stat.h>
 

@@ -15,7 +15,7 @@
 #include "tests/core/train/workload_runs.hpp"
 #include "tests/support/files.hpp"
 
-#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
@@ -35,7 +35,7 @@ config::job_spec lora_job(const std::string& data, int world, int stage, std::in
 
 constexpr std::size_t adapter_weights = 2 * 4480;
 
-double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+using cohort::test::relative;
 
 double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());

@@ -1,5 +1,5 @@
 // Tests of the learning-rate schedules.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <cmath>
 

@@ -10,9 +10,7 @@
 #include "core/train/memory_estimate.hpp"
 #include "tests/core/model/model_test_support.hpp"
 
-// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort;
 namespace model = cohort::core::model;

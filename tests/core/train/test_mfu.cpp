@@ -1,7 +1,7 @@
 // Tests of the model FLOPs utilisation (MFU) of a training run.
 #include "core/train/mfu.hpp"
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort::core::train;
 

@@ -17,7 +17,7 @@
 #include "tests/core/comm/rank_threads.hpp"
 #include "tests/support/files.hpp"
 
-#include <catch2/catch.hpp>  // after torch's headers: its CHECK must win
+#include "tests/support/catch_torch.hpp"
 
 using namespace cohort;
 namespace model = cohort::core::model;
