@@ -1,7 +1,7 @@
 // The data set's added tokens written into an export's tokenizer files as transformers keeps them
 // (tokenizer.json, tokenizer_config.json, special_tokens_map.json, added_tokens.json), at the data
 // set's ids, and the conflicts that mean another tokenizer refused naming the file.
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 // Helpers of the golden tests against transformers' references: JSON arrays as tensors, the
 // weights of a Hugging Face directory, and the check of one AdamW step against the reference's.
-// Include it after <catch2/catch.hpp> (its checks are Catch's).
+// Include it after tests/support/catch_torch.hpp (its checks are Catch's).
 #pragma once
 
 #include <filesystem>

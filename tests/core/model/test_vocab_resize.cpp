@@ -10,9 +10,7 @@
 #include "core/model/vocab_resize.hpp"
 #include "tests/core/model/model_test_support.hpp"
 
-// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include "tests/core/model/golden_support.hpp"
 

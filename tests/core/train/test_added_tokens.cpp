@@ -28,9 +28,7 @@
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tool_run.hpp"
 
-// libtorch pulls in glog, whose CHECK would shadow Catch's: Catch comes last.
-#undef CHECK
-#include <catch2/catch.hpp>
+#include "tests/support/catch_torch.hpp"
 
 #include "tests/core/model/golden_support.hpp"
 
