@@ -160,8 +160,9 @@ int run_generate(const arg_list& args) {
       ("input-ids", po::value<std::string>(), "the prompt's token ids: a JSON list, or a file holding one")
       ("prompt", po::value<std::string>(), "the prompt as text, encoded with the directory's tokenizer")
       ("prompts", po::value<std::string>(),
-       "a file of text prompts, one per line: the model is loaded once and each answer printed on a "
-       "line of its own (up to its first line break; --json: one object per line)")
+       "a file of text prompts, one per line (blank lines skipped): the model is loaded once and "
+       "each answer printed on a line of its own (up to its first line break; --json: one object "
+       "per line)")
       ("add-bos", "with --prompt or --prompts: put the tokenizer's BOS token first")
       ("max-new-tokens", po::value(&s.max_new_tokens)->default_value(32), "tokens to produce at most")
       ("greedy", "take the most likely token each step (no sampling options then)")
