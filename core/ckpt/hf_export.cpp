@@ -482,7 +482,7 @@ std::vector<std::string> modules_to_save(const std::vector<std::pair<std::string
   std::vector<std::string> out;
   for (const auto& entry : saved) {
     const std::string module = model::module_of_weight(entry.first);
-    const std::string last = module.substr(module.rfind('.') == std::string::npos ? 0 : module.rfind('.') + 1);
+    const std::string last = module.substr(module.rfind('.') + 1);  // npos + 1 == 0: the whole name
     if (std::find(out.begin(), out.end(), last) == out.end()) out.push_back(last);
   }
   return out;

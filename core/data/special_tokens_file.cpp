@@ -12,7 +12,7 @@ namespace cohort::core::data {
 
 std::vector<std::string> read_special_tokens_file(const std::string& path, const std::string& what) {
   using nlohmann::json;
-  const std::string where = what + " " + path;
+  const std::string where = what.empty() ? path : what + " " + path;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw data_error(where + ": cannot open");
   std::ostringstream text;

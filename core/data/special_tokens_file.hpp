@@ -9,7 +9,7 @@
 namespace cohort::core::data {
 
 // The tokens of the file at `path`, in order. `what` names where the path came from in errors
-// ("--special-tokens", "model.added_tokens"): data_error "<what> <path>: ..." for a file that
+// ("--special-tokens"; empty: the path alone): data_error "<what> <path>: ..." for a file that
 // cannot be read, is not JSON, or is not {"tokens": [non-empty strings]}.
 std::vector<std::string> read_special_tokens_file(const std::string& path, const std::string& what);
 

@@ -57,14 +57,8 @@ class resized_source final : public weight_source {
     grown_weight& g = *it->second;
     const std::string what = "'" + name + "' grown from " + std::to_string(g.old_rows) + " to " +
                              std::to_string(g.rows) + " rows";
-    if (!out.defined() || out.dim() != 1 || out.scalar_type() != torch::kFloat || !out.device().is_cpu() ||
-        !out.is_contiguous())
-      throw model_error(model_errc::bad_input, what + ": read() needs a 1-D contiguous fp32 CPU tensor to fill");
     const std::int64_t n = out.numel(), total = g.rows * g.row_len, old_end = g.old_rows * g.row_len;
-    if (begin < 0 || begin > total || n > total - begin)
-      throw model_error(model_errc::bad_input, what + ": elements [" + std::to_string(begin) + ", " +
-                                                   std::to_string(begin + n) + ") run past its " +
-                                                   std::to_string(total) + " elements");
+    check_read(what, begin, out, total);
     const std::int64_t kept = std::clamp<std::int64_t>(old_end - begin, 0, n);  // from the directory
     if (kept > 0) {
       auto head = out.narrow(0, 0, kept);

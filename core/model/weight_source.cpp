@@ -25,22 +25,6 @@ std::string range_text(std::int64_t begin, std::int64_t count) {
   return "[" + std::to_string(begin) + ", " + std::to_string(begin + count) + ")";
 }
 
-// `what` names the parameter (and file) in errors.
-void check_read(const std::string& what, std::int64_t begin, const torch::Tensor& out,
-                std::int64_t numel) {
-  if (!out.defined() || out.dim() != 1 || out.scalar_type() != torch::kFloat ||
-      !out.device().is_cpu() || !out.is_contiguous()) {
-    throw model_error(model_errc::bad_input,
-                      what + ": read() needs a 1-D contiguous fp32 CPU tensor to fill");
-  }
-  const std::int64_t n = out.numel();
-  if (begin < 0 || begin > numel || n > numel - begin) {
-    throw model_error(model_errc::bad_input,
-                      what + ": elements " + range_text(begin, n) + " run past its " +
-                          std::to_string(numel) + " elements");
-  }
-}
-
 class hf_source final : public weight_source {
  public:
   hf_source(std::string dir, hf_weight_files files, const std::vector<hf_parameter>& expected)
@@ -85,6 +69,24 @@ class hf_source final : public weight_source {
   // name -> (where it is stored, its element count)
   std::unordered_map<std::string, std::pair<const hf_tensor_file*, std::int64_t>> tensors_;
 };
+
+}  // namespace
+
+void check_read(const std::string& what, std::int64_t begin, const torch::Tensor& out, std::int64_t numel) {
+  if (!out.defined() || out.dim() != 1 || out.scalar_type() != torch::kFloat ||
+      !out.device().is_cpu() || !out.is_contiguous()) {
+    throw model_error(model_errc::bad_input,
+                      what + ": read() needs a 1-D contiguous fp32 CPU tensor to fill");
+  }
+  const std::int64_t n = out.numel();
+  if (begin < 0 || begin > numel || n > numel - begin) {
+    throw model_error(model_errc::bad_input,
+                      what + ": elements " + range_text(begin, n) + " run past its " +
+                          std::to_string(numel) + " elements");
+  }
+}
+
+namespace {
 
 // --- seeded initialisation ---
 

@@ -29,6 +29,11 @@ class weight_source {
   virtual void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const = 0;
 };
 
+// read()'s checks, for implementations: throws model_error (bad_input) naming `what` (the
+// parameter, and file) when `out` is not a 1-D contiguous fp32 CPU tensor, or when elements
+// [begin, begin + out.numel()) run past the parameter's `numel`.
+void check_read(const std::string& what, std::int64_t begin, const torch::Tensor& out, std::int64_t numel);
+
 // The safetensors files of a Hugging Face directory (model.safetensors, or the shards listed in
 // model.safetensors.index.json), checked against `expected` (the meta model's hf_parameters():
 // every name present, shapes equal, dtypes F32/F16/BF16) when opened, with load_hf_weights' rules

@@ -68,14 +68,15 @@ std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& 
 // lora_init.
 class vocab_and_adapters final : public model::weight_source {
  public:
-  vocab_and_adapters(std::unique_ptr<model::weight_source> vocab, std::unique_ptr<model::weight_source> adapters)
-      : vocab_(std::move(vocab)), adapters_(std::move(adapters)) {}
+  vocab_and_adapters(const model::weight_source* vocab, std::unique_ptr<model::weight_source> adapters)
+      : vocab_(vocab), adapters_(std::move(adapters)) {}
   void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const override {
     (vocab_ && model::is_vocab_parameter(name) ? *vocab_ : *adapters_).read(name, begin, out);
   }
 
  private:
-  std::unique_ptr<model::weight_source> vocab_, adapters_;
+  const model::weight_source* vocab_;
+  std::unique_ptr<model::weight_source> adapters_;
 };
 
 model::compute_path compute_path_of(config::compute_path p) {
@@ -106,17 +107,15 @@ model::lora_config lora_config_of(const config::model_spec& m) {
 }
 
 // LoRA: every rank holds the whole frozen base in `dtype` on `device`, read tensor by tensor from
-// the Hugging Face directory (whose model has `stored_vocab` ids; no fp32 copy of the model, no
-// optimizer state, no sharding). Weights that train (requires_grad: a grown vocabulary's) are
-// left to the optimizer.
-void load_frozen_base(const config::model_spec& m, model::decoder& net, torch::ScalarType dtype,
-                      const torch::Device& device, std::int64_t stored_vocab) {
+// `base` (the Hugging Face directory; no fp32 copy of the model, no optimizer state, no
+// sharding). Weights that train (requires_grad: a grown vocabulary's) are left to the optimizer.
+void load_frozen_base(const model::weight_source& base, model::decoder& net, torch::ScalarType dtype,
+                      const torch::Device& device) {
   torch::NoGradGuard no_grad;
-  const auto source = model::open_resized_hf_weights(m.hf_dir, net->hf_parameters(), stored_vocab);
   for (const auto& p : net->hf_parameters()) {
     if (p.tensor.requires_grad()) continue;
     auto value = torch::empty(p.tensor.sizes(), torch::TensorOptions().dtype(dtype).device(device));
-    model::fill_parameter(*source, p.name, value);
+    model::fill_parameter(base, p.name, value);
     torch::Tensor param = p.tensor;  // shares the parameter's implementation (a tied head too)
     param.set_data(value);
   }
@@ -222,14 +221,12 @@ struct causal_lm_engine::impl : engine_state {
         trained.push_back(p);
       }
     }
-    load_frozen_base(spec.model, net, dtype_of(spec.model.lora.base_dtype.value_or(spec.train.dtype)), device,
-                     vocab.model_vocab);
+    // The base directory, opened once: the frozen weights, and a grown vocabulary's initial rows.
+    const auto base = model::open_resized_hf_weights(spec.model.hf_dir, net->hf_parameters(), vocab.model_vocab);
+    load_frozen_base(*base, net, dtype_of(spec.model.lora.base_dtype.value_or(spec.train.dtype)), device);
     const auto& adapters = net->lora_parameters();
     trained.insert(trained.end(), adapters.begin(), adapters.end());
-    const vocab_and_adapters initial(
-        vocab.grown() ? model::open_resized_hf_weights(spec.model.hf_dir, net->hf_parameters(), vocab.model_vocab)
-                      : nullptr,
-        model::lora_init(adapters, spec.train.seed));
+    const vocab_and_adapters initial(vocab.grown() ? base.get() : nullptr, model::lora_init(adapters, spec.train.seed));
     optimizer = std::make_unique<zero_optimizer>(trained, initial, group, zo, wait);
   }
 

@@ -27,10 +27,9 @@ void check_added_tokens(const config::job_spec& spec, const data::manifest& trai
   const std::string field = "model.added_tokens";
   std::vector<std::string> tokens;
   try {
-    tokens = data::read_special_tokens_file(file, field + ":");
-  } catch (const data::data_error& e) {  // "model.added_tokens: FILE: ..."
-    throw config::spec_error(field, std::string(e.what()).substr(field.size() + 2) +
-                                        " (the file given to `cohort-data build --special-tokens`)");
+    tokens = data::read_special_tokens_file(file, "");
+  } catch (const data::data_error& e) {  // "FILE: ..."
+    throw config::spec_error(field, std::string(e.what()) + " (the file given to `cohort-data build --special-tokens`)");
   }
   const std::string rebuild = "; rebuild data.train with `cohort-data build --special-tokens " + file + " ...`";
   if (tokens != train.special_tokens)

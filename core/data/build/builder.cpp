@@ -220,10 +220,6 @@ checked_options check(const build_options& o) {
 
 }  // namespace
 
-std::vector<std::string> read_special_tokens(const std::string& path) {
-  return read_special_tokens_file(path, "--special-tokens");
-}
-
 build_report build_dataset(const build_options& options, tokenizer::tokenizer& tok) {
   const auto start = std::chrono::steady_clock::now();
   const checked_options c = check(options);
@@ -231,7 +227,7 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
   if (c.samples == sample_kind::sft) tmpl = std::make_unique<sft_template>(options.template_text);
   manifest m;
   if (!options.special_tokens_file.empty()) {
-    m.special_tokens = read_special_tokens(options.special_tokens_file);
+    m.special_tokens = read_special_tokens_file(options.special_tokens_file, "--special-tokens");
     for (const auto id : tok.add_special_tokens(m.special_tokens)) m.special_token_ids.push_back(id);
   }
   const auto eos = tok.eos_id();

@@ -39,9 +39,6 @@ struct build_report {
   std::uint64_t input_bytes = 0;
 };
 
-// Reads the special tokens file ({"tokens": [...]}); throws data_error naming the file.
-std::vector<std::string> read_special_tokens(const std::string& path);
-
 // Adds the special tokens to `tok`, then builds. `tok.encode` is called from several threads at
 // once. Throws data_error (bad options or input, naming file and line) or tokenizer_error.
 build_report build_dataset(const build_options& options, tokenizer::tokenizer& tok);
