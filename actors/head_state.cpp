@@ -302,7 +302,7 @@ void head_state::plan_memory(job_entry& job) {
   if (job.spec.workload != config::workload_kind::causal_lm) return;
   try {
     job.gpu_limit_bytes = train::gpu_memory_limit_bytes(job.spec.runtime_env.env_vars);
-    job.memory = train::estimate_memory(job.spec, train::read_model_shape(job.spec.model));
+    job.memory = train::estimate_memory(job.spec, train::read_model_shape(job.spec.model, job.spec.run.s3_endpoint));
   } catch (const std::exception& e) {
     job.memory_error = e.what();
   }
@@ -674,7 +674,7 @@ std::map<std::string, double> head_state::available(const std::string& node) con
 memory_plan plan_rank_memory(const config::job_spec& spec) {
   memory_plan out;
   if (spec.workload != config::workload_kind::causal_lm) return out;
-  const auto e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model));
+  const auto e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model, spec.run.s3_endpoint));
   const auto& r = e.per_rank;
   out.known = true;
   out.parameters = e.model.parameters;

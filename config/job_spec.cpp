@@ -112,6 +112,15 @@ void parse_lora(const json& v, lora_spec& lora) {
   }
 }
 
+// An s3:// location of field `field` in its canonical form; spec_error naming the field when bad.
+std::string checked_s3_url(const std::string& text, const std::string& field) {
+  try {
+    return parse_s3_url(text, field).text();
+  } catch (const std::invalid_argument& e) {  // "<field>: <why>"
+    throw spec_error(field, std::string(e.what()).substr(field.size() + 2));
+  }
+}
+
 void parse_model(const json& v, const std::string& base_dir, model_spec& model) {
   object_reader r(v, "model");
   const json* hf_dir = r.find("hf_dir");
@@ -149,22 +158,14 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
       throw spec_error("model.init_seed", "only applies to a model built from config; hf_dir "
                                           "loads trained weights");
     }
-    model.hf_dir = resolve(base_dir, as_string(*hf_dir, "model.hf_dir"));
+    model.hf_dir = as_string(*hf_dir, "model.hf_dir");
+    model.hf_dir = is_s3_url(model.hf_dir) ? checked_s3_url(model.hf_dir, "model.hf_dir") : resolve(base_dir, model.hf_dir);
   } else if (config->is_object()) {
     model.inline_config_json = config->dump();
   } else if (config->is_string()) {
     model.config_file = resolve(base_dir, as_string(*config, "model.config"));
   } else {
     fail_value("model.config", *config, "a config.json path or an inline config object");
-  }
-}
-
-// An s3:// location of field `field` in its canonical form; spec_error naming the field when bad.
-std::string checked_s3_url(const std::string& text, const std::string& field) {
-  try {
-    return parse_s3_url(text, field).text();
-  } catch (const std::invalid_argument& e) {  // "<field>: <why>"
-    throw spec_error(field, std::string(e.what()).substr(field.size() + 2));
   }
 }
 

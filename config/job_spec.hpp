@@ -44,7 +44,7 @@ struct lora_spec {
 const std::vector<std::string>& lora_module_names();
 
 struct model_spec {
-  std::string hf_dir;             // fine-tune: a Hugging Face directory
+  std::string hf_dir;             // fine-tune: a Hugging Face directory, or s3://BUCKET/PREFIX holding one
   std::string config_file;        // pretrain: a config.json path ...
   std::string inline_config_json; // ... or an inline HF-style config object, serialized
   std::uint64_t init_seed = 0;
@@ -267,7 +267,8 @@ job_spec parse_job_spec(const std::string& json_text, const std::string& base_di
 // working directory: model.hf_dir, model.config, model.added_tokens, data.train, data.eval,
 // run.storage_path and a "deepspeed" file resolve against the absolute directory of the file;
 // the default storage_path ("runs") against the current working directory (where --local would
-// have written it).
+// have written it). An s3:// location (model.hf_dir, data.train, run.storage_path) stays as
+// given, in canonical form.
 job_spec load_job_spec(const std::string& path);
 // What running a job needs beyond a valid spec (`submit plan` does not need it): causal_lm needs
 // model (hf_dir or config) and data.train. Throws spec_error naming the missing field.

@@ -106,7 +106,7 @@ void check_storage_roots(const job_spec& spec, const std::vector<fs::path>& root
   if (!is_s3_url(spec.data.train)) check_one("data.train", spec.data.train, roots);
   check_one("data.cache_dir", spec.data.cache_dir, roots);
   check_one("data.eval", spec.data.eval, roots);
-  check_one("model.hf_dir", spec.model.hf_dir, roots);
+  if (!is_s3_url(spec.model.hf_dir)) check_one("model.hf_dir", spec.model.hf_dir, roots);
   check_one("model.config", spec.model.config_file, roots);
   check_one("model.added_tokens", spec.model.added_tokens, roots);
 }

@@ -10,6 +10,7 @@
 
 #include <torch/utils.h>
 
+#include "core/model/hf_files.hpp"
 #include "core/model/hf_layout.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/safetensors.hpp"
@@ -52,44 +53,38 @@ std::string base_prefix(const std::vector<hf_parameter>& expected) {
   return "model.";
 }
 
-// Where each tensor lives: the index's weight_map, or the one model.safetensors.
-std::map<std::string, std::string> weight_files(const std::string& dir,
-                                                std::vector<std::string>& files) {
+// Where each tensor lives: the index's weight_map (tensor -> file name; `files` gets each file
+// once, in order), or, without an index, nothing (`files` is the one model.safetensors).
+std::map<std::string, std::string> weight_files(const hf_files& dir, std::vector<std::string>& files) {
   std::map<std::string, std::string> where;
-  const fs::path index = fs::path(dir) / hf_index_name;
+  const fs::path index = fs::path(dir.dir) / hf_index_name;
+  const std::string index_name = dir.where + "/" + hf_index_name;
   if (fs::exists(index)) {
     std::ifstream in(index);
     std::stringstream text;
     text << in.rdbuf();
     json j = json::parse(text.str(), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
-      throw model_error(model_errc::bad_safetensors,
-                        index.string() + ": not a JSON object with a 'weight_map' object");
+      throw model_error(model_errc::bad_safetensors, index_name + ": not a JSON object with a 'weight_map' object");
     }
     std::set<std::string> seen;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
       if (!it->is_string()) {
         throw model_error(model_errc::bad_safetensors,
-                          index.string() + ": weight_map entry '" + it.key() + "' is not a file name");
+                          index_name + ": weight_map entry '" + it.key() + "' is not a file name");
       }
       const std::string file = it->get<std::string>();
-      if (file.find('/') != std::string::npos || file == ".." ) {
+      if (file.find('/') != std::string::npos || file == "..") {
         throw model_error(model_errc::bad_safetensors,
-                          index.string() + ": weight_map entry '" + it.key() + "' names '" + file +
+                          index_name + ": weight_map entry '" + it.key() + "' names '" + file +
                               "', which is not a file in the directory");
       }
-      where[it.key()] = (fs::path(dir) / file).string();
-      if (seen.insert(file).second) files.push_back(where[it.key()]);
+      where[it.key()] = file;
+      if (seen.insert(file).second) files.push_back(file);
     }
     return where;
   }
-  const fs::path single = fs::path(dir) / hf_weights_name;
-  if (!fs::exists(single)) {
-    throw model_error(model_errc::bad_weights,
-                      dir + ": no model.safetensors or model.safetensors.index.json (only "
-                            "safetensors weights are read; convert pytorch_model.bin first)");
-  }
-  files.push_back(single.string());
+  files.push_back(hf_weights_name);
   return where;  // empty: every tensor is in the single file
 }
 
@@ -123,13 +118,26 @@ torch::ScalarType dtype_from_name(const std::string& n) {
 hf_weight_files open_hf_weight_files(const std::string& dir,
                                      const std::vector<hf_parameter>& expected,
                                      const std::string& model) {
+  return open_hf_weight_files(local_hf_files(dir), expected, model);
+}
+
+hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_parameter>& expected,
+                                     const std::string& model) {
   hf_weight_files out;
   std::vector<std::string> files;
   const auto where = weight_files(dir, files);
-  std::map<std::string, const safetensors_reader*> readers;
-  for (const auto& f : files) {
-    out.readers.push_back(std::make_unique<safetensors_reader>(f));
-    readers[f] = out.readers.back().get();
+  std::map<std::string, const safetensors_reader*> readers;  // by file name
+  for (const auto& name : files) {
+    auto file = dir.open(name);
+    if (!file && where.empty())
+      throw model_error(model_errc::bad_weights,
+                        dir.where + ": no model.safetensors or model.safetensors.index.json (only "
+                                    "safetensors weights are read; convert pytorch_model.bin first)");
+    if (!file)
+      throw model_error(model_errc::bad_weights,
+                        dir.where + "/" + hf_index_name + ": names '" + name + "', which is not in the directory");
+    out.readers.push_back(std::make_unique<safetensors_reader>(std::move(file)));
+    readers[name] = out.readers.back().get();
   }
   const std::string prefix = base_prefix(expected);
 
@@ -146,12 +154,12 @@ hf_weight_files open_hf_weight_files(const std::string& dir,
       if (it == where.end()) it = where.find(name = bare);
       if (it == where.end()) {
         throw model_error(model_errc::bad_weights,
-                          dir + "/model.safetensors.index.json: missing tensor '" + p.name +
+                          dir.where + "/" + hf_index_name + ": missing tensor '" + p.name +
                               "' (a weight of " + model + ")");
       }
       file = it->second;
       if (!readers.at(file)->find(name)) {
-        throw model_error(model_errc::bad_weights, file + ": missing tensor '" + name +
+        throw model_error(model_errc::bad_weights, readers.at(file)->path() + ": missing tensor '" + name +
                                                        "' (the index says it is in this file)");
       }
     } else if (!readers.at(file)->find(name)) {
@@ -159,7 +167,7 @@ hf_weight_files open_hf_weight_files(const std::string& dir,
         name = bare;
       } else {
         throw model_error(model_errc::bad_weights,
-                          file + ": missing tensor '" + p.name + "' (a weight of " + model + ")");
+                          readers.at(file)->path() + ": missing tensor '" + p.name + "' (a weight of " + model + ")");
       }
     }
     const safetensors_reader& reader = *readers.at(file);
@@ -167,14 +175,14 @@ hf_weight_files open_hf_weight_files(const std::string& dir,
     const auto shape = p.tensor.sizes().vec();
     if (e.shape != shape) {
       throw model_error(model_errc::bad_weights,
-                        file + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
+                        reader.path() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
                             " but config.json implies " + shape_text(shape));
     }
     torch::ScalarType dtype;
     try {
       dtype = dtype_from_name(e.dtype);
     } catch (const model_error&) {
-      throw model_error(model_errc::bad_weights, file + ": tensor '" + name + "' has dtype " +
+      throw model_error(model_errc::bad_weights, reader.path() + ": tensor '" + name + "' has dtype " +
                                                      e.dtype + "; weights must be F32, F16 or BF16");
     }
     out.tensors.push_back({&reader, &e, dtype});
@@ -184,7 +192,7 @@ hf_weight_files open_hf_weight_files(const std::string& dir,
     for (const auto& e : reader->tensors()) {
       if (used.count(file + "\n" + e.name) || ignorable(e.name, tied)) continue;
       throw model_error(model_errc::bad_weights,
-                        file + ": unexpected tensor '" + e.name + "': not a weight of " + model);
+                        reader->path() + ": unexpected tensor '" + e.name + "': not a weight of " + model);
     }
   }
   return out;

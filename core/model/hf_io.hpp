@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include "core/model/decoder.hpp"
+#include "core/model/hf_files.hpp"
 #include "core/model/safetensors.hpp"
 
 namespace cohort::core::model {
@@ -52,7 +53,10 @@ struct hf_weight_files {
 // tied embeddings) are accepted; any other extra tensor is refused. Throws model_error
 // (bad_weights, bad_safetensors, io) naming the file and tensor; `model` names what expects the
 // weights in those messages ("a llama model with this config.json").
-hf_weight_files open_hf_weight_files(const std::string& dir,
+// `dir` may be in S3 (hf_files.hpp): then each file's header is fetched by range, and nothing else.
+hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_parameter>& expected,
+                                     const std::string& model);
+hf_weight_files open_hf_weight_files(const std::string& dir,  // a local directory
                                      const std::vector<hf_parameter>& expected,
                                      const std::string& model);
 

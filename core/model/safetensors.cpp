@@ -27,19 +27,6 @@ constexpr std::uint64_t max_header_bytes = 100'000'000;  // the safetensors libr
   throw model_error(model_errc::bad_safetensors, path + ": " + what);
 }
 
-bool read_exact(int fd, void* dst, std::size_t n, std::uint64_t offset) {
-  auto* p = static_cast<char*>(dst);
-  while (n > 0) {
-    ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<std::size_t>(got);
-    offset += static_cast<std::uint64_t>(got);
-  }
-  return true;
-}
-
 tensor_entry parse_entry(const std::string& path, const std::string& name, const json& v,
                          std::uint64_t data_size) {
   const std::string where = "tensor '" + name + "': ";
@@ -77,7 +64,8 @@ tensor_entry parse_entry(const std::string& path, const std::string& name, const
   if (e.begin > e.end) fail(path, where + "data_offsets begin after they end");
   if (e.end > data_size) {
     fail(path, where + "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                   ") run past the data section of " + std::to_string(data_size) + " bytes");
+                   ") run past the data section of " + std::to_string(data_size) +
+                   " bytes (a truncated file?)");
   }
   if (e.nbytes() != count * elem) {
     fail(path, where + "holds " + std::to_string(e.nbytes()) + " bytes but shape and dtype " +
@@ -96,63 +84,53 @@ std::size_t safetensors_dtype_size(const std::string& d) {
   return 0;
 }
 
-safetensors_reader::safetensors_reader(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    throw model_error(model_errc::io, path + ": cannot open: " + std::strerror(errno));
+safetensors_reader::safetensors_reader(const std::string& path)
+    : safetensors_reader(open_local_weight_file(path)) {}
+
+safetensors_reader::safetensors_reader(std::unique_ptr<weight_file> file) : file_(std::move(file)) {
+  const std::string& path = file_->name();
+  const std::uint64_t size = file_->size();
+  unsigned char len_bytes[8];
+  if (size < 8) fail(path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+  file_->read(0, 8, len_bytes);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  if (n == 0 || n > max_header_bytes || n > size - 8) {
+    fail(path, "bad header length " + std::to_string(n) + " (file is " + std::to_string(size) +
+                   " bytes; the header must fit in it and be at most 100 MB)");
   }
-  try {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    unsigned char len_bytes[8];
-    if (size < 8 || !read_exact(fd_, len_bytes, 8, 0)) {
-      fail(path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
-    }
-    std::uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
-    if (n == 0 || n > max_header_bytes || n > size - 8) {
-      fail(path, "bad header length " + std::to_string(n) + " (file is " + std::to_string(size) +
-                     " bytes; the header must fit in it and be at most 100 MB)");
-    }
-    std::string header(n, '\0');
-    if (!read_exact(fd_, header.data(), n, 8)) fail(path, "cannot read the header");
-    json j = json::parse(header, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) fail(path, "header is not a JSON object");
-    data_start_ = 8 + n;
-    const std::uint64_t data_size = size - data_start_;
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      if (it.key() == "__metadata__") {
-        if (!it->is_object()) fail(path, "__metadata__ must be an object of strings");
-        for (auto m = it->begin(); m != it->end(); ++m) {
-          if (!m->is_string()) fail(path, "__metadata__ value '" + m.key() + "' is not a string");
-          metadata_[m.key()] = m->get<std::string>();
-        }
-        continue;
+  std::string header(n, '\0');
+  file_->read(8, n, header.data());
+  json j = json::parse(header, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) fail(path, "header is not a JSON object");
+  data_start_ = 8 + n;
+  const std::uint64_t data_size = size - data_start_;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) fail(path, "__metadata__ must be an object of strings");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) fail(path, "__metadata__ value '" + m.key() + "' is not a string");
+        metadata_[m.key()] = m->get<std::string>();
       }
-      tensors_.push_back(parse_entry(path, it.key(), *it, data_size));
+      continue;
     }
-    std::vector<const tensor_entry*> by_offset;
-    for (const auto& e : tensors_) {
-      if (e.nbytes() > 0) by_offset.push_back(&e);
+    tensors_.push_back(parse_entry(path, it.key(), *it, data_size));
+  }
+  std::vector<const tensor_entry*> by_offset;
+  for (const auto& e : tensors_) {
+    if (e.nbytes() > 0) by_offset.push_back(&e);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const tensor_entry* a, const tensor_entry* b) { return a->begin < b->begin; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    if (by_offset[i]->begin < by_offset[i - 1]->end) {
+      fail(path, "tensor '" + by_offset[i]->name + "' overlaps tensor '" +
+                     by_offset[i - 1]->name + "' in the data section");
     }
-    std::sort(by_offset.begin(), by_offset.end(),
-              [](const tensor_entry* a, const tensor_entry* b) { return a->begin < b->begin; });
-    for (std::size_t i = 1; i < by_offset.size(); ++i) {
-      if (by_offset[i]->begin < by_offset[i - 1]->end) {
-        fail(path, "tensor '" + by_offset[i]->name + "' overlaps tensor '" +
-                       by_offset[i - 1]->name + "' in the data section");
-      }
-    }
-  } catch (...) {
-    ::close(fd_);
-    throw;
   }
 }
 
-safetensors_reader::~safetensors_reader() {
-  if (fd_ >= 0) ::close(fd_);
-}
+safetensors_reader::~safetensors_reader() = default;
 
 const tensor_entry* safetensors_reader::find(const std::string& name) const {
   auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
@@ -162,29 +140,23 @@ const tensor_entry* safetensors_reader::find(const std::string& name) const {
 
 const tensor_entry& safetensors_reader::at(const std::string& name) const {
   const tensor_entry* e = find(name);
-  if (!e) throw model_error(model_errc::bad_weights, path_ + ": missing tensor '" + name + "'");
+  if (!e) throw model_error(model_errc::bad_weights, path() + ": missing tensor '" + name + "'");
   return *e;
 }
 
 void safetensors_reader::read(const tensor_entry& e, void* dst) const {
-  if (!read_exact(fd_, dst, e.nbytes(), data_start_ + e.begin)) {
-    throw model_error(model_errc::io, path_ + ": cannot read tensor '" + e.name +
-                                          "' (file truncated while open?)");
-  }
+  file_->read(data_start_ + e.begin, e.nbytes(), dst);
 }
 
 void safetensors_reader::read_range(const tensor_entry& e, std::uint64_t offset,
                                     std::uint64_t length, void* dst) const {
   if (offset > e.nbytes() || length > e.nbytes() - offset) {
     throw model_error(model_errc::bad_input,
-                      path_ + ": byte range [" + std::to_string(offset) + ", +" +
+                      path() + ": byte range [" + std::to_string(offset) + ", +" +
                           std::to_string(length) + ") runs past tensor '" + e.name + "' of " +
                           std::to_string(e.nbytes()) + " bytes");
   }
-  if (!read_exact(fd_, dst, length, data_start_ + e.begin + offset)) {
-    throw model_error(model_errc::io, path_ + ": cannot read tensor '" + e.name +
-                                          "' (file truncated while open?)");
-  }
+  file_->read(data_start_ + e.begin + offset, length, dst);
 }
 
 safetensors_writer::safetensors_writer(std::string path, const std::vector<tensor_header>& tensors,

@@ -1,13 +1,17 @@
 // The safetensors file format (8-byte little-endian header length, JSON header, raw data): a
-// validating reader and a streaming writer. Works on raw bytes, no torch. A reader owns its open file
-// descriptor; read() uses pread, so several threads may read from one reader at once.
+// validating reader and a streaming writer. Works on raw bytes, no torch. A reader owns its
+// weight_file (a local file read by pread, or an S3 object read by range), so several threads may
+// read from one reader at once.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/model/weight_file.hpp"
 
 namespace cohort::core::model {
 
@@ -25,14 +29,16 @@ std::size_t safetensors_dtype_size(const std::string& dtype);
 
 class safetensors_reader {
  public:
-  // Opens and validates the whole header. Throws model_error (bad_safetensors, or io when the
-  // file cannot be opened) naming the file and, where one is at fault, the tensor.
-  explicit safetensors_reader(const std::string& path);
+  // Reads and validates the whole header (the 8-byte length, then the header: two reads), the
+  // tensors' extents against the file's size. Throws model_error (bad_safetensors, or io when the
+  // file cannot be opened or read) naming the file and, where one is at fault, the tensor.
+  explicit safetensors_reader(std::unique_ptr<weight_file> file);
+  explicit safetensors_reader(const std::string& path);  // a local file (open_local_weight_file)
   ~safetensors_reader();
   safetensors_reader(const safetensors_reader&) = delete;
   safetensors_reader& operator=(const safetensors_reader&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_->name(); }  // the path, or the s3:// URL
   const std::vector<tensor_entry>& tensors() const { return tensors_; }  // sorted by name
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const tensor_entry* find(const std::string& name) const;
@@ -46,8 +52,7 @@ class safetensors_reader {
                   void* dst) const;
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  std::unique_ptr<weight_file> file_;
   std::uint64_t data_start_ = 0;
   std::vector<tensor_entry> tensors_;
   std::map<std::string, std::string> metadata_;

@@ -12,6 +12,7 @@
 #include <torch/types.h>
 
 #include "core/model/decoder.hpp"
+#include "core/model/hf_files.hpp"
 #include "core/model/model_config.hpp"
 
 namespace cohort::core::model {
@@ -41,8 +42,10 @@ void check_read(const std::string& what, std::int64_t begin, const torch::Tensor
 // lm_head.weight of tied embeddings and rotary/attention buffers are ignored, other extra tensors
 // refused); errors name the file and tensor. read() pread()s only the requested bytes (one pread
 // for an F32 range; F16/BF16 in pieces of at most 8 Mi elements through a staging buffer) and
-// converts them to fp32. Only names and shapes of `expected` are used (meta tensors are fine).
-std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,
+// converts them to fp32 (a directory in S3: ranged GETs of those bytes, hf_files.hpp). Only names
+// and shapes of `expected` are used (meta tensors are fine).
+std::unique_ptr<weight_source> open_hf_weights(const hf_files& dir, const std::vector<hf_parameter>& expected);
+std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,  // a local directory
                                                const std::vector<hf_parameter>& expected);
 
 // Deterministic random initialisation as transformers' _init_weights does it and decoder_impl's

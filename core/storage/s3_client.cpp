@@ -276,13 +276,25 @@ std::string s3_client::get_object(const std::string& bucket, const std::string& 
 }
 
 std::string s3_client::get_range(const std::string& bucket, const std::string& key, std::uint64_t first,
-                                 std::uint64_t length) const {
+                                 std::uint64_t length, const std::string& etag) const {
   if (length == 0) return "";
   const std::string range = "bytes=" + std::to_string(first) + "-" + std::to_string(first + length - 1);
-  auto a = send("GET", bucket, key, {}, "", {{"range", range}});
+  const std::string where = "GET s3://" + bucket + "/" + key + " " + range;
+  std::vector<std::pair<std::string, std::string>> headers{{"range", range}};
+  if (!etag.empty()) headers.emplace_back("if-match", etag);
+  auto a = send("GET", bucket, key, {}, "", headers);
   if (a.status != 206 && a.body.size() != length)
-    throw s3_error("GET s3://" + bucket + "/" + key + " " + range + ": the server ignored the range", a.status,
-                   "RangeIgnored");
+    throw s3_error(where + ": the server ignored the range", a.status, "RangeIgnored");
+  if (!etag.empty()) {
+    const auto answered = a.headers.find("ETag");
+    if (answered != a.headers.end() && answered->second != etag)
+      throw s3_error(where + ": the object changed: ETag " + answered->second + ", expected " + etag, 412,
+                     "PreconditionFailed");
+  }
+  if (a.body.size() != length)
+    throw s3_error(where + ": got " + std::to_string(a.body.size()) + " of the " + std::to_string(length) +
+                       " bytes asked (the object ends inside the range)",
+                   a.status, "ShortRange");
   return std::move(a.body);
 }
 

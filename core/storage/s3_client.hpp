@@ -87,9 +87,12 @@ class s3_client {
 
   void put_object(const std::string& bucket, const std::string& key, const std::string& bytes) const;
   std::string get_object(const std::string& bucket, const std::string& key) const;
-  // Bytes [first, first + length) of the object.
+  // Bytes [first, first + length) of the object: exactly `length` of them, else s3_error
+  // (ShortRange: the object ends inside the range). With `etag` (as a listing or HEAD gave it) the
+  // request carries If-Match and an answer from another version of the object (a different ETag)
+  // is refused: s3_error 412 PreconditionFailed, so ranges of one read never mix two uploads.
   std::string get_range(const std::string& bucket, const std::string& key, std::uint64_t first,
-                        std::uint64_t length) const;
+                        std::uint64_t length, const std::string& etag = "") const;
   // Streams the object into `path` (created or truncated; written again from the start on a retry).
   void get_to_file(const std::string& bucket, const std::string& key, const std::string& path) const;
   // nullopt when the object does not exist.

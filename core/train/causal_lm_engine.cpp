@@ -38,10 +38,11 @@ namespace cohort::core::train {
 
 namespace {
 
-// The model's config as the spec names it (a Hugging Face directory, a config file or inline).
-model::model_config model_config_of(const config::model_spec& m) {
+// The model's config as the spec names it (a Hugging Face directory, whose files `files` holds; a
+// config file or inline).
+model::model_config model_config_of(const config::model_spec& m, const model::hf_files& files) {
   if (!m.hf_dir.empty()) {
-    auto cfg = model::read_config(m.hf_dir);
+    auto cfg = model::read_config(files.dir);
     cfg.dtype = "float32";  // the masters' dtype, which checkpoints record
     return cfg;
   }
@@ -57,9 +58,9 @@ model::model_config model_config_of(const config::model_spec& m) {
 
 // Where the initial weights come from: the Hugging Face directory's safetensors (whose model has
 // `stored_vocab` ids: rows past them are new, vocab_resize.hpp), else init_seed.
-std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& m, const model::decoder& net,
-                                                      std::int64_t stored_vocab) {
-  if (!m.hf_dir.empty()) return model::open_resized_hf_weights(m.hf_dir, net->hf_parameters(), stored_vocab);
+std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& m, const model::hf_files& files,
+                                                      const model::decoder& net, std::int64_t stored_vocab) {
+  if (!m.hf_dir.empty()) return model::open_resized_hf_weights(files, net->hf_parameters(), stored_vocab);
   return model::seeded_init(net->config(), net->hf_parameters(), m.init_seed);
 }
 
@@ -150,7 +151,7 @@ struct causal_lm_engine::impl : engine_state {
     if (spec.data.train.empty())
       throw std::invalid_argument("data.train: missing; causal_lm needs a directory written by "
                                   "`cohort-data build`");
-    auto config = model_config_of(spec.model);
+    auto config = model_config_of(spec.model, model_files);
     seed_rank(train, group.rank());
     open_data(data_verified);
     vocab = plan_vocab(spec, config.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
@@ -206,7 +207,7 @@ struct causal_lm_engine::impl : engine_state {
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     if (!net->has_lora()) {
       optimizer = std::make_unique<zero_optimizer>(net->hf_parameters(),
-                                                   *initial_weights(spec.model, net, vocab.model_vocab), group, zo, wait);
+                                                   *initial_weights(spec.model, model_files, net, vocab.model_vocab), group, zo, wait);
       return;
     }
     // LoRA: the adapters train, initialised from train.seed; the base is frozen and whole. A grown
@@ -222,7 +223,7 @@ struct causal_lm_engine::impl : engine_state {
       }
     }
     // The base directory, opened once: the frozen weights, and a grown vocabulary's initial rows.
-    const auto base = model::open_resized_hf_weights(spec.model.hf_dir, net->hf_parameters(), vocab.model_vocab);
+    const auto base = model::open_resized_hf_weights(model_files, net->hf_parameters(), vocab.model_vocab);
     load_frozen_base(*base, net, dtype_of(spec.model.lora.base_dtype.value_or(spec.train.dtype)), device);
     const auto& adapters = net->lora_parameters();
     trained.insert(trained.end(), adapters.begin(), adapters.end());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 
@@ -35,9 +36,9 @@ std::string parent_of(const std::string& path) {
 
 }  // namespace
 
-nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifest& data) {
+nlohmann::json tokenizer_files(const std::string& model_dir, const data::manifest& data) {
   nlohmann::json files = nlohmann::json::array();
-  std::string dir = spec.model.hf_dir;
+  std::string dir = model_dir;
   if (dir.empty() && !data.tokenizer_path.empty() && is_file(data.tokenizer_path)) {
     files.push_back(data.tokenizer_path);
     dir = parent_of(data.tokenizer_path);
@@ -52,6 +53,19 @@ nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifes
     if (is_file(path) && std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
   }
   return files;
+}
+
+model::hf_files open_model_files(const config::job_spec& spec, int rank) {
+  const std::string& location = spec.model.hf_dir;
+  if (location.empty()) return {};
+  std::string cache;
+  if (config::is_s3_url(location)) {
+    const auto url = config::parse_s3_url(location, "model.hf_dir");
+    cache = (std::filesystem::temp_directory_path() / "cohort-model-cache" / url.bucket / url.prefix /
+             ("rank-" + std::to_string(rank)))
+                .string();
+  }
+  return model::open_hf_files(location, spec.run.s3_endpoint, cache);
 }
 
 void check_checkpoint_vocab(const std::string& dir, const ckpt::manifest& m, std::int64_t vocab) {
@@ -170,7 +184,7 @@ step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec,
 }
 
 engine_state::engine_state(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
-    : spec(s), group(g), cancelled(c), device(compute_device(s, g.rank())) {}
+    : spec(s), group(g), model_files(open_model_files(s, g.rank())), cancelled(c), device(compute_device(s, g.rank())) {}
 
 std::int64_t engine_state::global_batch() const {
   return std::int64_t{spec.train.micro_batch_size} * spec.train.grad_accum * group.size();
@@ -178,7 +192,7 @@ std::int64_t engine_state::global_batch() const {
 
 nlohmann::json engine_state::checkpoint_extra(nlohmann::json model_config) const {
   nlohmann::json extra = {{"model_config", std::move(model_config)},
-                          {"tokenizer_files", tokenizer_files(spec, data->info())},
+                          {"tokenizer_files", tokenizer_files(model_files.dir, data->info())},
                           {"job_name", spec.name},
                           {"global_batch", global_batch()},
                           {"zero_stage", spec.zero.stage}};

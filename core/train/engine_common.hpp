@@ -20,6 +20,7 @@
 #include "core/data/batch_loader.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/format.hpp"
+#include "core/model/hf_files.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/zero_optimizer.hpp"
 
@@ -45,9 +46,14 @@ data::loader_options loader_options_of(const config::train_spec& train, const co
 zero_options zero_options_of(const config::job_spec& spec, const torch::Device& device);
 
 // The tokenizer files an export of this job's model should carry (a JSON list of paths): those of
-// the fine-tuned Hugging Face directory, else the one the data set was built with and its HF
-// companions.
-nlohmann::json tokenizer_files(const config::job_spec& spec, const data::manifest& data);
+// the fine-tuned Hugging Face directory `model_dir` (hf_files::dir: local, a model in S3 has them
+// copied there), else ("" ) the one the data set was built with and its HF companions.
+nlohmann::json tokenizer_files(const std::string& model_dir, const data::manifest& data);
+
+// Rank `rank`'s view of model.hf_dir (model::open_hf_files): the directory, or the model in S3,
+// read by range, its small files copied into cohort-model-cache/BUCKET/PREFIX/rank-<rank> of the
+// temp directory. Empty (no dir, no open) without model.hf_dir.
+model::hf_files open_model_files(const config::job_spec& spec, int rank);
 
 // Throws std::invalid_argument naming checkpoint `dir` when its model (extra.model_config) has
 // another vocab_size than `vocab`, the job's (grown by model.added_tokens and
@@ -83,6 +89,9 @@ struct engine_state {
 
   config::job_spec spec;
   comm::process_group& group;
+  // model.hf_dir's files (open_model_files): config.json and the tokenizer in model_files.dir,
+  // the weights opened through it (ranged reads from S3). Empty without model.hf_dir.
+  model::hf_files model_files;
   const std::atomic<bool>* cancelled;
   torch::Device device;  // compute_device(spec, rank)
   std::shared_ptr<const data::dataset> data;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -13,6 +12,8 @@
 #include "core/data/format.hpp"
 #include "core/data/s3_shard_source.hpp"
 #include "core/data/verify.hpp"
+#include "core/model/hf_files.hpp"
+#include "core/model/model_config.hpp"
 #include "core/train/vocab_plan.hpp"
 
 #include <nlohmann/json.hpp>
@@ -70,11 +71,12 @@ bool is_t5_job(const config::job_spec& spec) {
   if (!m.inline_config_json.empty()) {
     config = nlohmann::json::parse(m.inline_config_json, nullptr, /*allow_exceptions=*/false);
   } else {
-    std::string path = !m.hf_dir.empty() ? m.hf_dir + "/config.json" : m.config_file;
-    if (std::filesystem::is_directory(path)) path += "/config.json";
-    std::ifstream in(path);
-    if (!in) return false;  // not readable here: the model's own loading tells
-    config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    try {
+      config = !m.hf_dir.empty() ? model::read_hf_config_json(m.hf_dir, spec.run.s3_endpoint)
+                                 : model::read_config_json(m.config_file);
+    } catch (const std::exception&) {
+      return false;  // not readable here: the model's own loading tells
+    }
   }
   return config.is_object() && config.value("model_type", std::string()) == "t5";
 }

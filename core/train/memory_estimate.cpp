@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model/hf_files.hpp"
 #include "core/model/lora_config.hpp"
 
 namespace cohort::core::train {
@@ -103,18 +104,16 @@ std::int64_t lora_layer_parameters(const model::model_config& c, std::int64_t r,
   return n;
 }
 
-model_shape read_model_shape(const config::model_spec& m) {
+model_shape read_model_shape(const config::model_spec& m, const std::string& s3_endpoint) {
   try {
-    if (!m.hf_dir.empty() && m.lora.enabled) {
-      const auto config = model::read_config(m.hf_dir);
-      auto s = shape_of(config);
-      s.lora_layer_parameters = lora_layer_parameters(config, m.lora.r, m.lora.target_modules);
-      return s;
-    }
     if (!m.hf_dir.empty()) {
-      const auto json = model::read_config_json(m.hf_dir);
-      if (model::is_t5(json)) return shape_of(model::parse_t5_config(json, m.hf_dir + "/config.json"));
-      return shape_of(model::read_config(m.hf_dir));
+      std::string file;
+      const auto json = model::read_hf_config_json(m.hf_dir, s3_endpoint, &file);
+      if (model::is_t5(json)) return shape_of(model::parse_t5_config(json, file));
+      const auto config = model::parse_config(json, file);
+      auto s = shape_of(config);
+      if (m.lora.enabled) s.lora_layer_parameters = lora_layer_parameters(config, m.lora.r, m.lora.target_modules);
+      return s;
     }
     if (!m.config_file.empty()) return shape_of(model::read_config(m.config_file));
     return shape_of(model::parse_config(nlohmann::json::parse(m.inline_config_json), "model.config"));

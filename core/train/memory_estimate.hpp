@@ -117,9 +117,10 @@ model_shape shape_of(const model::t5_config& config);
 // The adapters' elements of one layer for LoRA of rank r on `targets` (peft's module names).
 std::int64_t lora_layer_parameters(const model::model_config& config, std::int64_t r,
                                    const std::vector<std::string>& targets);
-// The model's shape from the spec's model section (hf_dir's config.json, a config file or the
-// inline config). Throws std::invalid_argument naming the field and the problem.
-model_shape read_model_shape(const config::model_spec& model);
+// The model's shape from the spec's model section (hf_dir's config.json, fetched alone from S3 as
+// `s3_endpoint` and the environment say when hf_dir is there; a config file or the inline config).
+// Throws std::invalid_argument naming the field and the problem.
+model_shape read_model_shape(const config::model_spec& model, const std::string& s3_endpoint = "");
 
 // One entry of a rank's memory: what it is, bytes, and where it lives.
 struct memory_item {

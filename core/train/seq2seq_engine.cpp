@@ -107,7 +107,7 @@ struct seq2seq_engine::impl : engine_state {
     if (spec.data.train.empty())
       throw std::invalid_argument("data.train: missing; a T5 job needs a seq2seq data set written by "
                                   "`cohort-data build --template-source ... --template-target ...`");
-    auto cfg = model::read_t5_config(spec.model.hf_dir);
+    auto cfg = model::read_t5_config(model_files.dir);
     cfg.dtype = "float32";  // the masters' dtype, which checkpoints record
     seed_rank(train, group.rank());
     data = open_train_data(spec, group.rank());
@@ -133,7 +133,7 @@ struct seq2seq_engine::impl : engine_state {
     const zero_options zo = zero_options_of(spec, device);
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     optimizer = std::make_unique<zero_optimizer>(
-        net->hf_parameters(), *model::open_resized_hf_weights(spec.model.hf_dir, net->hf_parameters(), vocab.model_vocab),
+        net->hf_parameters(), *model::open_resized_hf_weights(model_files, net->hf_parameters(), vocab.model_vocab),
         group, zo, wait);
     net->to(device);
     if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));

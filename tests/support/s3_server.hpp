@@ -64,6 +64,7 @@ class s3_server {
 
   const std::string& bucket() const { return bucket_; }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   core::storage::s3_config config() const {
     core::storage::s3_config c;
     c.endpoint = endpoint();

@@ -1,7 +1,8 @@
 // causal_lm runs against S3 (a real s3rver on 127.0.0.1): with run.storage_path in S3 the ranks,
 // each with a local directory of its own, checkpoint there, and a run stopped and started again
 // resumes from S3 bitwise equal to a straight run, its final export uploaded too; with data.train
-// in S3 a run streams its shards and trains exactly as from local disk.
+// in S3 a run streams its shards and trains exactly as from local disk; with model.hf_dir in S3
+// the ranks read their slices of the weights by range and train exactly as from local disk.
 #include "tests/core/train/engine_fixture.hpp"
 #include "tests/core/train/workload_runs.hpp"
 
@@ -9,9 +10,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/s3_checkpoints.hpp"
+#include "core/train/memory_estimate.hpp"
+#include "tests/support/s3_fault_proxy.hpp"
 #include "tests/support/s3_server.hpp"
 
 using namespace cohort;
@@ -113,4 +117,95 @@ TEST_CASE("a run whose data.train is in S3 streams it through its cache and trai
   // Each rank fetched into a cache of its own.
   CHECK(std::filesystem::exists(tmp.path("data-cache/rank-0")));
   CHECK(std::filesystem::exists(tmp.path("data-cache/rank-1")));
+}
+
+namespace {
+
+// Sets an environment variable for the scope, restoring the old value (or its absence) after.
+class scoped_env {
+ public:
+  scoped_env(std::string name, const std::string& value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
+    ::setenv(name_.c_str(), value.c_str(), 1);
+  }
+  ~scoped_env() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// The data section of a safetensors file: its size less the 8-byte length and the header.
+std::uint64_t data_section_bytes(const std::string& path) {
+  const std::string bytes = test::read_file(path);
+  std::uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[i]);
+  return bytes.size() - 8 - header;
+}
+
+}  // namespace
+
+TEST_CASE("a run whose model.hf_dir is in S3 fetches each weight once, by range, and trains exactly as from disk",
+          "[core][train][model][s3]") {
+  COHORT_NEED_S3_SERVER();
+  test::s3_server server;
+  test::s3_fault_proxy proxy{server.port()};
+  test::s3_environment credentials;
+  temp_dir tmp;
+  std::filesystem::create_directories(tmp.path("tmp"));
+  const scoped_env tmpdir("TMPDIR", tmp.path("tmp"));  // where the ranks copy the model's small files
+  const std::string fixture = test::shared_file("fixtures/hf/tiny-llama");
+  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 3, false);
+  spec.model = {};
+  spec.model.hf_dir = fixture;
+  spec.train.max_steps = 4;
+  spec.train.log_every = 1;
+  for (const auto& r : test::run_workload(spec, tmp.path("local-model"))) REQUIRE(r.error_text() == "");
+
+  const core::storage::s3_client client(server.config());
+  for (const char* name : {"config.json", "generation_config.json", "model.safetensors"})
+    client.put_object(server.bucket(), std::string("models/tiny-llama/") + name, test::read_file(fixture + "/" + name));
+  spec.model.hf_dir = "s3://" + server.bucket() + "/models/tiny-llama";
+  spec.run.s3_endpoint = proxy.endpoint();
+  // The head's plan reads config.json alone, and sees the same model.
+  CHECK(core::train::read_model_shape(spec.model, spec.run.s3_endpoint).parameters ==
+        core::train::read_model_shape(test::with_lora(spec, {}).model).parameters);
+  proxy.clear();
+  proxy.fail_next(1, "/models/tiny-llama/model.safetensors HTTP/");  // one transient 500 on the way
+  for (const auto& r : test::run_workload(spec, tmp.path("s3-model"))) REQUIRE(r.error_text() == "");
+  CHECK(proxy.failures_served() == 1);
+
+  const auto a = test::metrics_lines(tmp.path("local-model"));
+  const auto b = test::metrics_lines(tmp.path("s3-model"));
+  REQUIRE(a.size() == 4);
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(b[i]["loss"] == a[i]["loss"]);
+  CHECK(test::read_file(tmp.path("s3-model/model/model.safetensors")) ==
+        test::read_file(tmp.path("local-model/model/model.safetensors")));
+  // The export carries the model directory's generation config, copied from S3.
+  CHECK(test::read_file(tmp.path("s3-model/model/generation_config.json")) ==
+        test::read_file(fixture + "/generation_config.json"));
+
+  // Each rank fetched the header, then only its ZeRO-3 shards: between them every byte of the
+  // data section once, nothing whole.
+  std::uint64_t data_bytes = 0;
+  int headers = 0;
+  for (const auto& e : proxy.exchanges()) {
+    if (e.request_line.find("model.safetensors HTTP/") == std::string::npos) continue;
+    INFO(e.request_line << " " << e.range);
+    REQUIRE(e.status == 206);
+    if (e.range == "bytes=0-7" || e.range.rfind("bytes=8-", 0) == 0)
+      ++headers;
+    else
+      data_bytes += e.body_bytes;
+  }
+  CHECK(headers == 2 * 2);
+  CHECK(data_bytes == data_section_bytes(fixture + "/model.safetensors"));
 }
