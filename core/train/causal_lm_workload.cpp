@@ -18,7 +18,6 @@
 
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
-#include "core/ckpt/s3_checkpoints.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/seq2seq_engine.hpp"
 #include "core/train/checkpointer.hpp"
@@ -102,35 +101,16 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   if (final_step <= 0) return;
   const auto step = static_cast<std::uint64_t>(final_step);
   const std::string out = ctx.run_dir + "/model";
-  std::string source = ckpt::step_dir(ctx.run_dir, step);
-  std::optional<storage::s3_client> s3;
-  ckpt::s3_run remote;
-  if (!ctx.remote_run.empty()) {
-    s3.emplace(storage::s3_config_from_environment(ctx.spec.run.s3_endpoint));
-    remote = {&*s3, storage::parse_s3_url(ctx.remote_run, "run.storage_path")};
-    source = ckpt::step_dir(ctx.run_dir + "/s3-cache/export", step);
-    ckpt::download_checkpoint_s3(remote, step, source);
-    const auto v = ckpt::verify_checkpoint(source);
-    if (!v.ok()) throw std::runtime_error("export: " + ckpt::s3_step_url(remote, step) + " does not verify: " + v.problems.front());
-  }
-  test_pause_point("export-" + ckpt::step_dir_name(step), ctx.cancelled);
   const std::string adapter = ctx.run_dir + "/adapter";
+  const std::string cache = ctx.run_dir + "/s3-cache/export";  // a checkpoint in S3, downloaded
+  const auto checkpoints = open_checkpoints(ctx, cache);
+  const std::string source = checkpoints->fetch(step);
+  test_pause_point("export-" + ckpt::step_dir_name(step), ctx.cancelled);
   const auto written = write_hf(source, out, adapter, final_step, ctx.activity);
   const bool lora = written.adapter_tensors > 0;
-  std::string where = out, adapter_where = adapter;
-  if (s3) {
-    const auto upload = [&](const std::string& dir, const std::string& name) {
-      for (const auto& f : std::filesystem::directory_iterator(dir))
-        if (f.is_regular_file())
-          s3->upload_file(remote.url.bucket, remote.url.key(name + "/" + f.path().filename().string()),
-                          f.path().string(), ckpt::s3_default_part_size);
-    };
-    upload(out, "model");
-    if (lora) upload(adapter, "adapter");
-    std::filesystem::remove_all(ctx.run_dir + "/s3-cache/export");
-    where = ctx.remote_run + "/model (and " + out + ")";
-    adapter_where = ctx.remote_run + "/adapter (and " + adapter + ")";
-  }
+  const std::string where = checkpoints->publish_export(out, "model");
+  const std::string adapter_where = lora ? checkpoints->publish_export(adapter, "adapter") : "";
+  std::filesystem::remove_all(cache);
   if (!ctx.log) return;
   for (const auto& w : written.stats.warnings) ctx.log("export: " + w);
   ctx.log("model of step " + std::to_string(final_step) + " exported to " + where + " (" +

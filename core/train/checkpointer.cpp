@@ -1,11 +1,7 @@
 // checkpointer: the resume choice, saves, store-carried reports and rank 0's commit + retention.
 #include "core/train/checkpointer.hpp"
 
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <ctime>
-#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -42,26 +38,21 @@ std::string wait_key(comm::store& store, const std::string& key, std::chrono::mi
 
 }  // namespace
 
-checkpointer::checkpointer(const worker_context& ctx) : ctx_(ctx) {
+std::unique_ptr<ckpt::checkpoint_location> open_checkpoints(const worker_context& ctx, const std::string& cache_dir) {
+  if (ctx.remote_run.empty()) return ckpt::local_checkpoints(ctx.run_dir);
+  std::unique_ptr<storage::s3_client> client;
+  try {
+    client = std::make_unique<storage::s3_client>(storage::s3_config_from_environment(ctx.spec.run.s3_endpoint));
+  } catch (const std::invalid_argument& e) {
+    throw bad_input_error(std::string("run.storage_path ") + ctx.remote_run + ": " + e.what());
+  }
+  return ckpt::s3_checkpoints(std::move(client), storage::parse_s3_url(ctx.remote_run, "run.storage_path"), cache_dir);
+}
+
+checkpointer::checkpointer(const worker_context& ctx)
+    : ctx_(ctx), location_(open_checkpoints(ctx, ctx.run_dir + "/s3-cache/rank-" + std::to_string(ctx.rank))) {
   const auto address = comm::parse_host_port(ctx.store_address);
   store_ = std::make_unique<comm::tcp_store>(address.host, address.port, ctx.store_secret);
-  if (!ctx.remote_run.empty()) {
-    try {
-      s3_ = std::make_unique<storage::s3_client>(storage::s3_config_from_environment(ctx.spec.run.s3_endpoint));
-    } catch (const std::invalid_argument& e) {
-      throw bad_input_error(std::string("run.storage_path ") + ctx.remote_run + ": " + e.what());
-    }
-    s3_run_ = {s3_.get(), storage::parse_s3_url(ctx.remote_run, "run.storage_path")};
-  }
-}
-
-std::string checkpointer::s3_cache_dir() const {
-  return ctx_.run_dir + "/s3-cache/rank-" + std::to_string(ctx_.rank);
-}
-
-ckpt::retention_result checkpointer::apply_retention(bool writer_running) const {
-  return in_s3() ? ckpt::apply_retention_s3(s3_run_, policy(writer_running))
-                 : ckpt::apply_retention(ctx_.run_dir, policy(writer_running));
 }
 
 checkpointer::~checkpointer() {
@@ -106,7 +97,6 @@ void checkpointer::log(const std::string& line) const {
 
 std::optional<resume_point> checkpointer::choose_resume() {
   nlohmann::json choice = nlohmann::json::object();
-  if (in_s3()) std::filesystem::remove_all(s3_cache_dir());  // copies an earlier attempt downloaded
   if (ctx_.rank == 0) {
     try {
       choice = pick_resume();
@@ -122,15 +112,9 @@ std::optional<resume_point> checkpointer::choose_resume() {
       throw std::runtime_error("rank 0 could not choose a checkpoint: " + choice["error"].get<std::string>());
   }
   if (!choice.contains("dir")) return std::nullopt;
-  resume_point r{choice["dir"].get<std::string>(), {}};
-  if (in_s3() && ctx_.rank != 0) {  // rank 0 verified its copy; each rank reads from its own
-    const auto step = choice["step"].get<std::uint64_t>();
-    r.dir = ckpt::step_dir(s3_cache_dir(), step);
-    ckpt::download_checkpoint_s3(s3_run_, step, r.dir);
-    const auto v = ckpt::verify_checkpoint(r.dir);
-    if (!v.ok()) throw std::runtime_error("checkpoint " + ckpt::s3_step_url(s3_run_, step) +
-                                          " downloaded to " + r.dir + " does not verify: " + v.problems.front());
-  }
+  // Rank 0 verified the copy it chose from; each other rank reads one of its own.
+  resume_point r{ctx_.rank == 0 ? choice["dir"].get<std::string>() : location_->fetch(choice["step"].get<std::uint64_t>()),
+                 {}};
   r.manifest = ckpt::read_manifest(r.dir);
   restored_step_ = r.manifest.step;
   committed_step_ = static_cast<std::int64_t>(r.manifest.step);
@@ -141,50 +125,34 @@ nlohmann::json checkpointer::pick_resume() {
   nlohmann::json choice = nlohmann::json::object();
   const ckpt::attempt_token token{ctx_.job_id, ctx_.attempt};
   // From now on only this attempt commits the job's checkpoints (a zombie older one is refused).
-  if (in_s3()) ckpt::claim_checkpoints_s3(s3_run_, token);
-  else ckpt::claim_checkpoints(ctx_.run_dir, token);
-  const std::string where = in_s3() ? ctx_.remote_run + "/checkpoints" : ckpt::checkpoints_dir(ctx_.run_dir);
+  location_->claim(token);
   const bool resume = ctx_.attempt > 0 || ctx_.spec.run.resume;
   if (!resume) {
-    auto committed = in_s3() ? ckpt::scan_checkpoints_s3(s3_run_) : ckpt::list_checkpoints(ctx_.run_dir);
-    committed.erase(std::remove_if(committed.begin(), committed.end(), [](const auto& c) { return !c.committed; }),
-                    committed.end());
+    const auto committed = location_->committed();
     if (!committed.empty())
       throw std::invalid_argument(
-          "run.resume is false, but " + where + " holds committed checkpoints (newest " +
+          "run.resume is false, but " + location_->where() + " holds committed checkpoints (newest " +
           ckpt::step_dir_name(committed.back().step) + "); choose another run.name or run.storage_path, or remove them");
   } else {
-    const auto latest = in_s3() ? ckpt::latest_valid_s3(s3_run_, s3_cache_dir()) : ckpt::latest_valid(ctx_.run_dir);
+    const auto latest = location_->latest_valid();
     for (const auto& r : latest.rejected) {
       if (!r.committed) {  // an unfinished save: removed below
         log("checkpoint " + r.path + " skipped: " + r.reason);
         continue;
       }
-      if (in_s3()) {
-        // S3 has no rename: the damaged step loses its COMMITTED (so the step written again is
-        // never mistaken for it) and is removed with the other unfinished ones below.
-        const auto step = ckpt::parse_step_dir_name(std::filesystem::path(r.path).filename().string());
-        if (step) ckpt::uncommit_checkpoint_s3(s3_run_, *step);
-        log("checkpoint " + r.path + " rejected: " + r.reason + " (its COMMITTED removed)");
-        continue;
-      }
-      // A committed but damaged checkpoint is kept for inspection, out of the way of the step
-      // that will be written again.
-      const std::string aside = r.path + ".rejected-" + std::to_string(std::time(nullptr));
-      if (std::rename(r.path.c_str(), aside.c_str()) != 0)
-        throw std::runtime_error("cannot move rejected checkpoint " + r.path + " aside to " + aside);
-      log("checkpoint " + r.path + " rejected: " + r.reason + " (moved to " + aside + ")");
+      // Committed but damaged: out of the way of the step that will be written again.
+      log("checkpoint " + r.path + " rejected: " + r.reason + " (" + location_->set_aside(r) + ")");
     }
     if (latest.checkpoint) {
+      const std::uint64_t step = latest.checkpoint->step;
       choice["dir"] = latest.checkpoint->path;
-      choice["step"] = latest.checkpoint->step;
-      restored_step_ = latest.checkpoint->step;
-      log("resuming from " + (in_s3() ? ckpt::s3_step_url(s3_run_, latest.checkpoint->step) + " (verified copy in " +
-                                            latest.checkpoint->path + ")"
-                                      : latest.checkpoint->path));
+      choice["step"] = step;
+      restored_step_ = step;
+      const std::string name = location_->step_name(step), copy = latest.checkpoint->path;
+      log("resuming from " + name + (copy != name ? " (verified copy in " + copy + ")" : ""));
     }
   }
-  apply_retention(false);  // dead attempts' unfinished directories
+  location_->retain(policy(false));  // dead attempts' unfinished directories
   return choice;
 }
 
@@ -244,10 +212,7 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
                                       const nlohmann::json& extra) {
   const std::string step_name = ckpt::step_dir_name(report.step);
   const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
-  if (in_s3()) {
-    ckpt::upload_rank_files(s3_run_, dir, report);
-    for (const auto& f : report.files) std::filesystem::remove(std::filesystem::path(dir) / f.name);
-  }
+  location_->publish(dir, report);
   store_->set(key(step_name + "/rank-" + std::to_string(report.rank)), ckpt::rank_report_to_json(report).dump());
   if (ctx_.rank != 0) return;
   // A rank 0 that waits for this save (not one training on beside an asynchronous write) now
@@ -270,21 +235,20 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   test_pause_point("commit-" + step_name, ctx_.cancelled);
   const ckpt::attempt_token token{ctx_.job_id, ctx_.attempt};
   // A zombie attempt's commit throws stale_attempt, which ends this rank's run saying so.
-  const auto m = in_s3() ? ckpt::commit_checkpoint_s3(s3_run_, report.step, ctx_.world_size, reports, metrics, extra, &token)
-                         : ckpt::commit_checkpoint(dir, report.step, ctx_.world_size, reports, metrics, extra, &token);
+  const auto m = location_->commit(dir, report.step, ctx_.world_size, reports, metrics, extra, &token);
   committed_step_ = static_cast<std::int64_t>(report.step);
   // The reports are in the manifest now: the store keeps O(world) keys however many checkpoints.
   for (int r = 0; r < ctx_.world_size; ++r) store_->remove(key(step_name + "/rank-" + std::to_string(r)));
   std::string hooked;
-  if (on_commit_ && !in_s3()) {
+  const auto local = location_->local_copy(report.step);
+  if (on_commit_ && local) {
     if (ctx_.activity) ctx_.activity->advance_phase(rank_phase::committing, rank_phase::exporting);
-    hooked = on_commit_(report.step, dir, m.metrics);
+    hooked = on_commit_(report.step, *local, m.metrics);
   }
   std::uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.size;
-  const auto kept = apply_retention(true);
-  const std::string name = in_s3() ? ckpt::s3_step_url(s3_run_, report.step) : dir;
-  std::string note = "checkpoint " + name + " committed (" + std::to_string(bytes >> 10) + " KiB, " +
+  const auto kept = location_->retain(policy(true));
+  std::string note = "checkpoint " + location_->step_name(report.step) + " committed (" + std::to_string(bytes >> 10) + " KiB, " +
                      std::to_string(m.files.size()) + " files)";
   if (!kept.deleted.empty()) note += "; retention removed " + std::to_string(kept.deleted.size()) + " older";
   std::lock_guard<std::mutex> lock(notes_mutex_);

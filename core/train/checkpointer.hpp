@@ -4,9 +4,10 @@
 // committing once every rank reported and applying retention. One per rank per attempt; used by
 // the rank's thread (the commit runs on the writer's thread).
 //
-// With the run in S3 (ctx.remote_run), each rank writes its files into its local run directory
-// as on disk, uploads them (s3_checkpoints.hpp) and removes its local copies before it reports;
-// rank 0 commits in S3 once every rank reported. On resume every rank downloads the chosen
+// Where the checkpoints are kept is a checkpoint_location chosen once: the run directory, or the
+// run in S3 (ctx.remote_run), where each rank writes its files into its local run directory as on
+// disk, uploads them (s3_checkpoints.hpp) and removes its local copies before it reports; rank 0
+// commits in S3 once every rank reported. On resume from S3 every rank downloads the chosen
 // checkpoint into its own cache, <run_dir>/s3-cache/rank-<N>, verifies it there and reads it.
 #pragma once
 
@@ -23,9 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/ckpt/async_writer.hpp"
+#include "core/ckpt/checkpoint_location.hpp"
 #include "core/ckpt/manifest.hpp"
 #include "core/ckpt/retention.hpp"
-#include "core/ckpt/s3_checkpoints.hpp"
 #include "core/train/workload.hpp"
 
 namespace cohort::core::comm {
@@ -33,6 +34,11 @@ class store;
 }
 
 namespace cohort::core::train {
+
+// The run's checkpoints (ctx.run_dir, or the run in S3, ctx.remote_run, whose copies this process
+// downloads go under `cache_dir`). Throws bad_input_error naming run.storage_path for S3 settings
+// that cannot work.
+std::unique_ptr<ckpt::checkpoint_location> open_checkpoints(const worker_context& ctx, const std::string& cache_dir);
 
 struct resume_point {
   std::string dir;
@@ -94,15 +100,11 @@ class checkpointer {
   void publish_and_commit(const ckpt::rank_report& report, const nlohmann::json& metrics,
                           const nlohmann::json& extra);
   std::string key(const std::string& name) const;
-  bool in_s3() const { return s3_ != nullptr; }
-  std::string s3_cache_dir() const;  // this rank's cache of checkpoints downloaded from S3
-  ckpt::retention_result apply_retention(bool writer_running) const;
   ckpt::write_options write_options() const;  // the written bytes counted into ctx.activity
 
   const worker_context& ctx_;
+  std::unique_ptr<ckpt::checkpoint_location> location_;  // the run directory, or the run in S3
   std::unique_ptr<comm::store> store_;
-  std::unique_ptr<storage::s3_client> s3_;  // set when the run is in S3
-  ckpt::s3_run s3_run_;
   ckpt::async_rank_writer writer_;
   std::atomic<bool> abandoned_{false};
   std::optional<std::uint64_t> restored_step_;
