@@ -5,8 +5,10 @@
 // number ...`). The spec is parsed and validated once, where its text arrives (the head, from a
 // client or the store); what travels after that is taken as the head validated it. These live in
 // cohort::config (for ADL) but here, since config/ knows neither CAF nor the wire.
-// A field added to the spec must be added here too: tests/actors/job_spec_fields_test.cpp sends a
-// spec with every field set off its default and compares its canonical text after the trip.
+// A field added to the spec must be added here too, under its spec key:
+// tests/actors/job_spec_fields_test.cpp checks that a spec with every field set off its default
+// sets every field named here, that every key of the canonical text (and of docs/job-spec.md's
+// tables) is a field named here, and compares the canonical text after the trip.
 #pragma once
 
 #include <caf/meta/type_name.hpp>
@@ -70,7 +72,7 @@ typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
            field("min_lr_ratio"), x.min_lr_ratio, field("weight_decay"), x.weight_decay,
            field("grad_clip"), x.grad_clip, field("precision"), x.dtype, field("seed"), x.seed,
            field("log_every"), x.log_every, field("activation_checkpointing"),
-           x.activation_checkpointing, field("path"), x.path, field("loss_chunk_tokens"),
+           x.activation_checkpointing, field("compute_path"), x.path, field("loss_chunk_tokens"),
            x.loss_chunk_tokens, field("deterministic"), x.deterministic, field("step_delay_s"),
            x.step_delay_s, field("eval_every"), x.eval_every);
 }

@@ -3,6 +3,10 @@
 // field that does not fit is refused naming it.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <set>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
@@ -79,8 +83,8 @@ job_spec every_field_set(bool fine_tune) {
   r.storage_path = "s3://bucket/runs";
   r.s3_endpoint = "http://127.0.0.1:9000";
   r.local_dir = "/scratch";
-  r.checkpoint = {10, 2, "eval_loss", config::score_order::max, true};
-  r.failure = {-1, 60, 300, 200, 15, 4};
+  r.checkpoint = {10, 2, "eval_loss", config::score_order::max, true, 1u << 20, 20, 3};
+  r.failure = {-1, 60, 300, 200, 15, 4, 900};
   r.resume = false;
   r.hold_before_step = 4;
   r.hold_before_steps = {4, 8};
@@ -90,7 +94,93 @@ job_spec every_field_set(bool fine_tune) {
   return s;
 }
 
+// The third way a spec names its model, a config file (with another workload, for the fields'
+// sake: the wire does not check what goes together).
+job_spec every_field_set_from_config_file() {
+  job_spec s = every_field_set(false);
+  s.model.inline_config_json.clear();
+  s.model.config_file = "/models/config.json";
+  s.workload = config::workload_kind::linear_regression;
+  return s;
+}
+
+// Values that are maps or free JSON, not sections of the spec: their paths are leaves.
+const std::set<std::string> map_values{"scaling.resources_per_worker", "scaling.trainer_resources",
+                                       "runtime_env.env_vars", "model.config"};
+
+// The dotted paths of `j`'s leaves ("train.lr", ...).
+void leaf_paths(const nlohmann::json& j, const std::string& prefix, std::set<std::string>& out) {
+  if (!j.is_object() || map_values.count(prefix)) {
+    out.insert(prefix);
+    return;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) leaf_paths(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+}
+
+std::set<std::string> leaf_paths(const nlohmann::json& j) {
+  std::set<std::string> out;
+  leaf_paths(j, "", out);
+  return out;
+}
+
+// The wire's leaves whose value in `a` differs from `b`'s.
+void differing(const nlohmann::json& a, const nlohmann::json& b, const std::string& prefix, std::set<std::string>& out) {
+  if (!a.is_object() || map_values.count(prefix)) {
+    if (a != b) out.insert(prefix);
+    return;
+  }
+  for (auto it = a.begin(); it != a.end(); ++it)
+    differing(*it, b.at(it.key()), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+}
+
+// The spec's wire fields: the JSON view of the inspect lists.
+std::set<std::string> wire_fields() { return leaf_paths(net::to_json_view(job_spec{})); }
+
+// The spec file's keys: the canonical text of specs with every field set, the model both ways. The
+// wire carries model.config as config_file (a path) or inline_config (the object).
+std::set<std::string> spec_keys() {
+  std::set<std::string> keys;
+  for (const auto& spec : {every_field_set(true), every_field_set(false), every_field_set_from_config_file()}) {
+    for (const auto& k : leaf_paths(nlohmann::json::parse(config::to_json_text(spec)))) keys.insert(k);
+  }
+  return keys;
+}
+
 }  // namespace
+
+TEST_CASE("the spec sent in tests sets every field the wire carries", "[actors]") {
+  std::set<std::string> set;
+  for (const auto& spec : {every_field_set(true), every_field_set(false), every_field_set_from_config_file()})
+    differing(net::to_json_view(spec), net::to_json_view(job_spec{}), "", set);
+  for (const auto& f : wire_fields()) {
+    INFO(f);
+    CHECK(set.count(f));
+  }
+}
+
+TEST_CASE("the wire names every key of the spec file as the file does", "[actors]") {
+  const auto wire = wire_fields();
+  for (const auto& key : spec_keys()) {
+    INFO(key);
+    if (key == "model.config") {
+      CHECK(wire.count("model.config_file"));
+      CHECK(wire.count("model.inline_config"));
+      continue;
+    }
+    CHECK(wire.count(key));
+  }
+}
+
+TEST_CASE("docs/job-spec.md documents every key of the spec file", "[actors]") {
+  std::ifstream in(std::string(COHORT_SOURCE_DIR) + "/docs/job-spec.md");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const auto& key : spec_keys()) {
+    INFO(key);
+    CHECK(text.str().find("| `" + key + "` |") != std::string::npos);
+  }
+}
 
 TEST_CASE("a spec with every field set crosses the wire in a trainer_setup unchanged", "[actors]") {
   for (bool fine_tune : {true, false}) {
