@@ -510,7 +510,7 @@ step_result causal_lm_engine::train_step() { return impl_->step(); }
 bool causal_lm_engine::has_eval() const { return impl_->eval_data != nullptr; }
 eval_result causal_lm_engine::evaluate() { return impl_->evaluate(); }
 void causal_lm_engine::request_checkpoint(bool preempted) { impl_->request_checkpoint(preempted); }
-causal_lm_engine::checkpoint_part causal_lm_engine::checkpoint() { return impl_->checkpoint(); }
+checkpoint_part causal_lm_engine::checkpoint() { return impl_->checkpoint(); }
 
 nlohmann::json causal_lm_engine::checkpoint_extra() const {
   auto extra = impl_->checkpoint_extra(model::to_hf_json(impl_->net->config()));

@@ -20,6 +20,7 @@
 #include "core/ckpt/layout.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/seq2seq_engine.hpp"
+#include "core/train/training_engine.hpp"
 #include "core/train/checkpointer.hpp"
 #include "core/comm/comm_error.hpp"
 #include "core/data/format.hpp"
@@ -216,158 +217,225 @@ std::string describe_loading(double seconds, std::uint64_t bytes_read, int devic
   return text;
 }
 
-// The run on this rank with `Engine` (causal_lm_engine, or seq2seq_engine for a T5: the same
-// contract), called `kind` in the log.
-template <class Engine>
-void train_with(const worker_context& ctx, const char* kind) {
-  const bool gpu = ctx.spec.scaling.use_gpu;
-  const int device = gpu ? causal_lm_engine::cuda_device_for(ctx.rank) : -1;
-  const std::int64_t gpu_cap = device >= 0 ? apply_gpu_memory_limit(device) : 0;
-  auto group = gpu ? join_group(ctx, comm::backend_kind::nccl, device)
-                   : join_group(ctx, comm::backend_kind::gloo);
-  const auto load_start = std::chrono::steady_clock::now();
-  const std::uint64_t read_before = process_read_bytes();
-  const auto engine_owner = input_checked(
-      [&] { return std::make_unique<Engine>(ctx.spec, *group, ctx.cancelled, /*data_verified=*/true); });
-  Engine& engine = *engine_owner;
-  checkpointer checkpoints(ctx);
-  const auto from = checkpoints.choose_resume();
-  if (from) engine.restore(from->dir, from->manifest);
-  const std::string loading = describe_loading(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
-      process_read_bytes() - read_before, device);
-  std::unique_ptr<metrics_log> metrics;
-  std::unique_ptr<event_file_writer> events;  // a new file per attempt: TensorBoard merges them
-  if (ctx.rank == 0) {
-    metrics = std::make_unique<metrics_log>(ctx.run_dir + "/metrics.jsonl", engine.steps_done());
-    events = std::make_unique<event_file_writer>(ctx.run_dir + "/tensorboard",
-                                                 "attempt-" + std::to_string(ctx.attempt));
-  }
-  std::unique_ptr<memory_status_log> memory;
-  if (ctx.spec.run.memory_status_every_s > 0)
-    memory = std::make_unique<memory_status_log>(ctx.run_dir, ctx.rank, device, ctx.spec.run.memory_status_every_s,
-                                                 engine.steps_done());
-  const std::int64_t eval_every = engine.has_eval() ? ctx.spec.train.eval_every : 0;
-  if (ctx.log)
-    ctx.log("rank " + std::to_string(ctx.rank) + "/" + std::to_string(ctx.world_size) + " on node " +
-            ctx.node + ": " + kind + ", " + std::to_string(engine.parameter_count()) +
-            (ctx.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), " : " parameters, ") +
-            std::to_string(engine.total_steps()) + " steps of " +
-            std::to_string(engine.global_batch()) + " samples, ZeRO stage " +
-            std::to_string(ctx.spec.zero.stage) + ", " + std::to_string(at::get_num_threads()) +
-            " host threads" + (engine.steps_done() > 0 ? ", resuming after step " + std::to_string(engine.steps_done()) : "") +
-            (gpu_cap > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap >> 20) + " MiB" : "") +
-            "; " + loading + "after loading: " + describe(read_memory_peaks(device)));
-
-  const auto extra = engine.checkpoint_extra();
-  const std::int64_t first_step = engine.steps_done();
-  // train.as_test: one step past where the run stands, then the final checkpoint and export.
-  const std::int64_t total =
-      ctx.spec.train.as_test ? std::min(engine.total_steps(), first_step + 1) : engine.total_steps();
-  if (ctx.spec.train.as_test && ctx.rank == 0 && ctx.log)
-    ctx.log("train.as_test: running step " + std::to_string(total) + " only, then the final checkpoint and export");
-  if (ctx.rank == 0 && ctx.spec.run.checkpoint.export_every > 0) export_every(ctx, checkpoints, total);
-  step_report report;
-  if (from) {  // what the checkpoint's step logged: reported even when no step is left to run
-    const auto& logged = from->manifest.metrics;
-    report.step = engine.steps_done();
-    report.total_steps = total;
-    report.loss = logged.value("loss", 0.0);
-    report.lr = logged.value("lr", 0.0);
-    report.grad_norm = logged.value("grad_norm", 0.0);
-    report.checkpoint_step = engine.steps_done();
-  }
-  report.total_steps = total;
-  step_gate gate(ctx);
-  std::unique_ptr<sample_log> samples;
-  if (ctx.spec.run.sample_log) samples = std::make_unique<sample_log>(ctx.run_dir, ctx.rank, ctx.attempt);
-  while (engine.steps_done() < total) {
-    gate.pass(engine.steps_done() + 1, report);
-    if (checkpoints.take_request()) {  // rank 0; a request made while held is seen before the step
-      const bool preempted = checkpoints.preempted();
-      if (ctx.log)
-        ctx.log("checkpoint requested: saving after step " + std::to_string(engine.steps_done() + 1) +
-                (preempted ? " (preemption: no further step)" : ""));
-      engine.request_checkpoint(preempted);
-    }
-    const step_result last = engine.train_step();
-    if (ctx.step_reached) ctx.step_reached->store(last.step);
-    if (samples) samples->append(last.step, last.samples);
-    const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
-    report = step_report{last.step, total, last.loss, last.lr, last.grad_norm, tokens_per_s,
-                         mfu(tokens_per_s, engine.flops_per_token(), engine.peak_flops(), ctx.world_size),
-                         checkpoints.committed_step(), last.seconds, last.optimizer_seconds};
-    if (eval_every > 0 && (last.step % eval_every == 0 || last.step == total)) {
-      const eval_result eval = engine.evaluate();
-      report.evaluated = true;
-      report.eval_loss = eval.loss;
-      report.eval_perplexity = std::exp(eval.loss);
-      if (ctx.rank == 0 && ctx.log)
-        ctx.log("step " + std::to_string(last.step) + ": eval_loss " + std::to_string(eval.loss) + " over " +
-                std::to_string(eval.labels) + " tokens in " +
-                std::to_string(static_cast<long long>(eval.seconds * 1000)) + " ms");
-    }
-    // Logged before it is saved: a crash in between resumes from an older checkpoint, whose
-    // resume drops the later lines, so metrics.jsonl never misses a step. An evaluated step is
-    // always logged.
-    if (last.step % ctx.spec.train.log_every == 0 || last.step == total || report.evaluated) {
-      if (metrics) metrics->append(report);
-      if (events) events->add_scalars(last.step, scalars_of(report, device), unix_seconds_now());
-      if (memory) memory->at_step(last.step);
-      if (ctx.report) ctx.report(report);
-    }
-    if (checkpoints.due(last.step, total) || last.checkpoint_requested) {
-      const auto started = std::chrono::steady_clock::now();
-      auto part = engine.checkpoint();
-      const bool background = checkpoints.save(static_cast<std::uint64_t>(last.step), std::move(part.tensors),
-                                               std::move(part.state), metrics_of(report), extra);
-      const auto blocked = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
-      if (ctx.rank == 0 && ctx.log)
-        ctx.log("step " + std::to_string(last.step) + ": checkpoint saved" +
-                (background ? " in the background" : "") + ", training blocked " +
-                std::to_string(static_cast<long long>(blocked.count())) + " ms");
-    }
-    checkpoints.log_commits();
-    if (last.preempted && last.step < total) {
-      // A node of this attempt is leaving: the emergency checkpoint is this one. Wait for its
-      // commit, tell the head (which then stops the attempt) and run no further step.
-      checkpoints.finish();
-      checkpoints.log_commits();
-      if (ctx.rank == 0) {
-        report.checkpoint_step = checkpoints.committed_step();
-        if (ctx.log)
-          ctx.log("preempted: emergency checkpoint of step " + std::to_string(last.step) +
-                  " committed; waiting for the attempt to be stopped");
-        if (ctx.report) ctx.report(report);
-      }
-      wait_until_cancelled(ctx.cancelled, std::chrono::milliseconds(static_cast<std::int64_t>(
-                                              (ctx.spec.run.failure.preemption_grace_s + 60) * 1000)));
-    }
-    if (ctx.log && last.step == first_step + 2)  // the steady state's memory, for the plan
-      ctx.log("rank " + std::to_string(ctx.rank) + " memory after step " + std::to_string(last.step) +
-              ": " + describe(read_memory_peaks(device)));
-    pause_between_steps(ctx);
-  }
-  checkpoints.finish();
-  // A request that came during the last steps, after rank 0 last looked, is answered by the
-  // final checkpoint (always saved), not dropped unsaid.
-  if (checkpoints.take_request() && ctx.log)
-    ctx.log("checkpoint requested during the last step: the final checkpoint (step " +
-            std::to_string(checkpoints.committed_step()) + ") answers it");
-  if (ctx.rank == 0) {
-    phase_scope exporting(ctx.activity, rank_phase::exporting);
-    export_final_model(ctx, checkpoints.committed_step());
-  }
-  if (ctx.rank == 0 && ctx.report && report.step > 0) {  // the final checkpoint, now committed
-    report.checkpoint_step = checkpoints.committed_step();
-    ctx.report(report);
-  }
-  if (ctx.log)
-    ctx.log("rank " + std::to_string(ctx.rank) + " done: final loss " + std::to_string(report.loss) +
-            "; " + describe(read_memory_peaks(device)));
-  // From here the rank only closes its group and process (a peer may still save or export).
-  if (ctx.activity) ctx.activity->set_phase(rank_phase::finished);
+// The engine of this job on this rank: seq2seq_engine for a T5, else causal_lm_engine.
+std::unique_ptr<training_engine> open_engine(const worker_context& ctx, comm::process_group& group, bool t5) {
+  return input_checked([&]() -> std::unique_ptr<training_engine> {
+    if (t5) return std::make_unique<seq2seq_engine>(ctx.spec, group, ctx.cancelled, /*data_verified=*/true);
+    return std::make_unique<causal_lm_engine>(ctx.spec, group, ctx.cancelled, /*data_verified=*/true);
+  });
 }
+
+// One rank's run, as a script: start (join the group, build the engine, resume, open the logs,
+// say what runs), then each step — pass the gate, take a checkpoint request, train, evaluate,
+// report, save, stop if preempted — and the end (the final checkpoint, the export, the last
+// report). The engine is any training_engine.
+class rank_run {
+ public:
+  rank_run(const worker_context& ctx, bool t5)
+      : ctx_(ctx),
+        device_(ctx.spec.scaling.use_gpu ? causal_lm_engine::cuda_device_for(ctx.rank) : -1),
+        gpu_cap_(device_ >= 0 ? apply_gpu_memory_limit(device_) : 0),
+        group_(ctx.spec.scaling.use_gpu ? join_group(ctx, comm::backend_kind::nccl, device_)
+                                        : join_group(ctx, comm::backend_kind::gloo)),
+        gate_(ctx) {
+    const auto load_start = std::chrono::steady_clock::now();
+    const std::uint64_t read_before = process_read_bytes();
+    engine_ = open_engine(ctx, *group_, t5);
+    checkpoints_ = std::make_unique<checkpointer>(ctx);
+    from_ = checkpoints_->choose_resume();
+    if (from_) engine_->restore(from_->dir, from_->manifest);
+    const std::string loading = describe_loading(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
+        process_read_bytes() - read_before, device_);
+    open_logs();
+    log_start(t5 ? "T5 (seq2seq)" : "causal_lm", loading);
+    plan_steps();
+  }
+
+  void run() {
+    while (engine_->steps_done() < total_) {
+      gate_.pass(engine_->steps_done() + 1, report_);
+      take_checkpoint_request();
+      const step_result last = train_step();
+      evaluate_if_due(last);
+      report_step(last);
+      save_if_due(last);
+      stop_if_preempted(last);
+      after_step(last);
+    }
+    finish();
+  }
+
+ private:
+  void log(const std::string& line) const {
+    if (ctx_.log) ctx_.log(line);
+  }
+
+  // metrics.jsonl and the TensorBoard events (rank 0), the memory status and sample logs.
+  void open_logs() {
+    if (ctx_.rank == 0) {
+      metrics_ = std::make_unique<metrics_log>(ctx_.run_dir + "/metrics.jsonl", engine_->steps_done());
+      // A new file per attempt: TensorBoard merges them.
+      events_ = std::make_unique<event_file_writer>(ctx_.run_dir + "/tensorboard", "attempt-" + std::to_string(ctx_.attempt));
+    }
+    if (ctx_.spec.run.memory_status_every_s > 0)
+      memory_ = std::make_unique<memory_status_log>(ctx_.run_dir, ctx_.rank, device_, ctx_.spec.run.memory_status_every_s,
+                                                    engine_->steps_done());
+    if (ctx_.spec.run.sample_log) samples_ = std::make_unique<sample_log>(ctx_.run_dir, ctx_.rank, ctx_.attempt);
+  }
+
+  // The rank's start line: what it trains, how, and what loading cost.
+  void log_start(const char* kind, const std::string& loading) const {
+    const auto& e = *engine_;
+    log("rank " + std::to_string(ctx_.rank) + "/" + std::to_string(ctx_.world_size) + " on node " + ctx_.node + ": " +
+        kind + ", " + std::to_string(e.parameter_count()) +
+        (ctx_.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), " : " parameters, ") +
+        std::to_string(e.total_steps()) + " steps of " + std::to_string(e.global_batch()) + " samples, ZeRO stage " +
+        std::to_string(ctx_.spec.zero.stage) + ", " + std::to_string(at::get_num_threads()) + " host threads" +
+        (e.steps_done() > 0 ? ", resuming after step " + std::to_string(e.steps_done()) : "") +
+        (gpu_cap_ > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap_ >> 20) + " MiB" : "") + "; " + loading +
+        "after loading: " + describe(read_memory_peaks(device_)));
+  }
+
+  // The steps this attempt runs (train.as_test: one past where the run stands), the export hook,
+  // and the report a resumed run starts from (what the checkpoint's step logged: reported even
+  // when no step is left to run).
+  void plan_steps() {
+    extra_ = engine_->checkpoint_extra();
+    first_step_ = engine_->steps_done();
+    total_ = ctx_.spec.train.as_test ? std::min(engine_->total_steps(), first_step_ + 1) : engine_->total_steps();
+    eval_every_ = engine_->has_eval() ? ctx_.spec.train.eval_every : 0;
+    if (ctx_.spec.train.as_test && ctx_.rank == 0)
+      log("train.as_test: running step " + std::to_string(total_) + " only, then the final checkpoint and export");
+    if (ctx_.rank == 0 && ctx_.spec.run.checkpoint.export_every > 0) export_every(ctx_, *checkpoints_, total_);
+    if (from_) {
+      const auto& logged = from_->manifest.metrics;
+      report_.step = engine_->steps_done();
+      report_.loss = logged.value("loss", 0.0);
+      report_.lr = logged.value("lr", 0.0);
+      report_.grad_norm = logged.value("grad_norm", 0.0);
+      report_.checkpoint_step = engine_->steps_done();
+    }
+    report_.total_steps = total_;
+  }
+
+  // Rank 0: a checkpoint asked for (a request made while held is seen before the step).
+  void take_checkpoint_request() {
+    if (!checkpoints_->take_request()) return;
+    const bool preempted = checkpoints_->preempted();
+    log("checkpoint requested: saving after step " + std::to_string(engine_->steps_done() + 1) +
+        (preempted ? " (preemption: no further step)" : ""));
+    engine_->request_checkpoint(preempted);
+  }
+
+  step_result train_step() {
+    const step_result last = engine_->train_step();
+    if (ctx_.step_reached) ctx_.step_reached->store(last.step);
+    if (samples_) samples_->append(last.step, last.samples);
+    const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
+    report_ = step_report{last.step, total_, last.loss, last.lr, last.grad_norm, tokens_per_s,
+                          mfu(tokens_per_s, engine_->flops_per_token(), engine_->peak_flops(), ctx_.world_size),
+                          checkpoints_->committed_step(), last.seconds, last.optimizer_seconds};
+    return last;
+  }
+
+  void evaluate_if_due(const step_result& last) {
+    if (eval_every_ <= 0 || (last.step % eval_every_ != 0 && last.step != total_)) return;
+    const eval_result eval = engine_->evaluate();
+    report_.evaluated = true;
+    report_.eval_loss = eval.loss;
+    report_.eval_perplexity = std::exp(eval.loss);
+    if (ctx_.rank == 0)
+      log("step " + std::to_string(last.step) + ": eval_loss " + std::to_string(eval.loss) + " over " +
+          std::to_string(eval.labels) + " tokens in " + std::to_string(static_cast<long long>(eval.seconds * 1000)) +
+          " ms");
+  }
+
+  // Logged before it is saved: a crash in between resumes from an older checkpoint, whose resume
+  // drops the later lines, so metrics.jsonl never misses a step. An evaluated step is always logged.
+  void report_step(const step_result& last) {
+    if (last.step % ctx_.spec.train.log_every != 0 && last.step != total_ && !report_.evaluated) return;
+    if (metrics_) metrics_->append(report_);
+    if (events_) events_->add_scalars(last.step, scalars_of(report_, device_), unix_seconds_now());
+    if (memory_) memory_->at_step(last.step);
+    if (ctx_.report) ctx_.report(report_);
+  }
+
+  void save_if_due(const step_result& last) {
+    if (checkpoints_->due(last.step, total_) || last.checkpoint_requested) {
+      const auto started = std::chrono::steady_clock::now();
+      auto part = engine_->checkpoint();
+      const bool background = checkpoints_->save(static_cast<std::uint64_t>(last.step), std::move(part.tensors),
+                                                 std::move(part.state), metrics_of(report_), extra_);
+      const auto blocked = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
+      if (ctx_.rank == 0)
+        log("step " + std::to_string(last.step) + ": checkpoint saved" + (background ? " in the background" : "") +
+            ", training blocked " + std::to_string(static_cast<long long>(blocked.count())) + " ms");
+    }
+    checkpoints_->log_commits();
+  }
+
+  // A node of this attempt is leaving: the emergency checkpoint is this step's. Waits for its
+  // commit, tells the head (which then stops the attempt) and runs no further step.
+  void stop_if_preempted(const step_result& last) {
+    if (!last.preempted || last.step >= total_) return;
+    checkpoints_->finish();
+    checkpoints_->log_commits();
+    if (ctx_.rank == 0) {
+      report_.checkpoint_step = checkpoints_->committed_step();
+      log("preempted: emergency checkpoint of step " + std::to_string(last.step) +
+          " committed; waiting for the attempt to be stopped");
+      if (ctx_.report) ctx_.report(report_);
+    }
+    wait_until_cancelled(ctx_.cancelled, std::chrono::milliseconds(static_cast<std::int64_t>(
+                                             (ctx_.spec.run.failure.preemption_grace_s + 60) * 1000)));
+  }
+
+  void after_step(const step_result& last) {
+    if (last.step == first_step_ + 2)  // the steady state's memory, for the plan
+      log("rank " + std::to_string(ctx_.rank) + " memory after step " + std::to_string(last.step) + ": " +
+          describe(read_memory_peaks(device_)));
+    pause_between_steps(ctx_);
+  }
+
+  // The final checkpoint committed, the export (rank 0), the last report.
+  void finish() {
+    checkpoints_->finish();
+    // A request that came during the last steps, after rank 0 last looked, is answered by the
+    // final checkpoint (always saved), not dropped unsaid.
+    if (checkpoints_->take_request())
+      log("checkpoint requested during the last step: the final checkpoint (step " +
+          std::to_string(checkpoints_->committed_step()) + ") answers it");
+    if (ctx_.rank == 0) {
+      phase_scope exporting(ctx_.activity, rank_phase::exporting);
+      export_final_model(ctx_, checkpoints_->committed_step());
+    }
+    if (ctx_.rank == 0 && ctx_.report && report_.step > 0) {  // the final checkpoint, now committed
+      report_.checkpoint_step = checkpoints_->committed_step();
+      ctx_.report(report_);
+    }
+    log("rank " + std::to_string(ctx_.rank) + " done: final loss " + std::to_string(report_.loss) + "; " +
+        describe(read_memory_peaks(device_)));
+    // From here the rank only closes its group and process (a peer may still save or export).
+    if (ctx_.activity) ctx_.activity->set_phase(rank_phase::finished);
+  }
+
+  const worker_context& ctx_;
+  const int device_;           // the CUDA device, or -1 on CPU
+  const std::int64_t gpu_cap_;  // bytes, 0: none
+  std::unique_ptr<comm::process_group> group_;
+  step_gate gate_;
+  std::unique_ptr<training_engine> engine_;
+  std::unique_ptr<checkpointer> checkpoints_;
+  std::optional<resume_point> from_;
+  std::unique_ptr<metrics_log> metrics_;
+  std::unique_ptr<event_file_writer> events_;
+  std::unique_ptr<memory_status_log> memory_;
+  std::unique_ptr<sample_log> samples_;
+  nlohmann::json extra_;  // every checkpoint's manifest extra
+  std::int64_t first_step_ = 0, total_ = 0, eval_every_ = 0;
+  step_report report_;  // the newest step's
+};
 
 }  // namespace
 
@@ -380,10 +448,7 @@ void causal_lm_workload::run(const worker_context& ctx) {
     verify_data_files(ctx.spec);
     return is_t5_job(ctx.spec);
   });
-  if (t5)
-    train_with<seq2seq_engine>(ctx, "T5 (seq2seq)");
-  else
-    train_with<causal_lm_engine>(ctx, "causal_lm");
+  rank_run(ctx, t5).run();
 }
 
 }  // namespace cohort::core::train

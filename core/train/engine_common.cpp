@@ -206,8 +206,8 @@ void engine_state::request_checkpoint(bool preempted) {
   preempt_requested = preempt_requested || preempted;
 }
 
-causal_lm_engine::checkpoint_part engine_state::checkpoint() {
-  causal_lm_engine::checkpoint_part part;
+checkpoint_part engine_state::checkpoint() {
+  checkpoint_part part;
   part.tensors = shard_tensors(*optimizer, group.rank());
   part.state = rank_state_of(*optimizer, {steps_done, total_steps, loader->step(), spec.train.seed, global_batch()},
                              device);

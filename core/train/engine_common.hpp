@@ -114,7 +114,7 @@ struct engine_state {
   nlohmann::json checkpoint_extra(nlohmann::json model_config) const;
   void request_checkpoint(bool preempted);
   // This rank's part of a checkpoint after steps_done steps (engine_checkpoint.hpp).
-  causal_lm_engine::checkpoint_part checkpoint();
+  checkpoint_part checkpoint();
   std::vector<float> full_weights();  // every trained weight in fp32 (a collective)
   // The optimizer's state, the step count and the loader's position from checkpoint `dir`.
   void restore(const std::string& dir, const ckpt::manifest& m);

@@ -335,7 +335,7 @@ eval_result seq2seq_engine::evaluate() { return impl_->evaluate(); }
 
 void seq2seq_engine::request_checkpoint(bool preempted) { impl_->request_checkpoint(preempted); }
 std::vector<float> seq2seq_engine::full_weights() { return impl_->full_weights(); }
-causal_lm_engine::checkpoint_part seq2seq_engine::checkpoint() { return impl_->checkpoint(); }
+checkpoint_part seq2seq_engine::checkpoint() { return impl_->checkpoint(); }
 
 nlohmann::json seq2seq_engine::checkpoint_extra() const {
   return impl_->checkpoint_extra(model::to_hf_json(impl_->net->config()));
