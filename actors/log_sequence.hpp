@@ -1,5 +1,5 @@
 // Which lines of the running attempts' output a head has stored, so the lines a trainer sends
-// again (to every head that adopts it, until acknowledged: see trainer_actor_state) are stored
+// again (to every head that adopts it, until acknowledged: see attempt_state.hpp) are stored
 // once. Lines are numbered per attempt by their trainer (log_line::seq, from 1) and arrive in
 // order from it, so the highest number stored says what was. A head that takes over learns the
 // numbers from the store's lines ("attempt" and "attempt_seq"; the store's own "seq" counts every
