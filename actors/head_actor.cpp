@@ -607,227 +607,276 @@ caf::message_handler client_handlers(head_ptr self, call_list<Calls...>) {
       }...};
 }
 
+// ---- Events: each handler of head_actor() is one of these ----
+
+// With a store: the detached store writer, the jobs restored from the store, and the lease keeper
+// (both linked: one that fails takes the head along; the head's end, however it ends, ends them;
+// what the writer was still to write is not written: this head no longer leads).
+void start_store_actors(head_ptr self) {
+  auto& st = self->state;
+  if (st.options.store) {
+    auto writer = self->spawn<caf::detached + caf::linked>(store_writer, st.options.store);
+    self->attach_functor([writer] { caf::anon_send_exit(writer, caf::exit_reason::user_shutdown); });
+    st.store_writer = writer;
+  }
+  restore_jobs(self);
+  if (st.options.store) {
+    // It renews the lease every third of its ttl (lease_renewal).
+    auto keeper = self->spawn<caf::detached + caf::linked>(lease_keeper, st.options.store,
+                                                           caf::actor_cast<caf::actor>(self), st.options.epoch,
+                                                           st.options.lease_ttl, st.options.fence);
+    self->attach_functor([keeper] { caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown); });
+    st.lease_keeper = keeper;
+  }
+}
+
+// Node `name` is gone: its attempts whose trainer never started will never report, and a trainer
+// on another node cannot see that ranks of the lost process are gone (nothing tells its process;
+// it would wait for them until a collective or hang timeout, and forever while the attempt is
+// held): those attempts end here.
+void on_node_lost(head_ptr self, const std::string& name) {
+  auto& st = self->state;
+  st.node_actors.erase(name);
+  st.logic.remove_node(name);
+  for (const auto& id : st.logic.jobs_placed_on(name)) {
+    const auto* record = st.logic.find(id);
+    const auto attempt = record->attempts - 1;
+    auto watched = find_trainer(self, id, attempt);
+    if (watched == st.trainers.end()) {
+      st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost before the attempt started");
+      notify_state(self, id);
+      continue;
+    }
+    if (record->trainer_node == name) continue;  // the trainer's own loss reports it
+    const auto trainer = watched->second.handle;
+    st.trainers.erase(watched);
+    self->demonitor(trainer);
+    command(self, trainer, stop_attempt{id, attempt, "node " + name + " was lost"});
+    st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost with ranks of the attempt");
+    notify_state(self, id);
+  }
+  start_trainers(self);
+}
+
+// A trainer went down; one that finished normally sent its outcome first (the bridge keeps that
+// order too), so what is still watched ended without one.
+void on_trainer_lost(head_ptr self, head_actor_state::trainer_ref ref, const caf::error& reason) {
+  self->state.logic.on_trainer_lost(ref.job_id, ref.attempt,
+                                    reason ? "trainer died: " + describe(self->system(), reason)
+                                           : "the trainer exited without reporting an outcome");
+  notify_state(self, ref.job_id);
+  start_trainers(self);
+}
+
+void on_down(head_ptr self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  if (auto node = st.node_by_addr.find(msg.source); node != st.node_by_addr.end()) {
+    const auto name = node->second;
+    st.node_by_addr.erase(node);
+    on_node_lost(self, name);
+    return;
+  }
+  auto t = st.trainers.find(msg.source);
+  if (t == st.trainers.end()) return;
+  const auto ref = t->second;
+  st.trainers.erase(t);
+  on_trainer_lost(self, ref, msg.reason);
+}
+
+// A node (re)joins. A new process under a known name (its predecessor's loss not yet seen): what
+// was sent to the old one is lost, so an attempt placed there whose trainer has not started yet
+// never will; it ends here (the down of the old actor, now unwatched, would have said so).
+// Attempts with a started trainer end through that trainer's own loss.
+void on_node_hello(head_ptr self, const node_hello& hello) {
+  auto& st = self->state;
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  const std::string& name = hello.info.name;
+  if (auto old = st.node_actors.find(name); old != st.node_actors.end() && old->second != sender) {
+    st.node_by_addr.erase(old->second.address());
+    self->demonitor(old->second);
+    for (const auto& id : st.logic.jobs_placed_on(name)) {
+      const auto attempt = st.logic.find(id)->attempts - 1;
+      if (find_trainer(self, id, attempt) != st.trainers.end()) continue;  // it started
+      st.logic.on_trainer_lost(id, attempt, "node " + name + " restarted before the attempt started");
+      notify_state(self, id);
+    }
+  }
+  self->monitor(sender);
+  st.node_actors[name] = sender;
+  st.node_by_addr[sender.address()] = name;
+  st.logic.add_node(hello.info);
+  start_trainers(self);
+}
+
+// A node announces that it leaves (only the node itself may).
+void on_node_draining(head_ptr self, const node_draining& req) {
+  auto& st = self->state;
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  auto known = st.node_actors.find(req.node);
+  if (known == st.node_actors.end() || known->second != sender) return;
+  try {
+    drain_node_now(self, req.node, "preempted", "node " + req.node + " is leaving (" + req.reason + ")");
+  } catch (const std::exception& e) {
+    std::cerr << "cluster-head: cannot drain node " << req.node << ": " << e.what() << std::endl;
+  }
+}
+
+void on_preemption_deadline(head_ptr self, const preemption_deadline& d) {
+  const auto* r = self->state.logic.find(d.job_id);
+  if (r == nullptr || r->attempts - 1 != d.attempt || !self->state.logic.preempting(d.job_id)) return;
+  end_preemption(self, d.job_id);
+}
+
+// A trainer announces its attempt (first, or again to a head that adopts it): watched, unless the
+// head has given the attempt up (stopped, or failed meanwhile), which it is then told.
+void on_trainer_started(head_ptr self, const trainer_started& ts) {
+  auto& st = self->state;
+  auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+  if (!st.logic.on_trainer_started(ts.job_id, ts.attempt)) {
+    command(self, trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
+    return;
+  }
+  if (auto it = find_trainer(self, ts.job_id, ts.attempt); it != st.trainers.end()) {
+    if (it->second.handle == trainer) return;  // announced again; already watched
+    self->demonitor(it->second.handle);
+    st.trainers.erase(it);
+  }
+  self->monitor(trainer);
+  st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
+  persist(self);
+}
+
+// The trainers that did not come back after this head took over are given up.
+void on_adoption_deadline(head_ptr self) {
+  for (const auto& id : self->state.logic.awaiting_adoption()) {
+    const auto* r = self->state.logic.find(id);
+    self->state.logic.on_trainer_lost(id, r->attempts - 1, "the trainer did not come back after the head restarted");
+    notify_state(self, id);
+  }
+  start_trainers(self);
+}
+
+metrics_snapshot on_metrics_query(head_ptr self) {
+  metrics_snapshot s{self->state.options.epoch, job_list{self->state.logic.jobs(), self->state.logic.nodes()}, {}};
+  for (const auto& [job, points] : self->state.progress_history)
+    if (!points.empty()) s.progress[job] = points.back();
+  return s;
+}
+
+caf::result<job_history> on_job_history_query(head_ptr self, const job_history_query& q) {
+  if (self->state.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
+  const auto it = self->state.progress_history.find(q.job_id);
+  if (it == self->state.progress_history.end()) return job_history{};
+  return job_history{it->second};
+}
+
+// To the keeper, the leader record's one writer: a renewal of its own racing this write could put
+// the old address back (it did: a head bound to port 0 kept publishing ":0").
+void on_publish_address(head_ptr self, const publish_address& p) {
+  auto& st = self->state;
+  if (st.stepped_down || !st.lease_keeper) return;
+  self->send(st.lease_keeper, p);
+}
+
+void on_attempt_running(head_ptr self, const attempt_running& ar) {
+  self->state.logic.on_running(ar.job_id, ar.attempt);
+  const auto* r = self->state.logic.find(ar.job_id);
+  if (r != nullptr && r->state == job_state::running) notify_state(self, ar.job_id);
+}
+
+void on_progress(head_ptr self, const progress_report& report) {
+  auto& logic = self->state.logic;
+  if (logic.on_progress(report)) notify(self, report.job_id, "");
+  // For the metrics: the current attempt's newest report (on_progress ignores a zombie's).
+  if (const auto* r = logic.find(report.job_id); r != nullptr && report.attempt == r->attempts - 1)
+    add_history_point(self->state.progress_history[report.job_id], report);
+  // A preempted attempt whose emergency checkpoint committed is stopped now.
+  if (logic.emergency_checkpoint_committed(report.job_id)) end_preemption(self, report.job_id);
+}
+
+// Keeps a line of output: with a store it lives there (logs_query reads it back, through the
+// writer, so after this line); without, in memory. The trainer `sender` hears that the line was
+// kept (log_ack) once it is written; a line not written stays with the trainer for the next head.
+// False when the store writer would not take it.
+bool keep_log_line(head_ptr self, const log_line& line, const caf::actor& sender) {
+  auto& st = self->state;
+  if (st.store_writer) {
+    const auto ack = log_ack{line.job_id, line.attempt, line.seq};
+    const bool handed = store_write(self, "record worker output", store_log_lines{0, line.job_id, {line}}, [=] {
+      if (ack.seq > 0 && sender) command(self, sender, ack);
+    });
+    if (!handed) return false;
+    st.log_seq.stored(line);  // a copy sent again meanwhile is not written twice
+    return true;
+  }
+  auto& lines = st.logs[line.job_id];
+  if (lines.size() >= max_log_lines_per_job) lines.pop_front();
+  lines.push_back(line);
+  if (line.seq > 0) {
+    st.log_seq.stored(line);
+    if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
+  }
+  return true;
+}
+
+void on_log_line(head_ptr self, const log_line& line) {
+  auto& st = self->state;
+  const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already (or handed over)
+    const auto ack = log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)};
+    if (sender) after_store_writes(self, [=] { command(self, sender, ack); });
+    return;
+  }
+  if (!keep_log_line(self, line, sender)) return;
+  notify(self, line.job_id,
+         "(worker rank=" + std::to_string(line.rank) + " node=" + line.node + " pid=" + std::to_string(line.pid) +
+             ") " + line.text);
+}
+
+// How an attempt ended. The trainer keeps its outcome until told it was taken, once it is in the
+// store (a repeat of an outcome already taken is acknowledged too; one of a job this store does
+// not know is acknowledged at once, so that its trainer ends).
+void on_attempt_outcome(head_ptr self, const attempt_outcome& outcome) {
+  const auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+  const outcome_ack ack{outcome.job_id, outcome.attempt};
+  if (self->state.logic.find(outcome.job_id) == nullptr) {
+    if (trainer) command(self, trainer, ack);
+    return;
+  }
+  forget_trainer(self, outcome.job_id, outcome.attempt);
+  self->state.log_seq.forget(outcome.job_id, outcome.attempt);
+  self->state.logic.on_outcome(outcome);
+  notify_state(self, outcome.job_id);
+  start_trainers(self);
+  if (trainer) after_store_writes(self, [=] { command(self, trainer, ack); });
+}
+
 }  // namespace
 
 caf::behavior head_actor(head_ptr self, head_options options) {
   self->state.options = std::move(options);
   // The lease was taken (or renewed) just before the actor started.
   self->state.lease_valid_until = steady::now() + self->state.options.lease_ttl / 2;
-  if (self->state.options.store) {
-    // Linked: a writer that fails takes the head along; the head's end, however it ends, ends the
-    // writer (what it was still to write is not written: this head no longer leads).
-    auto writer = self->spawn<caf::detached + caf::linked>(store_writer, self->state.options.store);
-    self->attach_functor([writer] { caf::anon_send_exit(writer, caf::exit_reason::user_shutdown); });
-    self->state.store_writer = writer;
-  }
-  restore_jobs(self);
-  if (self->state.options.store) {
-    // Linked as the writer; it renews the lease every third of its ttl (lease_renewal).
-    auto keeper = self->spawn<caf::detached + caf::linked>(lease_keeper, self->state.options.store,
-                                                           caf::actor_cast<caf::actor>(self),
-                                                           self->state.options.epoch, self->state.options.lease_ttl,
-                                                           self->state.options.fence);
-    self->attach_functor([keeper] { caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown); });
-    self->state.lease_keeper = keeper;
-  }
+  start_store_actors(self);
   reserve_job_id(self);
-  self->set_down_handler([=](caf::down_msg& msg) {
-    auto& st = self->state;
-    if (auto node = st.node_by_addr.find(msg.source); node != st.node_by_addr.end()) {
-      auto name = node->second;
-      st.node_by_addr.erase(node);
-      st.node_actors.erase(name);
-      st.logic.remove_node(name);
-      // Attempts placed there whose trainer never started will never report: end them now.
-      for (const auto& id : st.logic.jobs_placed_on(name)) {
-        const auto* record = st.logic.find(id);
-        const auto attempt = record->attempts - 1;
-        auto watched = find_trainer(self, id, attempt);
-        if (watched != st.trainers.end()) {
-          if (record->trainer_node == name) continue;  // the trainer's own loss reports it
-          // A trainer on another node cannot see that ranks of the lost process are gone (nothing
-          // tells its process): it would wait for them until a collective or hang timeout, and
-          // forever while the attempt is held. The attempt ends here.
-          const auto trainer = watched->second.handle;
-          st.trainers.erase(watched);
-          self->demonitor(trainer);
-          command(self, trainer, stop_attempt{id, attempt, "node " + name + " was lost"});
-          st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost with ranks of the attempt");
-          notify_state(self, id);
-          continue;
-        }
-        st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost before the attempt started");
-        notify_state(self, id);
-      }
-      start_trainers(self);
-      return;
-    }
-    auto t = st.trainers.find(msg.source);
-    if (t == st.trainers.end()) return;
-    auto ref = t->second;
-    st.trainers.erase(t);
-    // A trainer that finished normally sent its outcome first (the bridge keeps that order too).
-    st.logic.on_trainer_lost(ref.job_id, ref.attempt,
-                             msg.reason ? "trainer died: " + describe(self->system(), msg.reason)
-                                        : "the trainer exited without reporting an outcome");
-    notify_state(self, ref.job_id);
-    start_trainers(self);
-  });
+  self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });
   return client_handlers(self, client_calls{}).or_else(
-      [=](const node_hello& hello) {
-        auto& st = self->state;
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (auto old = st.node_actors.find(hello.info.name);
-            old != st.node_actors.end() && old->second != sender) {
-          st.node_by_addr.erase(old->second.address());
-          self->demonitor(old->second);
-          // A new process under the name (its predecessor's loss not yet seen): what was sent to
-          // the old one is lost, so an attempt placed there whose trainer has not started yet
-          // never will; it ends here (the down of the old actor, now unwatched, would have said
-          // so). Attempts with a started trainer end through that trainer's own loss.
-          for (const auto& id : st.logic.jobs_placed_on(hello.info.name)) {
-            const auto attempt = st.logic.find(id)->attempts - 1;
-            if (find_trainer(self, id, attempt) != st.trainers.end()) continue;  // it started
-            st.logic.on_trainer_lost(id, attempt,
-                                     "node " + hello.info.name + " restarted before the attempt started");
-            notify_state(self, id);
-          }
-        }
-        self->monitor(sender);
-        st.node_actors[hello.info.name] = sender;
-        st.node_by_addr[sender.address()] = hello.info.name;
-        st.logic.add_node(hello.info);
-        start_trainers(self);
-      },
-      [=](const node_draining& req) {
-        auto& st = self->state;
-        // Only the node itself announces that it leaves.
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        auto known = st.node_actors.find(req.node);
-        if (known == st.node_actors.end() || known->second != sender) return;
-        try {
-          drain_node_now(self, req.node, "preempted",
-                         "node " + req.node + " is leaving (" + req.reason + ")");
-        } catch (const std::exception& e) {
-          std::cerr << "cluster-head: cannot drain node " << req.node << ": " << e.what() << std::endl;
-        }
-      },
-      [=](const preemption_deadline& d) {
-        const auto* r = self->state.logic.find(d.job_id);
-        if (r == nullptr || r->attempts - 1 != d.attempt || !self->state.logic.preempting(d.job_id)) return;
-        end_preemption(self, d.job_id);
-      },
-      [=](const trainer_started& ts) {
-        auto& st = self->state;
-        auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
-        if (!st.logic.on_trainer_started(ts.job_id, ts.attempt)) {
-          // An attempt the head has given up on (stopped, or failed meanwhile).
-          command(self, trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
-          return;
-        }
-        if (auto it = find_trainer(self, ts.job_id, ts.attempt); it != st.trainers.end()) {
-          if (it->second.handle == trainer) return;  // announced again; already watched
-          self->demonitor(it->second.handle);
-          st.trainers.erase(it);
-        }
-        self->monitor(trainer);
-        st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
-        persist(self);
-      },
-      [=](adoption_deadline) {
-        for (const auto& id : self->state.logic.awaiting_adoption()) {
-          const auto* r = self->state.logic.find(id);
-          self->state.logic.on_trainer_lost(id, r->attempts - 1,
-                                            "the trainer did not come back after the head restarted");
-          notify_state(self, id);
-        }
-        start_trainers(self);
-      },
-      [=](const metrics_query&) {
-        metrics_snapshot s{self->state.options.epoch, job_list{self->state.logic.jobs(), self->state.logic.nodes()}, {}};
-        for (const auto& [job, points] : self->state.progress_history)
-          if (!points.empty()) s.progress[job] = points.back();
-        return s;
-      },
-      [=](const job_history_query& q) -> caf::result<job_history> {
-        if (self->state.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
-        const auto it = self->state.progress_history.find(q.job_id);
-        if (it == self->state.progress_history.end()) return job_history{};
-        return job_history{it->second};
-      },
-      [=](const publish_address& p) {
-        // To the keeper, the record's one writer: a renewal of its own racing this write could
-        // put the old address back (it did: a head bound to port 0 kept publishing ":0").
-        auto& st = self->state;
-        if (st.stepped_down || !st.lease_keeper) return;
-        self->send(st.lease_keeper, p);
-      },
+      [=](const node_hello& m) { on_node_hello(self, m); },
+      [=](const node_draining& m) { on_node_draining(self, m); },
+      [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
+      [=](const trainer_started& m) { on_trainer_started(self, m); },
+      [=](adoption_deadline) { on_adoption_deadline(self); },
+      [=](const metrics_query&) { return on_metrics_query(self); },
+      [=](const job_history_query& q) { return on_job_history_query(self, q); },
+      [=](const publish_address& m) { on_publish_address(self, m); },
       [=](const lease_renewal& r) {
-        if (self->state.stepped_down) return;
-        renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
+        if (!self->state.stepped_down)
+          renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
       },
-      [=](const attempt_running& ar) {
-        self->state.logic.on_running(ar.job_id, ar.attempt);
-        const auto* r = self->state.logic.find(ar.job_id);
-        if (r != nullptr && r->state == job_state::running) notify_state(self, ar.job_id);
-      },
-      [=](const progress_report& report) {
-        if (self->state.logic.on_progress(report)) notify(self, report.job_id, "");
-        // For the metrics: the current attempt's newest report (on_progress ignores a zombie's).
-        if (const auto* r = self->state.logic.find(report.job_id); r != nullptr && report.attempt == r->attempts - 1)
-          add_history_point(self->state.progress_history[report.job_id], report);
-        // A preempted attempt whose emergency checkpoint committed is stopped now.
-        if (self->state.logic.emergency_checkpoint_committed(report.job_id))
-          end_preemption(self, report.job_id);
-      },
-      [=](const log_line& line) {
-        auto& st = self->state;
-        const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already (or handed over)
-          const auto ack = log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)};
-          if (sender) after_store_writes(self, [=] { command(self, sender, ack); });
-          return;
-        }
-        // With a store the output lives there (logs_query reads it back, through the writer, so
-        // after this line); without, in memory. The trainer hears that a line was kept (log_ack)
-        // once it is written; a line not written stays with the trainer for the next head.
-        if (st.store_writer) {
-          const auto ack = log_ack{line.job_id, line.attempt, line.seq};
-          const bool handed = store_write(self, "record worker output",
-                                          store_log_lines{0, line.job_id, {line}}, [=] {
-                                            if (ack.seq > 0 && sender) command(self, sender, ack);
-                                          });
-          if (!handed) return;
-          st.log_seq.stored(line);  // a copy sent again meanwhile is not written twice
-        } else {
-          auto& lines = st.logs[line.job_id];
-          if (lines.size() >= max_log_lines_per_job) lines.pop_front();
-          lines.push_back(line);
-          if (line.seq > 0) {
-            st.log_seq.stored(line);
-            if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
-          }
-        }
-        notify(self, line.job_id,
-               "(worker rank=" + std::to_string(line.rank) + " node=" + line.node +
-                   " pid=" + std::to_string(line.pid) + ") " + line.text);
-      },
-      [=](const attempt_outcome& outcome) {
-        const auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
-        if (self->state.logic.find(outcome.job_id) == nullptr) {  // not this store's: let it end
-          if (trainer) command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt});
-          return;
-        }
-        forget_trainer(self, outcome.job_id, outcome.attempt);
-        self->state.log_seq.forget(outcome.job_id, outcome.attempt);
-        self->state.logic.on_outcome(outcome);
-        notify_state(self, outcome.job_id);
-        start_trainers(self);
-        // The trainer keeps its outcome until told it was taken, once it is in the store (a
-        // repeat of an outcome already taken is acknowledged too).
-        if (trainer)
-          after_store_writes(self, [=] { command(self, trainer, outcome_ack{outcome.job_id, outcome.attempt}); });
-      });
+      [=](const attempt_running& m) { on_attempt_running(self, m); },
+      [=](const progress_report& m) { on_progress(self, m); },
+      [=](const log_line& m) { on_log_line(self, m); },
+      [=](const attempt_outcome& m) { on_attempt_outcome(self, m); });
 }
 
 std::string describe(caf::actor_system& sys, const caf::error& err) {
