@@ -13,7 +13,10 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
+#include <variant>
 
 #include <boost/program_options.hpp>
 #include <caf/all.hpp>
@@ -34,10 +37,23 @@
 namespace po = boost::program_options;
 using namespace cohort;
 
-int main(int argc, char** argv) {
-  // A peer that went away must show up as EPIPE on its connection, not end this process.
-  ::signal(SIGPIPE, SIG_IGN);
-  tools::block_termination_signals();
+namespace {
+
+// The command line, checked.
+struct head_settings {
+  std::string store_dir;
+  bool on_etcd = false;
+  std::string keys_dir;  // with an etcd store
+  double heartbeat_timeout_s = 6, lease_s = 10, grace_s = 3;
+  std::string bind;
+  std::uint16_t port = 0;
+  std::optional<std::string> advertise;
+  std::vector<std::filesystem::path> storage_roots;
+  std::optional<std::uint16_t> dashboard_port;
+  std::string dashboard_bind;
+};
+
+po::options_description option_table() {
   po::options_description desc("usage: cluster-head --store DIR|etcd://HOST:PORT[,...][/prefix] [options]");
   desc.add_options()
       ("help,h", "show this help")
@@ -69,6 +85,12 @@ int main(int argc, char** argv) {
       ("step-down-grace", po::value<double>()->default_value(3.0),
        "seconds a head that lost the leadership keeps answering clients with who leads now "
        "before it exits (1)");
+  return desc;
+}
+
+// Parses and checks the command line: the settings, or the exit code (help: 0; bad: 2, said).
+std::variant<head_settings, int> parse_settings(int argc, char** argv) {
+  const auto desc = option_table();
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -85,184 +107,219 @@ int main(int argc, char** argv) {
     std::cerr << "cluster-head: --store DIR is required\n" << desc;
     return 2;
   }
-  const auto store_dir = vm["store"].as<std::string>();
-  const bool on_etcd = core::store::is_etcd_location(store_dir);
-  if (on_etcd && !vm.count("keys-dir")) {
-    std::cerr << "cluster-head: --store " << store_dir
+  head_settings s;
+  s.store_dir = vm["store"].as<std::string>();
+  s.on_etcd = core::store::is_etcd_location(s.store_dir);
+  if (s.on_etcd && !vm.count("keys-dir")) {
+    std::cerr << "cluster-head: --store " << s.store_dir
               << " is an etcd store: give --keys-dir DIR, where the cluster's keys are kept "
                  "(created on first start; copy it to every head)\n";
     return 2;
   }
-  if (!on_etcd && vm.count("keys-dir")) {
+  if (!s.on_etcd && vm.count("keys-dir")) {
     std::cerr << "cluster-head: --keys-dir is for an etcd store only; a directory store keeps "
                  "the keys in <store>/cluster/\n";
     return 2;
   }
-  const double timeout_s = vm["heartbeat-timeout"].as<double>();
-  const double lease_s = vm["lease-ttl"].as<double>();
-  const double grace_s = vm["step-down-grace"].as<double>();
-  if (timeout_s <= 0 || lease_s <= 0 || grace_s < 0) {
+  if (s.on_etcd) s.keys_dir = vm["keys-dir"].as<std::string>();
+  s.heartbeat_timeout_s = vm["heartbeat-timeout"].as<double>();
+  s.lease_s = vm["lease-ttl"].as<double>();
+  s.grace_s = vm["step-down-grace"].as<double>();
+  if (s.heartbeat_timeout_s <= 0 || s.lease_s <= 0 || s.grace_s < 0) {
     std::cerr << "cluster-head: --heartbeat-timeout and --lease-ttl must be positive seconds, "
                  "--step-down-grace at least 0\n";
     return 2;
   }
-  if (vm.count("advertise")) {
-    try {
-      if (net::parse_head_addresses(vm["advertise"].as<std::string>()).size() != 1)
-        throw net::net_error("give one HOST:PORT");
-    } catch (const std::exception& e) {
-      std::cerr << "cluster-head: --advertise: " << e.what() << "\n";
-      return 2;
+  s.bind = vm["bind"].as<std::string>();
+  s.port = vm["port"].as<std::uint16_t>();
+  s.dashboard_bind = vm["dashboard-bind"].as<std::string>();
+  if (vm.count("dashboard-port")) s.dashboard_port = vm["dashboard-port"].as<std::uint16_t>();
+  try {
+    if (vm.count("advertise")) {
+      s.advertise = vm["advertise"].as<std::string>();
+      if (net::parse_head_addresses(*s.advertise).size() != 1) throw net::net_error("give one HOST:PORT");
     }
+  } catch (const std::exception& e) {
+    std::cerr << "cluster-head: --advertise: " << e.what() << "\n";
+    return 2;
   }
-  std::vector<std::filesystem::path> storage_roots;
   try {
     if (vm.count("storage-root"))
-      storage_roots = config::canonical_storage_roots(vm["storage-root"].as<std::vector<std::string>>());
+      s.storage_roots = config::canonical_storage_roots(vm["storage-root"].as<std::vector<std::string>>());
   } catch (const std::invalid_argument& e) {
     std::cerr << "cluster-head: " << e.what() << "\n";
     return 2;
   }
+  return s;
+}
+
+// The leader lease: at once, or after waiting as a standby that answers on `options`' address with
+// who leads. nullopt when a termination signal came first.
+std::optional<core::store::lease_record> acquire_leadership(core::store::cluster_store& store,
+                                                           const std::string& head_id, const std::string& address,
+                                                           std::chrono::milliseconds ttl,
+                                                           const net::server_options& options) {
+  auto lease = store.lease().acquire(head_id, address, ttl);
+  if (lease) return lease;
+  tools::standby_responder standby(options);
   try {
-    auto secrets =
-        net::ensure_cluster_credentials(on_etcd ? vm["keys-dir"].as<std::string>() : store_dir);
-    auto store = core::store::open_cluster_store(store_dir);
-    const auto lease_ttl = std::chrono::milliseconds(static_cast<long>(lease_s * 1000));
-    char host[256] = "head";
-    ::gethostname(host, sizeof host - 1);
-    const std::string head_id = std::string(host) + ":" + std::to_string(::getpid());
-    // What others reach this head at: --advertise, else the bound address, else (bound to every
-    // interface) this host's name.
-    const auto& bind = vm["bind"].as<std::string>();
-    const bool wildcard = bind == "*" || bind == "0.0.0.0" || bind == "::";
-    std::string address =
-        vm.count("advertise")
-            ? vm["advertise"].as<std::string>()
-            : (wildcard ? std::string(host) : bind) + ":" + std::to_string(vm["port"].as<std::uint16_t>());
-    auto options = net::server_options::from(secrets);
-    options.bind_address = vm["bind"].as<std::string>();
-    options.port = vm["port"].as<std::uint16_t>();
-    auto lease = store->lease().acquire(head_id, address, lease_ttl);
-    if (!lease) {
-      tools::standby_responder standby(options);
-      try {
-        standby.start(store->lease().current());
-        std::cout << "cluster-head: another head leads; waiting as a standby, answering on "
-                  << address << " with who leads" << std::endl;
-      } catch (const std::exception& e) {
-        // E.g. a standby on the leader's own port: it still takes over once the leader is gone.
-        std::cout << "cluster-head: another head leads; waiting as a standby (cannot answer on "
-                  << address << ": " << e.what() << ")" << std::endl;
-      }
-      while (!lease) {
-        // An etcd store wakes the standby as soon as the leader key goes; a signal is then
-        // seen within a quarter ttl (the longest a watch waits).
-        const bool watched = store->lease().wait_for_change(lease_ttl / 4);
-        if (tools::wait_for_termination_signal_for(watched ? std::chrono::milliseconds(0)
-                                                           : lease_ttl / 4) != 0) {
-          std::cout << "cluster-head: stopped (a standby)" << std::endl;
-          return 0;
-        }
-        lease = store->lease().acquire(head_id, address, lease_ttl);
-        if (!lease) standby.update(store->lease().current());
-      }
-      standby.stop();  // frees the port for the leader's gateway
+    standby.start(store.lease().current());
+    std::cout << "cluster-head: another head leads; waiting as a standby, answering on " << address
+              << " with who leads" << std::endl;
+  } catch (const std::exception& e) {
+    // E.g. a standby on the leader's own port: it still takes over once the leader is gone.
+    std::cout << "cluster-head: another head leads; waiting as a standby (cannot answer on " << address << ": "
+              << e.what() << ")" << std::endl;
+  }
+  while (!lease) {
+    // An etcd store wakes the standby as soon as the leader key goes; a signal is then seen
+    // within a quarter ttl (the longest a watch waits).
+    const bool watched = store.lease().wait_for_change(ttl / 4);
+    if (tools::wait_for_termination_signal_for(watched ? std::chrono::milliseconds(0) : ttl / 4) != 0) {
+      std::cout << "cluster-head: stopped (a standby)" << std::endl;
+      return std::nullopt;
     }
-    actors::liveness_options liveness;
-    liveness.node_timeout = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+    lease = store.lease().acquire(head_id, address, ttl);
+    if (!lease) standby.update(store.lease().current());
+  }
+  standby.stop();  // frees the port for the leader's gateway
+  return lease;
+}
 
-    caf::actor_system_config cfg;
-    actors::configure_scheduler(cfg);  // idle threads block (scheduler_config.hpp)
-    caf::actor_system sys{cfg};
-    actors::head_options head_opts;
-    head_opts.store = store;
-    head_opts.epoch = lease->epoch;
-    head_opts.lease_ttl = lease_ttl;
-    head_opts.adoption_grace = liveness.node_timeout * 2;
-    head_opts.storage_roots = storage_roots;
-    head_opts.fence = std::make_shared<actors::lease_fence>();
-    auto head = sys.spawn(actors::head_actor, head_opts);
-    std::uint16_t port = 0;
-    caf::actor gateway;
-    try {
-      gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port,
-                                           net::process_welcome{address, lease->epoch});
-    } catch (const std::exception& e) {
-      // Leading without serving would keep every standby out: end the head before it writes
-      // more, give the lease back so a standby takes over at once, and fail.
-      {
-        caf::scoped_actor self{sys};
-        self->monitor(head);
-        caf::anon_send_exit(head, caf::exit_reason::kill);
-        self->receive([](caf::down_msg&) {});
-      }
-      bool released = false;
-      {  // the keeper may still be renewing: no renewal after this release
-        std::lock_guard<std::mutex> fenced(head_opts.fence->mutex);
-        head_opts.fence->released = true;
-        released = store->lease().release(lease->epoch);
-      }
-      std::cerr << "cluster-head: cannot serve on " << address << ": " << e.what() << "; "
-                << (released ? "gave the leader lease (epoch " + std::to_string(lease->epoch) +
-                                   ") back"
-                             : std::string("the leader lease was already lost"))
-                << std::endl;
-      return 1;
-    }
-    if (vm["port"].as<std::uint16_t>() == 0 && !vm.count("advertise")) {
-      // Asked for any free port: the lease named ":0" until now; publish the port bound.
-      address = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
-      // Through the head actor to its lease keeper, the record's one writer while it leads.
-      caf::anon_send(head, actors::publish_address{address});
-    }
-    std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store "
-              << store_dir << ", epoch " << lease->epoch << ")\ncluster-head: credentials "
-              << secrets.credentials_file.string() << std::endl;
-    std::unique_ptr<tools::dashboard_server> dashboard;
-    if (vm.count("dashboard-port")) {
-      const auto& at = vm["dashboard-bind"].as<std::string>();
-      dashboard = std::make_unique<tools::dashboard_server>(sys, head, at, vm["dashboard-port"].as<std::uint16_t>(),
-                                                            net::metrics_token(secrets.credentials));
-      std::cout << "cluster-head: dashboard on http://" << at << ":" << dashboard->port()
-                << "/ and Prometheus metrics on /metrics (bearer token: `submit metrics-token`)" << std::endl;
-    }
-    if (!storage_roots.empty()) {
-      std::cout << "cluster-head: job paths confined to";
-      for (const auto& r : storage_roots) std::cout << " " << r.string();
-      std::cout << std::endl;
-    }
+// Leading without serving would keep every standby out: ends the head before it writes more and
+// gives the lease back, so that a standby takes over at once. Says so; the exit code (1).
+int give_up_leading(caf::actor_system& sys, const caf::actor& head, core::store::cluster_store& store,
+                    const actors::head_options& head_opts, const std::string& address, const std::string& why) {
+  {
+    caf::scoped_actor self{sys};
+    self->monitor(head);
+    caf::anon_send_exit(head, caf::exit_reason::kill);
+    self->receive([](caf::down_msg&) {});
+  }
+  bool released = false;
+  {  // the keeper may still be renewing: no renewal after this release
+    std::lock_guard<std::mutex> fenced(head_opts.fence->mutex);
+    head_opts.fence->released = true;
+    released = store.lease().release(head_opts.epoch);
+  }
+  std::cerr << "cluster-head: cannot serve on " << address << ": " << why << "; "
+            << (released ? "gave the leader lease (epoch " + std::to_string(head_opts.epoch) + ") back"
+                         : std::string("the leader lease was already lost"))
+            << std::endl;
+  return 1;
+}
 
-    // Ends on a signal, or when the head actor quits (it lost the lease): then the gateway answers
-    // clients with why for --step-down-grace seconds before the process exits.
-    std::mutex mutex;
-    std::condition_variable stopping_changed;
-    bool stopping = false;
-    std::string stepped_down;
-    std::thread watcher([&] {
-      caf::scoped_actor self{sys};
-      self->monitor(head);
-      caf::error reason;
-      self->receive([&](caf::down_msg& msg) { reason = msg.reason; });
-      std::unique_lock<std::mutex> lock(mutex);
-      if (stopping) return;  // the head ended because main is shutting down
-      stepped_down = actors::describe(sys, reason);
-      std::cerr << "cluster-head: " << stepped_down << std::endl;
-      if (!stopping_changed.wait_for(lock, std::chrono::duration<double>(grace_s),
-                                     [&] { return stopping; }))
-        ::kill(::getpid(), SIGTERM);  // wakes main; a signal that came meanwhile already did
-    });
-    tools::wait_for_termination_signal();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      stopping = true;
-    }
-    stopping_changed.notify_all();
-    dashboard.reset();  // no request waits on a head that is going
-    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(head, caf::exit_reason::user_shutdown);
-    watcher.join();
-    std::cout << "cluster-head: stopped" << std::endl;
-    return stepped_down.empty() ? 0 : 1;
+// Runs until a termination signal, or until the head actor quits (it lost the lease): then the
+// gateway answers clients with why for `grace_s` seconds before the process exits. The exit code.
+int serve_until_stopped(caf::actor_system& sys, const caf::actor& head, const caf::actor& gateway,
+                        std::unique_ptr<tools::dashboard_server> dashboard, double grace_s) {
+  std::mutex mutex;
+  std::condition_variable stopping_changed;
+  bool stopping = false;
+  std::string stepped_down;
+  std::thread watcher([&] {
+    caf::scoped_actor self{sys};
+    self->monitor(head);
+    caf::error reason;
+    self->receive([&](caf::down_msg& msg) { reason = msg.reason; });
+    std::unique_lock<std::mutex> lock(mutex);
+    if (stopping) return;  // the head ended because main is shutting down
+    stepped_down = actors::describe(sys, reason);
+    std::cerr << "cluster-head: " << stepped_down << std::endl;
+    if (!stopping_changed.wait_for(lock, std::chrono::duration<double>(grace_s), [&] { return stopping; }))
+      ::kill(::getpid(), SIGTERM);  // wakes main; a signal that came meanwhile already did
+  });
+  tools::wait_for_termination_signal();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  stopping_changed.notify_all();
+  dashboard.reset();  // no request waits on a head that is going
+  caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(head, caf::exit_reason::user_shutdown);
+  watcher.join();
+  std::cout << "cluster-head: stopped" << std::endl;
+  return stepped_down.empty() ? 0 : 1;
+}
+
+// This head's name in the leader record, and what others reach it at: --advertise, else the
+// bound address, else (bound to every interface) this host's name.
+std::pair<std::string, std::string> head_id_and_address(const head_settings& s) {
+  char host[256] = "head";
+  ::gethostname(host, sizeof host - 1);
+  const bool wildcard = s.bind == "*" || s.bind == "0.0.0.0" || s.bind == "::";
+  return {std::string(host) + ":" + std::to_string(::getpid()),
+          s.advertise ? *s.advertise : (wildcard ? std::string(host) : s.bind) + ":" + std::to_string(s.port)};
+}
+
+// Leads: the head actor on the store, its gateway, the dashboard; until stopped.
+int lead(const head_settings& s) {
+  auto secrets = net::ensure_cluster_credentials(s.on_etcd ? s.keys_dir : s.store_dir);
+  auto store = core::store::open_cluster_store(s.store_dir);
+  const auto lease_ttl = std::chrono::milliseconds(static_cast<long>(s.lease_s * 1000));
+  auto [head_id, address] = head_id_and_address(s);
+  auto options = net::server_options::from(secrets);
+  options.bind_address = s.bind;
+  options.port = s.port;
+  const auto lease = acquire_leadership(*store, head_id, address, lease_ttl, options);
+  if (!lease) return 0;
+  actors::liveness_options liveness;
+  liveness.node_timeout = std::chrono::milliseconds(static_cast<long>(s.heartbeat_timeout_s * 1000));
+
+  caf::actor_system_config cfg;
+  actors::configure_scheduler(cfg);  // idle threads block (scheduler_config.hpp)
+  caf::actor_system sys{cfg};
+  actors::head_options head_opts;
+  head_opts.store = store;
+  head_opts.epoch = lease->epoch;
+  head_opts.lease_ttl = lease_ttl;
+  head_opts.adoption_grace = liveness.node_timeout * 2;
+  head_opts.storage_roots = s.storage_roots;
+  head_opts.fence = std::make_shared<actors::lease_fence>();
+  auto head = sys.spawn(actors::head_actor, head_opts);
+  std::uint16_t port = 0;
+  caf::actor gateway;
+  try {
+    gateway = actors::spawn_head_gateway(sys, head, options, liveness, &port,
+                                         net::process_welcome{address, lease->epoch});
+  } catch (const std::exception& e) {
+    return give_up_leading(sys, head, *store, head_opts, address, e.what());
+  }
+  if (s.port == 0 && !s.advertise) {
+    // Asked for any free port: the lease named ":0" until now; publish the port bound, through the
+    // head actor to its lease keeper, the record's one writer while it leads.
+    address = address.substr(0, address.rfind(':') + 1) + std::to_string(port);
+    caf::anon_send(head, actors::publish_address{address});
+  }
+  std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store " << s.store_dir
+            << ", epoch " << lease->epoch << ")\ncluster-head: credentials " << secrets.credentials_file.string()
+            << std::endl;
+  std::unique_ptr<tools::dashboard_server> dashboard;
+  if (s.dashboard_port) {
+    dashboard = std::make_unique<tools::dashboard_server>(sys, head, s.dashboard_bind, *s.dashboard_port,
+                                                          net::metrics_token(secrets.credentials));
+    std::cout << "cluster-head: dashboard on http://" << s.dashboard_bind << ":" << dashboard->port()
+              << "/ and Prometheus metrics on /metrics (bearer token: `submit metrics-token`)" << std::endl;
+  }
+  if (!s.storage_roots.empty()) {
+    std::cout << "cluster-head: job paths confined to";
+    for (const auto& r : s.storage_roots) std::cout << " " << r.string();
+    std::cout << std::endl;
+  }
+  return serve_until_stopped(sys, head, gateway, std::move(dashboard), s.grace_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A peer that went away must show up as EPIPE on its connection, not end this process.
+  ::signal(SIGPIPE, SIG_IGN);
+  tools::block_termination_signals();
+  auto parsed = parse_settings(argc, argv);
+  if (const int* code = std::get_if<int>(&parsed)) return *code;
+  try {
+    return lead(std::get<head_settings>(parsed));
   } catch (const std::exception& e) {
     std::cerr << "cluster-head: " << e.what() << "\n";
     return 1;
