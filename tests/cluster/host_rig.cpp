@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -133,9 +134,10 @@ std::pair<dev_t, ino_t> namespace_id(const std::string& file) {
   return {st.st_dev, st.st_ino};
 }
 
-// The processes whose network namespace is the one at `file` (as `ip netns pids`).
-std::vector<pid_t> processes_in(const std::string& file) {
-  const auto wanted = namespace_id(file);
+using namespace_key = std::pair<dev_t, ino_t>;
+
+// The processes whose network namespace is `wanted` (as `ip netns pids`).
+std::vector<pid_t> processes_in(namespace_key wanted) {
   std::vector<pid_t> out;
   if (wanted.second == 0) return out;
   DIR* proc = ::opendir("/proc");
@@ -151,13 +153,12 @@ std::vector<pid_t> processes_in(const std::string& file) {
   return out;
 }
 
-// Kills (SIGKILL) every process in the namespace `name` and waits until none is left (their
-// parents reap them: this process's reader threads, or init); false when some outlived `limit`.
-bool empty_namespace(const std::string& name, std::chrono::milliseconds limit) {
-  const std::string file = std::string(netns_dir) + "/" + name;
+// Kills (SIGKILL) every process in namespace `key` and waits until none is left (their parents
+// reap them: this process's reader threads, or init); false when some outlived `limit`.
+bool empty_namespace(namespace_key key, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
-    const auto pids = processes_in(file);
+    const auto pids = processes_in(key);
     if (pids.empty()) return true;
     if (std::chrono::steady_clock::now() > deadline) return false;
     for (const auto pid : pids) ::kill(pid, SIGKILL);
@@ -165,15 +166,25 @@ bool empty_namespace(const std::string& name, std::chrono::milliseconds limit) {
   }
 }
 
-// Empties and deletes namespace `name`; reports (stderr) what it could not do.
+// Empties and deletes namespace `name`; reports (stderr) what it could not do. Emptied again after
+// its name is gone: a process that opened the name before (`ip netns exec` on its way in) may
+// enter it meanwhile.
 void delete_namespace(const std::string& name) {
-  if (!empty_namespace(name, 20s))
-    std::cerr << "host_rig: processes in network namespace " << name << " outlived SIGKILL for 20 s\n";
+  const std::string file = std::string(netns_dir) + "/" + name;
+  const auto key = namespace_id(file);
+  // Held open until the end: the namespace (and so its inode number, the key) stays this one's
+  // and cannot be reused by a namespace made meanwhile.
+  const int hold = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  bool emptied = empty_namespace(key, 20s);
   try {
     ip_command({"netns", "delete", name});
   } catch (const std::exception& e) {
     std::cerr << "host_rig: " << e.what() << "\n";
   }
+  emptied = empty_namespace(key, 20s) && emptied;
+  if (hold >= 0) ::close(hold);
+  if (!emptied)
+    std::cerr << "host_rig: processes in network namespace " << name << " outlived SIGKILL for 20 s\n";
 }
 
 // Rigs alive in this process, torn down at exit() and on SIGINT / SIGTERM. The mutex is held
@@ -424,7 +435,38 @@ void host_rig::heal(int host) {
 }
 
 std::vector<pid_t> host_rig::processes(int host) const {
-  return processes_in(std::string(netns_dir) + "/" + netns(host));
+  return processes_in(namespace_id(std::string(netns_dir) + "/" + netns(host)));
+}
+
+std::vector<std::string> host_rig::listening(int host) const {
+  const std::string text = in_host(host, [] {
+    std::string out;
+    for (const char* file : {"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"}) {
+      std::ifstream in(file);
+      out += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return out;
+  });
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    if (!(fields >> slot >> local >> remote >> state) || state != "0A") continue;  // 0A: LISTEN
+    const auto colon = local.find(':');
+    const auto hex = local.substr(0, colon);
+    const int port = std::stoi(local.substr(colon + 1), nullptr, 16);
+    std::string address;
+    if (hex.size() == 8) {  // IPv4 in the kernel's byte order, little endian here
+      const auto v = static_cast<std::uint32_t>(std::stoul(hex, nullptr, 16));
+      address = std::to_string(v & 0xff) + "." + std::to_string((v >> 8) & 0xff) + "." +
+                std::to_string((v >> 16) & 0xff) + "." + std::to_string(v >> 24);
+    } else {
+      address = "[" + hex + "]";
+    }
+    out.push_back(address + ":" + std::to_string(port));
+  }
+  return out;
 }
 
 void host_rig::enter(int host) const {

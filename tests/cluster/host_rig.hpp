@@ -98,6 +98,9 @@ class host_rig {
 
   // The processes inside host i's namespace now (any parent).
   std::vector<pid_t> processes(int host) const;
+  // The TCP sockets listening inside host i now, "ADDRESS:PORT" (IPv6 as "[HEX]:PORT"), from its
+  // /proc/net/tcp and tcp6.
+  std::vector<std::string> listening(int host) const;
 
   // Kills every process inside the rig's namespaces and waits until none is left, then deletes
   // the namespaces. Idempotent; the destructor calls it.

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -194,6 +195,16 @@ TEST_CASE("SIGTERM or SIGINT to a process holding hosts removes them and ends ev
     std::vector<std::string> argv{"/usr/sbin/ip", "netns", "exec", namespaces[1], "/bin/sleep", "600"};
     if (::access(argv[0].c_str(), X_OK) != 0) argv[0] = "/sbin/ip";
     running_process sleeper(argv, {});
+    // Signalled once the sleeper is inside host 1 (its namespace is the one the name holds).
+    const auto in_host_1 = [&] {
+      struct stat ns {}, mine {};
+      return ::stat(("/run/netns/" + namespaces[1]).c_str(), &ns) == 0 &&
+             ::stat(("/proc/" + std::to_string(sleeper.pid()) + "/ns/net").c_str(), &mine) == 0 &&
+             ns.st_ino == mine.st_ino && ns.st_dev == mine.st_dev;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!in_host_1() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+    REQUIRE(in_host_1());
     holder.kill(sig);
     REQUIRE(holder.wait_for_exit(60s));
     CHECK(holder.exit_code() == 128 + sig);

@@ -118,33 +118,6 @@ class cluster_across_hosts {
   std::unique_ptr<running_process> leader_, standby_, n2_, n3_;
 };
 
-// The TCP sockets listening inside `host` ("ADDRESS:PORT", IPv6 addresses in brackets), as its
-// /proc/net/tcp and tcp6 list them.
-std::vector<std::string> listening(const host_rig& rig, int host) {
-  const auto r = rig.run(host, {"/bin/cat", "/proc/net/tcp", "/proc/net/tcp6"});
-  if (r.exit_code != 0) throw std::runtime_error("cannot read /proc/net/tcp in host " + std::to_string(host));
-  std::vector<std::string> out;
-  std::istringstream in(r.out);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string slot, local, remote, state;
-    if (!(fields >> slot >> local >> remote >> state) || state != "0A") continue;  // 0A: LISTEN
-    const auto colon = local.find(':');
-    const auto hex = local.substr(0, colon);
-    const int port = std::stoi(local.substr(colon + 1), nullptr, 16);
-    std::string address;
-    if (hex.size() == 8) {  // IPv4, in host byte order (little endian here)
-      const auto v = static_cast<std::uint32_t>(std::stoul(hex, nullptr, 16));
-      address = std::to_string(v & 0xff) + "." + std::to_string((v >> 8) & 0xff) + "." +
-                std::to_string((v >> 16) & 0xff) + "." + std::to_string(v >> 24);
-    } else {
-      address = "[" + hex + "]";
-    }
-    out.push_back(address + ":" + std::to_string(port));
-  }
-  return out;
-}
-
 // The environment process `pid` started with.
 std::map<std::string, std::string> start_environment(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
@@ -218,12 +191,12 @@ TEST_CASE("across four hosts, heads on two sharing a three-host etcd and nodes o
     CHECK(env.count("NCCL_SOCKET_IFNAME") == 1);
     CHECK(env["NCCL_SOCKET_IFNAME"] == "=eth0");
     CHECK(env.count("GLOO_SOCKET_IFNAME") == (host == 3 ? 1u : 0u));
-    const auto sockets = listening(c.rig(), host);
+    const auto sockets = c.rig().listening(host);
     INFO("listening: " << json(sockets).dump());
     for (const auto& s : sockets) CHECK(s.rfind(c.rig().address(host) + ":", 0) == 0);
   }
   const int trainer_host = held["trainer_node"] == "n2" ? 2 : 3;
-  CHECK_FALSE(listening(c.rig(), trainer_host).empty());  // the rendezvous store, at least
+  CHECK_FALSE(c.rig().listening(trainer_host).empty());  // the rendezvous store, at least
   const auto released = c.submit(3, {"release", id});
   INFO(released.out << released.err);
   REQUIRE(released.exit_code == 0);
