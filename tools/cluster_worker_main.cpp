@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -124,6 +125,28 @@ std::string set_up_collectives(const std::string& node_address, const std::strin
   return "collectives on " + node_address + " (interface " + *held_by + ")";
 }
 
+// "" when --node-address is one the other nodes can reach, as far as this machine can tell; else
+// why not: a loopback address (127.0.0.1, the default) while a head in `heads` (HOST:PORT) is on
+// another machine, where every node but this one would dial its own loopback (the rendezvous
+// store of a trainer placed here, this node's Gloo ranks).
+std::string loopback_for_remote_heads(const std::string& node_address, const std::vector<std::string>& heads) {
+  const auto interfaces = core::comm::list_network_interfaces();
+  const auto held_by = core::comm::interface_of_address(node_address, interfaces);
+  const auto loopback = std::find_if(interfaces.begin(), interfaces.end(), [&](const auto& i) {
+    return held_by && i.name == *held_by && i.loopback;
+  });
+  if (loopback == interfaces.end()) return "";
+  for (const auto& head : heads) {
+    const auto host = head[0] == '[' ? head.substr(1, head.find(']') - 1) : head.substr(0, head.rfind(':'));
+    if (core::comm::is_this_machine(host, interfaces) == false)
+      return "--node-address " + node_address + " is reachable from this machine only, but the head at " +
+             head + " is on another machine: give --node-address an address of this machine that the "
+             "other nodes reach (this machine's interfaces: " +
+             core::comm::describe_network_interfaces(interfaces) + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,6 +245,8 @@ int main(int argc, char** argv) {
   try {
     collectives = set_up_collectives(
         info.address, vm.count("collective-interface") ? vm["collective-interface"].as<std::string>() : "");
+    if (const auto why = loopback_for_remote_heads(info.address, search.addresses); !why.empty())
+      throw std::invalid_argument(why);
   } catch (const std::exception& e) {  // std::invalid_argument, std::system_error
     std::cerr << "cluster-worker: " << e.what() << "\n";
     return 2;

@@ -100,6 +100,17 @@ std::optional<std::string> interface_of_address(const std::string& address,
   return std::nullopt;
 }
 
+std::optional<bool> is_this_machine(const std::string& host, const std::vector<network_interface>& interfaces) {
+  const auto addresses = resolve(host);
+  if (addresses.empty()) return std::nullopt;
+  for (const auto& a : addresses) {
+    if (a.rfind("127.", 0) == 0 || a == "::1") return true;
+    for (const auto& i : interfaces)
+      if (std::find(i.addresses.begin(), i.addresses.end(), a) != i.addresses.end()) return true;
+  }
+  return false;
+}
+
 std::string check_gloo_interface(const std::string& name, const std::vector<network_interface>& interfaces) {
   const std::string there = "; this machine's interfaces: " + describe_network_interfaces(interfaces);
   if (name.find(',') != std::string::npos)

@@ -222,3 +222,24 @@ TEST_CASE("across four hosts, heads on two sharing a three-host etcd and nodes o
   REQUIRE(logs.exit_code == 0);
   CHECK_THAT(logs.out, Catch::Contains("node=n2") && Catch::Contains("node=n3"));
 }
+
+TEST_CASE("a cluster-worker left on the default --node-address 127.0.0.1 with its head on another host "
+          "exits 2 naming the option, before it joins",
+          "[hosts][cluster]") {
+  COHORT_NEED_HOSTS();
+  host_rig rig(2);
+  const auto head = rig.address(0) + ":7411";
+  const auto r = rig.run(1, {cohort::test::program_path("cluster-worker"), "--address", head, "--credentials",
+                             "/nonexistent/credentials.json", "--name", "n1", "--num-cpus", "1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--node-address 127.0.0.1 is reachable from this machine only, but the "
+                                    "head at " + head + " is on another machine") &&
+                        Catch::Contains("eth0 (10.213.0.2"));
+  // Given its own address, the same node gets past the check (to the credentials file it lacks).
+  const auto own = rig.run(1, {cohort::test::program_path("cluster-worker"), "--address", head,
+                               "--credentials", "/nonexistent/credentials.json", "--name", "n1",
+                               "--num-cpus", "1", "--node-address", rig.address(1)});
+  INFO(own.out << own.err);
+  CHECK_THAT(own.err, !Catch::Contains("--node-address"));
+}

@@ -65,3 +65,14 @@ TEST_CASE("an NCCL_SOCKET_IFNAME value passes when it selects an interface as NC
              Catch::StartsWith("'enp' selects no network interface (name prefixes)") &&
                  Catch::Contains("eth0 (10.213.0.3)"));
 }
+
+TEST_CASE("a host is this machine when an interface holds its address or it is a loopback one, and "
+          "unknown when it does not resolve",
+          "[core][comm]") {
+  const auto m = some_machine();
+  CHECK(is_this_machine("10.213.0.3", m) == std::optional<bool>(true));
+  CHECK(is_this_machine("127.0.1.1", m) == std::optional<bool>(true));  // Debian's own host name
+  CHECK(is_this_machine("localhost", m) == std::optional<bool>(true));
+  CHECK(is_this_machine("10.213.0.1", m) == std::optional<bool>(false));
+  CHECK_FALSE(is_this_machine("no-such-host.invalid", m));
+}
