@@ -48,7 +48,6 @@ class cluster_across_hosts {
   const cohort::test::temp_dir& dir() const { return dir_; }
   running_process& leader() { return *leader_; }
   running_process& node(int host) { return host == 2 ? *n2_ : *n3_; }
-  std::string heads() const { return heads_; }
 
   // `submit ARGS...` run inside `host` with the cluster's heads and credentials.
   cohort::test::command_result submit(int host, const std::vector<std::string>& args,
@@ -92,25 +91,14 @@ class cluster_across_hosts {
   }
   std::unique_ptr<running_process> start_node(int host, const std::string& name,
                                               const std::vector<std::string>& extra) {
-    std::vector<std::string> argv{cohort::test::program_path("cluster-worker"),
-                                  "--address",
-                                  heads_,
-                                  "--store",
-                                  location_,
-                                  "--credentials",
-                                  credentials(),
-                                  "--name",
-                                  name,
-                                  "--node-address",
-                                  rig_.address(host),
-                                  "--num-cpus",
-                                  "1"};
+    std::vector<std::string> argv{cohort::test::program_path("cluster-worker"), "--address", heads_,
+                                  "--store", location_, "--credentials", credentials(), "--name", name,
+                                  "--node-address", rig_.address(host), "--num-cpus", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return rig_.start(host, argv);
   }
 
-  // Declared first, so destroyed last: whatever the members below left running in the hosts
-  // goes with them.
+  // Declared first: the members below are made inside its hosts.
   host_rig rig_{4};
   cohort::test::temp_dir dir_{"cohort-hosts"};
   cohort::test::etcd_cluster etcd_;
@@ -144,16 +132,13 @@ std::vector<pid_t> ranks_in(const host_rig& rig, int host) {
 // step 2 until released.
 std::string zero3_job(const std::string& data, const std::string& storage) {
   return R"({"name": "across", "workload": "causal_lm",
-    "model": {"config": )" +
-         cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
-    "data": {"train": ")" +
-         data + R"("},
+    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
+    "data": {"train": ")" + data + R"("},
     "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}, "placement_strategy": "SPREAD"},
     "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 1, "max_steps": 4, "lr": 0.01,
               "seed": 3},
     "zero": {"stage": 3},
-    "run": {"storage_path": ")" +
-         storage + R"(", "failure": {"max_failures": 0},
+    "run": {"storage_path": ")" + storage + R"(", "failure": {"max_failures": 0},
             "hold_before_step": 2}})";
 }
 
@@ -182,7 +167,8 @@ TEST_CASE("across four hosts, heads on two sharing a three-host etcd and nodes o
   // Held with its group connected: the ranks got where to run collectives from their node (host
   // 2: NCCL given the interface that holds the node's address; host 3: both variables from
   // --collective-interface), and nothing in the nodes' hosts listens on any other address (the
-  // rendezvous store of the trainer and the ranks' transport bind the node's address).
+  // trainer's rendezvous store binds its node's address; Gloo closes a rank's listeners once
+  // connected, hosts_collectives_test checks them while they listen).
   for (const int host : {2, 3}) {
     INFO("host " << host);
     const auto ranks = ranks_in(c.rig(), host);
@@ -202,9 +188,7 @@ TEST_CASE("across four hosts, heads on two sharing a three-host etcd and nodes o
   REQUIRE(released.exit_code == 0);
   const auto done = c.wait_for(
       id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 240s);
-  INFO(done.dump() << "\nleader:\n"
-                   << c.leader().output() << "\nn2:\n"
-                   << c.node(2).output() << "\nn3:\n"
+  INFO(done.dump() << "\nleader:\n" << c.leader().output() << "\nn2:\n" << c.node(2).output() << "\nn3:\n"
                    << c.node(3).output());
   CHECK(done["state"] == "SUCCEEDED");
   CHECK(done["attempts"] == 1);
