@@ -113,7 +113,8 @@ std::string set_up_collectives(const std::string& node_address, const std::strin
     ::setenv("NCCL_SOCKET_IFNAME", ("=" + interface).c_str(), 1);
     return "collectives on interface " + interface + " (--collective-interface)";
   }
-  const std::string gloo = tools::env_or("GLOO_SOCKET_IFNAME", ""), nccl = tools::env_or("NCCL_SOCKET_IFNAME", "");
+  const std::string gloo = tools::env_or("GLOO_SOCKET_IFNAME", "");
+  const std::string nccl = tools::env_or("NCCL_SOCKET_IFNAME", "");
   if (!gloo.empty())
     if (const auto why = core::comm::check_gloo_interface(gloo, interfaces); !why.empty())
       throw std::invalid_argument("GLOO_SOCKET_IFNAME (in the environment): " + why);
@@ -129,7 +130,8 @@ std::string set_up_collectives(const std::string& node_address, const std::strin
 // why not: a loopback address (127.0.0.1, the default) while a head in `heads` (HOST:PORT) is on
 // another machine, where every node but this one would dial its own loopback (the rendezvous
 // store of a trainer placed here, this node's Gloo ranks).
-std::string loopback_for_remote_heads(const std::string& node_address, const std::vector<std::string>& heads) {
+std::string loopback_for_remote_heads(const std::string& node_address,
+                                      const std::vector<std::string>& heads) {
   const auto interfaces = core::comm::list_network_interfaces();
   const auto held_by = core::comm::interface_of_address(node_address, interfaces);
   const auto loopback = std::find_if(interfaces.begin(), interfaces.end(), [&](const auto& i) {

@@ -100,7 +100,8 @@ std::optional<std::string> interface_of_address(const std::string& address,
   return std::nullopt;
 }
 
-std::optional<bool> is_this_machine(const std::string& host, const std::vector<network_interface>& interfaces) {
+std::optional<bool> is_this_machine(const std::string& host,
+                                    const std::vector<network_interface>& interfaces) {
   const auto addresses = resolve(host);
   if (addresses.empty()) return std::nullopt;
   for (const auto& a : addresses) {

@@ -33,7 +33,8 @@ std::optional<std::string> interface_of_address(const std::string& address,
 
 // Whether `host` (an address, or a name resolved first) is this machine: an address one of
 // `interfaces` holds, or a loopback one (127.0.0.0/8, ::1); nullopt when it does not resolve.
-std::optional<bool> is_this_machine(const std::string& host, const std::vector<network_interface>& interfaces);
+std::optional<bool> is_this_machine(const std::string& host,
+                                    const std::vector<network_interface>& interfaces);
 
 // "" when `name` is one interface of `interfaces` that is up and has an address (what Gloo's TCP
 // device needs); else why not, naming it and listing the interfaces there are.

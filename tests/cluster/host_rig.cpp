@@ -405,6 +405,8 @@ std::string host_rig::address(int host) const {
   return "10.213.0." + std::to_string(host + 1);
 }
 
+std::string host_rig::ip_path() { return ip_program(); }
+
 std::vector<std::string> host_rig::exec_prefix(int host) const {
   return {ip_program(), "netns", "exec", netns(host)};
 }

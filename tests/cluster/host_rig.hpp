@@ -55,7 +55,9 @@ class host_rig {
     return hosts_[static_cast<std::size_t>(host)];
   }
   const std::string& bridge_netns() const { return bridge_; }
-  // The command prefix that runs a program inside host i: {"ip", "netns", "exec", NAME}.
+  // The `ip` program (iproute2) the rig runs: on PATH, else in /usr/sbin or /sbin; "" when none.
+  static std::string ip_path();
+  // The command prefix that runs a program inside host i: {IP, "netns", "exec", NAME}.
   std::vector<std::string> exec_prefix(int host) const;
 
   // Starts argv inside host i (argv[0] a path or a name on PATH), its output kept.

@@ -136,7 +136,7 @@ TEST_CASE("a program started in a host sees that host's interfaces only: loopbac
           "[hosts]") {
   COHORT_NEED_HOSTS();
   host_rig rig(2);
-  const auto r = rig.run(1, {"ip", "-o", "-4", "addr", "show"});
+  const auto r = rig.run(1, {host_rig::ip_path(), "-o", "-4", "addr", "show"});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("lo    inet 127.0.0.1/8"));
@@ -192,8 +192,8 @@ TEST_CASE("SIGTERM or SIGINT to a process holding hosts removes them and ends ev
     running_process holder({cohort::test::program_path("cohort-hosts"), "2"}, {});
     const auto namespaces = printed_namespaces(holder, 2);
     holder.wait_for_line("ready", 60s);
-    std::vector<std::string> argv{"/usr/sbin/ip", "netns", "exec", namespaces[1], "/bin/sleep", "600"};
-    if (::access(argv[0].c_str(), X_OK) != 0) argv[0] = "/sbin/ip";
+    const std::vector<std::string> argv{host_rig::ip_path(), "netns", "exec", namespaces[1], "/bin/sleep",
+                                        "600"};
     running_process sleeper(argv, {});
     // Signalled once the sleeper is inside host 1 (its namespace is the one the name holds).
     const auto in_host_1 = [&] {
