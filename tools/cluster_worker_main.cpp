@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <iostream>
@@ -23,6 +25,7 @@
 #include "actors/scheduler_config.hpp"
 #include "actors/worker_process_actor.hpp"
 #include "config/nodes_spec.hpp"
+#include "core/comm/network_interfaces.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/etcd_client.hpp"
 #include "net/credentials.hpp"
@@ -82,6 +85,70 @@ std::string join_failure(const net::link_status& link, const std::string& addres
   return out.str();
 }
 
+// Where this node's ranks run their collectives, checked, in words for the node's start lines.
+// `interface` (--collective-interface) becomes GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME of this
+// process, which its worker processes inherit (a job's runtime_env.env_vars still override them).
+// Without it, variables already in the environment are used as they are (checked too); else Gloo
+// listens on --node-address, and NCCL is given the interface that holds it
+// (NCCL_SOCKET_IFNAME==IFACE) unless that is loopback (one machine: NCCL's own choice, as before).
+// Throws std::invalid_argument naming the option or variable and the machine's interfaces when
+// the interface or the address is not here.
+std::string set_up_collectives(const std::string& node_address, const std::string& interface) {
+  const auto interfaces = core::comm::list_network_interfaces();
+  const auto held_by = core::comm::interface_of_address(node_address, interfaces);
+  const auto loopback = [&](const std::string& name) {
+    for (const auto& i : interfaces)
+      if (i.name == name) return i.loopback;
+    return false;
+  };
+  if (!held_by)
+    throw std::invalid_argument(
+        "--node-address " + node_address + ": no network interface of this machine holds it, so "
+        "this node's ranks could not listen there; give an address of one of: " +
+        core::comm::describe_network_interfaces(interfaces));
+  if (!interface.empty()) {
+    if (const auto why = core::comm::check_gloo_interface(interface, interfaces); !why.empty())
+      throw std::invalid_argument("--collective-interface " + interface + ": " + why);
+    ::setenv("GLOO_SOCKET_IFNAME", interface.c_str(), 1);
+    ::setenv("NCCL_SOCKET_IFNAME", ("=" + interface).c_str(), 1);
+    return "collectives on interface " + interface + " (--collective-interface)";
+  }
+  const std::string gloo = tools::env_or("GLOO_SOCKET_IFNAME", "");
+  const std::string nccl = tools::env_or("NCCL_SOCKET_IFNAME", "");
+  if (!gloo.empty())
+    if (const auto why = core::comm::check_gloo_interface(gloo, interfaces); !why.empty())
+      throw std::invalid_argument("GLOO_SOCKET_IFNAME (in the environment): " + why);
+  if (!nccl.empty())
+    if (const auto why = core::comm::check_nccl_socket_ifname(nccl, interfaces); !why.empty())
+      throw std::invalid_argument("NCCL_SOCKET_IFNAME (in the environment): " + why);
+  if (nccl.empty() && !loopback(*held_by)) ::setenv("NCCL_SOCKET_IFNAME", ("=" + *held_by).c_str(), 1);
+  if (!gloo.empty()) return "collectives (Gloo) on interface " + gloo + " (GLOO_SOCKET_IFNAME)";
+  return "collectives on " + node_address + " (interface " + *held_by + ")";
+}
+
+// "" when --node-address is one the other nodes can reach, as far as this machine can tell; else
+// why not: a loopback address (127.0.0.1, the default) while a head in `heads` (HOST:PORT) is on
+// another machine, where every node but this one would dial its own loopback (the rendezvous
+// store of a trainer placed here, this node's Gloo ranks).
+std::string loopback_for_remote_heads(const std::string& node_address,
+                                      const std::vector<std::string>& heads) {
+  const auto interfaces = core::comm::list_network_interfaces();
+  const auto held_by = core::comm::interface_of_address(node_address, interfaces);
+  const auto loopback = std::find_if(interfaces.begin(), interfaces.end(), [&](const auto& i) {
+    return held_by && i.name == *held_by && i.loopback;
+  });
+  if (loopback == interfaces.end()) return "";
+  for (const auto& head : heads) {
+    const auto host = head[0] == '[' ? head.substr(1, head.find(']') - 1) : head.substr(0, head.rfind(':'));
+    if (core::comm::is_this_machine(host, interfaces) == false)
+      return "--node-address " + node_address + " is reachable from this machine only, but the head at " +
+             head + " is on another machine: give --node-address an address of this machine that the "
+             "other nodes reach (this machine's interfaces: " +
+             core::comm::describe_network_interfaces(interfaces) + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,7 +171,11 @@ int main(int argc, char** argv) {
       ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
       ("name", po::value<std::string>()->default_value(host), "this node's name")
       ("node-address", po::value<std::string>()->default_value("127.0.0.1"),
-       "the address other nodes reach this one at (rendezvous store, Gloo)")
+       "the address other nodes reach this one at (rendezvous store, Gloo); an interface of this "
+       "machine must hold it")
+      ("collective-interface", po::value<std::string>(),
+       "the network interface this node's ranks run collectives on (sets GLOO_SOCKET_IFNAME and "
+       "NCCL_SOCKET_IFNAME for them; default: the interface that holds --node-address)")
       ("num-cpus", po::value<double>(), "CPUs offered (default: this machine's)")
       ("num-gpus", po::value<double>(),
        "GPUs offered (default: every GPU found through NVML; CUDA_VISIBLE_DEVICES honoured)")
@@ -172,6 +243,16 @@ int main(int argc, char** argv) {
   actors::node_info info;
   info.name = vm["name"].as<std::string>();
   info.address = vm["node-address"].as<std::string>();
+  std::string collectives;
+  try {
+    collectives = set_up_collectives(
+        info.address, vm.count("collective-interface") ? vm["collective-interface"].as<std::string>() : "");
+    if (const auto why = loopback_for_remote_heads(info.address, search.addresses); !why.empty())
+      throw std::invalid_argument(why);
+  } catch (const std::exception& e) {  // std::invalid_argument, std::system_error
+    std::cerr << "cluster-worker: " << e.what() << "\n";
+    return 2;
+  }
   info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>() : tools::machine_cpus();
   info.resources["memory"] =
       vm.count("memory") ? vm["memory"].as<double>() : tools::machine_memory_bytes();
@@ -236,7 +317,7 @@ int main(int argc, char** argv) {
     directory->set(gateway, node);
     std::cout << "cluster-worker: node " << info.name << " offers "
               << core::resources::describe_gpus(gpus.devices)
-              << (gpus.note.empty() ? "" : " (" + gpus.note + ")") << std::endl;
+              << (gpus.note.empty() ? "" : " (" + gpus.note + ")") << "; " << collectives << std::endl;
     std::cout << "cluster-worker: node " << info.name << " joining "
               << (address.empty() ? "the leader in " + store->string() : address) << std::endl;
     const auto connect_timeout =

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "core/comm/collective_wait.hpp"
 #include "core/comm/comm_error.hpp"
+#include "core/comm/network_interfaces.hpp"
 #include "core/comm/tcp_store.hpp"
 
 namespace cohort::core::train {
@@ -60,6 +62,61 @@ void pause_between_steps(const worker_context& ctx) {
   }
 }
 
+namespace {
+
+// This process's value of `variable` ("" when unset), and where it came from: the job's
+// runtime_env (bad input when wrong) or the node (its cluster-worker's --collective-interface or
+// environment).
+struct interface_setting {
+  std::string value;
+  bool from_job = false;
+  std::string where;
+};
+
+interface_setting interface_setting_of(const worker_context& ctx, const char* variable) {
+  interface_setting s;
+  const char* v = std::getenv(variable);
+  s.value = v != nullptr ? v : "";
+  s.from_job = ctx.spec.runtime_env.env_vars.count(variable) != 0;
+  s.where = s.from_job ? std::string("runtime_env.env_vars.") + variable
+                       : std::string(variable) +
+                             " of the node (its cluster-worker's --collective-interface or environment)";
+  return s;
+}
+
+// The failure of a rank whose interface setting is wrong (the rank's report names rank and node).
+[[noreturn]] void refuse_interface(const interface_setting& s, const std::string& why) {
+  if (s.from_job) throw bad_input_error(s.where + ": " + why);
+  throw comm::comm_error(comm::comm_errc::invalid_argument, s.where + ": " + why);
+}
+
+// Where this rank's collectives listen and what its peers dial. Gloo: the interface
+// GLOO_SOCKET_IFNAME names (checked: it exists, is up, has an address), else the node's address
+// (cluster-worker --node-address). NCCL: NCCL_SOCKET_IFNAME as set (checked: it selects an
+// interface), else NCCL's own choice.
+void choose_transport(const worker_context& ctx, comm::backend_kind backend, comm::group_options& options) {
+  const auto interfaces = comm::list_network_interfaces();
+  if (backend == comm::backend_kind::gloo) {
+    const auto gloo = interface_setting_of(ctx, "GLOO_SOCKET_IFNAME");
+    if (gloo.value.empty()) {
+      options.gloo_hostname = ctx.node_address;
+      return;
+    }
+    if (const auto why = comm::check_gloo_interface(gloo.value, interfaces); !why.empty())
+      refuse_interface(gloo, why);
+    options.gloo_interface = gloo.value;
+    return;
+  }
+  // NCCL reads NCCL_SOCKET_IFNAME itself; cluster-worker sets it from --node-address or
+  // --collective-interface for its worker processes unless it was set.
+  const auto nccl = interface_setting_of(ctx, "NCCL_SOCKET_IFNAME");
+  if (!nccl.value.empty())
+    if (const auto why = comm::check_nccl_socket_ifname(nccl.value, interfaces); !why.empty())
+      refuse_interface(nccl, why);
+}
+
+}  // namespace
+
 std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
                                                 int cuda_device) {
   auto address = comm::parse_host_port(ctx.store_address);
@@ -72,7 +129,7 @@ std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm:
   options.timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(ctx.spec.run.failure.collective_timeout_s * 1000));
   options.cuda_device = cuda_device;
-  options.gloo_hostname = ctx.node_address;
+  choose_transport(ctx, backend, options);
   check_cancelled(ctx.cancelled);
   try {
     return comm::make_process_group(options);

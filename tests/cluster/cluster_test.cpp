@@ -523,6 +523,50 @@ TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU work
   CHECK_THAT(refused.err, Catch::Contains("runtime_env.env_vars.LD_PRELOAD: refused"));
 }
 
+TEST_CASE("a job whose runtime_env names a network interface its node lacks fails at once as bad "
+          "input, naming the variable, the interface and the node's interfaces",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 2);
+  auto spec = json::parse(lr_job("no-such-nic", 2, 5, 0.0, -1, c.dir().str() + "/runs"));
+  spec["runtime_env"]["env_vars"] = {{"GLOO_SOCKET_IFNAME", "nosuch0"}};
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 120s);
+  INFO(s.dump());
+  CHECK(s["attempts"] == 1);
+  REQUIRE(s["failures"].size() == 1);
+  CHECK(s["failures"][0]["kind"] == "bad_input");
+  const auto reason = s["reason"].get<std::string>();
+  CHECK_THAT(reason, Catch::StartsWith("bad input: worker rank "));
+  CHECK_THAT(reason, Catch::Contains(" on node n1 ") &&
+                         Catch::Contains("runtime_env.env_vars.GLOO_SOCKET_IFNAME: there is no network "
+                                         "interface 'nosuch0'; this machine's interfaces: lo (127.0.0.1"));
+}
+
+TEST_CASE("cluster-worker exits 2 naming the option when --collective-interface names no interface of "
+          "the machine or no interface holds --node-address",
+          "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  const std::vector<std::string> node{"--address", c.address(), "--credentials", c.credentials(),
+                                      "--name", "n1", "--num-cpus", "1", "--connect-timeout", "1"};
+  auto args = node;
+  args.insert(args.end(), {"--collective-interface", "nosuch0"});
+  const auto no_nic = c.run("cluster-worker", args);
+  INFO(no_nic.out << no_nic.err);
+  CHECK(no_nic.exit_code == 2);
+  CHECK_THAT(no_nic.err, Catch::Contains("--collective-interface nosuch0: there is no network interface "
+                                         "'nosuch0'; this machine's interfaces: lo (127.0.0.1"));
+  args = node;
+  args.insert(args.end(), {"--node-address", "192.0.2.7"});  // TEST-NET-1: never a local address
+  const auto elsewhere = c.run("cluster-worker", args);
+  INFO(elsewhere.out << elsewhere.err);
+  CHECK(elsewhere.exit_code == 2);
+  CHECK_THAT(elsewhere.err, Catch::Contains("--node-address 192.0.2.7: no network interface of this "
+                                            "machine holds it"));
+}
+
 namespace {
 
 // COHORT_WORKER_SETUP for a cohort-worker started by hand: rank 0 of 1 of job-0001 on node n1

@@ -4,6 +4,8 @@
 // the destructor kills (SIGKILL) and reaps every member still running. kill(i) and restart(i) take
 // one member down (kill -9) and bring it back on its data dir, for fault tests. Members elect fast
 // (heartbeat 50 ms, election timeout 500 ms) so leases of 1 s are allowed and failovers are quick.
+// Given etcd_member_host placements instead, each member runs on a host of its own (e.g. a
+// network namespace of tests/cluster/host_rig.hpp) at that host's address, ports 2379 and 2380.
 #pragma once
 
 #include <arpa/inet.h>
@@ -14,6 +16,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,15 +34,25 @@ struct etcd_tls {
   std::string cert, key, client_ca;
 };
 
+// Where one member runs: the address of its host, the command prefix that starts a program
+// there (e.g. {"ip", "netns", "exec", NAME}; empty: this process's host) and how to run a probe
+// from a place that reaches the member (empty: in the calling thread).
+struct etcd_member_host {
+  std::string address = "127.0.0.1";
+  std::vector<std::string> exec_prefix;
+  std::function<void(const std::function<void()>&)> reach;
+};
+
 class etcd_cluster {
  public:
   explicit etcd_cluster(int members = 3, etcd_tls tls = {}) : dir_("etcd"), tls_(std::move(tls)) {
-    for (int i = 0; i < members; ++i) members_.push_back({free_port(), free_port(), -1});
-    for (int i = 0; i < members; ++i)
-      initial_ += (i ? "," : "") + name(i) + "=" + peer_url(i);
-    for (int i = 0; i < members; ++i) start(i);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (int i = 0; i < members; ++i) wait_healthy(i, deadline);
+    for (int i = 0; i < members; ++i) members_.push_back({free_port(), free_port(), -1, {}});
+    start_all();
+  }
+  // One member per host, each on its host's address.
+  explicit etcd_cluster(std::vector<etcd_member_host> hosts) : dir_("etcd") {
+    for (auto& h : hosts) members_.push_back({2379, 2380, -1, std::move(h)});
+    start_all();
   }
   ~etcd_cluster() {
     for (std::size_t i = 0; i < members_.size(); ++i) kill(static_cast<int>(i));
@@ -53,7 +67,7 @@ class etcd_cluster {
       for (std::size_t i = 0; i < members_.size(); ++i) order.push_back(static_cast<int>(i));
     std::string out = scheme();
     for (std::size_t k = 0; k < order.size(); ++k)
-      out += (k ? "," : "") + std::string("127.0.0.1:") + std::to_string(members_[order[k]].client);
+      out += (k ? "," : "") + client_address(order[k]);
     return out + prefix;
   }
   int size() const { return static_cast<int>(members_.size()); }
@@ -62,17 +76,11 @@ class etcd_cluster {
     for (std::size_t i = 0; i < members_.size(); ++i) {
       if (members_[i].pid < 0) continue;
       try {
-        core::store::etcd_client c(core::store::parse_etcd_location(
-                                       scheme() + "127.0.0.1:" + std::to_string(members_[i].client)),
-                                   std::chrono::seconds(5));
-        auto status = c.call("/v3/maintenance/status", nlohmann::json::object());
+        auto status = member_status(static_cast<int>(i));
         auto leader_id = status.value("leader", nlohmann::json()).dump();
         for (std::size_t j = 0; j < members_.size(); ++j) {
           if (members_[j].pid < 0) continue;
-          core::store::etcd_client m(core::store::parse_etcd_location(
-                                         scheme() + "127.0.0.1:" + std::to_string(members_[j].client)),
-                                     std::chrono::seconds(5));
-          auto s = m.call("/v3/maintenance/status", nlohmann::json::object());
+          auto s = member_status(static_cast<int>(j));
           if (s["header"].value("member_id", nlohmann::json()).dump() == leader_id)
             return static_cast<int>(j);
         }
@@ -105,11 +113,39 @@ class etcd_cluster {
   struct member {
     int client, peer;
     pid_t pid;
+    etcd_member_host host;
   };
+  void start_all() {
+    const int members = size();
+    for (int i = 0; i < members; ++i)
+      initial_ += (i ? "," : "") + name(i) + "=" + peer_url(i);
+    for (int i = 0; i < members; ++i) start(i);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int i = 0; i < members; ++i) wait_healthy(i, deadline);
+  }
   static std::string name(int i) { return "m" + std::to_string(i); }
   std::string scheme() const { return tls_.cert.empty() ? "etcd://" : "etcds://"; }
+  std::string client_address(int i) const {
+    return members_[i].host.address + ":" + std::to_string(members_[i].client);
+  }
   std::string peer_url(int i) const {
-    return "http://127.0.0.1:" + std::to_string(members_[i].peer);
+    return "http://" + members_[i].host.address + ":" + std::to_string(members_[i].peer);
+  }
+  // Runs `probe` where member i is reached.
+  void reach(int i, const std::function<void()>& probe) const {
+    if (members_[i].host.reach)
+      members_[i].host.reach(probe);
+    else
+      probe();
+  }
+  nlohmann::json member_status(int i) const {
+    nlohmann::json out;
+    reach(i, [&] {
+      core::store::etcd_client c(core::store::parse_etcd_location(scheme() + client_address(i)),
+                                 std::chrono::seconds(5));
+      out = c.call("/v3/maintenance/status", nlohmann::json::object());
+    });
+    return out;
   }
   static int free_port() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -126,24 +162,25 @@ class etcd_cluster {
   }
   // Waits until member i answers a linearizable read (which needs a leader); throws past deadline.
   void wait_healthy(int i, std::chrono::steady_clock::time_point deadline) const {
-    core::store::etcd_client probe(
-        core::store::parse_etcd_location(scheme() + "127.0.0.1:" + std::to_string(members_[i].client)),
-        std::chrono::milliseconds(500));
-    for (;;) {
-      try {
-        probe.call("/v3/kv/range", {{"key", "AA=="}});
-        return;
-      } catch (const std::exception& e) {
-        if (std::chrono::steady_clock::now() > deadline)
-          throw std::runtime_error("etcd member " + name(i) + " did not become healthy in time: " +
-                                   e.what() + " (its log: " + log_path(i) + ")");
+    reach(i, [&] {
+      core::store::etcd_client probe(core::store::parse_etcd_location(scheme() + client_address(i)),
+                                     std::chrono::milliseconds(500));
+      for (;;) {
+        try {
+          probe.call("/v3/kv/range", {{"key", "AA=="}});
+          return;
+        } catch (const std::exception& e) {
+          if (std::chrono::steady_clock::now() > deadline)
+            throw std::runtime_error("etcd member " + name(i) + " did not become healthy in time: " +
+                                     e.what() + " (its log: " + log_path(i) + ")");
+        }
       }
-    }
+    });
   }
   void start(int i) {
-    const auto client = std::string(tls_.cert.empty() ? "http" : "https") + "://127.0.0.1:" +
-                        std::to_string(members_[i].client);
-    std::vector<std::string> args{"etcd",
+    const auto client = std::string(tls_.cert.empty() ? "http" : "https") + "://" + client_address(i);
+    std::vector<std::string> args = members_[i].host.exec_prefix;
+    args.insert(args.end(), {"etcd",
                                   "--name", name(i),
                                   "--data-dir", (dir_.path() / name(i)).string(),
                                   "--listen-client-urls", client,
@@ -154,11 +191,12 @@ class etcd_cluster {
                                   "--initial-cluster-token", "cohort-test",
                                   "--initial-cluster-state", "new",
                                   "--heartbeat-interval", "50",
-                                  "--election-timeout", "500"};
+                                  "--election-timeout", "500"});
     if (!tls_.cert.empty()) args.insert(args.end(), {"--cert-file", tls_.cert, "--key-file", tls_.key});
     if (!tls_.client_ca.empty())
       args.insert(args.end(), {"--client-cert-auth", "--trusted-ca-file", tls_.client_ca});
     const auto log = (dir_.path() / (name(i) + ".log")).string();
+    std::fflush(nullptr);  // else the child's freopen writes what this process has buffered
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("etcd_cluster: fork failed");
     if (pid == 0) {
@@ -167,7 +205,7 @@ class etcd_cluster {
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execvp("etcd", argv.data());
+      ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "cannot run etcd: install etcd-server (scripts/install-deps --tests)\n");
       ::_exit(127);
     }

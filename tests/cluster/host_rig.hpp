@@ -1,0 +1,145 @@
+// Several "hosts" on one machine, for cluster tests where hosts, interfaces and partitions
+// matter: each host is a network namespace with a stack of its own (loopback up, eth0 at
+// 10.213.0.<i+1>/24), joined by a veth pair to a bridge that lives in a namespace of its own, so
+// the machine's own namespace never gains a link. Namespace names carry a prefix unique to the
+// rig ("coh<pid>-<k>-"), so rigs of parallel tests never meet, and their addresses never leave
+// their namespaces. cut(i) / heal(i) set host i's port on the bridge down / up (a partition: its
+// packets are dropped, its own stack is untouched).
+//
+// Teardown (the destructor, exit(), SIGINT, SIGTERM) kills every process inside the rig's
+// namespaces, whoever started it, and deletes the namespaces (their links go with them). A rig
+// also removes what a rig of a process that no longer runs left behind (e.g. one killed with
+// kill -9). Everything needs root and iproute2's `ip`: tests start with COHORT_NEED_HOSTS(),
+// which skips them, saying why, where namespaces cannot be made.
+//
+// One thread uses a rig; in_host runs its function on a thread of its own.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "tests/cluster/cluster_harness.hpp"
+
+namespace cohort::test {
+
+class host_rig {
+ public:
+  // Why hosts cannot be made on this machine ("" when they can): not root, no `ip`, or the
+  // kernel refused a network namespace. Asked once per process.
+  static std::string unavailable_reason();
+
+  // Makes `hosts` hosts (1..200); throws std::runtime_error naming the `ip` command that failed,
+  // after removing what it had made.
+  explicit host_rig(int hosts);
+  ~host_rig();
+  host_rig(const host_rig&) = delete;
+  host_rig& operator=(const host_rig&) = delete;
+
+  int size() const { return static_cast<int>(hosts_.size()); }
+  // Host i's address ("10.213.0.<i+1>") on its interface interface_name() ("eth0").
+  std::string address(int host) const;
+  static std::string interface_name() { return "eth0"; }
+  // Host i's namespace (under /run/netns), and the bridge's.
+  const std::string& netns(int host) const {
+    (void)address(host);  // names the host in the error when there is none
+    return hosts_[static_cast<std::size_t>(host)];
+  }
+  const std::string& bridge_netns() const { return bridge_; }
+  // The `ip` program (iproute2) the rig runs: on PATH, else in /usr/sbin or /sbin; "" when none.
+  static std::string ip_path();
+  // The command prefix that runs a program inside host i: {IP, "netns", "exec", NAME}.
+  std::vector<std::string> exec_prefix(int host) const;
+
+  // Starts argv inside host i (argv[0] a path or a name on PATH), its output kept.
+  std::unique_ptr<running_process> start(int host, const std::vector<std::string>& argv,
+                                         const std::map<std::string, std::string>& env = {}) const;
+  // Runs argv inside host i to its end; throws when it has not ended within `limit`.
+  command_result run(int host, const std::vector<std::string>& argv,
+                     const std::map<std::string, std::string>& env = {},
+                     std::chrono::seconds limit = std::chrono::seconds(120)) const;
+
+  // Runs fn on a thread that entered host i's network namespace, and returns what it returns
+  // (or throws what it threw): sockets it creates belong to host i.
+  template <class F>
+  auto in_host(int host, F&& fn) const -> decltype(fn()) {
+    using result = decltype(fn());
+    std::exception_ptr error;
+    std::conditional_t<std::is_void_v<result>, int, std::optional<result>> out{};
+    std::thread t([&] {
+      try {
+        enter(host);
+        if constexpr (std::is_void_v<result>)
+          fn();
+        else
+          out.emplace(fn());
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+    t.join();
+    if (error) std::rethrow_exception(error);
+    if constexpr (!std::is_void_v<result>)
+      return std::move(*out);
+    else
+      (void)out;
+  }
+
+  // Host i's port on the bridge down (cut: nothing reaches it, it reaches nothing) or up again.
+  void cut(int host);
+  void heal(int host);
+
+  // The processes inside host i's namespace now (any parent).
+  std::vector<pid_t> processes(int host) const;
+  // The TCP sockets listening inside host i now, "ADDRESS:PORT" (IPv6 as "[HEX]:PORT"), from its
+  // /proc/net/tcp and tcp6.
+  std::vector<std::string> listening(int host) const;
+
+  // Kills every process inside the rig's namespaces and waits until none is left, then deletes
+  // the namespaces. Idempotent; the destructor calls it.
+  void tear_down();
+
+ private:
+  void enter(int host) const;  // this thread joins host i's network namespace
+  void build(int hosts);
+
+  std::string prefix_;
+  std::string bridge_;
+  std::vector<std::string> hosts_;
+  bool torn_down_ = false;
+};
+
+// The ip command's output, run to its end in the caller's namespace; throws std::runtime_error
+// with the command and what it said when it fails.
+std::string ip_command(const std::vector<std::string>& args);
+
+// The network namespaces under /run/netns now ("ip netns list"), sorted.
+std::vector<std::string> network_namespaces();
+// The links of the caller's network namespace now, by name, sorted.
+std::vector<std::string> network_links();
+// Whether process `pid` exists (a zombie counts as gone).
+bool process_alive(pid_t pid);
+// The path of one of cohort's programs: $COHORT_BIN/name (ctest sets COHORT_BIN).
+std::string program_path(const std::string& name);
+
+}  // namespace cohort::test
+
+// Skips the test case, saying why, where the rig cannot make hosts.
+#define COHORT_NEED_HOSTS()                                                           \
+  do {                                                                                \
+    const auto cohort_why_no_hosts = cohort::test::host_rig::unavailable_reason();    \
+    if (!cohort_why_no_hosts.empty()) {                                               \
+      WARN("skipped: no network namespaces here: " << cohort_why_no_hosts);           \
+      SUCCEED("skipped: no network namespaces"); /* counts as the case's assertion */ \
+      return;                                                                         \
+    }                                                                                 \
+  } while (false)
