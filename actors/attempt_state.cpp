@@ -102,11 +102,13 @@ attempt_actions attempt_state::on_worker_started(std::int32_t rank, std::int64_t
   hang_.on_started(rank, pid);
   // What the others were told so far.
   if (releases_ > 0)
-    out.to_workers.emplace_back(rank, worker_command{setup_.job_id, setup_.attempt, worker_command_kind::release, releases_});
+    out.to_workers.emplace_back(
+        rank, worker_command{setup_.job_id, setup_.attempt, worker_command_kind::release, releases_});
   if (checkpoint_requests_ > 0)
-    out.to_workers.emplace_back(rank, worker_command{setup_.job_id, setup_.attempt,
-                                                     preempted_ ? worker_command_kind::preempt : worker_command_kind::checkpoint,
-                                                     checkpoint_requests_});
+    out.to_workers.emplace_back(
+        rank, worker_command{setup_.job_id, setup_.attempt,
+                             preempted_ ? worker_command_kind::preempt : worker_command_kind::checkpoint,
+                             checkpoint_requests_});
   if (started_count_ == world()) out.to_head.push_back(attempt_running{setup_.job_id, setup_.attempt});
   return out;
 }
@@ -117,7 +119,8 @@ attempt_actions attempt_state::on_progress(const progress_report& report, double
   hang_.on_progress(report.rank, report.step, now_s);
   if (report.rank != 0) return out;
   if (report.held_before_step > 0) hang_.hold();
-  if (report.held_before_step == 0 && last_report_ && last_report_->held_before_step > 0) hang_.release(now_s);
+  if (report.held_before_step == 0 && last_report_ && last_report_->held_before_step > 0)
+    hang_.release(now_s);
   last_report_ = report;
   last_report_->attempt = setup_.attempt;  // the head counts only its current attempt's
   last_report_->activity = hang_.activity();
@@ -128,8 +131,8 @@ attempt_actions attempt_state::on_progress(const progress_report& report, double
 void attempt_state::on_heartbeat(const rank_heartbeat& hb, double now_s) {
   if (!mine(hb.job_id, hb.attempt)) return;
   hang_.on_heartbeat(hb.rank, hb.step,
-                     hb.collective_wait_s >= 0 ? std::optional<double>(hb.collective_wait_s) : std::nullopt, now_s,
-                     reading_of(hb.activity));
+                     hb.collective_wait_s >= 0 ? std::optional<double>(hb.collective_wait_s) : std::nullopt,
+                     now_s, reading_of(hb.activity));
 }
 
 attempt_actions attempt_state::on_hang_check(double now_s, bool& again) {
@@ -197,9 +200,10 @@ attempt_actions attempt_state::on_reintroduce() {
   // And gets the output no head acknowledged: lines written while no leader was reachable (or
   // sent to one that died before storing them). The head stores each seq once.
   if (dropped_logs_ > 0) {
-    out.to_head.push_back(trainer_line(std::to_string(dropped_logs_) +
-                                       " lines of output were dropped while no head acknowledged them (kept at most " +
-                                       std::to_string(max_unacked_log_bytes >> 20) + " MiB)"));
+    out.to_head.push_back(
+        trainer_line(std::to_string(dropped_logs_) +
+                     " lines of output were dropped while no head acknowledged them (kept at most " +
+                     std::to_string(max_unacked_log_bytes >> 20) + " MiB)"));
     dropped_logs_ = 0;
   }
   for (const auto& line : unacked_logs_) out.to_head.push_back(line);
@@ -227,7 +231,8 @@ attempt_actions attempt_state::on_checkpoint(const checkpoint_attempt& req) {
   attempt_actions out;
   if (!mine(req.job_id, req.attempt) || !admitted(req.epoch, "checkpoint_attempt", out)) return out;
   // Rank 0 takes it before its next step (a preempted attempt's workers keep their mark).
-  tell_workers(preempted_ ? worker_command_kind::preempt : worker_command_kind::checkpoint, ++checkpoint_requests_, out);
+  tell_workers(preempted_ ? worker_command_kind::preempt : worker_command_kind::checkpoint,
+               ++checkpoint_requests_, out);
   return out;
 }
 

@@ -39,11 +39,12 @@ namespace cohort::actors {
 // What a trainer keeps of its attempt's unacknowledged output.
 constexpr std::size_t max_unacked_log_bytes = 4u << 20;
 
-using head_message = std::variant<trainer_started, attempt_running, progress_report, log_line, attempt_outcome>;
+using head_message =
+    std::variant<trainer_started, attempt_running, progress_report, log_line, attempt_outcome>;
 using worker_message = std::variant<worker_command, stop_attempt, kill_hung_worker>;
 
 struct attempt_actions {
-  std::vector<head_message> to_head;  // in order
+  std::vector<head_message> to_head;                                // in order
   std::vector<std::pair<std::int32_t, worker_message>> to_workers;  // (rank, message), in order
   bool settled = false;  // the attempt just ended: the actor adds its store's refusal totals
   bool quit = false;     // the trainer's work is done (its outcome acknowledged)

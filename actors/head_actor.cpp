@@ -622,9 +622,9 @@ void start_store_actors(head_ptr self) {
   restore_jobs(self);
   if (st.options.store) {
     // It renews the lease every third of its ttl (lease_renewal).
-    auto keeper = self->spawn<caf::detached + caf::linked>(lease_keeper, st.options.store,
-                                                           caf::actor_cast<caf::actor>(self), st.options.epoch,
-                                                           st.options.lease_ttl, st.options.fence);
+    auto keeper = self->spawn<caf::detached + caf::linked>(
+        lease_keeper, st.options.store, caf::actor_cast<caf::actor>(self), st.options.epoch,
+        st.options.lease_ttl, st.options.fence);
     self->attach_functor([keeper] { caf::anon_send_exit(keeper, caf::exit_reason::user_shutdown); });
     st.lease_keeper = keeper;
   }
@@ -750,14 +750,16 @@ void on_trainer_started(head_ptr self, const trainer_started& ts) {
 void on_adoption_deadline(head_ptr self) {
   for (const auto& id : self->state.logic.awaiting_adoption()) {
     const auto* r = self->state.logic.find(id);
-    self->state.logic.on_trainer_lost(id, r->attempts - 1, "the trainer did not come back after the head restarted");
+    self->state.logic.on_trainer_lost(id, r->attempts - 1,
+                                      "the trainer did not come back after the head restarted");
     notify_state(self, id);
   }
   start_trainers(self);
 }
 
 metrics_snapshot on_metrics_query(head_ptr self) {
-  metrics_snapshot s{self->state.options.epoch, job_list{self->state.logic.jobs(), self->state.logic.nodes()}, {}};
+  metrics_snapshot s{
+      self->state.options.epoch, job_list{self->state.logic.jobs(), self->state.logic.nodes()}, {}};
   for (const auto& [job, points] : self->state.progress_history)
     if (!points.empty()) s.progress[job] = points.back();
   return s;
@@ -802,9 +804,10 @@ bool keep_log_line(head_ptr self, const log_line& line, const caf::actor& sender
   auto& st = self->state;
   if (st.store_writer) {
     const auto ack = log_ack{line.job_id, line.attempt, line.seq};
-    const bool handed = store_write(self, "record worker output", store_log_lines{0, line.job_id, {line}}, [=] {
-      if (ack.seq > 0 && sender) command(self, sender, ack);
-    });
+    const bool handed =
+        store_write(self, "record worker output", store_log_lines{0, line.job_id, {line}}, [=] {
+          if (ack.seq > 0 && sender) command(self, sender, ack);
+        });
     if (!handed) return false;
     st.log_seq.stored(line);  // a copy sent again meanwhile is not written twice
     return true;
@@ -829,8 +832,8 @@ void on_log_line(head_ptr self, const log_line& line) {
   }
   if (!keep_log_line(self, line, sender)) return;
   notify(self, line.job_id,
-         "(worker rank=" + std::to_string(line.rank) + " node=" + line.node + " pid=" + std::to_string(line.pid) +
-             ") " + line.text);
+         "(worker rank=" + std::to_string(line.rank) + " node=" + line.node +
+             " pid=" + std::to_string(line.pid) + ") " + line.text);
 }
 
 // How an attempt ended. The trainer keeps its outcome until told it was taken, once it is in the
@@ -860,23 +863,24 @@ caf::behavior head_actor(head_ptr self, head_options options) {
   start_store_actors(self);
   reserve_job_id(self);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });
-  return client_handlers(self, client_calls{}).or_else(
-      [=](const node_hello& m) { on_node_hello(self, m); },
-      [=](const node_draining& m) { on_node_draining(self, m); },
-      [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
-      [=](const trainer_started& m) { on_trainer_started(self, m); },
-      [=](adoption_deadline) { on_adoption_deadline(self); },
-      [=](const metrics_query&) { return on_metrics_query(self); },
-      [=](const job_history_query& q) { return on_job_history_query(self, q); },
-      [=](const publish_address& m) { on_publish_address(self, m); },
-      [=](const lease_renewal& r) {
-        if (!self->state.stepped_down)
-          renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
-      },
-      [=](const attempt_running& m) { on_attempt_running(self, m); },
-      [=](const progress_report& m) { on_progress(self, m); },
-      [=](const log_line& m) { on_log_line(self, m); },
-      [=](const attempt_outcome& m) { on_attempt_outcome(self, m); });
+  return client_handlers(self, client_calls{})
+      .or_else([=](const node_hello& m) { on_node_hello(self, m); },
+               [=](const node_draining& m) { on_node_draining(self, m); },
+               [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
+               [=](const trainer_started& m) { on_trainer_started(self, m); },
+               [=](adoption_deadline) { on_adoption_deadline(self); },
+               [=](const metrics_query&) { return on_metrics_query(self); },
+               [=](const job_history_query& q) { return on_job_history_query(self, q); },
+               [=](const publish_address& m) { on_publish_address(self, m); },
+               [=](const lease_renewal& r) {
+                 if (!self->state.stepped_down)
+                   renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed,
+                           r.error);
+               },
+               [=](const attempt_running& m) { on_attempt_running(self, m); },
+               [=](const progress_report& m) { on_progress(self, m); },
+               [=](const log_line& m) { on_log_line(self, m); },
+               [=](const attempt_outcome& m) { on_attempt_outcome(self, m); });
 }
 
 std::string describe(caf::actor_system& sys, const caf::error& err) {

@@ -302,11 +302,95 @@ void head_state::plan_memory(job_entry& job) {
   if (job.spec.workload != config::workload_kind::causal_lm) return;
   try {
     job.gpu_limit_bytes = train::gpu_memory_limit_bytes(job.spec.runtime_env.env_vars);
-    job.memory = train::estimate_memory(job.spec, train::read_model_shape(job.spec.model, job.spec.run.s3_endpoint));
+    job.memory =
+        train::estimate_memory(job.spec, train::read_model_shape(job.spec.model, job.spec.run.s3_endpoint));
   } catch (const std::exception& e) {
     job.memory_error = e.what();
   }
 }
+
+namespace {
+
+// The nodes that hold one rank of a job with a memory plan, each copied with as many ram_slot
+// slots as its RAM holds ranks (taken as much as the node itself, so that placement puts no more
+// ranks on it), and what the search saw on the way, for the refusals.
+struct memory_fit {
+  std::vector<res::node_inventory> fitting;
+  double largest_gpu = 0, largest_ram = 0;
+  bool gpu_fits_somewhere = false, ram_fits_somewhere = false, any_node = false;
+  std::int64_t rank_room = 0;  // ranks the fitting nodes' RAM holds together
+};
+
+memory_fit fit_nodes(const std::vector<res::node_inventory>& nodes, const config::job_spec& spec,
+                     double gpu_limit_bytes, double device, double host) {
+  memory_fit f;
+  const bool gpu = spec.scaling.use_gpu;
+  const std::int64_t ranks = spec.scaling.num_workers;
+  for (const auto& node : nodes) {
+    if (!node.alive()) continue;
+    f.any_node = true;
+    const double usable =
+        train::usable_gpu_bytes(gpu_limit_bytes, static_cast<double>(node.gpu_memory_bytes()));
+    const bool gpu_ok = !gpu || node.total().get("GPU") <= 0 || usable <= 0 || device <= usable;
+    if (gpu && node.total().get("GPU") > 0) f.largest_gpu = std::max(f.largest_gpu, usable);
+    const double ram = node_memory(node);
+    f.largest_ram = std::max(f.largest_ram, ram);
+    const bool ram_ok = ram <= 0 || host <= ram;
+    f.gpu_fits_somewhere = f.gpu_fits_somewhere || gpu_ok;
+    f.ram_fits_somewhere = f.ram_fits_somewhere || ram_ok;
+    if (!gpu_ok || !ram_ok) continue;
+    const std::int64_t slots = ram <= 0 ? ranks : static_cast<std::int64_t>(ram / host);
+    res::node_inventory copy(node.name(),
+                             node.total() + res::resource_set({{ram_slot, static_cast<double>(slots)}}));
+    copy.reserve(node.total() - node.available());
+    copy.set_gpu_memory_bytes(node.gpu_memory_bytes());
+    f.fitting.push_back(std::move(copy));
+    f.rank_room += slots;
+  }
+  return f;
+}
+
+// Why no node could hold the job's ranks, or "" when they may.
+std::string unfit_reason(const memory_fit& f, const std::string& on_gpu, const std::string& in_ram,
+                         const config::job_spec& spec) {
+  if (!f.any_node) return "";
+  if (!f.gpu_fits_somewhere)
+    return on_gpu + " exceeds every node's GPU memory (largest: " + train::format_memory(f.largest_gpu) +
+           "); " + gpu_advice(spec);
+  if (!f.ram_fits_somewhere)
+    return in_ram + " exceeds every node's memory (largest: " + train::format_memory(f.largest_ram) +
+           "); try nodes with more memory or more workers";
+  if (f.fitting.empty())
+    return on_gpu + " and " + in_ram + " fit no single node (largest GPU " +
+           train::format_memory(f.largest_gpu) + ", largest memory " + train::format_memory(f.largest_ram) +
+           ")";
+  const std::int64_t ranks = spec.scaling.num_workers;
+  if (f.rank_room < ranks)
+    return in_ram + ": the nodes' memory holds " + std::to_string(f.rank_room) + " of the " +
+           std::to_string(ranks) + " ranks; try nodes with more memory";
+  return "";
+}
+
+// Several ranks may share a node: their host RAM together (rank 0's export buffer included) must
+// fit it, else the placement waits (PENDING) naming the node.
+void check_shared_nodes(res::placement_result& result, const std::vector<res::node_inventory>& fitting,
+                        double host, double rank0_extra) {
+  std::map<std::string, double> need;
+  const auto& nodes_of = result.plan.rank_nodes;
+  for (std::size_t r = 0; r < nodes_of.size(); ++r) need[nodes_of[r]] += host + (r == 0 ? rank0_extra : 0);
+  for (const auto& node : fitting) {
+    const auto it = need.find(node.name());
+    const double ram = node_memory(node);
+    if (it == need.end() || ram <= 0 || it->second <= ram) continue;
+    result.status = res::placement_status::pending;
+    result.reason = "rank memory plan: node " + node.name() + " would hold ranks needing " +
+                    train::format_memory(it->second) + " of host RAM; it has " + train::format_memory(ram);
+    result.plan = {};
+    return;
+  }
+}
+
+}  // namespace
 
 head_state::admission head_state::admit(const job_entry& job) const {
   admission out;
@@ -323,11 +407,10 @@ head_state::admission head_state::admit(const job_entry& job) const {
     return out;
   }
   const auto& plan = *job.memory;
-  const bool gpu = job.spec.scaling.use_gpu;
   const double device = plan.per_rank.device_bytes, host = plan.per_rank.host_bytes;
   const std::string on_gpu = train::format_memory(device) + " on the GPU per rank (" + plan.setting + ")";
   const std::string in_ram = train::format_memory(host) + " of host RAM per rank (" + plan.setting + ")";
-  if (gpu && job.gpu_limit_bytes > 0 && device > job.gpu_limit_bytes)
+  if (job.spec.scaling.use_gpu && job.gpu_limit_bytes > 0 && device > job.gpu_limit_bytes)
     return refuse(on_gpu + " exceeds the job's COHORT_GPU_MEMORY_LIMIT_GB of " +
                   train::format_memory(job.gpu_limit_bytes) + "; " + gpu_advice(job.spec));
   // Each worker process is held to its resources_per_worker.memory (its node kills it past it):
@@ -339,68 +422,14 @@ head_state::admission head_state::admit(const job_entry& job) const {
                   " with the export) exceeds scaling.resources_per_worker.memory, " +
                   train::format_memory(it->second) +
                   ", to which each worker process is held; raise it, or use more workers (smaller shards per rank)");
-  // The nodes that hold one rank; how many ranks they hold together (RAM).
-  std::vector<res::node_inventory> fitting;
-  double largest_gpu = 0, largest_ram = 0;
-  bool gpu_fits_somewhere = false, ram_fits_somewhere = false;
-  std::int64_t rank_room = 0;
-  const std::int64_t ranks = job.spec.scaling.num_workers;
-  for (const auto& node : nodes) {
-    if (!node.alive()) continue;
-    const double usable = train::usable_gpu_bytes(job.gpu_limit_bytes,
-                                                  static_cast<double>(node.gpu_memory_bytes()));
-    const bool gpu_ok = !gpu || node.total().get("GPU") <= 0 || usable <= 0 || device <= usable;
-    if (gpu && node.total().get("GPU") > 0) largest_gpu = std::max(largest_gpu, usable);
-    const double ram = node_memory(node);
-    largest_ram = std::max(largest_ram, ram);
-    const bool ram_ok = ram <= 0 || host <= ram;
-    gpu_fits_somewhere = gpu_fits_somewhere || gpu_ok;
-    ram_fits_somewhere = ram_fits_somewhere || ram_ok;
-    if (!gpu_ok || !ram_ok) continue;
-    // A copy of the node with as many rank_host_ram slots as its RAM holds ranks, taken as
-    // much as the node itself, so that placement puts no more ranks on it.
-    const std::int64_t slots = ram <= 0 ? ranks : static_cast<std::int64_t>(ram / host);
-    res::node_inventory copy(node.name(), node.total() + res::resource_set({{ram_slot, static_cast<double>(slots)}}));
-    copy.reserve(node.total() - node.available());
-    copy.set_gpu_memory_bytes(node.gpu_memory_bytes());
-    fitting.push_back(std::move(copy));
-    rank_room += slots;
-  }
-  const bool any_node = std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.alive(); });
-  if (any_node && !gpu_fits_somewhere)
-    return refuse(on_gpu + " exceeds every node's GPU memory (largest: " +
-                  train::format_memory(largest_gpu) + "); " + gpu_advice(job.spec));
-  if (any_node && !ram_fits_somewhere)
-    return refuse(in_ram + " exceeds every node's memory (largest: " + train::format_memory(largest_ram) +
-                  "); try nodes with more memory or more workers");
-  if (any_node && fitting.empty())
-    return refuse(on_gpu + " and " + in_ram + " fit no single node (largest GPU " +
-                  train::format_memory(largest_gpu) + ", largest memory " +
-                  train::format_memory(largest_ram) + ")");
-  if (any_node && rank_room < ranks)
-    return refuse(in_ram + ": the nodes' memory holds " + std::to_string(rank_room) + " of the " +
-                  std::to_string(ranks) + " ranks; try nodes with more memory");
+  const memory_fit fit = fit_nodes(nodes, job.spec, job.gpu_limit_bytes, device, host);
+  if (const std::string why = unfit_reason(fit, on_gpu, in_ram, job.spec); !why.empty()) return refuse(why);
   config::job_spec with_slots = job.spec;
   with_slots.scaling.resources_per_worker[ram_slot] = 1;
-  out.result = res::plan_job(with_slots, fitting);
+  out.result = res::plan_job(with_slots, fit.fitting);
   if (out.result.status != res::placement_status::placed) return out;
   out.result.plan.rank_bundles = res::job_bundles(job.spec.scaling);  // what the nodes reserve
-  // Several ranks may share a node: their host RAM together, rank 0's export buffer included.
-  std::map<std::string, double> need;
-  const auto& nodes_of = out.result.plan.rank_nodes;
-  for (std::size_t r = 0; r < nodes_of.size(); ++r)
-    need[nodes_of[r]] += host + (r == 0 ? plan.rank0_extra_host_bytes : 0);
-  for (const auto& node : fitting) {
-    const auto it = need.find(node.name());
-    const double ram = node_memory(node);
-    if (it == need.end() || ram <= 0 || it->second <= ram) continue;
-    out.result.status = res::placement_status::pending;
-    out.result.reason = "rank memory plan: node " + node.name() + " would hold ranks needing " +
-                        train::format_memory(it->second) + " of host RAM; it has " +
-                        train::format_memory(ram);
-    out.result.plan = {};
-    return out;
-  }
+  check_shared_nodes(out.result, fit.fitting, host, plan.rank0_extra_host_bytes);
   return out;
 }
 
@@ -674,7 +703,8 @@ std::map<std::string, double> head_state::available(const std::string& node) con
 memory_plan plan_rank_memory(const config::job_spec& spec) {
   memory_plan out;
   if (spec.workload != config::workload_kind::causal_lm) return out;
-  const auto e = core::train::estimate_memory(spec, core::train::read_model_shape(spec.model, spec.run.s3_endpoint));
+  const auto e =
+      core::train::estimate_memory(spec, core::train::read_model_shape(spec.model, spec.run.s3_endpoint));
   const auto& r = e.per_rank;
   out.known = true;
   out.parameters = e.model.parameters;

@@ -66,12 +66,11 @@ typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
   using net::field;
   return f(caf::meta::type_name("train_spec"), field("seq_len"), x.seq_len, field("micro_batch_size"),
            x.micro_batch_size, field("grad_accum"), x.grad_accum, field("epochs"), x.epochs,
-           field("max_steps"), x.max_steps, field("as_test"), x.as_test, field("lr"), x.lr,
-           field("beta1"), x.beta1, field("beta2"), x.beta2, field("eps"), x.eps,
-           field("warmup_steps"), x.warmup_steps, field("schedule"), x.schedule,
-           field("min_lr_ratio"), x.min_lr_ratio, field("weight_decay"), x.weight_decay,
-           field("grad_clip"), x.grad_clip, field("precision"), x.dtype, field("seed"), x.seed,
-           field("log_every"), x.log_every, field("activation_checkpointing"),
+           field("max_steps"), x.max_steps, field("as_test"), x.as_test, field("lr"), x.lr, field("beta1"),
+           x.beta1, field("beta2"), x.beta2, field("eps"), x.eps, field("warmup_steps"), x.warmup_steps,
+           field("schedule"), x.schedule, field("min_lr_ratio"), x.min_lr_ratio, field("weight_decay"),
+           x.weight_decay, field("grad_clip"), x.grad_clip, field("precision"), x.dtype, field("seed"),
+           x.seed, field("log_every"), x.log_every, field("activation_checkpointing"),
            x.activation_checkpointing, field("compute_path"), x.path, field("loss_chunk_tokens"),
            x.loss_chunk_tokens, field("deterministic"), x.deterministic, field("step_delay_s"),
            x.step_delay_s, field("eval_every"), x.eval_every);

@@ -23,6 +23,81 @@ void note_grace(node_actor_state& st, const config::job_spec& spec) {
   st.longest_grace_s = std::max(st.longest_grace_s, spec.run.failure.preemption_grace_s);
 }
 
+using node_ptr = caf::stateful_actor<node_actor_state>*;
+
+// The node leaves: the head is told, and the node ends once its children have (or at the longest
+// preemption grace of its jobs, plus a margin).
+void on_begin_drain(node_ptr self, const begin_drain& req) {
+  auto& st = self->state;
+  if (st.draining) return;
+  st.draining = true;
+  self->send(st.head, node_draining{st.info.name, req.reason});
+  if (st.children.empty()) {
+    self->quit();
+    return;
+  }
+  self->delayed_send(
+      self, std::chrono::milliseconds(static_cast<std::int64_t>(st.longest_grace_s * 1000)) + drain_margin,
+      drain_deadline{});
+}
+
+// A head command of an older epoch than the node has seen is refused and logged.
+void on_start_trainer(node_ptr self, const start_trainer& req) {
+  auto& st = self->state;
+  if (auto refused = st.fence->refuse(req.epoch, "start_trainer of job " + req.setup.job_id + " attempt " +
+                                                     std::to_string(req.setup.attempt + 1))) {
+    std::cerr << "node " << st.info.name << ": " << *refused << std::endl;
+    self->send(st.head, log_line{req.setup.job_id, -1, st.info.name, 0, "node: " + *refused});
+    return;
+  }
+  note_grace(st, req.setup.spec);
+  auto trainer =
+      self->spawn<caf::linked>(trainer_actor, req.setup, st.head, st.directory, st.info.address, st.fence);
+  st.children.insert(trainer.address());
+  st.trainer_of_job[req.setup.job_id] = trainer;
+}
+
+void on_start_worker(node_ptr self, start_worker req) {
+  auto& st = self->state;
+  auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
+  note_grace(st, req.setup.spec);
+  req.setup.node = st.info.name;
+  req.setup.node_address = st.info.address;
+  auto worker = st.spawn_worker(self, req.setup, trainer);
+  self->monitor(worker);
+  st.children.insert(worker.address());
+  st.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
+}
+
+// A (new) leader welcomed this node: it says hello again, and so do its trainers.
+void on_reintroduce(node_ptr self, reintroduce r) {
+  auto& st = self->state;
+  st.fence->observe(r.epoch);
+  self->send(st.head, node_hello{st.info});
+  for (const auto& child : st.children) {
+    if (st.workers.count(child) != 0) continue;
+    if (auto trainer = caf::actor_cast<caf::actor>(child)) self->send(trainer, reintroduce{});
+  }
+}
+
+bool on_kill_trainer_drill(node_ptr self, const kill_trainer_drill& req) {
+  auto it = self->state.trainer_of_job.find(req.job_id);
+  if (it == self->state.trainer_of_job.end()) return false;
+  self->send_exit(it->second, caf::exit_reason::kill);
+  self->state.trainer_of_job.erase(it);
+  return true;
+}
+
+bool on_kill_worker_drill(node_ptr self, const kill_worker_drill& req) {
+  for (auto& [addr, w] : self->state.workers) {
+    if (w.job_id == req.job_id && w.rank == req.rank) {
+      self->send_exit(w.handle, caf::exit_reason::kill);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info info,
@@ -43,73 +118,14 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
   self->set_down_handler([=](caf::down_msg& msg) { self->state.workers.erase(msg.source); });
   self->send(head, node_hello{info});
   return {
-      [=](const begin_drain& req) {
-        auto& st = self->state;
-        if (st.draining) return;
-        st.draining = true;
-        self->send(st.head, node_draining{st.info.name, req.reason});
-        if (st.children.empty()) {
-          self->quit();
-          return;
-        }
-        self->delayed_send(self,
-                           std::chrono::milliseconds(static_cast<std::int64_t>(st.longest_grace_s * 1000)) +
-                               drain_margin,
-                           drain_deadline{});
-      },
+      [=](const begin_drain& req) { on_begin_drain(self, req); },
       [=](drain_deadline) { self->quit(); },
-      [=](const start_trainer& req) {
-        auto& st = self->state;
-        if (auto refused = st.fence->refuse(
-                req.epoch, "start_trainer of job " + req.setup.job_id + " attempt " +
-                               std::to_string(req.setup.attempt + 1))) {
-          std::cerr << "node " << st.info.name << ": " << *refused << std::endl;
-          self->send(st.head, log_line{req.setup.job_id, -1, st.info.name, 0, "node: " + *refused});
-          return;
-        }
-        note_grace(st, req.setup.spec);
-        auto trainer = self->spawn<caf::linked>(trainer_actor, req.setup, self->state.head,
-                                                self->state.directory, self->state.info.address,
-                                                self->state.fence);
-        self->state.children.insert(trainer.address());
-        self->state.trainer_of_job[req.setup.job_id] = trainer;
-      },
-      [=](start_worker req) {
-        auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
-        note_grace(self->state, req.setup.spec);
-        req.setup.node = self->state.info.name;
-        req.setup.node_address = self->state.info.address;
-        auto worker = self->state.spawn_worker(self, req.setup, trainer);
-        self->monitor(worker);
-        self->state.children.insert(worker.address());
-        self->state.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
-      },
+      [=](const start_trainer& req) { on_start_trainer(self, req); },
+      [=](start_worker req) { on_start_worker(self, std::move(req)); },
       [=](node_ping) { return true; },
-      [=](reintroduce r) {
-        auto& st = self->state;
-        st.fence->observe(r.epoch);  // the leader that welcomed us
-        self->send(st.head, node_hello{st.info});
-        for (const auto& child : st.children) {
-          if (st.workers.count(child) != 0) continue;
-          if (auto trainer = caf::actor_cast<caf::actor>(child)) self->send(trainer, reintroduce{});
-        }
-      },
-      [=](const kill_trainer_drill& req) {
-        auto it = self->state.trainer_of_job.find(req.job_id);
-        if (it == self->state.trainer_of_job.end()) return false;
-        self->send_exit(it->second, caf::exit_reason::kill);
-        self->state.trainer_of_job.erase(it);
-        return true;
-      },
-      [=](const kill_worker_drill& req) {
-        for (auto& [addr, w] : self->state.workers) {
-          if (w.job_id == req.job_id && w.rank == req.rank) {
-            self->send_exit(w.handle, caf::exit_reason::kill);
-            return true;
-          }
-        }
-        return false;
-      },
+      [=](reintroduce r) { on_reintroduce(self, r); },
+      [=](const kill_trainer_drill& req) { return on_kill_trainer_drill(self, req); },
+      [=](const kill_worker_drill& req) { return on_kill_worker_drill(self, req); },
   };
 }
 

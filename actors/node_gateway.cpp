@@ -146,6 +146,124 @@ void report(node_gw self, const std::string& line) {
   if (self->state.search_options.report) self->state.search_options.report(line);
 }
 
+void on_attach(node_gw self, const attach_node& a) {
+  auto& st = self->state;
+  st.node = a.node;
+  st.bridge->export_as(self, "node", st.node);
+  self->link_to(st.node);
+  // Nothing to try yet (only a store, and no live lease in it): gateway_tick tries later.
+  if (auto first = st.search->first(); !first.empty()) connect_to(self, first);
+}
+
+// The link to the head came up (the head answers the hello with a welcome when it leads, with
+// not_leader when it does not) or went down.
+void on_link_change(node_gw self, const link_change& change) {
+  auto& st = self->state;
+  if (change.generation != st.generation) return;
+  st.connected = change.state == net::link_state::connected;
+  if (change.state == net::link_state::connected) {
+    st.client->send(net::process_hello{st.bridge->process(), st.incarnation});
+  } else if (st.welcomed) {
+    st.welcomed = false;
+    st.waiting_since = clock::now();
+    st.join->lost();
+  }
+}
+
+void on_welcome(node_gw self, const net::process_welcome& w) {
+  auto& st = self->state;
+  const bool again = st.welcomed;
+  st.welcomed = true;
+  st.redirects = 0;
+  st.left_silent.clear();
+  st.search->found(st.options.address);
+  st.join->welcomed(w);
+  if (!again)
+    report(self, "joined the leader at " + st.options.address + " (epoch " + std::to_string(w.epoch) + ")");
+  if (st.node) self->send(st.node, reintroduce{w.epoch});
+}
+
+// A standby answered: follow the leader it names (bounded); else stay until patience runs out
+// (gateway_tick).
+void on_not_leader(node_gw self, const net::not_leader& n) {
+  auto& st = self->state;
+  st.join->standby(st.options.address + ": " + n.message);
+  if (!n.leader.empty() && n.leader != st.options.address && n.leader != st.left_silent &&
+      st.redirects < net::leader_search::default_max_redirects) {
+    ++st.redirects;
+    report(self, st.options.address + " is a standby; going to the leader at " + n.leader);
+    connect_to(self, n.leader);
+  }
+}
+
+void on_frame(node_gw self, const incoming_frame& in) {
+  auto& st = self->state;
+  if (in.routing_id != std::to_string(st.generation)) return;  // from a head left behind
+  const auto& msg = in.content;
+  if (msg.match_element<net::process_welcome>(0)) {
+    on_welcome(self, msg.get_as<net::process_welcome>(0));
+  } else if (msg.match_element<net::not_leader>(0)) {
+    on_not_leader(self, msg.get_as<net::not_leader>(0));
+  } else if (msg.match_element<net::routed>(0)) {
+    const auto& r = msg.get_as<net::routed>(0);
+    std::string problem;
+    if (!st.bridge->deliver(self, r.to, r.from, r.payload, problem))
+      st.client->send(net::endpoint_down{r.to, problem});
+  } else if (msg.match_element<net::endpoint_down>(0)) {
+    const auto& d = msg.get_as<net::endpoint_down>(0);
+    st.bridge->proxy_down(d.endpoint, d.reason);
+  }
+}
+
+void on_outgoing(node_gw self, const outgoing_message& out) {
+  std::string problem;
+  auto frame = self->state.bridge->encode_outgoing(self, out, problem);
+  if (frame.empty() || !self->state.client) {
+    self->state.bridge->proxy_down(out.to, frame.empty() ? problem : "the node has no link to a head yet");
+    return;
+  }
+  self->state.client->send_frame(std::move(frame));
+}
+
+// Where to look for the leader when the one this node follows seems gone. The store names a newer
+// leader elsewhere while this head still seems to lead (it was stopped, or is cut off): go now
+// rather than wait for the link to time out. No leader here past patience: the store's live
+// leader, else the next configured address; a standby that answers is left only for a leader the
+// store names (it may be the one about to take over: its reconnect then brings the welcome). A
+// head whose keys do not match ours is another cluster's: the node keeps trying the address it
+// was given (and cluster-worker reports the mismatch) rather than look past it.
+void look_for_leader(node_gw self) {
+  auto& st = self->state;
+  const auto link = st.client ? st.client->status().state : net::link_state::connecting;
+  const bool mismatch = link == net::link_state::refused || link == net::link_state::handshake_failed;
+  if (st.welcomed && st.search_options.store_leader) {
+    if (auto leader = st.search_options.store_leader(); leader && *leader != st.options.address) {
+      report(self, "the store names the leader at " + *leader + "; leaving " + st.options.address);
+      st.left_silent = st.options.address;
+      connect_to(self, *leader);
+    }
+  }
+  if (st.welcomed || mismatch || clock::now() - st.waiting_since < st.search_options.patience) return;
+  st.redirects = 0;
+  auto next = st.search->rotate(st.options.address);
+  if (st.connected && !(st.search_options.store_leader && st.search_options.store_leader() == next))
+    next = st.options.address;
+  if (!next.empty() && next != st.options.address) {
+    if (!st.connected && !st.options.address.empty()) st.left_silent = st.options.address;
+    report(self, "no leader at " + st.options.address + "; trying " + next);
+    connect_to(self, next);
+  } else {
+    st.waiting_since = clock::now();
+  }
+}
+
+void on_tick(node_gw self) {
+  auto& st = self->state;
+  if (st.client) st.client->send(net::heartbeat{st.bridge->process(), ++st.seq});
+  look_for_leader(self);
+  self->delayed_send(self, st.liveness.heartbeat_interval, gateway_tick{});
+}
+
 caf::behavior node_gateway(node_gw self, std::string node_name, net::client_options options,
                            liveness_options liveness, head_search_options search,
                            std::shared_ptr<node_join> join) {
@@ -165,72 +283,10 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
   self->attach_functor([join = st.join] { join->stop_client(); });
   self->send(self, gateway_tick{});
   return {
-      [=](const attach_node& a) {
-        auto& st = self->state;
-        st.node = a.node;
-        st.bridge->export_as(self, "node", st.node);
-        self->link_to(st.node);
-        // Nothing to try yet (only a store, and no live lease in it): gateway_tick tries later.
-        if (auto first = st.search->first(); !first.empty()) connect_to(self, first);
-      },
-      [=](const link_change& change) {
-        auto& st = self->state;
-        if (change.generation != st.generation) return;
-        st.connected = change.state == net::link_state::connected;
-        if (change.state == net::link_state::connected) {
-          // The head answers with a welcome when it leads, with not_leader when it does not.
-          st.client->send(net::process_hello{st.bridge->process(), st.incarnation});
-        } else if (st.welcomed) {
-          st.welcomed = false;
-          st.waiting_since = clock::now();
-          st.join->lost();
-        }
-      },
-      [=](const incoming_frame& in) {
-        auto& st = self->state;
-        if (in.routing_id != std::to_string(st.generation)) return;  // from a head left behind
-        const auto& msg = in.content;
-        if (msg.match_element<net::process_welcome>(0)) {
-          const auto& w = msg.get_as<net::process_welcome>(0);
-          const bool again = st.welcomed;
-          st.welcomed = true;
-          st.redirects = 0;
-          st.left_silent.clear();
-          st.search->found(st.options.address);
-          st.join->welcomed(w);
-          if (!again)
-            report(self, "joined the leader at " + st.options.address + " (epoch " +
-                             std::to_string(w.epoch) + ")");
-          if (st.node) self->send(st.node, reintroduce{w.epoch});
-        } else if (msg.match_element<net::not_leader>(0)) {
-          const auto& n = msg.get_as<net::not_leader>(0);
-          st.join->standby(st.options.address + ": " + n.message);
-          // Follow a named leader (bounded); else stay until patience runs out (gateway_tick).
-          if (!n.leader.empty() && n.leader != st.options.address && n.leader != st.left_silent &&
-              st.redirects < net::leader_search::default_max_redirects) {
-            ++st.redirects;
-            report(self, st.options.address + " is a standby; going to the leader at " + n.leader);
-            connect_to(self, n.leader);
-          }
-        } else if (msg.match_element<net::routed>(0)) {
-          const auto& r = msg.get_as<net::routed>(0);
-          std::string problem;
-          if (!st.bridge->deliver(self, r.to, r.from, r.payload, problem))
-            st.client->send(net::endpoint_down{r.to, problem});
-        } else if (msg.match_element<net::endpoint_down>(0)) {
-          const auto& d = msg.get_as<net::endpoint_down>(0);
-          st.bridge->proxy_down(d.endpoint, d.reason);
-        }
-      },
-      [=](const outgoing_message& out) {
-        std::string problem;
-        auto frame = self->state.bridge->encode_outgoing(self, out, problem);
-        if (frame.empty() || !self->state.client) {
-          self->state.bridge->proxy_down(out.to, frame.empty() ? problem : "the node has no link to a head yet");
-          return;
-        }
-        self->state.client->send_frame(std::move(frame));
-      },
+      [=](const attach_node& a) { on_attach(self, a); },
+      [=](const link_change& change) { on_link_change(self, change); },
+      [=](const incoming_frame& in) { on_frame(self, in); },
+      [=](const outgoing_message& out) { on_outgoing(self, out); },
       [=](proxy_hello) {
         self->state.bridge->add_proxy(self, caf::actor_cast<caf::actor>(self->current_sender()));
       },
@@ -239,43 +295,7 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
         for (const auto& d : self->state.bridge->on_flushed(f, proxy))
           if (self->state.client) self->state.client->send(d);
       },
-      [=](gateway_tick) {
-        auto& st = self->state;
-        if (st.client) st.client->send(net::heartbeat{st.bridge->process(), ++st.seq});
-        // A head whose keys do not match ours is another cluster's: the node keeps trying the
-        // address it was given (and cluster-worker reports the mismatch) rather than look past it.
-        const auto link = st.client ? st.client->status().state : net::link_state::connecting;
-        const bool mismatch =
-            link == net::link_state::refused || link == net::link_state::handshake_failed;
-        // The store names a newer leader elsewhere while this head still seems to lead (it was
-        // stopped, or is cut off): go now rather than wait for the link to time out.
-        if (st.welcomed && st.search_options.store_leader) {
-          if (auto leader = st.search_options.store_leader(); leader && *leader != st.options.address) {
-            report(self, "the store names the leader at " + *leader + "; leaving " + st.options.address);
-            st.left_silent = st.options.address;
-            connect_to(self, *leader);
-          }
-        }
-        if (!st.welcomed && !mismatch &&
-            clock::now() - st.waiting_since >= st.search_options.patience) {
-          // No leader here: the store's live leader, else the next configured address. A
-          // standby that answers is left only for a leader the store names: it may be the
-          // one about to take over (its reconnect then brings the welcome).
-          st.redirects = 0;
-          auto next = st.search->rotate(st.options.address);
-          if (st.connected &&
-              !(st.search_options.store_leader && st.search_options.store_leader() == next))
-            next = st.options.address;
-          if (!next.empty() && next != st.options.address) {
-            if (!st.connected && !st.options.address.empty()) st.left_silent = st.options.address;
-            report(self, "no leader at " + st.options.address + "; trying " + next);
-            connect_to(self, next);
-          } else {
-            st.waiting_since = clock::now();
-          }
-        }
-        self->delayed_send(self, st.liveness.heartbeat_interval, gateway_tick{});
-      },
+      [=](gateway_tick) { on_tick(self); },
   };
 }
 

@@ -42,8 +42,8 @@ void log_store_refusals(trainer_ptr self) {
   const auto& s = st.attempt->setup();
   if (st.store && st.store->refused_count() + st.store->dropped_count() > 0)
     self->send(st.head, log_line{s.job_id, -1, s.trainer_node, 0,
-                                 "trainer: rendezvous store of attempt " + std::to_string(s.attempt) + " refused " +
-                                     std::to_string(st.store->refused_count()) +
+                                 "trainer: rendezvous store of attempt " + std::to_string(s.attempt) +
+                                     " refused " + std::to_string(st.store->refused_count()) +
                                      " unauthenticated clients and dropped " +
                                      std::to_string(st.store->dropped_count()) + " for bad frames"});
 }
@@ -91,7 +91,8 @@ bool start_workers(trainer_ptr self, const std::shared_ptr<node_directory>& dire
         bind_address, 0, st.store_secret, report_refusals(st.head, setup.job_id, setup.trainer_node));
     store_address = st.store->host() + ":" + std::to_string(st.store->port());
   } catch (const std::exception& e) {
-    apply(self, st.attempt->on_start_failed(-1, std::string("cannot serve the rendezvous store: ") + e.what()));
+    apply(self,
+          st.attempt->on_start_failed(-1, std::string("cannot serve the rendezvous store: ") + e.what()));
     return false;
   }
   const std::int32_t world = st.attempt->world();
@@ -117,8 +118,9 @@ void on_worker_down(trainer_ptr self, const caf::down_msg& msg) {
   const auto it = st.rank_of.find(msg.source);
   if (it == st.rank_of.end()) return;
   // No reason: its last messages came first (the bridge keeps that order too).
-  apply(self, st.attempt->on_worker_lost(it->second, msg.reason ? describe(self->system(), msg.reason)
-                                                                : "exited without reporting how its run ended"));
+  apply(self,
+        st.attempt->on_worker_lost(it->second, msg.reason ? describe(self->system(), msg.reason)
+                                                          : "exited without reporting how its run ended"));
 }
 
 void on_worker_started(trainer_ptr self, const worker_started& ws) {

@@ -61,7 +61,7 @@ struct worker_process_state {
   caf::actor trainer;
   std::unique_ptr<worker_setup_file> setup_file;  // removed when this actor ends
   std::unique_ptr<core::proc::child_process> child;
-  std::int64_t pid = 0;  // the child's
+  std::int64_t pid = 0;         // the child's
   process_frame_reader frames;  // what the process reports on fd 3
   // Why its report link broke (a malformed frame, another version): the process is killed, and
   // this is the reason told.
@@ -95,7 +95,8 @@ void on_output(wp_ptr self, const child_output& out) {
   auto& st = self->state;
   if (out.line.rfind(fatal_marker, 0) == 0) st.in_trace = true;
   if (st.in_trace) {
-    if (st.stack_trace.size() < crash_trace_lines && out.line != trace_end) st.stack_trace.push_back(out.line);
+    if (st.stack_trace.size() < crash_trace_lines && out.line != trace_end)
+      st.stack_trace.push_back(out.line);
   } else {
     st.last_lines.push_back(out.line);
     if (st.last_lines.size() > crash_report_lines) st.last_lines.pop_front();
@@ -123,8 +124,8 @@ void on_report_bytes(wp_ptr self, const child_report_bytes& in) {
   }
   if (!got.error) return;
   st.link_error = "worker process " + std::to_string(st.pid) + " of rank " + std::to_string(st.setup.rank) +
-                  " on node " + st.setup.node + " broke its report link (fd " + std::to_string(worker_report_fd) +
-                  "): " + *got.error + "; the process was killed";
+                  " on node " + st.setup.node + " broke its report link (fd " +
+                  std::to_string(worker_report_fd) + "): " + *got.error + "; the process was killed";
   st.child->signal(SIGKILL);
 }
 
@@ -139,7 +140,8 @@ void on_memory_watch(wp_ptr self) {
   if (static_cast<double>(*rss) > st.memory_limit) {
     st.memory_error = "rank " + std::to_string(st.setup.rank) + " on node " + st.setup.node + " (pid " +
                       std::to_string(st.pid) + ") held " + gib_text(static_cast<double>(*rss)) +
-                      " of host memory, over its scaling.resources_per_worker.memory of " + gib_text(st.memory_limit) +
+                      " of host memory, over its scaling.resources_per_worker.memory of " +
+                      gib_text(st.memory_limit) +
                       " (the node's watch of its resident memory); the process was killed";
     st.child->signal(SIGKILL);
     return;
@@ -169,20 +171,23 @@ void on_exit(wp_ptr self, const child_exit& ended) {
   auto& st = self->state;
   const auto& s = st.setup;
   if (st.memory_limit > 0)  // what the watch saw, to size the limit by
-    self->send(st.trainer, log_line{s.job_id, s.rank, s.node, st.pid,
-                                    "worker process " + std::to_string(st.pid) + ": resident memory at most " +
-                                        gib_text(static_cast<double>(st.memory_peak)) + " of its limit " +
-                                        gib_text(st.memory_limit) + " (read every " +
-                                        std::to_string(memory_watch_every.count()) + " ms)"});
+    self->send(st.trainer,
+               log_line{s.job_id, s.rank, s.node, st.pid,
+                        "worker process " + std::to_string(st.pid) + ": resident memory at most " +
+                            gib_text(static_cast<double>(st.memory_peak)) + " of its limit " +
+                            gib_text(st.memory_limit) + " (read every " +
+                            std::to_string(memory_watch_every.count()) + " ms)"});
   if (const auto& why = st.link_error ? st.link_error : st.memory_error) {
-    self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, false, *why, failure_kind::retryable});
+    self->send(st.trainer,
+               worker_finished{s.job_id, s.attempt, s.rank, false, *why, failure_kind::retryable});
     self->quit(caf::make_error(caf::sec::runtime_error, *why));
     return;
   }
   const bool ok = st.finished_ok && ended.status.success();
-  const std::string reason = ok                  ? ""
-                             : !st.failure.empty() ? st.failure
-                                                   : "worker process " + std::to_string(st.pid) + " " + ended.status.describe();
+  const std::string reason = ok ? ""
+                             : !st.failure.empty()
+                                 ? st.failure
+                                 : "worker process " + std::to_string(st.pid) + " " + ended.status.describe();
   const auto kind = !ok && !st.failure.empty() ? st.reported_kind : failure_kind::retryable;
   const std::string report = !ok && st.failure.empty() ? crash_report(st, ended.status) : "";
   self->send(st.trainer, worker_finished{s.job_id, s.attempt, s.rank, ok, reason, kind, report});
@@ -244,9 +249,8 @@ bool start_process(wp_ptr self, const std::string& program, const std::vector<st
   return true;
 }
 
-caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer,
-                             std::string program, std::vector<std::string> gpu_ids,
-                             std::int32_t gpu_count) {
+caf::behavior worker_process(wp_ptr self, worker_setup setup, caf::actor trainer, std::string program,
+                             std::vector<std::string> gpu_ids, std::int32_t gpu_count) {
   auto& st = self->state;
   st.setup = std::move(setup);
   st.trainer = trainer;

@@ -159,7 +159,8 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
                                           "loads trained weights");
     }
     model.hf_dir = as_string(*hf_dir, "model.hf_dir");
-    model.hf_dir = is_s3_url(model.hf_dir) ? checked_s3_url(model.hf_dir, "model.hf_dir") : resolve(base_dir, model.hf_dir);
+    model.hf_dir = is_s3_url(model.hf_dir) ? checked_s3_url(model.hf_dir, "model.hf_dir")
+                                           : resolve(base_dir, model.hf_dir);
   } else if (config->is_object()) {
     model.inline_config_json = config->dump();
   } else if (config->is_string()) {

@@ -1,8 +1,8 @@
 // Storage roots: `cluster-head --storage-root DIR` (repeatable) confines every path a job names on
 // disk (run.storage_path and the run directory under it, data.train, data.eval, model.hf_dir,
-// model.config, model.added_tokens; those in S3 are not on disk) to under one of the roots, so that on a shared cluster a job cannot make the
-// workers read or write elsewhere. The head checks at submit, on its own view of the (shared)
-// file system; no roots means no restriction. Plain functions, no CAF.
+// model.config, model.added_tokens; those in S3 are not on disk) to under one of the roots, so that on a
+// shared cluster a job cannot make the workers read or write elsewhere. The head checks at submit, on its own
+// view of the (shared) file system; no roots means no restriction. Plain functions, no CAF.
 //
 // Paths are compared in canonical form: symlinks and ".." are resolved. A path that does not exist
 // yet (a storage path the first attempt creates) is resolved through its nearest existing

@@ -156,9 +156,10 @@ std::variant<head_settings, int> parse_settings(int argc, char** argv) {
 // The leader lease: at once, or after waiting as a standby that answers on `options`' address with
 // who leads. nullopt when a termination signal came first.
 std::optional<core::store::lease_record> acquire_leadership(core::store::cluster_store& store,
-                                                           const std::string& head_id, const std::string& address,
-                                                           std::chrono::milliseconds ttl,
-                                                           const net::server_options& options) {
+                                                            const std::string& head_id,
+                                                            const std::string& address,
+                                                            std::chrono::milliseconds ttl,
+                                                            const net::server_options& options) {
   auto lease = store.lease().acquire(head_id, address, ttl);
   if (lease) return lease;
   tools::standby_responder standby(options);
@@ -168,8 +169,8 @@ std::optional<core::store::lease_record> acquire_leadership(core::store::cluster
               << " with who leads" << std::endl;
   } catch (const std::exception& e) {
     // E.g. a standby on the leader's own port: it still takes over once the leader is gone.
-    std::cout << "cluster-head: another head leads; waiting as a standby (cannot answer on " << address << ": "
-              << e.what() << ")" << std::endl;
+    std::cout << "cluster-head: another head leads; waiting as a standby (cannot answer on " << address
+              << ": " << e.what() << ")" << std::endl;
   }
   while (!lease) {
     // An etcd store wakes the standby as soon as the leader key goes; a signal is then seen
@@ -189,7 +190,8 @@ std::optional<core::store::lease_record> acquire_leadership(core::store::cluster
 // Leading without serving would keep every standby out: ends the head before it writes more and
 // gives the lease back, so that a standby takes over at once. Says so; the exit code (1).
 int give_up_leading(caf::actor_system& sys, const caf::actor& head, core::store::cluster_store& store,
-                    const actors::head_options& head_opts, const std::string& address, const std::string& why) {
+                    const actors::head_options& head_opts, const std::string& address,
+                    const std::string& why) {
   {
     caf::scoped_actor self{sys};
     self->monitor(head);
@@ -249,8 +251,9 @@ std::pair<std::string, std::string> head_id_and_address(const head_settings& s) 
   char host[256] = "head";
   ::gethostname(host, sizeof host - 1);
   const bool wildcard = s.bind == "*" || s.bind == "0.0.0.0" || s.bind == "::";
-  return {std::string(host) + ":" + std::to_string(::getpid()),
-          s.advertise ? *s.advertise : (wildcard ? std::string(host) : s.bind) + ":" + std::to_string(s.port)};
+  return {
+      std::string(host) + ":" + std::to_string(::getpid()),
+      s.advertise ? *s.advertise : (wildcard ? std::string(host) : s.bind) + ":" + std::to_string(s.port)};
 }
 
 // Leads: the head actor on the store, its gateway, the dashboard; until stopped.
@@ -293,8 +296,8 @@ int lead(const head_settings& s) {
     caf::anon_send(head, actors::publish_address{address});
   }
   std::cout << "cluster-head: serving on " << options.bind_address << ":" << port << " (store " << s.store_dir
-            << ", epoch " << lease->epoch << ")\ncluster-head: credentials " << secrets.credentials_file.string()
-            << std::endl;
+            << ", epoch " << lease->epoch << ")\ncluster-head: credentials "
+            << secrets.credentials_file.string() << std::endl;
   std::unique_ptr<tools::dashboard_server> dashboard;
   if (s.dashboard_port) {
     dashboard = std::make_unique<tools::dashboard_server>(sys, head, s.dashboard_bind, *s.dashboard_port,
@@ -313,15 +316,5 @@ int lead(const head_settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A peer that went away must show up as EPIPE on its connection, not end this process.
-  ::signal(SIGPIPE, SIG_IGN);
-  tools::block_termination_signals();
-  auto parsed = parse_settings(argc, argv);
-  if (const int* code = std::get_if<int>(&parsed)) return *code;
-  try {
-    return lead(std::get<head_settings>(parsed));
-  } catch (const std::exception& e) {
-    std::cerr << "cluster-head: " << e.what() << "\n";
-    return 1;
-  }
+  return tools::daemon_main("cluster-head", argc, argv, parse_settings, lead);
 }

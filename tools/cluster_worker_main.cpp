@@ -11,10 +11,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <variant>
 
 #include <boost/program_options.hpp>
 #include <caf/all.hpp>
@@ -102,10 +103,10 @@ std::string set_up_collectives(const std::string& node_address, const std::strin
     return false;
   };
   if (!held_by)
-    throw std::invalid_argument(
-        "--node-address " + node_address + ": no network interface of this machine holds it, so "
-        "this node's ranks could not listen there; give an address of one of: " +
-        core::comm::describe_network_interfaces(interfaces));
+    throw std::invalid_argument("--node-address " + node_address +
+                                ": no network interface of this machine holds it, so "
+                                "this node's ranks could not listen there; give an address of one of: " +
+                                core::comm::describe_network_interfaces(interfaces));
   if (!interface.empty()) {
     if (const auto why = core::comm::check_gloo_interface(interface, interfaces); !why.empty())
       throw std::invalid_argument("--collective-interface " + interface + ": " + why);
@@ -142,50 +143,138 @@ std::string loopback_for_remote_heads(const std::string& node_address,
     const auto host = head[0] == '[' ? head.substr(1, head.find(']') - 1) : head.substr(0, head.rfind(':'));
     if (core::comm::is_this_machine(host, interfaces) == false)
       return "--node-address " + node_address + " is reachable from this machine only, but the head at " +
-             head + " is on another machine: give --node-address an address of this machine that the "
+             head +
+             " is on another machine: give --node-address an address of this machine that the "
              "other nodes reach (this machine's interfaces: " +
              core::comm::describe_network_interfaces(interfaces) + ")";
   }
   return "";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // A peer that went away must show up as EPIPE on its connection, not end this process.
-  ::signal(SIGPIPE, SIG_IGN);
-  tools::block_termination_signals();
-  char host[256] = "node";
-  ::gethostname(host, sizeof host - 1);
+po::options_description option_table(const std::string& host) {
   po::options_description desc(
       "usage: cluster-worker --address HOST:PORT[,HOST:PORT...] --credentials FILE [options]");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("address", po::value<std::string>(),
-       "the heads, HOST:PORT[,HOST:PORT...]: the node registers with the one that leads (default "
-       "$COHORT_ADDRESS; may be left out when the credentials file lies in the store)")
-      ("store", po::value<std::string>(),
-       "the cluster store, when this node shares it: a directory (default: the store the "
-       "credentials file lies in, if it does) or etcd://HOST:PORT[,HOST:PORT...][/prefix]; the "
-       "leader is found from its leader record, and again after every failover")
-      ("credentials", po::value<std::string>(), "the cluster's credentials file (default $COHORT_CREDENTIALS)")
-      ("name", po::value<std::string>()->default_value(host), "this node's name")
-      ("node-address", po::value<std::string>()->default_value("127.0.0.1"),
-       "the address other nodes reach this one at (rendezvous store, Gloo); an interface of this "
-       "machine must hold it")
-      ("collective-interface", po::value<std::string>(),
-       "the network interface this node's ranks run collectives on (sets GLOO_SOCKET_IFNAME and "
-       "NCCL_SOCKET_IFNAME for them; default: the interface that holds --node-address)")
-      ("num-cpus", po::value<double>(), "CPUs offered (default: this machine's)")
-      ("num-gpus", po::value<double>(),
-       "GPUs offered (default: every GPU found through NVML; CUDA_VISIBLE_DEVICES honoured)")
-      ("memory", po::value<double>(), "bytes of memory offered (default: this machine's)")
-      ("resources", po::value<std::string>(), "custom resources as JSON, e.g. '{\"large_cpu_mem\": 1}'")
-      ("worker-program", po::value<std::string>(), "the worker program (default: cohort-worker next to this one)")
-      ("heartbeat-interval", po::value<double>()->default_value(1.0), "seconds between heartbeats")
-      ("connect-timeout", po::value<double>()->default_value(30.0),
-       "seconds to wait for the first connection to the head; exits 1 naming why when it does "
-       "not come (no answer, or the head's key did not authenticate)");
+  desc.add_options()("help,h", "show this help")(
+      "address", po::value<std::string>(),
+      "the heads, HOST:PORT[,HOST:PORT...]: the node registers with the one that leads (default "
+      "$COHORT_ADDRESS; may be left out when the credentials file lies in the store)")(
+      "store", po::value<std::string>(),
+      "the cluster store, when this node shares it: a directory (default: the store the "
+      "credentials file lies in, if it does) or etcd://HOST:PORT[,HOST:PORT...][/prefix]; the "
+      "leader is found from its leader record, and again after every failover")(
+      "credentials", po::value<std::string>(),
+      "the cluster's credentials file (default $COHORT_CREDENTIALS)")(
+      "name", po::value<std::string>()->default_value(host), "this node's name")(
+      "node-address", po::value<std::string>()->default_value("127.0.0.1"),
+      "the address other nodes reach this one at (rendezvous store, Gloo); an interface of this "
+      "machine must hold it")(
+      "collective-interface", po::value<std::string>(),
+      "the network interface this node's ranks run collectives on (sets GLOO_SOCKET_IFNAME and "
+      "NCCL_SOCKET_IFNAME for them; default: the interface that holds --node-address)")(
+      "num-cpus", po::value<double>(), "CPUs offered (default: this machine's)")(
+      "num-gpus", po::value<double>(),
+      "GPUs offered (default: every GPU found through NVML; CUDA_VISIBLE_DEVICES honoured)")(
+      "memory", po::value<double>(), "bytes of memory offered (default: this machine's)")(
+      "resources", po::value<std::string>(), "custom resources as JSON, e.g. '{\"large_cpu_mem\": 1}'")(
+      "worker-program", po::value<std::string>(),
+      "the worker program (default: cohort-worker next to this one)")(
+      "heartbeat-interval", po::value<double>()->default_value(1.0), "seconds between heartbeats")(
+      "connect-timeout", po::value<double>()->default_value(30.0),
+      "seconds to wait for the first connection to the head; exits 1 naming why when it does "
+      "not come (no answer, or the head's key did not authenticate)");
+  return desc;
+}
+
+// The command line, checked.
+struct worker_settings {
+  std::string address;  // the heads given ("" : found in the store)
+  std::optional<std::filesystem::path> store;
+  std::string credentials_file;
+  actors::head_search_options search;
+  actors::node_info info;
+  std::string collectives;  // where this node's ranks run collectives, for its start line
+  core::resources::gpu_discovery gpus;
+  double connect_timeout_s = 30;
+  double heartbeat_interval_s = 1;
+  std::string program;  // the worker program
+};
+
+// Where the cluster is: the heads, the store, the credentials. A message when they do not add up.
+std::string locate_cluster(const po::variables_map& vm, worker_settings& s) {
+  s.address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
+  if (vm.count("store")) s.store = vm["store"].as<std::string>();
+  const bool on_etcd = s.store && core::store::is_etcd_location(s.store->string());
+  if (on_etcd) {
+    try {
+      core::store::parse_etcd_location(s.store->string());
+    } catch (const std::exception& e) {
+      return "--store " + s.store->string() + ": " + e.what() +
+             " (allowed: etcd://HOST:PORT[,HOST:PORT...][/prefix] or a directory)";
+    }
+    // etcd keeps no keys: they lie where cluster-head's --keys-dir put them.
+    if (!vm.count("credentials") && tools::env_or("COHORT_CREDENTIALS", "").empty())
+      return "--store " + s.store->string() +
+             " is an etcd store, which holds no credentials: give --credentials FILE (or set "
+             "COHORT_CREDENTIALS), <keys-dir>/cluster/credentials.json of cluster-head";
+  }
+  s.credentials_file = vm.count("credentials") ? vm["credentials"].as<std::string>()
+                       : s.store && !on_etcd && tools::env_or("COHORT_CREDENTIALS", "").empty()
+                           ? net::credentials_file_in(*s.store).string()
+                           : tools::env_or("COHORT_CREDENTIALS", "");
+  if (!s.store && !s.credentials_file.empty()) s.store = tools::store_of_credentials(s.credentials_file);
+  if ((s.address.empty() && !s.store) || s.credentials_file.empty())
+    return "--address (or COHORT_ADDRESS, or --store) and --credentials (or COHORT_CREDENTIALS) are required";
+  try {
+    if (!s.address.empty()) s.search.addresses = net::parse_head_addresses(s.address);
+  } catch (const std::exception& e) {
+    return std::string("--address: ") + e.what();
+  }
+  if (s.store) s.search.store_leader = tools::store_leader_reader(*s.store);
+  s.search.report = [name = vm["name"].as<std::string>()](const std::string& line) {
+    std::cout << "cluster-worker: node " << name << " " << line << std::endl;
+  };
+  return "";
+}
+
+// What this node is and offers: its name and address, where its collectives run, its CPUs,
+// memory, GPUs and custom resources. A message when something is wrong.
+std::string describe_node(const po::variables_map& vm, worker_settings& s) {
+  auto& info = s.info;
+  info.name = vm["name"].as<std::string>();
+  info.address = vm["node-address"].as<std::string>();
+  try {
+    s.collectives = set_up_collectives(
+        info.address, vm.count("collective-interface") ? vm["collective-interface"].as<std::string>() : "");
+    if (const auto why = loopback_for_remote_heads(info.address, s.search.addresses); !why.empty())
+      throw std::invalid_argument(why);
+    info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>() : tools::machine_cpus();
+    info.resources["memory"] = vm.count("memory") ? vm["memory"].as<double>() : tools::machine_memory_bytes();
+    if (vm.count("resources"))
+      for (const auto& [k, v] :
+           config::parse_resources_json(vm["resources"].as<std::string>(), "--resources")) {
+        if (k == "GPU" || k.rfind("accelerator_type:", 0) == 0)
+          throw config::spec_error("--resources." + k,
+                                   "GPUs are found on the machine; give --num-gpus N to offer fewer");
+        info.resources[k] = v;
+      }
+    s.gpus = tools::machine_gpu_offer(
+        vm.count("num-gpus") ? std::optional<double>(vm["num-gpus"].as<double>()) : std::nullopt,
+        "--num-gpus");
+    tools::add_gpu_offer(info, s.gpus);
+  } catch (const std::exception&
+               e) {  // std::invalid_argument, std::system_error, config::spec_error, resource_error
+    return e.what();
+  }
+  for (const auto& [k, v] : info.resources)
+    if (v < 0) return "resource " + k + " must not be negative";
+  return "";
+}
+
+// Parses and checks the command line: the settings, or the exit code (help: 0; bad: 2, said).
+std::variant<worker_settings, int> parse_settings(int argc, char** argv) {
+  char host[256] = "node";
+  ::gethostname(host, sizeof host - 1);
+  const auto desc = option_table(host);
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -198,181 +287,107 @@ int main(int argc, char** argv) {
     std::cout << desc;
     return 0;
   }
-  const auto address = vm.count("address") ? vm["address"].as<std::string>() : tools::env_or("COHORT_ADDRESS", "");
-  std::optional<std::filesystem::path> store;
-  if (vm.count("store")) store = vm["store"].as<std::string>();
-  const bool on_etcd = store && core::store::is_etcd_location(store->string());
-  if (on_etcd) {
-    try {
-      core::store::parse_etcd_location(store->string());
-    } catch (const std::exception& e) {
-      std::cerr << "cluster-worker: --store " << store->string() << ": " << e.what()
-                << " (allowed: etcd://HOST:PORT[,HOST:PORT...][/prefix] or a directory)\n";
-      return 2;
-    }
-    // etcd keeps no keys: they lie where cluster-head's --keys-dir put them.
-    if (!vm.count("credentials") && tools::env_or("COHORT_CREDENTIALS", "").empty()) {
-      std::cerr << "cluster-worker: --store " << store->string()
-                << " is an etcd store, which holds no credentials: give --credentials FILE (or set "
-                   "COHORT_CREDENTIALS), <keys-dir>/cluster/credentials.json of cluster-head\n";
-      return 2;
-    }
-  }
-  const auto credentials_file =
-      vm.count("credentials") ? vm["credentials"].as<std::string>()
-      : store && !on_etcd && tools::env_or("COHORT_CREDENTIALS", "").empty()
-          ? net::credentials_file_in(*store).string()
-          : tools::env_or("COHORT_CREDENTIALS", "");
-  if (!store && !credentials_file.empty()) store = tools::store_of_credentials(credentials_file);
-  if ((address.empty() && !store) || credentials_file.empty()) {
-    std::cerr << "cluster-worker: --address (or COHORT_ADDRESS, or --store) and --credentials (or "
-                 "COHORT_CREDENTIALS) are required\n";
-    return 2;
-  }
-  actors::head_search_options search;
-  try {
-    if (!address.empty()) search.addresses = net::parse_head_addresses(address);
-  } catch (const std::exception& e) {
-    std::cerr << "cluster-worker: --address: " << e.what() << "\n";
-    return 2;
-  }
-  if (store) search.store_leader = tools::store_leader_reader(*store);
-  search.report = [name = vm["name"].as<std::string>()](const std::string& line) {
-    std::cout << "cluster-worker: node " << name << " " << line << std::endl;
-  };
-  actors::node_info info;
-  info.name = vm["name"].as<std::string>();
-  info.address = vm["node-address"].as<std::string>();
-  std::string collectives;
-  try {
-    collectives = set_up_collectives(
-        info.address, vm.count("collective-interface") ? vm["collective-interface"].as<std::string>() : "");
-    if (const auto why = loopback_for_remote_heads(info.address, search.addresses); !why.empty())
-      throw std::invalid_argument(why);
-  } catch (const std::exception& e) {  // std::invalid_argument, std::system_error
-    std::cerr << "cluster-worker: " << e.what() << "\n";
-    return 2;
-  }
-  info.resources["CPU"] = vm.count("num-cpus") ? vm["num-cpus"].as<double>() : tools::machine_cpus();
-  info.resources["memory"] =
-      vm.count("memory") ? vm["memory"].as<double>() : tools::machine_memory_bytes();
-  core::resources::gpu_discovery gpus;
-  try {
-    if (vm.count("resources"))
-      for (const auto& [k, v] :
-           config::parse_resources_json(vm["resources"].as<std::string>(), "--resources")) {
-        if (k == "GPU" || k.rfind("accelerator_type:", 0) == 0)
-          throw config::spec_error("--resources." + k, "GPUs are found on the machine; give "
-                                                       "--num-gpus N to offer fewer");
-        info.resources[k] = v;
-      }
-    gpus = tools::machine_gpu_offer(
-        vm.count("num-gpus") ? std::optional<double>(vm["num-gpus"].as<double>()) : std::nullopt,
-        "--num-gpus");
-    tools::add_gpu_offer(info, gpus);
-  } catch (const std::exception& e) {  // config::spec_error, core::resources::resource_error
-    std::cerr << "cluster-worker: " << e.what() << "\n";
-    return 2;
-  }
-  for (const auto& [k, v] : info.resources)
-    if (v < 0) {
-      std::cerr << "cluster-worker: resource " << k << " must not be negative\n";
-      return 2;
-    }
-  const double connect_timeout_s = vm["connect-timeout"].as<double>();
-  if (!(connect_timeout_s > 0)) {
-    std::cerr << "cluster-worker: --connect-timeout must be positive seconds\n";
-    return 2;
-  }
-  const auto program =
+  worker_settings s;
+  std::string problem = locate_cluster(vm, s);
+  if (problem.empty()) problem = describe_node(vm, s);
+  s.connect_timeout_s = vm["connect-timeout"].as<double>();
+  s.heartbeat_interval_s = vm["heartbeat-interval"].as<double>();
+  if (problem.empty() && !(s.connect_timeout_s > 0)) problem = "--connect-timeout must be positive seconds";
+  s.program =
       vm.count("worker-program")
           ? vm["worker-program"].as<std::string>()
           : (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "cohort-worker").string();
-  if (!std::filesystem::exists(program)) {
-    std::cerr << "cluster-worker: worker program " << program << " does not exist\n";
+  if (problem.empty() && !std::filesystem::exists(s.program))
+    problem = "worker program " + s.program + " does not exist";
+  if (!problem.empty()) {
+    std::cerr << "cluster-worker: " << problem << "\n";
     return 2;
   }
-  try {
-    auto creds = net::load_credentials(credentials_file);
-    auto options = net::client_options::from(creds, search.addresses.empty() ? "" : search.addresses.front());
-    actors::liveness_options liveness;
-    liveness.heartbeat_interval =
-        std::chrono::milliseconds(static_cast<long>(vm["heartbeat-interval"].as<double>() * 1000));
+  return s;
+}
 
-    caf::actor_system_config cfg;
-    // Idle threads block (scheduler_config.hpp); the node's actors need few (its workers are
-    // processes of their own).
-    actors::configure_scheduler(cfg, 2);
-    caf::actor_system sys{cfg};
-    auto directory = std::make_shared<remote_node_directory>(sys, info.name);
-    auto process = actors::spawn_node_gateway(
-        sys, info.name, options, liveness, search, [&](caf::actor head_proxy) {
-          return sys.spawn(actors::node_actor, info, head_proxy, directory,
-                           actors::process_workers(program, info.gpu_ids,
-                                                   static_cast<std::int32_t>(gpus.devices.size())),
-                           std::make_shared<actors::epoch_fence>());
-        });
-    auto gateway = process.gateway;
-    auto node = process.node;
-    directory->set(gateway, node);
-    std::cout << "cluster-worker: node " << info.name << " offers "
-              << core::resources::describe_gpus(gpus.devices)
-              << (gpus.note.empty() ? "" : " (" + gpus.note + ")") << "; " << collectives << std::endl;
-    std::cout << "cluster-worker: node " << info.name << " joining "
-              << (address.empty() ? "the leader in " + store->string() : address) << std::endl;
-    const auto connect_timeout =
-        std::chrono::milliseconds(static_cast<long>(connect_timeout_s * 1000));
-    if (!process.join->wait_for_welcome(connect_timeout)) {
-      const auto tried = address.empty() ? process.join->address() : address;
-      std::cerr << "cluster-worker: "
-                << join_failure(process.join->link(), tried.empty() ? "(none named)" : tried,
-                                process.join->standby_said(), credentials_file, connect_timeout_s)
-                << std::endl;
-      caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-      if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
-      return 1;
-    }
-    // Joined: the gateway's report said "joined the leader at ADDRESS (epoch N)", as it does
-    // after every failover.
-    std::atomic<bool> gateway_gone{false}, node_gone{false};
-    std::thread watcher([&] {
+// Runs until a signal or until the node or its link ends. SIGTERM is a preemption notice (what an
+// orchestrator sends): the node tells the head it leaves, the jobs with ranks here save an
+// emergency checkpoint and are stopped, and the node exits once its workers are gone (or at its
+// drain deadline). SIGINT, a second signal, or a lost link to the head end it at once.
+void serve_until_stopped(caf::actor_system& sys, const std::string& name, const caf::actor& gateway,
+                         const caf::actor& node) {
+  std::atomic<bool> gateway_gone{false}, node_gone{false};
+  const auto watch = [&sys](const caf::actor& who, std::atomic<bool>& gone) {
+    return std::thread([&sys, who, &gone] {
       caf::scoped_actor self{sys};
-      self->monitor(gateway);
+      self->monitor(who);
       self->receive([](caf::down_msg&) {});
-      gateway_gone = true;
+      gone = true;
       ::kill(::getpid(), SIGINT);
     });
-    std::thread node_watcher([&] {
-      caf::scoped_actor self{sys};
-      self->monitor(node);
-      self->receive([](caf::down_msg&) {});
-      node_gone = true;
-      ::kill(::getpid(), SIGINT);
-    });
-    // SIGTERM is a preemption notice (what an orchestrator sends): the node tells the head it leaves, the
-    // jobs with ranks here save an emergency checkpoint and are stopped, and the node exits once
-    // its workers are gone (or at its drain deadline). SIGINT, a second signal, or a lost link
-    // to the head end it at once.
-    if (tools::wait_for_termination_signal() == SIGTERM && !gateway_gone && !node_gone) {
-      std::cout << "cluster-worker: node " << info.name
-                << " got SIGTERM: draining (its jobs save an emergency checkpoint and move to other "
-                   "nodes); it exits once its workers stopped"
-                << std::endl;
-      caf::anon_send(node, actors::begin_drain{"SIGTERM to its cluster-worker, a preemption notice"});
-      while (!node_gone && !gateway_gone) {
-        const int again = tools::wait_for_termination_signal_for(std::chrono::milliseconds(200));
-        if (again == SIGTERM || (again == SIGINT && !node_gone && !gateway_gone)) break;
-      }
-      std::cout << "cluster-worker: node " << info.name
-                << (node_gone ? " drained: exiting" : " exiting before its drain ended") << std::endl;
+  };
+  std::thread watcher = watch(gateway, gateway_gone), node_watcher = watch(node, node_gone);
+  if (tools::wait_for_termination_signal() == SIGTERM && !gateway_gone && !node_gone) {
+    std::cout << "cluster-worker: node " << name
+              << " got SIGTERM: draining (its jobs save an emergency checkpoint and move to other "
+                 "nodes); it exits once its workers stopped"
+              << std::endl;
+    caf::anon_send(node, actors::begin_drain{"SIGTERM to its cluster-worker, a preemption notice"});
+    while (!node_gone && !gateway_gone) {
+      const int again = tools::wait_for_termination_signal_for(std::chrono::milliseconds(200));
+      if (again == SIGTERM || (again == SIGINT && !node_gone && !gateway_gone)) break;
     }
-    caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
-    if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
-    watcher.join();
-    node_watcher.join();
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "cluster-worker: " << e.what() << "\n";
+    std::cout << "cluster-worker: node " << name
+              << (node_gone ? " drained: exiting" : " exiting before its drain ended") << std::endl;
+  }
+  caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
+  if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+  watcher.join();
+  node_watcher.join();
+}
+
+// The node: its actors, joined to the leader, until stopped. The exit code.
+int run_node(const worker_settings& s) {
+  auto creds = net::load_credentials(s.credentials_file);
+  auto options =
+      net::client_options::from(creds, s.search.addresses.empty() ? "" : s.search.addresses.front());
+  actors::liveness_options liveness;
+  liveness.heartbeat_interval = std::chrono::milliseconds(static_cast<long>(s.heartbeat_interval_s * 1000));
+  caf::actor_system_config cfg;
+  // Idle threads block (scheduler_config.hpp); the node's actors need few (its workers are
+  // processes of their own).
+  actors::configure_scheduler(cfg, 2);
+  caf::actor_system sys{cfg};
+  const auto& info = s.info;
+  auto directory = std::make_shared<remote_node_directory>(sys, info.name);
+  auto process =
+      actors::spawn_node_gateway(sys, info.name, options, liveness, s.search, [&](caf::actor head_proxy) {
+        return sys.spawn(actors::node_actor, info, head_proxy, directory,
+                         actors::process_workers(s.program, info.gpu_ids,
+                                                 static_cast<std::int32_t>(s.gpus.devices.size())),
+                         std::make_shared<actors::epoch_fence>());
+      });
+  directory->set(process.gateway, process.node);
+  std::cout << "cluster-worker: node " << info.name << " offers "
+            << core::resources::describe_gpus(s.gpus.devices)
+            << (s.gpus.note.empty() ? "" : " (" + s.gpus.note + ")") << "; " << s.collectives << std::endl;
+  std::cout << "cluster-worker: node " << info.name << " joining "
+            << (s.address.empty() ? "the leader in " + s.store->string() : s.address) << std::endl;
+  const auto connect_timeout = std::chrono::milliseconds(static_cast<long>(s.connect_timeout_s * 1000));
+  if (!process.join->wait_for_welcome(connect_timeout)) {
+    const auto tried = s.address.empty() ? process.join->address() : s.address;
+    std::cerr << "cluster-worker: "
+              << join_failure(process.join->link(), tried.empty() ? "(none named)" : tried,
+                              process.join->standby_said(), s.credentials_file, s.connect_timeout_s)
+              << std::endl;
+    caf::anon_send_exit(process.gateway, caf::exit_reason::user_shutdown);
+    if (process.node) caf::anon_send_exit(process.node, caf::exit_reason::user_shutdown);
     return 1;
   }
+  // Joined: the gateway's report said "joined the leader at ADDRESS (epoch N)", as it does after
+  // every failover.
+  serve_until_stopped(sys, info.name, process.gateway, process.node);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tools::daemon_main("cluster-worker", argc, argv, parse_settings, run_node);
 }

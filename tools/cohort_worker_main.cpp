@@ -190,6 +190,57 @@ class heartbeat_thread {
   std::thread thread_;
 };
 
+namespace {
+
+// A rank that should see GPUs and sees none: why, or "" when it is fine.
+std::string missing_gpus(const actors::worker_setup& setup, const core::train::worker_context& ctx,
+                         const core::resources::gpu_discovery& found) {
+  const auto gpu = ctx.spec.scaling.resources_per_worker.find("GPU");
+  const double gpus = gpu == ctx.spec.scaling.resources_per_worker.end() ? 0.0 : gpu->second;
+  if ((gpus <= 0 && setup.gpus.empty()) || !found.devices.empty()) return "";
+  return "rank " + std::to_string(setup.rank) + " on node " + setup.node +
+         ": scaling.resources_per_worker.GPU is " + core::resources::format_quantity(gpus) +
+         " but this worker sees " + devices_text(found) +
+         "; check the node's NVIDIA driver and CUDA_VISIBLE_DEVICES";
+}
+
+// The trainer's commands; none for a worker started without the link (fd 4 not open). Throws
+// std::runtime_error when the link of a node of another version does not open.
+std::unique_ptr<actors::command_link_reader> open_command_link(const actors::worker_setup& setup) {
+  if (::fcntl(actors::worker_command_fd, F_GETFD) < 0) return nullptr;
+  auto commands = std::make_unique<actors::command_link_reader>(
+      actors::worker_command_fd, signals, [](const std::optional<std::string>& error) {
+        if (error)  // the node's end closing is no news: this process dies with the node
+          std::cerr << "cohort-worker: the command link broke (" << *error
+                    << "); no further command is read, SIGTERM still stops this worker" << std::endl;
+      });
+  if (const auto broken = commands->wait_for_hello())
+    throw std::runtime_error("rank " + std::to_string(setup.rank) + " on node " + setup.node +
+                             ": the command link from its node did not open: " + *broken);
+  return commands;
+}
+
+// Runs the rank's workload and reports how it ended. The exit code.
+int run_rank(const actors::worker_setup& setup, core::train::worker_context& ctx) {
+  try {
+    core::train::make_workload(ctx.spec)->run(ctx);
+  } catch (const core::train::cancelled_error&) {
+    return 0;
+  } catch (const core::train::bad_input_error& e) {
+    std::cerr << "worker rank " << setup.rank << " failed on the job's input: " << e.what() << std::endl;
+    report_finished(false, e.what(), actors::failure_kind::bad_input);
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "worker rank " << setup.rank << " failed: " << e.what() << std::endl;
+    report_finished(false, e.what());
+    return 1;
+  }
+  report_finished(true, "");
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // A peer that went away must show up as EPIPE on its connection, not end this process.
   ::signal(SIGPIPE, SIG_IGN);
@@ -202,13 +253,13 @@ int main(int argc, char** argv) {
   // The report link's first frame, before anything else can fail.
   report(actors::link_hello{actors::worker_link_version});
   actors::worker_setup setup;
+  core::train::worker_context ctx;
   try {
     setup = actors::read_worker_setup();
   } catch (const std::exception& e) {
     std::cerr << "cohort-worker: bad setup: " << e.what() << "\n";
     return 2;
   }
-  core::train::worker_context ctx;
   try {
     ctx = actors::worker_context_for(setup);
   } catch (const std::exception& e) {  // the store secret its trainer gave
@@ -225,18 +276,10 @@ int main(int argc, char** argv) {
                              actors::heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s));
   const auto found = core::resources::discover_gpus();
   const std::string blas = core::train::match_blas_threads_to_torch();
-  std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node "
-            << setup.node << " (pid " << ::getpid() << "): " << devices_text(found)
-            << (blas.empty() ? "" : "; " + blas) << "; job environment: " << job_env_text(ctx.spec)
-            << std::endl;
-  const auto gpu = ctx.spec.scaling.resources_per_worker.find("GPU");
-  const double gpus = gpu == ctx.spec.scaling.resources_per_worker.end() ? 0.0 : gpu->second;
-  if ((gpus > 0 || !setup.gpus.empty()) && found.devices.empty()) {
-    const std::string reason = "rank " + std::to_string(setup.rank) + " on node " + setup.node +
-                               ": scaling.resources_per_worker.GPU is " +
-                               core::resources::format_quantity(gpus) +
-                               " but this worker sees " + devices_text(found) +
-                               "; check the node's NVIDIA driver and CUDA_VISIBLE_DEVICES";
+  std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node " << setup.node
+            << " (pid " << ::getpid() << "): " << devices_text(found) << (blas.empty() ? "" : "; " + blas)
+            << "; job environment: " << job_env_text(ctx.spec) << std::endl;
+  if (const std::string reason = missing_gpus(setup, ctx, found); !reason.empty()) {
     std::cerr << "cohort-worker: " << reason << std::endl;
     report_finished(false, reason);
     return 1;
@@ -244,43 +287,16 @@ int main(int argc, char** argv) {
   struct sigaction sa {};
   sa.sa_handler = on_sigterm;
   ::sigaction(SIGTERM, &sa, nullptr);
-
   ctx.cancelled = &signals.cancelled;
   ctx.signals = &signals;
-  // The trainer's commands; none for a worker started without the link (fd 4 not open).
   std::unique_ptr<actors::command_link_reader> commands;
-  if (::fcntl(actors::worker_command_fd, F_GETFD) >= 0)
-    commands = std::make_unique<actors::command_link_reader>(
-        actors::worker_command_fd, signals, [](const std::optional<std::string>& error) {
-          if (error)  // the node's end closing is no news: this process dies with the node
-            std::cerr << "cohort-worker: the command link broke (" << *error
-                      << "); no further command is read, SIGTERM still stops this worker" << std::endl;
-        });
-  // A node of another version: fail before running anything.
-  if (commands) {
-    if (const auto broken = commands->wait_for_hello()) {
-      report_finished(false, "rank " + std::to_string(setup.rank) + " on node " + setup.node +
-                                 ": the command link from its node did not open: " + *broken);
-      return 1;
-    }
-  }
-  ctx.report = [&](const core::train::step_report& r) {
-    report(actors::progress_of(r));
-  };
-  ctx.log = [](const std::string& line) { std::cout << line << std::endl; };
-  try {
-    core::train::make_workload(ctx.spec)->run(ctx);
-  } catch (const core::train::cancelled_error&) {
-    return 0;
-  } catch (const core::train::bad_input_error& e) {
-    std::cerr << "worker rank " << setup.rank << " failed on the job's input: " << e.what() << std::endl;
-    report_finished(false, e.what(), actors::failure_kind::bad_input);
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "worker rank " << setup.rank << " failed: " << e.what() << std::endl;
+  try {  // a node of another version: fail before running anything
+    commands = open_command_link(setup);
+  } catch (const std::runtime_error& e) {
     report_finished(false, e.what());
     return 1;
   }
-  report_finished(true, "");
-  return 0;
+  ctx.report = [&](const core::train::step_report& r) { report(actors::progress_of(r)); };
+  ctx.log = [](const std::string& line) { std::cout << line << std::endl; };
+  return run_rank(setup, ctx);
 }

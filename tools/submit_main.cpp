@@ -164,6 +164,112 @@ void print_log(const actors::log_line& l) {
             << l.text << "\n";
 }
 
+// ---- The commands that ask a head, one function each ----
+
+int show_status(tools::cluster_client& client, const options& o) {
+  auto r = client.ask(actors::job_query{o.arg});
+  // The nodes the job runs on, with their GPUs.
+  std::vector<actors::node_info> nodes;
+  for (auto& n : client.ask(actors::job_list_query{}).nodes)
+    if (std::find(r.rank_nodes.begin(), r.rank_nodes.end(), n.name) != r.rank_nodes.end())
+      nodes.push_back(std::move(n));
+  if (o.json) {
+    auto out = net::to_json_view(r);
+    out["nodes"] = nlohmann::json::array();
+    for (const auto& n : nodes) out["nodes"].push_back(node_json(n));
+    std::cout << out.dump() << "\n";
+  } else {
+    print_record(r);
+    print_nodes(nodes);
+  }
+  return exit_ok;
+}
+
+int show_list(tools::cluster_client& client, const options& o) {
+  auto list = client.ask(actors::job_list_query{});
+  if (o.json) {
+    auto jobs = nlohmann::json::array();
+    for (const auto& r : list.jobs) jobs.push_back(net::to_json_view(r));
+    auto nodes = nlohmann::json::array();
+    for (const auto& n : list.nodes) nodes.push_back(node_json(n));
+    std::cout << nlohmann::json{{"jobs", jobs}, {"nodes", nodes}}.dump() << "\n";
+    return exit_ok;
+  }
+  for (const auto& r : list.jobs)
+    std::cout << r.id << "  " << r.name << "  " << to_string(r.state) << "  attempts " << r.attempts << "  "
+              << r.reason << "\n";
+  std::cout << "nodes:\n";
+  print_nodes(list.nodes);
+  return exit_ok;
+}
+
+int request_checkpoint(tools::cluster_client& client, const options& o) {
+  auto r = client.ask(actors::checkpoint_job{o.arg});
+  std::cout << "checkpoint requested: job " << r.id << " saves one after its next step\n";
+  return exit_ok;
+}
+
+int release(tools::cluster_client& client, const options& o) {
+  auto r = client.ask(actors::release_job{o.arg});
+  if (r.held_before_step > 0)
+    std::cout << "released: job " << r.id << " goes on with step " << r.held_before_step << "\n";
+  else
+    std::cout << "released: job " << r.id << " goes on without holding at run.hold_before_step\n";
+  return exit_ok;
+}
+
+int drain(tools::cluster_client& client, const options& o) {
+  const bool drain = o.command == "drain";
+  auto r = client.ask(actors::drain_node{o.arg, drain});
+  if (!drain) {
+    std::cout << "node " << r.node << " is schedulable again\n";
+    return exit_ok;
+  }
+  std::cout << "node " << r.node << " drained: no new placement on it until `submit undrain " << r.node
+            << "`";
+  if (r.jobs.empty()) {
+    std::cout << "; no job had ranks there\n";
+    return exit_ok;
+  }
+  std::cout << "; preempted (emergency checkpoint, then restart elsewhere):";
+  for (const auto& j : r.jobs) std::cout << " " << j;
+  std::cout << "\n";
+  return exit_ok;
+}
+
+int stop(tools::cluster_client& client, const options& o) {
+  print_record(client.ask(actors::stop_job{o.arg}));
+  return exit_ok;
+}
+
+// The output so far; with --follow every later line too: the head registers the follower where it
+// read the lines, so none logged in between is lost. After a move to another head the lines logged
+// while no head was followed are in `submit logs`, not here.
+int show_logs(tools::cluster_client& client, const options& o) {
+  if (!o.follow) {
+    for (const auto& l : client.ask(actors::logs_query{o.arg}).lines) print_log(l);
+    return exit_ok;
+  }
+  auto followed = client.ask(actors::follow_logs{o.arg});
+  for (const auto& l : followed.lines) print_log(l);
+  std::cout.flush();
+  tools::follow_job_events(client, o.arg, std::move(followed.record), [](const actors::job_event& e) {
+    if (e.line.rfind("(worker ", 0) == 0) std::cout << e.line << std::endl;
+  });
+  return exit_ok;
+}
+
+// One entry per command that asks a head.
+struct head_command {
+  const char* name;
+  int (*run)(tools::cluster_client&, const options&);
+};
+constexpr head_command head_commands[] = {
+    {"status", show_status}, {"list", show_list}, {"checkpoint", request_checkpoint},
+    {"release", release},    {"drain", drain},    {"undrain", drain},
+    {"stop", stop},          {"logs", show_logs},
+};
+
 int remote(const options& o) {
   if (o.command == "metrics-token") {  // from the credentials alone: no head is asked
     if (o.credentials.empty())
@@ -179,93 +285,11 @@ int remote(const options& o) {
     std::cout << accepted.job_id << std::endl;
     return o.follow ? follow_remote(*client, accepted.job_id) : exit_ok;
   }
-  auto client = tools::connect(o);
-  if (o.command == "status") {
-    auto r = client->ask(actors::job_query{o.arg});
-    // The nodes the job runs on, with their GPUs.
-    std::vector<actors::node_info> nodes;
-    for (auto& n : client->ask(actors::job_list_query{}).nodes)
-      if (std::find(r.rank_nodes.begin(), r.rank_nodes.end(), n.name) != r.rank_nodes.end())
-        nodes.push_back(std::move(n));
-    if (o.json) {
-      auto out = net::to_json_view(r);
-      out["nodes"] = nlohmann::json::array();
-      for (const auto& n : nodes) out["nodes"].push_back(node_json(n));
-      std::cout << out.dump() << "\n";
-    } else {
-      print_record(r);
-      print_nodes(nodes);
+  for (const auto& c : head_commands)
+    if (o.command == c.name) {
+      auto client = tools::connect(o);
+      return c.run(*client, o);
     }
-    return exit_ok;
-  }
-  if (o.command == "list") {
-    auto list = client->ask(actors::job_list_query{});
-    if (o.json) {
-      auto jobs = nlohmann::json::array();
-      for (const auto& r : list.jobs) jobs.push_back(net::to_json_view(r));
-      auto nodes = nlohmann::json::array();
-      for (const auto& n : list.nodes) nodes.push_back(node_json(n));
-      std::cout << nlohmann::json{{"jobs", jobs}, {"nodes", nodes}}.dump() << "\n";
-    } else {
-      for (const auto& r : list.jobs)
-        std::cout << r.id << "  " << r.name << "  " << to_string(r.state) << "  attempts "
-                  << r.attempts << "  " << r.reason << "\n";
-      std::cout << "nodes:\n";
-      print_nodes(list.nodes);
-    }
-    return exit_ok;
-  }
-  if (o.command == "checkpoint") {
-    auto r = client->ask(actors::checkpoint_job{o.arg});
-    std::cout << "checkpoint requested: job " << r.id << " saves one after its next step\n";
-    return exit_ok;
-  }
-  if (o.command == "release") {
-    auto r = client->ask(actors::release_job{o.arg});
-    if (r.held_before_step > 0)
-      std::cout << "released: job " << r.id << " goes on with step " << r.held_before_step << "\n";
-    else
-      std::cout << "released: job " << r.id << " goes on without holding at run.hold_before_step\n";
-    return exit_ok;
-  }
-  if (o.command == "drain" || o.command == "undrain") {
-    const bool drain = o.command == "drain";
-    auto r = client->ask(actors::drain_node{o.arg, drain});
-    if (!drain) {
-      std::cout << "node " << r.node << " is schedulable again\n";
-      return exit_ok;
-    }
-    std::cout << "node " << r.node << " drained: no new placement on it until `submit undrain " << r.node
-              << "`";
-    if (r.jobs.empty()) std::cout << "; no job had ranks there\n";
-    else {
-      std::cout << "; preempted (emergency checkpoint, then restart elsewhere):";
-      for (const auto& j : r.jobs) std::cout << " " << j;
-      std::cout << "\n";
-    }
-    return exit_ok;
-  }
-  if (o.command == "stop") {
-    auto r = client->ask(actors::stop_job{o.arg});
-    print_record(r);
-    return exit_ok;
-  }
-  if (o.command == "logs") {
-    if (!o.follow) {
-      for (const auto& l : client->ask(actors::logs_query{o.arg}).lines) print_log(l);
-      return exit_ok;
-    }
-    // The output so far, then every later line: the head registers the follower where it read
-    // the lines, so none logged in between is lost. After a move to another head the lines
-    // logged while no head was followed are in `submit logs`, not here.
-    auto followed = client->ask(actors::follow_logs{o.arg});
-    for (const auto& l : followed.lines) print_log(l);
-    std::cout.flush();
-    tools::follow_job_events(*client, o.arg, std::move(followed.record), [](const actors::job_event& e) {
-      if (e.line.rfind("(worker ", 0) == 0) std::cout << e.line << std::endl;
-    });
-    return exit_ok;
-  }
   std::cerr << "submit: unknown command \"" << o.command << "\"\n" << tools::submit_usage;
   return exit_usage;
 }

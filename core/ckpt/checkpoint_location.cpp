@@ -14,7 +14,8 @@ namespace cohort::core::ckpt {
 namespace {
 
 std::vector<checkpoint_info> only_committed(std::vector<checkpoint_info> all) {
-  all.erase(std::remove_if(all.begin(), all.end(), [](const checkpoint_info& c) { return !c.committed; }), all.end());
+  all.erase(std::remove_if(all.begin(), all.end(), [](const checkpoint_info& c) { return !c.committed; }),
+            all.end());
   return all;
 }
 
@@ -35,12 +36,17 @@ class local_location final : public checkpoint_location {
   }
   std::string fetch(std::uint64_t step) override { return step_dir(run_dir_, step); }
   void publish(const std::string&, const rank_report&) override {}  // written in place
-  manifest commit(const std::string& dir, std::uint64_t step, int world_size, const std::vector<rank_report>& reports,
-                  const nlohmann::json& metrics, const nlohmann::json& extra, const attempt_token* token) override {
+  manifest commit(const std::string& dir, std::uint64_t step, int world_size,
+                  const std::vector<rank_report>& reports, const nlohmann::json& metrics,
+                  const nlohmann::json& extra, const attempt_token* token) override {
     return commit_checkpoint(dir, step, world_size, reports, metrics, extra, token);
   }
-  std::optional<std::string> local_copy(std::uint64_t step) const override { return step_dir(run_dir_, step); }
-  retention_result retain(const retention_policy& policy) override { return apply_retention(run_dir_, policy); }
+  std::optional<std::string> local_copy(std::uint64_t step) const override {
+    return step_dir(run_dir_, step);
+  }
+  retention_result retain(const retention_policy& policy) override {
+    return apply_retention(run_dir_, policy);
+  }
   std::string publish_export(const std::string& dir, const std::string&) override { return dir; }
 
  private:
@@ -58,7 +64,9 @@ class s3_location final : public checkpoint_location {
   std::string where() const override { return run_.url.text() + "/checkpoints"; }
   std::string step_name(std::uint64_t step) const override { return s3_step_url(run_, step); }
   void claim(const attempt_token& token) override { claim_checkpoints_s3(run_, token); }
-  std::vector<checkpoint_info> committed() const override { return only_committed(scan_checkpoints_s3(run_)); }
+  std::vector<checkpoint_info> committed() const override {
+    return only_committed(scan_checkpoints_s3(run_));
+  }
   latest_result latest_valid() override { return latest_valid_s3(run_, cache_dir_); }
   std::string set_aside(const rejected_checkpoint& r) override {
     const auto step = parse_step_dir_name(std::filesystem::path(r.path).filename().string());
@@ -79,12 +87,15 @@ class s3_location final : public checkpoint_location {
     upload_rank_files(run_, dir, report);
     for (const auto& f : report.files) std::filesystem::remove(std::filesystem::path(dir) / f.name);
   }
-  manifest commit(const std::string&, std::uint64_t step, int world_size, const std::vector<rank_report>& reports,
-                  const nlohmann::json& metrics, const nlohmann::json& extra, const attempt_token* token) override {
+  manifest commit(const std::string&, std::uint64_t step, int world_size,
+                  const std::vector<rank_report>& reports, const nlohmann::json& metrics,
+                  const nlohmann::json& extra, const attempt_token* token) override {
     return commit_checkpoint_s3(run_, step, world_size, reports, metrics, extra, token);
   }
   std::optional<std::string> local_copy(std::uint64_t) const override { return std::nullopt; }
-  retention_result retain(const retention_policy& policy) override { return apply_retention_s3(run_, policy); }
+  retention_result retain(const retention_policy& policy) override {
+    return apply_retention_s3(run_, policy);
+  }
   std::string publish_export(const std::string& dir, const std::string& name) override {
     for (const auto& f : std::filesystem::directory_iterator(dir))
       if (f.is_regular_file())
@@ -105,8 +116,8 @@ std::unique_ptr<checkpoint_location> local_checkpoints(std::string run_dir) {
   return std::make_unique<local_location>(std::move(run_dir));
 }
 
-std::unique_ptr<checkpoint_location> s3_checkpoints(std::unique_ptr<storage::s3_client> client, storage::s3_url run,
-                                                    std::string cache_dir) {
+std::unique_ptr<checkpoint_location> s3_checkpoints(std::unique_ptr<storage::s3_client> client,
+                                                    storage::s3_url run, std::string cache_dir) {
   return std::make_unique<s3_location>(std::move(client), std::move(run), std::move(cache_dir));
 }
 

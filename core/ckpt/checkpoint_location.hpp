@@ -80,7 +80,7 @@ std::unique_ptr<checkpoint_location> local_checkpoints(std::string run_dir);
 
 // The checkpoints of the run `run` (s3://BUCKET/PREFIX) reached through `client`; this rank's
 // downloaded copies go under `cache_dir`, which is emptied now (an earlier attempt's copies).
-std::unique_ptr<checkpoint_location> s3_checkpoints(std::unique_ptr<storage::s3_client> client, storage::s3_url run,
-                                                    std::string cache_dir);
+std::unique_ptr<checkpoint_location> s3_checkpoints(std::unique_ptr<storage::s3_client> client,
+                                                    storage::s3_url run, std::string cache_dir);
 
 }  // namespace cohort::core::ckpt

@@ -28,8 +28,8 @@ class s3_file final : public weight_file {
  public:
   static constexpr std::uint64_t parallel = 8;
 
-  s3_file(std::shared_ptr<const storage::s3_client> client, std::string bucket, storage::s3_object_info object,
-          std::uint64_t piece)
+  s3_file(std::shared_ptr<const storage::s3_client> client, std::string bucket,
+          storage::s3_object_info object, std::uint64_t piece)
       : client_(std::move(client)),
         bucket_(std::move(bucket)),
         object_(std::move(object)),
@@ -95,8 +95,8 @@ bool other_weights(const std::string& extension) {
 
 // Copies `object` to `path` through a file of this process's own, renamed into place once its
 // length is the listed size (a reader of the old copy keeps reading it intact).
-void copy_object(const storage::s3_client& client, const std::string& bucket, const storage::s3_object_info& object,
-                 const std::string& path) {
+void copy_object(const storage::s3_client& client, const std::string& bucket,
+                 const storage::s3_object_info& object, const std::string& path) {
   const std::string url = "s3://" + bucket + "/" + object.key;
   const std::string part = path + ".part-" + std::to_string(::getpid()) + "-" +
                            std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
@@ -137,7 +137,8 @@ hf_files local_hf_files(const std::string& dir) {
 
 hf_files fetch_hf_files(std::shared_ptr<const storage::s3_client> client, const storage::s3_url& url,
                         const std::string& cache_dir, std::uint64_t range_bytes) {
-  if (range_bytes == 0) throw model_error(model_errc::bad_input, "fetch_hf_files: range_bytes must be positive");
+  if (range_bytes == 0)
+    throw model_error(model_errc::bad_input, "fetch_hf_files: range_bytes must be positive");
   const std::string prefix = url.prefix.empty() ? "" : url.prefix + "/";
   std::vector<storage::s3_object_info> listed;
   try {
@@ -147,7 +148,9 @@ hf_files fetch_hf_files(std::shared_ptr<const storage::s3_client> client, const 
   }
   std::error_code ec;
   fs::create_directories(cache_dir, ec);
-  if (ec) throw model_error(model_errc::io, cache_dir + ": cannot create the model cache directory: " + ec.message());
+  if (ec)
+    throw model_error(model_errc::io,
+                      cache_dir + ": cannot create the model cache directory: " + ec.message());
   auto weights = std::make_shared<std::map<std::string, storage::s3_object_info>>();
   bool has_config = false;
   for (const auto& object : listed) {
@@ -168,7 +171,8 @@ hf_files fetch_hf_files(std::shared_ptr<const storage::s3_client> client, const 
   hf_files f;
   f.dir = cache_dir;
   f.where = url.text();
-  f.open = [client, bucket = url.bucket, weights, range_bytes](const std::string& name) -> std::unique_ptr<weight_file> {
+  f.open = [client, bucket = url.bucket, weights,
+            range_bytes](const std::string& name) -> std::unique_ptr<weight_file> {
     const auto it = weights->find(name);
     if (it == weights->end()) return nullptr;
     return std::make_unique<s3_file>(client, bucket, it->second, range_bytes);
@@ -176,22 +180,26 @@ hf_files fetch_hf_files(std::shared_ptr<const storage::s3_client> client, const 
   return f;
 }
 
-hf_files open_hf_files(const std::string& location, const std::string& s3_endpoint, const std::string& cache_dir) {
+hf_files open_hf_files(const std::string& location, const std::string& s3_endpoint,
+                       const std::string& cache_dir) {
   if (!storage::is_s3_url(location)) return local_hf_files(location);
   auto client = std::make_shared<const storage::s3_client>(storage::s3_config_from_environment(s3_endpoint));
   return fetch_hf_files(std::move(client), storage::parse_s3_url(location, "model.hf_dir"), cache_dir);
 }
 
-nlohmann::json read_hf_config_json(const std::string& location, const std::string& s3_endpoint, std::string* file) {
+nlohmann::json read_hf_config_json(const std::string& location, const std::string& s3_endpoint,
+                                   std::string* file) {
   if (!storage::is_s3_url(location)) return read_config_json(location, file);
   const auto url = storage::parse_s3_url(location, "model.hf_dir");
   const std::string where = "s3://" + url.bucket + "/" + url.key("config.json");
   if (file) *file = where;
   std::string text;
   try {
-    text = storage::s3_client(storage::s3_config_from_environment(s3_endpoint)).get_object(url.bucket, url.key("config.json"));
+    text = storage::s3_client(storage::s3_config_from_environment(s3_endpoint))
+               .get_object(url.bucket, url.key("config.json"));
   } catch (const storage::s3_error& e) {
-    throw model_error(model_errc::bad_config, std::string(e.what()) + " (model.hf_dir must hold a Hugging Face model)");
+    throw model_error(model_errc::bad_config,
+                      std::string(e.what()) + " (model.hf_dir must hold a Hugging Face model)");
   }
   auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object())

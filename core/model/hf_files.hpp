@@ -47,7 +47,8 @@ hf_files fetch_hf_files(std::shared_ptr<const storage::s3_client> client, const 
 // The model at `location` (a job's model.hf_dir: a local directory, or s3://BUCKET/PREFIX reached
 // as s3_config_from_environment(s3_endpoint)) with its small files where `cache_dir` says
 // (fetch_hf_files; unused for a local directory).
-hf_files open_hf_files(const std::string& location, const std::string& s3_endpoint, const std::string& cache_dir);
+hf_files open_hf_files(const std::string& location, const std::string& s3_endpoint,
+                       const std::string& cache_dir);
 
 // config.json of the model at `location` as a JSON object (from S3: that one object, nothing
 // else); `file` receives what was read (its path or URL). Throws model_error (bad_config) naming

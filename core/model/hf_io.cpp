@@ -65,7 +65,8 @@ std::map<std::string, std::string> weight_files(const hf_files& dir, std::vector
     text << in.rdbuf();
     json j = json::parse(text.str(), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
-      throw model_error(model_errc::bad_safetensors, index_name + ": not a JSON object with a 'weight_map' object");
+      throw model_error(model_errc::bad_safetensors,
+                        index_name + ": not a JSON object with a 'weight_map' object");
     }
     std::set<std::string> seen;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
@@ -75,9 +76,9 @@ std::map<std::string, std::string> weight_files(const hf_files& dir, std::vector
       }
       const std::string file = it->get<std::string>();
       if (file.find('/') != std::string::npos || file == "..") {
-        throw model_error(model_errc::bad_safetensors,
-                          index_name + ": weight_map entry '" + it.key() + "' names '" + file +
-                              "', which is not a file in the directory");
+        throw model_error(model_errc::bad_safetensors, index_name + ": weight_map entry '" + it.key() +
+                                                           "' names '" + file +
+                                                           "', which is not a file in the directory");
       }
       where[it.key()] = file;
       if (seen.insert(file).second) files.push_back(file);
@@ -131,11 +132,12 @@ hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_p
     auto file = dir.open(name);
     if (!file && where.empty())
       throw model_error(model_errc::bad_weights,
-                        dir.where + ": no model.safetensors or model.safetensors.index.json (only "
-                                    "safetensors weights are read; convert pytorch_model.bin first)");
+                        dir.where +
+                            ": no model.safetensors or model.safetensors.index.json (only "
+                            "safetensors weights are read; convert pytorch_model.bin first)");
     if (!file)
-      throw model_error(model_errc::bad_weights,
-                        dir.where + "/" + hf_index_name + ": names '" + name + "', which is not in the directory");
+      throw model_error(model_errc::bad_weights, dir.where + "/" + hf_index_name + ": names '" + name +
+                                                     "', which is not in the directory");
     out.readers.push_back(std::make_unique<safetensors_reader>(std::move(file)));
     readers[name] = out.readers.back().get();
   }
@@ -153,9 +155,8 @@ hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_p
       auto it = where.find(name);
       if (it == where.end()) it = where.find(name = bare);
       if (it == where.end()) {
-        throw model_error(model_errc::bad_weights,
-                          dir.where + "/" + hf_index_name + ": missing tensor '" + p.name +
-                              "' (a weight of " + model + ")");
+        throw model_error(model_errc::bad_weights, dir.where + "/" + hf_index_name + ": missing tensor '" +
+                                                       p.name + "' (a weight of " + model + ")");
       }
       file = it->second;
       if (!readers.at(file)->find(name)) {
@@ -166,17 +167,17 @@ hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_p
       if (readers.at(file)->find(bare)) {
         name = bare;
       } else {
-        throw model_error(model_errc::bad_weights,
-                          readers.at(file)->path() + ": missing tensor '" + p.name + "' (a weight of " + model + ")");
+        throw model_error(model_errc::bad_weights, readers.at(file)->path() + ": missing tensor '" + p.name +
+                                                       "' (a weight of " + model + ")");
       }
     }
     const safetensors_reader& reader = *readers.at(file);
     const tensor_entry& e = reader.at(name);
     const auto shape = p.tensor.sizes().vec();
     if (e.shape != shape) {
-      throw model_error(model_errc::bad_weights,
-                        reader.path() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
-                            " but config.json implies " + shape_text(shape));
+      throw model_error(model_errc::bad_weights, reader.path() + ": tensor '" + name + "' has shape " +
+                                                     shape_text(e.shape) + " but config.json implies " +
+                                                     shape_text(shape));
     }
     torch::ScalarType dtype;
     try {

@@ -57,8 +57,7 @@ struct hf_weight_files {
 hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_parameter>& expected,
                                      const std::string& model);
 hf_weight_files open_hf_weight_files(const std::string& dir,  // a local directory
-                                     const std::vector<hf_parameter>& expected,
-                                     const std::string& model);
+                                     const std::vector<hf_parameter>& expected, const std::string& model);
 
 struct save_options {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // above this, write shards and an index

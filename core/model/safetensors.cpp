@@ -91,7 +91,8 @@ safetensors_reader::safetensors_reader(std::unique_ptr<weight_file> file) : file
   const std::string& path = file_->name();
   const std::uint64_t size = file_->size();
   unsigned char len_bytes[8];
-  if (size < 8) fail(path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+  if (size < 8)
+    fail(path, "file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   file_->read(0, 8, len_bytes);
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
@@ -124,8 +125,8 @@ safetensors_reader::safetensors_reader(std::unique_ptr<weight_file> file) : file
             [](const tensor_entry* a, const tensor_entry* b) { return a->begin < b->begin; });
   for (std::size_t i = 1; i < by_offset.size(); ++i) {
     if (by_offset[i]->begin < by_offset[i - 1]->end) {
-      fail(path, "tensor '" + by_offset[i]->name + "' overlaps tensor '" +
-                     by_offset[i - 1]->name + "' in the data section");
+      fail(path, "tensor '" + by_offset[i]->name + "' overlaps tensor '" + by_offset[i - 1]->name +
+                     "' in the data section");
     }
   }
 }
@@ -151,10 +152,9 @@ void safetensors_reader::read(const tensor_entry& e, void* dst) const {
 void safetensors_reader::read_range(const tensor_entry& e, std::uint64_t offset,
                                     std::uint64_t length, void* dst) const {
   if (offset > e.nbytes() || length > e.nbytes() - offset) {
-    throw model_error(model_errc::bad_input,
-                      path() + ": byte range [" + std::to_string(offset) + ", +" +
-                          std::to_string(length) + ") runs past tensor '" + e.name + "' of " +
-                          std::to_string(e.nbytes()) + " bytes");
+    throw model_error(model_errc::bad_input, path() + ": byte range [" + std::to_string(offset) + ", +" +
+                                                 std::to_string(length) + ") runs past tensor '" + e.name +
+                                                 "' of " + std::to_string(e.nbytes()) + " bytes");
   }
   file_->read(data_start_ + e.begin + offset, length, dst);
 }

@@ -38,7 +38,7 @@ class safetensors_reader {
   safetensors_reader(const safetensors_reader&) = delete;
   safetensors_reader& operator=(const safetensors_reader&) = delete;
 
-  const std::string& path() const { return file_->name(); }  // the path, or the s3:// URL
+  const std::string& path() const { return file_->name(); }              // the path, or the s3:// URL
   const std::vector<tensor_entry>& tensors() const { return tensors_; }  // sorted by name
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const tensor_entry* find(const std::string& name) const;

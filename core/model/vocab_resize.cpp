@@ -83,7 +83,8 @@ std::unique_ptr<weight_source> open_resized_hf_weights(const std::string& dir,
   return open_resized_hf_weights(local_hf_files(dir), params, old_vocab);
 }
 
-std::unique_ptr<weight_source> open_resized_hf_weights(const hf_files& dir, const std::vector<hf_parameter>& params,
+std::unique_ptr<weight_source> open_resized_hf_weights(const hf_files& dir,
+                                                       const std::vector<hf_parameter>& params,
                                                        std::int64_t old_vocab) {
   std::vector<hf_parameter> stored = params;  // the directory's shapes
   std::unordered_map<std::string, std::unique_ptr<grown_weight>> grown;
@@ -91,8 +92,9 @@ std::unique_ptr<weight_source> open_resized_hf_weights(const hf_files& dir, cons
     if (!is_vocab_parameter(p.name) || p.tensor.dim() < 1 || p.tensor.size(0) == old_vocab) continue;
     const std::int64_t rows = p.tensor.size(0);
     if (rows < old_vocab)
-      throw model_error(model_errc::bad_input, dir.where + ": '" + p.name + "' of the model being built has " +
-                                                   std::to_string(rows) + " rows, fewer than the directory's vocab_size " +
+      throw model_error(model_errc::bad_input, dir.where + ": '" + p.name +
+                                                   "' of the model being built has " + std::to_string(rows) +
+                                                   " rows, fewer than the directory's vocab_size " +
                                                    std::to_string(old_vocab) + "; a vocabulary only grows");
     auto g = std::make_unique<grown_weight>();
     g->old_rows = old_vocab;

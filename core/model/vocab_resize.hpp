@@ -27,7 +27,8 @@ namespace cohort::core::model {
 // new row never reads the whole old weight. Throws model_error (bad_input) when a vocabulary
 // weight has fewer than old_vocab rows, and what open_hf_weights throws (a directory whose
 // weights are not old_vocab rows is refused naming the file and tensor).
-std::unique_ptr<weight_source> open_resized_hf_weights(const hf_files& dir, const std::vector<hf_parameter>& params,
+std::unique_ptr<weight_source> open_resized_hf_weights(const hf_files& dir,
+                                                       const std::vector<hf_parameter>& params,
                                                        std::int64_t old_vocab);
 std::unique_ptr<weight_source> open_resized_hf_weights(const std::string& dir,  // a local directory
                                                        const std::vector<hf_parameter>& params,

@@ -45,7 +45,8 @@ class local_file final : public weight_file {
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0)
         throw model_error(model_errc::io, path_ + ": cannot read " + range_text(offset, length) + ": " +
-                                              (got < 0 ? std::strerror(errno) : "the file ends early (truncated while open?)"));
+                                              (got < 0 ? std::strerror(errno)
+                                                       : "the file ends early (truncated while open?)"));
       p += got;
       at += static_cast<std::uint64_t>(got);
       left -= static_cast<std::uint64_t>(got);

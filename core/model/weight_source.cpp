@@ -338,12 +338,14 @@ std::unique_ptr<weight_source> lora_init(const std::vector<hf_parameter>& adapte
   return std::make_unique<lora_source>(adapters, seed);
 }
 
-std::unique_ptr<weight_source> open_hf_weights(const hf_files& dir, const std::vector<hf_parameter>& expected) {
+std::unique_ptr<weight_source> open_hf_weights(const hf_files& dir,
+                                               const std::vector<hf_parameter>& expected) {
   auto files = open_hf_weight_files(dir, expected, "the model being built");
   return std::make_unique<hf_source>(dir.where, std::move(files), expected);
 }
 
-std::unique_ptr<weight_source> open_hf_weights(const std::string& dir, const std::vector<hf_parameter>& expected) {
+std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,
+                                               const std::vector<hf_parameter>& expected) {
   return open_hf_weights(local_hf_files(dir), expected);
 }
 

@@ -44,7 +44,8 @@ void check_read(const std::string& what, std::int64_t begin, const torch::Tensor
 // for an F32 range; F16/BF16 in pieces of at most 8 Mi elements through a staging buffer) and
 // converts them to fp32 (a directory in S3: ranged GETs of those bytes, hf_files.hpp). Only names
 // and shapes of `expected` are used (meta tensors are fine).
-std::unique_ptr<weight_source> open_hf_weights(const hf_files& dir, const std::vector<hf_parameter>& expected);
+std::unique_ptr<weight_source> open_hf_weights(const hf_files& dir,
+                                               const std::vector<hf_parameter>& expected);
 std::unique_ptr<weight_source> open_hf_weights(const std::string& dir,  // a local directory
                                                const std::vector<hf_parameter>& expected);
 

@@ -58,8 +58,9 @@ model::model_config model_config_of(const config::model_spec& m, const model::hf
 
 // Where the initial weights come from: the Hugging Face directory's safetensors (whose model has
 // `stored_vocab` ids: rows past them are new, vocab_resize.hpp), else init_seed.
-std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& m, const model::hf_files& files,
-                                                      const model::decoder& net, std::int64_t stored_vocab) {
+std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& m,
+                                                      const model::hf_files& files, const model::decoder& net,
+                                                      std::int64_t stored_vocab) {
   if (!m.hf_dir.empty()) return model::open_resized_hf_weights(files, net->hf_parameters(), stored_vocab);
   return model::seeded_init(net->config(), net->hf_parameters(), m.init_seed);
 }
@@ -206,8 +207,9 @@ struct causal_lm_engine::impl : engine_state {
     const zero_options zo = zero_options_of(spec, device);
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     if (!net->has_lora()) {
-      optimizer = std::make_unique<zero_optimizer>(net->hf_parameters(),
-                                                   *initial_weights(spec.model, model_files, net, vocab.model_vocab), group, zo, wait);
+      optimizer = std::make_unique<zero_optimizer>(
+          net->hf_parameters(), *initial_weights(spec.model, model_files, net, vocab.model_vocab), group, zo,
+          wait);
       return;
     }
     // LoRA: the adapters train, initialised from train.seed; the base is frozen and whole. A grown

@@ -18,23 +18,23 @@
 
 #include "core/ckpt/hf_export.hpp"
 #include "core/ckpt/layout.hpp"
-#include "core/train/causal_lm_engine.hpp"
-#include "core/train/seq2seq_engine.hpp"
-#include "core/train/training_engine.hpp"
-#include "core/train/checkpointer.hpp"
 #include "core/comm/comm_error.hpp"
 #include "core/data/format.hpp"
 #include "core/model/model_error.hpp"
+#include "core/train/causal_lm_engine.hpp"
+#include "core/train/checkpointer.hpp"
 #include "core/train/device_memory.hpp"
 #include "core/train/event_file.hpp"
-#include "core/train/memory_status.hpp"
 #include "core/train/job_preflight.hpp"
+#include "core/train/memory_status.hpp"
 #include "core/train/metrics_log.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/sample_log.hpp"
+#include "core/train/seq2seq_engine.hpp"
 #include "core/train/step_gate.hpp"
 #include "core/train/test_hooks.hpp"
+#include "core/train/training_engine.hpp"
 
 namespace cohort::core::train {
 
@@ -244,9 +244,9 @@ class rank_run {
     checkpoints_ = std::make_unique<checkpointer>(ctx);
     from_ = checkpoints_->choose_resume();
     if (from_) engine_->restore(from_->dir, from_->manifest);
-    const std::string loading = describe_loading(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
-        process_read_bytes() - read_before, device_);
+    const std::string loading =
+        describe_loading(std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
+                         process_read_bytes() - read_before, device_);
     open_logs();
     log_start(t5 ? "T5 (seq2seq)" : "causal_lm", loading);
     plan_steps();
@@ -276,25 +276,29 @@ class rank_run {
     if (ctx_.rank == 0) {
       metrics_ = std::make_unique<metrics_log>(ctx_.run_dir + "/metrics.jsonl", engine_->steps_done());
       // A new file per attempt: TensorBoard merges them.
-      events_ = std::make_unique<event_file_writer>(ctx_.run_dir + "/tensorboard", "attempt-" + std::to_string(ctx_.attempt));
+      events_ = std::make_unique<event_file_writer>(ctx_.run_dir + "/tensorboard",
+                                                    "attempt-" + std::to_string(ctx_.attempt));
     }
     if (ctx_.spec.run.memory_status_every_s > 0)
-      memory_ = std::make_unique<memory_status_log>(ctx_.run_dir, ctx_.rank, device_, ctx_.spec.run.memory_status_every_s,
-                                                    engine_->steps_done());
-    if (ctx_.spec.run.sample_log) samples_ = std::make_unique<sample_log>(ctx_.run_dir, ctx_.rank, ctx_.attempt);
+      memory_ = std::make_unique<memory_status_log>(
+          ctx_.run_dir, ctx_.rank, device_, ctx_.spec.run.memory_status_every_s, engine_->steps_done());
+    if (ctx_.spec.run.sample_log)
+      samples_ = std::make_unique<sample_log>(ctx_.run_dir, ctx_.rank, ctx_.attempt);
   }
 
   // The rank's start line: what it trains, how, and what loading cost.
   void log_start(const char* kind, const std::string& loading) const {
     const auto& e = *engine_;
-    log("rank " + std::to_string(ctx_.rank) + "/" + std::to_string(ctx_.world_size) + " on node " + ctx_.node + ": " +
-        kind + ", " + std::to_string(e.parameter_count()) +
-        (ctx_.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), " : " parameters, ") +
-        std::to_string(e.total_steps()) + " steps of " + std::to_string(e.global_batch()) + " samples, ZeRO stage " +
-        std::to_string(ctx_.spec.zero.stage) + ", " + std::to_string(at::get_num_threads()) + " host threads" +
+    log("rank " + std::to_string(ctx_.rank) + "/" + std::to_string(ctx_.world_size) + " on node " +
+        ctx_.node + ": " + kind + ", " + std::to_string(e.parameter_count()) +
+        (ctx_.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), "
+                                      : " parameters, ") +
+        std::to_string(e.total_steps()) + " steps of " + std::to_string(e.global_batch()) +
+        " samples, ZeRO stage " + std::to_string(ctx_.spec.zero.stage) + ", " +
+        std::to_string(at::get_num_threads()) + " host threads" +
         (e.steps_done() > 0 ? ", resuming after step " + std::to_string(e.steps_done()) : "") +
-        (gpu_cap_ > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap_ >> 20) + " MiB" : "") + "; " + loading +
-        "after loading: " + describe(read_memory_peaks(device_)));
+        (gpu_cap_ > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap_ >> 20) + " MiB" : "") + "; " +
+        loading + "after loading: " + describe(read_memory_peaks(device_)));
   }
 
   // The steps this attempt runs (train.as_test: one past where the run stands), the export hook,
@@ -303,11 +307,14 @@ class rank_run {
   void plan_steps() {
     extra_ = engine_->checkpoint_extra();
     first_step_ = engine_->steps_done();
-    total_ = ctx_.spec.train.as_test ? std::min(engine_->total_steps(), first_step_ + 1) : engine_->total_steps();
+    total_ =
+        ctx_.spec.train.as_test ? std::min(engine_->total_steps(), first_step_ + 1) : engine_->total_steps();
     eval_every_ = engine_->has_eval() ? ctx_.spec.train.eval_every : 0;
     if (ctx_.spec.train.as_test && ctx_.rank == 0)
-      log("train.as_test: running step " + std::to_string(total_) + " only, then the final checkpoint and export");
-    if (ctx_.rank == 0 && ctx_.spec.run.checkpoint.export_every > 0) export_every(ctx_, *checkpoints_, total_);
+      log("train.as_test: running step " + std::to_string(total_) +
+          " only, then the final checkpoint and export");
+    if (ctx_.rank == 0 && ctx_.spec.run.checkpoint.export_every > 0)
+      export_every(ctx_, *checkpoints_, total_);
     if (from_) {
       const auto& logged = from_->manifest.metrics;
       report_.step = engine_->steps_done();
@@ -333,9 +340,17 @@ class rank_run {
     if (ctx_.step_reached) ctx_.step_reached->store(last.step);
     if (samples_) samples_->append(last.step, last.samples);
     const double tokens_per_s = last.seconds > 0 ? static_cast<double>(last.tokens) / last.seconds : 0;
-    report_ = step_report{last.step, total_, last.loss, last.lr, last.grad_norm, tokens_per_s,
-                          mfu(tokens_per_s, engine_->flops_per_token(), engine_->peak_flops(), ctx_.world_size),
-                          checkpoints_->committed_step(), last.seconds, last.optimizer_seconds};
+    report_ =
+        step_report{last.step,
+                    total_,
+                    last.loss,
+                    last.lr,
+                    last.grad_norm,
+                    tokens_per_s,
+                    mfu(tokens_per_s, engine_->flops_per_token(), engine_->peak_flops(), ctx_.world_size),
+                    checkpoints_->committed_step(),
+                    last.seconds,
+                    last.optimizer_seconds};
     return last;
   }
 
@@ -347,8 +362,8 @@ class rank_run {
     report_.eval_perplexity = std::exp(eval.loss);
     if (ctx_.rank == 0)
       log("step " + std::to_string(last.step) + ": eval_loss " + std::to_string(eval.loss) + " over " +
-          std::to_string(eval.labels) + " tokens in " + std::to_string(static_cast<long long>(eval.seconds * 1000)) +
-          " ms");
+          std::to_string(eval.labels) + " tokens in " +
+          std::to_string(static_cast<long long>(eval.seconds * 1000)) + " ms");
   }
 
   // Logged before it is saved: a crash in between resumes from an older checkpoint, whose resume
@@ -365,12 +380,14 @@ class rank_run {
     if (checkpoints_->due(last.step, total_) || last.checkpoint_requested) {
       const auto started = std::chrono::steady_clock::now();
       auto part = engine_->checkpoint();
-      const bool background = checkpoints_->save(static_cast<std::uint64_t>(last.step), std::move(part.tensors),
-                                                 std::move(part.state), metrics_of(report_), extra_);
+      const bool background =
+          checkpoints_->save(static_cast<std::uint64_t>(last.step), std::move(part.tensors),
+                             std::move(part.state), metrics_of(report_), extra_);
       const auto blocked = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
       if (ctx_.rank == 0)
-        log("step " + std::to_string(last.step) + ": checkpoint saved" + (background ? " in the background" : "") +
-            ", training blocked " + std::to_string(static_cast<long long>(blocked.count())) + " ms");
+        log("step " + std::to_string(last.step) + ": checkpoint saved" +
+            (background ? " in the background" : "") + ", training blocked " +
+            std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
     checkpoints_->log_commits();
   }
@@ -421,7 +438,7 @@ class rank_run {
   }
 
   const worker_context& ctx_;
-  const int device_;           // the CUDA device, or -1 on CPU
+  const int device_;            // the CUDA device, or -1 on CPU
   const std::int64_t gpu_cap_;  // bytes, 0: none
   std::unique_ptr<comm::process_group> group_;
   step_gate gate_;

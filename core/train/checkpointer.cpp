@@ -38,19 +38,23 @@ std::string wait_key(comm::store& store, const std::string& key, std::chrono::mi
 
 }  // namespace
 
-std::unique_ptr<ckpt::checkpoint_location> open_checkpoints(const worker_context& ctx, const std::string& cache_dir) {
+std::unique_ptr<ckpt::checkpoint_location> open_checkpoints(const worker_context& ctx,
+                                                            const std::string& cache_dir) {
   if (ctx.remote_run.empty()) return ckpt::local_checkpoints(ctx.run_dir);
   std::unique_ptr<storage::s3_client> client;
   try {
-    client = std::make_unique<storage::s3_client>(storage::s3_config_from_environment(ctx.spec.run.s3_endpoint));
+    client =
+        std::make_unique<storage::s3_client>(storage::s3_config_from_environment(ctx.spec.run.s3_endpoint));
   } catch (const std::invalid_argument& e) {
     throw bad_input_error(std::string("run.storage_path ") + ctx.remote_run + ": " + e.what());
   }
-  return ckpt::s3_checkpoints(std::move(client), storage::parse_s3_url(ctx.remote_run, "run.storage_path"), cache_dir);
+  return ckpt::s3_checkpoints(std::move(client), storage::parse_s3_url(ctx.remote_run, "run.storage_path"),
+                              cache_dir);
 }
 
 checkpointer::checkpointer(const worker_context& ctx)
-    : ctx_(ctx), location_(open_checkpoints(ctx, ctx.run_dir + "/s3-cache/rank-" + std::to_string(ctx.rank))) {
+    : ctx_(ctx),
+      location_(open_checkpoints(ctx, ctx.run_dir + "/s3-cache/rank-" + std::to_string(ctx.rank))) {
   const auto address = comm::parse_host_port(ctx.store_address);
   store_ = std::make_unique<comm::tcp_store>(address.host, address.port, ctx.store_secret);
 }
@@ -113,7 +117,8 @@ std::optional<resume_point> checkpointer::choose_resume() {
   }
   if (!choice.contains("dir")) return std::nullopt;
   // Rank 0 verified the copy it chose from; each other rank reads one of its own.
-  resume_point r{ctx_.rank == 0 ? choice["dir"].get<std::string>() : location_->fetch(choice["step"].get<std::uint64_t>()),
+  resume_point r{ctx_.rank == 0 ? choice["dir"].get<std::string>()
+                                : location_->fetch(choice["step"].get<std::uint64_t>()),
                  {}};
   r.manifest = ckpt::read_manifest(r.dir);
   restored_step_ = r.manifest.step;
@@ -130,9 +135,10 @@ nlohmann::json checkpointer::pick_resume() {
   if (!resume) {
     const auto committed = location_->committed();
     if (!committed.empty())
-      throw std::invalid_argument(
-          "run.resume is false, but " + location_->where() + " holds committed checkpoints (newest " +
-          ckpt::step_dir_name(committed.back().step) + "); choose another run.name or run.storage_path, or remove them");
+      throw std::invalid_argument("run.resume is false, but " + location_->where() +
+                                  " holds committed checkpoints (newest " +
+                                  ckpt::step_dir_name(committed.back().step) +
+                                  "); choose another run.name or run.storage_path, or remove them");
   } else {
     const auto latest = location_->latest_valid();
     for (const auto& r : latest.rejected) {
@@ -248,8 +254,8 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   std::uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.size;
   const auto kept = location_->retain(policy(true));
-  std::string note = "checkpoint " + location_->step_name(report.step) + " committed (" + std::to_string(bytes >> 10) + " KiB, " +
-                     std::to_string(m.files.size()) + " files)";
+  std::string note = "checkpoint " + location_->step_name(report.step) + " committed (" +
+                     std::to_string(bytes >> 10) + " KiB, " + std::to_string(m.files.size()) + " files)";
   if (!kept.deleted.empty()) note += "; retention removed " + std::to_string(kept.deleted.size()) + " older";
   std::lock_guard<std::mutex> lock(notes_mutex_);
   notes_.push_back(note);

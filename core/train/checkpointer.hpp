@@ -38,7 +38,8 @@ namespace cohort::core::train {
 // The run's checkpoints (ctx.run_dir, or the run in S3, ctx.remote_run, whose copies this process
 // downloads go under `cache_dir`). Throws bad_input_error naming run.storage_path for S3 settings
 // that cannot work.
-std::unique_ptr<ckpt::checkpoint_location> open_checkpoints(const worker_context& ctx, const std::string& cache_dir);
+std::unique_ptr<ckpt::checkpoint_location> open_checkpoints(const worker_context& ctx,
+                                                            const std::string& cache_dir);
 
 struct resume_point {
   std::string dir;

@@ -184,7 +184,11 @@ step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec,
 }
 
 engine_state::engine_state(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c)
-    : spec(s), group(g), model_files(open_model_files(s, g.rank())), cancelled(c), device(compute_device(s, g.rank())) {}
+    : spec(s),
+      group(g),
+      model_files(open_model_files(s, g.rank())),
+      cancelled(c),
+      device(compute_device(s, g.rank())) {}
 
 std::int64_t engine_state::global_batch() const {
   return std::int64_t{spec.train.micro_batch_size} * spec.train.grad_accum * group.size();

@@ -15,8 +15,8 @@
 #include <torch/types.h>
 
 #include "config/job_spec.hpp"
-#include "core/comm/process_group.hpp"
 #include "core/ckpt/manifest.hpp"
+#include "core/comm/process_group.hpp"
 #include "core/data/batch_loader.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/format.hpp"

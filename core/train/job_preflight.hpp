@@ -16,8 +16,9 @@ class dataset;
 namespace cohort::core::train {
 
 // Whether a causal_lm job's model is a T5 (config.json's model_type "t5", read from model.hf_dir
-// (only config.json when it is in S3), model.config or the inline config): the job then trains an encoder-decoder on seq2seq data
-// (seq2seq_engine). A config not readable here counts as a decoder's (the model's loading tells).
+// (only config.json when it is in S3), model.config or the inline config): the job then trains an
+// encoder-decoder on seq2seq data (seq2seq_engine). A config not readable here counts as a decoder's (the
+// model's loading tells).
 bool is_t5_job(const config::job_spec& spec);
 
 // The model and training data set of a causal_lm job. A T5 (is_t5_job) needs model.hf_dir and

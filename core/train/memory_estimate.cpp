@@ -112,7 +112,8 @@ model_shape read_model_shape(const config::model_spec& m, const std::string& s3_
       if (model::is_t5(json)) return shape_of(model::parse_t5_config(json, file));
       const auto config = model::parse_config(json, file);
       auto s = shape_of(config);
-      if (m.lora.enabled) s.lora_layer_parameters = lora_layer_parameters(config, m.lora.r, m.lora.target_modules);
+      if (m.lora.enabled)
+        s.lora_layer_parameters = lora_layer_parameters(config, m.lora.r, m.lora.target_modules);
       return s;
     }
     if (!m.config_file.empty()) return shape_of(model::read_config(m.config_file));

@@ -133,8 +133,9 @@ struct seq2seq_engine::impl : engine_state {
     const zero_options zo = zero_options_of(spec, device);
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     optimizer = std::make_unique<zero_optimizer>(
-        net->hf_parameters(), *model::open_resized_hf_weights(model_files, net->hf_parameters(), vocab.model_vocab),
-        group, zo, wait);
+        net->hf_parameters(),
+        *model::open_resized_hf_weights(model_files, net->hf_parameters(), vocab.model_vocab), group, zo,
+        wait);
     net->to(device);
     if (device.is_cuda()) peak_flops = peak_bf16_flops(cuda_device_name(device.index()));
   }

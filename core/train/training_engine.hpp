@@ -17,17 +17,17 @@
 namespace cohort::core::train {
 
 struct step_result {
-  std::int64_t step = 0;     // 1-based step just completed
-  double loss = 0;           // mean over the global batch's label tokens (0 if it has none)
-  double lr = 0;             // the learning rate this step used
-  double grad_norm = 0;      // global L2 norm before clipping
-  std::int64_t tokens = 0;   // real (non-padding) tokens in the global batch
+  std::int64_t step = 0;    // 1-based step just completed
+  double loss = 0;          // mean over the global batch's label tokens (0 if it has none)
+  double lr = 0;            // the learning rate this step used
+  double grad_norm = 0;     // global L2 norm before clipping
+  std::int64_t tokens = 0;  // real (non-padding) tokens in the global batch
   double seconds = 0;
   // Host time of the update (clipping, AdamW, new weights), part of seconds: with optimizer
   // offload the host AdamW; on a GPU without offload mostly the kernels' launch.
   double optimizer_seconds = 0;
   bool checkpoint_requested = false;  // some rank called request_checkpoint() before this step
-  bool preempted = false;  // and one of them with preempted: after saving, run no further step
+  bool preempted = false;             // and one of them with preempted: after saving, run no further step
   std::vector<std::int64_t> samples;  // the data set indices this rank consumed, in order
 };
 

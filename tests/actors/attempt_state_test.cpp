@@ -53,7 +53,8 @@ attempt_state started(std::shared_ptr<epoch_fence> fence = nullptr) {
 
 }  // namespace
 
-TEST_CASE("an attempt is running once every rank started, and says so again to a head that comes back", "[actors]") {
+TEST_CASE("an attempt is running once every rank started, and says so again to a head that comes back",
+          "[actors]") {
   attempt_state a(two_ranks(), nullptr, 0);
   CHECK(head_messages<attempt_running>(a.on_worker_started(0, 100)).empty());
   const auto both = a.on_worker_started(1, 101);
@@ -64,11 +65,12 @@ TEST_CASE("an attempt is running once every rank started, and says so again to a
   CHECK(head_messages<attempt_running>(again).size() == 1);
 }
 
-TEST_CASE("the outcome is kept and sent to every head that comes back until one acknowledges it", "[actors]") {
+TEST_CASE("the outcome is kept and sent to every head that comes back until one acknowledges it",
+          "[actors]") {
   auto fence = std::make_shared<epoch_fence>();
   attempt_state a = started(fence);
-  CHECK(a.on_worker_finished(worker_finished{"job-7", 2, 0, true}, 1).to_head.empty());
-  const auto ended = a.on_worker_finished(worker_finished{"job-7", 2, 1, true}, 2);
+  CHECK(a.on_worker_finished(worker_finished{"job-7", 2, 0, true, ""}, 1).to_head.empty());
+  const auto ended = a.on_worker_finished(worker_finished{"job-7", 2, 1, true, ""}, 2);
   CHECK(ended.settled);
   REQUIRE(head_messages<attempt_outcome>(ended).size() == 1);
   CHECK(head_messages<attempt_outcome>(ended)[0].succeeded);
@@ -82,10 +84,12 @@ TEST_CASE("the outcome is kept and sent to every head that comes back until one 
   CHECK_FALSE(stale.quit);
   REQUIRE(head_messages<log_line>(stale).size() == 1);
   CHECK_THAT(head_messages<log_line>(stale)[0].text, Catch::Contains("refused outcome_ack") &&
-                                                         Catch::Contains("epoch 4") && Catch::Contains("epoch 5"));
+                                                         Catch::Contains("epoch 4") &&
+                                                         Catch::Contains("epoch 5"));
 }
 
-TEST_CASE("output lines are numbered, kept until acknowledged and sent again to a head that comes back", "[actors]") {
+TEST_CASE("output lines are numbered, kept until acknowledged and sent again to a head that comes back",
+          "[actors]") {
   attempt_state a = started();
   for (const char* text : {"one", "two", "three"}) {
     const auto sent = head_messages<log_line>(a.on_log(output(text)));
@@ -100,7 +104,8 @@ TEST_CASE("output lines are numbered, kept until acknowledged and sent again to 
   CHECK(again[0].seq == 3);
 }
 
-TEST_CASE("unacknowledged output is bounded: the oldest lines go, and the next head is told how many", "[actors]") {
+TEST_CASE("unacknowledged output is bounded: the oldest lines go, and the next head is told how many",
+          "[actors]") {
   attempt_state a = started();
   const std::string big(max_unacked_log_bytes / 4 + 1, 'x');
   for (int i = 0; i < 6; ++i) a.on_log(output(big));
@@ -139,12 +144,14 @@ TEST_CASE("a command from a deposed head is refused and logged, and reaches no w
   auto fence = std::make_shared<epoch_fence>();
   attempt_state a = started(fence);
   CHECK(worker_messages<worker_command>(a.on_checkpoint(checkpoint_attempt{"job-7", 2, 3})).size() == 2);
-  for (const auto& refused : {a.on_checkpoint(checkpoint_attempt{"job-7", 2, 2}),
-                              a.on_release(release_attempt{"job-7", 2, 2}), a.on_stop(stop_attempt{"job-7", 2, "", 2})}) {
+  for (const auto& refused :
+       {a.on_checkpoint(checkpoint_attempt{"job-7", 2, 2}), a.on_release(release_attempt{"job-7", 2, 2}),
+        a.on_stop(stop_attempt{"job-7", 2, "", 2})}) {
     CHECK(refused.to_workers.empty());
     CHECK_FALSE(refused.stopped);
     REQUIRE(head_messages<log_line>(refused).size() == 1);
-    CHECK_THAT(head_messages<log_line>(refused)[0].text, Catch::Contains("a deposed head's command is fenced"));
+    CHECK_THAT(head_messages<log_line>(refused)[0].text,
+               Catch::Contains("a deposed head's command is fenced"));
   }
   CHECK(fence->refused() == 3);
 }
@@ -180,7 +187,7 @@ TEST_CASE("the first failure ends the attempt, blaming its rank, node and proces
 
 TEST_CASE("a worker lost without a word fails the attempt, unless its rank had finished", "[actors]") {
   attempt_state a = started();
-  a.on_worker_finished(worker_finished{"job-7", 2, 0, true}, 1);
+  a.on_worker_finished(worker_finished{"job-7", 2, 0, true, ""}, 1);
   CHECK(a.on_worker_lost(0, "exited").to_head.empty());
   const auto lost = a.on_worker_lost(1, "exited without reporting how its run ended");
   REQUIRE(head_messages<attempt_outcome>(lost).size() == 1);
@@ -200,7 +207,8 @@ TEST_CASE("a rank that stops making progress is killed and blamed at the hang ch
     r.step = 1;
     a.on_progress(r, 6);
   }
-  for (double t = 7; t < 40; t += 1) a.on_heartbeat(rank_heartbeat{"job-7", 2, 0, 1 + static_cast<std::int64_t>(t)}, t);
+  for (double t = 7; t < 40; t += 1)
+    a.on_heartbeat(rank_heartbeat{"job-7", 2, 0, 1 + static_cast<std::int64_t>(t)}, t);
   for (double t = 7; t < 40; t += 1) a.on_heartbeat(rank_heartbeat{"job-7", 2, 1, 1}, t);
   const auto hung = a.on_hang_check(40, again);
   CHECK_FALSE(again);
@@ -217,8 +225,9 @@ TEST_CASE("a rank that stops making progress is killed and blamed at the hang ch
   CHECK_FALSE(again);
 }
 
-TEST_CASE("rank 0's newest report goes to the head stamped with the attempt, and again to a head that comes back",
-          "[actors]") {
+TEST_CASE(
+    "rank 0's newest report goes to the head stamped with the attempt, and again to a head that comes back",
+    "[actors]") {
   attempt_state a = started();
   progress_report r;
   r.job_id = "job-7";

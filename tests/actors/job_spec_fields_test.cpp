@@ -114,7 +114,8 @@ void leaf_paths(const nlohmann::json& j, const std::string& prefix, std::set<std
     out.insert(prefix);
     return;
   }
-  for (auto it = j.begin(); it != j.end(); ++it) leaf_paths(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+  for (auto it = j.begin(); it != j.end(); ++it)
+    leaf_paths(*it, prefix.empty() ? it.key() : prefix + "." + it.key(), out);
 }
 
 std::set<std::string> leaf_paths(const nlohmann::json& j) {
@@ -124,7 +125,8 @@ std::set<std::string> leaf_paths(const nlohmann::json& j) {
 }
 
 // The wire's leaves whose value in `a` differs from `b`'s.
-void differing(const nlohmann::json& a, const nlohmann::json& b, const std::string& prefix, std::set<std::string>& out) {
+void differing(const nlohmann::json& a, const nlohmann::json& b, const std::string& prefix,
+               std::set<std::string>& out) {
   if (!a.is_object() || map_values.count(prefix)) {
     if (a != b) out.insert(prefix);
     return;
@@ -140,7 +142,8 @@ std::set<std::string> wire_fields() { return leaf_paths(net::to_json_view(job_sp
 // wire carries model.config as config_file (a path) or inline_config (the object).
 std::set<std::string> spec_keys() {
   std::set<std::string> keys;
-  for (const auto& spec : {every_field_set(true), every_field_set(false), every_field_set_from_config_file()}) {
+  for (const auto& spec :
+       {every_field_set(true), every_field_set(false), every_field_set_from_config_file()}) {
     for (const auto& k : leaf_paths(nlohmann::json::parse(config::to_json_text(spec)))) keys.insert(k);
   }
   return keys;

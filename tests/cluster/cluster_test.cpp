@@ -85,12 +85,34 @@ void release(test_cluster& c, const std::string& id) {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// The cluster most cases start from: a head and one node, "n1", with 2 CPUs. The case's body names
+// it `c`, as it names a test_cluster of its own.
+struct head_and_one_node {
+  test_cluster c;
+  head_and_one_node() {
+    c.start_head();
+    c.start_worker("n1", 2);
+  }
+};
+
 // `submit run JOB` without following: the job's id.
 std::string start_job(test_cluster& c, const std::string& job_file) {
   auto run = c.submit({"run", job_file});
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   return first_line(run.out);
+}
+
+// Waits for job `id` to fail on its own input, at its first attempt, not restarted: the reason.
+std::string failed_on_its_input(test_cluster& c, const std::string& id) {
+  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 120s);
+  INFO(s.dump());
+  CHECK(s["attempts"] == 1);
+  REQUIRE(s["failures"].size() == 1);
+  CHECK(s["failures"][0]["kind"] == "bad_input");
+  const auto reason = s["reason"].get<std::string>();
+  CHECK_THAT(reason, Catch::StartsWith("bad input: worker rank "));
+  return reason;
 }
 
 // A causal_lm job of 24 steps of a tiny Llama on 2 workers, restarted forever.
@@ -136,10 +158,7 @@ TEST_CASE("a three-worker job runs with rank 0 and the trainer on the large_cpu_
   CHECK(json::parse(list.out)["nodes"].size() == 2);
 }
 
-TEST_CASE("kill -9 of a worker process restarts the group and the job succeeds", "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
+TEST_CASE_METHOD(head_and_one_node, "kill -9 of a worker process restarts the group and the job succeeds", "[cluster]") {
   auto job = c.write_job(holding(lr_job("resilient", 2, 20, 0, -1, c.dir().str() + "/runs"), 4));
   auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return held_before(s, 4); }, 60s);
@@ -155,12 +174,9 @@ TEST_CASE("kill -9 of a worker process restarts the group and the job succeeds",
   CHECK_THAT(s["failures"][0]["reason"].get<std::string>(), Catch::Contains("SIGKILL"));
 }
 
-TEST_CASE("with max_failures 0 a worker killed with kill -9 fails the job, naming rank, node and "
+TEST_CASE_METHOD(head_and_one_node, "with max_failures 0 a worker killed with kill -9 fails the job, naming rank, node and "
           "signal",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   auto job = c.write_job(holding(lr_job("fragile", 2, 10, 0, 0, c.dir().str() + "/runs"), 3));
   auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
@@ -197,11 +213,8 @@ TEST_CASE("kill -9 of a cluster-worker makes its job wait PENDING until a new no
   CHECK(s["attempts"].get<int>() >= 2);
 }
 
-TEST_CASE("a head killed with kill -9 and restarted on its store keeps the job, which finishes",
+TEST_CASE_METHOD(head_and_one_node, "a head killed with kill -9 and restarted on its store keeps the job, which finishes",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   auto job = c.write_job(holding(lr_job("survivor", 2, 10, 0, -1, c.dir().str() + "/runs"), 3));
   auto id = start_job(c, job);
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
@@ -269,12 +282,9 @@ TEST_CASE("garbage, truncated and oversized bytes sent to the head's port do not
   CHECK(json::parse(r.out)["jobs"].is_array());
 }
 
-TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends bitwise equal to a "
+TEST_CASE_METHOD(head_and_one_node, "kill -9 of a worker mid-run resumes from the last checkpoint and ends bitwise equal to a "
           "straight run",
           "[cluster][ckpt]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
   const auto job = [&](const std::string& name) { return tiny_llama_job(name, data, c.dir().str() + "/runs", 6); };
   auto straight = c.submit({"run", c.write_job(job("straight")), "--follow"});
@@ -314,10 +324,7 @@ TEST_CASE("kill -9 of a worker mid-run resumes from the last checkpoint and ends
   }
 }
 
-TEST_CASE("submit checkpoint makes a running job save a checkpoint after its next step", "[cluster][ckpt]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
+TEST_CASE_METHOD(head_and_one_node, "submit checkpoint makes a running job save a checkpoint after its next step", "[cluster][ckpt]") {
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
   const auto id =
       start_job(c, c.write_job(holding(tiny_llama_job("asked", data, c.dir().str() + "/runs", 0), 4)));
@@ -339,12 +346,9 @@ TEST_CASE("submit checkpoint makes a running job save a checkpoint after its nex
   CHECK(c.submit({"checkpoint", id}).exit_code == 1);  // no longer running
 }
 
-TEST_CASE("a held job shows as held in submit status until released, and release and checkpoint "
+TEST_CASE_METHOD(head_and_one_node, "a held job shows as held in submit status until released, and release and checkpoint "
           "refuse what a job cannot do, naming why",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto id = start_job(c, c.write_job(holding(lr_job("paused", 2, 5, 0, 0, c.dir().str() + "/runs"), 2)));
   const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 2); }, 60s);
   CHECK(held["step"] == 1);
@@ -387,11 +391,8 @@ std::string gpu_lr_job(const std::string& name, double gpus, const std::string& 
 
 }  // namespace
 
-TEST_CASE("a job asking more GPUs than any node offers fails at once, naming the numbers",
+TEST_CASE_METHOD(head_and_one_node, "a job asking more GPUs than any node offers fails at once, naming the numbers",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   auto run = c.submit({"run", c.write_job(gpu_lr_job("too-many-gpus", 64, c.dir().str() + "/runs")),
                        "--follow"});
   INFO(run.out << run.err);
@@ -495,11 +496,8 @@ TEST_CASE("submit --local runs each rank in a cohort-worker process of its own, 
                       Catch::Contains("SIGKILL"));
 }
 
-TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU workers see no GPU",
+TEST_CASE_METHOD(head_and_one_node, "a job's runtime_env.env_vars reach its worker processes, and CPU workers see no GPU",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   auto spec = json::parse(lr_job("with-env", 2, 5, 0.0, 0, c.dir().str() + "/runs"));
   spec["runtime_env"]["env_vars"] = {{"NCCL_DEBUG", "INFO"}, {"COHORT_GPU_MEMORY_LIMIT_GB", "20"}};
   auto run = c.submit({"run", c.write_job(spec.dump()), "--follow"});
@@ -523,22 +521,13 @@ TEST_CASE("a job's runtime_env.env_vars reach its worker processes, and CPU work
   CHECK_THAT(refused.err, Catch::Contains("runtime_env.env_vars.LD_PRELOAD: refused"));
 }
 
-TEST_CASE("a job whose runtime_env names a network interface its node lacks fails at once as bad "
+TEST_CASE_METHOD(head_and_one_node, "a job whose runtime_env names a network interface its node lacks fails at once as bad "
           "input, naming the variable, the interface and the node's interfaces",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   auto spec = json::parse(lr_job("no-such-nic", 2, 5, 0.0, -1, c.dir().str() + "/runs"));
   spec["runtime_env"]["env_vars"] = {{"GLOO_SOCKET_IFNAME", "nosuch0"}};
   const auto id = start_job(c, c.write_job(spec.dump()));
-  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 120s);
-  INFO(s.dump());
-  CHECK(s["attempts"] == 1);
-  REQUIRE(s["failures"].size() == 1);
-  CHECK(s["failures"][0]["kind"] == "bad_input");
-  const auto reason = s["reason"].get<std::string>();
-  CHECK_THAT(reason, Catch::StartsWith("bad input: worker rank "));
+  const auto reason = failed_on_its_input(c, id);
   CHECK_THAT(reason, Catch::Contains(" on node n1 ") &&
                          Catch::Contains("runtime_env.env_vars.GLOO_SOCKET_IFNAME: there is no network "
                                          "interface 'nosuch0'; this machine's interfaces: lo (127.0.0.1"));
@@ -700,11 +689,8 @@ TEST_CASE("submit plan prints each rank's GPU memory and host RAM, and refuses w
                                           "node's GPU memory (largest: 476.8 MiB)"));
 }
 
-TEST_CASE("submit plan against a running cluster places the job on its nodes without starting it",
+TEST_CASE_METHOD(head_and_one_node, "submit plan against a running cluster places the job on its nodes without starting it",
           "[cluster][memory]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto job = c.write_job(tiny_llama_job("planned-live", c.dir().str() + "/data", c.dir().str() + "/runs", 0));
   const auto plan = c.submit({"plan", job});
   INFO(plan.out << plan.err);
@@ -747,12 +733,9 @@ const char* subcommand_for(const actors::drain_node&) { return "drain"; }
 
 }  // namespace
 
-TEST_CASE("every client request of the protocol table gets its real reply from a running head "
+TEST_CASE_METHOD(head_and_one_node, "every client request of the protocol table gets its real reply from a running head "
           "through submit",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   std::set<std::string> answered;  // subcommands whose request got its reply
   const auto ok = [&](const cohort::test::command_result& r, const char* subcommand) {
     INFO("submit " << subcommand << ": " << r.out << r.err);
@@ -823,12 +806,9 @@ TEST_CASE("every client request of the protocol table gets its real reply from a
   CHECK(requests == actors::client_calls::size);
 }
 
-TEST_CASE("submit following a job's output runs without libtorch, and --help lists only user "
+TEST_CASE_METHOD(head_and_one_node, "submit following a job's output runs without libtorch, and --help lists only user "
           "options",
           "[cluster][client]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto id = start_job(c, c.write_job(holding(lr_job("light", 1, 3, 0, 0, c.dir().str() + "/runs"), 2)));
   c.wait_for(id, [](const json& s) { return held_before(s, 2); }, 60s);
   // A running `submit logs -f` that has printed the job's output is past its start: every library
@@ -879,12 +859,9 @@ TEST_CASE("relative paths in a spec are resolved by submit against the spec's di
   CHECK_FALSE(fs::exists(fs::path(elsewhere) / "runs"));
 }
 
-TEST_CASE("a T5 job on a seq2seq data set runs through the cluster to its metrics, checkpoint and "
+TEST_CASE_METHOD(head_and_one_node, "a T5 job on a seq2seq data set runs through the cluster to its metrics, checkpoint and "
           "exported model",
           "[cluster][t5]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_seq2seq_dataset(c.dir().path("pairs"));
   const std::string job = R"({"name": "t5", "workload": "causal_lm",
     "model": {"hf_dir": ")" + std::string(COHORT_MODEL_FIXTURES) + R"(/t5-v1_0"},
@@ -906,22 +883,13 @@ TEST_CASE("a T5 job on a seq2seq data set runs through the cluster to its metric
   CHECK(std::filesystem::exists(c.dir().path("runs/t5/model/model.safetensors")));
 }
 
-TEST_CASE("a job whose data set lost a shard fails at once as bad input under max_failures -1, "
+TEST_CASE_METHOD(head_and_one_node, "a job whose data set lost a shard fails at once as bad input under max_failures -1, "
           "after one attempt",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
   REQUIRE(std::filesystem::remove(data + "/shard-00000.tokens"));  // the manifest still reads
   const auto id = start_job(c, c.write_job(tiny_llama_job("no-shard", data, c.dir().str() + "/runs", 0)));
-  const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 120s);
-  INFO(s.dump());
-  CHECK(s["attempts"] == 1);
-  REQUIRE(s["failures"].size() == 1);
-  CHECK(s["failures"][0]["kind"] == "bad_input");
-  const auto reason = s["reason"].get<std::string>();
-  CHECK_THAT(reason, Catch::StartsWith("bad input: worker rank "));
+  const auto reason = failed_on_its_input(c, id);
   CHECK_THAT(reason, Catch::Contains("data.train: ") && Catch::Contains("shard-00000"));
   CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("FAILED: bad input"));
 }
@@ -944,11 +912,8 @@ TEST_CASE("submit refuses with exit 2 a data.train that is not a data set and a 
   CHECK(json::parse(listed.out)["jobs"].empty());  // neither reached the head
 }
 
-TEST_CASE("a spec larger than one environment variable holds (over 128 KiB) runs to the end",
+TEST_CASE_METHOD(head_and_one_node, "a spec larger than one environment variable holds (over 128 KiB) runs to the end",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   auto spec = json::parse(lr_job("big-spec", 2, 5, 0, 0, c.dir().str() + "/runs"));
   for (int i = 0; i < 40; ++i)
     spec["runtime_env"]["env_vars"]["BIG_" + std::to_string(i)] = std::string(4000, 'a' + i % 26);
@@ -959,11 +924,8 @@ TEST_CASE("a spec larger than one environment variable holds (over 128 KiB) runs
   CHECK(s["attempts"] == 1);
 }
 
-TEST_CASE("a job no node set of the cluster can ever hold waits PENDING with the reason in status",
+TEST_CASE_METHOD(head_and_one_node, "a job no node set of the cluster can ever hold waits PENDING with the reason in status",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto id = start_job(c, c.write_job(lr_job("huge", 65536, 5, 0, 0, c.dir().str() + "/runs")));
   const auto s = c.wait_for(
       id, [](const json& s) { return s["reason"].get<std::string>().rfind("infeasible", 0) == 0; }, 60s);
@@ -1266,12 +1228,9 @@ TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; node
   CHECK(c.head().wait_for_exit(60s));
 }
 
-TEST_CASE("a rank stopped with SIGSTOP mid-run is named hung in status (node, rank, pid, last step), "
+TEST_CASE_METHOD(head_and_one_node, "a rank stopped with SIGSTOP mid-run is named hung in status (node, rank, pid, last step), "
           "killed, and the job restarts and succeeds; the rank waiting on it is not blamed",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   // The waiting rank's collective timeout (60 s) is far above the hang allowance (3 s): the
   // detector must decide, and it must name the stopped rank.
   auto job = c.write_job(hang_job("stalls", 8, 4, c.dir().str() + "/runs",
@@ -1309,12 +1268,9 @@ TEST_CASE("a rank stopped with SIGSTOP mid-run is named hung in status (node, ra
   if (stat >> pid_field >> comm >> state) CHECK(state != "T");
 }
 
-TEST_CASE("a worker process killed by SIGSEGV leaves a crash report in status: the signal, its last "
+TEST_CASE_METHOD(head_and_one_node, "a worker process killed by SIGSEGV leaves a crash report in status: the signal, its last "
           "lines and a native stack trace",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   // Held before step 3: it is killed mid-run however slow the machine is.
   auto job = c.write_job(hang_job("crashes", 6, 3, c.dir().str() + "/runs", R"("max_failures": 0)"));
   auto id = start_job(c, job);
@@ -1763,12 +1719,9 @@ TEST_CASE("a job that ends while no leader is reachable is taken as ended by the
   CHECK(occurrences(c.submit({"logs", id}).out, "rank 0 done") == 1);
 }
 
-TEST_CASE("a job with run.hold_before_steps holds before each of them, and each hold takes a release "
+TEST_CASE_METHOD(head_and_one_node, "a job with run.hold_before_steps holds before each of them, and each hold takes a release "
           "of its own",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   auto spec = json::parse(lr_job("stepped", 2, 8, 0, 0, c.dir().str() + "/runs"));
   spec["run"]["hold_before_steps"] = {2, 5};
   const auto id = start_job(c, c.write_job(spec.dump()));
@@ -1957,12 +1910,9 @@ TEST_CASE("the head's metrics endpoint gives a scraper with the cluster's token 
   CHECK(scraper.Get("/api/cluster")->status == 401);
 }
 
-TEST_CASE("submit status shows the newest eval_loss and perplexity of a job with validation, as its "
+TEST_CASE_METHOD(head_and_one_node, "submit status shows the newest eval_loss and perplexity of a job with validation, as its "
           "metrics.jsonl logged them, and nothing of the kind without",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
   const auto eval = cohort::test::make_tiny_dataset(c.dir().str() + "/eval");
   auto spec = json::parse(tiny_llama_job("validated", data, c.dir().str() + "/runs", 0));
@@ -2237,12 +2187,9 @@ TEST_CASE("a rank that stops writing inside its checkpoint save is named hung af
   CHECK(s["attempts"] == 2);
 }
 
-TEST_CASE("a worker process past its scaling.resources_per_worker.memory is killed by its node, and "
+TEST_CASE_METHOD(head_and_one_node, "a worker process past its scaling.resources_per_worker.memory is killed by its node, and "
           "the failure names the limit and what it held; one within its limit runs to the end",
           "[cluster]") {
-  test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 2);
   const auto with_memory = [&](const std::string& name, const std::string& bytes, int hold) {
     auto text = lr_job(name, 1, 4, 0, 0, c.dir().str() + "/runs");
     const std::string cpu = R"({"CPU": 1})";

@@ -277,12 +277,15 @@ TEST_CASE("data.train in S3 stays as given, with its cache directory and budget,
   CHECK(fraction.path() == "data.cache_bytes");
 }
 
-TEST_CASE("model.hf_dir in S3 stays as given, in canonical form, survives the wire, and a malformed one is refused",
-          "[config]") {
-  const job_spec s = parse_job_spec(R"({"name": "p", "model": {"hf_dir": "s3://models/meta/llama-2-7b/"}})", "/work/jobs");
+TEST_CASE(
+    "model.hf_dir in S3 stays as given, in canonical form, survives the wire, and a malformed one is refused",
+    "[config]") {
+  const job_spec s =
+      parse_job_spec(R"({"name": "p", "model": {"hf_dir": "s3://models/meta/llama-2-7b/"}})", "/work/jobs");
   CHECK(s.model.hf_dir == "s3://models/meta/llama-2-7b");
   CHECK(parse_job_spec(to_json_text(s)).model.hf_dir == s.model.hf_dir);
-  const auto bad = expect_spec_error([] { parse_job_spec(R"({"name": "p", "model": {"hf_dir": "s3://Models/x"}})"); });
+  const auto bad =
+      expect_spec_error([] { parse_job_spec(R"({"name": "p", "model": {"hf_dir": "s3://Models/x"}})"); });
   CHECK(bad.path() == "model.hf_dir");
   CHECK_THAT(bad.what(), Catch::Contains("expected s3://BUCKET or s3://BUCKET/PREFIX"));
 }

@@ -161,7 +161,8 @@ TEST_CASE("an s3:// storage path is not on disk and passes the roots, but its ru
   CHECK_THAT(e.what(), Catch::Contains("is outside the cluster's storage roots"));
 }
 
-TEST_CASE("data.train and model.hf_dir in S3 pass the roots, but data.cache_dir must lie under one", "[config]") {
+TEST_CASE("data.train and model.hf_dir in S3 pass the roots, but data.cache_dir must lie under one",
+          "[config]") {
   cohort::test::temp_dir dir;
   const auto roots = canonical_storage_roots({dir.str()});
   job_spec spec = job_under(dir.path());

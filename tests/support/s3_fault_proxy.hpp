@@ -103,7 +103,8 @@ class s3_fault_proxy {
   // The value of header `name` (lower case) in a request or answer head, or "".
   static std::string header(const std::string& head, const std::string& name) {
     std::string lower = head;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     const auto at = lower.find("\r\n" + name + ":");
     if (at == std::string::npos) return "";
     const auto begin = head.find_first_not_of(' ', at + 3 + name.size());
@@ -146,9 +147,10 @@ class s3_fault_proxy {
         const std::string body =
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InternalError</Code>"
             "<Message>injected by the test</Message></Error>";
-        const std::string answer = "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\n"
-                                   "Content-Length: " + std::to_string(body.size()) +
-                                   "\r\nConnection: close\r\n\r\n" + body;
+        const std::string answer =
+            "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/xml\r\n"
+            "Content-Length: " +
+            std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
         send_all(client, answer.data(), answer.size());
       } else {
         relay(client, request, line, header(head, "range"));
@@ -172,7 +174,8 @@ class s3_fault_proxy {
     }
     std::string answer;
     char buf[65536];
-    for (ssize_t k; (k = ::recv(server, buf, sizeof buf, 0)) > 0;) answer.append(buf, static_cast<std::size_t>(k));
+    for (ssize_t k; (k = ::recv(server, buf, sizeof buf, 0)) > 0;)
+      answer.append(buf, static_cast<std::size_t>(k));
     ::close(server);
     exchange e;
     e.request_line = line;

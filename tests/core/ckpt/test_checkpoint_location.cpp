@@ -70,7 +70,9 @@ std::unique_ptr<place> in_s3() {
   const auto url = storage::parse_s3_url("s3://" + p->server->bucket() + "/runs/job", "test");
   p->location = s3_checkpoints(std::move(client), url, p->tmp.path("cache"));
   const std::string tmp = p->tmp.path("");
-  p->staging = [tmp](int rank, std::uint64_t step) { return step_dir(tmp + "/node-" + std::to_string(rank), step); };
+  p->staging = [tmp](int rank, std::uint64_t step) {
+    return step_dir(tmp + "/node-" + std::to_string(rank), step);
+  };
   p->damage = [server = p->server.get(), url](std::uint64_t step) {
     const storage::s3_client c(server->config());
     const std::string key = url.key("checkpoints/" + step_dir_name(step) + "/" + rank_shard_name(1));
@@ -81,11 +83,15 @@ std::unique_ptr<place> in_s3() {
   return p;
 }
 
-// Both places; S3 only where the test server is installed.
-std::vector<std::function<std::unique_ptr<place>()>> places() {
-  std::vector<std::function<std::unique_ptr<place>()>> out{on_disk};
-  if (cohort::test::s3rver_available()) out.push_back(in_s3);
-  return out;
+// Runs `check` on both places (S3 only where the test server is installed), each named.
+void for_each_place(const std::function<void(place*)>& check) {
+  std::vector<std::function<std::unique_ptr<place>()>> makers{on_disk};
+  if (cohort::test::s3rver_available()) makers.push_back(in_s3);
+  for (const auto& make : makers) {
+    const auto p = make();
+    INFO(p->name);
+    check(p.get());
+  }
 }
 
 std::vector<std::uint64_t> steps_of(const std::vector<checkpoint_info>& list) {
@@ -98,9 +104,7 @@ std::vector<std::uint64_t> steps_of(const std::vector<checkpoint_info>& list) {
 
 TEST_CASE("a location lists its committed checkpoints and gives each rank a verified local copy to read",
           "[core][ckpt][s3]") {
-  for (const auto& make : places()) {
-    const auto p = make();
-    INFO(p->name);
+  for_each_place([](place* p) {
     p->save(2);
     p->save(4);
     p->save(6, /*commit=*/false);  // every rank's files, never committed
@@ -115,17 +119,16 @@ TEST_CASE("a location lists its committed checkpoints and gives each rank a veri
     const std::string copy = p->location->fetch(2);
     CHECK(verify_checkpoint(copy).ok());
     CHECK(read_manifest(copy).step == 2);
-    CHECK_THAT(p->location->step_name(4), Catch::Contains(p->location->where()) && Catch::EndsWith(step_dir_name(4)));
+    CHECK_THAT(p->location->step_name(4),
+               Catch::Contains(p->location->where()) && Catch::EndsWith(step_dir_name(4)));
     // Right after a commit only a run on disk has the step's files on this machine.
     CHECK(p->location->local_copy(4).has_value() == (p->name == "on disk"));
-  }
+  });
 }
 
 TEST_CASE("a location sets a damaged committed checkpoint aside and the one before it is the newest valid",
           "[core][ckpt][s3]") {
-  for (const auto& make : places()) {
-    const auto p = make();
-    INFO(p->name);
+  for_each_place([](place* p) {
     p->save(2);
     p->save(4);
     p->damage(4);
@@ -139,13 +142,11 @@ TEST_CASE("a location sets a damaged committed checkpoint aside and the one befo
     CHECK(steps_of(p->location->committed()) == std::vector<std::uint64_t>{2});
     p->save(4);  // the step written again is committed and valid
     CHECK(p->location->latest_valid().checkpoint->step == 4);
-  }
+  });
 }
 
 TEST_CASE("a location claimed by a newer attempt refuses an older attempt's commit", "[core][ckpt][s3]") {
-  for (const auto& make : places()) {
-    const auto p = make();
-    INFO(p->name);
+  for_each_place([](place* p) {
     const attempt_token older{"job-1", 0}, newer{"job-1", 1};
     p->location->claim(older);
     p->save(2, true, &older);
@@ -159,14 +160,13 @@ TEST_CASE("a location claimed by a newer attempt refuses an older attempt's comm
     CHECK(steps_of(p->location->committed()) == std::vector<std::uint64_t>{2});
     p->save(4, true, &newer);
     CHECK(steps_of(p->location->committed()) == std::vector<std::uint64_t>{2, 4});
-  }
+  });
 }
 
-TEST_CASE("a location's retention keeps the best checkpoints by a metric and removes dead attempts' leftovers",
-          "[core][ckpt][s3]") {
-  for (const auto& make : places()) {
-    const auto p = make();
-    INFO(p->name);
+TEST_CASE(
+    "a location's retention keeps the best checkpoints by a metric and removes dead attempts' leftovers",
+    "[core][ckpt][s3]") {
+  for_each_place([](place* p) {
     p->save(2, true, nullptr, {{"loss", 0.5}});
     p->save(4, true, nullptr, {{"loss", 0.9}});
     p->save(6, true, nullptr, {{"loss", 0.7}});
@@ -180,13 +180,11 @@ TEST_CASE("a location's retention keeps the best checkpoints by a metric and rem
     CHECK(r.deleted == std::vector<std::uint64_t>{4});
     CHECK(r.removed_incomplete.size() == 1);
     CHECK(steps_of(p->location->committed()) == std::vector<std::uint64_t>{2, 6});
-  }
+  });
 }
 
 TEST_CASE("a location makes an export written on this machine the run's", "[core][ckpt][s3]") {
-  for (const auto& make : places()) {
-    const auto p = make();
-    INFO(p->name);
+  for_each_place([](place* p) {
     const std::string dir = p->tmp.path("run/model");
     fs::create_directories(dir);
     cohort::test::write_file(dir + "/config.json", "{}");
@@ -197,5 +195,5 @@ TEST_CASE("a location makes an export written on this machine the run's", "[core
       CHECK(c.get_object(p->server->bucket(), "runs/job/model/config.json") == "{}");
       CHECK_THAT(where, Catch::StartsWith("s3://" + p->server->bucket() + "/runs/job/model"));
     }
-  }
+  });
 }

@@ -64,7 +64,8 @@ std::vector<torch::Tensor> read_all(const weight_source& src, const std::vector<
 }
 
 bool is_weights_get(const cohort::test::s3_fault_proxy::exchange& e) {
-  return e.request_line.rfind("GET ", 0) == 0 && e.request_line.find(".safetensors HTTP/") != std::string::npos;
+  return e.request_line.rfind("GET ", 0) == 0 &&
+         e.request_line.find(".safetensors HTTP/") != std::string::npos;
 }
 
 }  // namespace
@@ -86,7 +87,8 @@ TEST_CASE("a model directory in S3 gives the same weights as its local copy, its
     CHECK(files.where == "s3://cohort-test/models/" + family);
     CHECK(fs::exists(files.dir + "/config.json"));
     CHECK(fs::exists(files.dir + "/generation_config.json"));
-    CHECK(fs::exists(files.dir + "/model.safetensors.index.json") == fs::exists(local + "/model.safetensors.index.json"));
+    CHECK(fs::exists(files.dir + "/model.safetensors.index.json") ==
+          fs::exists(local + "/model.safetensors.index.json"));
     for (const auto& f : fs::directory_iterator(files.dir)) {
       INFO(f.path());
       CHECK(f.path().extension() != ".safetensors");
@@ -167,11 +169,13 @@ TEST_CASE("a transient S3 failure while reading weights is retried, a lasting on
   auto out = torch::empty({params.front().tensor.numel()}, torch::kFloat);
   CHECK_THROWS_WITH(source->read(params.front().name, 0, out),
                     Catch::Contains("s3://cohort-test/models/mistral/model.safetensors") &&
-                        Catch::Contains("no success after 4 attempts") && Catch::Contains("500 InternalError"));
+                        Catch::Contains("no success after 4 attempts") &&
+                        Catch::Contains("500 InternalError"));
 }
 
-TEST_CASE("a truncated weight object, one replaced while loading and a prefix without a model are refused, named",
-          "[core][model][s3]") {
+TEST_CASE(
+    "a truncated weight object, one replaced while loading and a prefix without a model are refused, named",
+    "[core][model][s3]") {
   COHORT_NEED_S3_SERVER();
   s3_rig rig;
   const std::string local = cohort::test::local_fixture("mistral");
@@ -179,9 +183,11 @@ TEST_CASE("a truncated weight object, one replaced while loading and a prefix wi
   const std::string bytes = cohort::test::read_file(local + "/model.safetensors");
 
   rig.upload(local, "models/cut");
-  rig.client->put_object(rig.server.bucket(), "models/cut/model.safetensors", bytes.substr(0, bytes.size() - 100));
-  CHECK_THROWS_WITH(open_hf_weights(rig.fetch("models/cut"), meta->hf_parameters()),
-                    Catch::Contains("s3://cohort-test/models/cut/model.safetensors") && Catch::Contains("truncated"));
+  rig.client->put_object(rig.server.bucket(), "models/cut/model.safetensors",
+                         bytes.substr(0, bytes.size() - 100));
+  CHECK_THROWS_WITH(
+      open_hf_weights(rig.fetch("models/cut"), meta->hf_parameters()),
+      Catch::Contains("s3://cohort-test/models/cut/model.safetensors") && Catch::Contains("truncated"));
 
   rig.upload(local, "models/replaced");
   const auto source = open_hf_weights(rig.fetch("models/replaced"), meta->hf_parameters());
@@ -194,8 +200,8 @@ TEST_CASE("a truncated weight object, one replaced while loading and a prefix wi
                         Catch::Contains("the object changed"));
 
   rig.client->put_object(rig.server.bucket(), "models/empty/README.md", "nothing here");
-  CHECK_THROWS_WITH(rig.fetch("models/empty"), Catch::Contains("s3://cohort-test/models/empty") &&
-                                                   Catch::Contains("no config.json"));
-  CHECK_THROWS_WITH(rig.fetch("models/none"), Catch::Contains("s3://cohort-test/models/none") &&
-                                                  Catch::Contains("no config.json"));
+  CHECK_THROWS_WITH(rig.fetch("models/empty"),
+                    Catch::Contains("s3://cohort-test/models/empty") && Catch::Contains("no config.json"));
+  CHECK_THROWS_WITH(rig.fetch("models/none"),
+                    Catch::Contains("s3://cohort-test/models/none") && Catch::Contains("no config.json"));
 }

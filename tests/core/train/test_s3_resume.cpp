@@ -152,8 +152,9 @@ std::uint64_t data_section_bytes(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("a run whose model.hf_dir is in S3 fetches each weight once, by range, and trains exactly as from disk",
-          "[core][train][model][s3]") {
+TEST_CASE(
+    "a run whose model.hf_dir is in S3 fetches each weight once, by range, and trains exactly as from disk",
+    "[core][train][model][s3]") {
   COHORT_NEED_S3_SERVER();
   test::s3_server server;
   test::s3_fault_proxy proxy{server.port()};
@@ -171,7 +172,8 @@ TEST_CASE("a run whose model.hf_dir is in S3 fetches each weight once, by range,
 
   const core::storage::s3_client client(server.config());
   for (const char* name : {"config.json", "generation_config.json", "model.safetensors"})
-    client.put_object(server.bucket(), std::string("models/tiny-llama/") + name, test::read_file(fixture + "/" + name));
+    client.put_object(server.bucket(), std::string("models/tiny-llama/") + name,
+                      test::read_file(fixture + "/" + name));
   spec.model.hf_dir = "s3://" + server.bucket() + "/models/tiny-llama";
   spec.run.s3_endpoint = proxy.endpoint();
   // The head's plan reads config.json alone, and sees the same model.
