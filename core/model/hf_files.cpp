@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -152,7 +153,7 @@ hf_files fetch_hf_files(std::shared_ptr<const storage::s3_client> client, const 
     throw model_error(model_errc::io,
                       cache_dir + ": cannot create the model cache directory: " + ec.message());
   auto weights = std::make_shared<std::map<std::string, storage::s3_object_info>>();
-  bool has_config = false;
+  std::set<std::string> copied;
   for (const auto& object : listed) {
     const std::string name = object.key.substr(prefix.size());
     const std::string extension = fs::path(name).extension().string();
@@ -162,8 +163,16 @@ hf_files fetch_hf_files(std::shared_ptr<const storage::s3_client> client, const 
       continue;
     }
     copy_object(*client, url.bucket, object, (fs::path(cache_dir) / name).string());
-    has_config = has_config || name == "config.json";
+    copied.insert(name);
   }
+  // A file an earlier listing had (an index since removed) would be read as the model's: gone.
+  // Another process's copy in flight (.part-) is left alone.
+  for (const auto& entry : fs::directory_iterator(cache_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && !copied.count(name) && name.find(".part-") == std::string::npos)
+      fs::remove(entry.path(), ec);
+  }
+  const bool has_config = copied.count("config.json") > 0;
   if (!has_config)
     throw model_error(model_errc::bad_weights, url.text() + ": no config.json under this prefix (found " +
                                                    std::to_string(listed.size()) +
