@@ -658,6 +658,21 @@ void on_node_lost(head_ptr self, const std::string& name) {
   start_trainers(self);
 }
 
+// A node process fell silent (the gateway says so before its proxies end): the node is lost now,
+// before the downs of its trainers arrive; a trainer's down handled first would place its restart
+// on the silent node, an attempt lost again at once.
+void on_process_silent(head_ptr self, const process_silent& m) {
+  const std::string node_prefix = "node:";
+  if (m.process.rfind(node_prefix, 0) != 0) return;
+  const auto name = m.process.substr(node_prefix.size());
+  auto& st = self->state;
+  auto node = st.node_actors.find(name);
+  if (node == st.node_actors.end()) return;
+  st.node_by_addr.erase(node->second.address());  // its proxy's down, still to come, is ignored
+  self->demonitor(node->second);
+  on_node_lost(self, name);
+}
+
 // A trainer went down; one that finished normally sent its outcome first (the bridge keeps that
 // order too), so what is still watched ended without one.
 void on_trainer_lost(head_ptr self, head_actor_state::trainer_ref ref, const caf::error& reason) {
@@ -863,6 +878,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
   return client_handlers(self, client_calls{}).or_else(
       [=](const node_hello& m) { on_node_hello(self, m); },
       [=](const node_draining& m) { on_node_draining(self, m); },
+      [=](const process_silent& m) { on_process_silent(self, m); },
       [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
       [=](const trainer_started& m) { on_trainer_started(self, m); },
       [=](adoption_deadline) { on_adoption_deadline(self); },

@@ -168,6 +168,7 @@ void head_tick(head_gw self) {
     }
     auto process = it->first;
     auto seconds = std::chrono::duration<double>(now - it->second).count();
+    self->send(st.head, process_silent{process});  // before its proxies' downs (process_silent)
     st.bridge->process_lost(process, process + " lost: no heartbeat for " +
                                          std::to_string(static_cast<int>(seconds)) + " s");
     if (auto r = st.routing_of_process.find(process); r != st.routing_of_process.end()) {
