@@ -81,6 +81,16 @@ void broadcast_downs(head_gw self, const std::vector<net::endpoint_down>& downs)
     for (const auto& [process, routing] : self->state.routing_of_process) self->state.server->send(routing, d);
 }
 
+// A process this head does not know (never said hello, or was declared lost when its heartbeats
+// stopped, and is heard again once its link healed): it is told to say hello again. Its frame is
+// dropped.
+void ask_for_hello(head_gw self, const std::string& routing_id, const std::string& process) {
+  self->state.server->send(routing_id,
+                           net::unknown_process{process, "the head at " + self->state.welcome.head_address +
+                                                             " does not know " + process +
+                                                             " (declared lost after its heartbeats stopped)"});
+}
+
 void head_incoming(head_gw self, const incoming_frame& in) {
   auto& st = self->state;
   const auto& msg = in.content;
@@ -104,13 +114,20 @@ void head_incoming(head_gw self, const incoming_frame& in) {
     return;
   }
   if (msg.match_element<net::heartbeat>(0)) {
-    if (known != st.process_of_routing.end()) st.last_seen[known->second] = clock::now();
+    if (known != st.process_of_routing.end())
+      st.last_seen[known->second] = clock::now();
+    else
+      ask_for_hello(self, in.routing_id, msg.get_as<net::heartbeat>(0).process);
     return;
   }
   if (msg.match_element<net::routed>(0)) {
     const auto& r = msg.get_as<net::routed>(0);
+    if (known == st.process_of_routing.end()) {
+      ask_for_hello(self, in.routing_id, net::process_of(r.from));
+      return;
+    }
     // Only a process that said hello may route, and only as itself.
-    if (known == st.process_of_routing.end() || net::process_of(r.from) != known->second) return;
+    if (net::process_of(r.from) != known->second) return;
     st.last_seen[known->second] = clock::now();
     auto target = net::process_of(r.to);
     if (target == st.bridge->process()) {

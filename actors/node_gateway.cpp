@@ -202,6 +202,15 @@ caf::behavior node_gateway(node_gw self, std::string node_name, net::client_opti
             report(self, "joined the leader at " + st.options.address + " (epoch " +
                              std::to_string(w.epoch) + ")");
           if (st.node) self->send(st.node, reintroduce{w.epoch});
+        } else if (msg.match_element<net::unknown_process>(0)) {
+          // The head declared this process lost (its heartbeats stopped reaching it): hello again,
+          // then the welcome re-introduces the node and its trainers, judged afresh.
+          if (!st.welcomed) return;  // a hello is already on its way
+          st.welcomed = false;
+          st.waiting_since = clock::now();
+          st.join->lost();
+          report(self, msg.get_as<net::unknown_process>(0).message + "; saying hello again");
+          st.client->send(net::process_hello{st.bridge->process(), st.incarnation});
         } else if (msg.match_element<net::not_leader>(0)) {
           const auto& n = msg.get_as<net::not_leader>(0);
           st.join->standby(st.options.address + ": " + n.message);
