@@ -29,6 +29,8 @@ struct node_ping {};
 struct process_silent {
   std::string process;
 };
+// Head timer: the leader lease's time is up unless renewed since (head_actor.cpp).
+struct lease_deadline {};
 // Head timer: give up on restored jobs whose trainers did not return.
 struct adoption_deadline {};
 // Head timer: a preempted attempt's run.failure.preemption_grace_s is over; it is stopped now
@@ -58,6 +60,7 @@ std::string describe(caf::actor_system& sys, const caf::error& err);
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::node_ping)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::process_silent)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::lease_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)
