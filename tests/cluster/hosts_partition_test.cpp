@@ -1,7 +1,7 @@
 // Partitions across hosts (network namespaces of host_rig.hpp), each held at a step and released
 // by the test: a worker host cut off from everyone, whose zombie rank 0 is refused its checkpoint
 // commit; the leading head cut off from etcd but not from the nodes, replaced by a standby on
-// another host. Each ends with its job SUCCEEDED, every step once in metrics.jsonl and the final
+// another host; and (hidden, failing today) the leading head cut off from the nodes only. Each ends with its job SUCCEEDED, every step once in metrics.jsonl and the final
 // weights bitwise equal to an uninterrupted run (CPU, fp32).
 #include "tests/cluster/host_rig.hpp"
 
@@ -438,5 +438,77 @@ TEST_CASE("a leading head cut off from etcd but not from the nodes stops leading
   const auto logs = c.submit({"logs", id}).out;
   CHECK(occurrences(logs, "held before step 3") == 1);
   CHECK(occurrences(logs, "released: running step 3") == 1);
+  check_final_weights_equal(run_dir, runs + "/straight");
+}
+
+// Hidden ([.]): it records what this partition does today, and today it fails about 2 runs in 3.
+// After the heal the head sometimes shows the job RUNNING in attempt 1 ("all 2 workers running")
+// while the trainer of attempt 1 never announces itself to it again, so every `submit release` is
+// refused ("has not announced itself to this head yet") and the job stays wedged; the other runs
+// end SUCCEEDED as asserted below. Run it with its name until that is fixed.
+TEST_CASE("a leading head cut off from the nodes but not from etcd keeps leading: today it loses the "
+          "nodes after the heartbeat timeout and the held job waits PENDING; healed, the nodes rejoin "
+          "it, which either adopts the attempt that went on holding or starts a second one from the "
+          "last committed checkpoint, and the job ends bitwise equal to a straight run",
+          "[.][hosts][cluster][partition][etcd]") {
+  COHORT_NEED_HOSTS();
+  heads_cluster c;
+  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto runs = c.dir().path("runs");
+  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
+  REQUIRE(c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
+  auto spec = tiny_llama_job("cut-nodes", data, runs);
+  spec["run"]["hold_before_step"] = 3;
+  const auto id = c.start_job(spec);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
+
+  // The leader still reaches etcd and the standby; the nodes reach etcd and the standby only. The
+  // client on host 4 cannot reach the leader either: it asks from host 1 (the standby's, which
+  // names the leader) until the heal.
+  for (int node_host : {4, 5}) c.rig().cut_between(0, node_host);
+  const auto heads = endpoint(c.rig(), 0) + "," + endpoint(c.rig(), 1);
+  const auto creds = c.dir().path("keys/cluster/credentials.json");
+  // The leader gives the attempt up with its nodes (a failure counted), and no node is left to
+  // restart it on; the standby never leads (the leader's lease holds).
+  const auto pending = wait_for_job(c.rig(), 1, heads, creds, id,
+                                    [](const json& s) { return s["state"] == "PENDING"; }, 120s);
+  INFO(pending.dump());
+  CHECK(pending["attempts"] == 1);
+  CHECK(pending["failures"].size() == 1);
+
+  // Healed, the nodes rejoin the leader, and the trainer of attempt 1, still holding its ranks
+  // before step 3, announces itself. Today it is a race: when the trainer's announcement comes
+  // before a node's hello lets the head place the job, the head takes attempt 1 back (the failure
+  // counted at the cut stays counted); else it starts attempt 2, which resumes from step 2, and
+  // tells attempt 1's trainer that it is no longer wanted. Either way one attempt runs on.
+  for (int node_host : {4, 5}) c.rig().heal_between(0, node_host);
+  const auto running = c.wait_for(id, [](const json& s) { return s["state"] == "RUNNING"; }, 180s);
+  const int attempts = running["attempts"].get<int>();
+  INFO(running.dump());
+  REQUIRE((attempts == 1 || attempts == 2));
+  if (attempts == 2) c.wait_for(id, [](const json& s) { return held_before(s, 3, 2); }, 180s);
+  // Taken back, the job shows RUNNING before its trainer's announcement reached the head, which
+  // refuses a release until then ("has not announced itself to this head yet").
+  const auto release_deadline = std::chrono::steady_clock::now() + 120s;
+  for (;;) {
+    const auto r = c.submit({"release", id});
+    if (r.exit_code == 0) break;
+    INFO(r.out << r.err);
+    REQUIRE(r.err.find("has not announced itself to this head yet") != std::string::npos);
+    REQUIRE(std::chrono::steady_clock::now() < release_deadline);
+    std::this_thread::sleep_for(200ms);
+  }
+  const auto done = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 180s);
+  const auto logs = c.submit({"logs", id}).out;
+  INFO(done.dump() << "\nlogs:\n" << logs << "\nleader:\n" << c.leader().output() << "\nn4:\n" << c.node(4).output());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == attempts);
+  CHECK(done["failures"].size() == 1);
+  const auto run_dir = runs + "/cut-nodes";
+  CHECK(checked_resumes(logs) == (attempts == 1 ? std::vector<std::string>{}
+                                                : std::vector<std::string>{run_dir + "/checkpoints/step-00000002"}));
+  CHECK(occurrences(logs, "released: running step 3") == 1);
+  CHECK(c.standby().output().find("serving on") == std::string::npos);  // it never led
+  CHECK(logged_steps(run_dir) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
   check_final_weights_equal(run_dir, runs + "/straight");
 }
