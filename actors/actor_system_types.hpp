@@ -23,6 +23,14 @@ struct reintroduce {
 // An embedded cluster's round trip to a node: answered (true) once the node has started, so
 // after its node_hello went out.
 struct node_ping {};
+// head gateway → its head actor: the process `process` ("node:<name>" for a node) sent no
+// heartbeat for the node timeout. Sent before the process's proxies end, so the head forgets a
+// lost node before the downs of its trainers arrive and places no restart on it.
+struct process_silent {
+  std::string process;
+};
+// Head timer: the leader lease's time is up unless renewed since (head_actor.cpp).
+struct lease_deadline {};
 // Head timer: give up on restored jobs whose trainers did not return.
 struct adoption_deadline {};
 // Head timer: a preempted attempt's run.failure.preemption_grace_s is over; it is stopped now
@@ -51,6 +59,8 @@ std::string describe(caf::actor_system& sys, const caf::error& err);
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::reintroduce)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::node_ping)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::process_silent)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::lease_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)

@@ -25,15 +25,16 @@ caf::error request_error(const std::string& message) {
   return caf::make_error(caf::sec::invalid_argument, message);
 }
 
-// Ends the head: it no longer leads. The exit reason says so and names the new leader; the
-// gateway answers clients with it and cluster-head prints it.
-void step_down(head_ptr self, const std::string& what) {
+// Ends the head: it no longer leads. The exit reason says so and names the new leader (read from
+// the store, unless `store_reachable` is false: it did not answer); the gateway answers clients
+// with it and cluster-head prints it.
+void step_down(head_ptr self, const std::string& what, bool store_reachable = true) {
   auto& st = self->state;
   if (st.stepped_down) return;
   st.stepped_down = true;
   std::optional<core::store::lease_record> leader;
   try {
-    leader = st.options.store->lease().current();
+    if (store_reachable) leader = st.options.store->lease().current();
   } catch (const std::exception& e) {
     std::cerr << "cluster-head: cannot read the leader lease: " << e.what() << std::endl;
   }
@@ -49,7 +50,10 @@ bool renewal(head_ptr self, steady::time_point started, bool renewed, const std:
   auto& st = self->state;
   if (!error.empty()) {
     std::cerr << "cluster-head: cannot renew the leader lease: " << error << std::endl;
-    return steady::now() < st.lease_valid_until;  // the lease it holds may still be good
+    if (steady::now() < st.lease_valid_until) return true;  // the lease it holds may still be good
+    // Cut off from the store past its lease: a standby that reaches the store may lead by now.
+    step_down(self, "it could not renew its leader lease before it ran out (" + error + ")", false);
+    return false;
   }
   if (!renewed) {
     std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
@@ -59,6 +63,16 @@ bool renewal(head_ptr self, steady::time_point started, bool renewed, const std:
   }
   st.lease_valid_until = std::max(st.lease_valid_until, started + st.options.lease_ttl * 9 / 10);
   return true;
+}
+
+// When the lease's time is up unrenewed (lease_deadline), the head renews it now, in this handler:
+// it leads on when that succeeds, and steps down when another head claimed a newer epoch or the
+// store does not answer (renewal). A head cut off from the store stops leading within its lease,
+// before a standby can take it, rather than at the first failed renewal after it (the store's
+// call timeout may be longer than the lease).
+void arm_lease_deadline(head_ptr self) {
+  const auto left = self->state.lease_valid_until - steady::now();
+  self->delayed_send(self, std::max<steady::duration>(left, std::chrono::milliseconds(1)), lease_deadline{});
 }
 
 // Renews the lease now, in this handler (the lease keeper renews it in the background; this is
@@ -658,6 +672,27 @@ void on_node_lost(head_ptr self, const std::string& name) {
   start_trainers(self);
 }
 
+// A node process fell silent (the gateway says so before its proxies end): the node is lost now,
+// before the downs of its trainers arrive; a trainer's down handled first would place its restart
+// on the silent node, an attempt lost again at once.
+void on_lease_deadline(head_ptr self) {
+  auto& st = self->state;
+  if (st.stepped_down || !st.options.store) return;
+  if (steady::now() < st.lease_valid_until || renew(self)) arm_lease_deadline(self);
+}
+
+void on_process_silent(head_ptr self, const process_silent& m) {
+  const std::string node_prefix = "node:";
+  if (m.process.rfind(node_prefix, 0) != 0) return;
+  const auto name = m.process.substr(node_prefix.size());
+  auto& st = self->state;
+  auto node = st.node_actors.find(name);
+  if (node == st.node_actors.end()) return;
+  st.node_by_addr.erase(node->second.address());  // its proxy's down, still to come, is ignored
+  self->demonitor(node->second);
+  on_node_lost(self, name);
+}
+
 // A trainer went down; one that finished normally sent its outcome first (the bridge keeps that
 // order too), so what is still watched ended without one.
 void on_trainer_lost(head_ptr self, head_actor_state::trainer_ref ref, const caf::error& reason) {
@@ -861,26 +896,28 @@ caf::behavior head_actor(head_ptr self, head_options options) {
   // The lease was taken (or renewed) just before the actor started.
   self->state.lease_valid_until = steady::now() + self->state.options.lease_ttl / 2;
   start_store_actors(self);
+  if (self->state.options.store) arm_lease_deadline(self);
   reserve_job_id(self);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });
-  return client_handlers(self, client_calls{})
-      .or_else([=](const node_hello& m) { on_node_hello(self, m); },
-               [=](const node_draining& m) { on_node_draining(self, m); },
-               [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
-               [=](const trainer_started& m) { on_trainer_started(self, m); },
-               [=](adoption_deadline) { on_adoption_deadline(self); },
-               [=](const metrics_query&) { return on_metrics_query(self); },
-               [=](const job_history_query& q) { return on_job_history_query(self, q); },
-               [=](const publish_address& m) { on_publish_address(self, m); },
-               [=](const lease_renewal& r) {
-                 if (!self->state.stepped_down)
-                   renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed,
-                           r.error);
-               },
-               [=](const attempt_running& m) { on_attempt_running(self, m); },
-               [=](const progress_report& m) { on_progress(self, m); },
-               [=](const log_line& m) { on_log_line(self, m); },
-               [=](const attempt_outcome& m) { on_attempt_outcome(self, m); });
+  return client_handlers(self, client_calls{}).or_else(
+      [=](const node_hello& m) { on_node_hello(self, m); },
+      [=](const node_draining& m) { on_node_draining(self, m); },
+      [=](const process_silent& m) { on_process_silent(self, m); },
+      [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
+      [=](const trainer_started& m) { on_trainer_started(self, m); },
+      [=](adoption_deadline) { on_adoption_deadline(self); },
+      [=](lease_deadline) { on_lease_deadline(self); },
+      [=](const metrics_query&) { return on_metrics_query(self); },
+      [=](const job_history_query& q) { return on_job_history_query(self, q); },
+      [=](const publish_address& m) { on_publish_address(self, m); },
+      [=](const lease_renewal& r) {
+        if (!self->state.stepped_down)
+          renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
+      },
+      [=](const attempt_running& m) { on_attempt_running(self, m); },
+      [=](const progress_report& m) { on_progress(self, m); },
+      [=](const log_line& m) { on_log_line(self, m); },
+      [=](const attempt_outcome& m) { on_attempt_outcome(self, m); });
 }
 
 std::string describe(caf::actor_system& sys, const caf::error& err) {

@@ -81,50 +81,76 @@ void broadcast_downs(head_gw self, const std::vector<net::endpoint_down>& downs)
     for (const auto& [process, routing] : self->state.routing_of_process) self->state.server->send(routing, d);
 }
 
+// A process this head does not know (never said hello, or was declared lost when its heartbeats
+// stopped, and is heard again once its link healed): it is told to say hello again. Its frame is
+// dropped.
+void ask_for_hello(head_gw self, const std::string& routing_id, const std::string& process) {
+  self->state.server->send(routing_id,
+                           net::unknown_process{process, "the head at " + self->state.welcome.head_address +
+                                                             " does not know " + process +
+                                                             " (declared lost after its heartbeats stopped)"});
+}
+
+// A process says hello (first, or again): registered under this connection, welcomed when this
+// head leads (a node that followed a list or a redirect stops searching). A process that restarted
+// before its silence was noticed: what ran in the old one is gone.
+void on_process_hello(head_gw self, const std::string& routing_id, const net::process_hello& hello) {
+  auto& st = self->state;
+  auto& incarnation = st.incarnation_of_process[hello.process];
+  if (!incarnation.empty() && incarnation != hello.incarnation && st.last_seen.count(hello.process) != 0) {
+    st.bridge->process_lost(hello.process, hello.process + " lost: it restarted (a new process said hello)");
+    st.last_seen.erase(hello.process);
+  }
+  incarnation = hello.incarnation;
+  if (auto old = st.routing_of_process.find(hello.process); old != st.routing_of_process.end())
+    st.process_of_routing.erase(old->second);
+  st.routing_of_process[hello.process] = routing_id;
+  st.process_of_routing[routing_id] = hello.process;
+  st.last_seen[hello.process] = clock::now();
+  if (st.stepping_down.empty()) st.server->send(routing_id, st.welcome);
+}
+
+// A frame routed by `process` (which said hello on this connection): only as itself; to this head's
+// actors, or on to the process it is for.
+void on_routed(head_gw self, const std::string& routing_id, const std::string& process, const net::routed& r) {
+  auto& st = self->state;
+  if (net::process_of(r.from) != process) return;
+  st.last_seen[process] = clock::now();
+  auto target = net::process_of(r.to);
+  if (target == st.bridge->process()) {
+    std::string problem;
+    if (!st.bridge->deliver(self, r.to, r.from, r.payload, problem))
+      st.server->send(routing_id, net::endpoint_down{r.to, problem});
+    return;
+  }
+  auto peer = st.routing_of_process.find(target);
+  if (peer == st.routing_of_process.end()) {
+    st.server->send(routing_id, net::endpoint_down{r.to, "process " + target + " is not connected"});
+    return;
+  }
+  st.server->send(peer->second, r);
+}
+
 void head_incoming(head_gw self, const incoming_frame& in) {
   auto& st = self->state;
   const auto& msg = in.content;
   auto known = st.process_of_routing.find(in.routing_id);
   if (msg.match_element<net::process_hello>(0)) {
-    const auto& hello = msg.get_as<net::process_hello>(0);
-    auto& incarnation = st.incarnation_of_process[hello.process];
-    if (!incarnation.empty() && incarnation != hello.incarnation && st.last_seen.count(hello.process) != 0) {
-      // The process restarted before its silence was noticed: what ran in the old one is gone.
-      st.bridge->process_lost(hello.process, hello.process + " lost: it restarted (a new process said hello)");
-      st.last_seen.erase(hello.process);
-    }
-    incarnation = hello.incarnation;
-    if (auto old = st.routing_of_process.find(hello.process); old != st.routing_of_process.end())
-      st.process_of_routing.erase(old->second);
-    st.routing_of_process[hello.process] = in.routing_id;
-    st.process_of_routing[in.routing_id] = hello.process;
-    st.last_seen[hello.process] = clock::now();
-    // Registered with the leader: a node that followed a list or a redirect stops searching.
-    if (st.stepping_down.empty()) st.server->send(in.routing_id, st.welcome);
+    on_process_hello(self, in.routing_id, msg.get_as<net::process_hello>(0));
     return;
   }
   if (msg.match_element<net::heartbeat>(0)) {
-    if (known != st.process_of_routing.end()) st.last_seen[known->second] = clock::now();
+    if (known != st.process_of_routing.end())
+      st.last_seen[known->second] = clock::now();
+    else
+      ask_for_hello(self, in.routing_id, msg.get_as<net::heartbeat>(0).process);
     return;
   }
   if (msg.match_element<net::routed>(0)) {
-    const auto& r = msg.get_as<net::routed>(0);
-    // Only a process that said hello may route, and only as itself.
-    if (known == st.process_of_routing.end() || net::process_of(r.from) != known->second) return;
-    st.last_seen[known->second] = clock::now();
-    auto target = net::process_of(r.to);
-    if (target == st.bridge->process()) {
-      std::string problem;
-      if (!st.bridge->deliver(self, r.to, r.from, r.payload, problem))
-        st.server->send(in.routing_id, net::endpoint_down{r.to, problem});
-      return;
-    }
-    auto peer = st.routing_of_process.find(target);
-    if (peer == st.routing_of_process.end()) {
-      st.server->send(in.routing_id, net::endpoint_down{r.to, "process " + target + " is not connected"});
-      return;
-    }
-    st.server->send(peer->second, r);
+    if (known == st.process_of_routing.end())
+      ask_for_hello(self, in.routing_id, net::process_of(msg.get_as<net::routed>(0).from));
+    else
+      on_routed(self, in.routing_id, known->second, msg.get_as<net::routed>(0));
     return;
   }
   if (msg.match_element<net::endpoint_down>(0)) {
@@ -168,6 +194,7 @@ void head_tick(head_gw self) {
     }
     auto process = it->first;
     auto seconds = std::chrono::duration<double>(now - it->second).count();
+    self->send(st.head, process_silent{process});  // before its proxies' downs (process_silent)
     st.bridge->process_lost(process, process + " lost: no heartbeat for " +
                                          std::to_string(static_cast<int>(seconds)) + " s");
     if (auto r = st.routing_of_process.find(process); r != st.routing_of_process.end()) {

@@ -183,6 +183,18 @@ void on_welcome(node_gw self, const net::process_welcome& w) {
   if (st.node) self->send(st.node, reintroduce{w.epoch});
 }
 
+// The head declared this process lost (its heartbeats stopped reaching it): hello again, then the
+// welcome re-introduces the node and its trainers, judged afresh.
+void on_unknown_process(node_gw self, const net::unknown_process& u) {
+  auto& st = self->state;
+  if (!st.welcomed) return;  // a hello is already on its way
+  st.welcomed = false;
+  st.waiting_since = clock::now();
+  st.join->lost();
+  report(self, u.message + "; saying hello again");
+  st.client->send(net::process_hello{st.bridge->process(), st.incarnation});
+}
+
 // A standby answered: follow the leader it names (bounded); else stay until patience runs out
 // (gateway_tick).
 void on_not_leader(node_gw self, const net::not_leader& n) {
@@ -202,6 +214,8 @@ void on_frame(node_gw self, const incoming_frame& in) {
   const auto& msg = in.content;
   if (msg.match_element<net::process_welcome>(0)) {
     on_welcome(self, msg.get_as<net::process_welcome>(0));
+  } else if (msg.match_element<net::unknown_process>(0)) {
+    on_unknown_process(self, msg.get_as<net::unknown_process>(0));
   } else if (msg.match_element<net::not_leader>(0)) {
     on_not_leader(self, msg.get_as<net::not_leader>(0));
   } else if (msg.match_element<net::routed>(0)) {

@@ -63,6 +63,16 @@ struct process_welcome {
   std::int64_t epoch = 0;
 };
 
+// The leading head's answer to a heartbeat or routed frame of a process it does not know (it
+// declared the process lost when its heartbeats stopped, e.g. across a partition that healed):
+// the process says process_hello again, and what it ran is judged afresh (a node's attempts
+// that the head gave up on are stopped when they announce themselves).
+struct unknown_process {
+  static constexpr std::uint32_t wire_id = 107;
+  std::string process;
+  std::string message;  // why, for the process's log
+};
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, routed& x) {
   return f(caf::meta::type_name("routed"), x.to, x.from, x.payload);
@@ -91,6 +101,11 @@ typename Inspector::result_type inspect(Inspector& f, not_leader& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_welcome& x) {
   return f(caf::meta::type_name("process_welcome"), x.head_address, x.epoch);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, unknown_process& x) {
+  return f(caf::meta::type_name("unknown_process"), x.process, x.message);
 }
 
 // The process part of an endpoint ("node:n1" of "node:n1/a42").

@@ -89,6 +89,8 @@ manifest commit_checkpoint_s3(const s3_run& run, std::uint64_t step, int world_s
   const auto& s3 = client_of(run);
   const std::string prefix = step_key(run, step);
   const std::string where = s3_step_url(run, step);
+  const std::string what = "the commit of " + step_dir_name(step);
+  if (token) check_claim_s3(run, *token, what);  // a zombie is refused as one first (writer.cpp)
   manifest m = merge_reports(where, step, world_size, reports, metrics, extra, [&](const rank_report& r) {
     for (const auto& f : r.files) {
       const auto info = s3_call([&] { return s3.head_object(run.url.bucket, prefix + f.name); });
@@ -102,7 +104,6 @@ manifest commit_checkpoint_s3(const s3_run& run, std::uint64_t step, int world_s
     }
   });
   const std::string text = manifest_to_json(m).dump(1);
-  const std::string what = "the commit of " + step_dir_name(step);
   if (token) check_claim_s3(run, *token, what);
   s3_call([&] { s3.put_object(run.url.bucket, prefix + manifest_name, text); });
   if (token) check_claim_s3(run, *token, what);

@@ -379,11 +379,14 @@ std::string committed_marker(std::uint64_t step, const std::string& manifest_tex
 manifest commit_checkpoint(const std::string& dir, std::uint64_t step, int world_size,
                            const std::vector<rank_report>& reports, const json& metrics, const json& extra,
                            const attempt_token* token) {
+  const auto run_dir = std::filesystem::path(dir).parent_path().parent_path().string();
+  const auto what = "the commit of " + std::filesystem::path(dir).filename().string();
+  // A zombie is refused as one first, whatever its directory holds now (the newer attempt's
+  // retention may have removed it as a dead attempt's unfinished save).
+  if (token) check_claim(run_dir, *token, what);
   manifest m = merge_reports(dir, step, world_size, reports, metrics, extra,
                              [&](const rank_report& r) { check_rank_files(dir, step, r); });
   const std::string text = manifest_to_json(m).dump(1);
-  const auto run_dir = std::filesystem::path(dir).parent_path().parent_path().string();
-  const auto what = "the commit of " + std::filesystem::path(dir).filename().string();
   if (token) check_claim(run_dir, *token, what);
   write_file_durable((std::filesystem::path(dir) / manifest_name).string(), text);
   if (token) check_claim(run_dir, *token, what);

@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 extern char** environ;
 
@@ -434,6 +435,27 @@ void host_rig::cut(int host) {
 void host_rig::heal(int host) {
   (void)address(host);
   ip_command({"-n", bridge_, "link", "set", "p" + std::to_string(host), "up"});
+}
+
+namespace {
+
+// The hardware address a cut pair's neighbour entries are pinned to: locally administered, and
+// one no interface of a rig has (the kernel draws veth addresses at random).
+constexpr const char* nowhere_mac = "02:00:00:00:00:00";
+
+}  // namespace
+
+void host_rig::cut_between(int a, int b) {
+  if (a == b) throw std::invalid_argument("host_rig::cut_between: host " + std::to_string(a) + " with itself");
+  for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}})
+    ip_command({"-n", netns(from), "neigh", "replace", address(to), "lladdr", nowhere_mac, "nud", "permanent",
+                "dev", interface_name()});
+}
+
+void host_rig::heal_between(int a, int b) {
+  if (a == b) throw std::invalid_argument("host_rig::heal_between: host " + std::to_string(a) + " with itself");
+  for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}})
+    ip_command({"-n", netns(from), "neigh", "del", address(to), "dev", interface_name()});
 }
 
 std::vector<pid_t> host_rig::processes(int host) const {

@@ -4,7 +4,8 @@
 // the machine's own namespace never gains a link. Namespace names carry a prefix unique to the
 // rig ("coh<pid>-<k>-"), so rigs of parallel tests never meet, and their addresses never leave
 // their namespaces. cut(i) / heal(i) set host i's port on the bridge down / up (a partition: its
-// packets are dropped, its own stack is untouched).
+// packets are dropped, its own stack is untouched); cut_between(a, b) cuts hosts a and b from each
+// other only.
 //
 // Teardown (the destructor, exit(), SIGINT, SIGTERM) kills every process inside the rig's
 // namespaces, whoever started it, and deletes the namespaces (their links go with them). A rig
@@ -97,6 +98,13 @@ class host_rig {
   // Host i's port on the bridge down (cut: nothing reaches it, it reaches nothing) or up again.
   void cut(int host);
   void heal(int host);
+  // Hosts a and b no longer reach each other, and both still reach every other host (a cut of one
+  // pair of hosts): each one's neighbour entry for the other is pinned to a hardware address no
+  // interface has, so what they send each other is dropped on the way, silently, as by a cut
+  // link. heal_between(a, b) removes the pinned entries (the next packet asks for the real one).
+  // Throws std::invalid_argument for a == b.
+  void cut_between(int a, int b);
+  void heal_between(int a, int b);
 
   // The processes inside host i's namespace now (any parent).
   std::vector<pid_t> processes(int host) const;

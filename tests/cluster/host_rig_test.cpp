@@ -131,6 +131,32 @@ TEST_CASE("hosts of a rig reach each other at their addresses, and a cut host re
   CHECK(connects_by(rig, 1, rig.address(2), port, 30s));
 }
 
+TEST_CASE("two hosts cut from each other reach neither each other nor in either direction, both "
+          "still reach a third host, and healed they reach each other again",
+          "[hosts]") {
+  COHORT_NEED_HOSTS();
+  host_rig rig(3);
+  const int port = 7000;
+  auto on_0 = rig.in_host(0, [&] { return listen_on(rig.address(0), port); });
+  auto on_1 = rig.in_host(1, [&] { return listen_on(rig.address(1), port); });
+  auto on_2 = rig.in_host(2, [&] { return listen_on(rig.address(2), port); });
+  REQUIRE(connects_by(rig, 0, rig.address(1), port, 30s));
+
+  rig.cut_between(0, 1);
+  // Dropped on the way, not refused: connections that are never established.
+  CHECK_FALSE(rig.in_host(0, [&] { return connects(rig.address(1), port, 2000ms); }));
+  CHECK_FALSE(rig.in_host(1, [&] { return connects(rig.address(0), port, 2000ms); }));
+  CHECK(connects_by(rig, 0, rig.address(2), port, 30s));
+  CHECK(connects_by(rig, 1, rig.address(2), port, 30s));
+  CHECK(connects_by(rig, 2, rig.address(0), port, 30s));
+  CHECK(connects_by(rig, 2, rig.address(1), port, 30s));
+  CHECK_THROWS_AS(rig.cut_between(2, 2), std::invalid_argument);
+
+  rig.heal_between(0, 1);
+  CHECK(connects_by(rig, 0, rig.address(1), port, 30s));
+  CHECK(connects_by(rig, 1, rig.address(0), port, 30s));
+}
+
 TEST_CASE("a program started in a host sees that host's interfaces only: loopback and eth0 with "
           "the host's address",
           "[hosts]") {

@@ -63,6 +63,27 @@ TEST_CASE("a zombie attempt's checkpoint commit is refused once a newer attempt 
   CHECK_THROWS_AS(claim_checkpoints(run, old_attempt), ckpt_error);
 }
 
+TEST_CASE("a zombie attempt's commit into a directory the newer attempt's retention removed is refused "
+          "as a zombie's, not as missing files",
+          "[core][ckpt]") {
+  temp_dir tmp("claim");
+  const auto run = tmp.str() + "/run";
+  const attempt_token old_attempt{"job-7", 0};
+  claim_checkpoints(run, old_attempt);
+  const auto zombie = step_dir(run, 4);
+  const auto reports = write_ranks(zombie, 4, 2);
+  claim_checkpoints(run, attempt_token{"job-7", 1});
+  fs::remove_all(zombie);  // the new attempt removed the dead attempt's unfinished save
+  try {
+    commit_checkpoint(zombie, 4, 2, reports, nlohmann::json::object(), nlohmann::json::object(), &old_attempt);
+    FAIL("the zombie's commit was accepted");
+  } catch (const ckpt_error& e) {
+    CHECK(e.code() == ckpt_errc::stale_attempt);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("refused the commit of step-00000004 by attempt 1"));
+  }
+  CHECK_FALSE(fs::exists(zombie));
+}
+
 TEST_CASE("attempt claims of another job, and commits without a token, are not fenced", "[core][ckpt]") {
   temp_dir tmp("claim");
   const auto run = tmp.str() + "/run";

@@ -1,0 +1,514 @@
+// Partitions across hosts (network namespaces of host_rig.hpp), each held at a step and released
+// by the test: a worker host cut off from everyone, whose zombie rank 0 is refused its checkpoint
+// commit; the leading head cut off from etcd but not from the nodes, replaced by a standby on
+// another host; and (hidden, failing today) the leading head cut off from the nodes only. Each ends with its job SUCCEEDED, every step once in metrics.jsonl and the final
+// weights bitwise equal to an uninterrupted run (CPU, fp32).
+#include "tests/cluster/host_rig.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/store/cluster_store.hpp"
+#include "tests/core/train/tiny_data.hpp"
+#include "tests/support/etcd_cluster.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/json_lines.hpp"
+
+using cohort::test::host_rig;
+using cohort::test::running_process;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int head_port = 7411;
+
+std::string endpoint(const host_rig& rig, int host) { return rig.address(host) + ":" + std::to_string(head_port); }
+
+// `submit ARGS...` inside `host`, with the given heads and credentials.
+cohort::test::command_result submit_from(const host_rig& rig, int host, const std::string& heads,
+                                         const std::string& credentials, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{cohort::test::program_path("submit")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return rig.run(host, argv, {{"COHORT_ADDRESS", heads}, {"COHORT_CREDENTIALS", credentials}});
+}
+
+// Polls `submit status ID --json` from `host` until pred holds; throws with the last answer.
+json wait_for_job(const host_rig& rig, int host, const std::string& heads, const std::string& credentials,
+                  const std::string& id, const std::function<bool(const json&)>& pred,
+                  std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto r = submit_from(rig, host, heads, credentials, {"status", id, "--json"});
+    last = r.out + r.err;
+    if (r.exit_code == 0) {
+      auto s = json::parse(r.out);
+      if (pred(s)) return s;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  throw std::runtime_error("job " + id + " did not reach the awaited state; last answer: " + last);
+}
+
+// Polls `submit list --json` from `host` until pred holds for its nodes; throws with the last.
+json wait_for_node_list(const host_rig& rig, int host, const std::string& heads, const std::string& credentials,
+                    const std::function<bool(const json&)>& pred, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto r = submit_from(rig, host, heads, credentials, {"list", "--json"});
+    last = r.out + r.err;
+    if (r.exit_code == 0) {
+      auto nodes = json::parse(r.out)["nodes"];
+      if (pred(nodes)) return nodes;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  throw std::runtime_error("the nodes did not reach the awaited state; last answer: " + last);
+}
+
+std::set<std::string> node_names(const json& nodes) {
+  std::set<std::string> out;
+  for (const auto& n : nodes) out.insert(n["name"].get<std::string>());
+  return out;
+}
+
+// Waits until `path` exists; throws after `timeout`.
+void wait_for_file(const std::string& path, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (::access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error(path + " did not appear in time");
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Waits until process `pid` is gone; throws after `timeout`.
+void wait_for_process_end(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (cohort::test::process_alive(pid)) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("process " + std::to_string(pid) + " did not end in time");
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// A ZeRO-3 job of a tiny Llama on 2 CPU ranks, one per node (SPREAD), over Gloo: 6 steps, a
+// checkpoint every 2 (written in the foreground), restarted on failure.
+json tiny_llama_job(const std::string& name, const std::string& data, const std::string& storage) {
+  return json::parse(R"({"name": ")" + name + R"(", "workload": "causal_lm",
+    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
+    "data": {"train": ")" + data + R"("},
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}, "placement_strategy": "SPREAD"},
+    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 1, "max_steps": 6, "lr": 0.01,
+              "seed": 3},
+    "zero": {"stage": 3},
+    "run": {"storage_path": ")" + storage + R"(", "failure": {"max_failures": -1},
+            "checkpoint": {"every_steps": 2}}})");
+}
+
+bool held_before(const json& s, int step, int attempt) {
+  return s["state"] == "RUNNING" && s["attempts"] == attempt && s["held_before_step"] == step;
+}
+
+// The steps of a run's metrics.jsonl, in order.
+std::vector<std::int64_t> logged_steps(const std::string& run_dir) {
+  std::vector<std::int64_t> out;
+  for (const auto& m : cohort::test::read_json_lines(run_dir + "/metrics.jsonl"))
+    out.push_back(m["step"].get<std::int64_t>());
+  return out;
+}
+
+// Both ranks' final shards of run `run_dir` are byte for byte those of `straight_dir`.
+void check_final_weights_equal(const std::string& run_dir, const std::string& straight_dir) {
+  for (const char* shard : {"rank-00000.safetensors", "rank-00001.safetensors"}) {
+    INFO(shard);
+    CHECK(cohort::test::read_file(run_dir + "/checkpoints/step-00000006/" + shard) ==
+          cohort::test::read_file(straight_dir + "/checkpoints/step-00000006/" + shard));
+  }
+}
+
+// Every "resuming from DIR" in `logs` names a directory with COMMITTED; returns the dirs named.
+std::vector<std::string> checked_resumes(const std::string& logs) {
+  std::vector<std::string> dirs;
+  const std::string marker = "resuming from ";
+  for (auto at = logs.find(marker); at != std::string::npos; at = logs.find(marker, at + 1)) {
+    const auto start = at + marker.size();
+    auto dir = logs.substr(start, logs.find_first_of(" \n", start) - start);
+    INFO("resumed from " << dir);
+    CHECK(::access((dir + "/COMMITTED").c_str(), F_OK) == 0);
+    dirs.push_back(dir);
+  }
+  return dirs;
+}
+
+// ---- A worker host cut off from everyone ----
+
+// Four hosts on a directory store (a file system every host shares, as a network file system
+// would be): the head on host 0, nodes n1, n2, n3 of one CPU on hosts 1, 2, 3. A 2-rank SPREAD
+// job takes two of them; the third is the spare its restart moves to. Every node's workers
+// inherit a pause directory (test_hooks.hpp), where the test holds rank 0 inside a commit.
+class worker_hosts_cluster {
+ public:
+  worker_hosts_cluster() {
+    std::filesystem::create_directories(pause_dir());
+    head_ = rig_.start(0, {cohort::test::program_path("cluster-head"), "--store", dir_.path("store"), "--bind",
+                           rig_.address(0), "--port", std::to_string(head_port), "--heartbeat-timeout", "3",
+                           "--lease-ttl", "3"});
+    head_->wait_for_line("serving on", 60s);
+    for (int host = 1; host <= 3; ++host) {
+      nodes_[host] = rig_.start(
+          host,
+          {cohort::test::program_path("cluster-worker"), "--address", endpoint(rig_, 0), "--credentials",
+           credentials(), "--name", "n" + std::to_string(host), "--node-address", rig_.address(host),
+           "--num-cpus", "1"},
+          {{"COHORT_TEST_PAUSE_DIR", pause_dir()}});
+    }
+    for (auto& [host, node] : nodes_) node->wait_for_line("joined the leader at " + endpoint(rig_, 0), 60s);
+    wait_for_node_list(
+        rig_, 0, endpoint(rig_, 0), credentials(),
+        [](const json& n) { return node_names(n) == std::set<std::string>{"n1", "n2", "n3"}; }, 60s);
+  }
+  ~worker_hosts_cluster() { rig_.tear_down(); }
+
+  host_rig& rig() { return rig_; }
+  const cohort::test::temp_dir& dir() const { return dir_; }
+  std::string pause_dir() const { return dir_.path("pause"); }
+  std::string credentials() const { return dir_.path("store/cluster/credentials.json"); }
+  running_process& head() { return *head_; }
+  running_process& node(int host) { return *nodes_.at(host); }
+
+  // From host 0, which no test cuts.
+  cohort::test::command_result submit(const std::vector<std::string>& args) const {
+    return submit_from(rig_, 0, endpoint(rig_, 0), credentials(), args);
+  }
+  json wait_for(const std::string& id, const std::function<bool(const json&)>& pred,
+                std::chrono::seconds timeout) const {
+    return wait_for_job(rig_, 0, endpoint(rig_, 0), credentials(), id, pred, timeout);
+  }
+  json wait_for_nodes(const std::function<bool(const json&)>& pred, std::chrono::seconds timeout) const {
+    return wait_for_node_list(rig_, 0, endpoint(rig_, 0), credentials(), pred, timeout);
+  }
+  std::string start_job(const json& spec) {
+    const auto file = dir_.write("job-" + spec["name"].get<std::string>() + ".json", spec.dump());
+    const auto r = submit({"run", file});
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out.substr(0, r.out.find('\n'));
+  }
+  void release(const std::string& id) {
+    const auto r = submit({"release", id});
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+
+ private:
+  host_rig rig_{4};
+  cohort::test::temp_dir dir_{"cohort-partition"};
+  std::unique_ptr<running_process> head_;
+  std::map<int, std::unique_ptr<running_process>> nodes_;
+};
+
+}  // namespace
+
+TEST_CASE("a worker host cut off from everyone loses its ranks after the heartbeat timeout, the job "
+          "resumes from its last committed checkpoint on the spare host, and the cut-off rank 0's "
+          "commit is refused as a zombie attempt's; healed, the job ends bitwise equal to a straight run",
+          "[hosts][cluster][partition][ckpt]") {
+  COHORT_NEED_HOSTS();
+  worker_hosts_cluster c;
+  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto runs = c.dir().path("runs");
+  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
+  const auto straight = c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  REQUIRE(straight["attempts"] == 1);
+
+  // Held before step 3 (step 2 committed), released, it saves step 4: rank 0 stops inside the
+  // commit, every rank's shard written.
+  auto spec = tiny_llama_job("cut", data, runs);
+  spec["run"]["hold_before_step"] = 3;
+  const auto id = c.start_job(spec);
+  const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
+  const std::string run_dir = runs + "/cut", step4 = run_dir + "/checkpoints/step-00000004";
+  REQUIRE(::access((run_dir + "/checkpoints/step-00000002/COMMITTED").c_str(), F_OK) == 0);
+  const std::string arm = c.pause_dir() + "/commit-step-00000004.arm";
+  cohort::test::write_file(arm, "");
+  c.release(id);
+  wait_for_file(c.pause_dir() + "/commit-step-00000004.paused", 120s);
+  const pid_t zombie = std::stoi(cohort::test::read_file(c.pause_dir() + "/commit-step-00000004.paused"));
+  const auto cut_node = held["rank_nodes"][0].get<std::string>();
+  const int cut_host = std::stoi(cut_node.substr(1));
+  INFO("rank 0 on " << cut_node << ", the trainer on " << held["trainer_node"]);
+  const auto cut_processes = c.rig().processes(cut_host);
+  REQUIRE(std::find(cut_processes.begin(), cut_processes.end(), zombie) != cut_processes.end());
+
+  // Cut: the head loses the node after its heartbeat timeout and restarts the job on the two
+  // hosts left, from step 2; the new attempt claims the checkpoints and holds before step 3.
+  c.rig().cut(cut_host);
+  const auto resumed = c.wait_for(id, [](const json& s) { return held_before(s, 3, 2); }, 120s);
+  INFO(resumed.dump());
+  CHECK(resumed["checkpoint_step"] == 2);
+  for (const auto& n : resumed["rank_nodes"]) CHECK(n != cut_node);
+  CHECK(c.wait_for_nodes([&](const json& n) { return node_names(n).count(cut_node) == 0; }, 60s).size() == 2);
+
+  // The zombie rank 0, still cut off but with the shared file system, goes on into its commit:
+  // refused, it ends, and step 4 stays uncommitted.
+  std::filesystem::remove(arm);
+  wait_for_process_end(zombie, 60s);
+  CHECK(::access((step4 + "/COMMITTED").c_str(), F_OK) != 0);
+
+  // Healed, the node rejoins; what is left of its attempt is stopped.
+  c.rig().heal(cut_host);
+  c.wait_for_nodes([&](const json& n) { return node_names(n).count(cut_node) == 1; }, 120s);
+  c.release(id);
+  const auto done = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 180s);
+  const auto logs = c.submit({"logs", id}).out;
+  INFO(done.dump() << "\nlogs:\n" << logs << "\nhead:\n" << c.head().output() << "\ncut node:\n"
+                   << c.node(cut_host).output());
+  CHECK(done["state"] == "SUCCEEDED");
+  // One attempt lost, to the cut: its restart was never placed on the silent node.
+  CHECK(done["attempts"] == 2);
+  REQUIRE(done["failures"].size() == 1);
+  CHECK(done["failures"][0]["node"] == cut_node);
+  // The zombie's refusal, in its output, which its trainer passed on once the node rejoined.
+  CHECK_THAT(logs, Catch::Contains("node=" + cut_node + " pid=" + std::to_string(zombie)) &&
+                       Catch::Contains("refused the commit of step-00000004 by attempt 1 of job " + id +
+                                       ": it is a zombie, attempt 2 has started since"));
+  CHECK(logged_steps(run_dir) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(logged_steps(runs + "/straight") == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(checked_resumes(logs) == std::vector<std::string>{run_dir + "/checkpoints/step-00000002"});
+  check_final_weights_equal(run_dir, runs + "/straight");
+}
+
+// ---- The leading head cut off from etcd but not from the nodes ----
+
+namespace {
+
+// Six hosts: the leading head on host 0; a 3-member etcd on hosts 1, 2 and 3, the standby head
+// beside the member on host 1; nodes n4 and n5 of one CPU on hosts 4 and 5. Cutting host 0 from
+// hosts 1-3 cuts the leader off from etcd (and the standby), not from the nodes or clients.
+class heads_cluster {
+ public:
+  heads_cluster() : etcd_(etcd_hosts(rig_)) {
+    location_ = etcd_.location("/partition");
+    heads_ = endpoint(rig_, 0) + "," + endpoint(rig_, 1);
+    leader_ = start_head(0);
+    leader_->wait_for_line("serving on", 60s);
+    standby_ = start_head(1);
+    standby_->wait_for_line("waiting as a standby", 60s);
+    for (int host : {4, 5})
+      nodes_[host] = rig_.start(host, {cohort::test::program_path("cluster-worker"), "--address", heads_,
+                                       "--store", location_, "--credentials", credentials(), "--name",
+                                       "n" + std::to_string(host), "--node-address", rig_.address(host),
+                                       "--num-cpus", "1"});
+    for (auto& [host, node] : nodes_) node->wait_for_line("joined the leader at " + endpoint(rig_, 0), 60s);
+    wait_for_node_list(
+        rig_, 4, heads_, credentials(),
+        [](const json& n) { return node_names(n) == std::set<std::string>{"n4", "n5"}; }, 60s);
+  }
+  ~heads_cluster() { rig_.tear_down(); }
+
+  host_rig& rig() { return rig_; }
+  const cohort::test::temp_dir& dir() const { return dir_; }
+  const std::string& location() const { return location_; }
+  running_process& leader() { return *leader_; }
+  running_process& standby() { return *standby_; }
+  running_process& node(int host) { return *nodes_.at(host); }
+
+  // A client on host 4 given both heads, as the seeds' users are.
+  cohort::test::command_result submit(const std::vector<std::string>& args) const {
+    return submit_from(rig_, 4, heads_, credentials(), args);
+  }
+  json wait_for(const std::string& id, const std::function<bool(const json&)>& pred,
+                std::chrono::seconds timeout) const {
+    return wait_for_job(rig_, 4, heads_, credentials(), id, pred, timeout);
+  }
+  std::string start_job(const json& spec) {
+    const auto file = dir_.write("job-" + spec["name"].get<std::string>() + ".json", spec.dump());
+    const auto r = submit({"run", file});
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out.substr(0, r.out.find('\n'));
+  }
+  void release(const std::string& id) {
+    const auto r = submit({"release", id});
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+
+ private:
+  static std::vector<cohort::test::etcd_member_host> etcd_hosts(const host_rig& rig) {
+    std::vector<cohort::test::etcd_member_host> out;
+    for (int h = 1; h <= 3; ++h)
+      out.push_back({rig.address(h), rig.exec_prefix(h),
+                     [&rig, h](const std::function<void()>& probe) { rig.in_host(h, probe); }});
+    return out;
+  }
+  std::string credentials() const { return dir_.path("keys/cluster/credentials.json"); }
+  std::unique_ptr<running_process> start_head(int host) {
+    return rig_.start(host, {cohort::test::program_path("cluster-head"), "--store", location_, "--keys-dir",
+                             dir_.path("keys"), "--bind", rig_.address(host), "--port", std::to_string(head_port),
+                             "--heartbeat-timeout", "3", "--lease-ttl", "3"});
+  }
+
+  // Declared first: the members below are made inside its hosts.
+  host_rig rig_{6};
+  cohort::test::temp_dir dir_{"cohort-partition"};
+  cohort::test::etcd_cluster etcd_;
+  std::string location_, heads_;
+  std::unique_ptr<running_process> leader_, standby_;
+  std::map<int, std::unique_ptr<running_process>> nodes_;
+};
+
+}  // namespace
+
+TEST_CASE("a leading head cut off from etcd but not from the nodes stops leading within its lease, "
+          "the standby on another host takes the held job over with nodes and clients following it, "
+          "and after the heal the old head writes nothing and the job ran once",
+          "[hosts][cluster][partition][etcd]") {
+  COHORT_NEED_HOSTS();
+  heads_cluster c;
+  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto runs = c.dir().path("runs");
+  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
+  REQUIRE(c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
+
+  auto spec = tiny_llama_job("cut-head", data, runs);
+  spec["run"]["hold_before_step"] = 3;
+  const auto id = c.start_job(spec);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
+
+  // Cut off from every etcd member (and the standby), the leader still reaches nodes and clients.
+  for (int etcd_host : {1, 2, 3}) c.rig().cut_between(0, etcd_host);
+  const auto cut_at = std::chrono::steady_clock::now();
+  c.leader().wait_for_line("is stepping down", 60s);
+  const auto stepped_down_after = std::chrono::steady_clock::now() - cut_at;
+  c.standby().wait_for_line("serving on", 60s);
+  for (int host : {4, 5}) c.node(host).wait_for_line("joined the leader at " + endpoint(c.rig(), 1), 60s);
+  // Adopted by the new leader: the client given both heads is answered by it.
+  c.wait_for(id, [](const json& s) {
+    return held_before(s, 3, 1) && s["reason"].get<std::string>().rfind("head restarted", 0) != 0;
+  }, 120s);
+  c.release(id);
+  const auto done = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 180s);
+  INFO(done.dump() << "\nold leader:\n" << c.leader().output() << "\nnew leader:\n" << c.standby().output());
+  // It stops writing and commanding at 0.9 of its lease (3 s) after its last renewal, and steps
+  // down once the renewal it then tries fails: within the lease plus the store's call timeout (5 s).
+  CHECK(stepped_down_after < 3s + 5s + 5s);
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  CHECK(done["failures"].empty());
+
+  // Healed: the old head wrote nothing more. The job's stored record is the new leader's, under
+  // its epoch; the leader record names it.
+  for (int etcd_host : {1, 2, 3}) c.rig().heal_between(0, etcd_host);
+  REQUIRE(c.leader().wait_for_exit(60s));
+  const auto old_out = c.leader().output();
+  CHECK_THAT(old_out, !Catch::Contains("cannot record") && !Catch::Contains("was fenced"));
+  // Read from host 4, which reaches etcd.
+  const auto stored = c.rig().in_host(4, [&] {
+    auto db = cohort::core::store::open_cluster_store(c.location());
+    const auto job = db->load_job(id);
+    const auto leader = db->lease().current();
+    return json{{"state", job && job->state ? *job->state : json()},
+                {"epoch", db->lease().current_epoch()},
+                {"leader", leader ? leader->address : ""}};
+  });
+  INFO(stored.dump());
+  CHECK(stored["state"]["state"] == "SUCCEEDED");
+  CHECK(stored["state"]["epoch"] == stored["epoch"]);
+  CHECK(stored["leader"] == endpoint(c.rig(), 1));
+  const auto run_dir = runs + "/cut-head";
+  CHECK(logged_steps(run_dir) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK(occurrences(logs, "held before step 3") == 1);
+  CHECK(occurrences(logs, "released: running step 3") == 1);
+  check_final_weights_equal(run_dir, runs + "/straight");
+}
+
+// Hidden ([.]): it records what this partition does today, and today it fails about 2 runs in 3.
+// After the heal the head sometimes shows the job RUNNING in attempt 1 ("all 2 workers running")
+// while the trainer of attempt 1 never announces itself to it again, so every `submit release` is
+// refused ("has not announced itself to this head yet") and the job stays wedged; the other runs
+// end SUCCEEDED as asserted below. Run it with its name until that is fixed.
+TEST_CASE("a leading head cut off from the nodes but not from etcd keeps leading: today it loses the "
+          "nodes after the heartbeat timeout and the held job waits PENDING; healed, the nodes rejoin "
+          "it, which either adopts the attempt that went on holding or starts a second one from the "
+          "last committed checkpoint, and the job ends bitwise equal to a straight run",
+          "[.][hosts][cluster][partition][etcd]") {
+  COHORT_NEED_HOSTS();
+  heads_cluster c;
+  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto runs = c.dir().path("runs");
+  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
+  REQUIRE(c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
+  auto spec = tiny_llama_job("cut-nodes", data, runs);
+  spec["run"]["hold_before_step"] = 3;
+  const auto id = c.start_job(spec);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
+
+  // The leader still reaches etcd and the standby; the nodes reach etcd and the standby only. The
+  // client on host 4 cannot reach the leader either: it asks from host 1 (the standby's, which
+  // names the leader) until the heal.
+  for (int node_host : {4, 5}) c.rig().cut_between(0, node_host);
+  const auto heads = endpoint(c.rig(), 0) + "," + endpoint(c.rig(), 1);
+  const auto creds = c.dir().path("keys/cluster/credentials.json");
+  // The leader gives the attempt up with its nodes (a failure counted), and no node is left to
+  // restart it on; the standby never leads (the leader's lease holds).
+  const auto pending = wait_for_job(c.rig(), 1, heads, creds, id,
+                                    [](const json& s) { return s["state"] == "PENDING"; }, 120s);
+  INFO(pending.dump());
+  CHECK(pending["attempts"] == 1);
+  CHECK(pending["failures"].size() == 1);
+
+  // Healed, the nodes rejoin the leader, and the trainer of attempt 1, still holding its ranks
+  // before step 3, announces itself. Today it is a race: when the trainer's announcement comes
+  // before a node's hello lets the head place the job, the head takes attempt 1 back (the failure
+  // counted at the cut stays counted); else it starts attempt 2, which resumes from step 2, and
+  // tells attempt 1's trainer that it is no longer wanted. Either way one attempt runs on.
+  for (int node_host : {4, 5}) c.rig().heal_between(0, node_host);
+  const auto running = c.wait_for(id, [](const json& s) { return s["state"] == "RUNNING"; }, 180s);
+  const int attempts = running["attempts"].get<int>();
+  INFO(running.dump());
+  REQUIRE((attempts == 1 || attempts == 2));
+  if (attempts == 2) c.wait_for(id, [](const json& s) { return held_before(s, 3, 2); }, 180s);
+  // Taken back, the job shows RUNNING before its trainer's announcement reached the head, which
+  // refuses a release until then ("has not announced itself to this head yet").
+  const auto release_deadline = std::chrono::steady_clock::now() + 120s;
+  for (;;) {
+    const auto r = c.submit({"release", id});
+    if (r.exit_code == 0) break;
+    INFO(r.out << r.err);
+    REQUIRE(r.err.find("has not announced itself to this head yet") != std::string::npos);
+    REQUIRE(std::chrono::steady_clock::now() < release_deadline);
+    std::this_thread::sleep_for(200ms);
+  }
+  const auto done = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 180s);
+  const auto logs = c.submit({"logs", id}).out;
+  INFO(done.dump() << "\nlogs:\n" << logs << "\nleader:\n" << c.leader().output() << "\nn4:\n" << c.node(4).output());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == attempts);
+  CHECK(done["failures"].size() == 1);
+  const auto run_dir = runs + "/cut-nodes";
+  CHECK(checked_resumes(logs) == (attempts == 1 ? std::vector<std::string>{}
+                                                : std::vector<std::string>{run_dir + "/checkpoints/step-00000002"}));
+  CHECK(occurrences(logs, "released: running step 3") == 1);
+  CHECK(c.standby().output().find("serving on") == std::string::npos);  // it never led
+  CHECK(logged_steps(run_dir) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  check_final_weights_equal(run_dir, runs + "/straight");
+}
