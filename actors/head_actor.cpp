@@ -672,15 +672,16 @@ void on_node_lost(head_ptr self, const std::string& name) {
   start_trainers(self);
 }
 
-// A node process fell silent (the gateway says so before its proxies end): the node is lost now,
-// before the downs of its trainers arrive; a trainer's down handled first would place its restart
-// on the silent node, an attempt lost again at once.
+// The lease's time is up (arm_lease_deadline): renewed now, or the head steps down.
 void on_lease_deadline(head_ptr self) {
   auto& st = self->state;
   if (st.stepped_down || !st.options.store) return;
   if (steady::now() < st.lease_valid_until || renew(self)) arm_lease_deadline(self);
 }
 
+// A node process fell silent (the gateway says so before its proxies end): the node is lost now,
+// before the downs of its trainers arrive; a trainer's down handled first would place its restart
+// on the silent node, an attempt lost again at once.
 void on_process_silent(head_ptr self, const process_silent& m) {
   const std::string node_prefix = "node:";
   if (m.process.rfind(node_prefix, 0) != 0) return;
