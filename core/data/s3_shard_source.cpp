@@ -1,12 +1,9 @@
 // Shards of a data set in S3, fetched into a local cache and checked against the manifest.
 #include "core/data/s3_shard_source.hpp"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <thread>
 #include <vector>
 
 #include "core/data/checksum.hpp"
@@ -60,27 +57,17 @@ std::string s3_shard_source::fetch(const shard_info& shard, bool has_loss_mask) 
     const std::string local = (fs::path(cache_dir_) / name).string();
     if (matches(local, *info)) continue;  // cached by an earlier fetch or run
     const std::string key = url_.key(name);
-    // Into a file of its own, renamed into place once checked: a reader that still maps the old
-    // copy (another process sharing the cache) keeps reading it intact.
-    const std::string part = local + ".part-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+    std::string why;
     try {
-      client_->get_to_file(url_.bucket, key, part);
+      why = client_->get_to_file_checked(url_.bucket, key, local, [&](const std::string& part) -> std::string {
+        if (matches(part, *info)) return "";
+        return "s3://" + url_.bucket + "/" + key + ": size or XXH64 differs from the data set's manifest " +
+               "(corrupt or replaced shard); rebuild or re-upload the data set";
+      });
     } catch (const storage::s3_error& e) {
-      fs::remove(part);
       throw data_error(e.what());
     }
-    if (!matches(part, *info)) {
-      fs::remove(part);
-      throw data_error("s3://" + url_.bucket + "/" + key + ": size or XXH64 differs from the data set's manifest " +
-                       "(corrupt or replaced shard); rebuild or re-upload the data set");
-    }
-    std::error_code ec;
-    fs::rename(part, local, ec);
-    if (ec) {
-      fs::remove(part);
-      throw data_error(local + ": cannot move the fetched shard file into place: " + ec.message());
-    }
+    if (!why.empty()) throw data_error(why);
   }
   return cache_dir_;
 }

@@ -1,8 +1,6 @@
 // Model directories on local disk or in S3; S3 objects read by ranged GETs.
 #include "core/model/hf_files.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -94,31 +92,23 @@ bool other_weights(const std::string& extension) {
   return false;
 }
 
-// Copies `object` to `path` through a file of this process's own, renamed into place once its
-// length is the listed size (a reader of the old copy keeps reading it intact).
+// Copies `object` to `path` (s3_client::get_to_file_checked), in place once its length is the
+// listed size.
 void copy_object(const storage::s3_client& client, const std::string& bucket,
                  const storage::s3_object_info& object, const std::string& path) {
-  const std::string url = "s3://" + bucket + "/" + object.key;
-  const std::string part = path + ".part-" + std::to_string(::getpid()) + "-" +
-                           std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
-  std::error_code ec;
+  std::string why;
   try {
-    client.get_to_file(bucket, object.key, part);
+    why = client.get_to_file_checked(bucket, object.key, path, [&](const std::string& part) -> std::string {
+      std::error_code ec;
+      const auto got = fs::file_size(part, ec);
+      if (!ec && got == object.size) return "";
+      return "s3://" + bucket + "/" + object.key + ": fetched " + std::to_string(got) + " bytes, the listing says " +
+             std::to_string(object.size) + " (replaced or cut while fetched?)";
+    });
   } catch (const storage::s3_error& e) {
-    fs::remove(part, ec);
     throw model_error(model_errc::io, e.what());
   }
-  const auto got = fs::file_size(part, ec);
-  if (ec || got != object.size) {
-    fs::remove(part, ec);
-    throw model_error(model_errc::io, url + ": fetched " + std::to_string(got) + " bytes, the listing says " +
-                                          std::to_string(object.size) + " (replaced or cut while fetched?)");
-  }
-  fs::rename(part, path, ec);
-  if (ec) {
-    fs::remove(part, ec);
-    throw model_error(model_errc::io, path + ": cannot move the fetched copy of " + url + " into place");
-  }
+  if (!why.empty()) throw model_error(model_errc::io, why);
 }
 
 }  // namespace

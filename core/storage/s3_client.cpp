@@ -1,6 +1,8 @@
 // The S3 client: URL and environment parsing, signed HTTP requests with retries, S3's XML answers.
 #include "core/storage/s3_client.hpp"
 
+#include <unistd.h>
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -8,7 +10,9 @@
 #include <cstring>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -300,6 +304,32 @@ std::string s3_client::get_range(const std::string& bucket, const std::string& k
 
 void s3_client::get_to_file(const std::string& bucket, const std::string& key, const std::string& path) const {
   send("GET", bucket, key, {}, "", {}, path);
+}
+
+std::string s3_client::get_to_file_checked(const std::string& bucket, const std::string& key,
+                                           const std::string& path,
+                                           const std::function<std::string(const std::string&)>& accept) const {
+  const std::string part = path + ".part-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  std::error_code ec;
+  try {
+    get_to_file(bucket, key, part);
+  } catch (const s3_error&) {
+    std::filesystem::remove(part, ec);
+    throw;
+  }
+  if (std::string why = accept(part); !why.empty()) {
+    std::filesystem::remove(part, ec);
+    return why;
+  }
+  std::filesystem::rename(part, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(part, ec);
+    throw s3_error(path + ": cannot move the fetched copy of s3://" + bucket + "/" + key + " into place: " + why, 0,
+                   "LocalWriteError");
+  }
+  return "";
 }
 
 std::optional<s3_object_info> s3_client::head_object(const std::string& bucket, const std::string& key) const {

@@ -95,6 +95,13 @@ class s3_client {
                         std::uint64_t length, const std::string& etag = "") const;
   // Streams the object into `path` (created or truncated; written again from the start on a retry).
   void get_to_file(const std::string& bucket, const std::string& key, const std::string& path) const;
+  // get_to_file into a file of this process's own (PATH.part-PID-THREAD), renamed onto `path` only
+  // once `accept(part)` returns "": a reader of the old copy (another process sharing the
+  // directory) keeps reading it intact. Returns "" when the copy is in place, else what `accept`
+  // said (the part removed). Throws s3_error for the download, or (LocalWriteError) when the part
+  // cannot be renamed; the part is removed then too.
+  std::string get_to_file_checked(const std::string& bucket, const std::string& key, const std::string& path,
+                                  const std::function<std::string(const std::string& part)>& accept) const;
   // nullopt when the object does not exist.
   std::optional<s3_object_info> head_object(const std::string& bucket, const std::string& key) const;
   // Every object whose key starts with `prefix`, in key order, following continuation tokens;
