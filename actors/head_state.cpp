@@ -645,6 +645,9 @@ bool head_state::stop(const std::string& job_id, const std::string& reason) {
 void head_state::on_running(const std::string& job_id, std::int32_t attempt) {
   auto& job = entry(job_id);
   if (is_terminal(job.record.state) || attempt != job.record.attempts - 1) return;
+  // An attempt this head gave up (its node was lost, yet its processes went on behind a
+  // partition) is not the job's again when its trainer says it runs: the job waits for placement.
+  if (!job.held) return;
   job.record.state = job_state::running;
   job.record.reason = "attempt " + std::to_string(attempt + 1) + ": all " +
                       std::to_string(job.record.rank_nodes.size()) + " workers running";

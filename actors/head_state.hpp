@@ -139,7 +139,8 @@ class head_state {
                                     const std::string& reason);
   // Stops a job: STOPPED, reservation released. Returns false if unknown or already ended.
   bool stop(const std::string& job_id, const std::string& reason);
-  // The job's trainer has all workers up.
+  // The job's trainer has all workers up: RUNNING, when the attempt is the job's current one and
+  // still holds its placement here (not one given up with a lost node).
   void on_running(const std::string& job_id, std::int32_t attempt);
   // Rank 0's step report: step, loss, newest checkpoint, and whether the attempt is held at
   // run.hold_before_step (cleared again when the attempt ends). Only the job's current attempt

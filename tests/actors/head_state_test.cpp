@@ -189,6 +189,46 @@ TEST_CASE("a job the alive nodes can never hold waits PENDING saying what it nee
   CHECK_THAT(r->reason, Catch::Contains("CPU: 8"));
 }
 
+TEST_CASE(
+    "an attempt given up with a lost node does not run again when its trainer, cut off "
+    "meanwhile, announces it: the job waits PENDING and starts a new attempt once placed",
+    "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  head.add_node({"n2", {{"CPU", 1}}});
+  cohort::test::lr_job_options o;
+  o.strategy = "SPREAD";
+  o.max_failures = -1;
+  const auto id = submit(head, o);
+  REQUIRE(head.schedule().size() == 1);
+  REQUIRE(head.on_trainer_started(id, 0));
+  head.on_running(id, 0);
+  REQUIRE(head.find(id)->state == job_state::running);
+
+  // Behind a partition: the head loses n2 (the trainer is on n1, also unreachable later).
+  head.remove_node("n2");
+  head.on_trainer_lost(id, 0, "node n2 was lost with ranks of the attempt");
+  CHECK(head.schedule().empty());
+  REQUIRE(head.find(id)->state == job_state::pending);
+
+  // Healed: the old trainer announces attempt 0 and says all its workers run.
+  CHECK_FALSE(head.on_trainer_started(id, 0));
+  head.on_running(id, 0);
+  CHECK(head.find(id)->state == job_state::pending);
+  CHECK(head.find(id)->attempts == 1);
+
+  head.add_node({"n2", {{"CPU", 1}}});
+  REQUIRE(head.schedule().size() == 1);
+  CHECK(head.find(id)->attempts == 2);
+  CHECK_FALSE(head.on_trainer_started(id, 0));
+  head.on_running(id, 0);
+  CHECK(head.find(id)->state != job_state::running);
+  CHECK(head.on_trainer_started(id, 1));
+  head.on_running(id, 1);
+  CHECK(head.find(id)->state == job_state::running);
+  CHECK(head.find(id)->failures.size() == 1);
+}
+
 TEST_CASE("a late report from an older attempt changes nothing", "[actors]") {
   head_state head;
   head.add_node({"n1", {{"CPU", 2}}});
