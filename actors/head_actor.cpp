@@ -30,8 +30,7 @@ caf::error request_error(const std::string& message) {
 // with it and cluster-head prints it.
 void step_down(head_ptr self, const std::string& what, bool store_reachable = true) {
   auto& st = self->state;
-  if (st.stepped_down) return;
-  st.stepped_down = true;
+  if (!st.lease.end()) return;
   std::optional<core::store::lease_record> leader;
   try {
     if (store_reachable) leader = st.options.store->lease().current();
@@ -48,21 +47,21 @@ using steady = std::chrono::steady_clock;
 // answer); true when this head still leads (then it may act until lease_valid_until).
 bool renewal(head_ptr self, steady::time_point started, bool renewed, const std::string& error) {
   auto& st = self->state;
-  if (!error.empty()) {
-    std::cerr << "cluster-head: cannot renew the leader lease: " << error << std::endl;
-    if (steady::now() < st.lease_valid_until) return true;  // the lease it holds may still be good
-    // Cut off from the store past its lease: a standby that reaches the store may lead by now.
-    step_down(self, "it could not renew its leader lease before it ran out (" + error + ")", false);
-    return false;
+  if (!error.empty()) std::cerr << "cluster-head: cannot renew the leader lease: " << error << std::endl;
+  switch (st.lease.on_renewal(started, error.empty(), renewed, steady::now())) {
+    case leader_session::verdict::leads:
+      return true;
+    case leader_session::verdict::cut_off:
+      // A standby that reaches the store may lead by now.
+      step_down(self, "it could not renew its leader lease before it ran out (" + error + ")", false);
+      return false;
+    case leader_session::verdict::superseded:
+      std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
+                << "); another head leads now" << std::endl;
+      step_down(self, "its leader lease expired and another head claimed a newer epoch");
+      return false;
   }
-  if (!renewed) {
-    std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
-              << "); another head leads now" << std::endl;
-    step_down(self, "its leader lease expired and another head claimed a newer epoch");
-    return false;
-  }
-  st.lease_valid_until = std::max(st.lease_valid_until, started + st.options.lease_ttl * 9 / 10);
-  return true;
+  return false;
 }
 
 // When the lease's time is up unrenewed (lease_deadline), the head renews it now, in this handler:
@@ -71,7 +70,7 @@ bool renewal(head_ptr self, steady::time_point started, bool renewed, const std:
 // before a standby can take it, rather than at the first failed renewal after it (the store's
 // call timeout may be longer than the lease).
 void arm_lease_deadline(head_ptr self) {
-  const auto left = self->state.lease_valid_until - steady::now();
+  const auto left = self->state.lease.valid_until() - steady::now();
   self->delayed_send(self, std::max<steady::duration>(left, std::chrono::milliseconds(1)), lease_deadline{});
 }
 
@@ -93,8 +92,8 @@ bool renew(head_ptr self) {
 // would have written or sent.
 bool leads(head_ptr self) {
   auto& st = self->state;
-  if (st.stepped_down) return false;
-  if (!st.options.store || steady::now() < st.lease_valid_until) return true;
+  if (st.lease.ended()) return false;
+  if (!st.options.store || st.lease.known_good(steady::now())) return true;
   return renew(self);
 }
 
@@ -160,19 +159,10 @@ void persist(head_ptr self) {
   }
 }
 
-// The entry of `trainers` that watches the job's attempt, or trainers.end() (there is at most one).
-auto find_trainer(head_ptr self, const std::string& job_id, std::int32_t attempt) {
-  auto& trainers = self->state.trainers;
-  return std::find_if(trainers.begin(), trainers.end(), [&](const auto& t) {
-    return t.second.job_id == job_id && t.second.attempt == attempt;
-  });
-}
-
 // The trainer of the job's current attempt, when it has announced itself to this head (null
 // otherwise: a restarted head that has not adopted it yet).
 caf::actor current_trainer(head_ptr self, const job_record& r) {
-  auto t = find_trainer(self, r.id, r.attempts - 1);
-  return t == self->state.trainers.end() ? nullptr : t->second.handle;
+  return self->state.trainers.trainer(r.id, r.attempts - 1).value_or(nullptr);
 }
 
 caf::error trainer_unknown(const job_record& r) {
@@ -182,14 +172,10 @@ caf::error trainer_unknown(const job_record& r) {
 }
 
 void notify(head_ptr self, const std::string& job_id, const std::string& line) {
-  auto it = self->state.followers.find(job_id);
   const auto* record = self->state.logic.find(job_id);
   if (record == nullptr) return;
-  if (auto c = self->state.catching_up.find(job_id); c != self->state.catching_up.end())
-    for (auto& f : c->second) f.held.push_back(job_event{*record, line});
-  if (it == self->state.followers.end()) return;
-  for (auto& f : it->second) self->send(f, job_event{*record, line});
-  if (is_terminal(record->state)) self->state.followers.erase(it);
+  for (auto& [follower, event] : self->state.output.publish(*record, line))
+    self->send(follower, std::move(event));
 }
 
 void notify_state(head_ptr self, const std::string& job_id) {
@@ -199,10 +185,7 @@ void notify_state(head_ptr self, const std::string& job_id) {
 }
 
 void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attempt) {
-  auto t = find_trainer(self, job_id, attempt);
-  if (t == self->state.trainers.end()) return;
-  self->demonitor(t->second.handle);
-  self->state.trainers.erase(t);
+  if (auto trainer = self->state.trainers.forget(job_id, attempt)) self->demonitor(*trainer);
 }
 
 // Places what fits and asks the nodes to start the trainers. Followers of jobs that go (back)
@@ -227,14 +210,14 @@ void start_trainers(head_ptr self) {
                                      return s;
                                    }() +
                                    "], attempt " + std::to_string(setup.attempt + 1));
-    auto node = self->state.node_actors.find(setup.trainer_node);
-    if (node == self->state.node_actors.end()) {
+    auto node = self->state.nodes.find(setup.trainer_node);
+    if (!node) {
       self->state.logic.on_trainer_lost(setup.job_id, setup.attempt,
                                         "node " + setup.trainer_node + " is gone");
       notify_state(self, setup.job_id);
       continue;
     }
-    command(self, node->second, start_trainer{setup});
+    command(self, *node, start_trainer{setup});
   }
   persist(self);
 }
@@ -313,7 +296,7 @@ void restore_jobs(head_ptr self) {
     // What earlier heads stored of the running attempts' output: lines their trainers send again
     // are stored once.
     try {
-      for (const auto& j : st.options.store->read_logs(r.id)) st.log_seq.restore(r.id, j);
+      for (const auto& j : st.options.store->read_logs(r.id)) st.output.stored_lines().restore(r.id, j);
     } catch (const std::exception& e) {
       std::cerr << "cluster-head: cannot read the logs of job " << r.id << ": " << e.what() << std::endl;
     }
@@ -352,8 +335,8 @@ bool stop_job_now(head_ptr self, const std::string& job_id, const std::string& r
   if (r == nullptr) return false;
   const auto attempt = r->attempts - 1;
   if (!st.logic.stop(job_id, reason)) return false;
-  for (auto& [addr, ref] : st.trainers)
-    if (ref.job_id == job_id) command(self, ref.handle, stop_attempt{job_id, attempt, "the job was stopped"});
+  for (const auto& trainer : st.trainers.trainers_of(job_id))
+    command(self, trainer, stop_attempt{job_id, attempt, "the job was stopped"});
   forget_trainer(self, job_id, attempt);
   notify_state(self, job_id);
   start_trainers(self);
@@ -389,29 +372,23 @@ void accept_job(head_ptr self, head_actor_state::waiting_submit submit, const st
 // submits waiting for it; the next submit tries again.
 void reserve_job_id(head_ptr self) {
   auto& st = self->state;
-  if (!st.store_writer || st.reserving_job_id || !st.reserved_job_id.empty() || !leads(self)) return;
-  st.reserving_job_id = true;
+  if (!st.store_writer || !st.job_ids.should_reserve() || !leads(self)) return;
+  st.job_ids.reserving();
   self->request(st.store_writer, caf::infinite, store_reserve_job_id{st.options.epoch})
       .then([=](const store_reserved_id& r) {
         auto& st = self->state;
-        st.reserving_job_id = false;
         if (!r.result.error.empty()) {
           std::cerr << "cluster-head: cannot take a job id: " << r.result.error << std::endl;
-          for (auto& w : st.waiting_for_id)
-            w.promise.deliver(caf::make_error(caf::sec::runtime_error,
-                                              "cannot record the job: " + r.result.error));
-          st.waiting_for_id.clear();
+          for (auto& w : st.job_ids.on_reserve_failed())
+            w.promise.deliver(
+                caf::make_error(caf::sec::runtime_error, "cannot record the job: " + r.result.error));
           if (r.result.fenced) step_down(self, "a store write was fenced (" + r.result.error + ")");
           return;
         }
-        if (st.waiting_for_id.empty()) {
-          st.reserved_job_id = r.job_id;
-          return;
-        }
-        auto next = std::move(st.waiting_for_id.front());
-        st.waiting_for_id.pop_front();
+        auto next = st.job_ids.on_reserved(r.job_id);
+        if (!next) return;
         reserve_job_id(self);  // before the job's writes: the next id is taken when it is answered
-        accept_job(self, std::move(next), r.job_id);
+        accept_job(self, std::move(next->first), next->second);
       });
 }
 
@@ -438,15 +415,9 @@ caf::result<job_accepted> serve_client(head_ptr self, const submit_job& req) {
   head_actor_state::waiting_submit submit{std::move(spec), req.spec_json,
                                           self->make_response_promise<job_accepted>()};
   auto promise = submit.promise;
-  if (st.reserved_job_id.empty()) {
-    st.waiting_for_id.push_back(std::move(submit));
-    reserve_job_id(self);
-    return promise;
-  }
-  const auto id = std::move(st.reserved_job_id);
-  st.reserved_job_id.clear();
+  auto now = st.job_ids.submit(std::move(submit));
   reserve_job_id(self);  // before the job's writes: the next id is taken when it is answered
-  accept_job(self, std::move(submit), id);
+  if (now) accept_job(self, std::move(now->first), now->second);
   return promise;
 }
 
@@ -503,18 +474,14 @@ caf::result<job_record> serve_client(head_ptr self, const follow_job& req) {
   const auto* r = self->state.logic.find(req.job_id);
   if (r == nullptr) return request_error("no job with id " + req.job_id);
   if (!is_terminal(r->state))
-    self->state.followers[req.job_id].push_back(
-        caf::actor_cast<caf::actor>(self->current_sender()));
+    self->state.output.follow(req.job_id, caf::actor_cast<caf::actor>(self->current_sender()));
   return *r;
 }
 
 caf::result<job_logs> serve_client(head_ptr self, const logs_query& q) {
   auto& st = self->state;
   if (st.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
-  if (!st.store_writer) {
-    const auto& lines = st.logs[q.job_id];
-    return job_logs{std::vector<log_line>(lines.begin(), lines.end())};
-  }
+  if (!st.store_writer) return job_logs{st.output.memory_lines(q.job_id)};
   // The store has the output of earlier heads too; the writer reads it after the lines it was
   // handed before.
   auto promise = self->make_response_promise<job_logs>();
@@ -530,9 +497,8 @@ caf::result<followed_logs> serve_client(head_ptr self, const follow_logs& req) {
   if (r == nullptr) return request_error("no job with id " + req.job_id);
   const auto follower = caf::actor_cast<caf::actor>(self->current_sender());
   if (!st.store_writer) {  // the lines in memory and the registration, in one turn
-    const auto& lines = st.logs[req.job_id];
-    if (!is_terminal(r->state)) st.followers[req.job_id].push_back(follower);
-    return followed_logs{*r, std::vector<log_line>(lines.begin(), lines.end())};
+    if (!is_terminal(r->state)) st.output.follow(req.job_id, follower);
+    return followed_logs{*r, st.output.memory_lines(req.job_id)};
   }
   // The writer reads after every line handed to it before; the lines handed after are held back
   // for this follower until the reply is out, then sent in order. The reply carries the record as
@@ -540,33 +506,20 @@ caf::result<followed_logs> serve_client(head_ptr self, const follow_logs& req) {
   const std::string job_id = req.job_id;
   const job_record at_request = *r;
   const bool follow = !is_terminal(r->state);
-  if (follow) st.catching_up[job_id].push_back({follower, {}});
-  const auto take_held = [self, job_id, follower] {
-    std::vector<job_event> held;
-    auto all = self->state.catching_up.find(job_id);
-    if (all == self->state.catching_up.end()) return held;
-    for (auto f = all->second.begin(); f != all->second.end(); ++f)
-      if (f->who == follower) {
-        held = std::move(f->held);
-        all->second.erase(f);
-        break;
-      }
-    if (all->second.empty()) self->state.catching_up.erase(all);
-    return held;
-  };
+  if (follow) st.output.begin_catch_up(job_id, follower);
   auto promise = self->make_response_promise<followed_logs>();
   self->request(st.store_writer, caf::infinite, read_job_logs{job_id})
       .then(
           [=](job_logs& logs) mutable {
-            const auto held = take_held();
             promise.deliver(followed_logs{at_request, std::move(logs.lines)});
             if (!follow) return;
-            for (const auto& e : held) self->send(follower, e);
             const auto* now = self->state.logic.find(job_id);
-            if (now != nullptr && !is_terminal(now->state)) self->state.followers[job_id].push_back(follower);
+            for (auto& e : self->state.output.end_catch_up(job_id, follower,
+                                                           now != nullptr && !is_terminal(now->state)))
+              self->send(follower, std::move(e));
           },
           [=](caf::error& err) mutable {
-            take_held();
+            self->state.output.drop_catch_up(job_id, follower);
             promise.deliver(std::move(err));
           });
   return promise;
@@ -650,20 +603,18 @@ void start_store_actors(head_ptr self) {
 // held): those attempts end here.
 void on_node_lost(head_ptr self, const std::string& name) {
   auto& st = self->state;
-  st.node_actors.erase(name);
+  st.nodes.forget(name);
   st.logic.remove_node(name);
   for (const auto& id : st.logic.jobs_placed_on(name)) {
     const auto* record = st.logic.find(id);
     const auto attempt = record->attempts - 1;
-    auto watched = find_trainer(self, id, attempt);
-    if (watched == st.trainers.end()) {
+    if (!st.trainers.trainer(id, attempt)) {
       st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost before the attempt started");
       notify_state(self, id);
       continue;
     }
     if (record->trainer_node == name) continue;  // the trainer's own loss reports it
-    const auto trainer = watched->second.handle;
-    st.trainers.erase(watched);
+    const auto trainer = *st.trainers.forget(id, attempt);
     self->demonitor(trainer);
     command(self, trainer, stop_attempt{id, attempt, "node " + name + " was lost"});
     st.logic.on_trainer_lost(id, attempt, "node " + name + " was lost with ranks of the attempt");
@@ -675,8 +626,8 @@ void on_node_lost(head_ptr self, const std::string& name) {
 // The lease's time is up (arm_lease_deadline): renewed now, or the head steps down.
 void on_lease_deadline(head_ptr self) {
   auto& st = self->state;
-  if (st.stepped_down || !st.options.store) return;
-  if (steady::now() < st.lease_valid_until || renew(self)) arm_lease_deadline(self);
+  if (st.lease.ended() || !st.options.store) return;
+  if (st.lease.known_good(steady::now()) || renew(self)) arm_lease_deadline(self);
 }
 
 // A node process fell silent (the gateway says so before its proxies end): the node is lost now,
@@ -686,17 +637,16 @@ void on_process_silent(head_ptr self, const process_silent& m) {
   const std::string node_prefix = "node:";
   if (m.process.rfind(node_prefix, 0) != 0) return;
   const auto name = m.process.substr(node_prefix.size());
-  auto& st = self->state;
-  auto node = st.node_actors.find(name);
-  if (node == st.node_actors.end()) return;
-  st.node_by_addr.erase(node->second.address());  // its proxy's down, still to come, is ignored
-  self->demonitor(node->second);
+  auto node = self->state.nodes.silent(name);  // its proxy's down, still to come, is ignored
+  if (!node) return;
+  self->demonitor(*node);
   on_node_lost(self, name);
 }
 
 // A trainer went down; one that finished normally sent its outcome first (the bridge keeps that
 // order too), so what is still watched ended without one.
-void on_trainer_lost(head_ptr self, head_actor_state::trainer_ref ref, const caf::error& reason) {
+void on_trainer_lost(head_ptr self, const decltype(head_actor_state::trainers)::trainer_ref& ref,
+                     const caf::error& reason) {
   self->state.logic.on_trainer_lost(ref.job_id, ref.attempt,
                                     reason ? "trainer died: " + describe(self->system(), reason)
                                            : "the trainer exited without reporting an outcome");
@@ -706,17 +656,11 @@ void on_trainer_lost(head_ptr self, head_actor_state::trainer_ref ref, const caf
 
 void on_down(head_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
-  if (auto node = st.node_by_addr.find(msg.source); node != st.node_by_addr.end()) {
-    const auto name = node->second;
-    st.node_by_addr.erase(node);
-    on_node_lost(self, name);
+  if (auto node = st.nodes.on_down(msg.source)) {
+    on_node_lost(self, *node);
     return;
   }
-  auto t = st.trainers.find(msg.source);
-  if (t == st.trainers.end()) return;
-  const auto ref = t->second;
-  st.trainers.erase(t);
-  on_trainer_lost(self, ref, msg.reason);
+  if (auto ref = st.trainers.on_down(msg.source)) on_trainer_lost(self, *ref, msg.reason);
 }
 
 // A node (re)joins. A new process under a known name (its predecessor's loss not yet seen): what
@@ -727,19 +671,16 @@ void on_node_hello(head_ptr self, const node_hello& hello) {
   auto& st = self->state;
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   const std::string& name = hello.info.name;
-  if (auto old = st.node_actors.find(name); old != st.node_actors.end() && old->second != sender) {
-    st.node_by_addr.erase(old->second.address());
-    self->demonitor(old->second);
+  if (auto old = st.nodes.join(name, sender.address(), sender)) {
+    self->demonitor(*old);
     for (const auto& id : st.logic.jobs_placed_on(name)) {
       const auto attempt = st.logic.find(id)->attempts - 1;
-      if (find_trainer(self, id, attempt) != st.trainers.end()) continue;  // it started
+      if (st.trainers.trainer(id, attempt)) continue;  // it started
       st.logic.on_trainer_lost(id, attempt, "node " + name + " restarted before the attempt started");
       notify_state(self, id);
     }
   }
   self->monitor(sender);
-  st.node_actors[name] = sender;
-  st.node_by_addr[sender.address()] = name;
   st.logic.add_node(hello.info);
   start_trainers(self);
 }
@@ -748,8 +689,7 @@ void on_node_hello(head_ptr self, const node_hello& hello) {
 void on_node_draining(head_ptr self, const node_draining& req) {
   auto& st = self->state;
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-  auto known = st.node_actors.find(req.node);
-  if (known == st.node_actors.end() || known->second != sender) return;
+  if (!st.nodes.speaks_for(req.node, sender)) return;
   try {
     drain_node_now(self, req.node, "preempted", "node " + req.node + " is leaving (" + req.reason + ")");
   } catch (const std::exception& e) {
@@ -772,13 +712,10 @@ void on_trainer_started(head_ptr self, const trainer_started& ts) {
     command(self, trainer, stop_attempt{ts.job_id, ts.attempt, "the attempt is no longer wanted"});
     return;
   }
-  if (auto it = find_trainer(self, ts.job_id, ts.attempt); it != st.trainers.end()) {
-    if (it->second.handle == trainer) return;  // announced again; already watched
-    self->demonitor(it->second.handle);
-    st.trainers.erase(it);
-  }
+  const auto watched = st.trainers.watch(trainer.address(), ts.job_id, ts.attempt, trainer);
+  if (watched.already) return;  // announced again; already watched
+  if (watched.replaced) self->demonitor(*watched.replaced);
   self->monitor(trainer);
-  st.trainers[trainer.address()] = {ts.job_id, ts.attempt, trainer};
   persist(self);
 }
 
@@ -796,15 +733,15 @@ void on_adoption_deadline(head_ptr self) {
 metrics_snapshot on_metrics_query(head_ptr self) {
   metrics_snapshot s{
       self->state.options.epoch, job_list{self->state.logic.jobs(), self->state.logic.nodes()}, {}};
-  for (const auto& [job, points] : self->state.progress_history)
+  for (const auto& [job, points] : self->state.output.progress())
     if (!points.empty()) s.progress[job] = points.back();
   return s;
 }
 
 caf::result<job_history> on_job_history_query(head_ptr self, const job_history_query& q) {
   if (self->state.logic.find(q.job_id) == nullptr) return request_error("no job with id " + q.job_id);
-  const auto it = self->state.progress_history.find(q.job_id);
-  if (it == self->state.progress_history.end()) return job_history{};
+  const auto it = self->state.output.progress().find(q.job_id);
+  if (it == self->state.output.progress().end()) return job_history{};
   return job_history{it->second};
 }
 
@@ -812,7 +749,7 @@ caf::result<job_history> on_job_history_query(head_ptr self, const job_history_q
 // the old address back (it did: a head bound to port 0 kept publishing ":0").
 void on_publish_address(head_ptr self, const publish_address& p) {
   auto& st = self->state;
-  if (st.stepped_down || !st.lease_keeper) return;
+  if (st.lease.ended() || !st.lease_keeper) return;
   self->send(st.lease_keeper, p);
 }
 
@@ -827,7 +764,7 @@ void on_progress(head_ptr self, const progress_report& report) {
   if (logic.on_progress(report)) notify(self, report.job_id, "");
   // For the metrics: the current attempt's newest report (on_progress ignores a zombie's).
   if (const auto* r = logic.find(report.job_id); r != nullptr && report.attempt == r->attempts - 1)
-    add_history_point(self->state.progress_history[report.job_id], report);
+    self->state.output.add_progress(report);
   // A preempted attempt whose emergency checkpoint committed is stopped now.
   if (logic.emergency_checkpoint_committed(report.job_id)) end_preemption(self, report.job_id);
 }
@@ -845,14 +782,12 @@ bool keep_log_line(head_ptr self, const log_line& line, const caf::actor& sender
           if (ack.seq > 0 && sender) command(self, sender, ack);
         });
     if (!handed) return false;
-    st.log_seq.stored(line);  // a copy sent again meanwhile is not written twice
+    st.output.stored_lines().stored(line);  // a copy sent again meanwhile is not written twice
     return true;
   }
-  auto& lines = st.logs[line.job_id];
-  if (lines.size() >= max_log_lines_per_job) lines.pop_front();
-  lines.push_back(line);
+  st.output.keep_in_memory(line);
   if (line.seq > 0) {
-    st.log_seq.stored(line);
+    st.output.stored_lines().stored(line);
     if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
   }
   return true;
@@ -861,8 +796,9 @@ bool keep_log_line(head_ptr self, const log_line& line, const caf::actor& sender
 void on_log_line(head_ptr self, const log_line& line) {
   auto& st = self->state;
   const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-  if (!st.log_seq.is_new(line)) {  // sent again after a failover; kept already (or handed over)
-    const auto ack = log_ack{line.job_id, line.attempt, st.log_seq.highest(line.job_id, line.attempt)};
+  auto& stored = st.output.stored_lines();
+  if (!stored.is_new(line)) {  // sent again after a failover; kept already (or handed over)
+    const auto ack = log_ack{line.job_id, line.attempt, stored.highest(line.job_id, line.attempt)};
     if (sender) after_store_writes(self, [=] { command(self, sender, ack); });
     return;
   }
@@ -883,7 +819,7 @@ void on_attempt_outcome(head_ptr self, const attempt_outcome& outcome) {
     return;
   }
   forget_trainer(self, outcome.job_id, outcome.attempt);
-  self->state.log_seq.forget(outcome.job_id, outcome.attempt);
+  self->state.output.stored_lines().forget(outcome.job_id, outcome.attempt);
   self->state.logic.on_outcome(outcome);
   notify_state(self, outcome.job_id);
   start_trainers(self);
@@ -895,7 +831,7 @@ void on_attempt_outcome(head_ptr self, const attempt_outcome& outcome) {
 caf::behavior head_actor(head_ptr self, head_options options) {
   self->state.options = std::move(options);
   // The lease was taken (or renewed) just before the actor started.
-  self->state.lease_valid_until = steady::now() + self->state.options.lease_ttl / 2;
+  self->state.lease = leader_session(self->state.options.lease_ttl, steady::now());
   start_store_actors(self);
   if (self->state.options.store) arm_lease_deadline(self);
   reserve_job_id(self);
@@ -912,7 +848,7 @@ caf::behavior head_actor(head_ptr self, head_options options) {
       [=](const job_history_query& q) { return on_job_history_query(self, q); },
       [=](const publish_address& m) { on_publish_address(self, m); },
       [=](const lease_renewal& r) {
-        if (!self->state.stepped_down)
+        if (!self->state.lease.ended())
           renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
       },
       [=](const attempt_running& m) { on_attempt_running(self, m); },

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -16,15 +15,16 @@
 #include <caf/all.hpp>
 
 #include "actors/actor_system_types.hpp"
+#include "actors/attempt_watch.hpp"
 #include "actors/head_state.hpp"
-#include "actors/log_sequence.hpp"
+#include "actors/job_id_queue.hpp"
+#include "actors/leader_session.hpp"
 #include "actors/messages.hpp"
+#include "actors/node_registry.hpp"
+#include "actors/output_hub.hpp"
 #include "core/store/cluster_store.hpp"
 
 namespace cohort::actors {
-
-// How many lines of worker output an embedded head (no store) keeps per job for `submit logs`.
-constexpr std::size_t max_log_lines_per_job = 10000;
 
 // What a head persists to and how long it waits for trainers after a restart.
 struct lease_fence;  // store_writer.hpp
@@ -42,51 +42,31 @@ struct head_options {
   std::shared_ptr<lease_fence> fence;
 };
 
+// The head actor's state: one plain manager per domain (each with its own tests), wired by the
+// handlers of head_actor.cpp, which hold the CAF handles' monitoring and sending:
+//   logic     head_state: nodes' records, jobs, admission, placement, the failure policy
+//   nodes     node_registry: which node actor speaks for each node name
+//   trainers  attempt_watch: which trainer runs which attempt
+//   output    output_hub: followers, jobs' output in memory, progress history, stored lines
+//   job_ids   job_id_queue: the job id taken ahead in the store, and the submits waiting for one
+//   lease     leader_session: while this head may act as leader
 struct head_actor_state {
   head_state logic;
   head_options options;
   std::map<std::string, persisted_job_fields> persisted;  // job → what was last written of it
-  std::map<std::string, caf::actor> node_actors;  // by node name
-  std::map<caf::actor_addr, std::string> node_by_addr;
-  struct trainer_ref {
-    std::string job_id;
-    std::int32_t attempt;
-    caf::actor handle;
-  };
-  std::map<caf::actor_addr, trainer_ref> trainers;
-  std::map<std::string, std::vector<caf::actor>> followers;  // by job id
-  // Each job's logged steps for the dashboard's charts and, its last point, the metrics'
-  // training gauges (add_history_point), by job id.
-  std::map<std::string, std::vector<progress_report>> progress_history;
-  // Followers of a job's output whose stored lines are being read (follow_logs with a store):
-  // the events meanwhile wait here and are sent after the reply, so none is lost or repeated.
-  struct catching_up_follower {
-    caf::actor who;
-    std::vector<job_event> held;
-  };
-  std::map<std::string, std::vector<catching_up_follower>> catching_up;  // by job id
-  std::map<std::string, std::deque<log_line>> logs;  // by job id; only without a store
-  // With a store: the detached actor that does the head's store writes (store_writer.hpp).
-  caf::actor store_writer;
-  caf::actor lease_keeper;  // the only writer of the leader record while this head leads
-  // A job id taken in the store ahead of the next submit ("" while none), whether the writer is
-  // taking one, and the submits waiting for one, in their order (head_actor.cpp, reserve_job_id).
-  std::string reserved_job_id;
-  bool reserving_job_id = false;
+  node_registry<caf::actor, caf::actor_addr> nodes;
+  attempt_watch<caf::actor, caf::actor_addr> trainers;
+  output_hub<caf::actor> output;
   struct waiting_submit {
     config::job_spec spec;
     std::string spec_json;  // as submitted: what the store keeps
     caf::typed_response_promise<job_accepted> promise;
   };
-  std::deque<waiting_submit> waiting_for_id;
-  // The running attempts' output lines stored, so lines a trainer sends again after a failover
-  // are stored once (restored from the store's logs of unfinished jobs).
-  log_sequence log_seq;
-  // Until when this head may act as leader without renewing first (its last renewal, started at
-  // t, plus 0.9 of the lease ttl). A head woken from SIGSTOP past it renews before it writes or
-  // commands anything, and steps down (writing nothing) when a newer epoch exists.
-  std::chrono::steady_clock::time_point lease_valid_until{};
-  bool stepped_down = false;
+  job_id_queue<waiting_submit> job_ids;
+  leader_session lease{std::chrono::milliseconds{0}, {}};  // set when the actor starts
+  // With a store: the detached actor that does the head's store writes (store_writer.hpp).
+  caf::actor store_writer;
+  caf::actor lease_keeper;  // the only writer of the leader record while this head leads
   static inline const char* name = "cohort.head";
 };
 caf::behavior head_actor(caf::stateful_actor<head_actor_state>* self, head_options options);

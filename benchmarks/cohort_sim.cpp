@@ -38,6 +38,7 @@
 #include "core/proc/child_process.hpp"
 #include "net/credentials.hpp"
 #include "tools/cluster_client.hpp"
+#include "tools/command_line.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -234,17 +235,7 @@ int main(int argc, char** argv) {
        "own nodes when several simulators share a head (its placement latencies are then all seen)")
       ("json", "print the report as JSON");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "cohort-sim: " << e.what() << "\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc;
-    return 0;
-  }
+  if (auto done = cohort::tools::read_command_line("cohort-sim", argc, argv, desc, vm)) return *done;
   const int nodes = vm["nodes"].as<int>();
   const int slots = vm["slots-per-node"].as<int>();
   const double hz = vm["heartbeat-hz"].as<double>();

@@ -10,6 +10,7 @@
 #include "core/comm/store_auth.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/comm/tcp_store_server.hpp"
+#include "tools/command_line.hpp"
 
 #include <ATen/ATen.h>
 #include <boost/program_options.hpp>
@@ -160,14 +161,9 @@ int main(int argc, char** argv) {
       ("timeout", po::value(&o.timeout_s)->default_value(o.timeout_s), "seconds for rendezvous and each operation")
       ("key-prefix", po::value(&o.key_prefix)->default_value(o.key_prefix), "store key prefix of this run")
       ("json", "print one JSON object per measurement instead of a table");
+  po::variables_map vm;
+  if (auto done = cohort::tools::read_command_line("cohort-comm-bench", argc, argv, desc, vm)) return *done;
   try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
     o.serve_store = vm.count("no-serve-store") == 0;
     o.json = vm.count("json") > 0;
     if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)

@@ -26,6 +26,7 @@
 #include "core/data/build/builder.hpp"
 #include "core/data/dataset.hpp"
 #include "core/tokenizer/tokenizer.hpp"
+#include "tools/command_line.hpp"
 
 namespace fs = std::filesystem;
 namespace cd = cohort::core::data;
@@ -193,18 +194,8 @@ int main(int argc, char** argv) {
       "threads", po::value(&threads), "tokenizer threads (default: all cores)")(
       "seq-len", po::value(&seq_len), "sequence length (default 2048)")("keep", po::bool_switch(&keep),
                                                                          "keep the corpus and dataset");
-  try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "data_bench: " << e.what() << "\n" << desc << "\n";
-    return 2;
-  }
+  po::variables_map vm;
+  if (auto done = cohort::tools::read_command_line("data_bench", argc, argv, desc, vm)) return *done;
   try {
     const fs::path root(work), corpus = root / "corpus", out = root / "dataset";
     const int used_threads = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());

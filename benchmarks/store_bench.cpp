@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "core/store/cluster_store.hpp"
+#include "tools/command_line.hpp"
 
 namespace po = boost::program_options;
 namespace store = cohort::core::store;
@@ -64,16 +65,10 @@ int main(int argc, char** argv) {
       ("etcd", po::value<std::string>(), "an etcd cluster: etcd://HOST:PORT[,HOST:PORT...]")
       ("writes", po::value<int>()->default_value(500), "rounds of (state, event, log line)");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "store_bench: " << e.what() << "\n" << desc;
+  if (auto done = cohort::tools::read_command_line("store_bench", argc, argv, desc, vm)) return *done;
+  if (!vm.count("dir")) {
+    std::cerr << "store_bench: --dir is required\n" << desc;
     return 2;
-  }
-  if (vm.count("help") || !vm.count("dir")) {
-    std::cout << desc;
-    return vm.count("help") ? 0 : 2;
   }
   const int writes = vm["writes"].as<int>();
   if (writes < 1) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tokenizer/tokenizer.hpp"
+#include "tools/command_line.hpp"
 
 namespace {
 
@@ -55,18 +56,8 @@ int main(int argc, char** argv) {
       "sentencepiece", po::value(&model_path)->required(), "the same tokenizer as a sentencepiece .model")(
       "text", po::value(&text_path)->required(), "UTF-8 text, encoded line by line")(
       "repeat", po::value(&repeat), "passes per tokenizer; the best is reported (default 3)");
-  try {
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "tokenizer_bench: " << e.what() << "\n" << desc << "\n";
-    return 2;
-  }
+  po::variables_map vm;
+  if (auto done = cohort::tools::read_command_line("tokenizer_bench", argc, argv, desc, vm)) return *done;
   if (!std::filesystem::exists(text_path)) {
     std::cout << "tokenizer_bench: skipped: " << text_path << " is absent (Tiny Shakespeare or another UTF-8 text)\n";
     return 0;

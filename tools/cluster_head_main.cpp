@@ -23,13 +23,14 @@
 
 #include "actors/gateways.hpp"
 #include "actors/head_actor.hpp"
-#include "actors/store_writer.hpp"
 #include "actors/scheduler_config.hpp"
+#include "actors/store_writer.hpp"
 #include "config/storage_roots.hpp"
 #include "core/store/cluster_store.hpp"
 #include "net/credentials.hpp"
 #include "net/head_addresses.hpp"
 #include "net/net_error.hpp"
+#include "tools/command_line.hpp"
 #include "tools/dashboard_server.hpp"
 #include "tools/signal_wait.hpp"
 #include "tools/standby_responder.hpp"
@@ -92,17 +93,7 @@ po::options_description option_table() {
 std::variant<head_settings, int> parse_settings(int argc, char** argv) {
   const auto desc = option_table();
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "cluster-head: " << e.what() << "\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc;
-    return 0;
-  }
+  if (auto done = tools::read_command_line("cluster-head", argc, argv, desc, vm)) return *done;
   if (!vm.count("store")) {
     std::cerr << "cluster-head: --store DIR is required\n" << desc;
     return 2;
