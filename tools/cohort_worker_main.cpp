@@ -38,6 +38,7 @@
 #include "actors/hang_detector.hpp"
 #include "actors/worker_process_link.hpp"
 #include "core/comm/collective_wait.hpp"
+#include "core/proc/open_files.hpp"
 #include "core/resources/gpu_discovery.hpp"
 #include "core/train/host_threads.hpp"
 #include "core/train/workload.hpp"
@@ -252,6 +253,7 @@ int main(int argc, char** argv) {
   }
   // The report link's first frame, before anything else can fail.
   report(actors::link_hello{actors::worker_link_version});
+  const auto files = core::proc::raise_open_files_limit();
   actors::worker_setup setup;
   core::train::worker_context ctx;
   try {
@@ -278,7 +280,9 @@ int main(int argc, char** argv) {
   const std::string blas = core::train::match_blas_threads_to_torch();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node " << setup.node
             << " (pid " << ::getpid() << "): " << devices_text(found) << (blas.empty() ? "" : "; " + blas)
-            << "; job environment: " << job_env_text(ctx.spec) << std::endl;
+            << "; job environment: " << job_env_text(ctx.spec) << "; " << core::proc::describe(files) << std::endl;
+  if (auto warning = core::proc::open_files_warning(files.soft, setup.world_size, setup.node))
+    std::cerr << "cohort-worker: rank " << setup.rank << ": " << *warning << std::endl;
   if (const std::string reason = missing_gpus(setup, ctx, found); !reason.empty()) {
     std::cerr << "cohort-worker: " << reason << std::endl;
     report_finished(false, reason);

@@ -10,6 +10,8 @@
 #include <iostream>
 #include <variant>
 
+#include "core/proc/open_files.hpp"
+
 namespace cohort::tools {
 
 // Blocks SIGINT and SIGTERM in the calling thread (call first in main, before threads start,
@@ -21,7 +23,8 @@ int wait_for_termination_signal_for(std::chrono::milliseconds timeout);
 
 // A daemon's main (cluster-head, cluster-worker): SIGPIPE ignored (a peer that went away shows up
 // as EPIPE on its connection, not as the end of this process), termination signals blocked before
-// any thread starts, then `parse(argc, argv)` (the settings, or an exit code: help 0, bad 2), then
+// any thread starts, then `parse(argc, argv)` (the settings, or an exit code: help 0, bad 2), the
+// open-files limit raised to the hard limit and said (its workers inherit it), then
 // `run(settings)` for the exit code; an exception ends it with 1, said as "NAME: what".
 template <class Parse, class Run>
 int daemon_main(const char* name, int argc, char** argv, Parse parse, Run run) {
@@ -29,6 +32,7 @@ int daemon_main(const char* name, int argc, char** argv, Parse parse, Run run) {
   block_termination_signals();
   auto parsed = parse(argc, argv);
   if (const int* code = std::get_if<int>(&parsed)) return *code;
+  std::cout << name << ": " << core::proc::describe(core::proc::raise_open_files_limit()) << std::endl;
   try {
     return run(std::get<0>(parsed));
   } catch (const std::exception& e) {

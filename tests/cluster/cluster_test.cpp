@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -156,6 +157,63 @@ TEST_CASE("a three-worker job runs with rank 0 and the trainer on the large_cpu_
   REQUIRE(list.exit_code == 0);
   CHECK(json::parse(list.out)["jobs"].size() == 1);
   CHECK(json::parse(list.out)["nodes"].size() == 2);
+}
+
+// Sets this process's open-files limits for the daemons it starts next (they inherit them), and
+// puts the old ones back when it goes.
+struct open_files_for_children {
+  rlimit old{};
+  explicit open_files_for_children(rlim_t soft, rlim_t hard) {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+    const rlimit lowered{soft, hard};
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  }
+  ~open_files_for_children() { ::setrlimit(RLIMIT_NOFILE, &old); }
+};
+
+TEST_CASE("cluster-head and cluster-worker raise their open-files limit to the hard limit and say so, "
+          "their ranks inherit it, and a rank whose limit is below what its job's size needs says so "
+          "in the job's log",
+          "[cluster]") {
+  rlimit now{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &now) == 0);
+  if (now.rlim_max < 4096) {
+    WARN("skipped: the hard open-files limit here is " << now.rlim_max << ", below 4096");
+    return;
+  }
+  test_cluster c;
+  const std::string hard = now.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(now.rlim_max);
+  {
+    open_files_for_children lowered(300, now.rlim_max);
+    c.start_head();
+    c.start_worker("roomy", 2);
+  }
+  CHECK_THAT(c.head().wait_for_line("open files: ", 60s),
+             Catch::Contains("cluster-head: open files: " + hard + " (raised from 300, the hard limit)"));
+  // A node whose hard limit is 280: a rank of 5 needs about 256 + 8 * 4 = 288.
+  const bool may_raise_back = ::geteuid() == 0;  // lowering a hard limit is for good otherwise
+  if (may_raise_back) {
+    open_files_for_children lowered(100, 280);
+    auto& tight = c.start_worker("tight", 5);
+    CHECK_THAT(tight.wait_for_line("open files: ", 60s),
+               Catch::Contains("cluster-worker: open files: 280 (raised from 100, the hard limit)"));
+  }
+  auto roomy = c.submit({"run", c.write_job(lr_job("roomy", 2, 3, 0.0, 0, c.dir().str() + "/runs",
+                                                   R"(, "nodes": ["roomy"])")), "--follow"});
+  INFO(roomy.out << roomy.err);
+  REQUIRE(roomy.exit_code == 0);
+  const auto roomy_logs = c.submit({"logs", first_line(roomy.out)}).out;
+  CHECK_THAT(roomy_logs, Catch::Contains("; open files: " + hard + " (the hard limit)"));
+  CHECK_THAT(roomy_logs, !Catch::Contains("the open-files limit is"));
+  if (!may_raise_back) return;
+  auto tight = c.submit({"run", c.write_job(lr_job("tight", 5, 3, 0.0, 0, c.dir().str() + "/runs",
+                                                   R"(, "nodes": ["tight"])")), "--follow"});
+  INFO(tight.out << tight.err);
+  REQUIRE(tight.exit_code == 0);
+  const auto tight_logs = c.submit({"logs", first_line(tight.out)}).out;
+  CHECK_THAT(tight_logs, Catch::Contains("; open files: 280 (the hard limit)"));  // the node's, inherited
+  CHECK_THAT(tight_logs, Catch::Contains("node tight: the open-files limit is 280, below the about 288 a rank "
+                                         "of a job of 5 ranks may hold open"));
 }
 
 TEST_CASE_METHOD(head_and_one_node, "kill -9 of a worker process restarts the group and the job succeeds", "[cluster]") {
