@@ -280,7 +280,8 @@ int main(int argc, char** argv) {
   const std::string blas = core::train::match_blas_threads_to_torch();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node " << setup.node
             << " (pid " << ::getpid() << "): " << devices_text(found) << (blas.empty() ? "" : "; " + blas)
-            << "; job environment: " << job_env_text(ctx.spec) << "; " << core::proc::describe(files) << std::endl;
+            << "; job environment: " << job_env_text(ctx.spec) << "; " << core::proc::describe(files)
+            << std::endl;
   if (auto warning = core::proc::open_files_warning(files.soft, setup.world_size, setup.node))
     std::cerr << "cohort-worker: rank " << setup.rank << ": " << *warning << std::endl;
   if (const std::string reason = missing_gpus(setup, ctx, found); !reason.empty()) {

@@ -52,12 +52,14 @@ std::uint64_t open_files_per_rank(std::int64_t world_size) {
   return 256 + 8 * peers;
 }
 
-std::optional<std::string> open_files_warning(std::uint64_t soft, std::int64_t world_size, const std::string& node) {
+std::optional<std::string> open_files_warning(std::uint64_t soft, std::int64_t world_size,
+                                              const std::string& node) {
   const auto needed = open_files_per_rank(world_size);
   if (soft >= needed) return std::nullopt;
   return "node " + node + ": the open-files limit is " + count_text(soft) + ", below the about " +
          std::to_string(needed) + " a rank of a job of " + std::to_string(world_size) +
-         " ranks may hold open; raise the hard limit of the user that runs cluster-worker there (`ulimit -Hn`, "
+         " ranks may hold open; raise the hard limit of the user that runs cluster-worker there (`ulimit "
+         "-Hn`, "
          "LimitNOFILE= in a systemd unit, nofile in /etc/security/limits.conf), or its connections may fail "
          "with \"Too many open files\"";
 }

@@ -32,6 +32,7 @@ std::uint64_t open_files_per_rank(std::int64_t world_size);
 
 // The warning for a rank whose soft limit `soft` is below open_files_per_rank(world_size), or
 // nothing. Names the node and what to do.
-std::optional<std::string> open_files_warning(std::uint64_t soft, std::int64_t world_size, const std::string& node);
+std::optional<std::string> open_files_warning(std::uint64_t soft, std::int64_t world_size,
+                                              const std::string& node);
 
 }  // namespace cohort::core::proc

@@ -171,10 +171,11 @@ struct open_files_for_children {
   ~open_files_for_children() { ::setrlimit(RLIMIT_NOFILE, &old); }
 };
 
-TEST_CASE("cluster-head and cluster-worker raise their open-files limit to the hard limit and say so, "
-          "their ranks inherit it, and a rank whose limit is below what its job's size needs says so "
-          "in the job's log",
-          "[cluster]") {
+TEST_CASE(
+    "cluster-head and cluster-worker raise their open-files limit to the hard limit and say so, "
+    "their ranks inherit it, and a rank whose limit is below what its job's size needs says so "
+    "in the job's log",
+    "[cluster]") {
   rlimit now{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &now) == 0);
   if (now.rlim_max < 4096) {
@@ -198,22 +199,25 @@ TEST_CASE("cluster-head and cluster-worker raise their open-files limit to the h
     CHECK_THAT(tight.wait_for_line("open files: ", 60s),
                Catch::Contains("cluster-worker: open files: 280 (raised from 100, the hard limit)"));
   }
-  auto roomy = c.submit({"run", c.write_job(lr_job("roomy", 2, 3, 0.0, 0, c.dir().str() + "/runs",
-                                                   R"(, "nodes": ["roomy"])")), "--follow"});
+  auto roomy = c.submit(
+      {"run", c.write_job(lr_job("roomy", 2, 3, 0.0, 0, c.dir().str() + "/runs", R"(, "nodes": ["roomy"])")),
+       "--follow"});
   INFO(roomy.out << roomy.err);
   REQUIRE(roomy.exit_code == 0);
   const auto roomy_logs = c.submit({"logs", first_line(roomy.out)}).out;
   CHECK_THAT(roomy_logs, Catch::Contains("; open files: " + hard + " (the hard limit)"));
   CHECK_THAT(roomy_logs, !Catch::Contains("the open-files limit is"));
   if (!may_raise_back) return;
-  auto tight = c.submit({"run", c.write_job(lr_job("tight", 5, 3, 0.0, 0, c.dir().str() + "/runs",
-                                                   R"(, "nodes": ["tight"])")), "--follow"});
+  auto tight = c.submit(
+      {"run", c.write_job(lr_job("tight", 5, 3, 0.0, 0, c.dir().str() + "/runs", R"(, "nodes": ["tight"])")),
+       "--follow"});
   INFO(tight.out << tight.err);
   REQUIRE(tight.exit_code == 0);
   const auto tight_logs = c.submit({"logs", first_line(tight.out)}).out;
   CHECK_THAT(tight_logs, Catch::Contains("; open files: 280 (the hard limit)"));  // the node's, inherited
-  CHECK_THAT(tight_logs, Catch::Contains("node tight: the open-files limit is 280, below the about 288 a rank "
-                                         "of a job of 5 ranks may hold open"));
+  CHECK_THAT(tight_logs,
+             Catch::Contains("node tight: the open-files limit is 280, below the about 288 a rank "
+                             "of a job of 5 ranks may hold open"));
 }
 
 TEST_CASE_METHOD(head_and_one_node, "kill -9 of a worker process restarts the group and the job succeeds", "[cluster]") {

@@ -60,9 +60,10 @@ TEST_CASE("what a rank may hold open grows with its job's size", "[core]") {
   CHECK(open_files_per_rank(257) == 256 + 8 * 256);
 }
 
-TEST_CASE("a rank whose open-files limit is below what its job's size needs is warned, naming the node "
-          "and the numbers; one with enough is not",
-          "[core]") {
+TEST_CASE(
+    "a rank whose open-files limit is below what its job's size needs is warned, naming the node "
+    "and the numbers; one with enough is not",
+    "[core]") {
   CHECK_FALSE(open_files_warning(1024, 2, "n1"));
   CHECK_FALSE(open_files_warning(264, 2, "n1"));
   const auto warning = open_files_warning(1024, 256, "gpu-07");
