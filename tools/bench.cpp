@@ -69,6 +69,20 @@ std::vector<int> default_node_counts(std::size_t nodes) {
   return counts;
 }
 
+node_groups make_node_groups(const std::vector<config::host_entry>& hosts, int group_size) {
+  if (group_size < 1 || static_cast<std::size_t>(group_size) > hosts.size())
+    throw config::spec_error("--group-size", "got " + std::to_string(group_size) + "; allowed: 1 to " +
+                                                 std::to_string(hosts.size()) + " (the node list's length)");
+  node_groups out;
+  const std::size_t whole =
+      hosts.size() / static_cast<std::size_t>(group_size) * static_cast<std::size_t>(group_size);
+  for (std::size_t i = 0; i < whole; i += static_cast<std::size_t>(group_size))
+    out.groups.emplace_back(hosts.begin() + static_cast<std::ptrdiff_t>(i),
+                            hosts.begin() + static_cast<std::ptrdiff_t>(i) + group_size);
+  out.left_over.assign(hosts.begin() + static_cast<std::ptrdiff_t>(whole), hosts.end());
+  return out;
+}
+
 config::job_spec bench_spec(const config::job_spec& base, const std::vector<config::host_entry>& hosts,
                             int count, const std::string& name, double memory_every_s) {
   config::job_spec spec = base;
@@ -86,14 +100,30 @@ config::job_spec bench_spec(const config::job_spec& base, const std::vector<conf
   return spec;
 }
 
-std::string bench_run_name(const std::string& base, int count, const std::string& stamp,
-                           const std::string& storage_path) {
-  const std::string suffix = "-" + std::to_string(count) + "n-" + stamp;
+namespace {
+
+// "<base><suffix>", the base cut so that the whole stays within 120 characters, "-2", "-3", ...
+// appended while <storage_path>/<name> exists.
+std::string unused_run_name(const std::string& base, const std::string& suffix,
+                            const std::string& storage_path) {
   const std::string stem = base.substr(0, 120 - std::min<std::size_t>(120, suffix.size())) + suffix;
   std::string name = stem;
   for (int n = 2; std::filesystem::exists(std::filesystem::path(storage_path) / name); ++n)
     name = stem + "-" + std::to_string(n);
   return name;
+}
+
+}  // namespace
+
+std::string bench_run_name(const std::string& base, int count, const std::string& stamp,
+                           const std::string& storage_path) {
+  return unused_run_name(base, "-" + std::to_string(count) + "n-" + stamp, storage_path);
+}
+
+std::string bench_group_run_name(const std::string& base, int group, int count, const std::string& stamp,
+                                 const std::string& storage_path) {
+  return unused_run_name(base, "-g" + std::to_string(group) + "-" + std::to_string(count) + "n-" + stamp,
+                         storage_path);
 }
 
 run_throughput read_run_throughput(const std::string& run_dir, std::int64_t global_batch,
@@ -160,14 +190,20 @@ std::string bench_csv_number(double v) {
 
 const char* const bench_csv_header =
     "nodes,workers,job,run,status,steps,samples_per_s,tokens_per_s,mfu,peak_host_bytes,peak_gpu_bytes,"
-    "min_samples_per_s,pass,reason";
+    "min_samples_per_s,pass,reason,group,node_names";
 
 std::string bench_csv_line(const bench_row& r) {
-  return std::to_string(r.nodes) + "," + std::to_string(r.workers) + "," + r.job_id + "," + r.run_name + "," + to_string(r.status) +
-         "," + std::to_string(r.throughput.steps) + "," + cell(r.throughput.samples_per_s) + "," +
-         cell(r.throughput.tokens_per_s) + "," + cell(r.throughput.mfu) + "," + cell(r.memory.host_bytes) + "," +
-         cell(r.memory.gpu_bytes) + "," + bench_csv_number(r.min_samples_per_s) + "," + (r.passed() ? "pass" : "fail") + "," +
-         quoted(r.reason);
+  const std::string names = [&] {
+    std::string text;
+    for (const auto& n : r.node_names) text += (text.empty() ? "" : " ") + n;
+    return text;
+  }();
+  return std::to_string(r.nodes) + "," + std::to_string(r.workers) + "," + r.job_id + "," + r.run_name + "," +
+         to_string(r.status) + "," + std::to_string(r.throughput.steps) + "," +
+         cell(r.throughput.samples_per_s) + "," + cell(r.throughput.tokens_per_s) + "," +
+         cell(r.throughput.mfu) + "," + cell(r.memory.host_bytes) + "," + cell(r.memory.gpu_bytes) + "," +
+         bench_csv_number(r.min_samples_per_s) + "," + (r.passed() ? "pass" : "fail") + "," +
+         quoted(r.reason) + "," + (r.group > 0 ? std::to_string(r.group) : "") + "," + quoted(names);
 }
 
 std::ofstream open_bench_csv(const std::string& path) {

@@ -29,6 +29,16 @@ std::vector<int> parse_node_counts(const std::string& text, std::size_t nodes);
 // The counts run when --counts is not given: 1, 2, 4, ... up to `nodes`, and `nodes` itself.
 std::vector<int> default_node_counts(std::size_t nodes);
 
+// --group-size B (a burn-in, as DeepSpeed-Chat's make_batch.py splits a node list): the node list
+// cut in its order into disjoint groups of B nodes; the nodes after the last whole group are left
+// over (the bench says so; they run in no group). Throws config::spec_error("--group-size") when
+// B is not 1 to the list's length.
+struct node_groups {
+  std::vector<std::vector<config::host_entry>> groups;
+  std::vector<config::host_entry> left_over;
+};
+node_groups make_node_groups(const std::vector<config::host_entry>& hosts, int group_size);
+
 // The spec of the run on the first `count` hosts: named `name`, scaling.nodes those hosts,
 // num_workers the sum of their slots (not elastic), ranks spread over them (SPREAD, unless the
 // spec asks STRICT_SPREAD), and run.memory_status_every_s `memory_every_s` where the spec leaves
@@ -39,6 +49,9 @@ config::job_spec bench_spec(const config::job_spec& base, const std::vector<conf
 // whole stays within 128 characters; "-2", "-3", ... appended while <storage_path>/<name> exists.
 std::string bench_run_name(const std::string& base, int count, const std::string& stamp,
                            const std::string& storage_path);
+// The same for group `group` (from 1) of a burn-in: "<base>-g<group>-<count>n-<stamp>".
+std::string bench_group_run_name(const std::string& base, int group, int count, const std::string& stamp,
+                                 const std::string& storage_path);
 
 struct run_throughput {
   std::int64_t steps = 0;               // logged steps after the warmup that were measured
@@ -64,6 +77,8 @@ const char* to_string(run_status s);  // "ok", "failed", "timeout"
 
 struct bench_row {
   int nodes = 0;
+  int group = 0;                        // a burn-in's group, from 1 (0: a run on the first nodes)
+  std::vector<std::string> node_names;  // the nodes the run was given
   int workers = 0;
   std::string job_id;
   std::string run_name;  // the job's name: its run directory is <run.storage_path>/<run_name>

@@ -141,7 +141,52 @@ TEST_CASE("cohort-bench refuses a bad node list naming the file and line, and ba
   r = c.run("cohort-bench", {"--nodes", absent, "--spec", job, "--timeout-s", "0", "--csv", csv});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--timeout-s got 0; allowed: seconds > 0"));
-  CHECK(cohort::test::read_file(csv) == "nodes,workers,job,run,status,steps,samples_per_s,tokens_per_s,mfu,"
-                                        "peak_host_bytes,peak_gpu_bytes,min_samples_per_s,pass,reason\n");
+  CHECK(cohort::test::read_file(csv) ==
+        "nodes,workers,job,run,status,steps,samples_per_s,tokens_per_s,mfu,"
+        "peak_host_bytes,peak_gpu_bytes,min_samples_per_s,pass,reason,group,"
+        "node_names\n");
   CHECK(c.submit({"list", "--json"}).out.find("\"jobs\":[]") != std::string::npos);
+}
+
+TEST_CASE(
+    "a burn-in runs every group of the node list at once, a row each: the group with a broken node "
+    "fails alone, named, the other passes, and the node left over is said",
+    "[cluster]") {
+  test_cluster c;
+  c.start_head();
+  c.start_worker("n1", 1);
+  c.start_worker("n2", 1);
+  // n3 cannot start a rank: its worker program fails at once, as a broken install would.
+  c.start_worker("n3", 1, "", {"--worker-program", "/bin/false"});
+  c.start_worker("n4", 1);
+  c.start_worker("n5", 1);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(tiny_llama_job("burn", data, c.dir().str() + "/runs"));
+  spec["run"]["failure"] = {{"max_failures", 0}};
+  const auto nodes = c.dir().write("nodes.txt", "n1\nn2\nn3\nn4\nn5\n");
+  const auto csv = c.dir().path("burn.csv");
+  auto r = c.run("cohort-bench",
+                 {"--nodes", nodes, "--spec", c.write_job(spec.dump()), "--group-size", "2", "--timeout-s",
+                  "400", "--min-samples-per-s", "0.001", "--csv", csv},
+                 {}, 900s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("1 node left over after 2 groups of 2, run in no group: n5"));
+  const auto rows = read_csv(csv);
+  REQUIRE(rows.size() == 2);
+  INFO(json(rows).dump());
+  CHECK(rows[0].at("group") == "1");
+  CHECK(rows[0].at("node_names") == "n1 n2");
+  CHECK(rows[0].at("status") == "ok");
+  CHECK(rows[0].at("pass") == "pass");
+  CHECK(std::stod(rows[0].at("samples_per_s")) > 0);
+  CHECK(rows[1].at("group") == "2");
+  CHECK(rows[1].at("node_names") == "n3 n4");
+  CHECK(rows[1].at("status") == "failed");
+  CHECK(rows[1].at("pass") == "fail");
+  CHECK_THAT(rows[1].at("reason"), Catch::Contains("on node n3"));
+  // Both ran at once: the failing group ended while the other's job was still to finish, or
+  // before; each job was placed on its own group only.
+  CHECK(c.status(rows[0].at("job"))["rank_nodes"] == json{"n1", "n2"});
+  CHECK(c.status(rows[1].at("job"))["rank_nodes"] == json{"n3", "n4"});
 }

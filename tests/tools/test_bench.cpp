@@ -59,6 +59,38 @@ TEST_CASE("run names carry the node count and the stamp, fit a job name and skip
   CHECK_THAT(long_name, Catch::EndsWith("-16n-20261127T081500"));
 }
 
+TEST_CASE(
+    "a burn-in cuts the node list in its order into disjoint groups and says the nodes left over; a "
+    "group size outside 1 to the list's length is refused naming the option",
+    "[tools]") {
+  std::vector<config::host_entry> hosts;
+  for (int i = 1; i <= 5; ++i) hosts.push_back({"n" + std::to_string(i), i == 2 ? 2 : 1, i});
+  const auto names = [](const std::vector<config::host_entry>& group) {
+    std::vector<std::string> out;
+    for (const auto& h : group) out.push_back(h.name);
+    return out;
+  };
+  auto cut = tools::make_node_groups(hosts, 2);
+  REQUIRE(cut.groups.size() == 2);
+  CHECK(names(cut.groups[0]) == std::vector<std::string>{"n1", "n2"});
+  CHECK(names(cut.groups[1]) == std::vector<std::string>{"n3", "n4"});
+  CHECK(names(cut.left_over) == std::vector<std::string>{"n5"});
+  CHECK(tools::bench_spec(config::job_spec{}, cut.groups[0], 2, "g1", 5).scaling.num_workers == 3);
+  cut = tools::make_node_groups(hosts, 5);
+  CHECK(cut.groups.size() == 1);
+  CHECK(cut.left_over.empty());
+  CHECK(tools::make_node_groups(hosts, 1).groups.size() == 5);
+  CHECK_THROWS_WITH(tools::make_node_groups(hosts, 6),
+                    Catch::Contains("--group-size") && Catch::Contains("got 6; allowed: 1 to 5"));
+  CHECK_THROWS_WITH(tools::make_node_groups(hosts, 0), Catch::Contains("got 0"));
+}
+
+TEST_CASE("a burn-in's run names carry the group", "[tools]") {
+  test::temp_dir tmp;
+  CHECK(tools::bench_group_run_name("opt", 3, 2, "20261128T220000", tmp.str()) ==
+        "opt-g3-2n-20261128T220000");
+}
+
 TEST_CASE("throughput is the median over the steps after the warmup, samples/s from the global batch and "
           "step time",
           "[tools]") {
@@ -131,9 +163,15 @@ TEST_CASE("the CSV gets its header once, rows with empty cells for what was not 
   CHECK_FALSE(late.passed());
   { tools::open_bench_csv(csv) << tools::bench_csv_line(ok) << '\n'; }
   { tools::open_bench_csv(csv) << tools::bench_csv_line(late) << '\n'; }
-  CHECK(test::read_file(csv) == std::string(tools::bench_csv_header) + "\n" +
-                                    "2,4,job-1,b-2n-x,ok,3,12.5,200,,1024,,10,pass,\"\"\n" +
-                                    "1,1,job-2,b-1n-x,timeout,0,,,,,,0,fail,\"did not end within 5 s; \"\"stopped\"\"\"\n");
+  late.group = 3;
+  late.node_names = {"n5", "n6"};
+  { tools::open_bench_csv(csv) << tools::bench_csv_line(late) << '\n'; }
+  CHECK(
+      test::read_file(csv) ==
+      std::string(tools::bench_csv_header) + "\n" +
+          "2,4,job-1,b-2n-x,ok,3,12.5,200,,1024,,10,pass,\"\",,\"\"\n" +
+          "1,1,job-2,b-1n-x,timeout,0,,,,,,0,fail,\"did not end within 5 s; \"\"stopped\"\"\",,\"\"\n" +
+          "1,1,job-2,b-1n-x,timeout,0,,,,,,0,fail,\"did not end within 5 s; \"\"stopped\"\"\",3,\"n5 n6\"\n");
   const auto other = tmp.write("other.csv", "a,b\n1,2\n");
   CHECK_THROWS_WITH(tools::open_bench_csv(other), Catch::Contains(other) && Catch::Contains("not cohort-bench's header"));
 }

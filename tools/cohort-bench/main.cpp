@@ -7,6 +7,9 @@
 // stops it at the timeout, then reads rank 0's metrics.jsonl and every rank's memory CSV from the
 // run directory (so it runs where run.storage_path is visible). A run that fails or times out is
 // a row, not an error. Exit codes: 0 every run has its row, 1 cluster error, 2 usage or bad input.
+// With --group-size B it is a burn-in instead: the node list cut into disjoint groups of B nodes,
+// the spec run on every group at once (one job each), one row per group; a group with a broken
+// node fails alone, named by the row's node_names and reason.
 #include <signal.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <ctime>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -35,32 +39,40 @@ const char* const usage =
     "usage: cohort-bench --nodes HOSTFILE --spec JOB.json --csv OUT.csv [options]\n"
     "  Runs JOB.json on the first 1, 2, 4, ... nodes of HOSTFILE (one node a line: NAME [slots=N],\n"
     "  N workers on it, default 1), one job per node count, each stopped at --timeout-s, and appends\n"
-    "  a row per run to OUT.csv: nodes, workers, job id, run name, status (ok, failed, timeout), medians over\n"
+    "  a row per run to OUT.csv: nodes, workers, job id, run name, status (ok, failed, timeout), medians "
+    "over\n"
     "  the steps after the warmup of samples/s, tokens/s and MFU, peak host and GPU memory, and\n"
     "  pass/fail against --min-samples-per-s. Reads the run directories: run it where the spec's\n"
-    "  run.storage_path is visible.\n";
+    "  run.storage_path is visible.\n"
+    "  With --group-size B (a burn-in), cuts HOSTFILE into disjoint groups of B nodes in its order and\n"
+    "  runs JOB.json on every group at the same time, a row per group; the nodes after the last whole\n"
+    "  group are named and left out.\n";
 
 struct bench_options {
   tools::cluster_target cluster;
   std::string nodes, spec, csv, counts;
   double timeout_s = 1800, min_samples_per_s = 0, memory_every_s = 5;
   std::int64_t warmup_steps = 2;
+  int group_size = 0;  // a burn-in's group size (0: runs on the first N nodes, --counts)
 };
 
 // The options, or the exit code when there is nothing to run (--help, a usage error).
 std::variant<bench_options, int> parse(int argc, char** argv) {
   po::options_description visible("options");
-  visible.add_options()
-      ("help,h", "show this help")
-      ("nodes", po::value<std::string>(), "HOSTFILE: the nodes, in the order they are taken (required)")
-      ("spec", po::value<std::string>(), "JOB.json: the job to run on each node count (required)")
-      ("csv", po::value<std::string>(), "OUT.csv: where rows are appended (required; created with a header)")
-      ("counts", po::value<std::string>(), "node counts, e.g. 1,2,4 (default 1, 2, 4, ... and all nodes)")
-      ("timeout-s", po::value<double>()->default_value(1800), "seconds a run may take; then it is stopped")
-      ("min-samples-per-s", po::value<double>()->default_value(0), "a row passes when ok and at least this fast")
-      ("warmup-steps", po::value<std::int64_t>()->default_value(2), "logged steps left out of the medians")
-      ("memory-every-s", po::value<double>()->default_value(5),
-       "run.memory_status_every_s for a spec that leaves it off (the memory peaks come from it)");
+  visible.add_options()("help,h", "show this help")(
+      "nodes", po::value<std::string>(), "HOSTFILE: the nodes, in the order they are taken (required)")(
+      "spec", po::value<std::string>(), "JOB.json: the job to run on each node count (required)")(
+      "csv", po::value<std::string>(), "OUT.csv: where rows are appended (required; created with a header)")(
+      "counts", po::value<std::string>(), "node counts, e.g. 1,2,4 (default 1, 2, 4, ... and all nodes)")(
+      "group-size", po::value<int>(),
+      "B: a burn-in: disjoint groups of B nodes of HOSTFILE, all run at once, a row each (not with "
+      "--counts)")("timeout-s", po::value<double>()->default_value(1800),
+                   "seconds a run may take; then it is stopped")(
+      "min-samples-per-s", po::value<double>()->default_value(0),
+      "a row passes when ok and at least this fast")(
+      "warmup-steps", po::value<std::int64_t>()->default_value(2), "logged steps left out of the medians")(
+      "memory-every-s", po::value<double>()->default_value(5),
+      "run.memory_status_every_s for a spec that leaves it off (the memory peaks come from it)");
   tools::add_cluster_target_options(visible);
   po::variables_map vm;
   try {
@@ -85,6 +97,14 @@ std::variant<bench_options, int> parse(int argc, char** argv) {
   o.spec = vm["spec"].as<std::string>();
   o.csv = vm["csv"].as<std::string>();
   o.counts = vm.count("counts") ? vm["counts"].as<std::string>() : "";
+  if (vm.count("group-size")) {
+    if (vm.count("counts")) {
+      std::cerr << "cohort-bench: give --counts (runs on the first N nodes) or --group-size (a burn-in), not "
+                   "both\n";
+      return tools::exit_usage;
+    }
+    o.group_size = vm["group-size"].as<int>();
+  }
   o.timeout_s = vm["timeout-s"].as<double>();
   o.min_samples_per_s = vm["min-samples-per-s"].as<double>();
   o.warmup_steps = vm["warmup-steps"].as<std::int64_t>();
@@ -165,49 +185,135 @@ void check_listed_nodes_joined(tools::cluster_client& client, const std::vector<
   }
 }
 
-int bench(const bench_options& o) {
-  const auto hosts = config::load_hostfile(o.nodes);
-  const auto counts = o.counts.empty() ? tools::default_node_counts(hosts.size())
-                                       : tools::parse_node_counts(o.counts, hosts.size());
-  const auto base = core::train::load_runnable_spec(o.spec);
-  auto csv = tools::open_bench_csv(o.csv);
+// The row of a run that ended (or was stopped): its throughput and memory from its run directory.
+void measure_row(const config::job_spec& spec, std::int64_t warmup_steps, tools::bench_row& row) {
+  const std::string run_dir = spec.run.storage_path + "/" + spec.name;
+  try {
+    row.throughput = tools::read_run_throughput(run_dir, config::global_batch(spec), warmup_steps);
+    row.memory = tools::read_run_memory_peaks(run_dir);
+  } catch (const tools::bench_error& e) {
+    row.reason += (row.reason.empty() ? "" : "; ") + std::string(e.what());
+  }
+  if (row.status == tools::run_status::ok && !row.throughput.samples_per_s)
+    row.reason =
+        "no step after the first " + std::to_string(warmup_steps) + " logged a step time in " + run_dir +
+        "/metrics.jsonl (is run.storage_path visible here? are there more steps than --warmup-steps?)";
+}
+
+// Runs `spec` to its end (or the timeout) through `client` and measures it: its row.
+tools::bench_row run_and_measure(tools::cluster_client& client, const config::job_spec& spec,
+                                 const bench_options& o, tools::bench_row row) {
+  row.run_name = spec.name;
+  row.workers = spec.scaling.num_workers;
+  row.node_names = spec.scaling.nodes;
+  row.min_samples_per_s = o.min_samples_per_s;
+  try {
+    run_job(client, spec, o.timeout_s, row);
+  } catch (const tools::client_error& e) {  // refused by the head, or the head went away
+    row.status = tools::run_status::failed;
+    row.reason = e.what();
+  }
+  measure_row(spec, o.warmup_steps, row);
+  return row;
+}
+
+// "2 nodes: ok, 12.5 samples/s, pass" after `what`.
+void say_row(const std::string& what, const tools::bench_row& row) {
+  std::cout << "cohort-bench: " << what << ": " << to_string(row.status);
+  if (row.throughput.samples_per_s)
+    std::cout << ", " << tools::bench_csv_number(*row.throughput.samples_per_s) << " samples/s";
+  std::cout << ", " << (row.passed() ? "pass" : "fail") << (row.reason.empty() ? "" : " (" + row.reason + ")")
+            << std::endl;
+}
+
+std::string node_list_text(const std::vector<config::host_entry>& hosts) {
+  std::string text;
+  for (const auto& h : hosts) text += (text.empty() ? "" : ", ") + h.name;
+  return text;
+}
+
+// Runs on the first N nodes for each count, one after another: the rows written.
+std::size_t bench_counts(const bench_options& o, const std::vector<config::host_entry>& hosts,
+                         const std::vector<int>& counts, const config::job_spec& base, std::ofstream& csv,
+                         const std::string& stamp) {
   auto client = tools::connect(o.cluster);
   check_listed_nodes_joined(*client, hosts, o.nodes);
-  const std::string stamp = utc_stamp();
   for (const int count : counts) {
     const auto name = tools::bench_run_name(base.name, count, stamp, base.run.storage_path);
     const auto spec = tools::bench_spec(base, hosts, count, name, o.memory_every_s);
+    std::cout << "cohort-bench: " << count << (count == 1 ? " node, " : " nodes, ")
+              << spec.scaling.num_workers << (spec.scaling.num_workers == 1 ? " worker" : " workers")
+              << ": job " << name << std::endl;
     tools::bench_row row;
     row.nodes = count;
-    row.run_name = name;
-    row.workers = spec.scaling.num_workers;
-    row.min_samples_per_s = o.min_samples_per_s;
-    std::cout << "cohort-bench: " << count << (count == 1 ? " node, " : " nodes, ") << row.workers
-              << (row.workers == 1 ? " worker" : " workers") << ": job " << name << std::endl;
-    try {
-      run_job(*client, spec, o.timeout_s, row);
-    } catch (const tools::client_error& e) {  // refused by the head, or the head went away
-      row.status = tools::run_status::failed;
-      row.reason = e.what();
-    }
-    const std::string run_dir = spec.run.storage_path + "/" + spec.name;
-    try {
-      row.throughput = tools::read_run_throughput(run_dir, config::global_batch(spec), o.warmup_steps);
-      row.memory = tools::read_run_memory_peaks(run_dir);
-    } catch (const tools::bench_error& e) {
-      row.reason += (row.reason.empty() ? "" : "; ") + std::string(e.what());
-    }
-    if (row.status == tools::run_status::ok && !row.throughput.samples_per_s)
-      row.reason = "no step after the first " + std::to_string(o.warmup_steps) + " logged a step time in " + run_dir +
-                   "/metrics.jsonl (is run.storage_path visible here? are there more steps than --warmup-steps?)";
+    row = run_and_measure(*client, spec, o, row);
     csv << tools::bench_csv_line(row) << '\n' << std::flush;
-    std::cout << "cohort-bench: " << count << (count == 1 ? " node: " : " nodes: ") << to_string(row.status);
-    if (row.throughput.samples_per_s) std::cout << ", " << tools::bench_csv_number(*row.throughput.samples_per_s) << " samples/s";
-    std::cout << ", " << (row.passed() ? "pass" : "fail") << (row.reason.empty() ? "" : " (" + row.reason + ")")
+    say_row(std::to_string(count) + (count == 1 ? " node" : " nodes"), row);
+  }
+  return counts.size();
+}
+
+// A burn-in: every group at once, each job followed on a connection of its own: the rows written.
+std::size_t bench_groups(const bench_options& o, const std::vector<config::host_entry>& hosts,
+                         const tools::node_groups& cut, const config::job_spec& base, std::ofstream& csv,
+                         const std::string& stamp) {
+  check_listed_nodes_joined(*tools::connect(o.cluster), hosts, o.nodes);
+  if (!cut.left_over.empty())
+    std::cout << "cohort-bench: " << cut.left_over.size() << (cut.left_over.size() == 1 ? " node" : " nodes")
+              << " left over after " << cut.groups.size() << " groups of " << o.group_size
+              << ", run in no group: " << node_list_text(cut.left_over) << std::endl;
+  std::vector<config::job_spec> specs;
+  for (std::size_t g = 0; g < cut.groups.size(); ++g) {
+    const int group = static_cast<int>(g) + 1;
+    const auto name =
+        tools::bench_group_run_name(base.name, group, o.group_size, stamp, base.run.storage_path);
+    specs.push_back(tools::bench_spec(base, cut.groups[g], o.group_size, name, o.memory_every_s));
+    std::cout << "cohort-bench: group " << group << " (" << node_list_text(cut.groups[g]) << "), "
+              << specs.back().scaling.num_workers
+              << (specs.back().scaling.num_workers == 1 ? " worker" : " workers") << ": job " << name
               << std::endl;
   }
-  std::cout << "cohort-bench: " << counts.size() << (counts.size() == 1 ? " row" : " rows") << " appended to "
-            << o.csv << std::endl;
+  std::vector<tools::bench_row> rows(specs.size());
+  std::vector<std::thread> runs;
+  for (std::size_t g = 0; g < specs.size(); ++g)
+    runs.emplace_back([&, g] {
+      tools::bench_row row;
+      row.nodes = o.group_size;
+      row.group = static_cast<int>(g) + 1;
+      try {
+        auto client = tools::connect(o.cluster);
+        rows[g] = run_and_measure(*client, specs[g], o, row);
+      } catch (const std::exception& e) {  // no connection: the group's row says why
+        row.node_names = specs[g].scaling.nodes;
+        row.run_name = specs[g].name;
+        row.reason = e.what();
+        rows[g] = row;
+      }
+    });
+  for (auto& t : runs) t.join();
+  for (const auto& row : rows) {
+    csv << tools::bench_csv_line(row) << '\n' << std::flush;
+    std::string names;
+    for (const auto& n : row.node_names) names += (names.empty() ? "" : ", ") + n;
+    say_row("group " + std::to_string(row.group) + " (" + names + ")", row);
+  }
+  return rows.size();
+}
+
+int bench(const bench_options& o) {
+  const auto hosts = config::load_hostfile(o.nodes);
+  const bool burn_in = o.group_size > 0;
+  const auto groups = burn_in ? tools::make_node_groups(hosts, o.group_size) : tools::node_groups{};
+  const auto counts = burn_in            ? std::vector<int>{}
+                      : o.counts.empty() ? tools::default_node_counts(hosts.size())
+                                         : tools::parse_node_counts(o.counts, hosts.size());
+  const auto base = core::train::load_runnable_spec(o.spec);
+  auto csv = tools::open_bench_csv(o.csv);
+  const std::string stamp = utc_stamp();
+  const std::size_t written = burn_in ? bench_groups(o, hosts, groups, base, csv, stamp)
+                                      : bench_counts(o, hosts, counts, base, csv, stamp);
+  std::cout << "cohort-bench: " << written << (written == 1 ? " row" : " rows") << " appended to " << o.csv
+            << std::endl;
   return tools::exit_ok;
 }
 
