@@ -5,15 +5,20 @@
 // number ...`). The spec is parsed and validated once, where its text arrives (the head, from a
 // client or the store); what travels after that is taken as the head validated it. These live in
 // cohort::config (for ADL) but here, since config/ knows neither CAF nor the wire.
-// A field added to the spec must be added here too, under its spec key:
-// tests/actors/job_spec_fields_test.cpp checks that a spec with every field set off its default
-// sets every field named here, that every key of the canonical text (and of docs/job-spec.md's
-// tables) is a field named here, and compares the canonical text after the trip.
+// The flat sections (train, zero, run.checkpoint, run.failure) take their fields from their lists
+// in config/spec_fields.hpp, which the parser and the writer read too; a field added to another
+// section must be added here, under its spec key: tests/actors/job_spec_fields_test.cpp checks that a spec
+// with every field set off its default sets every field named here, that every key of the canonical text (and
+// of docs/job-spec.md's tables) is a field named here, and compares the canonical text after the trip.
 #pragma once
 
 #include <caf/meta/type_name.hpp>
 
+#include <tuple>
+#include <type_traits>
+
 #include "config/job_spec.hpp"
+#include "config/spec_fields.hpp"
 #include "net/field_name.hpp"
 
 namespace cohort::config {
@@ -26,6 +31,18 @@ constexpr compute_path wire_enum_max(compute_path) { return compute_path::fused;
 constexpr offload_device wire_enum_max(offload_device) { return offload_device::cpu; }
 constexpr score_order wire_enum_max(score_order) { return score_order::max; }
 constexpr workload_kind wire_enum_max(workload_kind) { return workload_kind::linear_regression; }
+
+// The flat sections' inspect: their field lists (config/spec_fields.hpp), each field after its name.
+template <class Inspector, class Fields>
+typename Inspector::result_type inspect_fields(Inspector& f, const char* type, const Fields& fields) {
+  auto named = std::apply(
+      [](const auto&... x) {
+        return std::tuple_cat(std::tuple<net::field_name_t, std::remove_reference_t<decltype(x.value)>&>(
+            net::field(x.key), x.value)...);
+      },
+      fields);
+  return std::apply([&](auto&... xs) { return f(caf::meta::type_name(type), xs...); }, named);
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, lora_spec& x) {
@@ -63,44 +80,22 @@ typename Inspector::result_type inspect(Inspector& f, scaling_spec& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
-  using net::field;
-  return f(caf::meta::type_name("train_spec"), field("seq_len"), x.seq_len, field("micro_batch_size"),
-           x.micro_batch_size, field("grad_accum"), x.grad_accum, field("epochs"), x.epochs,
-           field("max_steps"), x.max_steps, field("as_test"), x.as_test, field("lr"), x.lr, field("beta1"),
-           x.beta1, field("beta2"), x.beta2, field("eps"), x.eps, field("warmup_steps"), x.warmup_steps,
-           field("schedule"), x.schedule, field("min_lr_ratio"), x.min_lr_ratio, field("weight_decay"),
-           x.weight_decay, field("grad_clip"), x.grad_clip, field("precision"), x.dtype, field("seed"),
-           x.seed, field("log_every"), x.log_every, field("activation_checkpointing"),
-           x.activation_checkpointing, field("compute_path"), x.path, field("loss_chunk_tokens"),
-           x.loss_chunk_tokens, field("deterministic"), x.deterministic, field("step_delay_s"),
-           x.step_delay_s, field("eval_every"), x.eval_every);
+  return inspect_fields(f, "train_spec", train_fields(x));
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, zero_spec& x) {
-  using net::field;
-  return f(caf::meta::type_name("zero_spec"), field("stage"), x.stage, field("offload_optimizer"),
-           x.offload_optimizer, field("offload_param"), x.offload_param);
+  return inspect_fields(f, "zero_spec", zero_fields(x));
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_spec& x) {
-  using net::field;
-  return f(caf::meta::type_name("checkpoint_spec"), field("every_steps"), x.every_steps,
-           field("num_to_keep"), x.num_to_keep, field("score_attribute"), x.score_attribute,
-           field("score_order"), x.order, field("async"), x.async, field("staging_bytes"),
-           x.staging_bytes, field("export_every"), x.export_every, field("num_exports_to_keep"),
-           x.num_exports_to_keep);
+  return inspect_fields(f, "checkpoint_spec", checkpoint_fields(x));
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, failure_spec& x) {
-  using net::field;
-  return f(caf::meta::type_name("failure_spec"), field("max_failures"), x.max_failures,
-           field("hang_timeout_s"), x.hang_timeout_s, field("startup_timeout_s"),
-           x.startup_timeout_s, field("collective_timeout_s"), x.collective_timeout_s,
-           field("preemption_grace_s"), x.preemption_grace_s, field("max_preemptions"),
-           x.max_preemptions, field("checkpoint_timeout_s"), x.checkpoint_timeout_s);
+  return inspect_fields(f, "failure_spec", failure_fields(x));
 }
 
 template <class Inspector>

@@ -13,6 +13,7 @@
 #include "config/json_fields.hpp"
 #include "config/nodes_spec.hpp"
 #include "config/s3_url.hpp"
+#include "config/spec_fields.hpp"
 
 namespace cohort::config {
 namespace {
@@ -21,24 +22,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using given_map = std::map<std::string, std::string>;
 
-const std::vector<std::pair<const char*, placement_strategy>> strategy_names = {
-    {"PACK", placement_strategy::pack},
-    {"SPREAD", placement_strategy::spread},
-    {"STRICT_PACK", placement_strategy::strict_pack},
-    {"STRICT_SPREAD", placement_strategy::strict_spread}};
-const std::vector<std::pair<const char*, lr_schedule>> schedule_names = {
-    {"constant", lr_schedule::constant}, {"cosine", lr_schedule::cosine}, {"linear", lr_schedule::linear}};
-const std::vector<std::pair<const char*, precision>> precision_names = {{"fp32", precision::fp32},
-                                                                        {"bf16", precision::bf16}};
-const std::vector<std::pair<const char*, compute_path>> compute_path_names = {
-    {"automatic", compute_path::automatic}, {"plain", compute_path::plain}, {"fused", compute_path::fused}};
-const std::vector<std::pair<const char*, offload_device>> offload_names = {
-    {"none", offload_device::none}, {"cpu", offload_device::cpu}};
-const std::vector<std::pair<const char*, score_order>> order_names = {{"min", score_order::min},
-                                                                      {"max", score_order::max}};
-const std::vector<std::pair<const char*, workload_kind>> workload_names = {
-    {"causal_lm", workload_kind::causal_lm}, {"linear_regression", workload_kind::linear_regression}};
-
 template <class E>
 const char* name_of(E value, const std::vector<std::pair<const char*, E>>& names) {
   for (const auto& [name, v] : names) {
@@ -46,8 +29,6 @@ const char* name_of(E value, const std::vector<std::pair<const char*, E>>& names
   }
   return "?";
 }
-
-constexpr double max_timeout_s = 86400;  // run.failure's timeouts: at most a day
 
 std::string read_text_file(const std::string& file, const std::string& path, const char* what) {
   std::ifstream in(file, std::ios::binary);
@@ -252,38 +233,13 @@ void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
 
 void parse_train(const json& v, train_spec& t, given_map& given) {
   object_reader r(v, "train", &given);
-  r.read("seq_len", t.seq_len, 1, max_seq_len);
-  r.read("micro_batch_size", t.micro_batch_size, 1, max_micro_batch_size);
-  r.read("grad_accum", t.grad_accum, 1, max_grad_accum);
-  r.read("epochs", t.epochs, 0);
-  r.read("max_steps", t.max_steps, 0);
-  r.read("as_test", t.as_test);
-  r.read("lr", t.lr, positive);
-  r.read("beta1", t.beta1, unit_open);
-  r.read("beta2", t.beta2, unit_open);
-  r.read("eps", t.eps, positive);
-  r.read("warmup_steps", t.warmup_steps, 0);
-  r.read_enum("schedule", t.schedule, schedule_names);
-  r.read("min_lr_ratio", t.min_lr_ratio, unit_closed);
-  r.read("weight_decay", t.weight_decay, non_negative);
-  r.read("grad_clip", t.grad_clip, non_negative);
-  r.read_enum("precision", t.dtype, precision_names);
-  r.read("seed", t.seed);
-  r.read("log_every", t.log_every, 1);
-  r.read("activation_checkpointing", t.activation_checkpointing);
-  r.read_enum("compute_path", t.path, compute_path_names);
-  r.read("loss_chunk_tokens", t.loss_chunk_tokens, 0);
-  r.read("deterministic", t.deterministic);
-  r.read("step_delay_s", t.step_delay_s, non_negative);
-  r.read("eval_every", t.eval_every, std::int64_t{0});
+  read_fields(r, train_fields(t));
   r.finish();
 }
 
 void parse_zero(const json& v, zero_spec& z, given_map& given) {
   object_reader r(v, "zero", &given);
-  r.read("stage", z.stage, 0, 3);
-  r.read_enum("offload_optimizer", z.offload_optimizer, offload_names);
-  r.read_enum("offload_param", z.offload_param, offload_names);
+  read_fields(r, zero_fields(z));
   r.finish();
 }
 
@@ -304,27 +260,12 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   if (r.read("local_dir", run.local_dir, true)) run.local_dir = resolve(base_dir, run.local_dir);
   if (const json* c = r.find("checkpoint")) {
     object_reader cr(*c, "run.checkpoint");
-    cr.read("every_steps", run.checkpoint.every_steps, 0);
-    cr.read("num_to_keep", run.checkpoint.num_to_keep, 0);
-    cr.read("score_attribute", run.checkpoint.score_attribute, true);
-    cr.read_enum("score_order", run.checkpoint.order, order_names);
-    cr.read("async", run.checkpoint.async);
-    cr.read("staging_bytes", run.checkpoint.staging_bytes, std::int64_t{0});
-    cr.read("export_every", run.checkpoint.export_every, 0);
-    cr.read("num_exports_to_keep", run.checkpoint.num_exports_to_keep, 0);
+    read_fields(cr, checkpoint_fields(run.checkpoint));
     cr.finish();
   }
   if (const json* f = r.find("failure")) {
     object_reader fr(*f, "run.failure");
-    fr.read("max_failures", run.failure.max_failures, -1);
-    const number_range seconds{1.0, true, max_timeout_s, true};  // [1, 1 day]
-    fr.read("hang_timeout_s", run.failure.hang_timeout_s, seconds);
-    fr.read("startup_timeout_s", run.failure.startup_timeout_s, seconds);
-    fr.read("collective_timeout_s", run.failure.collective_timeout_s, seconds);
-    fr.read("preemption_grace_s", run.failure.preemption_grace_s,
-            number_range{0.0, true, max_timeout_s, true});
-    fr.read("max_preemptions", run.failure.max_preemptions, -1);
-    fr.read("checkpoint_timeout_s", run.failure.checkpoint_timeout_s, seconds);
+    read_fields(fr, failure_fields(run.failure));
     fr.finish();
   }
   const auto& ck = run.checkpoint;

@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/job_spec.hpp"
+#include "config/spec_fields.hpp"
 
 namespace cohort::config {
 
@@ -44,53 +45,14 @@ std::string to_json_text(const job_spec& spec) {
                     {"trainer_resources", s.trainer_resources},
                     {"placement_strategy", to_string(s.strategy)}};
   if (!s.nodes.empty()) out["scaling"]["nodes"] = s.nodes;
-  const train_spec& t = spec.train;
-  out["train"] = {{"seq_len", t.seq_len},
-                  {"micro_batch_size", t.micro_batch_size},
-                  {"grad_accum", t.grad_accum},
-                  {"epochs", t.epochs},
-                  {"max_steps", t.max_steps},
-                  {"lr", t.lr},
-                  {"beta1", t.beta1},
-                  {"beta2", t.beta2},
-                  {"eps", t.eps},
-                  {"warmup_steps", t.warmup_steps},
-                  {"schedule", to_string(t.schedule)},
-                  {"min_lr_ratio", t.min_lr_ratio},
-                  {"weight_decay", t.weight_decay},
-                  {"grad_clip", t.grad_clip},
-                  {"precision", to_string(t.dtype)},
-                  {"seed", t.seed},
-                  {"log_every", t.log_every},
-                  {"activation_checkpointing", t.activation_checkpointing},
-                  {"compute_path", to_string(t.path)},
-                  {"loss_chunk_tokens", t.loss_chunk_tokens},
-                  {"deterministic", t.deterministic},
-                  {"step_delay_s", t.step_delay_s},
-                  {"eval_every", t.eval_every}};
-  out["zero"] = {{"stage", spec.zero.stage},
-                 {"offload_optimizer", to_string(spec.zero.offload_optimizer)},
-                 {"offload_param", to_string(spec.zero.offload_param)}};
+  out["train"] = fields_json(train_fields(spec.train));
+  out["zero"] = fields_json(zero_fields(spec.zero));
   const run_spec& r = spec.run;
   out["run"] = {{"storage_path", r.storage_path},
                 {"s3_endpoint", r.s3_endpoint},
                 {"local_dir", r.local_dir},
-                {"checkpoint",
-                 {{"every_steps", r.checkpoint.every_steps},
-                  {"num_to_keep", r.checkpoint.num_to_keep},
-                  {"score_attribute", r.checkpoint.score_attribute},
-                  {"score_order", to_string(r.checkpoint.order)},
-                  {"async", r.checkpoint.async},
-                  {"staging_bytes", r.checkpoint.staging_bytes},
-                  {"export_every", r.checkpoint.export_every},
-                  {"num_exports_to_keep", r.checkpoint.num_exports_to_keep}}},
-                {"failure", {{"max_failures", r.failure.max_failures},
-                             {"hang_timeout_s", r.failure.hang_timeout_s},
-                             {"startup_timeout_s", r.failure.startup_timeout_s},
-                             {"collective_timeout_s", r.failure.collective_timeout_s},
-                             {"preemption_grace_s", r.failure.preemption_grace_s},
-                             {"max_preemptions", r.failure.max_preemptions},
-                             {"checkpoint_timeout_s", r.failure.checkpoint_timeout_s}}},
+                {"checkpoint", fields_json(checkpoint_fields(r.checkpoint))},
+                {"failure", fields_json(failure_fields(r.failure))},
                 {"resume", r.resume},
                 {"hold_before_step", r.hold_before_step},
                 {"hold_before_steps", r.hold_before_steps},

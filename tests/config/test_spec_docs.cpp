@@ -5,7 +5,11 @@
 // the same way, so a new parser field (or DeepSpeed key) without a line in the doc fails here.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -15,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/job_spec.hpp"
+#include "config/spec_fields.hpp"
 #include "tests/config/spec_test_support.hpp"
 
 using json = nlohmann::json;
@@ -138,4 +143,124 @@ TEST_CASE("every field the job spec parser accepts is documented in docs/job-spe
   for (const auto& field : undocumented) list += "\n  " + field;
   INFO("fields the parser accepts that docs/job-spec.md does not name as `path`:" << list);
   CHECK(undocumented.empty());
+}
+
+// ---- The flat sections' field lists (config/spec_fields.hpp) against their rows in the docs ----
+
+namespace {
+
+using namespace cohort::config;
+
+// A number as the docs write it: integral ones with ".0", others in the fewest digits that read
+// back the same, an exponent without leading zeros ("1e-8").
+std::string doc_number(double v) {
+  if (v == static_cast<double>(static_cast<std::int64_t>(v)))
+    return std::to_string(static_cast<std::int64_t>(v)) + ".0";
+  char text[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v) break;
+  }
+  std::string out = text;
+  if (auto e = out.find("e-0"); e != std::string::npos) out.erase(e + 2, 1);
+  return out;
+}
+
+template <class T>
+std::string doc_type() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "boolean";
+  else if constexpr (std::is_same_v<T, double>)
+    return "number";
+  else if constexpr (std::is_integral_v<T>)
+    return "integer";
+  else
+    return "string";  // strings and enums
+}
+
+template <class T>
+std::string doc_default(const T& v) {
+  if constexpr (std::is_same_v<T, bool>)
+    return v ? "true" : "false";
+  else if constexpr (std::is_same_v<T, double>)
+    return doc_number(v);
+  else if constexpr (std::is_integral_v<T>)
+    return std::to_string(v);
+  else if constexpr (std::is_enum_v<T>)
+    return "\"" + std::string(to_string(v)) + "\"";
+  else
+    return "\"" + v + "\"";
+}
+
+std::string doc_rule(const integer_rule& r) {
+  if (r.hi == std::numeric_limits<int>::max() || r.hi == std::numeric_limits<std::int64_t>::max())
+    return "`>= " + std::to_string(r.lo) + "`";
+  return std::to_string(r.lo) + " to " + std::to_string(r.hi);
+}
+std::string doc_rule(const unsigned_rule&) { return "`>= 0`"; }
+std::string doc_rule(const flag_rule&) { return "`true`, `false`"; }
+std::string doc_rule(const string_rule&) { return ""; }  // what it names is the prose's
+std::string doc_rule(const number_range& r) {
+  if (std::isinf(r.hi))
+    return std::string("`") + (r.lo_inclusive ? ">= " : "> ") +
+           doc_number(r.lo).substr(0, doc_number(r.lo).size() - 2) + "`";
+  return std::string("`") + (r.lo_inclusive ? "[" : "(") +
+         doc_number(r.lo).substr(0, doc_number(r.lo).size() - 2) + ", " +
+         (r.hi == static_cast<double>(static_cast<std::int64_t>(r.hi))
+              ? std::to_string(static_cast<std::int64_t>(r.hi))
+              : doc_number(r.hi)) +
+         (r.hi_inclusive ? "]" : ")") + "`";
+}
+template <class E>
+std::string doc_rule(const enum_rule<E>& r) {
+  std::string out;
+  for (const auto& [name, value] : *r.names)
+    out += (out.empty() ? "" : ", ") + std::string("`\"") + name + "\"`";
+  return out;
+}
+
+// The cells of `path`'s row ("train.seq_len") in the reference tables (Field, Type, Default,
+// Allowed, ...; other tables name fields too); empty when there is none.
+std::vector<std::string> doc_row(const std::string& doc, const std::string& path) {
+  const std::string start = "\n| `" + path + "` | ";
+  for (auto at = doc.find(start); at != std::string::npos; at = doc.find(start, at + 1)) {
+    const auto end = doc.find('\n', at + 1);
+    std::vector<std::string> cells;
+    std::istringstream line(doc.substr(at + 3, end - at - 3));  // without the leading "\n| "
+    for (std::string cell; std::getline(line, cell, '|');) {
+      const auto b = cell.find_first_not_of(' ');
+      const auto e = cell.find_last_not_of(' ');
+      cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+    }
+    if (cells.size() >= 5) return cells;
+  }
+  return {};
+}
+
+template <class Fields>
+void check_rows(const std::string& doc, const std::string& section, const Fields& fields) {
+  for_each_field(fields, [&](const char* key, const auto& value, const auto& rule) {
+    using T = std::decay_t<decltype(value)>;
+    const std::string path = section + "." + key;
+    const auto cells = doc_row(doc, path);
+    INFO("docs/job-spec.md, the row of `" << path << "`");
+    REQUIRE(cells.size() >= 5);
+    CHECK(cells[1] == doc_type<T>());
+    CHECK_THAT(cells[2], Catch::StartsWith("`" + doc_default(value) + "`"));
+    CHECK_THAT(cells[3], Catch::StartsWith(doc_rule(rule)));
+  });
+}
+
+}  // namespace
+
+TEST_CASE(
+    "each field of the spec's field lists has its row in docs/job-spec.md with the type, the "
+    "default and the rule the list gives it",
+    "[config]") {
+  const std::string doc = read_doc();
+  const job_spec defaults;
+  check_rows(doc, "train", train_fields(defaults.train));
+  check_rows(doc, "zero", zero_fields(defaults.zero));
+  check_rows(doc, "run.checkpoint", checkpoint_fields(defaults.run.checkpoint));
+  check_rows(doc, "run.failure", failure_fields(defaults.run.failure));
 }
