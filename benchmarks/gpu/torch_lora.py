@@ -80,7 +80,7 @@ class Model(nn.Module):
         T = idx.shape[1]
         inv = 1.0 / (s.theta ** (torch.arange(0, s.hd, 2, device=idx.device).float() / s.hd))
         f = torch.outer(torch.arange(T, device=idx.device).float(), inv)
-        cos, sin = torch.cat((f, f), -1).cos().bfloat16(), torch.cat((f, f), -1).sin().bfloat16()
+        cos, sin = f.cos().bfloat16(), f.sin().bfloat16()  # (T, head_dim / 2): rope rotates halves
         x = F.embedding(idx, s.emb)
         for b in s.blocks:
             x = b(x, cos, sin)

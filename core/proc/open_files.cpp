@@ -1,3 +1,4 @@
+// raise_open_files_limit and the open-files estimate of a rank (open_files.hpp).
 #include "core/proc/open_files.hpp"
 
 #include <sys/resource.h>
