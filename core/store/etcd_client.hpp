@@ -1,8 +1,10 @@
 // A client of etcd's v3 JSON gateway (POST /v3/kv/range, /v3/kv/txn, /v3/lease/grant, ...) over
 // HTTP, for the etcd store. Keys and values travel base64-encoded, as the gateway wants; int64s
-// come back as JSON strings. Fails over to the next endpoint on a connection error or an etcd
-// server that cannot serve now (5xx: no leader, leader changed), trying the list in rounds until
-// `call_timeout` has passed. Not thread-safe: one owner.
+// come back as JSON strings. Fails over to the next endpoint on a connection error (a member
+// that does not take a connection within 1 s, or whose host does not acknowledge a request's
+// bytes within 1 s: it is cut off or down) or an etcd server that cannot serve now (5xx: no
+// leader, leader changed), trying the list in rounds until `call_timeout` has passed. Not
+// thread-safe: one owner.
 #pragma once
 
 #include <chrono>

@@ -330,6 +330,7 @@ class heads_cluster {
   running_process& leader() { return *leader_; }
   running_process& standby() { return *standby_; }
   running_process& node(int host) { return *nodes_.at(host); }
+  cohort::test::etcd_cluster& etcd() { return etcd_; }
 
   // A client on host 4 given both heads, as the seeds' users are.
   cohort::test::command_result submit(const std::vector<std::string>& args) const {
@@ -500,4 +501,186 @@ TEST_CASE(
   CHECK(c.standby().output().find("serving on") == std::string::npos);  // it never led
   CHECK(logged_steps(run_dir) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
   check_final_weights_equal(run_dir, runs + "/straight");
+}
+
+// ---- One etcd member cut off ----
+
+namespace {
+
+// Host 1 runs etcd member 0, which every location of heads_cluster names first (so each head's
+// store asks it first), and the standby head.
+constexpr int first_member_host = 1;
+
+// How long after a cut the leading head must still hold its lease for the cut to have cost it
+// nothing: its lease (3 s), plus the store's call timeout (5 s) that a renewal stalled on the cut
+// member could take, plus a lease again for a renewal after that.
+constexpr auto kept_window = 3s + 5s + 3s;
+
+// The leader lease as a client on host 4 reads it.
+cohort::core::store::lease_record read_lease(heads_cluster& c) {
+  return c.rig().in_host(4, [&] {
+    const auto lease = cohort::core::store::open_cluster_store(c.location())->lease().current();
+    if (!lease) throw std::runtime_error("no leader lease in " + c.location());
+    return *lease;
+  });
+}
+
+// Reads the leader lease from host 4 until `kept_window` after `cut_at`: it must stay live and
+// held by `before`'s head in `before`'s epoch throughout.
+void check_lease_kept(heads_cluster& c, const cohort::core::store::lease_record& before,
+                      std::chrono::steady_clock::time_point cut_at) {
+  c.rig().in_host(4, [&] {
+    const auto db = cohort::core::store::open_cluster_store(c.location());
+    while (std::chrono::steady_clock::now() < cut_at + kept_window) {
+      const auto lease = db->lease().current();
+      REQUIRE(lease);
+      INFO("the lease now: epoch " << lease->epoch << " held by " << lease->head_id);
+      REQUIRE(lease->epoch == before.epoch);
+      REQUIRE(lease->head_id == before.head_id);
+      REQUIRE(!lease->expired_at(cohort::core::store::system_clock_ms()));
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+}
+
+// A straight job, then one held before step 3 while `partition` cuts what the test cuts (and
+// waits for what it checks of the cut): the leading head must keep its lease in its epoch past
+// kept_window, and, released, the job ends SUCCEEDED in one attempt, every step once, bitwise
+// equal to the straight run. The standby (cut off with host 1, or left waiting) never leads.
+void held_job_through(heads_cluster& c, const std::string& name, const std::function<void()>& partition) {
+  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto runs = c.dir().path("runs");
+  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
+  REQUIRE(c.wait_for(
+              straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
+  auto spec = tiny_llama_job(name, data, runs);
+  spec["run"]["hold_before_step"] = 3;
+  const auto id = c.start_job(spec);
+  c.wait_for(
+      id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
+
+  const auto before = read_lease(c);
+  const auto cut_at = std::chrono::steady_clock::now();
+  partition();
+  check_lease_kept(c, before, cut_at);
+  c.release(id);
+  const auto done = c.wait_for(
+      id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 180s);
+  const auto logs = c.submit({"logs", id}).out;
+  INFO(done.dump() << "\nlogs:\n"
+                   << logs << "\nleader:\n"
+                   << c.leader().output() << "\nstandby:\n"
+                   << c.standby().output());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+  CHECK(done["failures"].empty());
+  const auto after = read_lease(c);
+  CHECK(after.epoch == before.epoch);
+  CHECK(after.head_id == before.head_id);
+  CHECK(c.leader().output().find("is stepping down") == std::string::npos);
+  CHECK(c.standby().output().find("serving on") == std::string::npos);
+  const auto run_dir = runs + "/" + name;
+  CHECK(logged_steps(run_dir) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(occurrences(logs, "held before step 3") == 1);
+  CHECK(occurrences(logs, "released: running step 3") == 1);
+  check_final_weights_equal(run_dir, runs + "/straight");
+}
+
+std::int64_t member_revision(const cohort::test::etcd_cluster& etcd, int member) {
+  return cohort::core::store::etcd_int(etcd.status(member)["header"], "revision");
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an etcd member that follows, the one every head asks first, cut off from every host (the "
+    "standby head beside it too) leaves the leading head leading in its epoch and the held job "
+    "running once; healed, the member catches up with the others",
+    "[hosts][cluster][partition][etcd]") {
+  COHORT_NEED_HOSTS();
+  heads_cluster c;
+  c.etcd().move_leader(2);  // host 3's member leads; member 0 on host 1 follows
+  held_job_through(c, "cut-member", [&] { c.rig().cut(first_member_host); });
+
+  // Healed, member 0 applies what the other two committed while it was cut off (the job's end,
+  // at least): its revision reaches the one member 1 had at the heal, and all three follow one
+  // leader (maybe a new one: the cut member, campaigning alone, came back with a higher term).
+  const auto missed_from = member_revision(c.etcd(), 0);  // it answers in its own host
+  c.rig().heal(first_member_host);
+  const auto committed = member_revision(c.etcd(), 1);
+  REQUIRE(missed_from < committed);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    const auto zero = c.etcd().status(0), one = c.etcd().status(1), two = c.etcd().status(2);
+    INFO("member 0 had revision " << missed_from << " when healed, member 1 " << committed << "; now:\n"
+                                  << zero.dump() << "\n"
+                                  << one.dump() << "\n"
+                                  << two.dump());
+    const auto leader = zero.value("leader", "");
+    if (cohort::core::store::etcd_int(zero["header"], "revision") >= committed && !leader.empty() &&
+        leader != "0" && leader == one.value("leader", "") && leader == two.value("leader", ""))
+      break;
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(c.standby().output().find("serving on") == std::string::npos);
+}
+
+TEST_CASE(
+    "the etcd leader member cut off from every host: the other two members elect a leader of "
+    "their own, and the leading head keeps its lease in its epoch, renewing through them; the "
+    "held job runs once and ends bitwise equal to a straight run",
+    "[hosts][cluster][partition][etcd]") {
+  COHORT_NEED_HOSTS();
+  // Host 1: the member every head asks first leads (the standby head is cut off with it). Host 2:
+  // the heads ask member 0, a follower, which forwards their lease renewals to the leader until
+  // it sees the leader gone (the standby stays, and would take over a lease let go).
+  const int leader_host = GENERATE(1, 2);
+  INFO("the etcd leader on host " << leader_host);
+  heads_cluster c;
+  const int cut_member = leader_host - 1;
+  c.etcd().move_leader(cut_member);
+  const auto cut_leader = c.etcd().member_id(cut_member);
+  held_job_through(c, "cut-etcd-leader", [&] {
+    c.rig().cut(leader_host);
+    // The two members left name the same new leader, one of them.
+    std::vector<int> left;
+    for (int m = 0; m < c.etcd().size(); ++m)
+      if (m != cut_member) left.push_back(m);
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    for (;;) {
+      const auto one = c.etcd().status(left[0]), two = c.etcd().status(left[1]);
+      INFO(one.dump() << "\n" << two.dump());
+      const auto leader = one.value("leader", "");
+      if (leader == two.value("leader", "") && leader != cut_leader &&
+          (leader == c.etcd().member_id(left[0]) || leader == c.etcd().member_id(left[1])))
+        break;
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+}
+
+TEST_CASE(
+    "an etcd client whose first member's host is cut off moves on to the next member within about "
+    "a second, on a kept connection and on a new one, well inside a 3 s leader lease",
+    "[hosts][partition][etcd][store]") {
+  COHORT_NEED_HOSTS();
+  heads_cluster c;
+  c.etcd().move_leader(2);  // the cut member follows: the other two serve on at once
+  const auto location = cohort::core::store::parse_etcd_location(c.location());
+  cohort::core::store::etcd_client kept(location), fresh(location);
+  const nlohmann::json any_key{{"key", cohort::core::store::base64_encode("/")}};
+  c.rig().in_host(4, [&] { kept.call("/v3/kv/range", any_key); });  // connected to member 0
+  c.rig().cut(first_member_host);
+  for (auto* client : {&kept, &fresh}) {
+    const auto start = std::chrono::steady_clock::now();
+    c.rig().in_host(4, [&] { client->call("/v3/kv/range", any_key); });
+    const auto took = std::chrono::steady_clock::now() - start;
+    INFO((client == &kept ? "kept" : "new")
+         << " connection: the call took "
+         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+    // 1 s to give up on member 0, then one answer from member 1 (a read timeout would be 5 s).
+    CHECK(took < 2500ms);
+  }
 }

@@ -6,6 +6,7 @@
 // (heartbeat 50 ms, election timeout 500 ms) so leases of 1 s are allowed and failovers are quick.
 // Given etcd_member_host placements instead, each member runs on a host of its own (e.g. a
 // network namespace of tests/cluster/host_rig.hpp) at that host's address, ports 2379 and 2380.
+// status(i), leader() and move_leader(i) ask the members themselves, for partition tests.
 #pragma once
 
 #include <arpa/inet.h>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/store/etcd_client.hpp"
@@ -88,6 +90,37 @@ class etcd_cluster {
       }
     }
     return -1;
+  }
+  // Member i's own answer to /v3/maintenance/status (asked where it is reached): its id in
+  // header.member_id, the member it follows in leader, its revision in header.revision.
+  nlohmann::json status(int i) const { return member_status(i); }
+  // Member i's id in the etcd cluster (as etcd's JSON writes uint64s: a string).
+  std::string member_id(int i) const { return member_status(i)["header"].value("member_id", ""); }
+  // Makes member `to` the etcd leader (etcd's MoveLeader, asked of the leader now) and returns
+  // once every running member names it; throws after `timeout`.
+  void move_leader(int to, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto target = member_id(to);
+    for (;;) {
+      const int now = leader();
+      bool all = now == to;
+      for (std::size_t i = 0; all && i < members_.size(); ++i)
+        if (members_[i].pid >= 0) all = member_status(static_cast<int>(i)).value("leader", "") == target;
+      if (all) return;
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("etcd member " + name(to) + " did not become the leader in time");
+      if (now >= 0 && now != to) {
+        try {
+          reach(now, [&] {
+            core::store::etcd_client c(core::store::parse_etcd_location(scheme() + client_address(now)),
+                                       std::chrono::seconds(5));
+            c.call("/v3/maintenance/transfer-leadership", {{"targetID", target}});
+          });
+        } catch (const std::exception&) {  // a leader that changed meanwhile: asked again
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
   // Starts member `i` again after kill(i), on its data dir and ports, and returns once it answers
   // a linearizable read (it rejoined a cluster that has a leader); throws after `timeout`.
