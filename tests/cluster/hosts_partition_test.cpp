@@ -1,9 +1,10 @@
 // Partitions across hosts (network namespaces of host_rig.hpp), each held at a step and released
 // by the test: a worker host cut off from everyone, whose zombie rank 0 is refused its checkpoint
 // commit; the leading head cut off from etcd but not from the nodes, replaced by a standby on
-// another host; and the leading head cut off from the nodes only, whose job resumes in a new
-// attempt after the heal. Each ends with its job SUCCEEDED, every step once in metrics.jsonl and
-// the final weights bitwise equal to an uninterrupted run (CPU, fp32).
+// another host; the leading head cut off from the nodes only, whose job resumes in a new attempt
+// after the heal; and one etcd member cut off (a follower, or the etcd leader), through which the
+// head keeps its lease. Each ends with its job SUCCEEDED, every step once in metrics.jsonl and the
+// final weights bitwise equal to an uninterrupted run (CPU, fp32).
 #include "tests/cluster/host_rig.hpp"
 
 #include <signal.h>
