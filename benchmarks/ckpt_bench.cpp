@@ -22,6 +22,7 @@
 #include "core/ckpt/reader.hpp"
 #include "core/ckpt/reshard.hpp"
 #include "core/ckpt/writer.hpp"
+#include "tools/command_line.hpp"
 
 namespace fs = std::filesystem;
 namespace po = boost::program_options;
@@ -109,16 +110,9 @@ int main(int argc, char** argv) {
       "gb", po::value(&gb)->default_value(1.0), "checkpoint size in GB (1e9 bytes)")(
       "ranks", po::value(&ranks)->default_value(4), "ranks (threads) writing shards");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    if (vm.count("help")) {
-      std::cout << desc << "\n";
-      return 0;
-    }
-    po::notify(vm);
-    if (gb <= 0 || ranks <= 0) throw po::error("--gb and --ranks must be positive");
-  } catch (const po::error& e) {
-    std::cerr << "error: " << e.what() << "\n" << desc << "\n";
+  if (auto done = cohort::tools::read_command_line("ckpt_bench", argc, argv, desc, vm)) return *done;
+  if (gb <= 0 || ranks <= 0) {
+    std::cerr << "ckpt_bench: --gb and --ranks must be positive\n" << desc << "\n";
     return 2;
   }
   const fs::path root = fs::path(dir) / "ckpt-bench";

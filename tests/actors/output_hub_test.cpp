@@ -1,6 +1,8 @@
 // What the head passes on of its jobs (actors/output_hub.hpp): events to followers until the job
 // ends, events held for a follower catching up on stored lines and handed over once, the output
 // an embedded head keeps in memory, and the progress kept for the charts.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "actors/output_hub.hpp"
@@ -19,8 +21,8 @@ job_record record(job_state state) {
 }
 
 std::vector<std::string> receivers(const hub::sends& sends) {
-  std::vector<std::string> out;
-  for (const auto& [who, event] : sends) out.push_back(who);
+  std::vector<std::string> out(sends.size());
+  std::transform(sends.begin(), sends.end(), out.begin(), [](const auto& send) { return send.first; });
   return out;
 }
 

@@ -200,20 +200,19 @@ TEST_CASE(
                                       {});
   CHECK_THAT(tight.wait_for_line("open files: ", 60s),
              Catch::Contains("cluster-worker: open files: 280 (raised from 100, the hard limit)"));
-  auto roomy = c.submit(
-      {"run", c.write_job(lr_job("roomy", 2, 3, 0.0, 0, c.dir().str() + "/runs", R"(, "nodes": ["roomy"])")),
-       "--follow"});
-  INFO(roomy.out << roomy.err);
-  REQUIRE(roomy.exit_code == 0);
-  const auto roomy_logs = c.submit({"logs", first_line(roomy.out)}).out;
+  // A job of `workers` ranks on node `node` alone, followed to its end: its log.
+  const auto run_on = [&](const std::string& node, int workers) {
+    const auto job = c.write_job(
+        lr_job(node, workers, 3, 0.0, 0, c.dir().str() + "/runs", R"(, "nodes": [")" + node + R"("])"));
+    const auto run = c.submit({"run", job, "--follow"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    return c.submit({"logs", first_line(run.out)}).out;
+  };
+  const auto roomy_logs = run_on("roomy", 2);
   CHECK_THAT(roomy_logs, Catch::Contains("; open files: " + hard + " (the hard limit)"));
   CHECK_THAT(roomy_logs, !Catch::Contains("the open-files limit is"));
-  auto tight_run = c.submit(
-      {"run", c.write_job(lr_job("tight", 5, 3, 0.0, 0, c.dir().str() + "/runs", R"(, "nodes": ["tight"])")),
-       "--follow"});
-  INFO(tight_run.out << tight_run.err);
-  REQUIRE(tight_run.exit_code == 0);
-  const auto tight_logs = c.submit({"logs", first_line(tight_run.out)}).out;
+  const auto tight_logs = run_on("tight", 5);
   CHECK_THAT(tight_logs, Catch::Contains("; open files: 280 (the hard limit)"));  // the node's, inherited
   CHECK_THAT(tight_logs,
              Catch::Contains("node tight: the open-files limit is 280, below the about 288 a rank "
