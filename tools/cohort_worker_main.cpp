@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
   const std::string blas = core::train::match_blas_threads_to_torch();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node " << setup.node
             << " (pid " << ::getpid() << "): " << devices_text(found) << (blas.empty() ? "" : "; " + blas)
-            << "; job environment: " << job_env_text(ctx.spec) << "; " << core::proc::describe(files)
+            << "; " << core::proc::describe(files) << "; job environment: " << job_env_text(ctx.spec)
             << std::endl;
   if (auto warning = core::proc::open_files_warning(files.soft, setup.world_size, setup.node))
     std::cerr << "cohort-worker: rank " << setup.rank << ": " << *warning << std::endl;
