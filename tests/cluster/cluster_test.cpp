@@ -28,6 +28,7 @@
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/etcd_cluster.hpp"
+#include "tests/support/fake_metadata_server.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/json_lines.hpp"
 
@@ -1328,6 +1329,37 @@ bool registered(const json& nodes, std::initializer_list<const char*> names) {
                      [&](const char* n) { return !node_named(nodes, n).is_null(); });
 }
 
+// The end of a job "spot" held before step 5 whose node n2 (rank 1's) was preempted: released, it
+// saves step 5, is stopped, and resumes after it on n1 and n3, a preemption and not a failure, with
+// every step once; n2 leaves once its worker stopped.
+void check_resumed_after_emergency_checkpoint(test_cluster& c, const std::string& id,
+                                              cohort::test::running_process& n2) {
+  const auto s = c.wait_for(
+      id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 2);
+  CHECK(s["preemptions"] == 1);
+  CHECK(s["failures"].empty());
+  CHECK(s["rank_nodes"] == json::array({"n1", "n3"}));
+  CHECK(s["step"] == 24);
+  const std::string run_dir = c.dir().str() + "/runs/spot";
+  CHECK(::access((run_dir + "/checkpoints/step-00000005/COMMITTED").c_str(), F_OK) == 0);
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK_THAT(logs, Catch::Contains("preempted: emergency checkpoint of step 5 committed"));
+  CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
+  // No step lost nor run twice in the metrics: 1..24 once each.
+  int expected = 1;
+  for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl"))
+    CHECK(j["step"] == expected++);
+  CHECK(expected == 25);
+  const auto status = c.submit({"status", id}).out;
+  CHECK_THAT(status, Catch::Contains("failures 0, preemptions 1"));
+  // The node left once its worker stopped.
+  REQUIRE(n2.wait_for_exit(60s));
+  CHECK_THAT(n2.output(), Catch::Contains("node n2 drained: exiting"));
+}
+
 }  // namespace
 
 TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint at the held step and "
@@ -1364,28 +1396,119 @@ TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint
   CHECK_THAT(c.submit({"list"}).out, Catch::Contains("node n2 (127.0.0.1): draining (it got SIGTERM"));
   // Released, it runs step 5, saves it, and is stopped there; the next attempt resumes after it.
   release(c, id);
-  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
-  INFO(s.dump());
-  REQUIRE(s["state"] == "SUCCEEDED");
-  CHECK(s["attempts"] == 2);
-  CHECK(s["preemptions"] == 1);
-  CHECK(s["failures"].empty());
-  CHECK(s["rank_nodes"] == json::array({"n1", "n3"}));
-  CHECK(s["step"] == 24);
-  const std::string run_dir = c.dir().str() + "/runs/spot";
-  CHECK(::access((run_dir + "/checkpoints/step-00000005/COMMITTED").c_str(), F_OK) == 0);
-  const auto logs = c.submit({"logs", id}).out;
-  CHECK_THAT(logs, Catch::Contains("preempted: emergency checkpoint of step 5 committed"));
-  CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
-  // No step lost nor run twice in the metrics: 1..24 once each.
-  int expected = 1;
-  for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl")) CHECK(j["step"] == expected++);
-  CHECK(expected == 25);
-  const auto status = c.submit({"status", id}).out;
-  CHECK_THAT(status, Catch::Contains("failures 0, preemptions 1"));
-  // The node left once its worker stopped.
+  check_resumed_after_emergency_checkpoint(c, id, n2);
+}
+
+TEST_CASE(
+    "an AWS spot interruption notice in the instance metadata drains the cluster-worker of rank 1 "
+    "as SIGTERM does: an emergency checkpoint at the held step, and the job resumes on the other nodes",
+    "[cluster][ckpt][preempt][notice]") {
+  test_cluster c;
+  cohort::test::fake_metadata_server imds;  // the instance metadata of n2's VM
+  c.start_head();
+  c.start_worker("n1", 1);
+  // Checked every 50 ms; the endpoint moved as the AWS SDKs allow.
+  auto& n2 = c.start_worker("n2", 1, "", {"--preemption-notice", "aws", "--preemption-poll-interval", "0.05"},
+                            "", {{"AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.origin()}});
+  CHECK_THAT(n2.wait_for_line("watches", 30s),
+             Catch::Contains("node n2 watches AWS spot interruption notices at " + imds.origin() +
+                             "/latest/meta-data/spot/instance-action every 0.05 s"));
+  wait_for_nodes(
+      c,
+      [](const json& n) {
+        return registered(n, {"n1", "n2"});
+      },
+      60s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", 0), 5));
+  spec["run"]["failure"]["max_failures"] = 0;
+  spec["run"]["failure"]["preemption_grace_s"] = 600;  // the release, not a deadline, moves it on
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto held = c.wait_for(
+      id, [](const json& s) { return held_before(s, 5); }, 120s);
+  REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
+  c.start_worker("n3", 1);
+  wait_for_nodes(
+      c,
+      [](const json& n) {
+        return registered(n, {"n1", "n2", "n3"});
+      },
+      60s);
+  // Before the notice the endpoint answered 404 (asked with a token): nothing drains.
+  REQUIRE(imds.wait_for_requests("/latest/meta-data/spot/instance-action", 3, 60s));
+  CHECK(node_named(json::parse(c.submit({"list", "--json"}).out)["nodes"], "n2")["drain_state"] == "");
+  CHECK(imds.refused() == 0);
+
+  const auto time = "2099-01-01T00:00:00Z";  // far enough that the node's own deadline never ends it
+  imds.set_aws_notice("terminate", time);
+  const auto preempting = c.wait_for(
+      id,
+      [](const json& s) {
+        return s["reason"].get<std::string>().rfind("preempting attempt 1: node n2 is leaving", 0) == 0;
+      },
+      60s);
+  CHECK_THAT(preempting["reason"].get<std::string>(),
+             Catch::Contains("the cloud's preemption notice: AWS spot interruption notice: terminate at " +
+                             std::string(time)));
+  CHECK_THAT(
+      n2.wait_for_line("got the cloud's preemption notice", 30s),
+      Catch::Contains("node n2 got the cloud's preemption notice (AWS spot interruption notice: terminate "
+                      "at 2099-01-01T00:00:00Z): draining"));
+  release(c, id);
+  check_resumed_after_emergency_checkpoint(c, id, n2);
+}
+
+TEST_CASE(
+    "an Azure Preempt event for the node's VM drains it and is approved once the node drained, while "
+    "a node whose metadata endpoint is down warns and keeps its place",
+    "[cluster][preempt][notice]") {
+  cohort::test::fake_metadata_server azure;
+  azure.set_azure_vm_name("vm-n2");
+  int down_port = 0;
+  {
+    cohort::test::fake_metadata_server gone;  // held a port a moment: nothing listens there now
+    down_port = gone.port();
+  }
+  test_cluster c;
+  c.start_head();
+  auto& n2 = c.start_worker("n2", 1, "",
+                            {"--preemption-notice", azure.origin() + "/metadata/scheduledevents",
+                             "--preemption-poll-interval", "0.05"});
+  auto& n3 = c.start_worker("n3", 1, "", {"--preemption-notice", "gcp", "--preemption-poll-interval", "0.05"},
+                            "", {{"GCE_METADATA_HOST", "127.0.0.1:" + std::to_string(down_port)}});
+  wait_for_nodes(
+      c,
+      [](const json& n) {
+        return registered(n, {"n2", "n3"});
+      },
+      60s);
+  CHECK_THAT(
+      n3.wait_for_line("no notice is assumed", 30s),
+      Catch::Contains("node n3: GCP preemption notices at http://127.0.0.1:" + std::to_string(down_port)) &&
+          Catch::Contains("no answer"));
+  REQUIRE(azure.wait_for_requests("/metadata/scheduledevents", 3, 60s));
+
+  // Another VM's event is not this node's; its own is.
+  azure.add_azure_event("other", "Preempt", {"vm-n9"}, "Sat, 01 Jan 2099 00:00:00 GMT");
+  const int asked = azure.requests("/metadata/scheduledevents");
+  REQUIRE(azure.wait_for_requests("/metadata/scheduledevents", asked + 3, 60s));
+  CHECK(node_named(json::parse(c.submit({"list", "--json"}).out)["nodes"], "n2")["drain_state"] == "");
+  azure.add_azure_event("spot-1", "Preempt", {"vm-n2"}, "Sat, 01 Jan 2099 00:00:00 GMT");
+  CHECK_THAT(
+      n2.wait_for_line("got the cloud's preemption notice", 30s),
+      Catch::Contains("(Azure Scheduled Event Preempt (spot-1), not before Sat, 01 Jan 2099 00:00:00 GMT)"));
   REQUIRE(n2.wait_for_exit(60s));
   CHECK_THAT(n2.output(), Catch::Contains("node n2 drained: exiting"));
+  REQUIRE(azure.wait_for_acknowledgement(30s));
+  CHECK(azure.azure_acknowledged() == std::vector<std::string>{"spot-1"});
+  CHECK(azure.refused() == 0);
+
+  // The node whose endpoint never answered was never drained.
+  const auto nodes = wait_for_nodes(
+      c, [](const json& n) { return node_named(n, "n2").is_null(); }, 60s);
+  CHECK(node_named(nodes, "n3")["drain_state"] == "");
+  CHECK_FALSE(n3.ended());
+  CHECK(n3.output().find("preemption notice (") == std::string::npos);
 }
 
 TEST_CASE("submit drain keeps a node out of placement until submit undrain, and a preemption beyond "
