@@ -33,7 +33,11 @@ void on_begin_drain(node_ptr self, const begin_drain& req) {
   auto& st = self->state;
   if (st.draining) return;
   st.draining = true;
-  self->send(st.head, node_draining{st.info.name, req.reason});
+  const auto deadline_ms =
+      req.deadline
+          ? std::chrono::duration_cast<std::chrono::milliseconds>(req.deadline->time_since_epoch()).count()
+          : std::int64_t{0};
+  self->send(st.head, node_draining{st.info.name, req.reason, deadline_ms});
   if (st.children.empty()) {
     self->quit();
     return;

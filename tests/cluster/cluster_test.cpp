@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -1399,20 +1400,21 @@ TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint
   check_resumed_after_emergency_checkpoint(c, id, n2);
 }
 
-TEST_CASE(
-    "an AWS spot interruption notice in the instance metadata drains the cluster-worker of rank 1 "
-    "as SIGTERM does: an emergency checkpoint at the held step, and the job resumes on the other nodes",
-    "[cluster][ckpt][preempt][notice]") {
-  test_cluster c;
-  cohort::test::fake_metadata_server imds;  // the instance metadata of n2's VM
+namespace {
+
+// Job "spot" (tiny Llama, checkpoints every `every` steps, max_failures 0, grace 600 s: the
+// release, not a deadline, moves it on) held before step 5 on n1 and n2, whose cluster-worker
+// watches AWS notices at `imds` every 50 ms (the endpoint moved as the AWS SDKs allow; `env`: more
+// of its environment); then n3 joins. The job's id and n2.
+std::pair<std::string, cohort::test::running_process*> spot_job_held_at_5(
+    test_cluster& c, const cohort::test::fake_metadata_server& imds, int every,
+    std::map<std::string, std::string> env) {
   c.start_head();
   c.start_worker("n1", 1);
-  // Checked every 50 ms; the endpoint moved as the AWS SDKs allow.
+  env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds.origin();
   auto& n2 = c.start_worker("n2", 1, "", {"--preemption-notice", "aws", "--preemption-poll-interval", "0.05"},
-                            "", {{"AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.origin()}});
-  CHECK_THAT(n2.wait_for_line("watches", 30s),
-             Catch::Contains("node n2 watches AWS spot interruption notices at " + imds.origin() +
-                             "/latest/meta-data/spot/instance-action every 0.05 s"));
+                            "", env);
+  n2.wait_for_line("watches", 30s);
   wait_for_nodes(
       c,
       [](const json& n) {
@@ -1420,9 +1422,9 @@ TEST_CASE(
       },
       60s);
   const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
-  auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", 0), 5));
+  auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", every), 5));
   spec["run"]["failure"]["max_failures"] = 0;
-  spec["run"]["failure"]["preemption_grace_s"] = 600;  // the release, not a deadline, moves it on
+  spec["run"]["failure"]["preemption_grace_s"] = 600;
   const auto id = start_job(c, c.write_job(spec.dump()));
   const auto held = c.wait_for(
       id, [](const json& s) { return held_before(s, 5); }, 120s);
@@ -1434,6 +1436,23 @@ TEST_CASE(
         return registered(n, {"n1", "n2", "n3"});
       },
       60s);
+  return {id, &n2};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an AWS spot interruption notice in the instance metadata drains the cluster-worker of rank 1 "
+    "as SIGTERM does: an emergency checkpoint at the held step, and the job resumes on the other nodes",
+    "[cluster][ckpt][preempt][notice]") {
+  test_cluster c;
+  cohort::test::fake_metadata_server imds;  // the instance metadata of n2's VM
+  const auto spot = spot_job_held_at_5(c, imds, 0, {});
+  const auto& id = spot.first;
+  auto& n2 = *spot.second;
+  CHECK_THAT(n2.output(),
+             Catch::Contains("node n2 watches AWS spot interruption notices at " + imds.origin() +
+                             "/latest/meta-data/spot/instance-action every 0.05 s"));
   // Before the notice the endpoint answered 404 (asked with a token): nothing drains.
   REQUIRE(imds.wait_for_requests("/latest/meta-data/spot/instance-action", 3, 60s));
   CHECK(node_named(json::parse(c.submit({"list", "--json"}).out)["nodes"], "n2")["drain_state"] == "");
@@ -1456,6 +1475,96 @@ TEST_CASE(
                       "at 2099-01-01T00:00:00Z): draining"));
   release(c, id);
   check_resumed_after_emergency_checkpoint(c, id, n2);
+}
+
+namespace {
+
+// "YYYY-MM-DDTHH:MM:SSZ", `from_now` from now, as AWS writes an instance-action's time.
+std::string utc_in(std::chrono::seconds from_now) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() + from_now);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char out[32];
+  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a preempted job saves its emergency checkpoint only when the last save, as long as it took, "
+    "ends before the notice's deadline; else it keeps its last checkpoint and says why with the numbers",
+    "[cluster][ckpt][preempt][notice]") {
+  test_cluster c;
+  cohort::test::fake_metadata_server imds;
+  // Rank 1's saves on n2 are recorded 100 s longer than they take: the estimate is over 100 s.
+  // Checkpoints at steps 2 and 4.
+  const auto spot = spot_job_held_at_5(c, imds, 2, {{"COHORT_TEST_SAVE_SECONDS_ADDED", "100"}});
+  const auto& id = spot.first;
+  auto& n2 = *spot.second;
+  // Step 4's checkpoint (committed in the background; the held report may predate it) is the
+  // save the estimate starts from.
+  const auto step4 = c.dir().str() + "/runs/spot/checkpoints/step-00000004/COMMITTED";
+  for (const auto until = std::chrono::steady_clock::now() + 60s;
+       ::access(step4.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(100ms);
+  REQUIRE(::access(step4.c_str(), F_OK) == 0);
+
+  SECTION("a notice 60 s away: no emergency checkpoint; the job resumes from step 4") {
+    imds.set_aws_notice("terminate", utc_in(60s));
+    c.wait_for(
+        id,
+        [](const json& s) {
+          return s["reason"].get<std::string>().find(
+                     "(the notice's deadline, before run.failure.preemption_grace_s 600 s)") !=
+                 std::string::npos;
+        },
+        60s);
+    release(c, id);
+    // The attempt is stopped at once (not at the deadline); the next one holds before step 5 again.
+    const auto again = c.wait_for(
+        id, [](const json& s) { return held_before(s, 5, 2); }, 120s);
+    CHECK(again["preemptions"] == 1);
+    CHECK(again["checkpoint_step"] == 4);
+    CHECK(again["rank_nodes"] == json::array({"n1", "n3"}));
+    const std::string declined = "no emergency checkpoint: it would take about 10";  // 100 s and more
+    const auto logs = c.submit({"logs", id}).out;
+    CHECK_THAT(logs, Catch::Contains("preempted: " + declined) &&
+                         Catch::Contains("s are left before the deadline (less a 5.0 s margin)") &&
+                         Catch::Contains("on rank 1), but ") &&
+                         Catch::Contains("the job keeps checkpoint step 4") &&
+                         Catch::Contains("resuming after step 4"));
+    bool said = false;  // the job's reason once the attempt ended, in its history
+    for (const auto& e : cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl")) {
+      const auto reason = e.value("reason", "");
+      said = said || (reason.find("attempt 1 preempted (node n2 is leaving (the cloud's preemption notice") !=
+                          std::string::npos &&
+                      reason.find(declined) != std::string::npos &&
+                      reason.find("the job keeps checkpoint step 4; restarting") != std::string::npos);
+    }
+    CHECK(said);
+    release(c, id);
+    const auto s = c.wait_for(
+        id, [](const json& s) { return is_terminal_state(s); }, 180s);
+    INFO(s.dump());
+    REQUIRE(s["state"] == "SUCCEEDED");
+    CHECK(::access((c.dir().str() + "/runs/spot/checkpoints/step-00000005").c_str(), F_OK) != 0);
+    REQUIRE(n2.wait_for_exit(60s));
+  }
+  SECTION("a notice an hour away: the grace (600 s) is the deadline, and the checkpoint is saved") {
+    imds.set_aws_notice("terminate", utc_in(3600s));
+    c.wait_for(
+        id,
+        [](const json& s) {
+          return s["reason"].get<std::string>().rfind("preempting attempt 1: node n2 is leaving", 0) == 0;
+        },
+        60s);
+    release(c, id);
+    check_resumed_after_emergency_checkpoint(c, id, n2);
+    CHECK_THAT(c.submit({"logs", id}).out,
+               Catch::Contains("preempted: saving an emergency checkpoint: about 10") &&
+                   Catch::Contains("on rank 1), 59"));  // 59x s left of the 600 s grace
+  }
 }
 
 TEST_CASE(
