@@ -5,7 +5,9 @@
 // head_actor.hpp, node_actor.hpp, trainer_actor.hpp, worker_actor.hpp, worker_process_actor.hpp.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <caf/all.hpp>
@@ -39,11 +41,14 @@ struct preemption_deadline {
   std::string job_id;
   std::int32_t attempt = 0;
 };
-// cluster-worker → its node actor: the process got SIGTERM (a preemption notice). The node tells
-// the head (node_draining) and quits once its trainers and workers are gone, or at the latest
-// after the longest run.failure.preemption_grace_s of its jobs plus drain_margin.
+// cluster-worker → its node actor: the process got SIGTERM, or the cloud's preemption notice
+// (cluster-worker --preemption-notice). The node tells the head (node_draining) and quits once
+// its trainers and workers are gone, or at the latest after the longest
+// run.failure.preemption_grace_s of its jobs plus drain_margin (from a notice: by its deadline
+// plus drain_margin, when that comes first).
 struct begin_drain {
   std::string reason;
+  std::optional<std::chrono::system_clock::time_point> deadline{};  // a notice's: the VM goes then
 };
 struct drain_deadline {};
 // cluster-head → its head actor: the lease names `address` from now on (the port a head asked

@@ -83,7 +83,9 @@ void attempt_state::forward(log_line line, attempt_actions& out) {
 void attempt_state::tell_workers(worker_command_kind kind, std::int64_t n, attempt_actions& out) const {
   for (std::int32_t r = 0; r < world(); ++r)
     if (started_[static_cast<std::size_t>(r)])
-      out.to_workers.emplace_back(r, worker_command{setup_.job_id, setup_.attempt, kind, n});
+      out.to_workers.emplace_back(
+          r, worker_command{setup_.job_id, setup_.attempt, kind, n,
+                            kind == worker_command_kind::preempt ? preempt_deadline_ms_ : 0});
 }
 
 attempt_actions attempt_state::on_start_failed(std::int32_t rank, const std::string& reason) {
@@ -108,7 +110,7 @@ attempt_actions attempt_state::on_worker_started(std::int32_t rank, std::int64_t
     out.to_workers.emplace_back(
         rank, worker_command{setup_.job_id, setup_.attempt,
                              preempted_ ? worker_command_kind::preempt : worker_command_kind::checkpoint,
-                             checkpoint_requests_});
+                             checkpoint_requests_, preempted_ ? preempt_deadline_ms_ : 0});
   if (started_count_ == world()) out.to_head.push_back(attempt_running{setup_.job_id, setup_.attempt});
   return out;
 }
@@ -242,6 +244,7 @@ attempt_actions attempt_state::on_preempt(const preempt_attempt& req) {
   // One command: the worker marks the preemption before it counts the request that comes with
   // it, so rank 0 that takes the request sees the mark.
   preempted_ = true;
+  preempt_deadline_ms_ = req.deadline_ms;
   tell_workers(worker_command_kind::preempt, ++checkpoint_requests_, out);
   return out;
 }

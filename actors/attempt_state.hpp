@@ -114,6 +114,7 @@ class attempt_state {
   std::int64_t checkpoint_requests_ = 0;
   std::int64_t releases_ = 0;
   bool preempted_ = false;
+  std::int64_t preempt_deadline_ms_ = 0;  // the preemption's deadline (unix ms), for the workers
   std::deque<log_line> unacked_logs_;
   std::size_t unacked_log_bytes_ = 0;
   std::uint64_t next_log_seq_ = 0;

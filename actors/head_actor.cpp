@@ -240,16 +240,20 @@ void end_preemption(head_ptr self, const std::string& job_id) {
 // Drains `node` (kind "preempted" or "drained", see head_state::drain): every job with ranks there
 // saves an emergency checkpoint and is stopped once it commits (or its grace is over); a job that
 // cannot save one now (not running yet, no checkpoints in its workload, no grace) is stopped at
-// once. Returns the jobs preempted; throws std::invalid_argument for an unknown node.
-std::vector<std::string> drain_node_now(head_ptr self, const std::string& node,
-                                        const std::string& kind, const std::string& why) {
+// once. `notice_deadline_ms`: a cloud's notice's deadline (unix ms; 0: none), which shortens the
+// grace. Returns the jobs preempted; throws std::invalid_argument for an unknown node.
+std::vector<std::string> drain_node_now(head_ptr self, const std::string& node, const std::string& kind,
+                                        const std::string& why, std::int64_t notice_deadline_ms = 0) {
   auto& st = self->state;
   const auto jobs = st.logic.drain(node, kind);
   std::cerr << "cluster-head: " << why << ": no new placement on it; " << jobs.size()
             << " job(s) with ranks there are preempted" << std::endl;
   std::vector<std::string> preempted;
   for (const auto& id : jobs) {
-    if (!st.logic.begin_preemption(id, node, why)) continue;
+    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    if (!st.logic.begin_preemption(id, node, why, now_ms, notice_deadline_ms)) continue;
     preempted.push_back(id);
     const auto* r = st.logic.find(id);
     const auto* spec = st.logic.spec(id);
@@ -260,8 +264,9 @@ std::vector<std::string> drain_node_now(head_ptr self, const std::string& node,
       end_preemption(self, id);
       continue;
     }
-    command(self, trainer, preempt_attempt{id, r->attempts - 1});
-    self->delayed_send(self, std::chrono::milliseconds(static_cast<std::int64_t>(grace * 1000)),
+    const auto deadline_ms = st.logic.preemption_deadline_ms(id);
+    command(self, trainer, preempt_attempt{id, r->attempts - 1, 0, deadline_ms});
+    self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(0, deadline_ms - now_ms)),
                        preemption_deadline{id, r->attempts - 1});
     notify_state(self, id);
   }
@@ -691,7 +696,8 @@ void on_node_draining(head_ptr self, const node_draining& req) {
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   if (!st.nodes.speaks_for(req.node, sender)) return;
   try {
-    drain_node_now(self, req.node, "preempted", "node " + req.node + " is leaving (" + req.reason + ")");
+    drain_node_now(self, req.node, "preempted", "node " + req.node + " is leaving (" + req.reason + ")",
+                   req.deadline_ms);
   } catch (const std::exception& e) {
     std::cerr << "cluster-head: cannot drain node " << req.node << ": " << e.what() << std::endl;
   }
@@ -765,8 +771,11 @@ void on_progress(head_ptr self, const progress_report& report) {
   // For the metrics: the current attempt's newest report (on_progress ignores a zombie's).
   if (const auto* r = logic.find(report.job_id); r != nullptr && report.attempt == r->attempts - 1)
     self->state.output.add_progress(report);
-  // A preempted attempt whose emergency checkpoint committed is stopped now.
-  if (logic.emergency_checkpoint_committed(report.job_id)) end_preemption(self, report.job_id);
+  // A preempted attempt whose emergency checkpoint committed, or that cannot save one before the
+  // deadline, is stopped now.
+  if (logic.emergency_checkpoint_committed(report.job_id) ||
+      logic.emergency_checkpoint_declined(report.job_id))
+    end_preemption(self, report.job_id);
 }
 
 // Keeps a line of output: with a store it lives there (logs_query reads it back, through the

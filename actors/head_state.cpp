@@ -128,20 +128,42 @@ std::vector<res::node_inventory> head_state::schedulable() const {
   return out;
 }
 
-bool head_state::begin_preemption(const std::string& job_id, const std::string& node,
-                                  const std::string& why) {
+bool head_state::begin_preemption(const std::string& job_id, const std::string& node, const std::string& why,
+                                  std::int64_t now_ms, std::int64_t notice_deadline_ms) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return false;
   auto& job = it->second;
   if (!job.held || is_terminal(job.record.state) || job.preempting) return false;
+  const double grace_s = job.spec.run.failure.preemption_grace_s;
+  const auto grace_end = now_ms + static_cast<std::int64_t>(grace_s * 1000);
+  const bool notice_first = notice_deadline_ms > 0 && notice_deadline_ms < grace_end;
   // The emergency checkpoint is one of a step after the last the head has heard of: a commit of an
   // earlier step reported after the notice (commits are reported with the next step) is not it.
-  job.preempting = job_entry::preemption{job.record.attempts - 1, node, why,
-                                         std::max(job.record.checkpoint_step, job.record.step)};
-  job.record.reason = "preempting attempt " + std::to_string(job.record.attempts) + ": " + why +
-                      "; saving an emergency checkpoint within " +
-                      res::format_quantity(job.spec.run.failure.preemption_grace_s) + " s";
+  job.preempting = job_entry::preemption{job.record.attempts - 1,
+                                         node,
+                                         why,
+                                         std::max(job.record.checkpoint_step, job.record.step),
+                                         notice_first ? notice_deadline_ms : grace_end,
+                                         ""};
+  job.record.reason =
+      "preempting attempt " + std::to_string(job.record.attempts) + ": " + why +
+      "; saving an emergency checkpoint within " +
+      (notice_first ? res::format_quantity(static_cast<double>(
+                          std::max<std::int64_t>(0, notice_deadline_ms - now_ms) / 1000)) +
+                          " s (the notice's deadline, before run.failure.preemption_grace_s " +
+                          res::format_quantity(grace_s) + " s)"
+                    : res::format_quantity(grace_s) + " s");
   return true;
+}
+
+std::int64_t head_state::preemption_deadline_ms(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() || !it->second.preempting ? 0 : it->second.preempting->deadline_ms;
+}
+
+bool head_state::emergency_checkpoint_declined(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && it->second.preempting && !it->second.preempting->declined.empty();
 }
 
 bool head_state::preempting(const std::string& job_id) const {
@@ -156,18 +178,21 @@ bool head_state::emergency_checkpoint_committed(const std::string& job_id) const
 }
 
 void head_state::record_preemption(job_entry& job) {
-  const auto p = job.preempting.value_or(job_entry::preemption{job.record.attempts - 1, "", "", 0});
+  const auto p = job.preempting.value_or(job_entry::preemption{job.record.attempts - 1, "", "", 0, 0, ""});
   job.preempting.reset();
   job.record.preemptions += 1;
   const int max = job.spec.run.failure.max_preemptions;
-  const std::string saved = job.record.checkpoint_step > p.checkpoint_before
-                                ? "emergency checkpoint at step " + std::to_string(job.record.checkpoint_step)
-                                : "no emergency checkpoint within run.failure.preemption_grace_s (" +
-                                      res::format_quantity(job.spec.run.failure.preemption_grace_s) +
-                                      " s); it resumes from " +
-                                      (job.record.checkpoint_step > 0
-                                           ? "step " + std::to_string(job.record.checkpoint_step)
-                                           : std::string("the start"));
+  const std::string resumes =
+      "; it resumes from " + (job.record.checkpoint_step > 0
+                                  ? "step " + std::to_string(job.record.checkpoint_step)
+                                  : std::string("the start"));
+  const std::string saved =
+      job.record.checkpoint_step > p.checkpoint_before
+          ? "emergency checkpoint at step " + std::to_string(job.record.checkpoint_step)
+      : !p.declined.empty()
+          ? p.declined  // "no emergency checkpoint: ...; the job keeps checkpoint step N"
+          : "no emergency checkpoint within run.failure.preemption_grace_s (" +
+                res::format_quantity(job.spec.run.failure.preemption_grace_s) + " s)" + resumes;
   const std::string what = "attempt " + std::to_string(p.attempt + 1) + " preempted (" + p.why + "); " + saved;
   if (max == -1 || job.record.preemptions <= max) {
     job.record.state = job_state::restarting;
@@ -670,6 +695,8 @@ bool head_state::on_progress(const progress_report& report) {
   }
   // A report that arrives after the attempt ended (stopped while held) holds nothing any more.
   it->second.record.held_before_step = it->second.held ? report.held_before_step : 0;
+  if (it->second.preempting && !report.no_emergency_save.empty())
+    it->second.preempting->declined = report.no_emergency_save;
   it->second.record.activity = is_terminal(it->second.record.state) ? "" : report.activity;
   return true;
 }

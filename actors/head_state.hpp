@@ -80,9 +80,17 @@ class head_state {
   std::string drain_state(const std::string& node) const;
 
   // Starts preempting the current attempt of a job because `node` (one of its nodes) is leaving;
-  // `why` says how ("node n2 got SIGTERM (a preemption notice)"): the job stays RUNNING with a reason that says so until on_preempted. Returns false
-  // when the job has no attempt to preempt (not placed, ended) or one is being preempted.
-  bool begin_preemption(const std::string& job_id, const std::string& node, const std::string& why);
+  // `why` says how ("node n2 got SIGTERM (a preemption notice)"): the job stays RUNNING with a reason that
+  // says so until on_preempted. Returns false when the job has no attempt to preempt (not placed, ended) or
+  // one is being preempted. The attempt's deadline (unix ms, preemption_deadline_ms) is `now_ms` plus the
+  // job's run.failure.preemption_grace_s, or the notice's `notice_deadline_ms` (0: none) when sooner.
+  bool begin_preemption(const std::string& job_id, const std::string& node, const std::string& why,
+                        std::int64_t now_ms = 0, std::int64_t notice_deadline_ms = 0);
+  // The deadline of the preemption under way (unix ms), 0 when none.
+  std::int64_t preemption_deadline_ms(const std::string& job_id) const;
+  // Whether a preempted attempt's rank 0 reported that it saves no emergency checkpoint
+  // (progress_report::no_emergency_save: it cannot end before the deadline): stop it now.
+  bool emergency_checkpoint_declined(const std::string& job_id) const;
   // Whether the job's current attempt is being preempted.
   bool preempting(const std::string& job_id) const;
   // Whether a preempted attempt reported a checkpoint newer than the newest when the preemption
@@ -175,6 +183,8 @@ class head_state {
       std::int32_t attempt = 0;
       std::string node, why;
       std::int64_t checkpoint_before = 0;  // the newest checkpoint or step reported when it began
+      std::int64_t deadline_ms = 0;        // unix ms: the grace's end, or the notice's if sooner
+      std::string declined;                // rank 0's why it saves no emergency checkpoint
     };
     std::optional<preemption> preempting;  // the current attempt's, until it ends
   };

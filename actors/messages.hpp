@@ -186,6 +186,9 @@ struct step_progress {
   std::int64_t eval_step = 0;
   double eval_loss = 0;
   double eval_perplexity = 0;
+  // A preempted attempt's rank 0 saves no emergency checkpoint, and says why with the numbers
+  // (the estimate, the time left before the deadline); "" otherwise. The head stops the attempt.
+  std::string no_emergency_save{};
 };
 
 // A step report from a worker: its step_progress, stamped with where it came from.
@@ -455,6 +458,7 @@ struct worker_command {
   std::int32_t attempt = 0;
   worker_command_kind kind = worker_command_kind::checkpoint;
   std::int64_t n = 0;
+  std::int64_t deadline_ms = 0;  // preempt: the preemption's deadline (unix ms; 0: none)
 };
 // ---- The worker process link (worker_process_link.hpp) ----
 // A cluster-worker's worker actor and the worker process it started speak these, and
@@ -498,6 +502,9 @@ struct preempt_attempt {
   std::string job_id;
   std::int32_t attempt = 0;
   std::int64_t epoch = 0;
+  // By when the emergency checkpoint must have committed (unix ms): the job's
+  // run.failure.preemption_grace_s from now, or the cloud's notice's deadline when sooner.
+  std::int64_t deadline_ms = 0;
 };
 // client → head: drain a node (drain true: the jobs with ranks there save an emergency checkpoint
 // and restart elsewhere, and nothing new is placed on it while it stays registered) or make a
@@ -519,6 +526,7 @@ struct node_draining {
   static constexpr std::uint32_t wire_id = 63;
   std::string node;
   std::string reason;
+  std::int64_t deadline_ms = 0;  // a cloud's notice: when the VM goes (unix ms); 0: none (SIGTERM)
 };
 
 // client → head: where would this job run now? Reply: plan_reply.
@@ -618,7 +626,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_progress& x) {
   return f(caf::meta::type_name("step_progress"), x.step, x.total_steps, x.loss, x.lr, x.grad_norm,
            x.tokens_per_s, x.mfu, x.checkpoint_step, x.held_before_step, x.eval_step, x.eval_loss,
-           x.eval_perplexity);
+           x.eval_perplexity, x.no_emergency_save);
 }
 
 template <class Inspector>
@@ -787,7 +795,7 @@ typename Inspector::result_type inspect(Inspector& f, attempt_running& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_command& x) {
-  return f(caf::meta::type_name("worker_command"), x.job_id, x.attempt, x.kind, x.n);
+  return f(caf::meta::type_name("worker_command"), x.job_id, x.attempt, x.kind, x.n, x.deadline_ms);
 }
 
 template <class Inspector>
@@ -840,7 +848,7 @@ typename Inspector::result_type inspect(Inspector& f, plan_reply& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, preempt_attempt& x) {
-  return f(caf::meta::type_name("preempt_attempt"), x.job_id, x.attempt, x.epoch);
+  return f(caf::meta::type_name("preempt_attempt"), x.job_id, x.attempt, x.epoch, x.deadline_ms);
 }
 
 template <class Inspector>
@@ -855,7 +863,7 @@ typename Inspector::result_type inspect(Inspector& f, drain_reply& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_draining& x) {
-  return f(caf::meta::type_name("node_draining"), x.node, x.reason);
+  return f(caf::meta::type_name("node_draining"), x.node, x.reason, x.deadline_ms);
 }
 
 // The worker process link's messages, both ways (worker_process_link.hpp).

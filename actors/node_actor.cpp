@@ -2,12 +2,14 @@
 // head, starts trainers and workers linked to itself (a node that dies takes them with it), and
 // keeps the list of its live trainers and workers for the embedded cluster's failure drills
 // (in-process messages only, drill_messages.hpp: no peer on the wire can send one). Told to
-// drain (begin_drain: its cluster-worker got SIGTERM), it tells the head it leaves
-// (node_draining) and quits once its trainers and workers are gone, or after the longest
-// run.failure.preemption_grace_s of its jobs plus drain_margin.
+// drain (begin_drain: its cluster-worker got SIGTERM or a cloud's preemption notice), it tells
+// the head it leaves (node_draining) and quits once its trainers and workers are gone, or after
+// the longest run.failure.preemption_grace_s of its jobs (or the notice's deadline, if sooner)
+// plus drain_margin.
 // Head commands of an epoch older than the newest leader it has seen are refused (epoch_fence.hpp).
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "actors/node_actor.hpp"
@@ -26,19 +28,27 @@ void note_grace(node_actor_state& st, const config::job_spec& spec) {
 using node_ptr = caf::stateful_actor<node_actor_state>*;
 
 // The node leaves: the head is told, and the node ends once its children have (or at the longest
-// preemption grace of its jobs, plus a margin).
+// preemption grace of its jobs, or the notice's deadline when that comes first, plus a margin).
 void on_begin_drain(node_ptr self, const begin_drain& req) {
   auto& st = self->state;
   if (st.draining) return;
   st.draining = true;
-  self->send(st.head, node_draining{st.info.name, req.reason});
+  const auto deadline_ms =
+      req.deadline
+          ? std::chrono::duration_cast<std::chrono::milliseconds>(req.deadline->time_since_epoch()).count()
+          : std::int64_t{0};
+  self->send(st.head, node_draining{st.info.name, req.reason, deadline_ms});
   if (st.children.empty()) {
     self->quit();
     return;
   }
-  self->delayed_send(
-      self, std::chrono::milliseconds(static_cast<std::int64_t>(st.longest_grace_s * 1000)) + drain_margin,
-      drain_deadline{});
+  auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(st.longest_grace_s * 1000));
+  if (req.deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*req.deadline -
+                                                                            std::chrono::system_clock::now());
+    wait = std::clamp(left, std::chrono::milliseconds(0), wait);
+  }
+  self->delayed_send(self, wait + drain_margin, drain_deadline{});
 }
 
 // A head command of an older epoch than the node has seen is refused and logged.

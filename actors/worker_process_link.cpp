@@ -126,6 +126,7 @@ process_progress progress_of(const core::train::step_report& r) {
   out.mfu = r.mfu;
   out.checkpoint_step = r.checkpoint_step;
   out.held_before_step = r.held_before_step;
+  out.no_emergency_save = r.no_emergency_save;
   if (r.evaluated) {
     out.eval_step = r.step;
     out.eval_loss = r.eval_loss;
@@ -301,6 +302,7 @@ void apply_command(const worker_command& command, core::train::run_signals& sign
       raise_to(signals.releases, command.n);
       break;
     case worker_command_kind::preempt:
+      signals.preempt_deadline_ms.store(command.deadline_ms);
       signals.preempted.store(true);  // before its request: rank 0 that takes it sees the mark
       raise_to(signals.checkpoint_requests, command.n);
       break;

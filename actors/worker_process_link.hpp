@@ -40,7 +40,7 @@ inline constexpr const char* worker_setup_file_variable = "COHORT_WORKER_SETUP_F
 inline constexpr const char* worker_setup_variable = "COHORT_WORKER_SETUP";
 // The version of the link's protocol (link_hello): raised whenever a message of
 // worker_link_messages changes meaning or fields.
-inline constexpr std::uint32_t worker_link_version = 3;
+inline constexpr std::uint32_t worker_link_version = 4;
 inline constexpr int worker_report_fd = 3;    // worker → node: process_* frames
 inline constexpr int worker_command_fd = 4;   // node → worker: worker_command frames
 

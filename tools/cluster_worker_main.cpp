@@ -3,15 +3,20 @@
 // of its own (cohort-worker, next to this program). --address takes a list of heads; the node
 // registers with the one that leads (following a standby's redirect, or the store's leader record
 // when it shares the store, a directory or etcd) and moves to a new leader when its head dies.
+// With --preemption-notice it watches the cloud's preemption notices and drains on one, as on
+// SIGTERM.
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -26,6 +31,7 @@
 #include "actors/scheduler_config.hpp"
 #include "actors/worker_process_actor.hpp"
 #include "config/nodes_spec.hpp"
+#include "core/cloud/preemption_notice.hpp"
 #include "core/comm/network_interfaces.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/etcd_client.hpp"
@@ -181,7 +187,19 @@ po::options_description option_table(const std::string& host) {
       "heartbeat-interval", po::value<double>()->default_value(1.0), "seconds between heartbeats")(
       "connect-timeout", po::value<double>()->default_value(30.0),
       "seconds to wait for the first connection to the head; exits 1 naming why when it does "
-      "not come (no answer, or the head's key did not authenticate)");
+      "not come (no answer, or the head's key did not authenticate)")(
+      "preemption-notice", po::value<std::string>(),
+      "aws, gcp, azure or URL: watch the cloud's preemption notices in the instance metadata (AWS "
+      "spot instance-action with an IMDSv2 token, every 5 s; GCP instance/preempted, every second; "
+      "Azure Scheduled Events Preempt/Terminate of this VM, every second, approved once drained) "
+      "and drain the node on one, as on SIGTERM (waiting for its workers until the notice's "
+      "deadline at most, plus 15 s). The endpoint moves with "
+      "AWS_EC2_METADATA_SERVICE_ENDPOINT=http://HOST[:PORT] (aws) and GCE_METADATA_HOST=HOST[:PORT] "
+      "(gcp); URL: http://HOST[:PORT]/ followed by one of latest/meta-data/spot/instance-action, "
+      "computeMetadata/v1/instance/preempted, metadata/scheduledevents")(
+      "preemption-poll-interval", po::value<double>(),
+      "seconds between two checks of --preemption-notice (default: the provider's documented "
+      "rate, above)");
   return desc;
 }
 
@@ -197,7 +215,29 @@ struct worker_settings {
   double connect_timeout_s = 30;
   double heartbeat_interval_s = 1;
   std::string program;  // the worker program
+  std::optional<core::cloud::notice_source> notices;  // --preemption-notice
 };
+
+// --preemption-notice and --preemption-poll-interval, checked. A message when they are wrong.
+std::string watch_notices(const po::variables_map& vm, worker_settings& s) {
+  if (vm.count("preemption-poll-interval") && !vm.count("preemption-notice"))
+    return "--preemption-poll-interval needs --preemption-notice";
+  if (!vm.count("preemption-notice")) return "";
+  try {
+    s.notices =
+        core::cloud::parse_notice_source(vm["preemption-notice"].as<std::string>(), "--preemption-notice",
+                                         [](const char* name) { return tools::env_or(name, ""); });
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  if (vm.count("preemption-poll-interval")) {
+    const double seconds = vm["preemption-poll-interval"].as<double>();
+    if (!(seconds > 0) || !std::isfinite(seconds))
+      return "--preemption-poll-interval must be positive seconds (default: the provider's documented rate)";
+    s.notices->interval = std::chrono::milliseconds(std::max<long>(1, std::lround(seconds * 1000)));
+  }
+  return "";
+}
 
 // Where the cluster is: the heads, the store, the credentials. A message when they do not add up.
 std::string locate_cluster(const po::variables_map& vm, worker_settings& s) {
@@ -290,6 +330,7 @@ std::variant<worker_settings, int> parse_settings(int argc, char** argv) {
   worker_settings s;
   std::string problem = locate_cluster(vm, s);
   if (problem.empty()) problem = describe_node(vm, s);
+  if (problem.empty()) problem = watch_notices(vm, s);
   s.connect_timeout_s = vm["connect-timeout"].as<double>();
   s.heartbeat_interval_s = vm["heartbeat-interval"].as<double>();
   if (problem.empty() && !(s.connect_timeout_s > 0)) problem = "--connect-timeout must be positive seconds";
@@ -306,14 +347,45 @@ std::variant<worker_settings, int> parse_settings(int argc, char** argv) {
   return s;
 }
 
-// Runs until a signal or until the node or its link ends. SIGTERM is a preemption notice (what an
-// orchestrator sends): the node tells the head it leaves, the jobs with ranks here save an
-// emergency checkpoint and are stopped, and the node exits once its workers are gone (or at its
-// drain deadline). SIGINT, a second signal, or a lost link to the head end it at once.
+// A cloud's preemption notice, from the watch's thread to the main thread.
+class notice_slot {
+ public:
+  void put(const core::cloud::preemption_notice& n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    notice_ = n;
+  }
+  std::optional<core::cloud::preemption_notice> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto n = std::move(notice_);
+    notice_.reset();
+    return n;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::optional<core::cloud::preemption_notice> notice_;
+};
+
+// The drain a preemption notice asks for: its reason (what the provider said, and when the VM
+// goes) and deadline.
+actors::begin_drain notice_drain(const core::cloud::preemption_notice& n) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::seconds>(n.deadline - std::chrono::system_clock::now()).count();
+  return {"the cloud's preemption notice: " + n.what +
+              (left > 0 ? ", in " + std::to_string(left) + " s" : ", due now"),
+          n.deadline};
+}
+
+// Runs until a signal, a preemption notice (when `watch` checks for them) or until the node or its
+// link ends. SIGTERM (what an orchestrator sends) and a notice start a drain: the node tells the
+// head it leaves, the jobs with ranks here save an emergency checkpoint and are stopped, and the
+// node exits once its workers are gone (or at its drain deadline, by the notice's at the latest).
+// Once drained after an Azure notice, the event is approved. SIGINT, a second signal, or a lost
+// link to the head end it at once.
 void serve_until_stopped(caf::actor_system& sys, const std::string& name, const caf::actor& gateway,
-                         const caf::actor& node) {
+                         const caf::actor& node, core::cloud::notice_watch* watch, notice_slot& notices) {
   std::atomic<bool> gateway_gone{false}, node_gone{false};
-  const auto watch = [&sys](const caf::actor& who, std::atomic<bool>& gone) {
+  const auto watch_actor = [&sys](const caf::actor& who, std::atomic<bool>& gone) {
     return std::thread([&sys, who, &gone] {
       caf::scoped_actor self{sys};
       self->monitor(who);
@@ -322,19 +394,40 @@ void serve_until_stopped(caf::actor_system& sys, const std::string& name, const 
       ::kill(::getpid(), SIGINT);
     });
   };
-  std::thread watcher = watch(gateway, gateway_gone), node_watcher = watch(node, node_gone);
-  if (tools::wait_for_termination_signal() == SIGTERM && !gateway_gone && !node_gone) {
-    std::cout << "cluster-worker: node " << name
-              << " got SIGTERM: draining (its jobs save an emergency checkpoint and move to other "
-                 "nodes); it exits once its workers stopped"
+  std::thread watcher = watch_actor(gateway, gateway_gone), node_watcher = watch_actor(node, node_gone);
+  std::optional<actors::begin_drain> drain;
+  std::string got;
+  while (!drain) {
+    // With notices watched, the slot is looked at 5 times a second between signals.
+    const int sig = watch ? tools::wait_for_termination_signal_for(std::chrono::milliseconds(200))
+                          : tools::wait_for_termination_signal();
+    if (sig == SIGTERM) {
+      drain = actors::begin_drain{"SIGTERM to its cluster-worker, a preemption notice"};
+      got = "got SIGTERM";
+    } else if (sig != 0) {
+      break;
+    } else if (const auto n = notices.take()) {
+      drain = notice_drain(*n);
+      got = "got the cloud's preemption notice (" + n->what + ")";
+    }
+  }
+  if (drain && !gateway_gone && !node_gone) {
+    std::cout << "cluster-worker: node " << name << " " << got
+              << ": draining (its jobs save an emergency checkpoint and move to other nodes); it exits once "
+                 "its workers stopped"
               << std::endl;
-    caf::anon_send(node, actors::begin_drain{"SIGTERM to its cluster-worker, a preemption notice"});
+    caf::anon_send(node, *drain);
     while (!node_gone && !gateway_gone) {
       const int again = tools::wait_for_termination_signal_for(std::chrono::milliseconds(200));
       if (again == SIGTERM || (again == SIGINT && !node_gone && !gateway_gone)) break;
     }
     std::cout << "cluster-worker: node " << name
               << (node_gone ? " drained: exiting" : " exiting before its drain ended") << std::endl;
+    if (watch && node_gone) {
+      if (const auto problem = watch->acknowledge(); !problem.empty())
+        std::cerr << "cluster-worker: node " << name << ": cannot approve the preemption event: " << problem
+                  << std::endl;
+    }
   }
   caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
   if (node) caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
@@ -382,7 +475,18 @@ int run_node(const worker_settings& s) {
   }
   // Joined: the gateway's report said "joined the leader at ADDRESS (epoch N)", as it does after
   // every failover.
-  serve_until_stopped(sys, info.name, process.gateway, process.node);
+  notice_slot notices;
+  std::unique_ptr<core::cloud::notice_watch> watch;
+  if (s.notices) {
+    std::cout << "cluster-worker: node " << info.name << " watches " << s.notices->describe() << " every "
+              << static_cast<double>(s.notices->interval.count()) / 1000 << " s" << std::endl;
+    watch = std::make_unique<core::cloud::notice_watch>(
+        *s.notices, [&notices](const core::cloud::preemption_notice& n) { notices.put(n); },
+        [name = info.name](const std::string& warning) {
+          std::cerr << "cluster-worker: node " << name << ": " << warning << std::endl;
+        });
+  }
+  serve_until_stopped(sys, info.name, process.gateway, process.node, watch.get(), notices);
   return 0;
 }
 

@@ -106,7 +106,8 @@ void print_nodes(const std::vector<actors::node_info>& nodes) {
   for (const auto& n : nodes) {
     auto gpus = n.resources.find("GPU");
     std::cout << "  node " << n.name << " (" << n.address << "): ";
-    if (n.drain_state == "preempted") std::cout << "draining (it got SIGTERM and is leaving; no new placement), ";
+    if (n.drain_state == "preempted")
+      std::cout << "draining (it got SIGTERM or a preemption notice and is leaving; no new placement), ";
     if (n.drain_state == "drained") std::cout << "drained (no new placement until `submit undrain " << n.name << "`), ";
     if (gpus == n.resources.end() || gpus->second <= 0) {
       std::cout << "no GPUs" << (n.gpu_note.empty() ? "" : " (" + n.gpu_note + ")") << "\n";

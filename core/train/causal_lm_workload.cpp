@@ -24,6 +24,7 @@
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/checkpointer.hpp"
 #include "core/train/device_memory.hpp"
+#include "core/train/emergency_save.hpp"
 #include "core/train/event_file.hpp"
 #include "core/train/job_preflight.hpp"
 #include "core/train/memory_status.hpp"
@@ -326,13 +327,31 @@ class rank_run {
     report_.total_steps = total_;
   }
 
-  // Rank 0: a checkpoint asked for (a request made while held is seen before the step).
+  // Rank 0: a checkpoint asked for (a request made while held is seen before the step). A
+  // preemption's emergency checkpoint is saved only when it can commit before the deadline
+  // (emergency_save.hpp); else rank 0 says so with the numbers and waits to be stopped.
   void take_checkpoint_request() {
     if (!checkpoints_->take_request()) return;
     const bool preempted = checkpoints_->preempted();
+    if (preempted) {
+      const auto plan = plan_emergency_save(
+          checkpoints_->last_save(), report_.step_seconds, ctx_.signals->preempt_deadline_ms.load(),
+          static_cast<std::int64_t>(unix_seconds_now() * 1000), checkpoints_->committed_step());
+      if (!plan.why.empty()) log("preempted: " + plan.why);
+      if (!plan.save) decline_emergency_save(plan.why);
+    }
     log("checkpoint requested: saving after step " + std::to_string(engine_->steps_done() + 1) +
         (preempted ? " (preemption: no further step)" : ""));
     engine_->request_checkpoint(preempted);
+  }
+
+  // Rank 0 saves no emergency checkpoint: the head hears why (and stops the attempt); the ranks run
+  // no further step.
+  [[noreturn]] void decline_emergency_save(const std::string& why) {
+    report_.no_emergency_save = why;
+    if (ctx_.report) ctx_.report(report_);
+    wait_until_cancelled(ctx_.cancelled, std::chrono::milliseconds(static_cast<std::int64_t>(
+                                             (ctx_.spec.run.failure.preemption_grace_s + 60) * 1000)));
   }
 
   step_result train_step() {

@@ -123,6 +123,11 @@ std::optional<resume_point> checkpointer::choose_resume() {
   r.manifest = ckpt::read_manifest(r.dir);
   restored_step_ = r.manifest.step;
   committed_step_ = static_cast<std::int64_t>(r.manifest.step);
+  if (const auto& s = r.manifest.extra; s.is_object() && s.contains("save") && s["save"].is_object()) {
+    std::lock_guard<std::mutex> lock(save_mutex_);
+    last_save_ = save_record{s["save"].value("seconds", 0.0), s["save"].value("bytes", std::uint64_t{0}),
+                             s["save"].value("rank", 0)};
+  }
   return r;
 }
 
@@ -173,7 +178,11 @@ bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tens
   const std::uint64_t bytes = ckpt::shard_bytes(tensors);
   if (ctx_.activity) ctx_.activity->start_write(static_cast<std::int64_t>(step), bytes);
   const auto& spec = ctx_.spec.run.checkpoint;
-  const auto on_written = [this, metrics, extra](const ckpt::rank_report& r) { publish_and_commit(r, metrics, extra); };
+  const auto started = std::chrono::steady_clock::now();
+  const auto on_written = [this, metrics, extra, started, bytes](const ckpt::rank_report& r) {
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    publish_and_commit(r, metrics, extra, took + test_save_seconds_added(), bytes);
+  };
   const std::string dir = ckpt::step_dir(ctx_.run_dir, step);
   if (spec.async && bytes <= static_cast<std::uint64_t>(spec.staging_bytes)) {
     writer_.submit(dir, ctx_.rank, ckpt::stage_tensors(tensors), std::move(state), on_written, write_options());
@@ -214,12 +223,21 @@ void checkpointer::finish() {
   log_commits();
 }
 
+std::optional<save_record> checkpointer::last_save() const {
+  std::lock_guard<std::mutex> lock(save_mutex_);
+  return last_save_;
+}
+
 void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlohmann::json& metrics,
-                                      const nlohmann::json& extra) {
+                                      const nlohmann::json& extra, double seconds,
+                                      std::uint64_t bytes_written) {
   const std::string step_name = ckpt::step_dir_name(report.step);
   const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
   location_->publish(dir, report);
-  store_->set(key(step_name + "/rank-" + std::to_string(report.rank)), ckpt::rank_report_to_json(report).dump());
+  auto published = ckpt::rank_report_to_json(report);
+  published["save_seconds"] = seconds;  // for rank 0's record of the slowest save
+  published["save_bytes"] = bytes_written;
+  store_->set(key(step_name + "/rank-" + std::to_string(report.rank)), published.dump());
   if (ctx_.rank != 0) return;
   // A rank 0 that waits for this save (not one training on beside an asynchronous write) now
   // waits for the other ranks' shards: its heartbeat says so, and it is not judged by progress.
@@ -230,19 +248,29 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
   } committed{committing_};
   if (ctx_.activity) ctx_.activity->advance_phase(rank_phase::saving, rank_phase::committing);
   std::vector<ckpt::rank_report> reports;
+  save_record slowest;
   for (int r = 0; r < ctx_.world_size; ++r) {
     const auto text = wait_key(*store_, key(step_name + "/rank-" + std::to_string(r)), report_wait_limit, [&] {
       if (abandoned_ || (ctx_.cancelled != nullptr && ctx_.cancelled->load()))
         throw std::runtime_error("checkpoint " + step_name + " abandoned: the attempt ended");
     });
-    reports.push_back(ckpt::rank_report_from_json(nlohmann::json::parse(text)));
+    const auto j = nlohmann::json::parse(text);
+    reports.push_back(ckpt::rank_report_from_json(j));
+    if (const double s = j.value("save_seconds", 0.0); r == 0 || s > slowest.seconds)
+      slowest = save_record{s, j.value("save_bytes", std::uint64_t{0}), r};
   }
+  auto recorded = extra;
+  recorded["save"] = {{"seconds", slowest.seconds}, {"bytes", slowest.bytes}, {"rank", slowest.rank}};
   // Every rank's files are written, nothing committed yet: where a test kills the committer.
   test_pause_point("commit-" + step_name, ctx_.cancelled);
   const ckpt::attempt_token token{ctx_.job_id, ctx_.attempt};
   // A zombie attempt's commit throws stale_attempt, which ends this rank's run saying so.
-  const auto m = location_->commit(dir, report.step, ctx_.world_size, reports, metrics, extra, &token);
+  const auto m = location_->commit(dir, report.step, ctx_.world_size, reports, metrics, recorded, &token);
   committed_step_ = static_cast<std::int64_t>(report.step);
+  {
+    std::lock_guard<std::mutex> lock(save_mutex_);
+    last_save_ = slowest;
+  }
   // The reports are in the manifest now: the store keeps O(world) keys however many checkpoints.
   for (int r = 0; r < ctx_.world_size; ++r) store_->remove(key(step_name + "/rank-" + std::to_string(r)));
   std::string hooked;

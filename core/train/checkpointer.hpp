@@ -27,6 +27,7 @@
 #include "core/ckpt/checkpoint_location.hpp"
 #include "core/ckpt/manifest.hpp"
 #include "core/ckpt/retention.hpp"
+#include "core/train/emergency_save.hpp"
 #include "core/train/workload.hpp"
 
 namespace cohort::core::comm {
@@ -93,13 +94,17 @@ class checkpointer {
   void on_commit(commit_hook f) { on_commit_ = std::move(f); }
   // Rank 0: the newest checkpoint committed in this run so far, or restored from (0: none).
   std::int64_t committed_step() const { return committed_step_; }
+  // Rank 0: what the newest committed checkpoint's save took on its slowest rank (recorded in its
+  // manifest's extra "save", so a resumed attempt knows it too); nullopt when none was timed.
+  std::optional<save_record> last_save() const;
 
  private:
   nlohmann::json pick_resume();  // rank 0: {"dir": ...} or {} (fresh start)
   ckpt::retention_policy policy(bool writer_running) const;
   void log(const std::string& line) const;
+  // `seconds` and `bytes`: what this rank's save took (test_save_seconds_added included).
   void publish_and_commit(const ckpt::rank_report& report, const nlohmann::json& metrics,
-                          const nlohmann::json& extra);
+                          const nlohmann::json& extra, double seconds, std::uint64_t bytes_written);
   std::string key(const std::string& name) const;
   ckpt::write_options write_options() const;  // the written bytes counted into ctx.activity
 
@@ -116,6 +121,8 @@ class checkpointer {
   commit_hook on_commit_;
   std::mutex notes_mutex_;
   std::vector<std::string> notes_;
+  mutable std::mutex save_mutex_;  // last_save_: set by the committing thread, read by the rank's
+  std::optional<save_record> last_save_;
 };
 
 }  // namespace cohort::core::train

@@ -27,4 +27,9 @@ void test_pause_point(const std::string& name, const std::atomic<bool>* cancelle
   }
 }
 
+double test_save_seconds_added() {
+  const char* added = std::getenv(test_save_seconds_variable);
+  return added == nullptr ? 0 : std::strtod(added, nullptr);
+}
+
 }  // namespace cohort::core::train

@@ -14,4 +14,10 @@ inline constexpr const char* test_pause_dir_variable = "COHORT_TEST_PAUSE_DIR";
 
 void test_pause_point(const std::string& name, const std::atomic<bool>* cancelled = nullptr);
 
+// With COHORT_TEST_SAVE_SECONDS_ADDED=S in the worker process's environment, each checkpoint save
+// of the process is recorded as S seconds longer than it took (checkpointer), so that a test
+// knows what the emergency-save estimate (emergency_save.hpp) will be. 0 without it.
+inline constexpr const char* test_save_seconds_variable = "COHORT_TEST_SAVE_SECONDS_ADDED";
+double test_save_seconds_added();
+
 }  // namespace cohort::core::train

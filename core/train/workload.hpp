@@ -34,6 +34,8 @@ struct step_report {
   bool evaluated = false;
   double eval_loss = 0;
   double eval_perplexity = 0;
+  // A preempted attempt's rank 0 saves no emergency checkpoint: why, with the numbers ("" else).
+  std::string no_emergency_save{};
 };
 
 // What a rank is told while it runs, by whoever started it: in a cohort-worker process the
@@ -50,6 +52,9 @@ struct run_signals {
   // A node of the attempt is leaving. Set before the checkpoint request that comes with it, so
   // rank 0 that takes that request sees it; the step's all-reduce tells the other ranks.
   std::atomic<bool> preempted{false};
+  // The preemption's deadline (unix ms; 0: none known), stored before `preempted`: rank 0 saves
+  // the emergency checkpoint only when its estimate ends before it (emergency_save.hpp).
+  std::atomic<std::int64_t> preempt_deadline_ms{0};
   // Stop now (the stop command, or SIGTERM); what worker_context::cancelled points to.
   std::atomic<bool> cancelled{false};
 };

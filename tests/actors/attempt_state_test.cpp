@@ -118,14 +118,15 @@ TEST_CASE("unacknowledged output is bounded: the oldest lines go, and the next h
   CHECK(head_messages<log_line>(a.on_reintroduce()).size() == 3);
 }
 
-TEST_CASE("a worker that starts after the head's commands is told their totals", "[actors]") {
+TEST_CASE("a worker that starts after the head's commands is told their totals and the preemption's deadline",
+          "[actors]") {
   attempt_state a(two_ranks(), nullptr, 0);
   a.on_worker_started(0, 100);
   const auto release = a.on_release(release_attempt{"job-7", 2, 0});
   REQUIRE(worker_messages<worker_command>(release).size() == 1);  // only rank 0 is up
   CHECK(head_messages<log_line>(release).size() == 1);
   a.on_checkpoint(checkpoint_attempt{"job-7", 2, 0});
-  a.on_preempt(preempt_attempt{"job-7", 2, 0});
+  a.on_preempt(preempt_attempt{"job-7", 2, 0, 1'800'000'000'000});  // its deadline (unix ms)
   const auto late = worker_messages<worker_command>(a.on_worker_started(1, 101));
   REQUIRE(late.size() == 2);
   CHECK(late[0].first == 1);
@@ -133,11 +134,13 @@ TEST_CASE("a worker that starts after the head's commands is told their totals",
   CHECK(late[0].second.n == 1);
   CHECK(late[1].second.kind == worker_command_kind::preempt);  // the preemption's mark is kept
   CHECK(late[1].second.n == 2);
+  CHECK(late[1].second.deadline_ms == 1'800'000'000'000);  // and its deadline
   // A later checkpoint request of a preempted attempt keeps the mark too.
   const auto more = worker_messages<worker_command>(a.on_checkpoint(checkpoint_attempt{"job-7", 2, 0}));
   REQUIRE(more.size() == 2);
   CHECK(more[0].second.kind == worker_command_kind::preempt);
   CHECK(more[0].second.n == 3);
+  CHECK(more[0].second.deadline_ms == 1'800'000'000'000);
 }
 
 TEST_CASE("a command from a deposed head is refused and logged, and reaches no worker", "[actors]") {

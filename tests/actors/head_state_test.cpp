@@ -710,6 +710,16 @@ void three_single_cpu_nodes(head_state& head) {
   for (const char* n : {"n1", "n2", "n3"}) head.add_node({n, {{"CPU", 1}}});
 }
 
+// A job (linear regression, two ranks, the default spec) placed on three single-CPU nodes and
+// running.
+std::string running_on_three_nodes(head_state& head) {
+  three_single_cpu_nodes(head);
+  auto id = submit(head, {});
+  REQUIRE(head.schedule().size() == 1);
+  head.on_running(id, 0);
+  return id;
+}
+
 }  // namespace
 
 TEST_CASE("a drained node gets no new placement until it is undrained, and says so in the node list",
@@ -820,6 +830,59 @@ TEST_CASE("a commit of an earlier step reported after the preemption notice is n
   head.on_progress(report);
   CHECK(head.emergency_checkpoint_committed(id));
   CHECK_THAT(head.on_preempted(id, 0).reason, Catch::Contains("emergency checkpoint at step 7"));
+}
+
+TEST_CASE(
+    "a preemption's deadline is the job's grace, or a cloud notice's deadline when that comes "
+    "first",
+    "[actors]") {
+  const std::int64_t now_ms = 1'800'000'000'000;
+  for (const std::int64_t notice_in_ms : {12'000, 120'000}) {
+    head_state head;
+    const auto id = running_on_three_nodes(head);  // run.failure.preemption_grace_s: 30 (the default)
+    REQUIRE(head.begin_preemption(id, "n2", "node n2 is leaving (a notice)", now_ms, now_ms + notice_in_ms));
+    if (notice_in_ms < 30'000) {
+      CHECK(head.preemption_deadline_ms(id) == now_ms + notice_in_ms);
+      CHECK_THAT(
+          head.find(id)->reason,
+          Catch::EndsWith("; saving an emergency checkpoint within 12 s (the notice's deadline, before "
+                          "run.failure.preemption_grace_s 30 s)"));
+    } else {  // the grace ends first
+      CHECK(head.preemption_deadline_ms(id) == now_ms + 30'000);
+      CHECK_THAT(head.find(id)->reason, Catch::EndsWith("; saving an emergency checkpoint within 30 s"));
+    }
+    head.on_preempted(id, 0);
+    CHECK(head.preemption_deadline_ms(id) == 0);  // none under way
+  }
+}
+
+TEST_CASE(
+    "a preempted attempt whose rank 0 cannot save before the deadline is stopped at once, its "
+    "numbers in the job's reason, and resumes from the last committed checkpoint",
+    "[actors]") {
+  head_state head;
+  const auto id = running_on_three_nodes(head);
+  progress_report report;
+  report.job_id = id;
+  report.step = 4;
+  report.checkpoint_step = 4;
+  head.on_progress(report);
+  head.drain("n2", "preempted");
+  REQUIRE(head.begin_preemption(id, "n2", "node n2 is leaving (a notice)", 1'000, 41'000));
+  CHECK_FALSE(head.emergency_checkpoint_declined(id));
+  const std::string why =
+      "no emergency checkpoint: it would take about 100.3 s (a step of 0.2 s, then the last save's 100.1 s "
+      "for 0.1 MiB on rank 1), but 30.0 s are left before the deadline (less a 5.0 s margin); the job keeps "
+      "checkpoint step 4";
+  report.no_emergency_save = why;
+  head.on_progress(report);
+  CHECK(head.emergency_checkpoint_declined(id));
+  CHECK_FALSE(head.emergency_checkpoint_committed(id));
+  const auto& r = head.on_preempted(id, 0);
+  CHECK(r.state == job_state::restarting);
+  CHECK(r.preemptions == 1);
+  CHECK_THAT(r.reason, Catch::Contains("attempt 1 preempted (node n2 is leaving (a notice)); " + why +
+                                       "; restarting on nodes that are not draining"));
 }
 
 TEST_CASE("a rank lost to the leaving node while its attempt is preempted blames no rank", "[actors]") {

@@ -150,10 +150,10 @@ void test_cluster::kill_head() {
   head_->wait_for_exit(std::chrono::seconds(10));
 }
 
-running_process& test_cluster::start_worker(const std::string& name, int cpus,
-                                            const std::string& resources,
+running_process& test_cluster::start_worker(const std::string& name, int cpus, const std::string& resources,
                                             const std::vector<std::string>& extra_args,
-                                            const std::string& working_dir) {
+                                            const std::string& working_dir,
+                                            const std::map<std::string, std::string>& env) {
   std::vector<std::string> argv{bin_ + "/cluster-worker", "--address", address(), "--credentials",
                                 credentials(), "--name", name, "--num-cpus",
                                 std::to_string(cpus)};
@@ -167,7 +167,7 @@ running_process& test_cluster::start_worker(const std::string& name, int cpus,
     argv.insert(argv.begin(), {"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", working_dir});
   }
   auto& slot = workers_[name];
-  slot = std::make_unique<running_process>(argv, std::map<std::string, std::string>{});
+  slot = std::make_unique<running_process>(argv, env);
   slot->wait_for_line("joining", std::chrono::seconds(30));
   return *slot;
 }

@@ -71,10 +71,12 @@ class test_cluster {
   running_process& head() { return *head_; }
   void kill_head();
   // extra_args: more cluster-worker options, e.g. {"--memory", "1e6"}. working_dir: the directory
-  // the cluster-worker (and so its worker processes) runs in; "" keeps the test's.
+  // the cluster-worker (and so its worker processes) runs in; "" keeps the test's. env: variables
+  // added to its environment.
   running_process& start_worker(const std::string& name, int cpus, const std::string& resources = "",
                                 const std::vector<std::string>& extra_args = {},
-                                const std::string& working_dir = "");
+                                const std::string& working_dir = "",
+                                const std::map<std::string, std::string>& env = {});
   void kill_worker_process(const std::string& name);
 
   // Runs `submit ARGS...` with the cluster's address and credentials in the environment.

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/etcd_cluster.hpp"
+#include "tests/support/fake_metadata_server.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/json_lines.hpp"
 
@@ -1389,6 +1391,37 @@ bool registered(const json& nodes, std::initializer_list<const char*> names) {
                      [&](const char* n) { return !node_named(nodes, n).is_null(); });
 }
 
+// The end of a job "spot" held before step 5 whose node n2 (rank 1's) was preempted: released, it
+// saves step 5, is stopped, and resumes after it on n1 and n3, a preemption and not a failure, with
+// every step once; n2 leaves once its worker stopped.
+void check_resumed_after_emergency_checkpoint(test_cluster& c, const std::string& id,
+                                              cohort::test::running_process& n2) {
+  const auto s = c.wait_for(
+      id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 2);
+  CHECK(s["preemptions"] == 1);
+  CHECK(s["failures"].empty());
+  CHECK(s["rank_nodes"] == json::array({"n1", "n3"}));
+  CHECK(s["step"] == 24);
+  const std::string run_dir = c.dir().str() + "/runs/spot";
+  CHECK(::access((run_dir + "/checkpoints/step-00000005/COMMITTED").c_str(), F_OK) == 0);
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK_THAT(logs, Catch::Contains("preempted: emergency checkpoint of step 5 committed"));
+  CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
+  // No step lost nor run twice in the metrics: 1..24 once each.
+  int expected = 1;
+  for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl"))
+    CHECK(j["step"] == expected++);
+  CHECK(expected == 25);
+  const auto status = c.submit({"status", id}).out;
+  CHECK_THAT(status, Catch::Contains("failures 0, preemptions 1"));
+  // The node left once its worker stopped.
+  REQUIRE(n2.wait_for_exit(60s));
+  CHECK_THAT(n2.output(), Catch::Contains("node n2 drained: exiting"));
+}
+
 }  // namespace
 
 TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint at the held step and "
@@ -1425,28 +1458,234 @@ TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint
   CHECK_THAT(c.submit({"list"}).out, Catch::Contains("node n2 (127.0.0.1): draining (it got SIGTERM"));
   // Released, it runs step 5, saves it, and is stopped there; the next attempt resumes after it.
   release(c, id);
-  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
-  INFO(s.dump());
-  REQUIRE(s["state"] == "SUCCEEDED");
-  CHECK(s["attempts"] == 2);
-  CHECK(s["preemptions"] == 1);
-  CHECK(s["failures"].empty());
-  CHECK(s["rank_nodes"] == json::array({"n1", "n3"}));
-  CHECK(s["step"] == 24);
-  const std::string run_dir = c.dir().str() + "/runs/spot";
-  CHECK(::access((run_dir + "/checkpoints/step-00000005/COMMITTED").c_str(), F_OK) == 0);
-  const auto logs = c.submit({"logs", id}).out;
-  CHECK_THAT(logs, Catch::Contains("preempted: emergency checkpoint of step 5 committed"));
-  CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
-  // No step lost nor run twice in the metrics: 1..24 once each.
-  int expected = 1;
-  for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl")) CHECK(j["step"] == expected++);
-  CHECK(expected == 25);
-  const auto status = c.submit({"status", id}).out;
-  CHECK_THAT(status, Catch::Contains("failures 0, preemptions 1"));
-  // The node left once its worker stopped.
+  check_resumed_after_emergency_checkpoint(c, id, n2);
+}
+
+namespace {
+
+// Job "spot" (tiny Llama, checkpoints every `every` steps, max_failures 0, grace 600 s: the
+// release, not a deadline, moves it on) held before step 5 on n1 and n2, whose cluster-worker
+// watches AWS notices at `imds` every 50 ms (the endpoint moved as the AWS SDKs allow; `env`: more
+// of its environment); then n3 joins. The job's id and n2.
+std::pair<std::string, cohort::test::running_process*> spot_job_held_at_5(
+    test_cluster& c, const cohort::test::fake_metadata_server& imds, int every,
+    std::map<std::string, std::string> env) {
+  c.start_head();
+  c.start_worker("n1", 1);
+  env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds.origin();
+  auto& n2 = c.start_worker("n2", 1, "", {"--preemption-notice", "aws", "--preemption-poll-interval", "0.05"},
+                            "", env);
+  n2.wait_for_line("watches", 30s);
+  wait_for_nodes(
+      c,
+      [](const json& n) {
+        return registered(n, {"n1", "n2"});
+      },
+      60s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", every), 5));
+  spec["run"]["failure"]["max_failures"] = 0;
+  spec["run"]["failure"]["preemption_grace_s"] = 600;
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto held = c.wait_for(
+      id, [](const json& s) { return held_before(s, 5); }, 120s);
+  REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
+  c.start_worker("n3", 1);
+  wait_for_nodes(
+      c,
+      [](const json& n) {
+        return registered(n, {"n1", "n2", "n3"});
+      },
+      60s);
+  return {id, &n2};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an AWS spot interruption notice in the instance metadata drains the cluster-worker of rank 1 "
+    "as SIGTERM does: an emergency checkpoint at the held step, and the job resumes on the other nodes",
+    "[cluster][ckpt][preempt][notice]") {
+  test_cluster c;
+  cohort::test::fake_metadata_server imds;  // the instance metadata of n2's VM
+  const auto spot = spot_job_held_at_5(c, imds, 0, {});
+  const auto& id = spot.first;
+  auto& n2 = *spot.second;
+  CHECK_THAT(n2.output(),
+             Catch::Contains("node n2 watches AWS spot interruption notices at " + imds.origin() +
+                             "/latest/meta-data/spot/instance-action every 0.05 s"));
+  // Before the notice the endpoint answered 404 (asked with a token): nothing drains.
+  REQUIRE(imds.wait_for_requests("/latest/meta-data/spot/instance-action", 3, 60s));
+  CHECK(node_named(json::parse(c.submit({"list", "--json"}).out)["nodes"], "n2")["drain_state"] == "");
+  CHECK(imds.refused() == 0);
+
+  const auto time = "2099-01-01T00:00:00Z";  // far enough that the node's own deadline never ends it
+  imds.set_aws_notice("terminate", time);
+  const auto preempting = c.wait_for(
+      id,
+      [](const json& s) {
+        return s["reason"].get<std::string>().rfind("preempting attempt 1: node n2 is leaving", 0) == 0;
+      },
+      60s);
+  CHECK_THAT(preempting["reason"].get<std::string>(),
+             Catch::Contains("the cloud's preemption notice: AWS spot interruption notice: terminate at " +
+                             std::string(time)));
+  CHECK_THAT(
+      n2.wait_for_line("got the cloud's preemption notice", 30s),
+      Catch::Contains("node n2 got the cloud's preemption notice (AWS spot interruption notice: terminate "
+                      "at 2099-01-01T00:00:00Z): draining"));
+  release(c, id);
+  check_resumed_after_emergency_checkpoint(c, id, n2);
+}
+
+namespace {
+
+// "YYYY-MM-DDTHH:MM:SSZ", `from_now` from now, as AWS writes an instance-action's time.
+std::string utc_in(std::chrono::seconds from_now) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() + from_now);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char out[32];
+  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a preempted job saves its emergency checkpoint only when the last save, as long as it took, "
+    "ends before the notice's deadline; else it keeps its last checkpoint and says why with the numbers",
+    "[cluster][ckpt][preempt][notice]") {
+  test_cluster c;
+  cohort::test::fake_metadata_server imds;
+  // Rank 1's saves on n2 are recorded 100 s longer than they take: the estimate is over 100 s.
+  // Checkpoints at steps 2 and 4.
+  const auto spot = spot_job_held_at_5(c, imds, 2, {{"COHORT_TEST_SAVE_SECONDS_ADDED", "100"}});
+  const auto& id = spot.first;
+  auto& n2 = *spot.second;
+  // Step 4's checkpoint (committed in the background; the held report may predate it) is the
+  // save the estimate starts from.
+  const auto step4 = c.dir().str() + "/runs/spot/checkpoints/step-00000004/COMMITTED";
+  for (const auto until = std::chrono::steady_clock::now() + 60s;
+       ::access(step4.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(100ms);
+  REQUIRE(::access(step4.c_str(), F_OK) == 0);
+
+  SECTION("a notice 60 s away: no emergency checkpoint; the job resumes from step 4") {
+    imds.set_aws_notice("terminate", utc_in(60s));
+    c.wait_for(
+        id,
+        [](const json& s) {
+          return s["reason"].get<std::string>().find(
+                     "(the notice's deadline, before run.failure.preemption_grace_s 600 s)") !=
+                 std::string::npos;
+        },
+        60s);
+    release(c, id);
+    // The attempt is stopped at once (not at the deadline); the next one holds before step 5 again.
+    const auto again = c.wait_for(
+        id, [](const json& s) { return held_before(s, 5, 2); }, 120s);
+    CHECK(again["preemptions"] == 1);
+    CHECK(again["checkpoint_step"] == 4);
+    CHECK(again["rank_nodes"] == json::array({"n1", "n3"}));
+    const std::string declined = "no emergency checkpoint: it would take about 10";  // 100 s and more
+    const auto logs = c.submit({"logs", id}).out;
+    CHECK_THAT(logs, Catch::Contains("preempted: " + declined) &&
+                         Catch::Contains("s are left before the deadline (less a 5.0 s margin)") &&
+                         Catch::Contains("on rank 1), but ") &&
+                         Catch::Contains("the job keeps checkpoint step 4") &&
+                         Catch::Contains("resuming after step 4"));
+    bool said = false;  // the job's reason once the attempt ended, in its history
+    for (const auto& e : cohort::test::read_json_lines(c.store() + "/jobs/" + id + "/events.jsonl")) {
+      const auto reason = e.value("reason", "");
+      said = said || (reason.find("attempt 1 preempted (node n2 is leaving (the cloud's preemption notice") !=
+                          std::string::npos &&
+                      reason.find(declined) != std::string::npos &&
+                      reason.find("the job keeps checkpoint step 4; restarting") != std::string::npos);
+    }
+    CHECK(said);
+    release(c, id);
+    const auto s = c.wait_for(
+        id, [](const json& s) { return is_terminal_state(s); }, 180s);
+    INFO(s.dump());
+    REQUIRE(s["state"] == "SUCCEEDED");
+    CHECK(::access((c.dir().str() + "/runs/spot/checkpoints/step-00000005").c_str(), F_OK) != 0);
+    REQUIRE(n2.wait_for_exit(60s));
+  }
+  SECTION("a notice an hour away: the grace (600 s) is the deadline, and the checkpoint is saved") {
+    imds.set_aws_notice("terminate", utc_in(3600s));
+    c.wait_for(
+        id,
+        [](const json& s) {
+          return s["reason"].get<std::string>().rfind("preempting attempt 1: node n2 is leaving", 0) == 0;
+        },
+        60s);
+    release(c, id);
+    check_resumed_after_emergency_checkpoint(c, id, n2);
+    // About 100 s against up to 600 s left (the grace, less the moment since the notice).
+    const auto logs = c.submit({"logs", id}).out;
+    const std::regex saving(
+        R"(preempted: saving an emergency checkpoint: about 10\d\.\d s \(a step of [0-9.]+ s, )"
+        R"(then the last save's 10\d\.\d s for [0-9.]+ MiB on rank 1\), (\d+)\.\d s left before )"
+        R"(the deadline)");
+    std::smatch m;
+    REQUIRE(std::regex_search(logs, m, saving));
+    CHECK(std::stoi(m[1]) >= 500);
+    CHECK(std::stoi(m[1]) <= 600);
+  }
+}
+
+TEST_CASE(
+    "an Azure Preempt event for the node's VM drains it and is approved once the node drained, while "
+    "a node whose metadata endpoint is down warns and keeps its place",
+    "[cluster][preempt][notice]") {
+  cohort::test::fake_metadata_server azure;
+  azure.set_azure_vm_name("vm-n2");
+  int down_port = 0;
+  {
+    cohort::test::fake_metadata_server gone;  // held a port a moment: nothing listens there now
+    down_port = gone.port();
+  }
+  test_cluster c;
+  c.start_head();
+  auto& n2 = c.start_worker("n2", 1, "",
+                            {"--preemption-notice", azure.origin() + "/metadata/scheduledevents",
+                             "--preemption-poll-interval", "0.05"});
+  auto& n3 = c.start_worker("n3", 1, "", {"--preemption-notice", "gcp", "--preemption-poll-interval", "0.05"},
+                            "", {{"GCE_METADATA_HOST", "127.0.0.1:" + std::to_string(down_port)}});
+  wait_for_nodes(
+      c,
+      [](const json& n) {
+        return registered(n, {"n2", "n3"});
+      },
+      60s);
+  CHECK_THAT(
+      n3.wait_for_line("no notice is assumed", 30s),
+      Catch::Contains("node n3: GCP preemption notices at http://127.0.0.1:" + std::to_string(down_port)) &&
+          Catch::Contains("no answer"));
+  REQUIRE(azure.wait_for_requests("/metadata/scheduledevents", 3, 60s));
+
+  // Another VM's event is not this node's; its own is.
+  azure.add_azure_event("other", "Preempt", {"vm-n9"}, "Sat, 01 Jan 2099 00:00:00 GMT");
+  const int asked = azure.requests("/metadata/scheduledevents");
+  REQUIRE(azure.wait_for_requests("/metadata/scheduledevents", asked + 3, 60s));
+  CHECK(node_named(json::parse(c.submit({"list", "--json"}).out)["nodes"], "n2")["drain_state"] == "");
+  azure.add_azure_event("spot-1", "Preempt", {"vm-n2"}, "Sat, 01 Jan 2099 00:00:00 GMT");
+  CHECK_THAT(
+      n2.wait_for_line("got the cloud's preemption notice", 30s),
+      Catch::Contains("(Azure Scheduled Event Preempt (spot-1), not before Sat, 01 Jan 2099 00:00:00 GMT)"));
   REQUIRE(n2.wait_for_exit(60s));
   CHECK_THAT(n2.output(), Catch::Contains("node n2 drained: exiting"));
+  REQUIRE(azure.wait_for_acknowledgement(30s));
+  CHECK(azure.azure_acknowledged() == std::vector<std::string>{"spot-1"});
+  CHECK(azure.refused() == 0);
+
+  // The node whose endpoint never answered was never drained.
+  const auto nodes = wait_for_nodes(
+      c, [](const json& n) { return node_named(n, "n2").is_null(); }, 60s);
+  CHECK(node_named(nodes, "n3")["drain_state"] == "");
+  CHECK_FALSE(n3.ended());
+  CHECK(n3.output().find("preemption notice (") == std::string::npos);
 }
 
 TEST_CASE("submit drain keeps a node out of placement until submit undrain, and a preemption beyond "
