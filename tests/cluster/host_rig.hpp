@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "tests/cluster/cluster_harness.hpp"
+#include "tests/support/etcd_cluster.hpp"
 
 namespace cohort::test {
 
@@ -138,6 +139,16 @@ std::vector<std::string> network_links();
 bool process_alive(pid_t pid);
 // The path of one of cohort's programs: $COHORT_BIN/name (ctest sets COHORT_BIN).
 std::string program_path(const std::string& name);
+
+// Where the members of an etcd cluster run: one on each of hosts first .. first + count - 1 of
+// `rig`, on its address, probed from inside it.
+inline std::vector<etcd_member_host> etcd_member_hosts(const host_rig& rig, int first, int count) {
+  std::vector<etcd_member_host> out;
+  for (int h = first; h < first + count; ++h)
+    out.push_back({rig.address(h), rig.exec_prefix(h),
+                   [&rig, h](const std::function<void()>& probe) { rig.in_host(h, probe); }});
+  return out;
+}
 
 }  // namespace cohort::test
 

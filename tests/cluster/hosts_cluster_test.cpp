@@ -26,7 +26,7 @@ class cluster_across_hosts {
  public:
   static constexpr int port = 7411;
 
-  cluster_across_hosts() : etcd_(etcd_hosts(rig_)) {
+  cluster_across_hosts() : etcd_(cohort::test::etcd_member_hosts(rig_, 0, 3)) {
     location_ = etcd_.location("/across-hosts");
     heads_ =
         rig_.address(0) + ":" + std::to_string(port) + "," + rig_.address(1) + ":" + std::to_string(port);
@@ -76,13 +76,6 @@ class cluster_across_hosts {
   }
 
  private:
-  static std::vector<cohort::test::etcd_member_host> etcd_hosts(const host_rig& rig) {
-    std::vector<cohort::test::etcd_member_host> out;
-    for (int h = 0; h < 3; ++h)
-      out.push_back({rig.address(h), rig.exec_prefix(h),
-                     [&rig, h](const std::function<void()>& probe) { rig.in_host(h, probe); }});
-    return out;
-  }
   std::string credentials() const { return dir_.path("keys/cluster/credentials.json"); }
   std::unique_ptr<running_process> start_head(int host) {
     return rig_.start(host, {cohort::test::program_path("cluster-head"), "--store", location_, "--keys-dir",

@@ -104,6 +104,24 @@ void wait_for_process_end(pid_t pid, std::chrono::seconds timeout) {
   }
 }
 
+// `submit run` of `spec` (written into `dir`) through the cluster `c` submits to: the job's id.
+template <class Cluster>
+std::string start_job_with(const Cluster& c, const cohort::test::temp_dir& dir, const json& spec) {
+  const auto file = dir.write("job-" + spec["name"].get<std::string>() + ".json", spec.dump());
+  const auto r = c.submit({"run", file});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r.out.substr(0, r.out.find('\n'));
+}
+
+// `submit release ID` through the cluster `c` submits to; it must be taken.
+template <class Cluster>
+void release_with(const Cluster& c, const std::string& id) {
+  const auto r = c.submit({"release", id});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
 std::size_t occurrences(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
@@ -206,18 +224,8 @@ class worker_hosts_cluster {
   json wait_for_nodes(const std::function<bool(const json&)>& pred, std::chrono::seconds timeout) const {
     return wait_for_node_list(rig_, 0, endpoint(rig_, 0), credentials(), pred, timeout);
   }
-  std::string start_job(const json& spec) {
-    const auto file = dir_.write("job-" + spec["name"].get<std::string>() + ".json", spec.dump());
-    const auto r = submit({"run", file});
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-    return r.out.substr(0, r.out.find('\n'));
-  }
-  void release(const std::string& id) {
-    const auto r = submit({"release", id});
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-  }
+  std::string start_job(const json& spec) { return start_job_with(*this, dir_, spec); }
+  void release(const std::string& id) { release_with(*this, id); }
 
  private:
   host_rig rig_{4};
@@ -306,7 +314,7 @@ namespace {
 // hosts 1-3 cuts the leader off from etcd (and the standby), not from the nodes or clients.
 class heads_cluster {
  public:
-  heads_cluster() : etcd_(etcd_hosts(rig_)) {
+  heads_cluster() : etcd_(cohort::test::etcd_member_hosts(rig_, 1, 3)) {
     location_ = etcd_.location("/partition");
     heads_ = endpoint(rig_, 0) + "," + endpoint(rig_, 1);
     leader_ = start_head(0);
@@ -341,27 +349,10 @@ class heads_cluster {
                 std::chrono::seconds timeout) const {
     return wait_for_job(rig_, 4, heads_, credentials(), id, pred, timeout);
   }
-  std::string start_job(const json& spec) {
-    const auto file = dir_.write("job-" + spec["name"].get<std::string>() + ".json", spec.dump());
-    const auto r = submit({"run", file});
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-    return r.out.substr(0, r.out.find('\n'));
-  }
-  void release(const std::string& id) {
-    const auto r = submit({"release", id});
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-  }
+  std::string start_job(const json& spec) { return start_job_with(*this, dir_, spec); }
+  void release(const std::string& id) { release_with(*this, id); }
 
  private:
-  static std::vector<cohort::test::etcd_member_host> etcd_hosts(const host_rig& rig) {
-    std::vector<cohort::test::etcd_member_host> out;
-    for (int h = 1; h <= 3; ++h)
-      out.push_back({rig.address(h), rig.exec_prefix(h),
-                     [&rig, h](const std::function<void()>& probe) { rig.in_host(h, probe); }});
-    return out;
-  }
   std::string credentials() const { return dir_.path("keys/cluster/credentials.json"); }
   std::unique_ptr<running_process> start_head(int host) {
     return rig_.start(host, {cohort::test::program_path("cluster-head"), "--store", location_, "--keys-dir",

@@ -168,6 +168,19 @@ void run_job(tools::cluster_client& client, const config::job_spec& spec, double
   if (row.status == tools::run_status::failed) row.reason = std::string(to_string(last.state)) + ": " + last.reason;
 }
 
+// "n1, n2": the names, in their order.
+std::string names_text(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
+  return text;
+}
+
+std::string node_list_text(const std::vector<config::host_entry>& hosts) {
+  std::vector<std::string> names;
+  for (const auto& h : hosts) names.push_back(h.name);
+  return names_text(names);
+}
+
 // Every node of the list must be in the cluster: a run on a node that is not would wait PENDING
 // until its timeout. Throws spec_error naming the file and line of the first one missing.
 void check_listed_nodes_joined(tools::cluster_client& client, const std::vector<config::host_entry>& hosts,
@@ -176,8 +189,9 @@ void check_listed_nodes_joined(tools::cluster_client& client, const std::vector<
   for (const auto& host : hosts) {
     if (std::any_of(joined.begin(), joined.end(), [&](const actors::node_info& n) { return n.name == host.name; }))
       continue;
-    std::string names;
-    for (const auto& n : joined) names += (names.empty() ? "" : ", ") + n.name;
+    std::vector<std::string> joined_names;
+    for (const auto& n : joined) joined_names.push_back(n.name);
+    const auto names = names_text(joined_names);
     throw config::spec_error(file + ":" + std::to_string(host.line),
                              "node " + host.name + " is not in the cluster at " + client.address() +
                                  " (its nodes: " + (names.empty() ? "none" : names) +
@@ -224,12 +238,6 @@ void say_row(const std::string& what, const tools::bench_row& row) {
     std::cout << ", " << tools::bench_csv_number(*row.throughput.samples_per_s) << " samples/s";
   std::cout << ", " << (row.passed() ? "pass" : "fail") << (row.reason.empty() ? "" : " (" + row.reason + ")")
             << std::endl;
-}
-
-std::string node_list_text(const std::vector<config::host_entry>& hosts) {
-  std::string text;
-  for (const auto& h : hosts) text += (text.empty() ? "" : ", ") + h.name;
-  return text;
 }
 
 // Runs on the first N nodes for each count, one after another: the rows written.
@@ -293,9 +301,7 @@ std::size_t bench_groups(const bench_options& o, const std::vector<config::host_
   for (auto& t : runs) t.join();
   for (const auto& row : rows) {
     csv << tools::bench_csv_line(row) << '\n' << std::flush;
-    std::string names;
-    for (const auto& n : row.node_names) names += (names.empty() ? "" : ", ") + n;
-    say_row("group " + std::to_string(row.group) + " (" + names + ")", row);
+    say_row("group " + std::to_string(row.group) + " (" + names_text(row.node_names) + ")", row);
   }
   return rows.size();
 }
