@@ -200,15 +200,14 @@ std::string doc_rule(const integer_rule& r) {
 std::string doc_rule(const unsigned_rule&) { return "`>= 0`"; }
 std::string doc_rule(const flag_rule&) { return "`true`, `false`"; }
 std::string doc_rule(const string_rule&) { return ""; }  // what it names is the prose's
+// A range's bound as the docs write it: "1", "86400" (no ".0"), else as a number.
+std::string doc_bound(double v) {
+  const auto text = doc_number(v);
+  return text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0 ? text.substr(0, text.size() - 2) : text;
+}
 std::string doc_rule(const number_range& r) {
-  if (std::isinf(r.hi))
-    return std::string("`") + (r.lo_inclusive ? ">= " : "> ") +
-           doc_number(r.lo).substr(0, doc_number(r.lo).size() - 2) + "`";
-  return std::string("`") + (r.lo_inclusive ? "[" : "(") +
-         doc_number(r.lo).substr(0, doc_number(r.lo).size() - 2) + ", " +
-         (r.hi == static_cast<double>(static_cast<std::int64_t>(r.hi))
-              ? std::to_string(static_cast<std::int64_t>(r.hi))
-              : doc_number(r.hi)) +
+  if (std::isinf(r.hi)) return std::string("`") + (r.lo_inclusive ? ">= " : "> ") + doc_bound(r.lo) + "`";
+  return std::string("`") + (r.lo_inclusive ? "[" : "(") + doc_bound(r.lo) + ", " + doc_bound(r.hi) +
          (r.hi_inclusive ? "]" : ")") + "`";
 }
 template <class E>
