@@ -20,31 +20,6 @@ double offered_gpus(const node_info& node) {
 
 }  // namespace
 
-std::string step_down_reason(std::int64_t own_epoch, const std::string& what,
-                             const std::optional<core::store::lease_record>& leader) {
-  std::string out = "this head (epoch " + std::to_string(own_epoch) + ") is stepping down: " + what;
-  if (leader && leader->epoch > own_epoch)
-    return out + "; it lost the leadership to " + leader->head_id + " at " + leader->address +
-           " (epoch " + std::to_string(leader->epoch) + "): connect to " + leader->address;
-  return out + "; no other head has published a lease yet: retry once a standby has taken over";
-}
-
-net::not_leader standby_answer(const std::optional<core::store::lease_record>& leader,
-                               std::int64_t now_ms) {
-  const std::string standby = "this head is a standby, not the leader; ";
-  if (leader && !leader->expired_at(now_ms))
-    return {leader->address, leader->epoch,
-            standby + "the leader is " + leader->address + " (epoch " +
-                std::to_string(leader->epoch) + ", " + leader->head_id + "): connect to " +
-                leader->address};
-  std::string last = leader ? " (the last leader, " + leader->address + " epoch " +
-                                  std::to_string(leader->epoch) + ", let its lease expire)"
-                            : " (no head ever led on this store)";
-  return {"", 0,
-          standby + "no head holds a live lease now" + last +
-              ": a standby takes over within the lease TTL; retry then"};
-}
-
 void head_state::add_node(const node_info& node) {
   res::node_inventory inventory(node.name, res::resource_set(node.resources));
   inventory.set_gpu_memory_bytes(node.gpu_memory_bytes);

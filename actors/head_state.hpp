@@ -19,23 +19,9 @@
 #include "core/resources/gpu_assignment.hpp"
 #include "core/resources/node_inventory.hpp"
 #include "core/resources/placement.hpp"
-#include "core/store/leader_lease.hpp"
 #include "core/train/memory_estimate.hpp"
-#include "net/bridge_messages.hpp"
 
 namespace cohort::actors {
-
-// What a head that stops leading tells its log and every client: that it is stepping down, why
-// (`what`), and who leads now and where (`leader`, the store's current lease) when another head
-// has taken over.
-std::string step_down_reason(std::int64_t own_epoch, const std::string& what,
-                             const std::optional<core::store::lease_record>& leader);
-
-// What a standby head answers every request and node hello with: not the leader, and where the
-// leader serves when the store's lease `leader` is live at `now_ms` (else no address: the lease
-// ran out and a standby is about to take it).
-net::not_leader standby_answer(const std::optional<core::store::lease_record>& leader,
-                               std::int64_t now_ms);
 
 // The fields of a job record whose change the head writes to the store (state.json, and a line of
 // events.jsonl): state, reason, attempts, the trainer's node and preemptions. Progress alone (step,

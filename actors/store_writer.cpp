@@ -46,18 +46,9 @@ caf::behavior lease_keeper(caf::event_based_actor* self,
     out.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now().time_since_epoch())
                          .count();
-    std::unique_lock<std::mutex> fenced;
-    if (fence) fenced = std::unique_lock<std::mutex>(fence->mutex);
-    if (fence && fence->released) {  // given back: not renewed, this head no longer leads
-      self->send(head, out);
-      return;
-    }
-    try {
-      out.renewed = (*address ? store->lease().renew(epoch, ttl, **address) : store->lease().renew(epoch, ttl))
-                        .has_value();
-    } catch (const std::exception& e) {
-      out.error = e.what();
-    }
+    const auto outcome = renew_lease(store->lease(), fence.get(), epoch, ttl, *address);
+    out.renewed = outcome.renewed;
+    out.error = outcome.error;
     self->send(head, out);
   };
   self->send(self, renew_now{});

@@ -12,13 +12,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <caf/fwd.hpp>
 #include <caf/meta/type_name.hpp>
 
+#include "actors/leader_session.hpp"
 #include "actors/messages.hpp"
 #include "core/store/cluster_store.hpp"
 
@@ -123,15 +123,6 @@ typename Inspector::result_type inspect(Inspector& f, store_write_result& x) {
 // The writer, on a store opened like `like` (same directory, options and clock).
 caf::behavior store_writer(caf::event_based_actor* self,
                            std::shared_ptr<const core::store::cluster_store> like);
-
-// Shared by the lease keeper and whoever gives the lease back (cluster-head when it cannot serve):
-// a renewal and the release run one at a time under `mutex`, and none runs once `released` is
-// set. Without it a renewal that read the record before the release could write it after, and
-// the lease given back would be held again until its ttl ran out.
-struct lease_fence {
-  std::mutex mutex;
-  bool released = false;  // under mutex
-};
 
 // The lease keeper: a detached actor of its own (spawned linked by the head, beside the writer)
 // that renews the leader lease of `epoch` every third of `ttl`, on a store opened like `like`,

@@ -23,6 +23,7 @@
 
 #include "actors/gateways.hpp"
 #include "actors/head_actor.hpp"
+#include "actors/leader_session.hpp"
 #include "actors/scheduler_config.hpp"
 #include "actors/store_writer.hpp"
 #include "config/storage_roots.hpp"
@@ -144,39 +145,38 @@ std::variant<head_settings, int> parse_settings(int argc, char** argv) {
   return s;
 }
 
-// The leader lease: at once, or after waiting as a standby that answers on `options`' address with
-// who leads. nullopt when a termination signal came first.
-std::optional<core::store::lease_record> acquire_leadership(core::store::cluster_store& store,
-                                                            const std::string& head_id,
-                                                            const std::string& address,
-                                                            std::chrono::milliseconds ttl,
-                                                            const net::server_options& options) {
-  auto lease = store.lease().acquire(head_id, address, ttl);
-  if (lease) return lease;
-  tools::standby_responder standby(options);
-  try {
-    standby.start(store.lease().current());
-    std::cout << "cluster-head: another head leads; waiting as a standby, answering on " << address
-              << " with who leads" << std::endl;
-  } catch (const std::exception& e) {
-    // E.g. a standby on the leader's own port: it still takes over once the leader is gone.
-    std::cout << "cluster-head: another head leads; waiting as a standby (cannot answer on " << address
-              << ": " << e.what() << ")" << std::endl;
-  }
-  while (!lease) {
-    // An etcd store wakes the standby as soon as the leader key goes; a signal is then seen
-    // within a quarter ttl (the longest a watch waits).
-    const bool watched = store.lease().wait_for_change(ttl / 4);
-    if (tools::wait_for_termination_signal_for(watched ? std::chrono::milliseconds(0) : ttl / 4) != 0) {
-      std::cout << "cluster-head: stopped (a standby)" << std::endl;
-      return std::nullopt;
+// A standby's part while another head leads: it answers on this head's address with who leads
+// (tools::standby_responder) and stops waiting at a termination signal.
+class answering_standby : public actors::standby_role {
+ public:
+  answering_standby(net::server_options options, std::string address)
+      : responder_(std::move(options)), address_(std::move(address)) {}
+
+  void begin(const std::optional<core::store::lease_record>& leader) override {
+    try {
+      responder_.start(leader);
+      std::cout << "cluster-head: another head leads; waiting as a standby, answering on " << address_
+                << " with who leads" << std::endl;
+    } catch (const std::exception& e) {
+      // E.g. a standby on the leader's own port: it still takes over once the leader is gone.
+      std::cout << "cluster-head: another head leads; waiting as a standby (cannot answer on " << address_
+                << ": " << e.what() << ")" << std::endl;
     }
-    lease = store.lease().acquire(head_id, address, ttl);
-    if (!lease) standby.update(store.lease().current());
   }
-  standby.stop();  // frees the port for the leader's gateway
-  return lease;
-}
+  void leader_is(const std::optional<core::store::lease_record>& leader) override {
+    responder_.update(leader);
+  }
+  bool stop_within(std::chrono::milliseconds d) override {
+    if (tools::wait_for_termination_signal_for(d) == 0) return false;
+    std::cout << "cluster-head: stopped (a standby)" << std::endl;
+    return true;
+  }
+  void end() override { responder_.stop(); }  // frees the port for the leader's gateway
+
+ private:
+  tools::standby_responder responder_;
+  std::string address_;
+};
 
 // Leading without serving would keep every standby out: ends the head before it writes more and
 // gives the lease back, so that a standby takes over at once. Says so; the exit code (1).
@@ -189,12 +189,8 @@ int give_up_leading(caf::actor_system& sys, const caf::actor& head, core::store:
     caf::anon_send_exit(head, caf::exit_reason::kill);
     self->receive([](caf::down_msg&) {});
   }
-  bool released = false;
-  {  // the keeper may still be renewing: no renewal after this release
-    std::lock_guard<std::mutex> fenced(head_opts.fence->mutex);
-    head_opts.fence->released = true;
-    released = store.lease().release(head_opts.epoch);
-  }
+  // The keeper may still be renewing: no renewal after this release.
+  const bool released = actors::release_lease(store.lease(), *head_opts.fence, head_opts.epoch);
   std::cerr << "cluster-head: cannot serve on " << address << ": " << why << "; "
             << (released ? "gave the leader lease (epoch " + std::to_string(head_opts.epoch) + ") back"
                          : std::string("the leader lease was already lost"))
@@ -256,7 +252,8 @@ int lead(const head_settings& s) {
   auto options = net::server_options::from(secrets);
   options.bind_address = s.bind;
   options.port = s.port;
-  const auto lease = acquire_leadership(*store, head_id, address, lease_ttl, options);
+  answering_standby standby(options, address);
+  const auto lease = actors::acquire_leadership(store->lease(), {head_id, address, lease_ttl}, standby);
   if (!lease) return 0;
   actors::liveness_options liveness;
   liveness.node_timeout = std::chrono::milliseconds(static_cast<long>(s.heartbeat_timeout_s * 1000));

@@ -1,7 +1,7 @@
 // A standby head's not_leader answers (see standby_responder.hpp).
 #include "tools/standby_responder.hpp"
 
-#include "actors/head_state.hpp"
+#include "actors/leader_session.hpp"
 #include "actors/wire_protocol.hpp"
 
 namespace cohort::tools {

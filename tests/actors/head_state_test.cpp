@@ -665,42 +665,6 @@ TEST_CASE("a model that cannot be read fails the job instead of restarting it", 
              Catch::Contains("/nonexistent/model"));
 }
 
-TEST_CASE("a head stepping down names the head that leads now and where to connect", "[actors]") {
-  cohort::core::store::lease_record newer{8, "hostb:42", "10.0.0.2:7411", 0};
-  const auto taken = step_down_reason(7, "its lease expired", newer);
-  CHECK_THAT(taken, Catch::StartsWith("this head (epoch 7) is stepping down: its lease expired"));
-  CHECK_THAT(taken, Catch::Contains("lost the leadership to hostb:42 at 10.0.0.2:7411 (epoch 8)"));
-  CHECK_THAT(taken, Catch::EndsWith("connect to 10.0.0.2:7411"));
-  // Its own lease, or none: no one else leads yet, and it does not pretend otherwise.
-  cohort::core::store::lease_record own{7, "hosta:1", "10.0.0.1:7411", 0};
-  for (const auto& leader : {std::optional<cohort::core::store::lease_record>(own),
-                             std::optional<cohort::core::store::lease_record>()}) {
-    const auto alone = step_down_reason(7, "a store write was fenced", leader);
-    CHECK_THAT(alone, Catch::Contains("no other head has published a lease yet"));
-    CHECK_THAT(alone, !Catch::Contains("lost the leadership to"));
-  }
-}
-
-TEST_CASE("a standby answers with the leader of a live lease, and with no address once it expired",
-          "[actors]") {
-  cohort::core::store::lease_record leader{3, "hosta:9", "10.0.0.1:7411", 5000};
-  const auto live = standby_answer(leader, 4999);
-  CHECK(live.leader == "10.0.0.1:7411");
-  CHECK(live.leader_epoch == 3);
-  CHECK_THAT(live.message, Catch::StartsWith("this head is a standby, not the leader; the leader is "
-                                             "10.0.0.1:7411 (epoch 3, hosta:9)"));
-  // Expired: the dead leader is not named as where to go, a standby is about to take over.
-  const auto expired = standby_answer(leader, 5000);
-  CHECK(expired.leader.empty());
-  CHECK(expired.leader_epoch == 0);
-  CHECK_THAT(expired.message, Catch::Contains("no head holds a live lease now") &&
-                                  Catch::Contains("10.0.0.1:7411 epoch 3, let its lease expire") &&
-                                  Catch::Contains("retry then"));
-  const auto none = standby_answer(std::nullopt, 0);
-  CHECK(none.leader.empty());
-  CHECK_THAT(none.message, Catch::Contains("no head ever led on this store"));
-}
-
 // ---- Draining nodes and preemptions ----
 
 namespace {
