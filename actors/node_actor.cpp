@@ -9,7 +9,6 @@
 // Head commands of an epoch older than the newest leader it has seen are refused (epoch_fence.hpp).
 #include <caf/all.hpp>
 
-#include <algorithm>
 #include <iostream>
 
 #include "actors/node_actor.hpp"
@@ -20,35 +19,28 @@ namespace cohort::actors {
 
 namespace {
 
-// Remembers the longest preemption grace of the jobs this node runs a part of.
-void note_grace(node_actor_state& st, const config::job_spec& spec) {
-  st.longest_grace_s = std::max(st.longest_grace_s, spec.run.failure.preemption_grace_s);
-}
-
 using node_ptr = caf::stateful_actor<node_actor_state>*;
 
 // The node leaves: the head is told, and the node ends once its children have (or at the longest
 // preemption grace of its jobs, or the notice's deadline when that comes first, plus a margin).
 void on_begin_drain(node_ptr self, const begin_drain& req) {
   auto& st = self->state;
-  if (st.draining) return;
-  st.draining = true;
+  std::optional<std::chrono::milliseconds> until_deadline;
+  if (req.deadline)
+    until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*req.deadline -
+                                                                           std::chrono::system_clock::now());
+  const auto plan = st.children.begin_drain(until_deadline);
+  if (!plan) return;  // draining already
   const auto deadline_ms =
       req.deadline
           ? std::chrono::duration_cast<std::chrono::milliseconds>(req.deadline->time_since_epoch()).count()
           : std::int64_t{0};
   self->send(st.head, node_draining{st.info.name, req.reason, deadline_ms});
-  if (st.children.empty()) {
+  if (plan->quit_now) {
     self->quit();
     return;
   }
-  auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(st.longest_grace_s * 1000));
-  if (req.deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*req.deadline -
-                                                                            std::chrono::system_clock::now());
-    wait = std::clamp(left, std::chrono::milliseconds(0), wait);
-  }
-  self->delayed_send(self, wait + drain_margin, drain_deadline{});
+  self->delayed_send(self, plan->wait, drain_deadline{});
 }
 
 // A head command of an older epoch than the node has seen is refused and logged.
@@ -60,23 +52,21 @@ void on_start_trainer(node_ptr self, const start_trainer& req) {
     self->send(st.head, log_line{req.setup.job_id, -1, st.info.name, 0, "node: " + *refused});
     return;
   }
-  note_grace(st, req.setup.spec);
   auto trainer =
       self->spawn<caf::linked>(trainer_actor, req.setup, st.head, st.directory, st.info.address, st.fence);
-  st.children.insert(trainer.address());
-  st.trainer_of_job[req.setup.job_id] = trainer;
+  st.children.add_trainer(trainer.address(), req.setup.job_id, trainer,
+                          req.setup.spec.run.failure.preemption_grace_s);
 }
 
 void on_start_worker(node_ptr self, start_worker req) {
   auto& st = self->state;
   auto trainer = caf::actor_cast<caf::actor>(self->current_sender());
-  note_grace(st, req.setup.spec);
   req.setup.node = st.info.name;
   req.setup.node_address = st.info.address;
   auto worker = st.spawn_worker(self, req.setup, trainer);
   self->monitor(worker);
-  st.children.insert(worker.address());
-  st.workers[worker.address()] = {req.setup.job_id, req.setup.rank, worker};
+  st.children.add_worker(worker.address(), req.setup.job_id, req.setup.rank, worker,
+                         req.setup.spec.run.failure.preemption_grace_s);
 }
 
 // A (new) leader welcomed this node: it says hello again, and so do its trainers.
@@ -84,28 +74,21 @@ void on_reintroduce(node_ptr self, reintroduce r) {
   auto& st = self->state;
   st.fence->observe(r.epoch);
   self->send(st.head, node_hello{st.info});
-  for (const auto& child : st.children) {
-    if (st.workers.count(child) != 0) continue;
-    if (auto trainer = caf::actor_cast<caf::actor>(child)) self->send(trainer, reintroduce{});
-  }
+  for (const auto& trainer : st.children.trainers()) self->send(trainer, reintroduce{});
 }
 
 bool on_kill_trainer_drill(node_ptr self, const kill_trainer_drill& req) {
-  auto it = self->state.trainer_of_job.find(req.job_id);
-  if (it == self->state.trainer_of_job.end()) return false;
-  self->send_exit(it->second, caf::exit_reason::kill);
-  self->state.trainer_of_job.erase(it);
+  auto trainer = self->state.children.take_trainer(req.job_id);
+  if (!trainer) return false;
+  self->send_exit(*trainer, caf::exit_reason::kill);
   return true;
 }
 
 bool on_kill_worker_drill(node_ptr self, const kill_worker_drill& req) {
-  for (auto& [addr, w] : self->state.workers) {
-    if (w.job_id == req.job_id && w.rank == req.rank) {
-      self->send_exit(w.handle, caf::exit_reason::kill);
-      return true;
-    }
-  }
-  return false;
+  auto worker = self->state.children.worker(req.job_id, req.rank);
+  if (!worker) return false;
+  self->send_exit(*worker, caf::exit_reason::kill);
+  return true;
 }
 
 }  // namespace
@@ -122,10 +105,19 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
   // Children are linked so that this node's death ends them; their own exits must not end us,
   // any other exit request does.
   self->set_exit_handler([=](caf::exit_msg& msg) {
-    if (self->state.children.erase(msg.source) == 0) self->quit(msg.reason);
-    else if (self->state.draining && self->state.children.empty()) self->quit();
+    using verdict = node_children<caf::actor, caf::actor_addr>::exit_verdict;
+    switch (self->state.children.on_exit(msg.source)) {
+      case verdict::not_a_child:
+        self->quit(msg.reason);
+        break;
+      case verdict::quit:
+        self->quit();
+        break;
+      case verdict::stay:
+        break;
+    }
   });
-  self->set_down_handler([=](caf::down_msg& msg) { self->state.workers.erase(msg.source); });
+  self->set_down_handler([=](caf::down_msg& msg) { self->state.children.on_down(msg.source); });
   self->send(head, node_hello{info});
   return {
       [=](const begin_drain& req) { on_begin_drain(self, req); },
