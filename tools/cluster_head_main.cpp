@@ -53,41 +53,68 @@ struct head_settings {
   std::vector<std::filesystem::path> storage_roots;
   std::optional<std::uint16_t> dashboard_port;
   std::string dashboard_bind;
+  std::optional<tools::dashboard_tls> dashboard_tls;
 };
 
 po::options_description option_table() {
   po::options_description desc("usage: cluster-head --store DIR|etcd://HOST:PORT[,...][/prefix] [options]");
-  desc.add_options()
-      ("help,h", "show this help")
-      ("store", po::value<std::string>(),
-       "the cluster store: a directory on shared storage (the default kind), or an etcd cluster "
-       "etcd://[USER@]HOST:PORT[,HOST:PORT...][/prefix] (prefix default /cohort; etcds:// over TLS; "
-       "the user's password in COHORT_ETCD_PASSWORD, TLS files in COHORT_ETCD_CA, _CERT, _KEY)")
-      ("keys-dir", po::value<std::string>(),
-       "with an etcd store: the directory holding the cluster's keys (cluster/credentials.json, "
-       "cluster/server_key.json), created on first start; every head of the cluster needs a copy")
-      ("port", po::value<std::uint16_t>()->default_value(7411), "port to serve on (0: any free)")
-      ("bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")
-      ("advertise", po::value<std::string>(),
-       "HOST:PORT that nodes and clients reach this head at, published in the store's leader "
-       "record and in redirects (default: --bind:--port; this host's name when --bind is 0.0.0.0)")
-      ("heartbeat-timeout", po::value<double>()->default_value(6.0),
-       "seconds without a heartbeat before a node counts as lost (at most 10 by default)")
-      ("lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts")
-      ("storage-root", po::value<std::vector<std::string>>()->composing(),
-       "a directory (repeatable) that every job's paths on disk must lie under: run.storage_path, "
-       "data.train, data.eval, model.hf_dir, model.config, model.added_tokens; a job naming another is refused at "
-       "submit. Unset: no restriction (any path the workers can reach)")
-      ("dashboard-port", po::value<std::uint16_t>(),
-       "serve the read-only dashboard (GET /), its JSON (/api/...) and Prometheus metrics "
-       "(GET /metrics) on this port while leading (0: any free); everything but the page needs "
-       "`Authorization: Bearer TOKEN`, the token `submit metrics-token` prints. Off unless given")
-      ("dashboard-bind", po::value<std::string>()->default_value("127.0.0.1"),
-       "address of the dashboard (plain HTTP: keep it on a private interface)")
-      ("step-down-grace", po::value<double>()->default_value(3.0),
-       "seconds a head that lost the leadership keeps answering clients with who leads now "
-       "before it exits (1)");
+  desc.add_options()("help,h", "show this help")(
+      "store", po::value<std::string>(),
+      "the cluster store: a directory on shared storage (the default kind), or an etcd cluster "
+      "etcd://[USER@]HOST:PORT[,HOST:PORT...][/prefix] (prefix default /cohort; etcds:// over TLS; "
+      "the user's password in COHORT_ETCD_PASSWORD, TLS files in COHORT_ETCD_CA, _CERT, _KEY)")(
+      "keys-dir", po::value<std::string>(),
+      "with an etcd store: the directory holding the cluster's keys (cluster/credentials.json, "
+      "cluster/server_key.json), created on first start; every head of the cluster needs a copy")(
+      "port", po::value<std::uint16_t>()->default_value(7411), "port to serve on (0: any free)")(
+      "bind", po::value<std::string>()->default_value("127.0.0.1"), "address to serve on")(
+      "advertise", po::value<std::string>(),
+      "HOST:PORT that nodes and clients reach this head at, published in the store's leader "
+      "record and in redirects (default: --bind:--port; this host's name when --bind is 0.0.0.0)")(
+      "heartbeat-timeout", po::value<double>()->default_value(6.0),
+      "seconds without a heartbeat before a node counts as lost (at most 10 by default)")(
+      "lease-ttl", po::value<double>()->default_value(10.0), "seconds the leader lease lasts")(
+      "storage-root", po::value<std::vector<std::string>>()->composing(),
+      "a directory (repeatable) that every job's paths on disk must lie under: run.storage_path, "
+      "data.train, data.eval, model.hf_dir, model.config, model.added_tokens; a job naming another is "
+      "refused at "
+      "submit. Unset: no restriction (any path the workers can reach)")(
+      "dashboard-port", po::value<std::uint16_t>(),
+      "serve the read-only dashboard (GET /), its JSON (/api/...) and Prometheus metrics "
+      "(GET /metrics) on this port while leading (0: any free); everything but the page needs "
+      "`Authorization: Bearer TOKEN`, the token `submit metrics-token` prints. Off unless given")(
+      "dashboard-bind", po::value<std::string>()->default_value("127.0.0.1"),
+      "address of the dashboard (without --dashboard-cert plain HTTP: keep it on a private interface)")(
+      "dashboard-cert", po::value<std::string>(),
+      "a PEM certificate (chain) file: the dashboard and /metrics serve HTTPS with it and "
+      "--dashboard-key, and plain HTTP not at all")("dashboard-key", po::value<std::string>(),
+                                                    "the PEM private key of --dashboard-cert")(
+      "step-down-grace", po::value<double>()->default_value(3.0),
+      "seconds a head that lost the leadership keeps answering clients with who leads now "
+      "before it exits (1)");
   return desc;
+}
+
+// --dashboard-cert and --dashboard-key into `s`: both or neither, readable files, with
+// --dashboard-port. What is wrong, or nullopt.
+std::optional<std::string> read_dashboard_tls(const po::variables_map& vm, head_settings& s) {
+  const bool cert = vm.count("dashboard-cert") != 0, key = vm.count("dashboard-key") != 0;
+  if (!cert && !key) return std::nullopt;
+  if (cert != key)
+    return std::string(
+        "--dashboard-cert and --dashboard-key go together: give both, or neither for plain HTTP");
+  if (!s.dashboard_port) return std::string("--dashboard-cert and --dashboard-key need --dashboard-port");
+  tools::dashboard_tls tls{vm["dashboard-cert"].as<std::string>(), vm["dashboard-key"].as<std::string>()};
+  for (const auto& [option, file] :
+       {std::pair{"--dashboard-cert", tls.cert_file}, std::pair{"--dashboard-key", tls.key_file}}) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec) || ::access(file.c_str(), R_OK) != 0)
+      return std::string(option) + " " + file + ": not a readable file (a PEM " +
+             (option == std::string("--dashboard-cert") ? "certificate" : "private key") + ")";
+  }
+  if (auto problem = tools::dashboard_tls_problem(tls)) return problem;
+  s.dashboard_tls = std::move(tls);
+  return std::nullopt;
 }
 
 // Parses and checks the command line: the settings, or the exit code (help: 0; bad: 2, said).
@@ -126,6 +153,10 @@ std::variant<head_settings, int> parse_settings(int argc, char** argv) {
   s.port = vm["port"].as<std::uint16_t>();
   s.dashboard_bind = vm["dashboard-bind"].as<std::string>();
   if (vm.count("dashboard-port")) s.dashboard_port = vm["dashboard-port"].as<std::uint16_t>();
+  if (auto bad = read_dashboard_tls(vm, s)) {
+    std::cerr << "cluster-head: " << *bad << "\n";
+    return 2;
+  }
   try {
     if (vm.count("advertise")) {
       s.advertise = vm["advertise"].as<std::string>();
@@ -288,9 +319,11 @@ int lead(const head_settings& s) {
             << secrets.credentials_file.string() << std::endl;
   std::unique_ptr<tools::dashboard_server> dashboard;
   if (s.dashboard_port) {
-    dashboard = std::make_unique<tools::dashboard_server>(sys, head, s.dashboard_bind, *s.dashboard_port,
-                                                          net::metrics_token(secrets.credentials));
-    std::cout << "cluster-head: dashboard on http://" << s.dashboard_bind << ":" << dashboard->port()
+    dashboard =
+        std::make_unique<tools::dashboard_server>(sys, head, s.dashboard_bind, *s.dashboard_port,
+                                                  net::metrics_token(secrets.credentials), s.dashboard_tls);
+    std::cout << "cluster-head: dashboard on " << (s.dashboard_tls ? "https" : "http") << "://"
+              << s.dashboard_bind << ":" << dashboard->port()
               << "/ and Prometheus metrics on /metrics (bearer token: `submit metrics-token`)" << std::endl;
   }
   if (!s.storage_roots.empty()) {

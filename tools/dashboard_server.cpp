@@ -75,11 +75,28 @@ nlohmann::json memory_json(const actors::job_record& r) {
   return out;
 }
 
+// An HTTPS server with `tls`'s certificate and key, else a plain one.
+std::unique_ptr<httplib::Server> make_server(const std::optional<dashboard_tls>& tls) {
+  if (!tls) return std::make_unique<httplib::Server>();
+  auto server = std::make_unique<httplib::SSLServer>(tls->cert_file.c_str(), tls->key_file.c_str());
+  if (!server->is_valid()) throw std::runtime_error(*dashboard_tls_problem(*tls));
+  return server;
+}
+
 }  // namespace
 
+std::optional<std::string> dashboard_tls_problem(const dashboard_tls& tls) {
+  if (httplib::SSLServer(tls.cert_file.c_str(), tls.key_file.c_str()).is_valid()) return std::nullopt;
+  return "cannot serve the dashboard over HTTPS with the certificate " + tls.cert_file + " and the key " +
+         tls.key_file +
+         " (--dashboard-cert, --dashboard-key): give a PEM certificate and the PEM private key "
+         "that matches it, both readable";
+}
+
 dashboard_server::dashboard_server(caf::actor_system& sys, caf::actor head, const std::string& bind_address,
-                                   std::uint16_t port, std::string token)
-    : server_(std::make_unique<httplib::Server>()) {
+                                   std::uint16_t port, std::string token,
+                                   const std::optional<dashboard_tls>& tls)
+    : server_(make_server(tls)) {
   const auto allowed = [token](const httplib::Request& req, httplib::Response& res) {
     if (req.get_header_value("Authorization") == "Bearer " + token) return true;
     res.status = 401;

@@ -2143,12 +2143,33 @@ TEST_CASE("on an etcd store, after kill -9 of the leader head a standby head tak
 namespace {
 
 // Starts a head serving its dashboard on a free port; returns that port.
-int start_head_with_dashboard(test_cluster& c) {
-  c.start_head({"--dashboard-port", "0"});
-  const auto line = c.head().wait_for_line("dashboard on http://", 60s);
+// Starts the head with its dashboard on any free port (and `extra` options); its port, from the
+// line that says where it serves (`scheme`: https with a certificate).
+int start_head_with_dashboard(test_cluster& c, std::vector<std::string> extra = {},
+                              const std::string& scheme = "http") {
+  extra.insert(extra.begin(), {"--dashboard-port", "0"});
+  c.start_head(extra);
+  const auto line = c.head().wait_for_line("dashboard on " + scheme + "://", 60s);
   const auto slash = line.find("/ and"), colon = line.rfind(':', slash);
   REQUIRE((slash != std::string::npos && colon != std::string::npos && slash > colon));
   return std::stoi(line.substr(colon + 1, slash - colon - 1));
+}
+
+// A self-signed certificate for 127.0.0.1 and its key, made by the openssl command in the test's
+// directory as NAME.crt and NAME.key.
+struct certificate_files {
+  std::string cert, key;
+};
+certificate_files self_signed_certificate(test_cluster& c, const std::string& name) {
+  const certificate_files f{c.dir().str() + "/" + name + ".crt", c.dir().str() + "/" + name + ".key"};
+  cohort::test::running_process openssl(
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f.key, "-out", f.cert,
+       "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"},
+      {});
+  REQUIRE(openssl.wait_for_exit(120s));
+  INFO(openssl.output());
+  REQUIRE(openssl.exit_code() == 0);
+  return f;
 }
 
 }  // namespace
@@ -2304,6 +2325,84 @@ TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists
   INFO(chromium_run(shot_args));
   REQUIRE(std::filesystem::exists(artifacts + "/dashboard.png"));
   CHECK(std::filesystem::file_size(artifacts + "/dashboard.png") > 10000);
+}
+
+TEST_CASE(
+    "with --dashboard-cert and --dashboard-key the dashboard and /metrics serve HTTPS alone: a client "
+    "that trusts the certificate reads them with the token, the page loads in headless Chromium, and "
+    "plain HTTP gets nothing",
+    "[cluster][metrics][dashboard]") {
+  const std::string chromium = "/usr/bin/chromium";
+  INFO("the dashboard test needs Debian's chromium package (scripts/install-deps --tests installs it)");
+  REQUIRE(std::filesystem::exists(chromium));
+  test_cluster c;
+  const auto cert = self_signed_certificate(c, "dashboard");
+  const int port =
+      start_head_with_dashboard(c, {"--dashboard-cert", cert.cert, "--dashboard-key", cert.key}, "https");
+  c.start_worker("n1", 2);
+  const auto id = start_job(c, c.write_job(lr_job("secured", 2, 3, 0, 0, c.dir().str() + "/runs")));
+  c.wait_for(
+      id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
+  const auto token = first_line(c.submit({"metrics-token"}).out);
+  const httplib::Headers bearer{{"Authorization", "Bearer " + token}};
+
+  httplib::SSLClient https("127.0.0.1", port);
+  https.set_ca_cert_path(cert.cert.c_str());
+  https.enable_server_certificate_verification(true);
+  const auto refused = https.Get("/metrics");
+  REQUIRE(refused);
+  CHECK(refused->status == 401);
+  const auto metrics = https.Get("/metrics", bearer);
+  REQUIRE(metrics);
+  CHECK(metrics->status == 200);
+  CHECK_THAT(metrics->body, Catch::Contains("cohort_train_step{job=\"" + id + "\",name=\"secured\"} 3"));
+  // A client that does not trust the certificate (the system's CAs alone) gets no answer.
+  httplib::SSLClient untrusting("127.0.0.1", port);
+  untrusting.enable_server_certificate_verification(true);
+  CHECK_FALSE(untrusting.Get("/metrics", bearer));
+  // Nor does plain HTTP on the same port.
+  httplib::Client plain("127.0.0.1", port);
+  plain.set_read_timeout(30, 0);
+  const auto cleartext = plain.Get("/metrics", bearer);
+  CHECK((!cleartext || cleartext->status != 200));
+
+  const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/#token=" + token + "&job=" + id;
+  cohort::test::running_process browser(
+      {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--ignore-certificate-errors",
+       "--user-data-dir=" + c.dir().str() + "/chromium", "--virtual-time-budget=10000", "--dump-dom", url},
+      {});
+  REQUIRE(browser.wait_for_exit(180s));
+  const auto dom = browser.output();
+  INFO(dom);
+  CHECK_THAT(dom, Catch::Contains("data-state=\"loaded\""));
+  CHECK_THAT(dom, Catch::Contains("id=\"job-" + id + "\"") && Catch::Contains("data-state=\"SUCCEEDED\""));
+}
+
+TEST_CASE(
+    "cluster-head exits 2 naming the options when --dashboard-cert comes without its key, or with a "
+    "key that is not its own",
+    "[cluster][dashboard]") {
+  test_cluster c;
+  const auto one = self_signed_certificate(c, "one");
+  const auto other = self_signed_certificate(c, "other");
+  const std::vector<std::string> head{"--store", c.store(), "--port", "0", "--dashboard-port", "0"};
+  auto args = head;
+  args.insert(args.end(), {"--dashboard-cert", one.cert});
+  const auto alone = c.run("cluster-head", args);
+  CHECK(alone.exit_code == 2);
+  CHECK_THAT(alone.err, Catch::Contains("--dashboard-cert and --dashboard-key go together"));
+  args = head;
+  args.insert(args.end(), {"--dashboard-cert", one.cert, "--dashboard-key", other.key});
+  const auto mismatched = c.run("cluster-head", args);
+  CHECK(mismatched.exit_code == 2);
+  CHECK_THAT(mismatched.err, Catch::Contains("cannot serve the dashboard over HTTPS with the certificate " +
+                                             one.cert + " and the key " + other.key));
+  args = head;
+  args.insert(args.end(), {"--dashboard-cert", one.cert, "--dashboard-key", c.dir().str() + "/missing.key"});
+  const auto missing = c.run("cluster-head", args);
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err,
+             Catch::Contains("--dashboard-key " + c.dir().str() + "/missing.key: not a readable file"));
 }
 
 TEST_CASE("on an etcd store, a node and submit given only the etcd endpoints find the leader head "
