@@ -4,8 +4,9 @@
 #include "core/comm/abort_link.hpp"
 #include "core/comm/collective_checks.hpp"
 #include "core/comm/comm_error.hpp"
-#include "core/comm/gloo_store_adapter.hpp"
 #include "core/comm/gloo_ring.hpp"
+#include "core/comm/gloo_store_adapter.hpp"
+#include "core/comm/store_auth.hpp"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -73,6 +74,53 @@ comm_error classify(const std::string& where, std::exception_ptr e) {
   }
 }
 
+// Sends out[p] to every peer p and receives in[p] (of out[p]'s size) from each, on `slot`.
+void exchange_with_peers(gloo::Context& ctx, std::uint64_t slot, std::vector<std::string>& out,
+                         std::vector<std::string>& in, std::chrono::milliseconds timeout) {
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, receives;
+  for (int p = 0; p < ctx.size; ++p) {
+    if (p == ctx.rank) continue;
+    in[p].assign(out[p].size(), '\0');
+    receives.push_back(ctx.createUnboundBuffer(in[p].data(), in[p].size()));
+    receives.back()->recv(p, slot);
+    sends.push_back(ctx.createUnboundBuffer(out[p].data(), out[p].size()));
+    sends.back()->send(p, slot);
+  }
+  for (auto& r : receives)
+    if (!r->waitRecv(timeout)) throw std::runtime_error("pair proof: a receive was aborted");
+  for (auto& s : sends)
+    if (!s->waitSend(timeout)) throw std::runtime_error("pair proof: a send was aborted");
+}
+
+// Every pair's two ends prove to each other that they hold `secret` (group_options::peer_secret):
+// a fresh challenge to each peer, then each answers the challenge it got. Throws comm_error
+// (peer_failure) naming the first peer whose answer is wrong.
+void prove_pairs(gloo::Context& ctx, const std::string& secret, const std::string& group,
+                 std::chrono::milliseconds timeout, const std::string& here) {
+  if (ctx.size == 1) return;
+  // Slots of the form 0x31 <prefix byte> | round keep clear of Gloo's and of the ring's (0x30).
+  const std::uint64_t base = std::uint64_t{0x31} << 56;
+  const auto n = static_cast<std::size_t>(ctx.size);
+  std::vector<std::string> challenges(n), asked(n), answers(n), proofs(n);
+  try {
+    for (int p = 0; p < ctx.size; ++p)
+      if (p != ctx.rank) challenges[p] = make_pair_challenge();
+    exchange_with_peers(ctx, base | 0, challenges, asked, timeout);
+    for (int p = 0; p < ctx.size; ++p)
+      if (p != ctx.rank) answers[p] = pair_proof(secret, group, ctx.rank, p, asked[p]);
+    exchange_with_peers(ctx, base | 1, answers, proofs, timeout);
+  } catch (...) {
+    throw classify(here + " pair proof", std::current_exception());
+  }
+  for (int p = 0; p < ctx.size; ++p) {
+    if (p == ctx.rank || check_pair_proof(secret, group, p, ctx.rank, challenges[p], proofs[p])) continue;
+    throw comm_error(comm_errc::peer_failure,
+                     here + ": the process connected as rank " + std::to_string(p) +
+                         " did not prove that it belongs to this group (key prefix '" + group +
+                         "'): it does not hold the attempt's secret; no tensor went to it");
+  }
+}
+
 }  // namespace
 
 gloo_process_group::gloo_process_group(const group_options& options)
@@ -106,6 +154,8 @@ gloo_process_group::gloo_process_group(const group_options& options)
                                    "; check that all ranks started with the same store, prefix "
                                    "and world size");
   }
+  if (!options.peer_secret.empty())
+    prove_pairs(*context, options.peer_secret, options.key_prefix, timeout_, here);
   context_ = std::move(context);
   worker_ = std::thread([this] { worker_loop(); });
 }

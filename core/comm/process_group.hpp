@@ -36,6 +36,12 @@ struct group_options {
   // which wins when set).
   std::string gloo_hostname = "127.0.0.1";
   std::string gloo_interface;
+  // Gloo: the attempt's secret (store_auth.hpp; a job's ranks get the rendezvous store's). When
+  // set, the two ends of every pair prove to each other that they hold it (a challenge each way,
+  // then pair_proof) right after connecting, before the group is returned: a process that
+  // connected in a peer's place, having read the pair's address off the network, fails the
+  // group (comm_error peer_failure naming the pair) before any tensor moves. Empty: no proof.
+  std::string peer_secret;
   // NCCL: the CUDA device of this rank (-1 = the current device).
   int cuda_device = -1;
 };

@@ -17,6 +17,7 @@ void init_sodium() {
 
 constexpr char client_label[] = "cohort-store client";
 constexpr char session_label[] = "cohort-store session";
+const std::string pair_label = "cohort pair";
 
 // HMAC-SHA256(key, label | a | b), a and b of wire::nonce_bytes each.
 void hmac_of(const unsigned char* key, std::size_t key_bytes, const char* label, std::size_t label_bytes,
@@ -62,6 +63,45 @@ void validate_store_secret(const std::string& secret, const std::string& where) 
     throw comm_error(comm_errc::invalid_argument,
                      where + ": the store secret must have " + std::to_string(store_secret_bytes) +
                          " bytes, got " + std::to_string(secret.size()));
+}
+
+std::string make_pair_challenge() {
+  init_sodium();
+  std::string challenge(pair_challenge_bytes, '\0');
+  ::randombytes_buf(challenge.data(), challenge.size());
+  return challenge;
+}
+
+std::string pair_proof(const std::string& secret, const std::string& group, int from_rank, int to_rank,
+                       const std::string& challenge) {
+  validate_store_secret(secret, "pair_proof");
+  const std::string ranks = std::to_string(from_rank) + ">" + std::to_string(to_rank);
+  crypto_auth_hmacsha256_state st;
+  crypto_auth_hmacsha256_init(&st, bytes_of(secret), secret.size());
+  for (const std::string* part : {&pair_label, &group, &ranks, &challenge}) {
+    const auto size = static_cast<std::uint64_t>(part->size());
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>((size >> (8 * i)) & 0xff);
+    crypto_auth_hmacsha256_update(&st, length, sizeof length);  // parts cannot run into each other
+    crypto_auth_hmacsha256_update(&st, bytes_of(*part), part->size());
+  }
+  std::string out(pair_proof_bytes, '\0');
+  crypto_auth_hmacsha256_final(&st, reinterpret_cast<unsigned char*>(out.data()));
+  ::sodium_memzero(&st, sizeof st);
+  return out;
+}
+
+bool check_pair_proof(const std::string& secret, const std::string& group, int from_rank, int to_rank,
+                      const std::string& challenge, const std::string& proof) noexcept {
+  if (proof.size() != pair_proof_bytes || secret.size() != store_secret_bytes) return false;
+  try {
+    auto want = pair_proof(secret, group, from_rank, to_rank, challenge);
+    const bool ok = ::sodium_memcmp(want.data(), proof.data(), pair_proof_bytes) == 0;  // constant time
+    ::sodium_memzero(want.data(), want.size());
+    return ok;
+  } catch (...) {
+    return false;
+  }
 }
 
 std::string store_secret_to_hex(const std::string& secret) {

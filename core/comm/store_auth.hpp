@@ -25,4 +25,18 @@ std::string store_secret_from_hex(const std::string& hex, const std::string& whe
 // Throws comm_error (invalid_argument) naming `where` unless secret has store_secret_bytes bytes.
 void validate_store_secret(const std::string& secret, const std::string& where);
 
+// Proofs that the two ends of one connection between ranks (a Gloo pair) belong to the same
+// attempt: each end sends the other a fresh challenge (pair_challenge_bytes random bytes,
+// make_pair_challenge) and answers the one it got with pair_proof: HMAC-SHA256 under the
+// attempt's secret of the group's name, the answering rank, the asking rank and the challenge. A
+// peer without the secret cannot answer; an answer seen on the wire serves no other challenge.
+inline constexpr std::size_t pair_challenge_bytes = 32;
+inline constexpr std::size_t pair_proof_bytes = 32;
+std::string make_pair_challenge();
+std::string pair_proof(const std::string& secret, const std::string& group, int from_rank, int to_rank,
+                       const std::string& challenge);
+// Whether `proof` is pair_proof(secret, group, from_rank, to_rank, challenge) (constant time).
+bool check_pair_proof(const std::string& secret, const std::string& group, int from_rank, int to_rank,
+                      const std::string& challenge, const std::string& proof) noexcept;
+
 }  // namespace cohort::core::comm

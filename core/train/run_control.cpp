@@ -129,6 +129,7 @@ std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm:
   options.timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(ctx.spec.run.failure.collective_timeout_s * 1000));
   options.cuda_device = cuda_device;
+  options.peer_secret = ctx.store_secret;  // Gloo's pairs prove they hold it
   choose_transport(ctx, backend, options);
   check_cancelled(ctx.cancelled);
   try {

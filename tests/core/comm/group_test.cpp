@@ -429,3 +429,55 @@ TEST_CASE("destroying a group without abort lets its queued operations finish",
     CHECK(at::equal(results[r].value->second, at::full({1 << 18}, 3.0)));
   }
 }
+
+TEST_CASE("a pair proof answers one challenge for one group and one direction, and needs the secret",
+          "[core][comm]") {
+  const auto secret = make_store_secret();
+  const auto challenge = make_pair_challenge();
+  REQUIRE(challenge.size() == pair_challenge_bytes);
+  CHECK(challenge != make_pair_challenge());
+  const auto proof = pair_proof(secret, "job-1/attempt-0/dp/", 0, 1, challenge);
+  REQUIRE(proof.size() == pair_proof_bytes);
+  CHECK(check_pair_proof(secret, "job-1/attempt-0/dp/", 0, 1, challenge, proof));
+  CHECK_FALSE(check_pair_proof(secret, "job-1/attempt-0/dp/", 1, 0, challenge, proof));  // the other way
+  CHECK_FALSE(check_pair_proof(secret, "job-1/attempt-1/dp/", 0, 1, challenge, proof));  // another attempt
+  CHECK_FALSE(check_pair_proof(secret, "job-1/attempt-0/dp/", 0, 1, make_pair_challenge(), proof));
+  CHECK_FALSE(check_pair_proof(make_store_secret(), "job-1/attempt-0/dp/", 0, 1, challenge, proof));
+  CHECK_FALSE(check_pair_proof(secret, "job-1/attempt-0/dp/", 0, 1, challenge, proof.substr(1)));
+  // The parts are length-delimited: moving a byte from the group into the ranks changes the proof.
+  CHECK(pair_proof(secret, "g1", 0, 1, challenge) != pair_proof(secret, "g", 10, 1, challenge));
+}
+
+TEST_CASE(
+    "ranks holding the attempt's secret prove every pair and reduce; a process holding another, "
+    "though it reached every pair, fails the group on every rank naming the pair before any tensor "
+    "moves",
+    "[core][comm][gloo]") {
+  const auto secret = make_store_secret();
+  const bool impostor = GENERATE(false, true);
+  INFO((impostor ? "rank 2 holds another secret" : "every rank holds the secret"));
+  const auto other = make_store_secret();
+  auto st = std::make_shared<memory_store>();
+  const auto prefix = unique_prefix("proved");
+  auto results = run_ranks<at::Tensor>(3, [&](int rank) {
+    auto options = gloo_options(st, rank, 3, prefix, 20s);
+    options.peer_secret = impostor && rank == 2 ? other : secret;
+    auto pg = make_process_group(options);
+    at::Tensor t = at::full({4}, static_cast<double>(rank + 1));
+    pg->all_reduce(t, reduce_op::sum)->wait(pg->timeout());
+    return t;
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << results[r].error_text());
+    if (!impostor) {
+      REQUIRE(results[r].value);
+      CHECK(at::equal(*results[r].value, at::full({4}, 6.0)));
+      continue;
+    }
+    CHECK_FALSE(results[r].value);
+    const std::string named = r == 2 ? "rank 0" : "rank 2";
+    CHECK_THAT(results[r].error_text(), Catch::StartsWith("peer failure") &&
+                                            Catch::Contains("the process connected as " + named +
+                                                            " did not prove that it belongs to this group"));
+  }
+}
