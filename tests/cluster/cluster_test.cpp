@@ -1153,6 +1153,23 @@ json wait_for_node(test_cluster& c, const std::string& node, std::chrono::second
   throw std::runtime_error("node " + node + " was never listed; last answer: " + last);
 }
 
+// The cluster the failover cases start from: `c`'s leader (started already), a standby on 127.0.0.2,
+// and node n1 with `cpus` CPUs given both addresses, registered with the leader. The node reads
+// `node_credentials`: c.credentials() (in the store, so it also reads the leader record there) or
+// a copy outside it (only the address list and the standby's answers lead it).
+struct failover_cluster {
+  standby_head standby;
+  std::unique_ptr<cohort::test::running_process> node;
+};
+failover_cluster start_failover_cluster(test_cluster& c, const std::string& node_credentials, int cpus) {
+  failover_cluster f{start_standby_elsewhere(c), nullptr};
+  f.node = std::make_unique<cohort::test::running_process>(
+      node_n1_args(c, f.standby.both, node_credentials, cpus), std::map<std::string, std::string>{});
+  f.node->wait_for_line("joined the leader at " + c.address(), 60s);
+  wait_for_node(c, "n1", 60s);
+  return f;
+}
+
 // A two-worker linear-regression job of `steps` steps held before step `hold`, whose
 // run.failure block is `failure` (without braces).
 std::string hang_job(const std::string& name, int steps, int hold, const std::string& storage,
@@ -1221,14 +1238,11 @@ TEST_CASE("after the leader is killed a standby at another address takes over; n
           "[cluster]") {
   test_cluster c;
   c.start_head();
-  // The standby on 127.0.0.2 stands for another host.
-  auto elsewhere = start_standby_elsewhere(c);
-  auto& standby = elsewhere.process;
-  const auto standby_address = elsewhere.address, both = elsewhere.both;
   // The node does not share the store: only the list (and the standby's answers) lead it.
-  cohort::test::running_process node(node_n1_args(c, both, credentials_outside_store(c), 2), {});
-  node.wait_for_line("joined the leader at " + c.address(), 60s);
-  wait_for_node(c, "n1", 60s);
+  auto failover = start_failover_cluster(c, credentials_outside_store(c), 2);
+  auto& standby = failover.standby.process;
+  auto& node = *failover.node;
+  const auto standby_address = failover.standby.address, both = failover.standby.both;
   // Followed by `submit run --follow` given both heads, which must see it to the end.
   cohort::test::running_process follower(
       {c.program("submit"), "run",
@@ -1265,13 +1279,11 @@ TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; node
           "[cluster]") {
   test_cluster c;
   c.start_head();
-  auto elsewhere = start_standby_elsewhere(c);
-  auto& standby = elsewhere.process;
-  const auto standby_address = elsewhere.address, both = elsewhere.both;
   // Its credentials lie in the store: the node also reads the leader record.
-  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 2), {});
-  node.wait_for_line("joined the leader at " + c.address(), 60s);
-  wait_for_node(c, "n1", 60s);
+  auto failover = start_failover_cluster(c, c.credentials(), 2);
+  auto& standby = failover.standby.process;
+  auto& node = *failover.node;
+  const auto standby_address = failover.standby.address, both = failover.standby.both;
   const auto id = start_job(c, c.write_job(holding(lr_job("paused", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
 
@@ -1862,12 +1874,10 @@ TEST_CASE("after kill -9 of the leader a standby on another host address takes o
           "[cluster]") {
   test_cluster c;
   c.start_head();
-  auto elsewhere = start_standby_elsewhere(c);
-  auto& standby = elsewhere.process;
-  const auto standby_address = elsewhere.address, both = elsewhere.both;
-  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 2), {});
-  node.wait_for_line("joined the leader at " + c.address(), 60s);
-  wait_for_node(c, "n1", 60s);
+  auto failover = start_failover_cluster(c, c.credentials(), 2);
+  auto& standby = failover.standby.process;
+  auto& node = *failover.node;
+  const auto standby_address = failover.standby.address, both = failover.standby.both;
   const auto runs = c.dir().str() + "/runs";
   // max_failures 0: a lost attempt would fail the job. The stopped rank below must not be judged
   // hung, nor the waiting one time out, within the test.
@@ -1986,12 +1996,9 @@ TEST_CASE("a job that ends while no leader is reachable is taken as ended by the
           "[cluster]") {
   test_cluster c;
   c.start_head();
-  auto elsewhere = start_standby_elsewhere(c);
-  auto& standby = elsewhere.process;
-  const auto standby_address = elsewhere.address, both = elsewhere.both;
-  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 1), {});
-  node.wait_for_line("joined the leader at " + c.address(), 60s);
-  wait_for_node(c, "n1", 60s);
+  auto failover = start_failover_cluster(c, c.credentials(), 1);
+  auto& standby = failover.standby.process;
+  const auto standby_address = failover.standby.address, both = failover.standby.both;
   const auto runs = c.dir().str() + "/runs";
   const auto id = start_job(c, c.write_job(holding(lr_job("ends", 1, 6, 0, 0, runs), 3)));
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
@@ -2111,11 +2118,10 @@ TEST_CASE("on an etcd store, after kill -9 of the leader head a standby head tak
   test_cluster c;
   c.use_etcd(etcd.location("/cluster-test"));
   c.start_head();
-  auto elsewhere = start_standby_elsewhere(c);
-  auto& standby = elsewhere.process;
-  const auto standby_address = elsewhere.address, both = elsewhere.both;
-  cohort::test::running_process node(node_n1_args(c, both, c.credentials(), 2), {});
-  node.wait_for_line("joined the leader at " + c.address(), 60s);
+  auto failover = start_failover_cluster(c, c.credentials(), 2);
+  auto& standby = failover.standby.process;
+  auto& node = *failover.node;
+  const auto standby_address = failover.standby.address, both = failover.standby.both;
   const auto id = start_job(
       c, c.write_job(holding(lr_job("on-etcd", 1, 6, 0, 0, c.dir().str() + "/runs"), 3)));
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
