@@ -12,15 +12,24 @@
 // drawn: kill -9 of an etcd follower and kill -9 of the etcd leader (found through the members'
 // status endpoint). The job is released to run on the two members left; the member is started
 // again on its data dir at the next later hold (or once the job ended).
+// With --hosts N (N >= 5) every process runs in a host of its own (a network namespace of
+// tests/cluster/host_rig.hpp: the heads on hosts 0 and 1, the nodes on hosts 2..N-1, etcd's three
+// members on hosts 0, 1 and 2; the directory store is the file system every host shares), and two
+// partitions are drawn besides: a node's host cut off from every other host (healed once the job
+// runs again without it), and the leading head's host cut off from every other host (on etcd its
+// member goes with it: a standby on the other host takes over, and the old head must step down
+// once healed; on a directory store the cut head keeps its lease and loses the nodes: healed, they
+// come back to it).
 // After each schedule: the job SUCCEEDED without a resubmission, its final checkpoint shards and
 // exported weights are bitwise equal to an uninterrupted run's, the sample log replays the
 // sampler exactly (each sample once per epoch), every checkpoint an attempt resumed from was
 // committed, and `cohort-ckpt verify` passes on every checkpoint kept.
 //
-// Usage: cohort-chaos [--short] [--faults N] [--store dir|etcd] [--keep-failures DIR]
+// Usage: cohort-chaos [--short] [--faults N] [--store dir|etcd] [--hosts N] [--keep-failures DIR]
 //                     (--count N [--first-seed S] | SEED...)
-// Needs $COHORT_BIN (the cluster's programs); --store etcd needs etcd on PATH. Exit 0 when every
-// schedule passed, 1 otherwise, 2 on bad usage, 77 (skipped) for --store etcd without etcd.
+// Needs $COHORT_BIN (the cluster's programs); --store etcd needs etcd on PATH, --hosts root and
+// iproute2. Exit 0 when every schedule passed, 1 otherwise, 2 on bad usage, 77 (skipped) for
+// --store etcd without etcd or --hosts where no network namespace can be made.
 #include <signal.h>
 #include <unistd.h>
 
@@ -43,6 +52,7 @@
 #include "core/data/sample_audit.hpp"
 #include "core/store/cluster_store.hpp"
 #include "tests/cluster/cluster_harness.hpp"
+#include "tests/cluster/host_rig.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/files.hpp"
@@ -58,17 +68,29 @@ namespace {
 namespace fs = std::filesystem;
 
 enum class fault_kind {
-  leader_kill, leader_stop, standby_kill, node_kill, rank_kill, commit_kill, node_term,
-  etcd_follower_kill, etcd_leader_kill
+  leader_kill,
+  leader_stop,
+  standby_kill,
+  node_kill,
+  rank_kill,
+  commit_kill,
+  node_term,
+  etcd_follower_kill,
+  etcd_leader_kill,
+  node_cut,
+  leader_cut
 };
-// The first seven are drawn for either store (a directory store's schedules are those of before
-// etcd came); the etcd faults only with --store etcd.
-constexpr fault_kind all_kinds[] = {fault_kind::leader_kill,       fault_kind::leader_stop,
-                                    fault_kind::standby_kill,      fault_kind::node_kill,
-                                    fault_kind::rank_kill,         fault_kind::commit_kill,
-                                    fault_kind::node_term,         fault_kind::etcd_follower_kill,
-                                    fault_kind::etcd_leader_kill};
-constexpr std::size_t dir_kinds = 7;
+// What a schedule draws from: the process faults on either store (a directory store's schedules
+// are those of before etcd came), then the etcd faults with --store etcd, then the partitions with
+// --hosts.
+std::vector<fault_kind> drawn_kinds(bool etcd, bool hosts) {
+  std::vector<fault_kind> out{fault_kind::leader_kill, fault_kind::leader_stop, fault_kind::standby_kill,
+                              fault_kind::node_kill,   fault_kind::rank_kill,   fault_kind::commit_kill,
+                              fault_kind::node_term};
+  if (etcd) out.insert(out.end(), {fault_kind::etcd_follower_kill, fault_kind::etcd_leader_kill});
+  if (hosts) out.insert(out.end(), {fault_kind::node_cut, fault_kind::leader_cut});
+  return out;
+}
 
 const char* name_of(fault_kind k) {
   switch (k) {
@@ -81,6 +103,10 @@ const char* name_of(fault_kind k) {
     case fault_kind::node_term: return "node-sigterm";
     case fault_kind::etcd_follower_kill: return "etcd-follower-kill9";
     case fault_kind::etcd_leader_kill: return "etcd-leader-kill9";
+    case fault_kind::node_cut:
+      return "node-host-cut";
+    case fault_kind::leader_cut:
+      return "leader-host-cut";
   }
   return "?";
 }
@@ -101,8 +127,10 @@ struct fault {
 // A seeded schedule: `count` faults at strictly increasing hold steps in [2, total]; a commit
 // kill at step k lands in the commit of the next checkpoint (the first multiple of every_steps
 // >= k), so the next fault comes after that.
-std::vector<fault> make_schedule(std::uint64_t seed, int count, const job_shape& shape, bool etcd) {
-  const std::size_t kinds = etcd ? std::size(all_kinds) : dir_kinds;
+std::vector<fault> make_schedule(std::uint64_t seed, int count, const job_shape& shape, bool etcd,
+                                 bool hosts) {
+  const auto all_kinds = drawn_kinds(etcd, hosts);
+  const std::size_t kinds = all_kinds.size();
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 1);
   const int total = shape.total_steps();
   for (int tries = 0; tries < 1000; ++tries) {
@@ -175,14 +203,17 @@ bool running_held(const json& s) {
 struct head_proc {
   int port = 0;
   std::unique_ptr<running_process> proc;
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  int host = -1;  // with --hosts: the host it runs in
+  std::string host_address = "127.0.0.1";
+  std::string address() const { return host_address + ":" + std::to_string(port); }
 };
 
 struct recovery {
   fault f;
   double seconds = 0;
   std::string note;     // what the recovery looked like (new attempt, adopted, ...)
-  double failover = -1;  // leader kill -9: seconds until the standby said it serves
+  double failover =
+      -1;  // leader kill -9 (or its host cut off, on etcd): seconds until the standby said it serves
 };
 
 struct outcome {
@@ -197,8 +228,15 @@ struct outcome {
 class chaos_run {
  public:
   chaos_run(std::uint64_t seed, const job_shape& shape, std::vector<fault> faults, const std::string& data,
-            const std::map<std::string, std::string>& baseline, bool etcd)
-      : seed_(seed), shape_(shape), faults_(std::move(faults)), data_(data), baseline_(baseline), on_etcd_(etcd) {}
+            const std::map<std::string, std::string>& baseline, bool etcd, int hosts)
+      : seed_(seed),
+        shape_(shape),
+        faults_(std::move(faults)),
+        data_(data),
+        baseline_(baseline),
+        on_etcd_(etcd),
+        rig_(hosts > 0 ? std::make_unique<cohort::test::host_rig>(hosts) : nullptr),
+        node_count_(hosts > 0 ? hosts - 2 : 3) {}
 
   outcome run() {
     outcome out;
@@ -240,8 +278,16 @@ class chaos_run {
 
   void start_head(bool leader) {
     head_proc h;
-    h.port = cohort::test::free_port();
-    h.proc = c_.start_other_head(h.port);
+    if (rig_) {  // on the head host (0 or 1) that has no head now, on the usual port
+      h.host =
+          std::any_of(heads_.begin(), heads_.end(), [](const head_proc& x) { return x.host == 0; }) ? 1 : 0;
+      h.host_address = rig_->address(h.host);
+      h.port = 7411;
+      h.proc = c_.start_other_head(h.port, {"--bind", h.host_address}, rig_->exec_prefix(h.host));
+    } else {
+      h.port = cohort::test::free_port();
+      h.proc = c_.start_other_head(h.port);
+    }
     if (leader) {
       h.proc->wait_for_line("serving on", 60s);
     } else {
@@ -267,17 +313,30 @@ class chaos_run {
     if (leader_ > i) --leader_;
   }
 
+  // With --hosts, node nK runs on host K + 1.
+  int node_host(const std::string& name) const { return 1 + std::stoi(name.substr(1)); }
+
   void start_node(const std::string& name) {
     std::string list;
     for (const auto& x : heads_) list += (list.empty() ? "" : ",") + x.address();
     if (auto& old = nodes_[name]) dead_.push_back(std::move(old));
+    std::vector<std::string> argv{c_.program("cluster-worker"),
+                                  "--address",
+                                  list,
+                                  "--credentials",
+                                  c_.credentials(),
+                                  "--name",
+                                  name,
+                                  "--num-cpus",
+                                  "1"};
+    if (on_etcd_) argv.insert(argv.end(), {"--store", store_location()});
+    if (rig_) {
+      argv.insert(argv.end(), {"--node-address", rig_->address(node_host(name))});
+      const auto place = rig_->exec_prefix(node_host(name));
+      argv.insert(argv.begin(), place.begin(), place.end());
+    }
     nodes_[name] = std::make_unique<running_process>(
-        on_etcd_ ? std::vector<std::string>{c_.program("cluster-worker"), "--address", list, "--store",
-                                            store_location(), "--credentials", c_.credentials(), "--name",
-                                            name, "--num-cpus", "1"}
-                 : std::vector<std::string>{c_.program("cluster-worker"), "--address", list, "--credentials",
-                                            c_.credentials(), "--name", name, "--num-cpus", "1"},
-        std::map<std::string, std::string>{{"COHORT_TEST_PAUSE_DIR", pause_dir()}});
+        argv, std::map<std::string, std::string>{{"COHORT_TEST_PAUSE_DIR", pause_dir()}});
     nodes_[name]->wait_for_line("joining", 60s);
   }
 
@@ -291,6 +350,17 @@ class chaos_run {
     throw std::runtime_error("the nodes did not all register");
   }
 
+  // With --hosts, where the driver's clients (submit, status, the store's lease) run: a head's host
+  // that is not cut off, the leader's first; or the host pinned while the leader's is cut off from a
+  // directory store (only from there does the leader answer).
+  int client_host() const {
+    if (pinned_client_ >= 0) return pinned_client_;
+    if (leader_ < heads_.size() && heads_[leader_].host != cut_) return heads_[leader_].host;
+    for (const auto& h : heads_)
+      if (h.host != cut_) return h.host;
+    return 0;
+  }
+
   std::string store_location() const { return etcd_ ? etcd_->location("/chaos") : c_.store(); }
 
   // After an etcd fault: the head the store names as the live leader is leader_ (a head that lost
@@ -301,10 +371,16 @@ class chaos_run {
     const auto deadline = steady::now() + 120s;
     for (;;) {
       std::optional<cohort::core::store::lease_record> held;
-      try {
-        held = store->lease().current();
-      } catch (const std::exception&) {
-      }
+      const auto read = [&] {
+        try {
+          held = store->lease().current();
+        } catch (const std::exception&) {
+        }
+      };
+      if (rig_)
+        rig_->in_host(client_host(), read);
+      else
+        read();
       if (held && !held->expired_at(cohort::core::store::system_clock_ms())) {
         const auto it = std::find_if(heads_.begin(), heads_.end(),
                                      [&](const head_proc& h) { return h.address() == held->address; });
@@ -341,14 +417,17 @@ class chaos_run {
 
   void setup() {
     if (on_etcd_) {
-      etcd_ = std::make_unique<cohort::test::etcd_cluster>(3);
+      etcd_ = rig_
+                  ? std::make_unique<cohort::test::etcd_cluster>(cohort::test::etcd_member_hosts(*rig_, 0, 3))
+                  : std::make_unique<cohort::test::etcd_cluster>(3);
       c_.use_etcd(store_location());
     }
+    if (rig_) c_.run_clients_in([this] { return rig_->exec_prefix(client_host()); });
     fs::create_directories(pause_dir());
     start_head(true);
     start_head(false);
-    for (const char* n : {"n1", "n2", "n3"}) start_node(n);
-    wait_for_nodes(3);
+    for (int n = 1; n <= node_count_; ++n) start_node("n" + std::to_string(n));
+    wait_for_nodes(static_cast<std::size_t>(node_count_));
     std::vector<int> holds;
     for (const auto& f : faults_) holds.push_back(f.step);
     const auto run = c_.submit({"run", c_.write_job(job_spec("chaos", data_, c_.dir().str() + "/runs", shape_, holds))});
@@ -401,8 +480,11 @@ class chaos_run {
   }
 
   // The pid of the cohort-worker of rank `rank` under node `name`'s cluster-worker (from /proc:
-  // the job's log may have lost lines in a head failover).
+  // the job's log may have lost lines in a head failover); the newest when several are (a rank of
+  // an attempt given up may not have ended yet).
   int rank_pid(const std::string& name, int rank) {
+    int newest = -1;
+    unsigned long long newest_start = 0;
     const pid_t parent = nodes_.at(name)->pid();
     const std::string want = std::string("--rank") + '\0' + std::to_string(rank) + '\0';
     for (const auto& e : fs::directory_iterator("/proc")) {
@@ -417,11 +499,19 @@ class chaos_run {
       char state = 0;
       int ppid = 0;
       if (!(rest >> state >> ppid) || ppid != parent) continue;
+      std::string skip;
+      for (int field = 5; field < 22; ++field) rest >> skip;  // to starttime, field 22 of stat
+      unsigned long long start = 0;
+      rest >> start;
       std::ifstream cmd(e.path() / "cmdline");
       const std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-      if (argv.find("cohort-worker") != std::string::npos && argv.find(want) != std::string::npos)
-        return std::stoi(pid_text);
+      if (argv.find("cohort-worker") == std::string::npos || argv.find(want) == std::string::npos) continue;
+      if (newest < 0 || start > newest_start) {
+        newest = std::stoi(pid_text);
+        newest_start = start;
+      }
     }
+    if (newest >= 0) return newest;
     throw std::runtime_error("no cohort-worker of rank " + std::to_string(rank) + " under node " + name);
   }
 
@@ -542,6 +632,10 @@ class chaos_run {
         }
         return r;
       }
+      case fault_kind::node_cut:
+        return cut_node(f, held, t0);
+      case fault_kind::leader_cut:
+        return cut_leader(f, held, t0);
       case fault_kind::commit_kill: {
         const int ckpt = (step + shape_.every_steps - 1) / shape_.every_steps * shape_.every_steps;
         char name[40];
@@ -586,6 +680,106 @@ class chaos_run {
     }
     if (restarts)
       r.note += (r.note.empty() ? "" : "; ") + ("attempt " + std::to_string(attempt) + " -> " + s["attempts"].dump());
+    return r;
+  }
+
+  // Waits until node `name` is listed again after its host was healed (started again should its
+  // cluster-worker have given up meanwhile).
+  void wait_for_node_back(const std::string& name) {
+    std::string last;
+    const auto listed = [&] {
+      const auto r = c_.submit({"list", "--json"});
+      last = r.out + r.err;
+      if (r.exit_code != 0) return false;
+      const auto list = json::parse(r.out);
+      for (const auto& n : list["nodes"])
+        if (n["name"] == name) return true;
+      return false;
+    };
+    const auto deadline = steady::now() + 120s;
+    while (!listed()) {
+      if (nodes_.at(name)->ended()) start_node(name);
+      if (steady::now() > deadline)
+        throw std::runtime_error(name +
+                                 " did not join again within 120 s of the heal; the last list: " + last);
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
+  // The host of rank f.pick's node cut off from every other host: the head loses the node at the
+  // heartbeat timeout and restarts the attempt on the nodes left; then the host is healed and the
+  // node joins again.
+  recovery cut_node(const fault& f, const json& held, steady::time_point t0) {
+    recovery r{f, 0, ""};
+    const int attempt = held["attempts"];
+    const auto name = node_of(held, f.pick);
+    const int host = node_host(name);
+    r.note = name + " on host " + std::to_string(host);
+    rig_->cut(host);
+    cut_ = host;
+    const auto s = wait([&](const json& s) { return s["attempts"] > attempt && running_held(s); }, 300s,
+                        "the attempt after " + name + "'s host was cut off");
+    r.seconds = seconds_since(t0);
+    rig_->heal(host);
+    cut_ = -1;
+    wait_for_node_back(name);
+    r.note += "; attempt " + std::to_string(attempt) + " -> " + s["attempts"].dump() + "; healed, " + name +
+              " joined again";
+    return r;
+  }
+
+  // The leading head's host cut off from every other host. On etcd its member goes with it: the
+  // two left keep the quorum, the lease runs out, the standby on the other head host takes over
+  // and the job goes on under it; healed, the old head must step down (it exits). On a directory
+  // store the cut head still reaches the store (the shared file system) and keeps its lease: it
+  // loses the nodes, the job waits, and once healed the nodes come back and the job goes on.
+  recovery cut_leader(const fault& f, const json& held, steady::time_point t0) {
+    recovery r{f, 0, ""};
+    const int attempt = held["attempts"];
+    const int step = f.step;
+    const auto old = leader_;
+    const int host = heads_[old].host;
+    r.note = "host " + std::to_string(host);
+    if (!on_etcd_) {
+      pinned_client_ = host;  // only there does the cut leader answer
+      rig_->cut(host);
+      cut_ = host;
+      wait([](const json& s) { return s["state"] == "PENDING"; }, 300s,
+           "the job waiting once the cut leader lost its nodes");
+      rig_->heal(host);
+      cut_ = -1;
+      pinned_client_ = -1;
+      const auto s = wait([&](const json& s) { return s["attempts"] > attempt && running_held(s); }, 300s,
+                          "the attempt after the leader's host was healed");
+      r.seconds = seconds_since(t0);
+      for (int n = 1; n <= node_count_; ++n) wait_for_node_back("n" + std::to_string(n));
+      r.note +=
+          "; the job waited; healed, attempt " + std::to_string(attempt) + " -> " + s["attempts"].dump();
+      return r;
+    }
+    const auto next = standby();
+    rig_->cut(host);
+    cut_ = host;
+    heads_[next].proc->wait_for_line("serving on", 120s);
+    r.failover = seconds_since(t0);
+    r.note += "; standby serving after " + fixed(r.failover, 2) + " s";
+    leader_ = next;
+    const auto s = wait(
+        [&](const json& s) {
+          return running_held(s) && (s["attempts"] > attempt || s["held_before_step"] == step);
+        },
+        300s, "the job under the standby after the leader's host was cut off");
+    r.seconds = seconds_since(t0);
+    if (s["attempts"] > attempt) {
+      r.note += "; the attempt was restarted, not adopted";
+      unadopted_ = true;
+    }
+    rig_->heal(host);
+    cut_ = -1;
+    if (!heads_[old].proc->wait_for_exit(120s))
+      throw std::runtime_error("the leader cut off with its etcd member did not step down once healed");
+    retire_head(old);
+    start_head(false);
     return r;
   }
 
@@ -655,6 +849,12 @@ class chaos_run {
   std::string data_;
   const std::map<std::string, std::string>& baseline_;
   bool on_etcd_;
+  // With --hosts: every process's host. Declared first of what holds processes: its teardown
+  // (every process in its namespaces killed, the namespaces deleted) comes after theirs.
+  std::unique_ptr<cohort::test::host_rig> rig_;
+  int node_count_;
+  int cut_ = -1;            // the host cut off now
+  int pinned_client_ = -1;  // the host the driver's clients must run in now, if any
   // Declared before the cluster: destroyed after every head and node is gone.
   std::unique_ptr<cohort::test::etcd_cluster> etcd_;
   int down_member_ = -1;       // the etcd member an etcd fault killed, until it is started again
@@ -687,15 +887,19 @@ double percentile(std::vector<double> v, double p) {
 }
 
 int usage(const std::string& why) {
-  std::cerr << "cohort-chaos: " << why
-            << "\nusage: cohort-chaos [--short] [--faults N] [--store dir|etcd] [--keep-failures DIR]\n"
-               "                    (--count N [--first-seed S] | SEED...)\n"
-               "  --short           a one-epoch job (12 steps) instead of two (24): CI's schedules\n"
-               "  --faults N        faults per schedule (default 5)\n"
-               "  --store S         where the heads keep their state: dir (a shared directory, the\n"
-               "                    default) or etcd (a 3-member etcd cluster on 127.0.0.1 per schedule;\n"
-               "                    adds kill -9 of an etcd follower and of the etcd leader)\n"
-               "  --keep-failures D copy a failed schedule's store, run and process logs to D/seed-N\n";
+  std::cerr
+      << "cohort-chaos: " << why
+      << "\nusage: cohort-chaos [--short] [--faults N] [--store dir|etcd] [--hosts N] [--keep-failures DIR]\n"
+         "                    (--count N [--first-seed S] | SEED...)\n"
+         "  --short           a one-epoch job (12 steps) instead of two (24): CI's schedules\n"
+         "  --faults N        faults per schedule (default 5)\n"
+         "  --store S         where the heads keep their state: dir (a shared directory, the\n"
+         "                    default) or etcd (a 3-member etcd cluster on 127.0.0.1 per schedule;\n"
+         "                    adds kill -9 of an etcd follower and of the etcd leader)\n"
+         "  --hosts N         every process in a host of its own (N >= 5 network namespaces: heads\n"
+         "                    on hosts 0 and 1, nodes on 2..N-1, etcd on 0-2); adds a node's host\n"
+         "                    and the leader's host cut off from the others, then healed (root)\n"
+         "  --keep-failures D copy a failed schedule's store, run and process logs to D/seed-N\n";
   return 2;
 }
 
@@ -704,7 +908,7 @@ int usage(const std::string& why) {
 int main(int argc, char** argv) {
   std::vector<std::uint64_t> seeds;
   job_shape shape;
-  int faults = 5, count = 0;
+  int faults = 5, count = 0, hosts = 0;
   std::uint64_t first_seed = 1;
   std::string keep, store = "dir";
   try {
@@ -720,6 +924,8 @@ int main(int argc, char** argv) {
       else if (a == "--first-seed") first_seed = std::stoull(value());
       else if (a == "--keep-failures") keep = value();
       else if (a == "--store") store = value();
+      else if (a == "--hosts")
+        hosts = std::stoi(value());
       else if (a == "-h" || a == "--help") return usage("runs seeded fault schedules against a cluster on 127.0.0.1");
       else if (!a.empty() && std::isdigit(static_cast<unsigned char>(a[0]))) seeds.push_back(std::stoull(a));
       else return usage("unknown argument \"" + a + "\"");
@@ -729,7 +935,15 @@ int main(int argc, char** argv) {
   }
   if (faults < 1 || faults > 8) return usage("--faults must be 1 to 8");
   if (store != "dir" && store != "etcd") return usage("--store " + store + ": allowed are dir and etcd");
+  if (hosts != 0 && (hosts < 5 || hosts > 64))
+    return usage("--hosts must be 5 to 64 (two heads and at least three nodes)");
   const bool on_etcd = store == "etcd";
+  if (hosts > 0) {
+    if (const auto why = cohort::test::host_rig::unavailable_reason(); !why.empty()) {
+      std::cout << "cohort-chaos: skipped: --hosts needs network namespaces: " << why << std::endl;
+      return 77;
+    }
+  }
   if (on_etcd && std::system("command -v etcd >/dev/null 2>&1") != 0) {
     std::cout << "cohort-chaos: skipped: --store etcd needs the etcd binary on PATH (Debian's "
                  "etcd-server; scripts/install-deps --tests installs it)" << std::endl;
@@ -748,16 +962,24 @@ int main(int argc, char** argv) {
     std::cerr << "cohort-chaos: " << e.what() << "\n";
     return 1;
   }
-  std::cout << "store: " << (on_etcd ? "etcd (3 members on 127.0.0.1 per schedule)" : "a shared directory") << "\n";
+  std::cout << "store: "
+            << (on_etcd ? (hosts > 0 ? "etcd (3 members on hosts 0-2 per schedule)"
+                                     : "etcd (3 members on 127.0.0.1 per schedule)")
+                        : "a shared directory")
+            << "\n";
+  if (hosts > 0)
+    std::cout << "hosts: " << hosts << " network namespaces per schedule (heads on 0 and 1, nodes on 2-"
+              << hosts - 1 << ")\n";
   std::cout << "baseline: " << shape.total_steps() << " steps uninterrupted in " << fixed(seconds_since(t0))
             << " s; " << baseline.size() << " weight files to match" << std::endl;
 
-  std::vector<double> ttr, failovers;
+  std::vector<double> ttr;
+  std::map<std::string, std::vector<double>> failovers;  // by the fault that caused them
   int failed = 0, injected = 0;
   std::map<std::string, std::vector<double>> by_kind;
   for (const auto seed : seeds) {
-    const auto schedule = make_schedule(seed, faults, shape, on_etcd);
-    chaos_run run(seed, shape, schedule, data, baseline, on_etcd);
+    const auto schedule = make_schedule(seed, faults, shape, on_etcd, hosts > 0);
+    chaos_run run(seed, shape, schedule, data, baseline, on_etcd, hosts);
     const auto out = run.run();
     std::ostringstream line;
     line << "seed " << seed << ": faults";
@@ -767,7 +989,7 @@ int main(int argc, char** argv) {
       line << " " << name_of(r.f.kind) << "@" << r.f.step << " " << fixed(r.seconds) << "s";
       if (!r.note.empty()) line << " (" << r.note << ")";
       ttr.push_back(r.seconds);
-      if (r.failover >= 0) failovers.push_back(r.failover);
+      if (r.failover >= 0) failovers[name_of(r.f.kind)].push_back(r.failover);
       by_kind[name_of(r.f.kind)].push_back(r.seconds);
     }
     injected += static_cast<int>(out.recoveries.size());
@@ -788,10 +1010,10 @@ int main(int argc, char** argv) {
   for (const auto& [kind, v] : by_kind)
     std::cout << "  " << kind << ": " << v.size() << ", p50 " << fixed(percentile(v, 0.5)) << " s, max "
               << fixed(percentile(v, 1.0)) << " s" << std::endl;
-  if (!failovers.empty())
-    std::cout << "head failover (kill -9 of the leader until the standby serves): " << failovers.size()
-              << ", p50 " << fixed(percentile(failovers, 0.5), 2) << " s, min "
-              << fixed(*std::min_element(failovers.begin(), failovers.end()), 2) << " s, max " << fixed(percentile(failovers, 1.0), 2)
+  for (const auto& [kind, v] : failovers)
+    std::cout << "head failover after " << kind << " (until the standby serves): " << v.size() << ", p50 "
+              << fixed(percentile(v, 0.5), 2) << " s, p99 " << fixed(percentile(v, 0.99), 2) << " s, min "
+              << fixed(*std::min_element(v.begin(), v.end()), 2) << " s, max " << fixed(percentile(v, 1.0), 2)
               << " s" << std::endl;
   return failed == 0 ? 0 : 1;
 }

@@ -132,8 +132,9 @@ void test_cluster::start_head(const std::vector<std::string>& extra_args) {
   port_ = served_port(head_->wait_for_line("serving on", std::chrono::seconds(30)));
 }
 
-std::unique_ptr<running_process> test_cluster::start_other_head(
-    int port, const std::vector<std::string>& extra_args) {
+std::unique_ptr<running_process> test_cluster::start_other_head(int port,
+                                                                const std::vector<std::string>& extra_args,
+                                                                const std::vector<std::string>& place) {
   std::vector<std::string> argv{bin_ + "/cluster-head", "--store", store(), "--port",
                                 std::to_string(port), "--heartbeat-timeout", "3", "--lease-ttl",
                                 "3"};
@@ -142,6 +143,7 @@ std::unique_ptr<running_process> test_cluster::start_other_head(
     argv.insert(argv.end(), {"--keys-dir", store()});
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  argv.insert(argv.begin(), place.begin(), place.end());
   return std::make_unique<running_process>(argv, std::map<std::string, std::string>{});
 }
 
@@ -198,8 +200,13 @@ command_result test_cluster::run(const std::string& program, const std::vector<s
   std::condition_variable cv;
   bool done = false;
   command_result result;
+  std::vector<std::string> argv{"/bin/sh", "-c", cmd};
+  if (client_place_) {
+    const auto place = client_place_();
+    argv.insert(argv.begin(), place.begin(), place.end());
+  }
   core::proc::child_process child(
-      {"/bin/sh", "-c", cmd}, env,
+      argv, env,
       [&](const std::string& line) {
         std::lock_guard<std::mutex> lock(m);
         result.out += line + "\n";

@@ -62,9 +62,10 @@ class test_cluster {
   // it from then on.
   void start_head(const std::vector<std::string>& extra_args = {});
   // Starts another cluster-head on the same store serving on `port`, without waiting for it
-  // (a standby until the head's lease expires).
-  std::unique_ptr<running_process> start_other_head(int port,
-                                                    const std::vector<std::string>& extra_args = {});
+  // (a standby until the head's lease expires). `place`: a command prefix it runs under (e.g.
+  // `ip netns exec NS`, a host of host_rig.hpp); none: here.
+  std::unique_ptr<running_process> start_other_head(int port, const std::vector<std::string>& extra_args = {},
+                                                    const std::vector<std::string>& place = {});
   // Heads started from now on keep their state in the etcd cluster at `location`
   // ("etcd://..."), with the cluster's keys under store() (so credentials() stays where it is).
   void use_etcd(const std::string& location) { etcd_location_ = location; }
@@ -103,6 +104,9 @@ class test_cluster {
   // The COHORT_ADDRESS that submit and run() pass from now on (e.g. a list of heads); "" for
   // address().
   void use_address(const std::string& addresses) { address_override_ = addresses; }
+  // Where submit and run() run from now on: the command prefix `place` returns at each call (e.g.
+  // `ip netns exec NS` of a host that reaches the heads); unset: here.
+  void run_clients_in(std::function<std::vector<std::string>()> place) { client_place_ = std::move(place); }
   // The path of one of the cluster's programs ($COHORT_BIN/name).
   std::string program(const std::string& name) const { return bin_ + "/" + name; }
   const temp_dir& dir() const { return dir_; }
@@ -113,6 +117,7 @@ class test_cluster {
   int port_ = 0;
   std::string etcd_location_;
   std::string address_override_;
+  std::function<std::vector<std::string>()> client_place_;
   std::unique_ptr<running_process> head_;
   std::map<std::string, std::unique_ptr<running_process>> workers_;
   int jobs_written_ = 0;
