@@ -44,6 +44,18 @@ struct store_place {
   }
 };
 
+// Head a leading (for 30 s) on a fresh store of `backend`, and head b's store object beside it.
+struct a_leads {
+  store_place place;
+  std::shared_ptr<cohort::core::store::cluster_store> a_store, b_store;
+  lease_record a;
+  explicit a_leads(const std::string& backend) : place(backend), a_store(place.open()), b_store(place.open()) {
+    const auto held = a_store->lease().acquire("head-a", "10.0.0.1:7411", 30s);
+    REQUIRE(held);
+    a = *held;
+  }
+};
+
 // A standby role that records what it was told; each wait calls `on_wait` with its number (1, 2,
 // ...), which may act (give the leader's lease back) and says whether to stop.
 struct recorded_standby : standby_role {
@@ -85,20 +97,16 @@ TEST_CASE(
     "[actors][etcd]") {
   auto backend = GENERATE(as<std::string>{}, "directory", "etcd");
   INFO("backend " << backend);
-  store_place place(backend);
-  auto a_store = place.open();
-  auto b_store = place.open();
-  const auto a = a_store->lease().acquire("head-a", "10.0.0.1:7411", 30s);
-  REQUIRE(a);
+  a_leads heads(backend);
   lease_fence a_fence;
   recorded_standby standby;
   standby.on_wait = [&](int n) {
-    if (n == 2) CHECK(release_lease(a_store->lease(), a_fence, a->epoch));
+    if (n == 2) CHECK(release_lease(heads.a_store->lease(), a_fence, heads.a.epoch));
     return false;
   };
-  const auto b = acquire_leadership(b_store->lease(), {"head-b", "10.0.0.2:7411", 4s}, standby);
+  const auto b = acquire_leadership(heads.b_store->lease(), {"head-b", "10.0.0.2:7411", 4s}, standby);
   REQUIRE(b);
-  CHECK(b->epoch > a->epoch);
+  CHECK(b->epoch > heads.a.epoch);
   CHECK(b->head_id == "head-b");
   CHECK(standby.calls == std::vector<std::string>{"begin", "wait", "leader_is", "wait", "end"});
   REQUIRE(standby.first_leader);
@@ -106,15 +114,15 @@ TEST_CASE(
   CHECK(standby.first_leader->address == "10.0.0.1:7411");
   // Given back through its fence, the old leader's keeper renews nothing, and says so without an
   // error; the lease stays the new leader's.
-  const auto late = renew_lease(a_store->lease(), &a_fence, a->epoch, 30s, std::nullopt);
+  const auto late = renew_lease(heads.a_store->lease(), &a_fence, heads.a.epoch, 30s, std::nullopt);
   CHECK_FALSE(late.renewed);
   CHECK(late.error.empty());
-  REQUIRE(b_store->lease().current());
-  CHECK(b_store->lease().current()->epoch == b->epoch);
+  REQUIRE(heads.b_store->lease().current());
+  CHECK(heads.b_store->lease().current()->epoch == b->epoch);
   // Without the fence the store itself refuses the deposed epoch.
-  CHECK_FALSE(renew_lease(a_store->lease(), nullptr, a->epoch, 30s, std::nullopt).renewed);
-  CHECK(renew_lease(b_store->lease(), nullptr, b->epoch, 30s, std::string("10.0.0.2:7412")).renewed);
-  CHECK(a_store->lease().current()->address == "10.0.0.2:7412");
+  CHECK_FALSE(renew_lease(heads.a_store->lease(), nullptr, heads.a.epoch, 30s, std::nullopt).renewed);
+  CHECK(renew_lease(heads.b_store->lease(), nullptr, b->epoch, 30s, std::string("10.0.0.2:7412")).renewed);
+  CHECK(heads.a_store->lease().current()->address == "10.0.0.2:7412");
 }
 
 TEST_CASE(
@@ -123,18 +131,14 @@ TEST_CASE(
     "[actors][etcd]") {
   auto backend = GENERATE(as<std::string>{}, "directory", "etcd");
   INFO("backend " << backend);
-  store_place place(backend);
-  auto a_store = place.open();
-  auto b_store = place.open();
-  const auto a = a_store->lease().acquire("head-a", "10.0.0.1:7411", 30s);
-  REQUIRE(a);
+  a_leads heads(backend);
   recorded_standby standby;
   standby.on_wait = [](int n) { return n == 2; };
-  CHECK_FALSE(acquire_leadership(b_store->lease(), {"head-b", "10.0.0.2:7411", 4s}, standby));
+  CHECK_FALSE(acquire_leadership(heads.b_store->lease(), {"head-b", "10.0.0.2:7411", 4s}, standby));
   CHECK(standby.calls == std::vector<std::string>{"begin", "wait", "leader_is", "wait", "end"});
   lease_fence a_fence;
-  CHECK(renew_lease(a_store->lease(), &a_fence, a->epoch, 30s, std::nullopt).renewed);
-  CHECK(b_store->lease().current()->epoch == a->epoch);
+  CHECK(renew_lease(heads.a_store->lease(), &a_fence, heads.a.epoch, 30s, std::nullopt).renewed);
+  CHECK(heads.b_store->lease().current()->epoch == heads.a.epoch);
 }
 
 TEST_CASE(

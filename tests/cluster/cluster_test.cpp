@@ -2161,6 +2161,14 @@ int start_head_with_dashboard(test_cluster& c, std::vector<std::string> extra = 
   return std::stoi(line.substr(colon + 1, slash - colon - 1));
 }
 
+// Debian's chromium, which the dashboard tests drive headless; the test fails saying how to get it.
+std::string chromium_path() {
+  const std::string chromium = "/usr/bin/chromium";
+  INFO("the dashboard tests need Debian's chromium package (scripts/install-deps --tests installs it)");
+  REQUIRE(std::filesystem::exists(chromium));
+  return chromium;
+}
+
 // A self-signed certificate for 127.0.0.1 and its key, made by the openssl command in the test's
 // directory as NAME.crt and NAME.key.
 struct certificate_files {
@@ -2273,9 +2281,7 @@ TEST_CASE_METHOD(head_and_one_node, "submit status shows the newest eval_loss an
 TEST_CASE("the dashboard page, loaded in headless Chromium with the token, lists the nodes and the "
           "job and draws a point per logged step",
           "[cluster][metrics][dashboard]") {
-  const std::string chromium = "/usr/bin/chromium";
-  INFO("the dashboard test needs Debian's chromium package (scripts/install-deps --tests installs it)");
-  REQUIRE(std::filesystem::exists(chromium));
+  const auto chromium = chromium_path();
   test_cluster c;
   const int port = start_head_with_dashboard(c);
   c.start_worker("n1", 2);
@@ -2338,9 +2344,7 @@ TEST_CASE(
     "that trusts the certificate reads them with the token, the page loads in headless Chromium, and "
     "plain HTTP gets nothing",
     "[cluster][metrics][dashboard]") {
-  const std::string chromium = "/usr/bin/chromium";
-  INFO("the dashboard test needs Debian's chromium package (scripts/install-deps --tests installs it)");
-  REQUIRE(std::filesystem::exists(chromium));
+  const auto chromium = chromium_path();
   test_cluster c;
   const auto cert = self_signed_certificate(c, "dashboard");
   const int port =
