@@ -5,11 +5,11 @@
 // number ...`). The spec is parsed and validated once, where its text arrives (the head, from a
 // client or the store); what travels after that is taken as the head validated it. These live in
 // cohort::config (for ADL) but here, since config/ knows neither CAF nor the wire.
-// The flat sections (train, zero, run.checkpoint, run.failure) take their fields from their lists
-// in config/spec_fields.hpp, which the parser and the writer read too; a field added to another
-// section must be added here, under its spec key: tests/actors/job_spec_fields_test.cpp checks that a spec
-// with every field set off its default sets every field named here, that every key of the canonical text (and
-// of docs/job-spec.md's tables) is a field named here, and compares the canonical text after the trip.
+// The flat sections (train, zero, data, model.lora, run.checkpoint, run.failure) take their fields from their
+// lists in config/spec_fields.hpp, which the parser and the writer read too; a field added to another section
+// must be added here, under its spec key: tests/actors/job_spec_fields_test.cpp checks that a spec with every
+// field set off its default sets every field named here, that every key of the canonical text (and of
+// docs/job-spec.md's tables) is a field named here, and compares the canonical text after the trip.
 #pragma once
 
 #include <caf/meta/type_name.hpp>
@@ -44,12 +44,12 @@ typename Inspector::result_type inspect_fields(Inspector& f, const char* type, c
   return std::apply([&](auto&... xs) { return f(caf::meta::type_name(type), xs...); }, named);
 }
 
+// model.lora: whether it is there, then its field list.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, lora_spec& x) {
-  using net::field;
-  return f(caf::meta::type_name("lora_spec"), field("enabled"), x.enabled, field("r"), x.r,
-           field("alpha"), x.alpha, field("dropout"), x.dropout, field("target_modules"),
-           x.target_modules, field("base_dtype"), x.base_dtype);
+  return inspect_fields(
+      f, "lora_spec",
+      std::tuple_cat(std::make_tuple(field_of("enabled", x.enabled, flag_rule{})), lora_fields(x)));
 }
 
 template <class Inspector>
@@ -63,10 +63,7 @@ typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, data_spec& x) {
-  using net::field;
-  return f(caf::meta::type_name("data_spec"), field("train"), x.train, field("eval"), x.eval,
-           field("cache_dir"), x.cache_dir, field("cache_bytes"), x.cache_bytes, field("verify"),
-           x.verify);
+  return inspect_fields(f, "data_spec", data_fields(x));
 }
 
 template <class Inspector>

@@ -50,12 +50,6 @@ json parse_json_text(const std::string& text, const std::string& path, const std
   }
 }
 
-// Relative paths are taken relative to base_dir (the JOB.json's directory).
-std::string resolve(const std::string& base_dir, const std::string& p) {
-  if (p.empty() || fs::path(p).is_absolute() || base_dir.empty() || base_dir == ".") return p;
-  return (fs::path(base_dir) / p).lexically_normal().string();
-}
-
 void check_name(const json& v, const std::string& path) {
   const std::string name = as_string(v, path);
   const bool ok = name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
@@ -68,38 +62,9 @@ void check_name(const json& v, const std::string& path) {
 void parse_lora(const json& v, lora_spec& lora) {
   object_reader r(v, "model.lora");
   lora.enabled = true;
-  r.read("r", lora.r, 1, 65536);
-  r.read("alpha", lora.alpha, positive);
-  r.read("dropout", lora.dropout, unit_open);
-  precision base = precision::fp32;
-  if (r.read_enum("base_dtype", base, precision_names)) lora.base_dtype = base;
-  const json* given = r.find("target_modules");
+  read_fields(r, lora_fields(lora));
   r.finish();
-  const std::string path = "model.lora.target_modules";
-  std::string allowed;
-  for (const auto& name : lora_module_names()) allowed += (allowed.empty() ? "" : ", ") + name;
-  if (!given) throw spec_error(path, "missing; expected a non-empty list of module names (" + allowed + ")");
-  const json& targets = *given;
-  if (!targets.is_array() || targets.empty()) fail_value(path, targets, "a non-empty list of module names (" + allowed + ")");
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    const std::string item = join_path(path, "[" + std::to_string(i) + "]");
-    const std::string name = as_string(targets[i], item);
-    const auto& names = lora_module_names();
-    if (std::find(names.begin(), names.end(), name) == names.end())
-      fail_value(item, targets[i], "a module name peft uses: " + allowed);
-    if (std::find(lora.target_modules.begin(), lora.target_modules.end(), name) != lora.target_modules.end())
-      fail_value(item, targets[i], "each module name once");
-    lora.target_modules.push_back(name);
-  }
-}
-
-// An s3:// location of field `field` in its canonical form; spec_error naming the field when bad.
-std::string checked_s3_url(const std::string& text, const std::string& field) {
-  try {
-    return parse_s3_url(text, field).text();
-  } catch (const std::invalid_argument& e) {  // "<field>: <why>"
-    throw spec_error(field, std::string(e.what()).substr(field.size() + 2));
-  }
+  check_required("model.lora", lora_fields(lora));
 }
 
 void parse_model(const json& v, const std::string& base_dir, model_spec& model) {
@@ -124,7 +89,8 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
     throw spec_error("model.pad_vocab_to_multiple_of", "needs model.hf_dir: a model built from config "
                                                        "takes its vocabulary from the config's vocab_size");
   }
-  if (added_tokens) model.added_tokens = resolve(base_dir, as_string(*added_tokens, "model.added_tokens"));
+  if (added_tokens)
+    model.added_tokens = resolved_path(base_dir, as_string(*added_tokens, "model.added_tokens"));
   if (lora) parse_lora(*lora, model.lora);
   if (hf_dir && config) {
     throw spec_error("model", "has both hf_dir and config; give {\"hf_dir\": DIR} to fine-tune or "
@@ -140,12 +106,12 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
                                           "loads trained weights");
     }
     model.hf_dir = as_string(*hf_dir, "model.hf_dir");
-    model.hf_dir = is_s3_url(model.hf_dir) ? checked_s3_url(model.hf_dir, "model.hf_dir")
-                                           : resolve(base_dir, model.hf_dir);
+    model.hf_dir = is_s3_url(model.hf_dir) ? canonical_s3_url(model.hf_dir, "model.hf_dir")
+                                           : resolved_path(base_dir, model.hf_dir);
   } else if (config->is_object()) {
     model.inline_config_json = config->dump();
   } else if (config->is_string()) {
-    model.config_file = resolve(base_dir, as_string(*config, "model.config"));
+    model.config_file = resolved_path(base_dir, as_string(*config, "model.config"));
   } else {
     fail_value("model.config", *config, "a config.json path or an inline config object");
   }
@@ -153,24 +119,7 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
 
 void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
   object_reader r(v, "data");
-  if (r.read("train", data.train)) {
-    if (is_s3_url(data.train)) {
-      data.train = checked_s3_url(data.train, "data.train");
-    } else {
-      data.train = resolve(base_dir, data.train);
-    }
-  }
-  if (r.read("eval", data.eval)) {
-    if (is_s3_url(data.eval))
-      throw spec_error("data.eval", "\"" + data.eval + "\": only data.train may be in S3; give a directory every "
-                                                       "node sees");
-    data.eval = resolve(base_dir, data.eval);
-  }
-  if (r.read("cache_dir", data.cache_dir, true)) data.cache_dir = resolve(base_dir, data.cache_dir);
-  if (r.read("cache_bytes", data.cache_bytes) && data.cache_bytes < (std::uint64_t{1} << 20))
-    throw spec_error("data.cache_bytes", "got " + std::to_string(data.cache_bytes) +
-                                             "; expected at least 1048576 (1 MiB), and at least the largest shard");
-  r.read("verify", data.verify);
+  read_fields(r, data_fields(data), base_dir);
   r.finish();
 }
 
@@ -247,9 +196,9 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   object_reader r(v, "run");
   if (r.read("storage_path", run.storage_path)) {
     if (is_s3_url(run.storage_path)) {
-      run.storage_path = checked_s3_url(run.storage_path, "run.storage_path");
+      run.storage_path = canonical_s3_url(run.storage_path, "run.storage_path");
     } else {
-      run.storage_path = resolve(base_dir, run.storage_path);
+      run.storage_path = resolved_path(base_dir, run.storage_path);
     }
   }
   if (r.read("s3_endpoint", run.s3_endpoint, true) && !run.s3_endpoint.empty() &&
@@ -257,7 +206,7 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
     throw spec_error("run.s3_endpoint", "\"" + run.s3_endpoint +
                                             "\" must be an endpoint URL, http(s)://HOST[:PORT] (\"\": AWS's, or "
                                             "AWS_ENDPOINT_URL)");
-  if (r.read("local_dir", run.local_dir, true)) run.local_dir = resolve(base_dir, run.local_dir);
+  if (r.read("local_dir", run.local_dir, true)) run.local_dir = resolved_path(base_dir, run.local_dir);
   if (const json* c = r.find("checkpoint")) {
     object_reader cr(*c, "run.checkpoint");
     read_fields(cr, checkpoint_fields(run.checkpoint));
@@ -486,7 +435,7 @@ job_spec parse_job_spec(const std::string& json_text, const std::string& base_di
   r.finish();
   if (deepspeed) {
     if (deepspeed->is_string()) {
-      const std::string file = resolve(base_dir, as_string(*deepspeed, "deepspeed"));
+      const std::string file = resolved_path(base_dir, as_string(*deepspeed, "deepspeed"));
       const json ds = parse_json_text(read_text_file(file, "deepspeed", "DeepSpeed config"),
                                       "deepspeed", "DeepSpeed config \"" + file + "\"");
       apply_deepspeed(ds, "deepspeed", spec, given);

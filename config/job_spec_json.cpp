@@ -15,13 +15,7 @@ std::string to_json_text(const job_spec& spec) {
   const model_spec& m = spec.model;
   if (!m.hf_dir.empty()) {
     out["model"] = {{"hf_dir", m.hf_dir}};
-    if (m.lora.enabled) {
-      out["model"]["lora"] = {{"r", m.lora.r},
-                              {"alpha", m.lora.alpha},
-                              {"dropout", m.lora.dropout},
-                              {"target_modules", m.lora.target_modules}};
-      if (m.lora.base_dtype) out["model"]["lora"]["base_dtype"] = to_string(*m.lora.base_dtype);
-    }
+    if (m.lora.enabled) out["model"]["lora"] = fields_json(lora_fields(m.lora));
     if (!m.added_tokens.empty()) out["model"]["added_tokens"] = m.added_tokens;
     if (m.pad_vocab_to_multiple_of != 1) out["model"]["pad_vocab_to_multiple_of"] = m.pad_vocab_to_multiple_of;
   } else if (!m.config_file.empty()) {
@@ -29,13 +23,12 @@ std::string to_json_text(const job_spec& spec) {
   } else if (!m.inline_config_json.empty()) {
     out["model"] = {{"config", json::parse(m.inline_config_json)}, {"init_seed", m.init_seed}};
   }
-  json data = json::object();
-  if (!spec.data.train.empty()) data["train"] = spec.data.train;
-  if (!spec.data.eval.empty()) data["eval"] = spec.data.eval;
-  if (!spec.data.cache_dir.empty()) data["cache_dir"] = spec.data.cache_dir;
-  if (spec.data.cache_bytes != data_spec{}.cache_bytes) data["cache_bytes"] = spec.data.cache_bytes;
-  if (!data.empty() || !spec.data.verify) data["verify"] = spec.data.verify;
-  if (!data.empty()) out["data"] = data;
+  // No data section when it holds only defaults (a job without a data set).
+  const data_spec no_data{};
+  if (spec.data.train != no_data.train || spec.data.eval != no_data.eval ||
+      spec.data.cache_dir != no_data.cache_dir || spec.data.cache_bytes != no_data.cache_bytes ||
+      spec.data.verify != no_data.verify)
+    out["data"] = fields_json(data_fields(spec.data));
 
   const scaling_spec& s = spec.scaling;
   out["scaling"] = {{"num_workers", s.num_workers},

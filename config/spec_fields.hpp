@@ -1,18 +1,21 @@
-// The job spec's flat sections (train, zero, run.checkpoint, run.failure), each written once as a
-// list of its fields: the key, the struct member, and the rule its values keep. Each list drives
-// the parser (config/job_spec.cpp reads every field by its rule and refuses any other key), the
+// The job spec's flat sections (train, zero, data, model.lora, run.checkpoint, run.failure), each
+// written once as a list of its fields: the key, the struct member, and the rule its values keep. Each list
+// drives the parser (config/job_spec.cpp reads every field by its rule and refuses any other key), the
 // canonical writer (config/job_spec_json.cpp), the wire and JSON views (actors/job_spec_fields.hpp's
 // inspect), and the reference (tests/config/test_spec_docs.cpp checks that each field's row in
 // docs/job-spec.md states the type, the default and the rule as rendered here). A field added to
 // one of these sections is added here, and nowhere else but its row in the docs. What depends on
 // other fields (e.g. run.failure's timeouts in order) is checked after the list is read.
 //
-// The sections with paths, lists and choices between forms (model, data, scaling, run's own
-// fields, runtime_env, the DeepSpeed block) have parsers of their own.
+// The sections with choices between forms and free-form maps (model's own fields, scaling, run's
+// own fields, runtime_env, the DeepSpeed block) have parsers of their own.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -23,6 +26,7 @@
 
 #include "config/job_spec.hpp"
 #include "config/json_fields.hpp"
+#include "config/s3_url.hpp"
 
 namespace cohort::config {
 
@@ -52,18 +56,33 @@ struct integer_rule {
   std::int64_t lo = 0;
   std::int64_t hi = std::numeric_limits<std::int64_t>::max();
 };
-// Any unsigned 64-bit integer.
-struct unsigned_rule {};
+// An unsigned 64-bit integer of at least `lo`; `why` follows the bound in a refusal.
+struct unsigned_rule {
+  std::uint64_t lo = 0;
+  const char* why = "";
+};
 // true or false.
 struct flag_rule {};
 // A string ("" allowed when allow_empty); what it names is checked after the list is read.
 struct string_rule {
   bool allow_empty = false;
 };
-// One of an enum's names.
+// One of an enum's names (an optional<E> member: absent stays nullopt).
 template <class E>
 struct enum_rule {
   const std::vector<std::pair<const char*, E>>* names;
+};
+// A path on disk, a relative one taken from the spec's directory; or, where `s3` allows, an
+// "s3://BUCKET[/PREFIX]" location, kept in its canonical form. "" only where allow_empty.
+// `no_s3`: what a refusal of an S3 location adds.
+struct path_rule {
+  bool s3 = false;
+  bool allow_empty = false;
+  const char* no_s3 = "";
+};
+// A non-empty list of names from names(), each once; required.
+struct name_list_rule {
+  const std::vector<std::string>& (*names)();
 };
 // A number: number_range (json_fields.hpp).
 
@@ -148,9 +167,45 @@ auto failure_fields(Spec& f) {
       field_of("max_preemptions", f.max_preemptions, integer_rule{-1, any_int}),
       field_of("checkpoint_timeout_s", f.checkpoint_timeout_s, seconds));
 }
+template <class Spec>
+auto data_fields(Spec& d) {
+  static_assert(std::is_same_v<std::remove_const_t<Spec>, data_spec>);
+  return std::make_tuple(
+      field_of("train", d.train, path_rule{true, false}),
+      field_of("eval", d.eval, path_rule{false, false, " (only data.train may be in S3)"}),
+      field_of("cache_dir", d.cache_dir, path_rule{false, true}),
+      field_of("cache_bytes", d.cache_bytes,
+               unsigned_rule{std::uint64_t{1} << 20, " (1 MiB), and at least the largest shard"}),
+      field_of("verify", d.verify, flag_rule{}));
+}
+
+// model.lora (its presence sets `enabled`, which is not a key).
+template <class Spec>
+auto lora_fields(Spec& l) {
+  static_assert(std::is_same_v<std::remove_const_t<Spec>, lora_spec>);
+  return std::make_tuple(field_of("r", l.r, integer_rule{1, 65536}), field_of("alpha", l.alpha, positive),
+                         field_of("dropout", l.dropout, unit_open),
+                         field_of("target_modules", l.target_modules, name_list_rule{&lora_module_names}),
+                         field_of("base_dtype", l.base_dtype, precision_names));
+}
 // clang-format on
 
 // ---- What the lists drive ----
+
+// A path of the spec, a relative one taken from `base_dir` (the JOB.json's directory).
+inline std::string resolved_path(const std::string& base_dir, const std::string& p) {
+  if (p.empty() || std::filesystem::path(p).is_absolute() || base_dir.empty() || base_dir == ".") return p;
+  return (std::filesystem::path(base_dir) / p).lexically_normal().string();
+}
+
+// An s3:// location of field `field` in its canonical form; spec_error naming the field when bad.
+inline std::string canonical_s3_url(const std::string& text, const std::string& field) {
+  try {
+    return parse_s3_url(text, field).text();
+  } catch (const std::invalid_argument& e) {  // "<field>: <why>"
+    throw spec_error(field, std::string(e.what()).substr(field.size() + 2));
+  }
+}
 
 namespace detail {
 
@@ -164,7 +219,52 @@ void read_field(object_reader& r, const spec_field<T, integer_rule>& f) {
   }
 }
 inline void read_field(object_reader& r, const spec_field<std::uint64_t, unsigned_rule>& f) {
-  r.read(f.key, f.value);
+  if (r.read(f.key, f.value) && f.value < f.rule.lo)
+    throw spec_error(r.child(f.key), "got " + std::to_string(f.value) + "; expected at least " +
+                                         std::to_string(f.rule.lo) + f.rule.why);
+}
+template <class E>
+void read_field(object_reader& r, const spec_field<std::optional<E>, enum_rule<E>>& f) {
+  E value{};
+  if (r.read_enum(f.key, value, *f.rule.names)) f.value = value;
+}
+inline void read_field(object_reader& r, const spec_field<std::string, path_rule>& f,
+                       const std::string& base_dir) {
+  if (!r.read(f.key, f.value, f.rule.allow_empty)) return;
+  const std::string path = r.child(f.key);
+  if (!is_s3_url(f.value)) {
+    f.value = resolved_path(base_dir, f.value);
+    return;
+  }
+  if (!f.rule.s3)
+    throw spec_error(path, "\"" + f.value + "\": a path on disk, not in S3" + f.rule.no_s3 +
+                               "; give a directory every node sees");
+  f.value = canonical_s3_url(f.value, path);
+}
+inline std::string names_text(const name_list_rule& rule) {
+  std::string allowed;
+  for (const auto& name : rule.names()) allowed += (allowed.empty() ? "" : ", ") + name;
+  return allowed;
+}
+// An absent list is left empty here; check_required refuses it once the object's keys are known.
+inline void read_field(object_reader& r, const spec_field<std::vector<std::string>, name_list_rule>& f) {
+  const std::string path = r.child(f.key);
+  const auto& names = f.rule.names();
+  const std::string allowed = names_text(f.rule);
+  const nlohmann::json* given = r.find(f.key);
+  if (!given) return;
+  if (!given->is_array() || given->empty())
+    fail_value(path, *given, "a non-empty list of module names (" + allowed + ")");
+  f.value.clear();
+  for (std::size_t i = 0; i < given->size(); ++i) {
+    const std::string item = join_path(path, "[" + std::to_string(i) + "]");
+    const std::string name = as_string((*given)[i], item);
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      fail_value(item, (*given)[i], "a module name peft uses: " + allowed);
+    if (std::find(f.value.begin(), f.value.end(), name) != f.value.end())
+      fail_value(item, (*given)[i], "each module name once");
+    f.value.push_back(name);
+  }
 }
 inline void read_field(object_reader& r, const spec_field<bool, flag_rule>& f) { r.read(f.key, f.value); }
 inline void read_field(object_reader& r, const spec_field<std::string, string_rule>& f) {
@@ -178,10 +278,31 @@ void read_field(object_reader& r, const spec_field<E, enum_rule<E>>& f) {
   r.read_enum(f.key, f.value, *f.rule.names);
 }
 
+// Fields without paths read the same whatever the spec's directory.
+template <class T, class Rule>
+void read_field(object_reader& r, const spec_field<T, Rule>& f, const std::string&) {
+  read_field(r, f);
+}
+
+// An empty path or an absent optional: not written (the parser refuses the one, reads the other
+// as absent).
+template <class T, class Rule>
+bool holds_nothing(const spec_field<T, Rule>& f) {
+  if constexpr (std::is_same_v<Rule, path_rule>)
+    return f.value.empty();
+  else if constexpr (std::is_same_v<std::remove_const_t<T>, std::optional<precision>>)
+    return !f.value.has_value();
+  else
+    return false;
+}
+
 template <class T, class Rule>
 nlohmann::json json_of(const spec_field<T, Rule>& f) {
-  if constexpr (std::is_enum_v<std::remove_const_t<T>>)
+  using V = std::remove_const_t<T>;
+  if constexpr (std::is_enum_v<V>)
     return to_string(f.value);
+  else if constexpr (std::is_same_v<V, std::optional<precision>>)
+    return f.value ? nlohmann::json(to_string(*f.value)) : nlohmann::json();
   else
     return f.value;
 }
@@ -189,17 +310,35 @@ nlohmann::json json_of(const spec_field<T, Rule>& f) {
 }  // namespace detail
 
 // Reads every field of `fields` present in `r`'s object, each by its rule (spec_error naming the
-// field when its value breaks it). Does not call r.finish().
+// field when its value breaks it), paths taken from `base_dir`. Does not call r.finish().
 template <class Fields>
-void read_fields(object_reader& r, const Fields& fields) {
-  std::apply([&](const auto&... f) { (detail::read_field(r, f), ...); }, fields);
+void read_fields(object_reader& r, const Fields& fields, const std::string& base_dir = "") {
+  std::apply([&](const auto&... f) { (detail::read_field(r, f, base_dir), ...); }, fields);
 }
 
-// Every field of `fields` as a JSON object, enums by their names.
+// After read_fields and the object's finish(): spec_error naming the first required field of
+// `fields` (a name list) that `section`'s object did not give.
+template <class Fields>
+void check_required(const std::string& section, const Fields& fields) {
+  const auto check = [&](const auto& f) {
+    using R = std::decay_t<decltype(f.rule)>;
+    if constexpr (std::is_same_v<R, name_list_rule>)
+      if (f.value.empty())
+        throw spec_error(join_path(section, f.key), "missing; expected a non-empty list of module names (" +
+                                                        detail::names_text(f.rule) + ")");
+  };
+  std::apply([&](const auto&... f) { (check(f), ...); }, fields);
+}
+
+// Every field of `fields` as a JSON object, enums by their names; without the fields that hold
+// nothing (an empty path, an absent optional), which the parser would refuse or take as absent.
 template <class Fields>
 nlohmann::json fields_json(const Fields& fields) {
   nlohmann::json out = nlohmann::json::object();
-  std::apply([&](const auto&... f) { ((out[f.key] = detail::json_of(f)), ...); }, fields);
+  const auto put = [&](const auto& f) {
+    if (!detail::holds_nothing(f)) out[f.key] = detail::json_of(f);
+  };
+  std::apply([&](const auto&... f) { (put(f), ...); }, fields);
   return out;
 }
 

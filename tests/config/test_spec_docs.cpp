@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -166,9 +167,13 @@ std::string doc_number(double v) {
   return out;
 }
 
-template <class T>
-std::string doc_type() {
-  if constexpr (std::is_same_v<T, bool>)
+template <class T, class Rule>
+std::string doc_type(const Rule& rule) {
+  if constexpr (std::is_same_v<Rule, path_rule>)
+    return rule.s3 ? "string (path or S3 URL)" : "string (path)";
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+    return "list of strings";
+  else if constexpr (std::is_same_v<T, bool>)
     return "boolean";
   else if constexpr (std::is_same_v<T, double>)
     return "number";
@@ -179,7 +184,7 @@ std::string doc_type() {
 }
 
 template <class T>
-std::string doc_default(const T& v) {
+std::string doc_value(const T& v) {
   if constexpr (std::is_same_v<T, bool>)
     return v ? "true" : "false";
   else if constexpr (std::is_same_v<T, double>)
@@ -192,12 +197,34 @@ std::string doc_default(const T& v) {
     return "\"" + v + "\"";
 }
 
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+// What the Default cell starts with: the value in backquotes; "—" for a path that may be absent
+// (nothing to default to); "required" for a list the section needs; nullopt for an optional,
+// whose absence the row's prose explains.
+template <class T, class Rule>
+std::optional<std::string> doc_default(const T& v, const Rule& rule) {
+  if constexpr (std::is_same_v<Rule, path_rule>)
+    return rule.allow_empty ? std::optional<std::string>("`\"\"`") : std::optional<std::string>("—");
+  else if constexpr (std::is_same_v<Rule, name_list_rule>)
+    return std::string("required");
+  else if constexpr (is_optional<T>::value)
+    return std::nullopt;
+  else
+    return "`" + doc_value(v) + "`";
+}
+
 std::string doc_rule(const integer_rule& r) {
   if (r.hi == std::numeric_limits<int>::max() || r.hi == std::numeric_limits<std::int64_t>::max())
     return "`>= " + std::to_string(r.lo) + "`";
   return std::to_string(r.lo) + " to " + std::to_string(r.hi);
 }
-std::string doc_rule(const unsigned_rule&) { return "`>= 0`"; }
+std::string doc_rule(const unsigned_rule& r) { return "`>= " + std::to_string(r.lo) + "`"; }
+std::string doc_rule(const path_rule& r) { return r.allow_empty ? "a path" : "a non-empty path"; }
+std::string doc_rule(const name_list_rule&) { return "a non-empty list, each name once, of"; }
 std::string doc_rule(const flag_rule&) { return "`true`, `false`"; }
 std::string doc_rule(const string_rule&) { return ""; }  // what it names is the prose's
 // A range's bound as the docs write it: "1", "86400" (no ".0"), else as a number.
@@ -244,8 +271,8 @@ void check_rows(const std::string& doc, const std::string& section, const Fields
     const auto cells = doc_row(doc, path);
     INFO("docs/job-spec.md, the row of `" << path << "`");
     REQUIRE(cells.size() >= 5);
-    CHECK(cells[1] == doc_type<T>());
-    CHECK_THAT(cells[2], Catch::StartsWith("`" + doc_default(value) + "`"));
+    CHECK(cells[1] == doc_type<T>(rule));
+    if (const auto start = doc_default(value, rule)) CHECK_THAT(cells[2], Catch::StartsWith(*start));
     CHECK_THAT(cells[3], Catch::StartsWith(doc_rule(rule)));
   });
 }
@@ -260,6 +287,8 @@ TEST_CASE(
   const job_spec defaults;
   check_rows(doc, "train", train_fields(defaults.train));
   check_rows(doc, "zero", zero_fields(defaults.zero));
+  check_rows(doc, "data", data_fields(defaults.data));
+  check_rows(doc, "model.lora", lora_fields(defaults.model.lora));
   check_rows(doc, "run.checkpoint", checkpoint_fields(defaults.run.checkpoint));
   check_rows(doc, "run.failure", failure_fields(defaults.run.failure));
 }
