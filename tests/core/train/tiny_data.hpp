@@ -82,6 +82,42 @@ inline std::string make_tiny_seq2seq_dataset(const std::string& dir) {
   return dir;
 }
 
+// 48 reward-model pairs (kind "pairs", seq_len 16, PAD 0, EOS 2): the chosen text follows the
+// tiny data set's pattern (each id the previous + 1), the rejected one is random; 5..15 ids in
+// [3, 259) and EOS, never PAD, so each text's last token is its EOS.
+inline std::string make_tiny_pairs_dataset(const std::string& dir, std::int64_t vocab = 300) {
+  core::data::prepare_output_dir(dir);
+  core::data::shard_writer_options o;
+  o.vocab_size = vocab;
+  core::data::shard_writer w(dir, o);
+  std::uint64_t state = 777;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int64_t>(state >> 33);
+  };
+  for (int i = 0; i < 48; ++i) {
+    for (const bool chosen : {true, false}) {
+      const std::int64_t n = 5 + next() % 11;
+      std::vector<std::int32_t> ids;
+      for (std::int64_t t = 0; t < n; ++t) {
+        const bool follow = chosen && t > 0;
+        ids.push_back(static_cast<std::int32_t>(follow ? 3 + (ids.back() - 3 + 1) % 256 : 3 + next() % 256));
+      }
+      ids.push_back(2);
+      w.append(ids.data(), static_cast<std::int64_t>(ids.size()), nullptr);
+    }
+  }
+  core::data::manifest m;
+  m.kind = "pairs";
+  m.layout = "pad";
+  m.seq_len = 16;
+  m.pad_id = 0;
+  m.eos_id = 2;
+  m.vocab_size = vocab;
+  w.finish(m);
+  return dir;
+}
+
 inline std::string tiny_llama_config(std::int64_t vocab = 300) {
   return R"({"model_type": "llama", "vocab_size": )" + std::to_string(vocab) +
          R"(, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
