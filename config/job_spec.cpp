@@ -524,6 +524,10 @@ void check_runnable(const job_spec& spec) {
                                   " needs {\"hf_dir\": DIR} or "
                                   "{\"config\": FILE-or-object, \"init_seed\": S}");
   }
+  if (spec.workload == workload_kind::reward_model && m.lora.enabled) {
+    throw spec_error("model.lora", "workload reward_model trains the whole model and its score head; LoRA "
+                                   "adapters are not supported for it (remove model.lora)");
+  }
   if (spec.data.train.empty()) {
     throw spec_error("data.train", "missing; workload " + workload +
                                        " needs a token-shard directory "

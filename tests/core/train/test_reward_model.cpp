@@ -400,6 +400,14 @@ TEST_CASE("a pairs data set is built from chosen and rejected texts after their 
   CHECK(text_of(data, 1) == std::vector<std::int64_t>{1, id('Q'), id(':'), id('c'), 2});
   CHECK(text_of(data, 2) == std::vector<std::int64_t>{1, id('x'), 2});
   CHECK(text_of(data, 3) == std::vector<std::int64_t>{1, id('y'), id('z'), 2});
+
+  // format_version 3: a build that predates pairs refuses it by number, and this one refuses a
+  // pairs manifest of another version.
+  auto j = nlohmann::json::parse(core::data::manifest_to_json(m));
+  CHECK(j["format_version"] == 3);
+  j["format_version"] = 1;
+  CHECK_THROWS_WITH(core::data::manifest_from_json(j.dump(), "m.json"),
+                    Catch::Contains("kind \"pairs\" with format_version 1"));
 }
 
 TEST_CASE(
@@ -429,6 +437,10 @@ TEST_CASE(
                                                                Catch::Contains("is a sft data set") &&
                                                                Catch::Contains("cohort-data build --pairs"));
   REQUIRE_THROWS_WITH(test::run_job(on_sft), Catch::Contains(sft) && Catch::Contains("--pairs"));
+
+  // LoRA is refused at submit (check_runnable) and by the engine.
+  auto lora = test::with_lora(reward_job(sft, 1, 0, 1), {"q_proj"});
+  REQUIRE_THROWS_WITH(config::check_runnable(lora), Catch::Contains("model.lora") && Catch::Contains("reward_model"));
 
   // causal_lm on pairs: refused, pointing at reward_model.
   auto causal = reward_job(test::make_tiny_pairs_dataset(tmp.path("pairs")), 1, 0, 1);
