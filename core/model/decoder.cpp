@@ -800,7 +800,8 @@ void decoder_impl::check_lm_head(const char* what) const {
     throw model_error(model_errc::bad_input,
                       std::string(what) + ": this model is a sequence classifier (num_labels " +
                           std::to_string(config_.num_labels) +
-                          ", a score head and no LM head); score it with sequence_scores");
+                          ", a score head and no LM head): it has no logits over the vocabulary, only a "
+                          "score per row (`cohort-model score`)");
 }
 
 torch::Tensor decoder_impl::sequence_scores(const torch::Tensor& hidden, const torch::Tensor& input_ids) {

@@ -298,7 +298,8 @@ nlohmann::json describe(const std::string& hf_dir) {
   const std::int64_t n = shapes->parameter_count();
   return {
       {"family", family_name(cfg.fam)},
-      {"architecture", architecture_name(cfg.fam)},
+      {"architecture",
+       cfg.num_labels > 0 ? classifier_architecture_name(cfg.fam) : architecture_name(cfg.fam)},
       {"parameters", n},
       {"layers", cfg.num_layers},
       {"hidden_size", cfg.hidden_size},

@@ -165,6 +165,18 @@ struct batch_tensors {
   double label_count = 0;
 };
 
+// The figures of summed {correct, chosen, rejected} over `pairs` pairs.
+reward_metrics reward_metrics_of(const torch::Tensor& sums, double pairs) {
+  const double n = std::max(1.0, pairs);
+  reward_metrics m;
+  m.accuracy = sums[0].item<double>() / n;
+  m.chosen_mean = sums[1].item<double>() / n;
+  m.rejected_mean = sums[2].item<double>() / n;
+  return m;
+}
+
+}  // namespace
+
 // A reward model's sums over pairs (correct, chosen scores, rejected scores), fp64 on the device
 // until read.
 struct reward_sums {
@@ -185,18 +197,6 @@ struct reward_sums {
     return out;
   }
 };
-
-// The figures of summed {correct, chosen, rejected} over `pairs` pairs.
-reward_metrics reward_metrics_of(const torch::Tensor& sums, double pairs) {
-  const double n = std::max(1.0, pairs);
-  reward_metrics m;
-  m.accuracy = sums[0].item<double>() / n;
-  m.chosen_mean = sums[1].item<double>() / n;
-  m.rejected_mean = sums[2].item<double>() / n;
-  return m;
-}
-
-}  // namespace
 
 struct causal_lm_engine::impl : engine_state {
   model::decoder net{nullptr};

@@ -299,7 +299,8 @@ class rank_run {
         (ctx_.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), "
                                       : " parameters, ") +
         std::to_string(e.total_steps()) + " steps of " + std::to_string(e.global_batch()) +
-        " samples, ZeRO stage " + std::to_string(ctx_.spec.zero.stage) + ", " +
+        (ctx_.spec.workload == config::workload_kind::reward_model ? " pairs" : " samples") +
+        ", ZeRO stage " + std::to_string(ctx_.spec.zero.stage) + ", " +
         std::to_string(at::get_num_threads()) + " host threads" +
         (e.steps_done() > 0 ? ", resuming after step " + std::to_string(e.steps_done()) : "") +
         (gpu_cap_ > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap_ >> 20) + " MiB" : "") + "; " +

@@ -196,6 +196,17 @@ struct checked_options {
   sample_layout layout;
 };
 
+// Samples of `samples` kind made from jsonl records, unpacked; plain-text input is refused with
+// `what` (which options need jsonl).
+checked_options jsonl_records(const build_options& o, sample_kind samples, const std::string& what) {
+  checked_options c;
+  c.kind = input_kind_of(o.input, input_kind::jsonl);
+  if (c.kind != input_kind::jsonl) throw data_error("--input " + o.input + " is plain text: " + what);
+  c.samples = samples;
+  c.layout = sample_layout::pad;
+  return c;
+}
+
 // --pairs: jsonl records, one sample per side, no template or field.
 checked_options check_pairs(const build_options& o) {
   if (!o.template_text.empty() || !o.field.empty())
@@ -204,13 +215,7 @@ checked_options check_pairs(const build_options& o) {
         "--template and --field");
   if (o.layout == "pack") throw data_error("--pack does not apply to --pairs: each text is one sample");
   if (o.seq_len < 2) throw data_error("--seq-len must be >= 2, got " + std::to_string(o.seq_len));
-  checked_options c;
-  c.kind = input_kind_of(o.input, input_kind::jsonl);
-  if (c.kind != input_kind::jsonl)
-    throw data_error("--input " + o.input + " is plain text: --pairs reads .jsonl");
-  c.samples = sample_kind::pairs;
-  c.layout = sample_layout::pad;
-  return c;
+  return jsonl_records(o, sample_kind::pairs, "--pairs reads .jsonl input only");
 }
 
 checked_options check(const build_options& o) {
@@ -230,12 +235,7 @@ checked_options check(const build_options& o) {
     if (o.over_long != "truncate" && o.over_long != "skip" && o.over_long != "error")
       throw data_error("--over-long \"" + o.over_long + "\" is not one of truncate, skip, error");
     if (o.layout == "pack") throw data_error("--pack does not apply to seq2seq data: each record is one sample");
-    c.kind = input_kind_of(o.input, input_kind::jsonl);
-    if (c.kind != input_kind::jsonl)
-      throw data_error("--input " + o.input + " is plain text: seq2seq templates apply to .jsonl input only");
-    c.samples = sample_kind::seq2seq;
-    c.layout = sample_layout::pad;
-    return c;
+    return jsonl_records(o, sample_kind::seq2seq, "seq2seq templates apply to .jsonl input only");
   }
   if (o.target_len != 0) throw data_error("--target-len applies to seq2seq data (--template-source/--template-target)");
   if (o.pairs) return check_pairs(o);

@@ -138,6 +138,19 @@ void check_close_weights(const std::vector<float>& a, const std::vector<float>& 
   CHECK(gap.l2_relative <= 1e-5);
 }
 
+// `cohort-data build --pairs --seq-len SEQ_LEN` of `input` into `out` with the byte tokenizer
+// (PAD 0, BOS 1, EOS 2, byte b as 3 + b).
+core::data::build_report build_pairs(const std::string& input, const std::string& out, std::int64_t seq_len) {
+  core::data::build_options o;
+  o.input = input;
+  o.out_dir = out;
+  o.seq_len = seq_len;
+  o.pairs = true;
+  o.progress = false;
+  core::data::testing::byte_tokenizer tok;
+  return core::data::build_dataset(o, tok);
+}
+
 void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
   for (const auto& r : results) REQUIRE(r.error_text() == "");
 }
@@ -157,6 +170,31 @@ TEST_CASE("the score is read at each row's last token that is not the pad id, as
       model::pairwise_reward_loss(torch::tensor({2.0, 0.0, 200.0}), torch::tensor({1.0, 0.5, -200.0}));
   CHECK(loss.item<double>() ==
         Approx(std::log1p(std::exp(-1.0)) + std::log1p(std::exp(0.5)) + 0.0).epsilon(1e-6));
+}
+
+TEST_CASE(
+    "cohort-model score gives transformers' …ForSequenceClassification scores of the reference fixtures",
+    "[core][model][reward]") {
+  // Written by tests/core/model/fixtures/generate_reward.py (transformers 5.17) where present.
+  for (const std::string name : {"llama-rm", "opt-rm", "gpt2-rm"}) {
+    const std::string dir = std::string(COHORT_MODEL_FIXTURES) + "/" + name;
+    std::ifstream in(dir + "/reference.json");
+    if (!in) {
+      WARN("skipped: " << dir << " is absent (run tests/core/model/fixtures/generate_reward.py)");
+      continue;
+    }
+    INFO(name);
+    nlohmann::json reference;
+    in >> reference;
+    const auto ids = reference["input_ids"].get<model::token_rows>();
+    const auto scores = model::score_rows(dir, ids);
+    REQUIRE(scores.size() == ids.size());
+    for (std::size_t b = 0; b < ids.size(); ++b) {
+      const double expected = reference["scores"][b][0].get<double>();
+      CHECK(std::abs(scores[b].at(0) - expected) <= 1e-5 * std::max(1.0, std::abs(expected)));
+    }
+  }
+  SUCCEED("every present fixture checked");
 }
 
 TEST_CASE("a reward step's loss, accuracy and mean scores equal a hand computation from the model's weights",
@@ -271,14 +309,11 @@ TEST_CASE("a reward run stopped after a checkpoint and resumed ends bitwise equa
   require_ok(test::run_workload(spec, tmp.path("resumed"), again));
 
   CHECK(logged_figures(tmp.path("resumed")) == logged_figures(tmp.path("straight")));
-  const auto straight = test::checkpoint_tensors(core::ckpt::step_dir(tmp.path("straight"), resume_steps));
-  const auto resumed = test::checkpoint_tensors(core::ckpt::step_dir(tmp.path("resumed"), resume_steps));
-  REQUIRE(straight.size() == 3 * 21);  // param and moments of the 20 body weights and score.weight
-  CHECK(straight.count("param/score.weight") == 1);
-  for (const auto& [name, bytes] : straight) {
-    INFO(name);
-    CHECK(resumed.at(name) == bytes);
-  }
+  const auto compared = test::compare_checkpoints(core::ckpt::step_dir(tmp.path("straight"), resume_steps),
+                                                  core::ckpt::step_dir(tmp.path("resumed"), resume_steps));
+  CHECK(compared.differing.empty());
+  CHECK(compared.tensors.size() == 3 * 21);  // param and moments of the 20 body weights and score.weight
+  CHECK(compared.tensors.count("param/score.weight") == 1);
 }
 
 TEST_CASE("a reward run of 2 workers resumes on 4 with the same global batch and continues within 1e-5",
@@ -381,14 +416,7 @@ TEST_CASE("a pairs data set is built from chosen and rejected texts after their 
                                          << "\n"
                                          << R"({"chosen": "x", "rejected": "yz"})"
                                          << "\n";
-  core::data::build_options o;
-  o.input = tmp.path("pairs.jsonl");
-  o.out_dir = tmp.path("out");
-  o.seq_len = 5;
-  o.pairs = true;
-  o.progress = false;
-  core::data::testing::byte_tokenizer tok;
-  const auto m = core::data::build_dataset(o, tok).result;
+  const auto m = build_pairs(tmp.path("pairs.jsonl"), tmp.path("out"), 5).result;
   CHECK(m.kind == "pairs");
   CHECK(m.version == core::data::pairs_format_version);
   CHECK(m.samples == 4);
@@ -418,16 +446,10 @@ TEST_CASE(
                                        << "\n"
                                        << R"({"prompt": "p", "chosen": "a"})"
                                        << "\n";
-  core::data::build_options o;
-  o.input = tmp.path("bad.jsonl");
-  o.out_dir = tmp.path("out");
-  o.seq_len = 8;
-  o.pairs = true;
-  o.progress = false;
-  core::data::testing::byte_tokenizer tok;
-  REQUIRE_THROWS_WITH(core::data::build_dataset(o, tok), Catch::Contains(tmp.path("bad.jsonl") + ":2") &&
-                                                             Catch::Contains("missing field \"rejected\"") &&
-                                                             Catch::Contains("\"chosen\" and \"rejected\""));
+  REQUIRE_THROWS_WITH(build_pairs(tmp.path("bad.jsonl"), tmp.path("out"), 8),
+                      Catch::Contains(tmp.path("bad.jsonl") + ":2") &&
+                          Catch::Contains("missing field \"rejected\"") &&
+                          Catch::Contains("\"chosen\" and \"rejected\""));
 
   // reward_model on an SFT data set: the preflight names data.train and what is allowed, and the
   // engine refuses it too.

@@ -10,6 +10,18 @@
 
 namespace cohort::test {
 
+// Ends a tiny data set of `kind`: padded samples of at most 16 ids, PAD 0, EOS 2.
+inline void finish_tiny(core::data::shard_writer& w, const char* kind, std::int64_t vocab) {
+  core::data::manifest m;
+  m.kind = kind;
+  m.layout = "pad";
+  m.seq_len = 16;
+  m.pad_id = 0;
+  m.eos_id = 2;
+  m.vocab_size = vocab;
+  w.finish(m);
+}
+
 // 96 samples of 6..16 ids in [3, 259) from a fixed generator; mask 0 on the first 3 tokens.
 inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab = 300) {
   core::data::prepare_output_dir(dir);
@@ -35,14 +47,7 @@ inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab 
     }
     w.append(ids.data(), n, mask.data());
   }
-  core::data::manifest m;
-  m.kind = "sft";
-  m.layout = "pad";
-  m.seq_len = 16;
-  m.pad_id = 0;
-  m.eos_id = 2;
-  m.vocab_size = vocab;
-  w.finish(m);
+  finish_tiny(w, "sft", vocab);
   return dir;
 }
 
@@ -107,14 +112,7 @@ inline std::string make_tiny_pairs_dataset(const std::string& dir, std::int64_t 
       w.append(ids.data(), static_cast<std::int64_t>(ids.size()), nullptr);
     }
   }
-  core::data::manifest m;
-  m.kind = "pairs";
-  m.layout = "pad";
-  m.seq_len = 16;
-  m.pad_id = 0;
-  m.eos_id = 2;
-  m.vocab_size = vocab;
-  w.finish(m);
+  finish_tiny(w, "pairs", vocab);
   return dir;
 }
 

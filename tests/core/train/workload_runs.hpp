@@ -109,4 +109,20 @@ inline std::map<std::string, std::string> checkpoint_tensors(const std::string& 
   return reader.read_partition(1, 0);
 }
 
+// Two committed checkpoints' logical tensors compared: how many `a` holds, and the names of those
+// that `b` lacks or holds other bytes of.
+struct checkpoint_comparison {
+  std::map<std::string, std::string> tensors;  // a's
+  std::vector<std::string> differing;
+};
+inline checkpoint_comparison compare_checkpoints(const std::string& a, const std::string& b) {
+  checkpoint_comparison out{checkpoint_tensors(a), {}};
+  const auto other = checkpoint_tensors(b);
+  for (const auto& [name, bytes] : out.tensors) {
+    const auto it = other.find(name);
+    if (it == other.end() || it->second != bytes) out.differing.push_back(name);
+  }
+  return out;
+}
+
 }  // namespace cohort::test
