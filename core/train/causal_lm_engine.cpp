@@ -213,7 +213,7 @@ struct causal_lm_engine::impl : engine_state {
   // only when the vocabulary grew.
   bool embeddings_train = true;
   // workload reward_model: the decoder has a score head in place of its LM head (num_labels 1),
-  // the data sets are pairs, and the loss is the pairwise one (see reward_loss).
+  // the data sets are pairs, and the loss is the pairwise one (see head_loss).
   bool reward = false;
   reward_sums reward_step;  // the current step's (or evaluation's) sums over this rank's pairs
 

@@ -1,6 +1,7 @@
 // The workload interface: what a worker runs for its job. It keeps torch out of actors/: a worker
 // actor builds a worker_context, calls run() on a thread it owns, and turns reports and the
-// outcome into messages. Implementations live in core/train (linear_regression, causal_lm).
+// outcome into messages. Implementations live in core/train (linear_regression, causal_lm, which
+// also runs reward_model).
 #pragma once
 
 #include <atomic>
