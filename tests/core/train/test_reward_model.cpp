@@ -302,11 +302,13 @@ TEST_CASE("a reward run stopped after a checkpoint and resumed ends bitwise equa
   temp_dir tmp;
   const auto spec = resumable_reward_job(test::make_tiny_pairs_dataset(tmp.path("pairs")), 2, stage);
   require_ok(test::run_workload(spec, tmp.path("straight")));
-  run_until(spec, tmp.path("resumed"), 6);  // step 4 committed, steps 5-6 lost
-  REQUIRE(core::ckpt::list_checkpoints(tmp.path("resumed")).back().step == 4);
-  test::run_options again;
-  again.attempt = 1;
-  require_ok(test::run_workload(spec, tmp.path("resumed"), again));
+  const auto runs = test::run_killed_and_resumed(spec, tmp.path("resumed"), 6);  // steps 5-6 lost
+  for (const auto& r : runs.killed) {
+    REQUIRE(r.error);
+    REQUIRE_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
+  }
+  require_ok(runs.resumed);
+  CHECK(test::contains_line(runs.resumed[0].value->log, "resuming from", "step-00000004"));
 
   CHECK(logged_figures(tmp.path("resumed")) == logged_figures(tmp.path("straight")));
   const auto compared = test::compare_checkpoints(core::ckpt::step_dir(tmp.path("straight"), resume_steps),

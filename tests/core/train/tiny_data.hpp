@@ -10,6 +10,14 @@
 
 namespace cohort::test {
 
+// The tiny data sets' generator: each call the high bits of a 64-bit LCG's next state.
+inline auto tiny_random(std::uint64_t seed) {
+  return [state = seed]() mutable {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int64_t>(state >> 33);
+  };
+}
+
 // Ends a tiny data set of `kind`: padded samples of at most 16 ids, PAD 0, EOS 2.
 inline void finish_tiny(core::data::shard_writer& w, const char* kind, std::int64_t vocab) {
   core::data::manifest m;
@@ -29,11 +37,7 @@ inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab 
   o.vocab_size = vocab;
   o.loss_mask = true;
   core::data::shard_writer w(dir, o);
-  std::uint64_t state = 12345;
-  auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<std::int64_t>(state >> 33);
-  };
+  auto next = tiny_random(12345);
   for (int i = 0; i < 96; ++i) {
     const std::int64_t n = 6 + next() % 11;
     std::vector<std::int32_t> ids;
@@ -95,11 +99,7 @@ inline std::string make_tiny_pairs_dataset(const std::string& dir, std::int64_t 
   core::data::shard_writer_options o;
   o.vocab_size = vocab;
   core::data::shard_writer w(dir, o);
-  std::uint64_t state = 777;
-  auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<std::int64_t>(state >> 33);
-  };
+  auto next = tiny_random(777);
   for (int i = 0; i < 48; ++i) {
     for (const bool chosen : {true, false}) {
       const std::int64_t n = 5 + next() % 11;

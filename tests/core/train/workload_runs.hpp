@@ -90,6 +90,21 @@ inline std::vector<rank_result<rank_run>> run_until_step(const config::job_spec&
   return run_workload(spec, run_dir, o);
 }
 
+// A run of `spec` killed once rank 0 reported step `stop_after` (run_until_step), then started
+// again as attempt 1 and run to its end: each attempt's rank results.
+struct killed_and_resumed {
+  std::vector<rank_result<rank_run>> killed, resumed;
+};
+inline killed_and_resumed run_killed_and_resumed(const config::job_spec& spec, const std::string& run_dir,
+                                                 std::int64_t stop_after) {
+  killed_and_resumed out;
+  out.killed = run_until_step(spec, run_dir, stop_after);
+  run_options again;
+  again.attempt = 1;
+  out.resumed = run_workload(spec, run_dir, again);
+  return out;
+}
+
 inline std::vector<nlohmann::json> metrics_lines(const std::string& run_dir) {
   return read_json_lines(run_dir + "/metrics.jsonl");
 }
