@@ -151,6 +151,38 @@ core::data::build_report build_pairs(const std::string& input, const std::string
   return core::data::build_dataset(o, tok);
 }
 
+// The pairs of global step `step` (0-based) of a reward job on the 48 tiny pairs.
+std::vector<std::int64_t> step_pairs(const config::job_spec& spec, std::int64_t step) {
+  return core::data::sampler(48, config::global_batch(spec), spec.train.seed).step_samples(step);
+}
+
+// The figures of `pairs` of `data` as the exported model `model_dir` scores them (cohort-model
+// score's path): all chosen rows, then all rejected ones, right-padded with the pad id 0.
+pair_figures export_figures(const std::string& model_dir, const core::data::dataset& data,
+                            const std::vector<std::int64_t>& pairs) {
+  core::model::token_rows rows;
+  for (const std::int64_t side : {0, 1})
+    for (const auto p : pairs) rows.push_back(text_of(data, 2 * p + side));
+  for (auto& r : rows) r.resize(16, 0);
+  const auto scores = core::model::score_rows(model_dir, rows);
+  std::vector<double> chosen, rejected;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    chosen.push_back(scores[i].at(0));
+    rejected.push_back(scores[pairs.size() + i].at(0));
+  }
+  return figures_of(chosen, rejected);
+}
+
+// A metrics.jsonl line's figures (with `prefix`: "" for the step's, "eval_" for its evaluation's)
+// against `expected`.
+void check_logged_figures(const nlohmann::json& line, const std::string& prefix,
+                          const pair_figures& expected) {
+  CHECK(relative(line[prefix + "loss"].get<double>(), expected.loss) <= 1e-5);
+  CHECK(line[prefix + "accuracy"].get<double>() == expected.accuracy);
+  CHECK(std::abs(line[prefix + "chosen_mean"].get<double>() - expected.chosen) <= 1e-5);
+  CHECK(std::abs(line[prefix + "rejected_mean"].get<double>() - expected.rejected) <= 1e-5);
+}
+
 void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
   for (const auto& r : results) REQUIRE(r.error_text() == "");
 }
@@ -295,6 +327,36 @@ std::vector<std::vector<double>> logged_figures(const std::string& run_dir) {
 
 }  // namespace
 
+TEST_CASE(
+    "a reward model's evaluation gives the same figures on 1 rank and on 2, one of them with a batch "
+    "of no pairs",
+    "[core][train][reward]") {
+  temp_dir tmp;
+  // 45 pairs on 2 ranks in micro-batches of 2: rank 0 reads 23 in 12 batches, rank 1 22 in 11
+  // and, to keep the ranks' collectives in step, a 12th that counts for nothing.
+  const auto eval = test::make_tiny_pairs_dataset(tmp.path("eval"), 45);
+  const auto train = test::make_tiny_pairs_dataset(tmp.path("pairs"));
+  std::vector<std::vector<nlohmann::json>> logged;
+  for (int world : {1, 2}) {
+    auto spec = reward_job(train, world, 3, 2);
+    spec.data.eval = eval;
+    spec.train.eval_every = 2;
+    const std::string run = tmp.path("run-" + std::to_string(world));
+    require_ok(test::run_workload(spec, run));
+    logged.push_back(test::metrics_lines(run));
+  }
+  const auto& one = logged[0].at(1);
+  const auto& two = logged[1].at(1);
+  REQUIRE(one.contains("eval_accuracy"));
+  CHECK(relative(two["eval_loss"].get<double>(), one["eval_loss"].get<double>()) <= 1e-5);
+  CHECK(two["eval_accuracy"] == one["eval_accuracy"]);
+  CHECK(std::abs(two["eval_chosen_mean"].get<double>() - one["eval_chosen_mean"].get<double>()) <= 1e-5);
+  CHECK(std::abs(two["eval_rejected_mean"].get<double>() - one["eval_rejected_mean"].get<double>()) <= 1e-5);
+  // Over 45 pairs: the accuracy is a count of them.
+  const double correct = one["eval_accuracy"].get<double>() * 45;
+  CHECK(std::abs(correct - std::round(correct)) < 1e-9);
+}
+
 TEST_CASE("a reward run stopped after a checkpoint and resumed ends bitwise equal to a straight run",
           "[core][train][reward][ckpt]") {
   const int stage = GENERATE(0, 3);
@@ -369,46 +431,59 @@ TEST_CASE(
   CHECK(names.size() == 21);
   CHECK(weights.at("score.weight").shape == std::vector<std::int64_t>{1, 32});
 
-  // An export of step 3 scores step 4's pairs (cohort-model score's path) as step 4 logged them.
+  // An export of step 3 scores step 4's pairs (cohort-model score's path) as step 4 logged them,
+  // and every pair of data.eval as step 3's evaluation (over both ranks) did.
   core::ckpt::export_hf(core::ckpt::step_dir(tmp.path("run"), 3), tmp.path("step-3-model"));
   const core::data::dataset data(dir);
-  const auto pairs = core::data::sampler(48, 8, spec.train.seed).step_samples(3);
-  core::model::token_rows rows;
-  for (const auto p : pairs) rows.push_back(text_of(data, 2 * p));
-  for (const auto p : pairs) rows.push_back(text_of(data, 2 * p + 1));
-  for (auto& r : rows) r.resize(16, 0);  // right padding with the pad id
-  const auto scores = core::model::score_rows(tmp.path("step-3-model"), rows);
-  std::vector<double> chosen, rejected;
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    chosen.push_back(scores[i].at(0));
-    rejected.push_back(scores[pairs.size() + i].at(0));
-  }
-  const auto expected = figures_of(chosen, rejected);
-  CHECK(relative(logged[3]["loss"].get<double>(), expected.loss) <= 1e-5);
-  CHECK(logged[3]["accuracy"].get<double>() == expected.accuracy);
-  CHECK(std::abs(logged[3]["chosen_mean"].get<double>() - expected.chosen) <= 1e-5);
-
-  // Step 3's evaluation of data.eval (every pair, over both ranks) scored the pairs as the export
-  // of step 3 does.
-  core::model::token_rows all_chosen, all_rejected;
-  for (std::int64_t p = 0; p < 48; ++p) {
-    all_chosen.push_back(text_of(data, 2 * p));
-    all_rejected.push_back(text_of(data, 2 * p + 1));
-    all_chosen.back().resize(16, 0);
-    all_rejected.back().resize(16, 0);
-  }
-  std::vector<double> eval_chosen, eval_rejected;
-  for (const auto& row : core::model::score_rows(tmp.path("step-3-model"), all_chosen))
-    eval_chosen.push_back(row[0]);
-  for (const auto& row : core::model::score_rows(tmp.path("step-3-model"), all_rejected))
-    eval_rejected.push_back(row[0]);
-  const auto eval = figures_of(eval_chosen, eval_rejected);
+  check_logged_figures(logged[3], "", export_figures(tmp.path("step-3-model"), data, step_pairs(spec, 3)));
+  std::vector<std::int64_t> every_pair(48);
+  for (std::int64_t p = 0; p < 48; ++p) every_pair[static_cast<std::size_t>(p)] = p;
   REQUIRE(logged[2].contains("eval_accuracy"));
   CHECK_FALSE(logged[2].contains("eval_perplexity"));
-  CHECK(relative(logged[2]["eval_loss"].get<double>(), eval.loss) <= 1e-5);
-  CHECK(logged[2]["eval_accuracy"].get<double>() == eval.accuracy);
-  CHECK(std::abs(logged[2]["eval_chosen_mean"].get<double>() - eval.chosen) <= 1e-5);
-  CHECK(std::abs(logged[2]["eval_rejected_mean"].get<double>() - eval.rejected) <= 1e-5);
+  check_logged_figures(logged[2], "eval_", export_figures(tmp.path("step-3-model"), data, every_pair));
+}
+
+TEST_CASE(
+    "GPT-2 and OPT reward models export as their …ForSequenceClassification, whose scores are the run's",
+    "[core][train][reward][ckpt]") {
+  temp_dir tmp;
+  const auto dir = test::make_tiny_pairs_dataset(tmp.path("pairs"));
+  const core::data::dataset data(dir);
+  struct family_case {
+    const char* config;
+    const char* architecture;
+    std::int64_t score_width;  // GPT-2: n_embd; OPT: word_embed_proj_dim (after project_out)
+  };
+  // Dropout off: the run's logged figures are those of the step's forward in training mode.
+  for (const auto& f :
+       {family_case{R"({"model_type": "gpt2", "vocab_size": 300, "n_embd": 32, "n_layer": 2,
+                                       "n_head": 4, "n_positions": 64, "resid_pdrop": 0.0,
+                                       "embd_pdrop": 0.0, "attn_pdrop": 0.0})",
+                    "GPT2ForSequenceClassification", 32},
+        family_case{R"({"model_type": "opt", "vocab_size": 300, "hidden_size": 32, "ffn_dim": 48,
+                                       "num_hidden_layers": 2, "num_attention_heads": 4,
+                                       "max_position_embeddings": 64, "word_embed_proj_dim": 16,
+                                       "do_layer_norm_before": false, "dropout": 0.0})",
+                    "OPTForSequenceClassification", 16}}) {
+    INFO(f.architecture);
+    auto spec = reward_job(dir, 1, 0, 2);
+    spec.model.inline_config_json = f.config;
+    spec.run.checkpoint.every_steps = 1;
+    const std::string run = tmp.path(f.architecture);
+    require_ok(test::run_workload(spec, run));
+    nlohmann::json config;
+    std::ifstream(run + "/model/config.json") >> config;
+    CHECK(config["architectures"] == nlohmann::json::array({f.architecture}));
+    CHECK(config["num_labels"] == 1);
+    CHECK(config["pad_token_id"] == 0);
+    core::model::safetensors_reader weights(run + "/model/model.safetensors");
+    CHECK(weights.at("score.weight").shape == std::vector<std::int64_t>{1, f.score_width});
+    CHECK(weights.find("lm_head.weight") == nullptr);
+    const std::string step1 = tmp.path(std::string(f.architecture) + "-step-1");
+    core::ckpt::export_hf(core::ckpt::step_dir(run, 1), step1);
+    check_logged_figures(test::metrics_lines(run).at(1), "",
+                         export_figures(step1, data, step_pairs(spec, 1)));
+  }
 }
 
 TEST_CASE("a pairs data set is built from chosen and rejected texts after their prompt, two samples a record",

@@ -91,16 +91,16 @@ inline std::string make_tiny_seq2seq_dataset(const std::string& dir) {
   return dir;
 }
 
-// 48 reward-model pairs (kind "pairs", seq_len 16, PAD 0, EOS 2): the chosen text follows the
-// tiny data set's pattern (each id the previous + 1), the rejected one is random; 5..15 ids in
+// `pairs` (48 unless given) reward-model pairs (kind "pairs", seq_len 16, PAD 0, EOS 2): the chosen text
+// follows the tiny data set's pattern (each id the previous + 1), the rejected one is random; 5..15 ids in
 // [3, 259) and EOS, never PAD, so each text's last token is its EOS.
-inline std::string make_tiny_pairs_dataset(const std::string& dir, std::int64_t vocab = 300) {
+inline std::string make_tiny_pairs_dataset(const std::string& dir, int pairs = 48, std::int64_t vocab = 300) {
   core::data::prepare_output_dir(dir);
   core::data::shard_writer_options o;
   o.vocab_size = vocab;
   core::data::shard_writer w(dir, o);
   auto next = tiny_random(777);
-  for (int i = 0; i < 48; ++i) {
+  for (int i = 0; i < pairs; ++i) {
     for (const bool chosen : {true, false}) {
       const std::int64_t n = 5 + next() % 11;
       std::vector<std::int32_t> ids;
