@@ -537,7 +537,7 @@ TEST_CASE(
                                                                Catch::Contains("cohort-data build --pairs"));
   REQUIRE_THROWS_WITH(test::run_job(on_sft), Catch::Contains(sft) && Catch::Contains("--pairs"));
 
-  // LoRA is refused at submit (check_runnable) and by the engine.
+  // LoRA is refused at submit (check_runnable).
   auto lora = test::with_lora(reward_job(sft, 1, 0, 1), {"q_proj"});
   REQUIRE_THROWS_WITH(config::check_runnable(lora), Catch::Contains("model.lora") && Catch::Contains("reward_model"));
 
@@ -546,4 +546,20 @@ TEST_CASE(
   causal.workload = config::workload_kind::causal_lm;
   REQUIRE_THROWS_WITH(core::train::check_data_set(causal),
                       Catch::Contains("data.train") && Catch::Contains("reward_model"));
+}
+
+TEST_CASE("a reward model's checkpoint does not resume a causal_lm job, which is told why",
+          "[core][train][reward][ckpt]") {
+  temp_dir tmp;
+  auto reward = reward_job(test::make_tiny_pairs_dataset(tmp.path("pairs")), 1, 0, 2);
+  reward.run.checkpoint.every_steps = 1;
+  require_ok(test::run_workload(reward, tmp.path("run")));
+  auto causal =
+      test::tiny_job(test::make_tiny_dataset(tmp.path("sft")), 1, 0, false);  // the same global batch
+  causal.train.max_steps = 4;
+  const auto results = test::run_workload(causal, tmp.path("run"));
+  REQUIRE(results.at(0).error);
+  CHECK_THAT(results[0].error_text(), Catch::Contains("step-00000002") &&
+                                          Catch::Contains("holds a reward model") &&
+                                          Catch::Contains("workload causal_lm"));
 }
