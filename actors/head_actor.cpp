@@ -259,8 +259,7 @@ std::vector<std::string> drain_node_now(head_ptr self, const std::string& node, 
     const auto* spec = st.logic.spec(id);
     auto trainer = current_trainer(self, *r);
     const double grace = spec->run.failure.preemption_grace_s;
-    if (r->state != job_state::running || spec->workload != config::workload_kind::causal_lm ||
-        !trainer || grace <= 0) {
+    if (r->state != job_state::running || !config::trains_model(spec->workload) || !trainer || grace <= 0) {
       end_preemption(self, id);
       continue;
     }
@@ -449,10 +448,10 @@ caf::result<job_record> serve_client(head_ptr self, const checkpoint_job& req) {
   if (r->state != job_state::running)
     return request_error("job " + req.job_id + " is " + to_string(r->state) +
                          ": only a RUNNING job can be asked for a checkpoint");
-  if (st.logic.spec(req.job_id)->workload != config::workload_kind::causal_lm)
+  if (!config::trains_model(st.logic.spec(req.job_id)->workload))
     return request_error("job " + req.job_id + " runs workload " +
                          to_string(st.logic.spec(req.job_id)->workload) +
-                         ", which saves no checkpoints (only causal_lm does)");
+                         ", which saves no checkpoints (only causal_lm and reward_model do)");
   auto trainer = current_trainer(self, *r);
   if (!trainer) return trainer_unknown(*r);
   command(self, trainer, checkpoint_attempt{req.job_id, r->attempts - 1});

@@ -299,7 +299,7 @@ std::string gpu_advice(const config::job_spec& spec) {
 }  // namespace
 
 void head_state::plan_memory(job_entry& job) {
-  if (job.spec.workload != config::workload_kind::causal_lm) return;
+  if (!config::trains_model(job.spec.workload)) return;
   try {
     job.gpu_limit_bytes = train::gpu_memory_limit_bytes(job.spec.runtime_env.env_vars);
     job.memory =
@@ -707,7 +707,7 @@ std::map<std::string, double> head_state::available(const std::string& node) con
 
 memory_plan plan_rank_memory(const config::job_spec& spec) {
   memory_plan out;
-  if (spec.workload != config::workload_kind::causal_lm) return out;
+  if (!config::trains_model(spec.workload)) return out;
   const auto e =
       core::train::estimate_memory(spec, core::train::read_model_shape(spec.model, spec.run.s3_endpoint));
   const auto& r = e.per_rank;

@@ -30,7 +30,7 @@ constexpr precision wire_enum_max(precision) { return precision::bf16; }
 constexpr compute_path wire_enum_max(compute_path) { return compute_path::fused; }
 constexpr offload_device wire_enum_max(offload_device) { return offload_device::cpu; }
 constexpr score_order wire_enum_max(score_order) { return score_order::max; }
-constexpr workload_kind wire_enum_max(workload_kind) { return workload_kind::linear_regression; }
+constexpr workload_kind wire_enum_max(workload_kind) { return workload_kind::reward_model; }
 
 // The flat sections' inspect: their field lists (config/spec_fields.hpp), each field after its name.
 template <class Inspector, class Fields>

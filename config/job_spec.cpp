@@ -465,15 +465,23 @@ job_spec load_job_spec(const std::string& path) {
 }
 
 void check_runnable(const job_spec& spec) {
-  if (spec.workload != workload_kind::causal_lm) return;
+  if (!trains_model(spec.workload)) return;
   const model_spec& m = spec.model;
+  const std::string workload = to_string(spec.workload);
   if (m.hf_dir.empty() && m.config_file.empty() && m.inline_config_json.empty()) {
-    throw spec_error("model", "missing; workload causal_lm needs {\"hf_dir\": DIR} or "
-                              "{\"config\": FILE-or-object, \"init_seed\": S}");
+    throw spec_error("model", "missing; workload " + workload +
+                                  " needs {\"hf_dir\": DIR} or "
+                                  "{\"config\": FILE-or-object, \"init_seed\": S}");
+  }
+  if (spec.workload == workload_kind::reward_model && m.lora.enabled) {
+    throw spec_error("model.lora", "workload reward_model trains the whole model and its score head; LoRA "
+                                   "adapters are not supported for it (remove model.lora)");
   }
   if (spec.data.train.empty()) {
-    throw spec_error("data.train", "missing; workload causal_lm needs a token-shard directory "
-                                   "written by `cohort-data build`");
+    throw spec_error("data.train", "missing; workload " + workload +
+                                       " needs a token-shard directory "
+                                       "written by `cohort-data build`" +
+                                       (spec.workload == workload_kind::reward_model ? " --pairs" : ""));
   }
 }
 

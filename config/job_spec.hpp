@@ -23,9 +23,17 @@ enum class precision { fp32, bf16 };
 enum class compute_path { automatic, plain, fused };
 enum class offload_device { none, cpu };
 enum class score_order { min, max };
-// What the workers run. causal_lm is the training engine; linear_regression is a small built-in
-// job (a data-parallel least-squares fit) used by the quick start and the cluster tests.
-enum class workload_kind { causal_lm, linear_regression };
+// What the workers run. causal_lm is the training engine; reward_model the same engine training a
+// decoder with a scalar `score` head on pairs (DeepSpeed-Chat's step 2); linear_regression is a
+// small built-in job (a data-parallel least-squares fit) used by the quick start and the cluster
+// tests.
+enum class workload_kind { causal_lm, linear_regression, reward_model };
+
+// Whether the workload trains a model with the training engine (causal_lm, reward_model): model
+// and data sections, checkpoints, memory plans and exports apply.
+inline bool trains_model(workload_kind w) {
+  return w == workload_kind::causal_lm || w == workload_kind::reward_model;
+}
 
 // LoRA fine-tuning (model.lora): the base model frozen, low-rank adapters A (r × in) and
 // B (out × r) trained on the linear maps target_modules names (peft's names: q_proj, c_attn, ...),

@@ -47,7 +47,9 @@ inline const std::vector<std::pair<const char*, offload_device>> offload_names =
 inline const std::vector<std::pair<const char*, score_order>> order_names = {{"min", score_order::min},
                                                                              {"max", score_order::max}};
 inline const std::vector<std::pair<const char*, workload_kind>> workload_names = {
-    {"causal_lm", workload_kind::causal_lm}, {"linear_regression", workload_kind::linear_regression}};
+    {"causal_lm", workload_kind::causal_lm},
+    {"linear_regression", workload_kind::linear_regression},
+    {"reward_model", workload_kind::reward_model}};
 
 // ---- Rules: what values a field keeps ----
 

@@ -17,8 +17,11 @@
 namespace cohort::core::data {
 
 // The batches a model reads; the data set must be of the matching kind (the loader refuses it
-// otherwise): decoder: pretrain or sft; seq2seq: seq2seq.
-enum class batch_kind { decoder, seq2seq };
+// otherwise): decoder: pretrain or sft; seq2seq: seq2seq; pairs: pairs. With pairs the sampler
+// draws pairs (the data set's samples / 2) and a micro-batch of B pairs is a micro_batch of 2B
+// rows: the B chosen texts, then the B rejected ones in the same order (DeepSpeed-Chat's
+// concatenation); its sample_ids are the B pair indices.
+enum class batch_kind { decoder, seq2seq, pairs };
 
 struct loader_options {
   batch_geometry geometry;
@@ -69,7 +72,7 @@ class batch_loader {
 
   // Fills `out` with the micro-batch at the current position, then advances to the next micro-batch
   // (after the last one of a step, to micro-batch 0 of the next step). Reuses out's buffers.
-  void next(micro_batch& out);     // kind decoder
+  void next(micro_batch& out);     // kind decoder or pairs
   void next(seq2seq_batch& out);   // kind seq2seq; same positions and advance
 
  private:
@@ -85,5 +88,10 @@ class batch_loader {
 // fills for the sampler's samples; evaluation reads its own). Throws data_error as the data set's
 // reads do.
 void fill_seq2seq_batch(const dataset& data, std::vector<std::int64_t> samples, seq2seq_batch& out);
+
+// Pairs `pairs` of pairs data set `data` as one micro_batch of 2 · pairs.size() rows of the data
+// set's seq_len (chosen rows first, then rejected; padded with pad_id; no loss mask), as next()
+// fills it for kind pairs. Throws data_error as the data set's reads do.
+void fill_pairs_batch(const dataset& data, std::vector<std::int64_t> pairs, micro_batch& out);
 
 }  // namespace cohort::core::data

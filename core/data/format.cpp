@@ -105,6 +105,12 @@ std::string manifest_to_json(const manifest& m) {
   return j.dump(2) + "\n";
 }
 
+int format_version_of(const std::string& kind) {
+  if (kind == "seq2seq") return seq2seq_format_version;
+  if (kind == "pairs") return pairs_format_version;
+  return 1;
+}
+
 manifest manifest_from_json(const std::string& text, const std::string& where) {
   json j;
   try {
@@ -118,14 +124,16 @@ manifest manifest_from_json(const std::string& text, const std::string& where) {
     throw data_error(where + ": \"format\" is not \"cohort-token-shards\"");
   m.version = get<int>(j, "format_version", where);
   if (m.version < 1 || m.version > format_version)
-    throw data_error(where + ": format_version " + std::to_string(m.version) +
-                     " is not supported (this build reads 1 to " + std::to_string(format_version) +
-                     ": 1 pretrain and sft data sets, 2 seq2seq); use a newer cohort or rebuild the data set");
+    throw data_error(
+        where + ": format_version " + std::to_string(m.version) +
+        " is not supported (this build reads 1 to " + std::to_string(format_version) +
+        ": 1 pretrain and sft data sets, 2 seq2seq, 3 pairs); use a newer cohort or rebuild the data set");
   m.kind = get<std::string>(j, "kind", where);
-  if ((m.kind == "seq2seq") != (m.version == seq2seq_format_version))
+  if (m.version != format_version_of(m.kind))
     throw data_error(where + ": kind \"" + m.kind + "\" with format_version " + std::to_string(m.version) +
-                     " (seq2seq data sets, and only they, are format_version " +
-                     std::to_string(seq2seq_format_version) + "); rebuild the data set");
+                     " (seq2seq data sets are format_version " + std::to_string(seq2seq_format_version) +
+                     ", pairs " + std::to_string(pairs_format_version) +
+                     ", the others 1); rebuild the data set");
   if (m.kind == "seq2seq") {
     const auto& t = field(j, "seq2seq", where);
     const std::string tw = where + " seq2seq";
@@ -160,6 +168,10 @@ manifest manifest_from_json(const std::string& text, const std::string& where) {
   m.eos_id = get<std::int64_t>(j, "eos_id", where);
   m.has_loss_mask = get<bool>(j, "has_loss_mask", where);
   m.samples = get<std::int64_t>(j, "samples", where);
+  if (m.kind == "pairs" && m.samples % 2 != 0) {
+    throw data_error(where + ": a pairs data set of " + std::to_string(m.samples) +
+                     " samples (chosen and rejected alternate, so the count is even); rebuild the data set");
+  }
   m.tokens = get<std::int64_t>(j, "tokens", where);
   m.loss_tokens = get<std::int64_t>(j, "loss_tokens", where);
   m.records = get<std::int64_t>(j, "records", where);

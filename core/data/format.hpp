@@ -4,6 +4,8 @@
 // A seq2seq data set (kind "seq2seq", format_version 2) holds two streams with one entry per
 // sample: .tokens/.index hold the source (encoder) ids, shard-NNNNN.target_tokens and
 // .target_index the target (decoder label) ids, laid out as above.
+// A pairs data set (kind "pairs", format_version 3; a reward model's) holds one stream whose
+// samples come two by two: sample 2i is pair i's chosen text, sample 2i + 1 its rejected one.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +24,14 @@ class data_error : public std::runtime_error {
 };
 
 // The newest format_version this build reads. Writers write the oldest that holds the data set:
-// 1 for pretrain/sft (so older builds keep reading them), 2 for seq2seq (older builds refuse it
-// by its version).
-inline constexpr int format_version = 2;
+// 1 for pretrain/sft (so older builds keep reading them), 2 for seq2seq, 3 for pairs (older
+// builds refuse them by their version).
+inline constexpr int format_version = 3;
 inline constexpr int seq2seq_format_version = 2;
+inline constexpr int pairs_format_version = 3;
+
+// The format_version a data set of `kind` is written with: 2 for seq2seq, 3 for pairs, else 1.
+int format_version_of(const std::string& kind);
 inline constexpr const char* manifest_name = "manifest.json";
 
 struct file_info {
@@ -59,7 +65,7 @@ struct seq2seq_info {
 
 struct manifest {
   int version = 1;
-  std::string kind;    // "pretrain", "sft" or "seq2seq"
+  std::string kind;    // "pretrain", "sft", "seq2seq" or "pairs"
   std::string layout;  // "pack" (samples packed to seq_len blocks) or "pad" (one record per sample)
   std::string tokenizer_identity;
   std::string tokenizer_path;

@@ -203,6 +203,8 @@ manifest shard_writer::finish(manifest m) {
     m.kind = "seq2seq";
     if (!m.seq2seq) m.seq2seq = seq2seq_info{};
     m.seq2seq->target_tokens = target_tokens_;
+  } else {
+    m.version = format_version_of(m.kind);
   }
   write_manifest(dir_, m);
   return m;

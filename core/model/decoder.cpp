@@ -630,13 +630,16 @@ decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, 
     project_out_ = register_module("project_out", projection(cfg.hidden_size, embed_dim, false, false, options));
     list(names.project_out + ".weight", project_out_->weight, -1);
   }
-  if (cfg.tie_word_embeddings) {
+  if (cfg.num_labels > 0) {  // a sequence classifier: the score head, no LM head
+    score_weight_ = register_parameter("score", new_weight({cfg.num_labels, embed_dim}, options));
+    list("score.weight", score_weight_, -1);
+  } else if (cfg.tie_word_embeddings) {
     lm_head_weight_ = embed_tokens_;
   } else {
     lm_head_weight_ = register_parameter("lm_head", new_weight({cfg.vocab_size, embed_dim}, options));
     list("lm_head.weight", lm_head_weight_, -1);
   }
-  if (cfg.lm_head_bias) {
+  if (cfg.lm_head_bias && cfg.num_labels == 0) {
     lm_head_bias_ = register_parameter("lm_head_bias", new_weight({cfg.vocab_size}, options));
     list("lm_head.bias", lm_head_bias_, -1);
   }
@@ -653,9 +656,10 @@ decoder_impl::decoder_impl(model_config c, const torch::TensorOptions& options, 
     }
   }
   embed_tokens_.normal_(0.0, std);
-  if (cfg.pad_token_id) embed_tokens_[*cfg.pad_token_id].zero_();
+  if (cfg.pad_token_id && has_embedding_padding_idx(cfg.fam)) embed_tokens_[*cfg.pad_token_id].zero_();
   if (embed_positions_.defined()) embed_positions_.normal_(0.0, std);
-  if (!cfg.tie_word_embeddings) lm_head_weight_.normal_(0.0, std);
+  if (score_weight_.defined()) score_weight_.normal_(0.0, std);
+  if (lm_head_weight_.defined() && !cfg.tie_word_embeddings) lm_head_weight_.normal_(0.0, std);
   if (lm_head_bias_.defined()) lm_head_bias_.zero_();
 }
 
@@ -729,7 +733,8 @@ void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool al
 
 torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids, std::int64_t past) {
   check_ids(input_ids, "input_ids", false);
-  const std::int64_t pad = config_.pad_token_id ? *config_.pad_token_id : -1;
+  const std::int64_t pad =
+      config_.pad_token_id && has_embedding_padding_idx(config_.fam) ? *config_.pad_token_id : -1;
   auto x = torch::embedding(embed_tokens_, input_ids, pad);  // (B, T, E); pad row gets no grad
   if (activation_dtype_) x = x.to(*activation_dtype_);
   if (project_in_) x = project_in_->forward(x);
@@ -790,6 +795,25 @@ torch::Tensor decoder_impl::head_input(const torch::Tensor& hidden) {
   return x;
 }
 
+void decoder_impl::check_lm_head(const char* what) const {
+  if (score_weight_.defined())
+    throw model_error(model_errc::bad_input,
+                      std::string(what) + ": this model is a sequence classifier (num_labels " +
+                          std::to_string(config_.num_labels) +
+                          ", a score head and no LM head): it has no logits over the vocabulary, only a "
+                          "score per row (`cohort-model score`)");
+}
+
+torch::Tensor decoder_impl::sequence_scores(const torch::Tensor& hidden, const torch::Tensor& input_ids) {
+  if (!score_weight_.defined())
+    throw model_error(model_errc::bad_input,
+                      "sequence_scores: this model has an LM head, no score head (num_labels 0)");
+  const auto last = last_token_index(input_ids, config_.pad_token_id);  // (B)
+  const auto rows = torch::arange(hidden.size(0), last.options());
+  const auto x = head_input(hidden.index({rows, last}));  // (B, E)
+  return torch::linear(x, like(score_weight_, x));        // (B, num_labels)
+}
+
 std::pair<torch::Tensor, torch::Tensor> decoder_impl::padded_head() const {
   const std::int64_t V = config_.vocab_size, padded = padded_vocab(V);
   if (padded == V) return {lm_head_weight_, lm_head_bias_};
@@ -801,6 +825,7 @@ std::pair<torch::Tensor, torch::Tensor> decoder_impl::padded_head() const {
 }
 
 torch::Tensor decoder_impl::head(const torch::Tensor& hidden) {
+  check_lm_head("head");
   const auto x = head_input(hidden);
   if (!fused_for(path_, x)) return torch::linear(x, like(lm_head_weight_, x), like(lm_head_bias_, x));
   const auto [weight, bias] = padded_head();
@@ -809,6 +834,7 @@ torch::Tensor decoder_impl::head(const torch::Tensor& hidden) {
 
 torch::Tensor decoder_impl::head_loss(const torch::Tensor& hidden, const torch::Tensor& labels,
                                       bool sum) {
+  check_lm_head("head_loss");
   if (!fused_for(path_, hidden)) return causal_lm_loss(head(hidden), labels, sum);
   const auto x = head_input(hidden);
   const auto flat = x.reshape({-1, x.size(-1)});                   // (B·T, E)
@@ -839,6 +865,7 @@ void decoder_impl::set_loss_chunk_tokens(std::int64_t tokens) {
 }
 
 torch::Tensor decoder_impl::forward_cached(const torch::Tensor& input_ids, kv_cache& cache) {
+  check_lm_head("forward_cached");
   const std::int64_t T = input_ids.size(1), past = cache.length;
   if (embed_positions_.defined() && past + T > config_.max_positions) {
     throw model_error(model_errc::bad_input,
@@ -857,6 +884,7 @@ torch::Tensor decoder_impl::forward_cached(const torch::Tensor& input_ids, kv_ca
 }
 
 decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch::Tensor& labels) {
+  check_lm_head("forward");
   residual_stream stream{embed(input_ids), {}};
   const auto ctx = context(input_ids.size(1), input_ids.device());
   for (auto& layer : layers_) stream = layer->forward(stream, ctx);
@@ -885,6 +913,18 @@ decoder_output decoder_impl::forward(const torch::Tensor& input_ids, const torch
     }
   }
   return out;
+}
+
+torch::Tensor last_token_index(const torch::Tensor& input_ids, std::optional<std::int64_t> pad_token_id) {
+  const auto T = input_ids.size(-1);
+  if (!pad_token_id) return torch::full({input_ids.size(0)}, T - 1, input_ids.options().dtype(torch::kInt64));
+  const auto not_pad = input_ids.ne(*pad_token_id).to(torch::kInt32);
+  const auto positions = torch::arange(T, input_ids.options().dtype(torch::kInt32));
+  return (positions * not_pad).argmax(-1).to(torch::kInt64);
+}
+
+torch::Tensor pairwise_reward_loss(const torch::Tensor& chosen, const torch::Tensor& rejected) {
+  return torch::softplus(rejected.to(torch::kFloat) - chosen.to(torch::kFloat)).sum();
 }
 
 torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels, bool sum) {

@@ -218,6 +218,13 @@ class decoder_impl : public torch::nn::Module {
   // loss_chunk_tokens() == 0: all positions in one piece. Labels must be -100 or in [0, V): the
   // fused path does not check them (the engine's data set was checked against the vocabulary).
   torch::Tensor head_loss(const torch::Tensor& hidden, const torch::Tensor& labels, bool sum);
+  // A sequence classifier (config().num_labels > 0): the score (B, num_labels), in the model's
+  // dtype, of each row of input_ids (B, T) at its last token that is not pad_token_id
+  // (last_token_index), from the last layer's output `hidden` (B, T, C): the final norm and
+  // output projection, then `score`, as transformers' …ForSequenceClassification pools its
+  // logits. Throws model_error (bad_input) for a model with an LM head. head(), head_loss(),
+  // forward() and forward_cached() throw it for a classifier.
+  torch::Tensor sequence_scores(const torch::Tensor& hidden, const torch::Tensor& input_ids);
   const std::vector<decoder_layer>& layers() const { return layers_; }
 
   // Sets the compute path of every module of the model (default automatic). Not thread-safe
@@ -259,9 +266,11 @@ class decoder_impl : public torch::nn::Module {
   // to add. Copies for the call; the parameters stay (V, E) and (V).
   std::pair<torch::Tensor, torch::Tensor> padded_head() const;
   void list(const std::string& name, const torch::Tensor& t, std::int64_t layer);
+  void check_lm_head(const char* what) const;  // throws for a sequence classifier
 
   model_config config_;
   torch::Tensor embed_tokens_, embed_positions_, lm_head_weight_, lm_head_bias_;
+  torch::Tensor score_weight_;  // (num_labels, E), a sequence classifier's; else undefined
   projection project_in_{nullptr}, project_out_{nullptr};
   norm final_norm_{nullptr};
   std::vector<decoder_layer> layers_;
@@ -305,6 +314,15 @@ decoder make_placeholder_decoder(const model_config& config);
 // the first bad entry.
 void check_token_ids(const torch::Tensor& ids, const char* what, std::int64_t vocab_size,
                      bool allow_ignore);
+
+// Where a sequence classifier reads each row's score, as transformers finds it: the largest
+// position t of input_ids (B, T) whose id is not pad_token_id ((t · [id != pad]).argmax, so a
+// row of padding only reads position 0); without a pad id, T - 1. (B) int64 on input_ids' device.
+torch::Tensor last_token_index(const torch::Tensor& input_ids, std::optional<std::int64_t> pad_token_id);
+
+// DeepSpeed-Chat's pairwise reward loss summed over pairs: Σ −log σ(chosen − rejected) as
+// Σ softplus(rejected − chosen) (no overflow for large margins), fp32. chosen and rejected (N).
+torch::Tensor pairwise_reward_loss(const torch::Tensor& chosen, const torch::Tensor& rejected);
 
 // transformers' ForCausalLMLoss: logits[:, :-1] against labels[:, 1:], fp32, mean over labels
 // that are not -100 (their sum with `sum`).

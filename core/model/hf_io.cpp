@@ -122,6 +122,15 @@ hf_weight_files open_hf_weight_files(const std::string& dir,
   return open_hf_weight_files(local_hf_files(dir), expected, model);
 }
 
+bool hf_has_tensor(const hf_files& dir, const std::string& name) {
+  std::vector<std::string> files;
+  const auto where = weight_files(dir, files);
+  if (!where.empty()) return where.count(name) > 0;
+  auto file = dir.open(files.front());
+  if (!file) return false;
+  return safetensors_reader(std::move(file)).find(name) != nullptr;
+}
+
 hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_parameter>& expected,
                                      const std::string& model) {
   hf_weight_files out;

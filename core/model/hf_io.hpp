@@ -59,6 +59,11 @@ hf_weight_files open_hf_weight_files(const hf_files& dir, const std::vector<hf_p
 hf_weight_files open_hf_weight_files(const std::string& dir,  // a local directory
                                      const std::vector<hf_parameter>& expected, const std::string& model);
 
+// Whether DIR's weights (the index's weight_map, else model.safetensors) hold a tensor named
+// `name`, exactly (a sequence classifier's "score.weight"). Throws as open_hf_weight_files for
+// a bad index; false without weight files.
+bool hf_has_tensor(const hf_files& dir, const std::string& name);
+
 struct save_options {
   std::uint64_t max_shard_bytes = 5'000'000'000;  // above this, write shards and an index
   std::optional<torch::ScalarType> dtype;         // nullopt: the model's dtype

@@ -249,6 +249,23 @@ void read_family(const reader& r, model_config& c) {
   }
 }
 
+// A …ForSequenceClassification config.json (its architectures say so): num_labels (else
+// id2label's size, else 1) and, in every family, pad_token_id.
+void read_classifier(const reader& r, const json& j, model_config& c) {
+  const auto arch = j.find("architectures");
+  if (arch == j.end() || !arch->is_array() || arch->empty() || !arch->front().is_string()) return;
+  const std::string name = arch->front().get<std::string>();
+  const std::string suffix = "ForSequenceClassification";
+  if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return;
+  const auto labels = j.find("id2label");
+  const std::int64_t counted = labels != j.end() && labels->is_object() && !labels->empty()
+                                   ? static_cast<std::int64_t>(labels->size())
+                                   : 1;
+  c.num_labels = r.integer({"num_labels"}, counted);
+  if (!c.pad_token_id) c.pad_token_id = r.optional_integer("pad_token_id");
+}
+
 void validate(const reader& r, const model_config& c) {
   if (c.hidden_size % c.num_heads != 0 && c.rotary != rotary_style::half) {
     r.fail("hidden size " + std::to_string(c.hidden_size) + " is not divisible by the " +
@@ -320,6 +337,26 @@ const char* architecture_name(family f) {
   return "?";
 }
 
+const char* classifier_architecture_name(family f) {
+  switch (f) {
+    case family::gpt2:
+      return "GPT2ForSequenceClassification";
+    case family::llama:
+      return "LlamaForSequenceClassification";
+    case family::mistral:
+      return "MistralForSequenceClassification";
+    case family::qwen2:
+      return "Qwen2ForSequenceClassification";
+    case family::opt:
+      return "OPTForSequenceClassification";
+    case family::gptj:
+      return "GPTJForSequenceClassification";
+  }
+  return "?";
+}
+
+bool has_embedding_padding_idx(family f) { return f != family::gpt2 && f != family::gptj; }
+
 model_config parse_config(const json& j, const std::string& origin) {
   if (!j.is_object()) throw model_error(model_errc::bad_config, origin + ": not a JSON object");
   reader r(j, origin);
@@ -347,6 +384,7 @@ model_config parse_config(const json& j, const std::string& origin) {
   read_family(r, c);
   c.initializer_range = r.number({"initializer_range", "init_std"}, 0.02);
   c.dtype = read_dtype(r);
+  read_classifier(r, j, c);
   validate(r, c);
   c.source = j;
   return c;
@@ -463,11 +501,32 @@ json to_hf_json(const t5_config& c) {
   return j;
 }
 
+namespace {
+
+// A sequence classifier's keys as transformers writes them (PretrainedConfig's id2label and
+// label2id), num_labels, and the pad_token_id its score is read by.
+void write_classifier(json& j, const model_config& c) {
+  json id2label = json::object(), label2id = json::object();
+  for (std::int64_t i = 0; i < c.num_labels; ++i) {
+    const std::string label = "LABEL_" + std::to_string(i);
+    id2label[std::to_string(i)] = label;
+    label2id[label] = i;
+  }
+  j["id2label"] = id2label;
+  j["label2id"] = label2id;
+  j["num_labels"] = c.num_labels;
+  j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
+}
+
+}  // namespace
+
 json to_hf_json(const model_config& c) {
   json j = c.source.is_object() ? c.source : json::object();
   j["model_type"] = family_name(c.fam);
-  j["architectures"] = json::array({architecture_name(c.fam)});
+  j["architectures"] =
+      json::array({c.num_labels > 0 ? classifier_architecture_name(c.fam) : architecture_name(c.fam)});
   j["vocab_size"] = c.vocab_size;
+  if (c.num_labels > 0) write_classifier(j, c);
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   write_dtype(j, c.dtype);
   const auto set_rope = [&] {

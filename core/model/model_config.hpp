@@ -61,7 +61,14 @@ struct model_config {
   bool final_norm = true;
   bool tie_word_embeddings = false;
   std::int64_t word_embed_proj_dim = 0;  // OPT: project_in/out when != hidden_size
-  std::optional<std::int64_t> pad_token_id;  // embedding padding_idx: that row gets no gradient
+  // Embedding padding_idx (that row gets no gradient) in the families whose transformers
+  // embedding has one (llama, mistral, qwen2, opt); for a sequence classifier also the id whose
+  // last non-occurrence in a row is where the score is read (every family).
+  std::optional<std::int64_t> pad_token_id;
+  // 0: a causal LM (its LM head). > 0: transformers' <Family>ForSequenceClassification: the
+  // `score` head (num_labels, E) without bias in place of the LM head, read from config.json's
+  // architectures (…ForSequenceClassification) with num_labels (or id2label's size, else 1).
+  std::int64_t num_labels = 0;
   std::vector<std::int64_t> sliding_window;  // per layer; 0 = full causal attention
   bool scale_attn_weights = true;              // GPT-2
   bool scale_attn_by_inverse_layer_idx = false;  // GPT-2
@@ -83,7 +90,8 @@ model_config parse_config(const nlohmann::json& json, const std::string& origin)
 // Reads and parses DIR/config.json or a config file path.
 model_config read_config(const std::string& path);
 // config.json for this architecture as transformers writes it: the source keys, then the family's
-// own keys, architectures, model_type and dtype.
+// own keys, architectures, model_type and dtype; a sequence classifier (num_labels > 0) gets
+// <Family>ForSequenceClassification, num_labels, id2label / label2id (LABEL_i) and pad_token_id.
 nlohmann::json to_hf_json(const model_config& config);
 
 // DIR/config.json or a config file as a JSON object. Throws model_error (bad_config) naming the
@@ -132,5 +140,10 @@ nlohmann::json to_hf_json(const t5_config& config);
 
 const char* family_name(family f);       // "gpt2", "llama", ...
 const char* architecture_name(family f);  // "GPT2LMHeadModel", "LlamaForCausalLM", ...
+// "GPT2ForSequenceClassification", "LlamaForSequenceClassification", ...
+const char* classifier_architecture_name(family f);
+// Whether transformers' token embedding of the family has padding_idx = pad_token_id (llama,
+// mistral, qwen2, opt; not gpt2, gptj).
+bool has_embedding_padding_idx(family f);
 
 }  // namespace cohort::core::model

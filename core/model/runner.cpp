@@ -179,6 +179,26 @@ eval_result evaluate(const std::string& hf_dir, const token_rows& ids) {
   return evaluate(hf_dir, model_inputs{ids, {}, {}, "input ids"});
 }
 
+std::vector<std::vector<double>> score_rows(const std::string& hf_dir, const token_rows& ids) {
+  torch::NoGradGuard no_grad;
+  auto model = load_hf_model(hf_dir, {torch::kFloat});
+  if (model->config().num_labels == 0)
+    throw model_error(model_errc::bad_input, hf_dir + "/config.json: a causal LM (architectures " +
+                                                 architecture_name(model->config().fam) +
+                                                 "); score reads a …ForSequenceClassification, such as a "
+                                                 "reward model's export");
+  const auto input = to_tensor(ids);
+  auto x = model->embed(input);
+  const auto ctx = model->context(input.size(1), input.device());
+  for (auto layer : model->layers()) x = layer->forward(x, ctx);
+  const auto scores = model->sequence_scores(x, input).to(torch::kDouble).contiguous();  // (B, num_labels)
+  std::vector<std::vector<double>> out(static_cast<std::size_t>(scores.size(0)));
+  for (std::int64_t b = 0; b < scores.size(0); ++b)
+    for (std::int64_t l = 0; l < scores.size(1); ++l)
+      out[static_cast<std::size_t>(b)].push_back(scores[b][l].item<double>());
+  return out;
+}
+
 std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir) {
   for (const char* name : {"generation_config.json", "config.json"}) {
     const std::string path = hf_dir + "/" + name;
@@ -278,7 +298,8 @@ nlohmann::json describe(const std::string& hf_dir) {
   const std::int64_t n = shapes->parameter_count();
   return {
       {"family", family_name(cfg.fam)},
-      {"architecture", architecture_name(cfg.fam)},
+      {"architecture",
+       cfg.num_labels > 0 ? classifier_architecture_name(cfg.fam) : architecture_name(cfg.fam)},
       {"parameters", n},
       {"layers", cfg.num_layers},
       {"hidden_size", cfg.hidden_size},

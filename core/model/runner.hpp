@@ -59,6 +59,12 @@ struct step_result {
 step_result train_one_step(const std::string& hf_dir, const model_inputs& inputs,
                            const step_settings& settings, const std::string& out_dir);
 
+// A sequence classifier DIR (config.json's architectures …ForSequenceClassification: a reward
+// model's export) loaded in fp32: each row's num_labels scores at its last token that is not
+// pad_token_id (decoder_impl::sequence_scores), as transformers' model(input_ids).logits gives
+// them. Throws model_error (bad_input) for a DIR with an LM head.
+std::vector<std::vector<double>> score_rows(const std::string& hf_dir, const token_rows& ids);
+
 // The eos_token_id of DIR's generation_config.json, else of its config.json (a number or a list;
 // none: empty). Throws model_error (bad_input) for a value that is neither.
 std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir);

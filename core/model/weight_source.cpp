@@ -223,7 +223,7 @@ class seeded_source final : public weight_source {
         ip.kind = init_kind::normal;  // linear maps, embeddings, lm_head
         const bool token_embedding = ends_with(p.name, "embed_tokens.weight") ||
                                      ends_with(p.name, "wte.weight");
-        if (token_embedding && config.pad_token_id) {
+        if (token_embedding && config.pad_token_id && has_embedding_padding_idx(config.fam)) {
           const std::int64_t row = *config.pad_token_id, rows = p.tensor.size(0);
           if (row < 0 || row >= rows) {
             throw model_error(model_errc::bad_input,

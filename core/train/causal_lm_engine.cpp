@@ -20,6 +20,7 @@
 #include "core/data/batch_loader.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
+#include "core/model/hf_io.hpp"
 #include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
 #include "core/model/model_error.hpp"
@@ -63,6 +64,40 @@ std::unique_ptr<model::weight_source> initial_weights(const config::model_spec& 
                                                       std::int64_t stored_vocab) {
   if (!m.hf_dir.empty()) return model::open_resized_hf_weights(files, net->hf_parameters(), stored_vocab);
   return model::seeded_init(net->config(), net->hf_parameters(), m.init_seed);
+}
+
+// A reward model's initial weights: the score head (score.weight) from `score`, every other weight
+// from `base`.
+class score_and_base final : public model::weight_source {
+ public:
+  score_and_base(std::unique_ptr<model::weight_source> score, std::unique_ptr<model::weight_source> base)
+      : score_(std::move(score)), base_(std::move(base)) {}
+  void read(const std::string& name, std::int64_t begin, torch::Tensor& out) const override {
+    (name == score_name ? *score_ : *base_).read(name, begin, out);
+  }
+  static constexpr const char* score_name = "score.weight";
+
+ private:
+  std::unique_ptr<model::weight_source> score_, base_;
+};
+
+// A reward model's initial weights (model.hf_dir's, or init_seed's): a …ForSequenceClassification
+// directory's score.weight when it has one, else the score head drawn as seeded_init draws a linear
+// map (normal(0, initializer_range)) from train.seed, so every world size starts alike.
+std::unique_ptr<model::weight_source> reward_initial_weights(const config::job_spec& spec,
+                                                             const model::hf_files& files,
+                                                             const model::decoder& net,
+                                                             std::int64_t stored_vocab) {
+  const auto& params = net->hf_parameters();
+  const bool hf = !spec.model.hf_dir.empty();
+  if (hf && model::hf_has_tensor(files, score_and_base::score_name))
+    return model::open_resized_hf_weights(files, params, stored_vocab);
+  std::vector<model::hf_parameter> base, score;
+  for (const auto& p : params) (p.name == score_and_base::score_name ? score : base).push_back(p);
+  auto rest = hf ? model::open_resized_hf_weights(files, base, stored_vocab)
+                 : model::seeded_init(net->config(), base, spec.model.init_seed);
+  return std::make_unique<score_and_base>(model::seeded_init(net->config(), score, spec.train.seed),
+                                          std::move(rest));
 }
 
 // The initial values of a LoRA job's trained weights: a grown vocabulary's embedding and head
@@ -124,12 +159,44 @@ void load_frozen_base(const model::weight_source& base, model::decoder& net, tor
 }
 
 struct batch_tensors {
-  torch::Tensor ids;     // (B, T) int64
+  torch::Tensor ids;     // (B, T) int64; a reward model's: B/2 chosen rows, then B/2 rejected
   torch::Tensor labels;  // (B, T) int64, -100 where not a label
-  double label_count = 0;  // the positions whose next token is a label (counted on the host)
+  // The positions whose next token is a label (counted on the host); a reward model's pairs.
+  double label_count = 0;
 };
 
+// The figures of summed {correct, chosen, rejected} over `pairs` pairs.
+reward_metrics reward_metrics_of(const torch::Tensor& sums, double pairs) {
+  const double n = std::max(1.0, pairs);
+  reward_metrics m;
+  m.accuracy = sums[0].item<double>() / n;
+  m.chosen_mean = sums[1].item<double>() / n;
+  m.rejected_mean = sums[2].item<double>() / n;
+  return m;
+}
+
 }  // namespace
+
+// A reward model's sums over pairs (correct, chosen scores, rejected scores), fp64 on the device
+// until read.
+struct reward_sums {
+  torch::Tensor sums;  // (3) or undefined (none yet)
+  void add(const torch::Tensor& chosen, const torch::Tensor& rejected) {
+    const auto part = torch::stack({chosen.gt(rejected).sum().to(torch::kDouble),
+                                    chosen.sum().to(torch::kDouble), rejected.sum().to(torch::kDouble)});
+    sums = sums.defined() ? sums + part : part;
+  }
+  // {correct, chosen, rejected} on the host (zeros without a pair).
+  std::vector<double> take() {
+    std::vector<double> out(3, 0.0);
+    if (sums.defined()) {
+      const auto host = sums.cpu();
+      for (int i = 0; i < 3; ++i) out[static_cast<std::size_t>(i)] = host[i].item<double>();
+    }
+    sums = torch::Tensor();
+    return out;
+  }
+};
 
 struct causal_lm_engine::impl : engine_state {
   model::decoder net{nullptr};
@@ -145,20 +212,26 @@ struct causal_lm_engine::impl : engine_state {
   // Whether the token embedding (and the head with it) trains: always without LoRA; with LoRA
   // only when the vocabulary grew.
   bool embeddings_train = true;
+  // workload reward_model: the decoder has a score head in place of its LM head (num_labels 1),
+  // the data sets are pairs, and the loss is the pairwise one (see head_loss).
+  bool reward = false;
+  reward_sums reward_step;  // the current step's (or evaluation's) sums over this rank's pairs
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
-      : engine_state(s, g, c) {
+      : engine_state(s, g, c), reward(s.workload == config::workload_kind::reward_model) {
     const auto& train = spec.train;
     if (spec.data.train.empty())
-      throw std::invalid_argument("data.train: missing; causal_lm needs a directory written by "
-                                  "`cohort-data build`");
+      throw std::invalid_argument(std::string("data.train: missing; ") + config::to_string(spec.workload) +
+                                  " needs a directory written by `cohort-data build`");
     auto config = model_config_of(spec.model, model_files);
     seed_rank(train, group.rank());
     open_data(data_verified);
     vocab = plan_vocab(spec, config.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
     config.vocab_size = vocab.vocab;
+    if (reward) make_reward_config(config);
     build_model(config);
-    loader = std::make_unique<data::batch_loader>(data, loader_options_of(train, group, data::batch_kind::decoder));
+    const auto kind = reward ? data::batch_kind::pairs : data::batch_kind::decoder;
+    loader = std::make_unique<data::batch_loader>(data, loader_options_of(train, group, kind));
     total_steps = train.max_steps > 0 ? train.max_steps : loader->steps_per_epoch() * train.epochs;
     make_optimizer();
     // The optimizer moved the weights (stage 3: only their shards); the rest follows.
@@ -168,6 +241,21 @@ struct causal_lm_engine::impl : engine_state {
     kept_graphs = spec.zero.stage == 3 && !recompute;
     layers_reduced_in_backward = (recompute || kept_graphs) && spec.zero.stage >= 2;
     save_rng = recompute && (has_dropout(net->config()) || (net->has_lora() && net->lora().dropout > 0));
+  }
+
+  // A reward model: one score (num_labels 1), read at each row's last token that is not the data
+  // set's pad id, which config.json's pad_token_id then holds (transformers finds the token so).
+  void make_reward_config(model::model_config& config) const {
+    if (spec.model.lora.enabled)
+      throw std::invalid_argument(
+          "model.lora: workload reward_model trains the whole model and its score head; "
+          "remove model.lora");
+    if (config.num_labels > 1)
+      throw std::invalid_argument(
+          "model.hf_dir: a sequence classifier of num_labels " + std::to_string(config.num_labels) +
+          "; a reward model has one score (num_labels 1), or starts from a causal LM");
+    config.num_labels = 1;
+    config.pad_token_id = data->info().pad_id;
   }
 
   // data.train (and data.eval), their files checked against their manifests unless the caller
@@ -207,9 +295,9 @@ struct causal_lm_engine::impl : engine_state {
     const zero_options zo = zero_options_of(spec, device);
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     if (!net->has_lora()) {
-      optimizer = std::make_unique<zero_optimizer>(
-          net->hf_parameters(), *initial_weights(spec.model, model_files, net, vocab.model_vocab), group, zo,
-          wait);
+      const auto initial = reward ? reward_initial_weights(spec, model_files, net, vocab.model_vocab)
+                                  : initial_weights(spec.model, model_files, net, vocab.model_vocab);
+      optimizer = std::make_unique<zero_optimizer>(net->hf_parameters(), *initial, group, zo, wait);
       return;
     }
     // LoRA: the adapters train, initialised from train.seed; the base is frozen and whole. A grown
@@ -248,6 +336,10 @@ struct causal_lm_engine::impl : engine_state {
   batch_tensors eval_batch(const std::vector<std::int64_t>& samples) const {
     const std::int64_t B = spec.train.micro_batch_size, T = spec.train.seq_len;
     data::micro_batch mb;
+    if (reward) {  // pairs `samples` (pair 0 for a rank without any: not counted)
+      data::fill_pairs_batch(*eval_data, samples.empty() ? std::vector<std::int64_t>{0} : samples, mb);
+      return to_tensors(mb);
+    }
     mb.batch_size = B;
     mb.seq_len = T;
     mb.tokens.assign(static_cast<std::size_t>(B * T), eval_data->info().pad_id);
@@ -261,7 +353,7 @@ struct causal_lm_engine::impl : engine_state {
   }
 
   // The summed loss of one eval micro-batch: layer by layer, each unit gathered for its forward.
-  double eval_forward(const batch_tensors& b) {
+  double eval_forward(const batch_tensors& b, bool counted) {
     const auto ctx = net->context(b.ids.size(1), device);
     const auto& layers = net->layers();
     auto x = net->embed(b.ids);
@@ -273,14 +365,15 @@ struct causal_lm_engine::impl : engine_state {
       x = layer->forward(x, ctx);
       optimizer->release(unit);
     }
-    return net->head_loss(x, b.labels, /*sum=*/true).item<double>();
+    return head_loss(x, b, counted).item<double>();
   }
 
   eval_result evaluate() {
     if (!eval_data) throw std::logic_error("causal_lm_engine::evaluate: the spec has no data.eval");
     check_cancelled(cancelled);
     const auto started = std::chrono::steady_clock::now();
-    const std::int64_t world = group.size(), rank = group.rank(), n = eval_data->size();
+    const std::int64_t world = group.size(), rank = group.rank();
+    const std::int64_t n = reward ? eval_data->size() / 2 : eval_data->size();  // samples, or pairs
     const std::int64_t B = spec.train.micro_batch_size;
     const std::int64_t per_rank = (n + world - 1) / world;  // the most samples a rank takes
     const std::int64_t batches = (per_rank + B - 1) / B;     // the same count on every rank
@@ -294,14 +387,16 @@ struct causal_lm_engine::impl : engine_state {
       std::vector<std::int64_t> samples;
       for (; static_cast<std::int64_t>(samples.size()) < B && next < n; next += world) samples.push_back(next);
       const auto b = eval_batch(samples);
-      labels += b.label_count;
-      loss += eval_forward(b);
+      if (!samples.empty()) labels += b.label_count;
+      loss += eval_forward(b, !samples.empty());
     }
     optimizer->release(0);
-    const auto sums = all_reduce_sum({loss, labels});
+    const auto pairs = reward_step.take();
+    const auto sums = all_reduce_sum({loss, labels, pairs[0], pairs[1], pairs[2]});
     eval_result r;
     r.labels = static_cast<std::int64_t>(sums[1].item<double>());
     r.loss = r.labels > 0 ? sums[0].item<double>() / static_cast<double>(r.labels) : 0.0;
+    if (reward) r.reward = reward_metrics_of(sums.slice(0, 2), sums[1].item<double>());
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return r;
   }
@@ -318,8 +413,22 @@ struct causal_lm_engine::impl : engine_state {
     auto lengths = torch::from_blob(const_cast<std::int64_t*>(mb.lengths.data()), {B, 1}, torch::kInt64);
     auto real = torch::arange(used, torch::kInt64).unsqueeze(0) < lengths;  // (B, T)
     auto labels = torch::where(mask.logical_and(real), ids, torch::full_like(ids, -100));
-    const double count = labels.slice(1, 1).ne(-100).sum().item<double>();  // host tensors: no wait
+    const double count = reward ? static_cast<double>(B / 2)                         // pairs
+                                : labels.slice(1, 1).ne(-100).sum().item<double>();  // host tensors: no wait
     return {ids.to(device), labels.to(device), count};
+  }
+
+  // The summed loss of a micro-batch from the last layer's output `hidden` (B, T, C): the causal
+  // LM loss over its labels (decoder::head_loss), or a reward model's pairwise loss over its pairs
+  // (rows i and B/2 + i: chosen and rejected), whose sums reward_step adds up unless `counted` is
+  // false (an evaluation's filler batch).
+  torch::Tensor head_loss(const torch::Tensor& hidden, const batch_tensors& b, bool counted = true) {
+    if (!reward) return net->head_loss(hidden, b.labels, /*sum=*/true);
+    const auto scores = net->sequence_scores(hidden, b.ids).squeeze(-1).to(torch::kFloat);  // (B)
+    const std::int64_t pairs = scores.size(0) / 2;
+    const auto chosen = scores.slice(0, 0, pairs), rejected = scores.slice(0, pairs);
+    if (counted) reward_step.add(chosen.detach(), rejected.detach());
+    return model::pairwise_reward_loss(chosen, rejected) * (counted ? 1.0 : 0.0);
   }
 
   // Forward and backward of one micro-batch; the gradient is that of the summed loss
@@ -330,7 +439,7 @@ struct causal_lm_engine::impl : engine_state {
     if (!recompute) {
       model::residual_stream x{net->embed(b.ids), {}};
       for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
-      auto sum = net->head_loss(x.sum(), b.labels, /*sum=*/true);
+      auto sum = head_loss(x.sum(), b);
       (sum * scale).backward();
       return sum;
     }
@@ -360,7 +469,7 @@ struct causal_lm_engine::impl : engine_state {
       if (save_rng) rng_after_forward = generator.get_state();
     }
     auto last = inputs.back().detach().requires_grad_(true);
-    auto sum = net->head_loss(last, b.labels, /*sum=*/true);
+    auto sum = head_loss(last, b);
     (sum * scale).backward();
     auto grad = last.grad();
     for (std::size_t l = layers.size(); l-- > 0;) {
@@ -407,7 +516,7 @@ struct causal_lm_engine::impl : engine_state {
     }
     if (count >= 2) optimizer->prefetch(zero_optimizer::layer_unit(static_cast<std::int64_t>(count) - 2));
     auto last = x.detach().requires_grad_(true);
-    auto sum = net->head_loss(last, b.labels, /*sum=*/true);
+    auto sum = head_loss(last, b);
     (sum * scale).backward();
     auto grad = last.grad();
     for (std::size_t l = count; l-- > 0;) {
@@ -468,6 +577,7 @@ struct causal_lm_engine::impl : engine_state {
 
     auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss, counts,
                          std::move(samples), started);
+    if (reward) r.reward = reward_metrics_of(all_reduce_sum(reward_step.take()), counts[0].item<double>());
     ++steps_done;
     return r;
   }
@@ -526,6 +636,16 @@ void causal_lm_engine::restore(const std::string& dir, const ckpt::manifest& m) 
   auto& d = *impl_;
   const std::string where = dir + ": ";
   check_checkpoint_vocab(dir, m, d.net->config().vocab_size);
+  const auto* saved_config =
+      m.extra.is_object() && m.extra.contains("model_config") ? &m.extra["model_config"] : nullptr;
+  const bool saved_reward =
+      saved_config && saved_config->is_object() && saved_config->value("num_labels", 0) > 0;
+  if (saved_config && saved_reward != d.reward)
+    throw std::invalid_argument(where +
+                                (saved_reward ? "holds a reward model (a score head), this job is workload " +
+                                                    std::string(config::to_string(d.spec.workload))
+                                              : "holds a causal LM, this job is workload reward_model") +
+                                "; resume with the workload it was written with");
   const bool saved_lora = m.extra.is_object() && m.extra.contains(ckpt::lora_extra_key);
   if (saved_lora != d.net->has_lora())
     throw std::invalid_argument(where + (saved_lora ? "holds LoRA adapters, this job trains the whole model"

@@ -10,8 +10,13 @@
 // have gradients, masters, moments and checkpointed tensors. With model.added_tokens (and
 // model.pad_vocab_to_multiple_of) the vocabulary grows (vocab_plan.hpp): the embedding and LM head
 // get the new rows at the old rows' mean (vocab_resize.hpp), and under LoRA they then train whole
-// beside the adapters. The contract is training_engine's (training_engine.hpp); what is this
-// engine's own is said below. One per rank, used by one thread; no torch here.
+// beside the adapters. With workload reward_model (DeepSpeed-Chat's step 2) the decoder has
+// transformers' `score` head (num_labels 1) in place of its LM head, reads pairs data sets (a
+// micro-batch's chosen rows, then its rejected rows, in one forward), and the loss and gradients
+// are those of the mean over the global batch's pairs of −log σ(r_chosen − r_rejected), each
+// score read at its row's last token that is not the data set's pad id; LoRA is refused for it.
+// The contract is training_engine's (training_engine.hpp); what is this engine's own is said
+// below. One per rank, used by one thread; no torch here.
 #pragma once
 
 #include <atomic>

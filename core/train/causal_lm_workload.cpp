@@ -47,8 +47,9 @@ nlohmann::json metrics_of(const step_report& r) {
   if (r.mfu > 0) m["mfu"] = r.mfu;
   if (r.evaluated) {
     m["eval_loss"] = r.eval_loss;
-    m["eval_perplexity"] = r.eval_perplexity;
+    if (!r.eval_reward) m["eval_perplexity"] = r.eval_perplexity;
   }
+  add_reward_metrics(m, r);
   return m;
 }
 
@@ -59,8 +60,11 @@ std::vector<scalar> scalars_of(const step_report& r, int device) {
   if (r.mfu > 0) s.emplace_back("mfu", r.mfu);
   if (r.evaluated) {
     s.emplace_back("eval_loss", r.eval_loss);
-    s.emplace_back("eval_perplexity", r.eval_perplexity);
+    if (!r.eval_reward) s.emplace_back("eval_perplexity", r.eval_perplexity);
   }
+  nlohmann::json reward = nlohmann::json::object();
+  add_reward_metrics(reward, r);
+  for (const auto& [name, value] : reward.items()) s.emplace_back(name, value.get<double>());
   const auto peaks = read_memory_peaks(device);
   if (peaks.host_rss > 0) s.emplace_back("memory/host_peak_rss_bytes", static_cast<double>(peaks.host_rss));
   if (device >= 0) {
@@ -249,7 +253,7 @@ class rank_run {
         describe_loading(std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count(),
                          process_read_bytes() - read_before, device_);
     open_logs();
-    log_start(t5 ? "T5 (seq2seq)" : "causal_lm", loading);
+    log_start(t5 ? "T5 (seq2seq)" : config::to_string(ctx.spec.workload), loading);
     plan_steps();
   }
 
@@ -295,7 +299,8 @@ class rank_run {
         (ctx_.spec.model.lora.enabled ? " trained parameters (LoRA adapters; the base is frozen), "
                                       : " parameters, ") +
         std::to_string(e.total_steps()) + " steps of " + std::to_string(e.global_batch()) +
-        " samples, ZeRO stage " + std::to_string(ctx_.spec.zero.stage) + ", " +
+        (ctx_.spec.workload == config::workload_kind::reward_model ? " pairs" : " samples") +
+        ", ZeRO stage " + std::to_string(ctx_.spec.zero.stage) + ", " +
         std::to_string(at::get_num_threads()) + " host threads" +
         (e.steps_done() > 0 ? ", resuming after step " + std::to_string(e.steps_done()) : "") +
         (gpu_cap_ > 0 ? ", GPU memory capped at " + std::to_string(gpu_cap_ >> 20) + " MiB" : "") + "; " +
@@ -370,6 +375,7 @@ class rank_run {
                     checkpoints_->committed_step(),
                     last.seconds,
                     last.optimizer_seconds};
+    report_.reward = last.reward;
     return last;
   }
 
@@ -379,9 +385,11 @@ class rank_run {
     report_.evaluated = true;
     report_.eval_loss = eval.loss;
     report_.eval_perplexity = std::exp(eval.loss);
+    report_.eval_reward = eval.reward;
+    const std::string accuracy = eval.reward ? ", accuracy " + std::to_string(eval.reward->accuracy) : "";
     if (ctx_.rank == 0)
-      log("step " + std::to_string(last.step) + ": eval_loss " + std::to_string(eval.loss) + " over " +
-          std::to_string(eval.labels) + " tokens in " +
+      log("step " + std::to_string(last.step) + ": eval_loss " + std::to_string(eval.loss) + accuracy +
+          " over " + std::to_string(eval.labels) + (eval.reward ? " pairs" : " tokens") + " in " +
           std::to_string(static_cast<long long>(eval.seconds * 1000)) + " ms");
   }
 

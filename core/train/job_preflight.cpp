@@ -24,6 +24,12 @@ namespace {
 
 // causal_lm trains decoder-only models: pretrain and sft data sets, never seq2seq ones.
 void require_decoder_data(const data::manifest& m, const std::string& dir, const char* field) {
+  if (m.kind == "pairs")
+    throw config::spec_error(
+        field, "\"" + dir +
+                   "\" is a pairs data set (chosen and rejected texts, built with "
+                   "--pairs), which trains a reward model: set workload \"reward_model\", or give "
+                   "causal_lm a pretrain or sft data set (`cohort-data build --field` or `--template`)");
   if (m.kind == "seq2seq")
     throw config::spec_error(field, "\"" + dir + "\" is a seq2seq data set (source and target ids, for encoder-"
                                     "decoder models such as T5); causal_lm trains decoder-only models on pretrain "
@@ -38,9 +44,21 @@ void require_seq2seq_data(const data::manifest& m, const std::string& dir, const
                                     "--template-source ... --template-target ...`)");
 }
 
+// A reward model trains on pairs data sets only.
+void require_pairs_data(const data::manifest& m, const std::string& dir, const char* field) {
+  if (m.kind != "pairs")
+    throw config::spec_error(field,
+                             "\"" + dir + "\" is a " + m.kind +
+                                 " data set; workload \"reward_model\" "
+                                 "trains on pairs data sets (`cohort-data build --pairs` from jsonl records "
+                                 "with \"chosen\" and \"rejected\")");
+}
+
 void require_data_kind(const config::job_spec& spec, const data::manifest& m, const std::string& dir,
                        const char* field) {
-  if (is_t5_job(spec))
+  if (spec.workload == config::workload_kind::reward_model)
+    require_pairs_data(m, dir, field);
+  else if (is_t5_job(spec))
     require_seq2seq_data(m, dir, field);
   else
     require_decoder_data(m, dir, field);
@@ -82,7 +100,7 @@ bool is_t5_job(const config::job_spec& spec) {
 }
 
 void check_data_set(const config::job_spec& spec) {
-  if (spec.workload != config::workload_kind::causal_lm) return;
+  if (!config::trains_model(spec.workload)) return;
   if (is_t5_job(spec)) check_t5_fields(spec);
   if (spec.data.train.empty()) return;
   if (config::is_s3_url(spec.data.train)) return;  // the workers read it from S3 and tell
@@ -103,15 +121,17 @@ void check_data_set(const config::job_spec& spec) {
   if (!spec.model.added_tokens.empty() && std::filesystem::exists(spec.model.added_tokens, ec))
     check_added_tokens(spec, m, dir);
   const std::int64_t batch = config::global_batch(spec);
-  if (m.samples < batch)
-    throw config::spec_error(
-        "data.train", "\"" + dir + "\" holds " + std::to_string(m.samples) +
-                          " samples, fewer than one global batch of train.micro_batch_size × "
-                          "train.grad_accum × scaling.num_workers = " +
-                          std::to_string(spec.train.micro_batch_size) + " × " +
-                          std::to_string(spec.train.grad_accum) + " × " +
-                          std::to_string(spec.scaling.num_workers) + " = " + std::to_string(batch) +
-                          "; use a smaller batch or more data");
+  const bool pairs = m.kind == "pairs";  // a reward model's batch counts pairs
+  const std::int64_t items = pairs ? m.samples / 2 : m.samples;
+  if (items < batch)
+    throw config::spec_error("data.train", "\"" + dir + "\" holds " + std::to_string(items) +
+                                               (pairs ? " pairs" : " samples") +
+                                               ", fewer than one global batch of train.micro_batch_size × "
+                                               "train.grad_accum × scaling.num_workers = " +
+                                               std::to_string(spec.train.micro_batch_size) + " × " +
+                                               std::to_string(spec.train.grad_accum) + " × " +
+                                               std::to_string(spec.scaling.num_workers) + " = " +
+                                               std::to_string(batch) + "; use a smaller batch or more data");
 }
 
 config::job_spec load_runnable_spec(const std::string& path) {
@@ -136,7 +156,7 @@ std::shared_ptr<const data::dataset> open_train_data(const config::job_spec& spe
 }
 
 void verify_data_files(const config::job_spec& spec) {
-  if (spec.workload != config::workload_kind::causal_lm) return;
+  if (!config::trains_model(spec.workload)) return;
   // A data set in S3 is opened by the engine, which checks each shard as it fetches it.
   if (!spec.data.train.empty() && !config::is_s3_url(spec.data.train)) {
     data::dataset train(spec.data.train);  // names a missing shard file

@@ -29,6 +29,16 @@ metrics_log::metrics_log(const std::string& path, std::int64_t resume_step) : pa
   out_.flush();
 }
 
+void add_reward_metrics(nlohmann::json& j, const step_report& r) {
+  const auto add = [&](const std::string& prefix, const reward_metrics& m) {
+    j[prefix + "accuracy"] = m.accuracy;
+    j[prefix + "chosen_mean"] = m.chosen_mean;
+    j[prefix + "rejected_mean"] = m.rejected_mean;
+  };
+  if (r.reward) add("", *r.reward);
+  if (r.evaluated && r.eval_reward) add("eval_", *r.eval_reward);
+}
+
 void metrics_log::append(const step_report& r) {
   nlohmann::json j{{"step", r.step},           {"loss", r.loss},
                    {"lr", r.lr},               {"grad_norm", r.grad_norm},
@@ -36,8 +46,9 @@ void metrics_log::append(const step_report& r) {
   if (r.mfu > 0) j["mfu"] = r.mfu;
   if (r.evaluated) {
     j["eval_loss"] = r.eval_loss;
-    j["eval_perplexity"] = r.eval_perplexity;
+    if (!r.eval_reward) j["eval_perplexity"] = r.eval_perplexity;
   }
+  add_reward_metrics(j, r);
   if (r.step_seconds > 0) {
     j["step_s"] = r.step_seconds;
     j["optimizer_s"] = r.optimizer_seconds;

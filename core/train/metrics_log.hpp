@@ -8,9 +8,15 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/train/workload.hpp"
 
 namespace cohort::core::train {
+
+// A reward model's figures of `r` into `j` (accuracy, chosen_mean, rejected_mean, and with an
+// evaluation eval_accuracy, eval_chosen_mean, eval_rejected_mean); nothing for other workloads.
+void add_reward_metrics(nlohmann::json& j, const step_report& r);
 
 class metrics_log {
  public:

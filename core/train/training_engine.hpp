@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "core/ckpt/async_writer.hpp"
 #include "core/ckpt/manifest.hpp"
+#include "core/train/workload.hpp"
 
 namespace cohort::core::train {
 
@@ -29,6 +31,9 @@ struct step_result {
   bool checkpoint_requested = false;  // some rank called request_checkpoint() before this step
   bool preempted = false;             // and one of them with preempted: after saving, run no further step
   std::vector<std::int64_t> samples;  // the data set indices this rank consumed, in order
+  // workload reward_model: over the global batch's pairs (loss and tokens count pairs' texts as
+  // above: loss is the mean over pairs of −log σ(r_chosen − r_rejected)); samples are pair indices.
+  std::optional<reward_metrics> reward;
 };
 
 // One evaluation of data.eval (training_engine::evaluate).
@@ -36,6 +41,9 @@ struct eval_result {
   double loss = 0;          // mean over every label token of the eval data set (0 if none)
   std::int64_t labels = 0;  // label tokens counted, over all ranks
   double seconds = 0;       // this rank's wall time of the evaluation
+  // workload reward_model: over every pair of data.eval (loss: the mean pairwise loss, labels:
+  // the pairs).
+  std::optional<reward_metrics> reward;
 };
 
 // This rank's part of a checkpoint of the state after steps_done() steps: host copies of the

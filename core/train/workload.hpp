@@ -1,12 +1,14 @@
 // The workload interface: what a worker runs for its job. It keeps torch out of actors/: a worker
 // actor builds a worker_context, calls run() on a thread it owns, and turns reports and the
-// outcome into messages. Implementations live in core/train (linear_regression, causal_lm).
+// outcome into messages. Implementations live in core/train (linear_regression, causal_lm, which
+// also runs reward_model).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +16,15 @@
 #include "core/train/rank_activity.hpp"
 
 namespace cohort::core::train {
+
+// A reward model's figures over the pairs of a step's global batch or of an evaluation
+// (DeepSpeed-Chat's step 2 reports them): the fraction of pairs whose chosen text scored above the
+// rejected one, and the mean scores of each side.
+struct reward_metrics {
+  double accuracy = 0;
+  double chosen_mean = 0;
+  double rejected_mean = 0;
+};
 
 // One logged step, as rank 0 reports it (other ranks report only their step, for liveness).
 struct step_report {
@@ -34,6 +45,11 @@ struct step_report {
   bool evaluated = false;
   double eval_loss = 0;
   double eval_perplexity = 0;
+  // workload reward_model: the step's pairs (`reward`) and, when evaluated, data.eval's (the
+  // loss fields are then the mean pairwise loss −log σ(chosen − rejected)). In metrics.jsonl as
+  // accuracy, chosen_mean, rejected_mean and eval_accuracy, eval_chosen_mean, eval_rejected_mean.
+  std::optional<reward_metrics> reward{};
+  std::optional<reward_metrics> eval_reward{};
   // A preempted attempt's rank 0 saves no emergency checkpoint: why, with the numbers ("" else).
   std::string no_emergency_save{};
 };

@@ -12,6 +12,7 @@ std::unique_ptr<workload> make_workload(const config::job_spec& spec) {
     case config::workload_kind::linear_regression:
       return std::make_unique<linear_regression_workload>();
     case config::workload_kind::causal_lm:
+    case config::workload_kind::reward_model:  // the same run, the engine trains a score head
       return std::make_unique<causal_lm_workload>();
   }
   throw std::invalid_argument("unknown workload kind " +

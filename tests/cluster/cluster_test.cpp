@@ -946,6 +946,38 @@ TEST_CASE_METHOD(head_and_one_node, "a T5 job on a seq2seq data set runs through
   CHECK(std::filesystem::exists(c.dir().path("runs/t5/model/model.safetensors")));
 }
 
+TEST_CASE_METHOD(head_and_one_node, "a reward model job on a pairs data set runs through the cluster to its metrics "
+          "and a LlamaForSequenceClassification export",
+          "[cluster][reward]") {
+  const auto data = cohort::test::make_tiny_pairs_dataset(c.dir().path("pairs"));
+  auto spec = json::parse(R"({"name": "reward", "workload": "reward_model",
+    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 2, "max_steps": 4, "lr": 0.01, "seed": 3,
+              "eval_every": 2},
+    "zero": {"stage": 2}})");
+  spec["model"] = {{"config", json::parse(cohort::test::tiny_llama_config())}, {"init_seed", 7}};
+  spec["data"] = {{"train", data}, {"eval", data}};
+  spec["run"] = {{"storage_path", c.dir().path("runs")}, {"checkpoint", {{"every_steps", 2}}}};
+  auto run = c.submit({"run", c.write_job(spec.dump()), "--follow"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(c.status(first_line(run.out))["state"] == "SUCCEEDED");
+  const auto metrics = cohort::test::read_json_lines(c.dir().path("runs/reward/metrics.jsonl"));
+  REQUIRE(metrics.size() == 4);
+  CHECK(metrics[0].contains("accuracy"));
+  CHECK(metrics[0].contains("chosen_mean"));
+  CHECK(metrics[1].contains("eval_accuracy"));
+  const auto config = json::parse(cohort::test::read_file(c.dir().path("runs/reward/model/config.json")));
+  CHECK(config["architectures"] == json::array({"LlamaForSequenceClassification"}));
+  CHECK(config["num_labels"] == 1);
+  // A causal_lm job on the same pairs is refused at submit, naming data.train and reward_model.
+  spec["name"] = "not-reward";
+  spec["workload"] = "causal_lm";
+  auto refused = c.submit({"run", c.write_job(spec.dump())});
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("data.train") && Catch::Contains("reward_model"));
+}
+
 TEST_CASE_METHOD(head_and_one_node, "a job whose data set lost a shard fails at once as bad input under max_failures -1, "
           "after one attempt",
           "[cluster]") {

@@ -63,16 +63,22 @@ int build_command(const args& a) {
   bool pack = false, pad = false, quiet = false;
   po::options_description desc("build options");
   desc.add_options()("input", po::value(&o.input)->required(), "a .txt/.jsonl file or a directory of them")(
-      "tokenizer", po::value(&o.tokenizer_path)->required(), "tokenizer.json, tokenizer.model or a model directory")(
+      "tokenizer", po::value(&o.tokenizer_path)->required(),
+      "tokenizer.json, tokenizer.model or a model directory")(
       "template", po::value(&o.template_text),
-      "SFT template for jsonl, e.g. \"{question}\\n{answer}\"; the last field is the completion (in the loss)")(
-      "field", po::value(&o.field), "pretraining jsonl: the field holding the text")(
+      "SFT template for jsonl, e.g. \"{question}\\n{answer}\"; the last field is the completion (in the "
+      "loss)")("field", po::value(&o.field), "pretraining jsonl: the field holding the text")(
+      "pairs", po::bool_switch(&o.pairs),
+      "reward-model pairs from jsonl: each record's \"chosen\" and \"rejected\" strings (after its "
+      "\"prompt\", "
+      "when it has one) become two samples, BOS text EOS, cut to --seq-len")(
       "special-tokens", po::value(&o.special_tokens_file),
       "JSON file {\"tokens\": [\"<USER>\", ...]}: tokens added to the tokenizer, matched whole; the manifest "
       "records them and their ids (a job adds them to its model with model.added_tokens: FILE)")(
       "seq-len", po::value(&o.seq_len), "tokens per sample (pretraining and SFT)")(
       "template-source", po::value(&o.template_source),
-      "seq2seq: the source (encoder) text of each jsonl record, e.g. \"{question}\"; needs --template-target")(
+      "seq2seq: the source (encoder) text of each jsonl record, e.g. \"{question}\"; needs "
+      "--template-target")(
       "template-target", po::value(&o.template_target),
       "seq2seq: the target (decoder label) text of each jsonl record, e.g. \"{answer}\"")(
       "source-len", po::value<std::int64_t>(), "seq2seq: source tokens per sample, special tokens included")(
@@ -87,10 +93,14 @@ int build_command(const args& a) {
       "shard-tokens", po::value(&o.shard_tokens), "tokens per shard (default 134217728)")(
       "quiet", po::bool_switch(&quiet), "no progress bar");
   po::variables_map vm;
-  if (!parse(a, desc, vm,
-             "build --input PATH --tokenizer FILE [--template T | --field NAME] [options] --seq-len N --out DIR\n"
-             "       cohort-data build --input FILE.jsonl --tokenizer FILE --template-source S --template-target T\n"
-             "                         --source-len N --target-len M [--over-long truncate|skip|error] --out DIR"))
+  if (!parse(
+          a, desc, vm,
+          "build --input PATH --tokenizer FILE [--template T | --field NAME | --pairs] [options] --seq-len N "
+          "--out DIR\n"
+          "       cohort-data build --input FILE.jsonl --tokenizer FILE --template-source S "
+          "--template-target T\n"
+          "                         --source-len N --target-len M [--over-long truncate|skip|error] --out "
+          "DIR"))
     return 0;
   const bool seq2seq = vm.count("template-source") || vm.count("template-target");
   if (seq2seq) {

@@ -1,5 +1,6 @@
 // cohort-model eval: {"loss": x, "logits": [[[...]]]} of a model on input ids, labels = ids (T5:
-// the labels of the input file, the logits the decoder's).
+// the labels of the input file, the logits the decoder's). cohort-model score: {"scores": [[...]]}
+// of a sequence classifier (a reward model's export) on input ids.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -47,6 +48,32 @@ int run_eval(const arg_list& args) {
         print_number(out, result.logits[i++]);
       }
       out += "]";
+    }
+    out += "]";
+  }
+  out += "]}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+int run_score(const arg_list& args) {
+  std::string dir, ids_file;
+  po::options_description desc("score options");
+  desc.add_options()("hf-dir", po::value(&dir)->required(),
+                     "a …ForSequenceClassification directory (a reward model's export)")(
+      "input-ids", po::value(&ids_file)->required(),
+      "JSON file {\"input_ids\": [[...], ...]}: equal-length rows, padded after their text with the "
+      "model's pad_token_id");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, "cohort-model score --hf-dir DIR --input-ids FILE")) return 0;
+
+  const auto scores = core::model::score_rows(dir, core::model::read_input_ids(ids_file));
+  std::string out = "{\"scores\": [";
+  for (std::size_t b = 0; b < scores.size(); ++b) {
+    out += b ? ", [" : "[";
+    for (std::size_t l = 0; l < scores[b].size(); ++l) {
+      if (l) out += ", ";
+      print_number(out, scores[b][l]);
     }
     out += "]";
   }

@@ -28,6 +28,7 @@ inline constexpr const char* input_ids_help =
     "the decoder input is the labels shifted right) and optionally \"attention_mask\" (0/1)";
 
 int run_eval(const arg_list& args);
+int run_score(const arg_list& args);
 int run_step(const arg_list& args);
 int run_info(const arg_list& args);
 int run_tokenize(const arg_list& args);

@@ -41,6 +41,7 @@ struct command {
 
 const command commands[] = {
     {"eval", cohort::tools::run_eval, "print loss and logits of a model on input ids (JSON)"},
+    {"score", cohort::tools::run_score, "print a reward model's score of each row of input ids (JSON)"},
     {"step", cohort::tools::run_step, "take one clipped AdamW step and write the model"},
     {"info", cohort::tools::run_info, "print family, parameter count and memory needs (JSON)"},
     {"tokenize", cohort::tools::run_tokenize, "print the token ids of a text (JSON list)"},

@@ -52,6 +52,29 @@ struct record_encoder {
   const seq2seq_side* target = nullptr;
   const std::string& over_long;
   std::size_t special = 0;  // ids the post-processor adds to one sequence
+  bool pairs = false;       // reward-model pairs: "prompt" (optional), "chosen", "rejected"
+
+  // A pairs record's string field `name`; `optional`: "" when absent.
+  std::string pair_text(const json& j, const std::string& where, const char* name, bool optional) const {
+    const auto it = j.find(name);
+    if (it == j.end()) {
+      if (optional) return "";
+      throw data_error(where + ": missing field \"" + name +
+                       "\"; a pairs record (--pairs) needs string fields \"chosen\" and \"rejected\" "
+                       "(and may have \"prompt\")");
+    }
+    if (!it->is_string()) throw data_error(where + ": field \"" + name + "\" must be a string");
+    return it->get<std::string>();
+  }
+
+  encoded_record encode_pair(const json& j, const std::string& where) const {
+    if (!j.is_object()) throw data_error(where + ": expected a JSON object per line");
+    const std::string prompt = pair_text(j, where, "prompt", true);
+    encoded_record out;
+    out.ids = tok.encode(prompt + pair_text(j, where, "chosen", false));
+    out.target_ids = tok.encode(prompt + pair_text(j, where, "rejected", false));
+    return out;
+  }
 
   // One side's text as ids fitted to its length, special tokens included; false: skip the record.
   bool fit(const seq2seq_side& side, const json& j, const std::string& where, std::vector<std::int32_t>& out,
@@ -85,6 +108,7 @@ struct record_encoder {
     } catch (const json::exception& e) {
       throw data_error(where + ": invalid JSON (" + std::string(e.what()) + ")");
     }
+    if (kind == input_kind::jsonl && pairs) return encode_pair(j, where);
     if (source != nullptr) {
       out.skip = !fit(*source, j, where, out.ids, out.source_cut) ||
                  !fit(*target, j, where, out.target_ids, out.target_cut);
@@ -172,6 +196,28 @@ struct checked_options {
   sample_layout layout;
 };
 
+// Samples of `samples` kind made from jsonl records, unpacked; plain-text input is refused with
+// `what` (which options need jsonl).
+checked_options jsonl_records(const build_options& o, sample_kind samples, const std::string& what) {
+  checked_options c;
+  c.kind = input_kind_of(o.input, input_kind::jsonl);
+  if (c.kind != input_kind::jsonl) throw data_error("--input " + o.input + " is plain text: " + what);
+  c.samples = samples;
+  c.layout = sample_layout::pad;
+  return c;
+}
+
+// --pairs: jsonl records, one sample per side, no template or field.
+checked_options check_pairs(const build_options& o) {
+  if (!o.template_text.empty() || !o.field.empty())
+    throw data_error(
+        "--pairs reads each record's \"chosen\" and \"rejected\" (and \"prompt\"); it excludes "
+        "--template and --field");
+  if (o.layout == "pack") throw data_error("--pack does not apply to --pairs: each text is one sample");
+  if (o.seq_len < 2) throw data_error("--seq-len must be >= 2, got " + std::to_string(o.seq_len));
+  return jsonl_records(o, sample_kind::pairs, "--pairs reads .jsonl input only");
+}
+
 checked_options check(const build_options& o) {
   if (o.input.empty()) throw data_error("--input is required");
   if (o.out_dir.empty()) throw data_error("--out is required");
@@ -189,14 +235,10 @@ checked_options check(const build_options& o) {
     if (o.over_long != "truncate" && o.over_long != "skip" && o.over_long != "error")
       throw data_error("--over-long \"" + o.over_long + "\" is not one of truncate, skip, error");
     if (o.layout == "pack") throw data_error("--pack does not apply to seq2seq data: each record is one sample");
-    c.kind = input_kind_of(o.input, input_kind::jsonl);
-    if (c.kind != input_kind::jsonl)
-      throw data_error("--input " + o.input + " is plain text: seq2seq templates apply to .jsonl input only");
-    c.samples = sample_kind::seq2seq;
-    c.layout = sample_layout::pad;
-    return c;
+    return jsonl_records(o, sample_kind::seq2seq, "seq2seq templates apply to .jsonl input only");
   }
   if (o.target_len != 0) throw data_error("--target-len applies to seq2seq data (--template-source/--template-target)");
+  if (o.pairs) return check_pairs(o);
   if (o.seq_len < 2) throw data_error("--seq-len must be >= 2, got " + std::to_string(o.seq_len));
   if (!o.template_text.empty() && !o.field.empty())
     throw data_error("--template and --field exclude each other: --template builds SFT samples from jsonl, "
@@ -216,6 +258,20 @@ checked_options check(const build_options& o) {
     c.layout = o.layout == "pack" ? sample_layout::pack : sample_layout::pad;
   }
   return c;
+}
+
+const char* kind_name(sample_kind k) {
+  switch (k) {
+    case sample_kind::pretrain:
+      return "pretrain";
+    case sample_kind::sft:
+      return "sft";
+    case sample_kind::seq2seq:
+      return "seq2seq";
+    case sample_kind::pairs:
+      return "pairs";
+  }
+  return "?";
 }
 
 }  // namespace
@@ -256,7 +312,7 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
     info.over_long = options.over_long;
     m.seq2seq = info;
   }
-  m.kind = c.samples == sample_kind::pretrain ? "pretrain" : c.samples == sample_kind::sft ? "sft" : "seq2seq";
+  m.kind = kind_name(c.samples);
   m.layout = c.layout == sample_layout::pack ? "pack" : "pad";
   m.tokenizer_identity = tok.identity();
   m.tokenizer_path = options.tokenizer_path;
@@ -287,8 +343,16 @@ build_report build_dataset(const build_options& options, tokenizer::tokenizer& t
 
   chunk_reader reader(files, c.kind, options.chunk_bytes);
   const bool pairs = c.samples == sample_kind::seq2seq;
-  const record_encoder encode{tok, c.kind, options.field, tmpl.get(), files,
-                              pairs ? &source : nullptr, pairs ? &target : nullptr, options.over_long, special};
+  const record_encoder encode{tok,
+                              c.kind,
+                              options.field,
+                              tmpl.get(),
+                              files,
+                              pairs ? &source : nullptr,
+                              pairs ? &target : nullptr,
+                              options.over_long,
+                              special,
+                              c.samples == sample_kind::pairs};
   const int threads = options.threads > 0 ? options.threads
                                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   pipeline p;

@@ -24,6 +24,9 @@ struct build_options {
   std::string template_target;
   std::int64_t target_len = 0;
   std::string over_long = "truncate";  // seq2seq, a text over its length: "truncate", "skip" or "error"
+  // Reward-model pairs: each jsonl record's "chosen" and "rejected" texts (strings), each after
+  // the record's "prompt" when it has one, become two samples (kind "pairs").
+  bool pairs = false;
   std::string out_dir;
   std::int64_t seq_len = 0;         // seq2seq: the source length
   std::string layout;               // "pack", "pad" or "" (pretraining: pack, SFT: pad)

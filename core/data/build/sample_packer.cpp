@@ -19,6 +19,8 @@ void sample_packer::add(const encoded_record& record) {
     add_pretrain(record);
   } else if (config_.kind == sample_kind::sft) {
     add_sft(record);
+  } else if (config_.kind == sample_kind::pairs) {
+    add_pairs(record);
   } else {
     add_seq2seq(record);
   }
@@ -40,6 +42,27 @@ void sample_packer::add_seq2seq(const encoded_record& r) {
   }
   writer_.append_pair(r.ids.data(), static_cast<std::int64_t>(r.ids.size()), r.target_ids.data(),
                       static_cast<std::int64_t>(r.target_ids.size()));
+}
+
+void sample_packer::add_pairs(const encoded_record& r) {
+  ++records_;
+  add_delimited(r.ids);
+  add_delimited(r.target_ids);
+}
+
+void sample_packer::add_delimited(const std::vector<std::int32_t>& text) {
+  std::vector<std::int32_t> ids;
+  ids.reserve(text.size() + 2);
+  if (config_.bos_id) ids.push_back(*config_.bos_id);
+  ids.insert(ids.end(), text.begin(), text.end());
+  ids.push_back(config_.eos_id);
+  const auto seq = static_cast<std::size_t>(config_.seq_len);
+  if (ids.size() > seq) {
+    ++truncated_samples_;
+    truncated_tokens_ += static_cast<std::int64_t>(ids.size() - seq);
+    ids.resize(seq);
+  }
+  emit(ids.data(), nullptr, ids.size());
 }
 
 void sample_packer::add_pretrain(const encoded_record& r) {

@@ -12,7 +12,7 @@
 
 namespace cohort::core::data {
 
-enum class sample_kind { pretrain, sft, seq2seq };
+enum class sample_kind { pretrain, sft, seq2seq, pairs };
 enum class sample_layout { pack, pad };
 
 struct packer_config {
@@ -29,6 +29,7 @@ struct encoded_record {
   bool doc_end = true;            // pretraining text: the document ends after these ids
   // seq2seq: `ids` is the source, `target_ids` the target, both final (post-processed and fitted
   // to their lengths); *_cut count the tokens truncation removed; `skip`: left out (over-long).
+  // pairs: `ids` is the chosen text, `target_ids` the rejected one (each without BOS and EOS).
   std::vector<std::int32_t> target_ids;
   std::int64_t source_cut = 0;
   std::int64_t target_cut = 0;
@@ -38,6 +39,8 @@ struct encoded_record {
 // Pretraining records are BOS/EOS-delimited documents, packed into seq_len blocks (pack; the last
 // block may be short) or one document per sample (pad). SFT records become BOS prompt completion EOS
 // with the prompt masked out, one per sample (pad) or greedily packed whole into seq_len blocks (pack).
+// Pairs records become two samples, BOS chosen EOS then BOS rejected EOS, each cut to seq_len (the
+// EOS too when over it, as DeepSpeed-Chat's tokenizer call truncates), without a loss mask.
 class sample_packer {
  public:
   sample_packer(shard_writer& writer, const packer_config& config);
@@ -55,6 +58,8 @@ class sample_packer {
   void add_pretrain(const encoded_record& r);
   void add_sft(const encoded_record& r);
   void add_seq2seq(const encoded_record& r);
+  void add_pairs(const encoded_record& r);
+  void add_delimited(const std::vector<std::int32_t>& text);  // pairs: one side as one sample
   void emit(const std::int32_t* ids, const std::uint8_t* mask, std::size_t n);
   void flush_pending();
 

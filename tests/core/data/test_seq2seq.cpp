@@ -349,7 +349,7 @@ TEST_CASE("a decoder loader refuses a seq2seq data set and a seq2seq loader refu
   CHECK_THROWS_WITH(decoder->target_tokens(0), Catch::Contains("has no target (decoder) ids"));
 }
 
-TEST_CASE("seq2seq manifests are format_version 2, which a version-1 reader refuses, and newer versions are refused",
+TEST_CASE("seq2seq manifests are format_version 2, which a version-1 reader refuses, and other versions are refused",
           "[core][data][seq2seq]") {
   temp_dir tmp;
   byte_dataset(tmp, 4, 64, 48);
@@ -360,9 +360,11 @@ TEST_CASE("seq2seq manifests are format_version 2, which a version-1 reader refu
   CHECK(j["seq2seq"]["target_len"] == 48);
   // Readers before seq2seq accepted exactly format_version 1 and refused others by number.
   CHECK(j["format_version"] != 1);
-  j["format_version"] = 3;
+  j["format_version"] = 4;
   CHECK_THROWS_WITH(manifest_from_json(j.dump(), "m.json"),
-                    Catch::Contains("format_version 3 is not supported (this build reads 1 to 2"));
+                    Catch::Contains("format_version 4 is not supported (this build reads 1 to 3"));
+  j["format_version"] = 3;  // the pairs data sets' version
+  CHECK_THROWS_WITH(manifest_from_json(j.dump(), "m.json"), Catch::Contains("kind \"seq2seq\" with format_version 3"));
   j["format_version"] = 1;
   CHECK_THROWS_WITH(manifest_from_json(j.dump(), "m.json"),
                     Catch::Contains("kind \"seq2seq\" with format_version 1"));

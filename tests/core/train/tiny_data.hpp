@@ -10,6 +10,26 @@
 
 namespace cohort::test {
 
+// The tiny data sets' generator: each call the high bits of a 64-bit LCG's next state.
+inline auto tiny_random(std::uint64_t seed) {
+  return [state = seed]() mutable {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int64_t>(state >> 33);
+  };
+}
+
+// Ends a tiny data set of `kind`: padded samples of at most 16 ids, PAD 0, EOS 2.
+inline void finish_tiny(core::data::shard_writer& w, const char* kind, std::int64_t vocab) {
+  core::data::manifest m;
+  m.kind = kind;
+  m.layout = "pad";
+  m.seq_len = 16;
+  m.pad_id = 0;
+  m.eos_id = 2;
+  m.vocab_size = vocab;
+  w.finish(m);
+}
+
 // 96 samples of 6..16 ids in [3, 259) from a fixed generator; mask 0 on the first 3 tokens.
 inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab = 300) {
   core::data::prepare_output_dir(dir);
@@ -17,11 +37,7 @@ inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab 
   o.vocab_size = vocab;
   o.loss_mask = true;
   core::data::shard_writer w(dir, o);
-  std::uint64_t state = 12345;
-  auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<std::int64_t>(state >> 33);
-  };
+  auto next = tiny_random(12345);
   for (int i = 0; i < 96; ++i) {
     const std::int64_t n = 6 + next() % 11;
     std::vector<std::int32_t> ids;
@@ -35,14 +51,7 @@ inline std::string make_tiny_dataset(const std::string& dir, std::int64_t vocab 
     }
     w.append(ids.data(), n, mask.data());
   }
-  core::data::manifest m;
-  m.kind = "sft";
-  m.layout = "pad";
-  m.seq_len = 16;
-  m.pad_id = 0;
-  m.eos_id = 2;
-  m.vocab_size = vocab;
-  w.finish(m);
+  finish_tiny(w, "sft", vocab);
   return dir;
 }
 
@@ -79,6 +88,31 @@ inline std::string make_tiny_seq2seq_dataset(const std::string& dir) {
   s.over_long = "truncate";
   m.seq2seq = s;
   w.finish(m);
+  return dir;
+}
+
+// `pairs` (48 unless given) reward-model pairs (kind "pairs", seq_len 16, PAD 0, EOS 2): the chosen text
+// follows the tiny data set's pattern (each id the previous + 1), the rejected one is random; 5..15 ids in
+// [3, 259) and EOS, never PAD, so each text's last token is its EOS.
+inline std::string make_tiny_pairs_dataset(const std::string& dir, int pairs = 48, std::int64_t vocab = 300) {
+  core::data::prepare_output_dir(dir);
+  core::data::shard_writer_options o;
+  o.vocab_size = vocab;
+  core::data::shard_writer w(dir, o);
+  auto next = tiny_random(777);
+  for (int i = 0; i < pairs; ++i) {
+    for (const bool chosen : {true, false}) {
+      const std::int64_t n = 5 + next() % 11;
+      std::vector<std::int32_t> ids;
+      for (std::int64_t t = 0; t < n; ++t) {
+        const bool follow = chosen && t > 0;
+        ids.push_back(static_cast<std::int32_t>(follow ? 3 + (ids.back() - 3 + 1) % 256 : 3 + next() % 256));
+      }
+      ids.push_back(2);
+      w.append(ids.data(), static_cast<std::int64_t>(ids.size()), nullptr);
+    }
+  }
+  finish_tiny(w, "pairs", vocab);
   return dir;
 }
 

@@ -90,6 +90,21 @@ inline std::vector<rank_result<rank_run>> run_until_step(const config::job_spec&
   return run_workload(spec, run_dir, o);
 }
 
+// A run of `spec` killed once rank 0 reported step `stop_after` (run_until_step), then started
+// again as attempt 1 and run to its end: each attempt's rank results.
+struct killed_and_resumed {
+  std::vector<rank_result<rank_run>> killed, resumed;
+};
+inline killed_and_resumed run_killed_and_resumed(const config::job_spec& spec, const std::string& run_dir,
+                                                 std::int64_t stop_after) {
+  killed_and_resumed out;
+  out.killed = run_until_step(spec, run_dir, stop_after);
+  run_options again;
+  again.attempt = 1;
+  out.resumed = run_workload(spec, run_dir, again);
+  return out;
+}
+
 inline std::vector<nlohmann::json> metrics_lines(const std::string& run_dir) {
   return read_json_lines(run_dir + "/metrics.jsonl");
 }
@@ -107,6 +122,22 @@ inline std::map<std::string, std::string> checkpoint_tensors(const std::string& 
   auto m = core::ckpt::read_manifest(ckpt_dir);
   core::ckpt::reshard_reader reader(ckpt_dir, m);
   return reader.read_partition(1, 0);
+}
+
+// Two committed checkpoints' logical tensors compared: how many `a` holds, and the names of those
+// that `b` lacks or holds other bytes of.
+struct checkpoint_comparison {
+  std::map<std::string, std::string> tensors;  // a's
+  std::vector<std::string> differing;
+};
+inline checkpoint_comparison compare_checkpoints(const std::string& a, const std::string& b) {
+  checkpoint_comparison out{checkpoint_tensors(a), {}};
+  const auto other = checkpoint_tensors(b);
+  for (const auto& [name, bytes] : out.tensors) {
+    const auto it = other.find(name);
+    if (it == other.end() || it->second != bytes) out.differing.push_back(name);
+  }
+  return out;
 }
 
 }  // namespace cohort::test
