@@ -246,33 +246,36 @@ void start_trainers(head_ptr self) {
   persist(self);
 }
 
-// Stops an attempt whose resize checkpoint committed and restarts the job on more workers.
-void end_resize(head_ptr self, const std::string& job_id) {
-  auto& st = self->state;
-  const auto* r = st.logic.find(job_id);
-  if (r == nullptr || !st.logic.resizing(job_id)) return;
-  const auto attempt = r->attempts - 1;
-  if (auto trainer = current_trainer(self, *r))
-    command(self, trainer, stop_attempt{job_id, attempt, "the attempt is restarted on more workers"});
+// Stops the current attempt of a job (its trainer told `why`), ends it in head_state with
+// `settle(attempt)` (on_preempted, on_resized), and places what fits, its restart included.
+template <class Settle>
+void stop_and_restart(head_ptr self, const job_record& r, const char* why, Settle settle) {
+  const std::string job_id = r.id;
+  const auto attempt = r.attempts - 1;
+  if (auto trainer = current_trainer(self, r)) command(self, trainer, stop_attempt{job_id, attempt, why});
   forget_trainer(self, job_id, attempt);
-  st.logic.on_resized(job_id, attempt);
+  settle(attempt);
   notify_state(self, job_id);
   start_trainers(self);
+}
+
+// Stops an attempt whose resize checkpoint committed and restarts the job on more workers.
+void end_resize(head_ptr self, const std::string& job_id) {
+  auto& logic = self->state.logic;
+  const auto* r = logic.find(job_id);
+  if (r == nullptr || !logic.resizing(job_id)) return;
+  stop_and_restart(self, *r, "the attempt is restarted on more workers",
+                   [&](std::int32_t attempt) { logic.on_resized(job_id, attempt); });
 }
 
 // Stops a preempted attempt (its emergency checkpoint committed, or its grace is over, or it
 // could not save one) and restarts the job under failure.max_preemptions.
 void end_preemption(head_ptr self, const std::string& job_id) {
-  auto& st = self->state;
-  const auto* r = st.logic.find(job_id);
-  if (r == nullptr || !st.logic.preempting(job_id)) return;
-  const auto attempt = r->attempts - 1;
-  if (auto trainer = current_trainer(self, *r))
-    command(self, trainer, stop_attempt{job_id, attempt, "the attempt was preempted"});
-  forget_trainer(self, job_id, attempt);
-  st.logic.on_preempted(job_id, attempt);
-  notify_state(self, job_id);
-  start_trainers(self);
+  auto& logic = self->state.logic;
+  const auto* r = logic.find(job_id);
+  if (r == nullptr || !logic.preempting(job_id)) return;
+  stop_and_restart(self, *r, "the attempt was preempted",
+                   [&](std::int32_t attempt) { logic.on_preempted(job_id, attempt); });
 }
 
 // Drains `node` (kind "preempted" or "drained", see head_state::drain): every job with ranks there

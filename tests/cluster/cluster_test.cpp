@@ -63,6 +63,19 @@ bool is_terminal_state(const json& s) {
   return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || s["state"] == "STOPPED";
 }
 
+// Waits for job `id` to end SUCCEEDED after `attempts` attempts, `preemptions` of them
+// preempted and none failed: its status.
+json succeeded_unfailed(test_cluster& c, const std::string& id, int attempts, int preemptions) {
+  const auto s = c.wait_for(
+      id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == attempts);
+  CHECK(s["preemptions"] == preemptions);
+  CHECK(s["failures"].empty());
+  return s;
+}
+
 // The job's current attempt (1-based: `attempts`) waits before `step` (run.hold_before_step).
 bool held_before(const json& s, int step, int attempt = 1) {
   return s["state"] == "RUNNING" && s["attempts"] == attempt && s["held_before_step"] == step;
@@ -1398,13 +1411,7 @@ bool registered(const json& nodes, std::initializer_list<const char*> names) {
 // every step once; n2 leaves once its worker stopped.
 void check_resumed_after_emergency_checkpoint(test_cluster& c, const std::string& id,
                                               cohort::test::running_process& n2) {
-  const auto s = c.wait_for(
-      id, [](const json& s) { return is_terminal_state(s); }, 180s);
-  INFO(s.dump());
-  REQUIRE(s["state"] == "SUCCEEDED");
-  CHECK(s["attempts"] == 2);
-  CHECK(s["preemptions"] == 1);
-  CHECK(s["failures"].empty());
+  const auto s = succeeded_unfailed(c, id, 2, 1);
   CHECK(s["rank_nodes"] == json::array({"n1", "n3"}));
   CHECK(s["step"] == 24);
   const std::string run_dir = c.dir().str() + "/runs/spot";
@@ -1760,12 +1767,7 @@ TEST_CASE("an elastic job whose node is preempted with no node to replace it goe
     return s["reason"].get<std::string>().rfind("preempting attempt 1", 0) == 0;
   }, 60s);
   release(c, id);
-  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
-  INFO(s.dump());
-  REQUIRE(s["state"] == "SUCCEEDED");
-  CHECK(s["attempts"] == 2);
-  CHECK(s["preemptions"] == 1);
-  CHECK(s["failures"].empty());
+  const auto s = succeeded_unfailed(c, id, 2, 1);
   CHECK(s["rank_nodes"] == json::array({"n1"}));
   const auto logs = c.submit({"logs", id}).out;
   CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
@@ -1925,13 +1927,7 @@ TEST_CASE(
   CHECK(grown["failures"].empty());
   release(c, id);
 
-  const auto s = c.wait_for(
-      id, [](const json& s) { return is_terminal_state(s); }, 180s);
-  INFO(s.dump());
-  REQUIRE(s["state"] == "SUCCEEDED");
-  CHECK(s["attempts"] == 3);
-  CHECK(s["preemptions"] == 1);
-  CHECK(s["failures"].empty());
+  succeeded_unfailed(c, id, 3, 1);
   bool resized = false;
   for (const auto& e : events_ending_in(c, id, "SUCCEEDED", 60s))
     resized = resized || (e["state"] == "RESTARTING" && e["reason"].get<std::string>().rfind(
