@@ -1433,15 +1433,27 @@ void check_resumed_after_emergency_checkpoint(test_cluster& c, const std::string
 
 }  // namespace
 
-TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint at the held step and "
-          "the job resumes there on the other nodes, a preemption and not a failure",
-          "[cluster][ckpt][preempt]") {
-  test_cluster c;
+namespace {
+
+// A head and nodes n1 and n2 of one CPU each, both registered, and the tiny data set: n2 (the
+// node these tests preempt) and the data set's directory.
+std::pair<cohort::test::running_process*, std::string> two_nodes_and_data(test_cluster& c) {
   c.start_head();
   c.start_worker("n1", 1);
   auto& n2 = c.start_worker("n2", 1);
   wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  return {&n2, cohort::test::make_tiny_dataset(c.dir().str() + "/data")};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint at the held step and "
+    "the job resumes there on the other nodes, a preemption and not a failure",
+    "[cluster][ckpt][preempt]") {
+  test_cluster c;
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
   // every_steps 0: the only checkpoints are the emergency one and the final one. max_failures 0:
   // a preemption counted as a failure would end the job.
   auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", 0), 5));
@@ -1751,11 +1763,8 @@ TEST_CASE("an elastic job whose node is preempted with no node to replace it goe
           "checkpoint on the node that is left, with the same global batch",
           "[cluster][ckpt][preempt]") {
   test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 1);
-  auto& n2 = c.start_worker("n2", 1);
-  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
   auto spec = json::parse(holding(tiny_llama_job("shrinks", data, c.dir().str() + "/runs", 0), 5));
   spec["scaling"]["min_workers"] = 1;
   spec["run"]["failure"]["preemption_grace_s"] = 600;  // the release, not a deadline, moves it on
@@ -1783,11 +1792,8 @@ TEST_CASE("an elastic job shrunk by a preemption grows back to num_workers at it
           "node joins",
           "[cluster][ckpt][preempt]") {
   test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 1);
-  auto& n2 = c.start_worker("n2", 1);
-  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
   // Checkpoints every 2 steps; every attempt holds before step 5, after step 4's checkpoint.
   auto spec = json::parse(holding(tiny_llama_job("grows", data, c.dir().str() + "/runs", 2), 5));
   spec["scaling"]["min_workers"] = 1;
@@ -1872,16 +1878,8 @@ TEST_CASE(
     "preemption, and every step and sample once",
     "[cluster][ckpt][preempt][elastic]") {
   test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 1);
-  auto& n2 = c.start_worker("n2", 1);
-  wait_for_nodes(
-      c,
-      [](const json& n) {
-        return registered(n, {"n1", "n2"});
-      },
-      60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
   // No periodic checkpoints: the emergency one at step 5, the resize's at step 9, the final one.
   auto spec = json::parse(tiny_llama_job("regrows", data, c.dir().str() + "/runs", 0));
   spec["scaling"]["min_workers"] = 1;
