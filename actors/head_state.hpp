@@ -1,7 +1,8 @@
 // The head's logic without CAF: the node registry with free resources, the job table, placement
 // of waiting jobs, GPU isolation (which of a node's GPUs each rank gets, see
 // core/resources/gpu_assignment.hpp), memory admission, and the failure policy
-// (failure.max_failures), draining nodes and preemptions (failure.max_preemptions). A causal_lm job's rank memory plan (core/train/memory_estimate.hpp, from
+// (failure.max_failures), draining nodes and preemptions (failure.max_preemptions), and elastic
+// jobs growing back (scaling.resize_interval_s). A causal_lm job's rank memory plan (core/train/memory_estimate.hpp, from
 // its config.json) is made once at submit: a job whose ranks fit no node's GPU memory
 // (min(node, COHORT_GPU_MEMORY_LIMIT_GB)) or RAM (the "memory" resource), or whose model cannot be
 // read, is FAILED with the numbers; one that fits some node waits PENDING for room. Unknown GPU
