@@ -238,9 +238,13 @@ std::int64_t head_state::resize_due_ms(const std::string& job_id) const {
 
 std::vector<head_state::growth> head_state::growable(std::int64_t now_ms) const {
   std::vector<growth> out;
+  bool earlier_waits = false;  // a job before it waits for placement: it would take the room first
   for (const auto& id : job_order_) {
     const auto& job = jobs_.at(id);
     const auto& scaling = job.spec.scaling;
+    const auto state = job.record.state;
+    if (earlier_waits) break;
+    earlier_waits = !job.held && (state == job_state::pending || state == job_state::restarting);
     if (job.record.state != job_state::running || !job.held || job.awaiting_adoption || job.preempting ||
         job.resizing || scaling.min_workers <= 0 || job.spec.workload != config::workload_kind::causal_lm)
       continue;

@@ -106,6 +106,7 @@ class head_state {
   // attempt has run scaling.resize_interval_s by `now_ms` (unix ms), being neither preempted nor
   // resized nor awaiting adoption, for which the schedulable nodes, with what the attempt holds
   // given back, would place more ranks (the most that keep the global batch, up to num_workers).
+  // None behind a job that waits for placement: its restart would be placed after that job.
   std::vector<growth> growable(std::int64_t now_ms) const;
   // When the job's current attempt may first grow (unix ms): it started running at this time plus
   // scaling.resize_interval_s; 0 when it is not running.

@@ -1125,6 +1125,36 @@ TEST_CASE("a job that is not elastic, already on all its workers, or saving no c
   CHECK(head.growable(1000000).empty());
 }
 
+TEST_CASE(
+    "an elastic job does not grow while a job submitted before it waits for placement, which "
+    "would take the room its restart gives back",
+    "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 2}}});
+  cohort::test::lr_job_options o;
+  o.workers = 1;
+  const auto first = submit(head, o);
+  const auto id = growing_job(head);
+  REQUIRE(head.schedule().size() == 2);  // first on one CPU, the elastic job on the other
+  head.on_running(id, 0, 0);
+  head.on_outcome({first, 0, false, worker_failure(0, 0)});  // max_failures 0: FAILED, room freed
+  const auto waiting = submit(head, {});                     // two CPUs, submitted after the elastic job
+  CHECK(head.schedule().empty());
+  REQUIRE(head.growable(1000000).size() == 1);  // the later job waits behind it
+  head.stop(waiting, "stopped");
+
+  head_state other;
+  other.add_node({"n1", {{"CPU", 1}}});
+  const auto big = submit(other, {});  // two CPUs: waits
+  const auto grows = growing_job(other);
+  CHECK(other.schedule().size() == 1);
+  other.on_running(grows, 0, 0);
+  other.add_node({"n2", {{"CPU", 1}}});
+  CHECK(other.schedule().size() == 0);  // the elastic job holds n1: big still waits
+  CHECK(other.find(big)->state == job_state::pending);
+  CHECK(other.growable(1000000).empty());
+}
+
 TEST_CASE("an attempt being preempted does not grow, and a preemption during a resize takes it over",
           "[actors]") {
   head_state head;
