@@ -41,6 +41,9 @@ struct preemption_deadline {
   std::string job_id;
   std::int32_t attempt = 0;
 };
+// Head timer: an elastic attempt below num_workers has run scaling.resize_interval_s; the head
+// checks again whether it can grow.
+struct resize_due {};
 // cluster-worker → its node actor: the process got SIGTERM, or the cloud's preemption notice
 // (cluster-worker --preemption-notice). The node tells the head (node_draining) and quits once
 // its trainers and workers are gone, or at the latest after the longest
@@ -68,6 +71,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::process_silent)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::lease_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::adoption_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::preemption_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::resize_due)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::begin_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::drain_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(cohort::actors::publish_address)

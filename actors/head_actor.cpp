@@ -188,8 +188,31 @@ void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attem
   if (auto trainer = self->state.trainers.forget(job_id, attempt)) self->demonitor(*trainer);
 }
 
+std::int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Asks every elastic attempt that could run on more ranks now (head_state::growable) to save a
+// checkpoint after its next step and wait to be stopped (the preemption's command, without a
+// deadline); on_progress stops it once that checkpoint commits (end_resize).
+void grow_jobs(head_ptr self) {
+  auto& st = self->state;
+  for (const auto& g : st.logic.growable(unix_now_ms())) {
+    const auto* r = st.logic.find(g.job_id);
+    auto trainer = current_trainer(self, *r);
+    if (!trainer || !st.logic.begin_resize(g.job_id, g.to)) continue;
+    std::cerr << "cluster-head: job " << g.job_id << " grows from " << g.from << " to " << g.to << " workers"
+              << std::endl;
+    command(self, trainer, preempt_attempt{g.job_id, r->attempts - 1, 0, 0});
+    notify_state(self, g.job_id);
+  }
+}
+
 // Places what fits and asks the nodes to start the trainers. Followers of jobs that go (back)
-// to PENDING, or that the memory plan refuses (FAILED), hear why.
+// to PENDING, or that the memory plan refuses (FAILED), hear why. Then elastic jobs grow into
+// what is left (grow_jobs).
 void start_trainers(head_ptr self) {
   // schedule() adds and removes no job: the records keep their order.
   std::vector<job_state> before;
@@ -219,22 +242,40 @@ void start_trainers(head_ptr self) {
     }
     command(self, *node, start_trainer{setup});
   }
+  grow_jobs(self);
   persist(self);
+}
+
+// Stops the current attempt of a job (its trainer told `why`), ends it in head_state with
+// `settle(attempt)` (on_preempted, on_resized), and places what fits, its restart included.
+template <class Settle>
+void stop_and_restart(head_ptr self, const job_record& r, const char* why, Settle settle) {
+  const std::string job_id = r.id;
+  const auto attempt = r.attempts - 1;
+  if (auto trainer = current_trainer(self, r)) command(self, trainer, stop_attempt{job_id, attempt, why});
+  forget_trainer(self, job_id, attempt);
+  settle(attempt);
+  notify_state(self, job_id);
+  start_trainers(self);
+}
+
+// Stops an attempt whose resize checkpoint committed and restarts the job on more workers.
+void end_resize(head_ptr self, const std::string& job_id) {
+  auto& logic = self->state.logic;
+  const auto* r = logic.find(job_id);
+  if (r == nullptr || !logic.resizing(job_id)) return;
+  stop_and_restart(self, *r, "the attempt is restarted on more workers",
+                   [&](std::int32_t attempt) { logic.on_resized(job_id, attempt); });
 }
 
 // Stops a preempted attempt (its emergency checkpoint committed, or its grace is over, or it
 // could not save one) and restarts the job under failure.max_preemptions.
 void end_preemption(head_ptr self, const std::string& job_id) {
-  auto& st = self->state;
-  const auto* r = st.logic.find(job_id);
-  if (r == nullptr || !st.logic.preempting(job_id)) return;
-  const auto attempt = r->attempts - 1;
-  if (auto trainer = current_trainer(self, *r))
-    command(self, trainer, stop_attempt{job_id, attempt, "the attempt was preempted"});
-  forget_trainer(self, job_id, attempt);
-  st.logic.on_preempted(job_id, attempt);
-  notify_state(self, job_id);
-  start_trainers(self);
+  auto& logic = self->state.logic;
+  const auto* r = logic.find(job_id);
+  if (r == nullptr || !logic.preempting(job_id)) return;
+  stop_and_restart(self, *r, "the attempt was preempted",
+                   [&](std::int32_t attempt) { logic.on_preempted(job_id, attempt); });
 }
 
 // Drains `node` (kind "preempted" or "drained", see head_state::drain): every job with ranks there
@@ -250,9 +291,7 @@ std::vector<std::string> drain_node_now(head_ptr self, const std::string& node, 
             << " job(s) with ranks there are preempted" << std::endl;
   std::vector<std::string> preempted;
   for (const auto& id : jobs) {
-    const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    const auto now_ms = unix_now_ms();
     if (!st.logic.begin_preemption(id, node, why, now_ms, notice_deadline_ms)) continue;
     preempted.push_back(id);
     const auto* r = st.logic.find(id);
@@ -758,10 +797,22 @@ void on_publish_address(head_ptr self, const publish_address& p) {
   self->send(st.lease_keeper, p);
 }
 
+// An attempt runs: an elastic one below num_workers may grow once its resize interval is over
+// (now, when it is 0).
 void on_attempt_running(head_ptr self, const attempt_running& ar) {
-  self->state.logic.on_running(ar.job_id, ar.attempt);
-  const auto* r = self->state.logic.find(ar.job_id);
-  if (r != nullptr && r->state == job_state::running) notify_state(self, ar.job_id);
+  auto& logic = self->state.logic;
+  const auto now_ms = unix_now_ms();
+  logic.on_running(ar.job_id, ar.attempt, now_ms);
+  const auto* r = logic.find(ar.job_id);
+  if (r == nullptr || r->state != job_state::running) return;
+  notify_state(self, ar.job_id);
+  const auto* spec = logic.spec(ar.job_id);
+  if (spec->scaling.min_workers <= 0 ||
+      r->rank_nodes.size() >= static_cast<std::size_t>(spec->scaling.num_workers))
+    return;
+  self->delayed_send(
+      self, std::chrono::milliseconds(std::max<std::int64_t>(0, logic.resize_due_ms(ar.job_id) - now_ms)),
+      resize_due{});
 }
 
 void on_progress(head_ptr self, const progress_report& report) {
@@ -775,6 +826,8 @@ void on_progress(head_ptr self, const progress_report& report) {
   if (logic.emergency_checkpoint_committed(report.job_id) ||
       logic.emergency_checkpoint_declined(report.job_id))
     end_preemption(self, report.job_id);
+  // A growing attempt whose checkpoint committed restarts on more workers.
+  if (logic.resize_checkpoint_committed(report.job_id)) end_resize(self, report.job_id);
 }
 
 // Keeps a line of output: with a store it lives there (logs_query reads it back, through the
@@ -844,25 +897,30 @@ caf::behavior head_actor(head_ptr self, head_options options) {
   if (self->state.options.store) arm_lease_deadline(self);
   reserve_job_id(self);
   self->set_down_handler([=](caf::down_msg& msg) { on_down(self, msg); });
-  return client_handlers(self, client_calls{}).or_else(
-      [=](const node_hello& m) { on_node_hello(self, m); },
-      [=](const node_draining& m) { on_node_draining(self, m); },
-      [=](const process_silent& m) { on_process_silent(self, m); },
-      [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
-      [=](const trainer_started& m) { on_trainer_started(self, m); },
-      [=](adoption_deadline) { on_adoption_deadline(self); },
-      [=](lease_deadline) { on_lease_deadline(self); },
-      [=](const metrics_query&) { return on_metrics_query(self); },
-      [=](const job_history_query& q) { return on_job_history_query(self, q); },
-      [=](const publish_address& m) { on_publish_address(self, m); },
-      [=](const lease_renewal& r) {
-        if (!self->state.lease.ended())
-          renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed, r.error);
-      },
-      [=](const attempt_running& m) { on_attempt_running(self, m); },
-      [=](const progress_report& m) { on_progress(self, m); },
-      [=](const log_line& m) { on_log_line(self, m); },
-      [=](const attempt_outcome& m) { on_attempt_outcome(self, m); });
+  return client_handlers(self, client_calls{})
+      .or_else([=](const node_hello& m) { on_node_hello(self, m); },
+               [=](const node_draining& m) { on_node_draining(self, m); },
+               [=](const process_silent& m) { on_process_silent(self, m); },
+               [=](const preemption_deadline& m) { on_preemption_deadline(self, m); },
+               [=](const trainer_started& m) { on_trainer_started(self, m); },
+               [=](adoption_deadline) { on_adoption_deadline(self); },
+               [=](resize_due) {
+                 grow_jobs(self);
+                 persist(self);
+               },
+               [=](lease_deadline) { on_lease_deadline(self); },
+               [=](const metrics_query&) { return on_metrics_query(self); },
+               [=](const job_history_query& q) { return on_job_history_query(self, q); },
+               [=](const publish_address& m) { on_publish_address(self, m); },
+               [=](const lease_renewal& r) {
+                 if (!self->state.lease.ended())
+                   renewal(self, steady::time_point(std::chrono::nanoseconds(r.started_ns)), r.renewed,
+                           r.error);
+               },
+               [=](const attempt_running& m) { on_attempt_running(self, m); },
+               [=](const progress_report& m) { on_progress(self, m); },
+               [=](const log_line& m) { on_log_line(self, m); },
+               [=](const attempt_outcome& m) { on_attempt_outcome(self, m); });
 }
 
 std::string describe(caf::actor_system& sys, const caf::error& err) {

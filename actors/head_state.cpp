@@ -109,6 +109,7 @@ bool head_state::begin_preemption(const std::string& job_id, const std::string& 
   if (it == jobs_.end()) return false;
   auto& job = it->second;
   if (!job.held || is_terminal(job.record.state) || job.preempting) return false;
+  job.resizing.reset();  // the node leaves: the restart is a preemption's
   const double grace_s = job.spec.run.failure.preemption_grace_s;
   const auto grace_end = now_ms + static_cast<std::int64_t>(grace_s * 1000);
   const bool notice_first = notice_deadline_ms > 0 && notice_deadline_ms < grace_end;
@@ -187,6 +188,84 @@ const job_record& head_state::on_preempted(const std::string& job_id, std::int32
   job.awaiting_adoption = false;
   release(job);
   record_preemption(job);
+  return job.record;
+}
+
+std::int32_t head_state::ranks_it_could_get(const job_entry& job) const {
+  auto nodes = schedulable();
+  try {
+    res::release(*job.held, nodes);  // its ranks may move: what they hold counts as free
+  } catch (const res::resource_error&) {
+    return 0;  // a node came back offering less than the attempt holds there: not now
+  }
+  const auto ranks = static_cast<std::int32_t>(job.held->rank_nodes.size());
+  const auto fit = fit_elastic(job, nodes, ranks + 1);
+  if (fit.admitted.refused || fit.admitted.result.status != res::placement_status::placed) return 0;
+  return fit.fewer ? fit.fewer->scaling.num_workers : job.spec.scaling.num_workers;
+}
+
+std::int64_t head_state::resize_due_ms(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.record.state != job_state::running || !it->second.held) return 0;
+  const auto& job = it->second;
+  return job.running_since_ms + static_cast<std::int64_t>(job.spec.scaling.resize_interval_s * 1000);
+}
+
+std::vector<head_state::growth> head_state::growable(std::int64_t now_ms) const {
+  std::vector<growth> out;
+  bool earlier_waits = false;  // a job before it waits for placement: it would take the room first
+  for (const auto& id : job_order_) {
+    const auto& job = jobs_.at(id);
+    const auto& scaling = job.spec.scaling;
+    const auto state = job.record.state;
+    if (earlier_waits) break;
+    earlier_waits = !job.held && (state == job_state::pending || state == job_state::restarting);
+    if (job.record.state != job_state::running || !job.held || job.awaiting_adoption || job.preempting ||
+        job.resizing || scaling.min_workers <= 0 || job.spec.workload != config::workload_kind::causal_lm)
+      continue;
+    const auto ranks = static_cast<std::int32_t>(job.held->rank_nodes.size());
+    if (ranks >= scaling.num_workers || now_ms < resize_due_ms(id)) continue;
+    if (const auto more = ranks_it_could_get(job); more > ranks) out.push_back({id, ranks, more});
+  }
+  return out;
+}
+
+bool head_state::begin_resize(const std::string& job_id, std::int32_t to) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return false;
+  auto& job = it->second;
+  if (!job.held || job.record.state != job_state::running || job.preempting || job.resizing) return false;
+  const auto from = static_cast<std::int32_t>(job.held->rank_nodes.size());
+  job.resizing = job_entry::resize{job.record.attempts - 1, from, to,
+                                   std::max(job.record.checkpoint_step, job.record.step)};
+  job.record.reason = "growing from " + std::to_string(from) + " to " + std::to_string(to) +
+                      " workers: attempt " + std::to_string(job.record.attempts) +
+                      " saves a checkpoint after its next step, then restarts on more nodes";
+  return true;
+}
+
+bool head_state::resizing(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && it->second.resizing.has_value();
+}
+
+bool head_state::resize_checkpoint_committed(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || !it->second.resizing) return false;
+  return it->second.record.checkpoint_step > it->second.resizing->checkpoint_before;
+}
+
+const job_record& head_state::on_resized(const std::string& job_id, std::int32_t attempt) {
+  auto& job = entry(job_id);
+  if (is_terminal(job.record.state) || !job.held || !job.resizing || attempt != job.record.attempts - 1)
+    return job.record;
+  const auto r = *job.resizing;
+  release(job);
+  job.record.state = job_state::restarting;
+  job.record.reason = "attempt " + std::to_string(attempt + 1) + " stopped to grow from " +
+                      std::to_string(r.from) + " to " + std::to_string(r.to) +
+                      " workers (checkpoint at step " + std::to_string(job.record.checkpoint_step) +
+                      "; neither a failure nor a preemption); restarting on more workers";
   return job.record;
 }
 
@@ -393,6 +472,11 @@ void check_shared_nodes(res::placement_result& result, const std::vector<res::no
 }  // namespace
 
 head_state::admission head_state::admit(const job_entry& job) const {
+  return admit(job, schedulable());  // a draining node takes no new placement
+}
+
+head_state::admission head_state::admit(const job_entry& job,
+                                        const std::vector<res::node_inventory>& nodes) const {
   admission out;
   const auto refuse = [&](const std::string& why) {
     out.refused = true;
@@ -401,7 +485,6 @@ head_state::admission head_state::admit(const job_entry& job) const {
     return out;
   };
   if (!job.memory_error.empty()) return refuse(job.memory_error);
-  const auto nodes = schedulable();  // a draining node takes no new placement
   if (!job.memory) {
     out.result = res::plan_job(job.spec, nodes);
     return out;
@@ -433,6 +516,26 @@ head_state::admission head_state::admit(const job_entry& job) const {
   return out;
 }
 
+head_state::elastic_fit head_state::fit_elastic(const job_entry& job,
+                                                const std::vector<res::node_inventory>& nodes,
+                                                int least) const {
+  elastic_fit out{admit(job, nodes), std::nullopt};
+  if (out.admitted.refused || out.admitted.result.status == res::placement_status::placed) return out;
+  const int wanted = job.spec.scaling.num_workers;
+  for (int w = wanted - 1; least > 0 && w >= least; --w) {
+    if ((std::int64_t{job.spec.train.grad_accum} * wanted) % w != 0) continue;
+    job_entry trial;
+    trial.spec = config::shrunk_to(job.spec, w);
+    plan_memory(trial);
+    auto fits = admit(trial, nodes);
+    if (fits.refused || fits.result.status != res::placement_status::placed) continue;
+    out.admitted = std::move(fits);
+    out.fewer = trial.spec;
+    break;
+  }
+  return out;
+}
+
 std::vector<trainer_setup> head_state::schedule() {
   std::vector<trainer_setup> starts;
   for (const auto& id : job_order_) {
@@ -444,23 +547,9 @@ std::vector<trainer_setup> head_state::schedule() {
       job.record.reason = refusal;
       continue;
     }
-    auto admitted = admit(job);
     // An elastic job (scaling.min_workers) that cannot get all its workers starts on fewer.
-    std::optional<config::job_spec> fewer;
     const int wanted = job.spec.scaling.num_workers, least = job.spec.scaling.min_workers;
-    if (!admitted.refused && admitted.result.status != res::placement_status::placed) {
-      for (int w = wanted - 1; least > 0 && w >= least; --w) {
-        if ((std::int64_t{job.spec.train.grad_accum} * wanted) % w != 0) continue;
-        job_entry trial;
-        trial.spec = config::shrunk_to(job.spec, w);
-        plan_memory(trial);
-        auto fits = admit(trial);
-        if (fits.refused || fits.result.status != res::placement_status::placed) continue;
-        admitted = std::move(fits);
-        fewer = trial.spec;
-        break;
-      }
-    }
+    auto [admitted, fewer] = fit_elastic(job, schedulable(), least);
     const auto& result = admitted.result;
     if (admitted.refused) {
       job.record.state = job_state::failed;
@@ -507,6 +596,7 @@ std::vector<trainer_setup> head_state::schedule() {
 }
 
 void head_state::release(job_entry& job) {
+  job.resizing.reset();             // a resize is of the attempt that ends here
   job.record.held_before_step = 0;  // the attempt that was held is over
   job.record.activity.clear();      // and what it was doing besides steps
   if (!job.held) return;
@@ -642,12 +732,13 @@ bool head_state::stop(const std::string& job_id, const std::string& reason) {
   return true;
 }
 
-void head_state::on_running(const std::string& job_id, std::int32_t attempt) {
+void head_state::on_running(const std::string& job_id, std::int32_t attempt, std::int64_t now_ms) {
   auto& job = entry(job_id);
   if (is_terminal(job.record.state) || attempt != job.record.attempts - 1) return;
   // An attempt this head gave up (its node was lost, yet its processes went on behind a
   // partition) is not the job's again when its trainer says it runs: the job waits for placement.
   if (!job.held) return;
+  if (job.record.state != job_state::running) job.running_since_ms = now_ms;
   job.record.state = job_state::running;
   job.record.reason = "attempt " + std::to_string(attempt + 1) + ": all " +
                       std::to_string(job.record.rank_nodes.size()) + " workers running";

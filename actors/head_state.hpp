@@ -1,7 +1,8 @@
 // The head's logic without CAF: the node registry with free resources, the job table, placement
 // of waiting jobs, GPU isolation (which of a node's GPUs each rank gets, see
 // core/resources/gpu_assignment.hpp), memory admission, and the failure policy
-// (failure.max_failures), draining nodes and preemptions (failure.max_preemptions). A causal_lm job's rank memory plan (core/train/memory_estimate.hpp, from
+// (failure.max_failures), draining nodes and preemptions (failure.max_preemptions), and elastic
+// jobs growing back (scaling.resize_interval_s). A causal_lm job's rank memory plan (core/train/memory_estimate.hpp, from
 // its config.json) is made once at submit: a job whose ranks fit no node's GPU memory
 // (min(node, COHORT_GPU_MEMORY_LIMIT_GB)) or RAM (the "memory" resource), or whose model cannot be
 // read, is FAILED with the numbers; one that fits some node waits PENDING for room. Unknown GPU
@@ -82,6 +83,33 @@ class head_state {
   // Whether a preempted attempt reported a checkpoint newer than the newest when the preemption
   // began (its emergency checkpoint committed): the attempt may be stopped now.
   bool emergency_checkpoint_committed(const std::string& job_id) const;
+  // An elastic job that could run on more ranks now (see growable).
+  struct growth {
+    std::string job_id;
+    std::int32_t from = 0, to = 0;  // ranks now, ranks it would get
+  };
+  // Elastic causal_lm jobs (scaling.min_workers) RUNNING on fewer than num_workers ranks whose
+  // attempt has run scaling.resize_interval_s by `now_ms` (unix ms), being neither preempted nor
+  // resized nor awaiting adoption, for which the schedulable nodes, with what the attempt holds
+  // given back, would place more ranks (the most that keep the global batch, up to num_workers).
+  // None behind a job that waits for placement: its restart would be placed after that job.
+  std::vector<growth> growable(std::int64_t now_ms) const;
+  // When the job's current attempt may first grow (unix ms): it started running at this time plus
+  // scaling.resize_interval_s; 0 when it is not running.
+  std::int64_t resize_due_ms(const std::string& job_id) const;
+  // Starts growing a job found growable to `to` ranks: it stays RUNNING with a reason that says
+  // so until on_resized. False when it has no attempt to resize or one is being preempted or
+  // resized.
+  bool begin_resize(const std::string& job_id, std::int32_t to);
+  // Whether the job's current attempt is being stopped to grow.
+  bool resizing(const std::string& job_id) const;
+  // Whether that attempt reported a checkpoint newer than the newest when the resize began: it may
+  // be stopped now.
+  bool resize_checkpoint_committed(const std::string& job_id) const;
+  // Ends attempt `attempt` as resized (the head stops its trainer): releases its placement and
+  // restarts the job, counting neither a failure nor a preemption. Returns the record after.
+  const job_record& on_resized(const std::string& job_id, std::int32_t attempt);
+
   // Ends attempt `attempt` as preempted (the head stops its trainer): releases its placement,
   // counts a preemption (never a failure; no rank blamed) and restarts the job while
   // failure.max_preemptions allows, else FAILED naming the count. Returns the record after.
@@ -133,9 +161,10 @@ class head_state {
                                     const std::string& reason);
   // Stops a job: STOPPED, reservation released. Returns false if unknown or already ended.
   bool stop(const std::string& job_id, const std::string& reason);
-  // The job's trainer has all workers up: RUNNING, when the attempt is the job's current one and
-  // still holds its placement here (not one given up with a lost node).
-  void on_running(const std::string& job_id, std::int32_t attempt);
+  // The job's trainer has all workers up (at `now_ms`, unix ms: where scaling.resize_interval_s
+  // counts from): RUNNING, when the attempt is the job's current one and still holds its placement
+  // here (not one given up with a lost node).
+  void on_running(const std::string& job_id, std::int32_t attempt, std::int64_t now_ms = 0);
   // Rank 0's step report: step, loss, newest checkpoint, and whether the attempt is held at
   // run.hold_before_step (cleared again when the attempt ends). Only the job's current attempt
   // (report.attempt, stamped by its trainer) counts: a report of another attempt (a zombie still
@@ -173,6 +202,13 @@ class head_state {
       std::string declined;                // rank 0's why it saves no emergency checkpoint
     };
     std::optional<preemption> preempting;  // the current attempt's, until it ends
+    struct resize {
+      std::int32_t attempt = 0;
+      std::int32_t from = 0, to = 0;       // ranks
+      std::int64_t checkpoint_before = 0;  // as for a preemption
+    };
+    std::optional<resize> resizing;     // the current attempt's, until it ends
+    std::int64_t running_since_ms = 0;  // when the current attempt's workers all ran (unix ms)
   };
   // Placement with memory admission: refused (FAILED) with the numbers, else the placement on
   // the nodes whose GPU memory and RAM hold a rank; placed only when every node can hold the
@@ -184,6 +220,17 @@ class head_state {
 
   static void plan_memory(job_entry& job);
   admission admit(const job_entry& job) const;
+  admission admit(const job_entry& job, const std::vector<core::resources::node_inventory>& nodes) const;
+  // Placement of a job on `nodes` with num_workers ranks, else (an elastic job) with the most
+  // ranks down to `least` that keep the global batch; `fewer`: the shrunk spec when it was that.
+  struct elastic_fit {
+    admission admitted;
+    std::optional<config::job_spec> fewer;
+  };
+  elastic_fit fit_elastic(const job_entry& job, const std::vector<core::resources::node_inventory>& nodes,
+                          int least) const;
+  // How many ranks the job would get now were its attempt's placement given back; 0: none.
+  std::int32_t ranks_it_could_get(const job_entry& job) const;
   // The PENDING reason of a job the alive nodes cannot hold even when idle; `why` is placement's.
   std::string infeasible_reason(const config::job_spec& spec, const std::string& why) const;
 

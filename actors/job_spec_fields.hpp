@@ -69,9 +69,9 @@ typename Inspector::result_type inspect(Inspector& f, data_spec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scaling_spec& x) {
   using net::field;
-  return f(caf::meta::type_name("scaling_spec"), field("num_workers"), x.num_workers,
-           field("min_workers"), x.min_workers, field("use_gpu"), x.use_gpu,
-           field("resources_per_worker"), x.resources_per_worker, field("trainer_resources"),
+  return f(caf::meta::type_name("scaling_spec"), field("num_workers"), x.num_workers, field("min_workers"),
+           x.min_workers, net::field_or_default("resize_interval_s"), x.resize_interval_s, field("use_gpu"),
+           x.use_gpu, field("resources_per_worker"), x.resources_per_worker, field("trainer_resources"),
            x.trainer_resources, field("placement_strategy"), x.strategy, field("nodes"), x.nodes);
 }
 

@@ -127,6 +127,7 @@ void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
   object_reader r(v, "scaling", &given);
   r.read("num_workers", s.num_workers, 1, 65536);
   r.read("min_workers", s.min_workers, 0, 65536);
+  r.read("resize_interval_s", s.resize_interval_s, number_range{0.0, true, max_timeout_s, true});
   r.read("use_gpu", s.use_gpu);
   const bool explicit_resources = r.read("resources_per_worker", s.resources_per_worker);
   r.read("trainer_resources", s.trainer_resources);

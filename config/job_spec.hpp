@@ -88,6 +88,11 @@ struct scaling_spec {
   // num_workers × train.grad_accum, with grad_accum × num_workers / w (same global batch); every
   // restart tries num_workers first. 0 (the default): num_workers, not elastic.
   int min_workers = 0;
+  // Elastic jobs running on fewer than num_workers ranks grow back by themselves once placement
+  // holds more: the attempt saves a checkpoint after its next step and restarts on more workers
+  // (a resize, counted as neither failure nor preemption), at most once per this many seconds of
+  // an attempt running. 0: as soon as room appears.
+  double resize_interval_s = 60;
   bool use_gpu = false;
   resource_quantities resources_per_worker;  // default {"CPU": 1} (+ {"GPU": 1} with use_gpu)
   resource_quantities trainer_resources;     // default {}: merged into rank 0's bundle

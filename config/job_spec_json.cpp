@@ -33,6 +33,7 @@ std::string to_json_text(const job_spec& spec) {
   const scaling_spec& s = spec.scaling;
   out["scaling"] = {{"num_workers", s.num_workers},
                     {"min_workers", s.min_workers},
+                    {"resize_interval_s", s.resize_interval_s},
                     {"use_gpu", s.use_gpu},
                     {"resources_per_worker", s.resources_per_worker},
                     {"trainer_resources", s.trainer_resources},

@@ -9,6 +9,7 @@
 #include "config/job_spec.hpp"
 #include "config/nodes_spec.hpp"
 #include "tests/actors/job_specs.hpp"
+#include "tests/core/train/tiny_data.hpp"
 
 using namespace cohort::actors;
 
@@ -973,6 +974,209 @@ TEST_CASE("a restored RUNNING elastic attempt on fewer workers keeps its placeme
   CHECK(head.awaiting_adoption() == std::vector<std::string>{"job-0001"});
   CHECK(free_cpu(head, "n1") == Approx(2));
   CHECK(head.on_trainer_started("job-0001", 0));
+}
+
+// ---- Elastic jobs growing back by themselves (scaling.resize_interval_s) ----
+
+namespace {
+
+// A tiny-Llama job of 2 ranks (one CPU each) accumulating 2 micro-batches each, with
+// scaling.min_workers 1 and resize_interval_s 60, restarted forever.
+std::string growing_job(head_state& head, const std::string& workload = "causal_lm") {
+  nlohmann::json spec = {
+      {"name", "grows"},
+      {"workload", workload},
+      {"scaling",
+       {{"num_workers", 2},
+        {"min_workers", 1},
+        {"resize_interval_s", 60},
+        {"resources_per_worker", {{"CPU", 1}}}}},
+      {"train", {{"seq_len", 16}, {"micro_batch_size", 2}, {"grad_accum", 2}, {"max_steps", 24}}},
+      {"run", {{"failure", {{"max_failures", -1}}}}}};
+  if (workload == "causal_lm") {
+    spec["model"] = {{"config", nlohmann::json::parse(cohort::test::tiny_llama_config())}};
+    spec["data"] = {{"train", "/data/none"}};
+  }
+  const auto text = spec.dump();
+  return head.submit(cohort::config::parse_job_spec(text), text);
+}
+
+// The job's attempt `attempt` reports `step` with `checkpoint` its newest committed checkpoint.
+progress_report step_report(const std::string& id, std::int32_t attempt, std::int64_t step,
+                            std::int64_t checkpoint) {
+  auto r = rank0_report(id, step, 24);
+  r.attempt = attempt;
+  r.checkpoint_step = checkpoint;
+  return r;
+}
+
+// A growing job started on node n1 (one CPU: one rank) whose attempt has run since 1000 ms.
+std::string shrunk_on_n1(head_state& head) {
+  head.add_node({"n1", {{"CPU", 1}}});
+  const auto id = growing_job(head);
+  const auto starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  REQUIRE(starts[0].rank_nodes == std::vector<std::string>{"n1"});
+  head.on_running(id, 0, 1000);
+  return id;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an elastic job on fewer workers grows once a node joins and its resize interval has passed, "
+    "stopping at a checkpoint newer than the last it reported, and counted as neither failure "
+    "nor preemption",
+    "[actors]") {
+  head_state head;
+  const auto id = shrunk_on_n1(head);
+  CHECK(head.resize_due_ms(id) == 61000);
+  CHECK(head.growable(100000).empty());  // no room for a second rank
+  head.add_node({"n2", {{"CPU", 1}}});
+  CHECK(head.growable(60999).empty());  // the interval is not over
+  const auto grow = head.growable(61000);
+  REQUIRE(grow.size() == 1);
+  CHECK(grow[0].job_id == id);
+  CHECK(grow[0].from == 1);
+  CHECK(grow[0].to == 2);
+
+  head.on_progress(step_report(id, 0, 5, 4));
+  REQUIRE(head.begin_resize(id, 2));
+  CHECK(head.resizing(id));
+  CHECK_FALSE(head.begin_resize(id, 2));  // one resize at a time
+  CHECK(head.growable(100000).empty());
+  CHECK(head.find(id)->state == job_state::running);
+  CHECK_THAT(head.find(id)->reason,
+             Catch::StartsWith("growing from 1 to 2 workers: attempt 1 saves a checkpoint"));
+  // Step 4's checkpoint was known before; step 6's is the resize's.
+  head.on_progress(step_report(id, 0, 6, 4));
+  CHECK_FALSE(head.resize_checkpoint_committed(id));
+  head.on_progress(step_report(id, 0, 6, 6));
+  CHECK(head.resize_checkpoint_committed(id));
+
+  const auto& r = head.on_resized(id, 0);
+  CHECK(r.state == job_state::restarting);
+  CHECK(r.preemptions == 0);
+  CHECK(r.failures.empty());
+  CHECK_THAT(r.reason, Catch::Contains("attempt 1 stopped to grow from 1 to 2 workers (checkpoint at step 6; "
+                                       "neither a failure nor a preemption)"));
+  CHECK_FALSE(head.resizing(id));
+  const auto starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].rank_nodes == std::vector<std::string>{"n1", "n2"});
+  CHECK(starts[0].spec.scaling.num_workers == 2);
+  CHECK(starts[0].spec.train.grad_accum == 2);
+  CHECK(head.find(id)->attempts == 2);
+}
+
+TEST_CASE("a job that is not elastic, already on all its workers, or saving no checkpoints never grows",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 2}}});
+  const auto full = growing_job(head);  // both ranks on n1
+  head.add_node({"n2", {{"CPU", 1}}});
+  const auto lr = growing_job(head, "linear_regression");  // one rank on n2
+  cohort::test::lr_job_options o;
+  o.workers = 1;
+  const auto strict = submit(head, o);  // not elastic: waits for room
+  REQUIRE(head.schedule().size() == 2);
+  head.on_running(full, 0, 0);
+  head.on_running(lr, 0, 0);
+  CHECK(head.find(lr)->rank_nodes.size() == 1);
+  head.add_node({"n3", {{"CPU", 4}}});
+  REQUIRE(head.schedule().size() == 1);  // the strict job
+  head.on_running(strict, 0, 0);
+  CHECK(head.growable(1000000).empty());
+}
+
+TEST_CASE(
+    "an elastic job does not grow while a job submitted before it waits for placement, which "
+    "would take the room its restart gives back",
+    "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 2}}});
+  cohort::test::lr_job_options o;
+  o.workers = 1;
+  const auto first = submit(head, o);
+  const auto id = growing_job(head);
+  REQUIRE(head.schedule().size() == 2);  // first on one CPU, the elastic job on the other
+  head.on_running(id, 0, 0);
+  head.on_outcome({first, 0, false, worker_failure(0, 0)});  // max_failures 0: FAILED, room freed
+  const auto waiting = submit(head, {});                     // two CPUs, submitted after the elastic job
+  CHECK(head.schedule().empty());
+  REQUIRE(head.growable(1000000).size() == 1);  // the later job waits behind it
+  head.stop(waiting, "stopped");
+
+  head_state other;
+  other.add_node({"n1", {{"CPU", 1}}});
+  const auto big = submit(other, {});  // two CPUs: waits
+  const auto grows = growing_job(other);
+  CHECK(other.schedule().size() == 1);
+  other.on_running(grows, 0, 0);
+  other.add_node({"n2", {{"CPU", 1}}});
+  CHECK(other.schedule().size() == 0);  // the elastic job holds n1: big still waits
+  CHECK(other.find(big)->state == job_state::pending);
+  CHECK(other.growable(1000000).empty());
+}
+
+TEST_CASE("an attempt being preempted does not grow, and a preemption during a resize takes it over",
+          "[actors]") {
+  head_state head;
+  const auto id = shrunk_on_n1(head);
+  head.add_node({"n2", {{"CPU", 1}}});
+  head.add_node({"n3", {{"CPU", 1}}});
+
+  SECTION("preempted first: no resize") {
+    head.drain("n1", "preempted");
+    REQUIRE(head.begin_preemption(id, "n1", "node n1 got SIGTERM"));
+    CHECK(head.growable(100000).empty());
+    CHECK_FALSE(head.begin_resize(id, 2));
+    CHECK(head.on_preempted(id, 0).preemptions == 1);
+  }
+  SECTION("resizing first: the preemption counts, the resize is over") {
+    REQUIRE(head.begin_resize(id, 2));
+    head.drain("n1", "preempted");
+    REQUIRE(head.begin_preemption(id, "n1", "node n1 got SIGTERM"));
+    CHECK_FALSE(head.resizing(id));
+    head.on_progress(step_report(id, 0, 3, 3));
+    CHECK_FALSE(head.resize_checkpoint_committed(id));
+    CHECK(head.emergency_checkpoint_committed(id));
+    const auto& r = head.on_preempted(id, 0);
+    CHECK(r.preemptions == 1);
+    CHECK(head.on_resized(id, 0).state == job_state::restarting);  // nothing more to end
+  }
+  const auto starts = head.schedule();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].rank_nodes == std::vector<std::string>{"n2", "n3"});
+}
+
+TEST_CASE(
+    "a growing attempt that ends on its own ends as it would have, and a grown job whose new "
+    "node left before its restart runs on what is left",
+    "[actors]") {
+  head_state head;
+  const auto id = shrunk_on_n1(head);
+  head.add_node({"n2", {{"CPU", 1}}});
+  REQUIRE(head.begin_resize(id, 2));
+
+  SECTION("it reached its last step") {
+    CHECK(head.on_outcome({id, 0, true, {}}).state == job_state::succeeded);
+    CHECK_FALSE(head.resizing(id));
+  }
+  SECTION("a rank failed: a failure") {
+    const auto& r = head.on_outcome({id, 0, false, worker_failure(0, 0)});
+    CHECK(r.state == job_state::restarting);
+    CHECK(r.failures.size() == 1);
+    CHECK_FALSE(head.resizing(id));
+  }
+  SECTION("stopped to grow, and n2 is gone before the restart") {
+    head.on_resized(id, 0);
+    head.remove_node("n2");
+    const auto starts = head.schedule();
+    REQUIRE(starts.size() == 1);
+    CHECK(starts[0].rank_nodes == std::vector<std::string>{"n1"});
+    CHECK(starts[0].spec.train.grad_accum == 4);
+  }
 }
 
 TEST_CASE("the head persists a job record again when a persisted field changes, and not for progress "

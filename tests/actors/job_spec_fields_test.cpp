@@ -46,6 +46,7 @@ job_spec every_field_set(bool fine_tune) {
   s.data.verify = false;
   s.scaling.num_workers = 4;
   s.scaling.min_workers = 2;
+  s.scaling.resize_interval_s = 7.5;
   s.scaling.use_gpu = true;
   s.scaling.resources_per_worker = {{"CPU", 2}, {"GPU", 0.5}};
   s.scaling.trainer_resources = {{"large_cpu_mem", 0.01}};

@@ -24,6 +24,8 @@
 
 #include "actors/client_protocol.hpp"
 #include "actors/worker_process_link.hpp"
+#include "core/data/dataset.hpp"
+#include "core/data/sample_audit.hpp"
 #include "core/resources/gpu_discovery.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/leader_lease.hpp"
@@ -59,6 +61,19 @@ std::vector<json> events_ending_in(test_cluster& c, const std::string& id, const
 
 bool is_terminal_state(const json& s) {
   return s["state"] == "SUCCEEDED" || s["state"] == "FAILED" || s["state"] == "STOPPED";
+}
+
+// Waits for job `id` to end SUCCEEDED after `attempts` attempts, `preemptions` of them
+// preempted and none failed: its status.
+json succeeded_unfailed(test_cluster& c, const std::string& id, int attempts, int preemptions) {
+  const auto s = c.wait_for(
+      id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == attempts);
+  CHECK(s["preemptions"] == preemptions);
+  CHECK(s["failures"].empty());
+  return s;
 }
 
 // The job's current attempt (1-based: `attempts`) waits before `step` (run.hold_before_step).
@@ -1440,13 +1455,7 @@ bool registered(const json& nodes, std::initializer_list<const char*> names) {
 // every step once; n2 leaves once its worker stopped.
 void check_resumed_after_emergency_checkpoint(test_cluster& c, const std::string& id,
                                               cohort::test::running_process& n2) {
-  const auto s = c.wait_for(
-      id, [](const json& s) { return is_terminal_state(s); }, 180s);
-  INFO(s.dump());
-  REQUIRE(s["state"] == "SUCCEEDED");
-  CHECK(s["attempts"] == 2);
-  CHECK(s["preemptions"] == 1);
-  CHECK(s["failures"].empty());
+  const auto s = succeeded_unfailed(c, id, 2, 1);
   CHECK(s["rank_nodes"] == json::array({"n1", "n3"}));
   CHECK(s["step"] == 24);
   const std::string run_dir = c.dir().str() + "/runs/spot";
@@ -1468,15 +1477,27 @@ void check_resumed_after_emergency_checkpoint(test_cluster& c, const std::string
 
 }  // namespace
 
-TEST_CASE("SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint at the held step and "
-          "the job resumes there on the other nodes, a preemption and not a failure",
-          "[cluster][ckpt][preempt]") {
-  test_cluster c;
+namespace {
+
+// A head and nodes n1 and n2 of one CPU each, both registered, and the tiny data set: n2 (the
+// node these tests preempt) and the data set's directory.
+std::pair<cohort::test::running_process*, std::string> two_nodes_and_data(test_cluster& c) {
   c.start_head();
   c.start_worker("n1", 1);
   auto& n2 = c.start_worker("n2", 1);
   wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  return {&n2, cohort::test::make_tiny_dataset(c.dir().str() + "/data")};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "SIGTERM to the cluster-worker of rank 1 saves an emergency checkpoint at the held step and "
+    "the job resumes there on the other nodes, a preemption and not a failure",
+    "[cluster][ckpt][preempt]") {
+  test_cluster c;
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
   // every_steps 0: the only checkpoints are the emergency one and the final one. max_failures 0:
   // a preemption counted as a failure would end the job.
   auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", 0), 5));
@@ -1786,11 +1807,8 @@ TEST_CASE("an elastic job whose node is preempted with no node to replace it goe
           "checkpoint on the node that is left, with the same global batch",
           "[cluster][ckpt][preempt]") {
   test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 1);
-  auto& n2 = c.start_worker("n2", 1);
-  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
   auto spec = json::parse(holding(tiny_llama_job("shrinks", data, c.dir().str() + "/runs", 0), 5));
   spec["scaling"]["min_workers"] = 1;
   spec["run"]["failure"]["preemption_grace_s"] = 600;  // the release, not a deadline, moves it on
@@ -1802,12 +1820,7 @@ TEST_CASE("an elastic job whose node is preempted with no node to replace it goe
     return s["reason"].get<std::string>().rfind("preempting attempt 1", 0) == 0;
   }, 60s);
   release(c, id);
-  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
-  INFO(s.dump());
-  REQUIRE(s["state"] == "SUCCEEDED");
-  CHECK(s["attempts"] == 2);
-  CHECK(s["preemptions"] == 1);
-  CHECK(s["failures"].empty());
+  const auto s = succeeded_unfailed(c, id, 2, 1);
   CHECK(s["rank_nodes"] == json::array({"n1"}));
   const auto logs = c.submit({"logs", id}).out;
   CHECK_THAT(logs, Catch::Contains("resuming after step 5"));
@@ -1823,14 +1836,12 @@ TEST_CASE("an elastic job shrunk by a preemption grows back to num_workers at it
           "node joins",
           "[cluster][ckpt][preempt]") {
   test_cluster c;
-  c.start_head();
-  c.start_worker("n1", 1);
-  auto& n2 = c.start_worker("n2", 1);
-  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
   // Checkpoints every 2 steps; every attempt holds before step 5, after step 4's checkpoint.
   auto spec = json::parse(holding(tiny_llama_job("grows", data, c.dir().str() + "/runs", 2), 5));
   spec["scaling"]["min_workers"] = 1;
+  spec["scaling"]["resize_interval_s"] = 3600;       // it grows at the crash's restart, not by itself
   spec["run"]["failure"]["preemption_grace_s"] = 0;  // stopped at the notice: resumes from step 4
   const auto id = start_job(c, c.write_job(spec.dump()));
   REQUIRE(c.wait_for(id, [](const json& s) { return held_before(s, 5); }, 120s)["rank_nodes"] ==
@@ -1863,6 +1874,124 @@ TEST_CASE("an elastic job shrunk by a preemption grows back to num_workers at it
   for (const auto& j : cohort::test::read_json_lines(c.dir().str() + "/runs/grows/metrics.jsonl"))
     CHECK(j["step"] == expected++);
   CHECK(expected == 25);
+}
+
+namespace {
+
+// The sample log of an elastic run (run.sample_log; <run>/samples/rank-N.jsonl of `ranks` ranks):
+// each step's surviving lines are those of the newest attempt that logged it, and their samples,
+// rank after rank, are the step's global batch as the sampler gives it, whatever the world size
+// of that attempt; so every step of 1..total_steps was trained once, on every sample of its batch
+// once. The errors, none when it holds.
+std::vector<std::string> elastic_sample_errors(const std::string& run_dir, const std::string& data, int ranks,
+                                               std::int64_t global_batch, std::uint64_t seed,
+                                               std::int64_t total_steps) {
+  namespace cd = cohort::core::data;
+  // step -> attempt -> rank -> samples
+  std::map<std::int64_t, std::map<int, std::map<int, std::vector<std::int64_t>>>> logged;
+  for (int rank = 0; rank < ranks; ++rank)
+    for (const auto& line : cd::read_sample_log(run_dir + "/samples/rank-" + std::to_string(rank) + ".jsonl"))
+      logged[line.step][line.attempt][rank] = line.samples;
+  const cd::sampler sampler(static_cast<std::int64_t>(cd::dataset(data).size()), global_batch, seed);
+  std::vector<std::string> errors;
+  for (std::int64_t step = 1; step <= total_steps; ++step) {
+    const auto it = logged.find(step);
+    if (it == logged.end()) {
+      errors.push_back("step " + std::to_string(step) + " is in no rank's sample log");
+      continue;
+    }
+    const auto& [attempt, by_rank] = *it->second.rbegin();
+    std::vector<std::int64_t> consumed;
+    for (const auto& [rank, samples] : by_rank)
+      consumed.insert(consumed.end(), samples.begin(), samples.end());
+    if (consumed != sampler.step_samples(step - 1))
+      errors.push_back("step " + std::to_string(step) + " (attempt " + std::to_string(attempt) + ", " +
+                       std::to_string(by_rank.size()) +
+                       " ranks) consumed other samples than its global batch");
+  }
+  if (!logged.empty() && logged.rbegin()->first != total_steps)
+    errors.push_back("the sample log goes on to step " + std::to_string(logged.rbegin()->first));
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "an elastic job shrunk by a preemption grows back to num_workers by itself when a node joins: "
+    "a checkpoint at its next step, a restart on both nodes that is neither a failure nor a "
+    "preemption, and every step and sample once",
+    "[cluster][ckpt][preempt][elastic]") {
+  test_cluster c;
+  const auto [node2, data] = two_nodes_and_data(c);
+  auto& n2 = *node2;
+  // No periodic checkpoints: the emergency one at step 5, the resize's at step 9, the final one.
+  auto spec = json::parse(tiny_llama_job("regrows", data, c.dir().str() + "/runs", 0));
+  spec["scaling"]["min_workers"] = 1;
+  spec["scaling"]["resize_interval_s"] = 0;  // grows as soon as there is room
+  spec["run"]["hold_before_steps"] = {5, 9, 13};
+  spec["run"]["sample_log"] = true;
+  spec["run"]["failure"]["max_failures"] = 0;          // a resize counted as a failure would end the job
+  spec["run"]["failure"]["preemption_grace_s"] = 600;  // the release, not a deadline, moves it on
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  REQUIRE(c.wait_for(
+              id, [](const json& s) { return held_before(s, 5); }, 120s)["rank_nodes"] ==
+          json::array({"n1", "n2"}));
+
+  // Preempted at step 5, attempt 2 runs on n1 alone up to its hold before step 9.
+  n2.kill(SIGTERM);
+  c.wait_for(
+      id, [](const json& s) { return s["reason"].get<std::string>().rfind("preempting attempt 1", 0) == 0; },
+      60s);
+  release(c, id);
+  const auto shrunk = c.wait_for(
+      id, [](const json& s) { return held_before(s, 9, 2); }, 120s);
+  CHECK(shrunk["rank_nodes"] == json::array({"n1"}));
+  CHECK(shrunk["preemptions"] == 1);
+  REQUIRE(n2.wait_for_exit(60s));
+
+  // n3 joins: the held attempt is asked to save after its next step, and grows once released.
+  c.start_worker("n3", 1);
+  const auto growing = c.wait_for(
+      id,
+      [](const json& s) {
+        return s["reason"].get<std::string>().rfind("growing from 1 to 2 workers", 0) == 0;
+      },
+      60s);
+  CHECK(growing["state"] == "RUNNING");
+  CHECK_THAT(c.submit({"status", id}).out,
+             Catch::Contains("growing from 1 to 2 workers: attempt 2 saves a checkpoint"));
+  release(c, id);
+  const auto grown = c.wait_for(
+      id, [](const json& s) { return held_before(s, 13, 3); }, 120s);
+  CHECK(grown["rank_nodes"] == json::array({"n1", "n3"}));
+  CHECK(grown["checkpoint_step"] == 9);
+  CHECK(grown["preemptions"] == 1);
+  CHECK(grown["failures"].empty());
+  release(c, id);
+
+  succeeded_unfailed(c, id, 3, 1);
+  bool resized = false;
+  for (const auto& e : events_ending_in(c, id, "SUCCEEDED", 60s))
+    resized = resized || (e["state"] == "RESTARTING" && e["reason"].get<std::string>().rfind(
+                                                            "attempt 2 stopped to grow from 1 to 2 workers "
+                                                            "(checkpoint at step 9; neither a failure nor a "
+                                                            "preemption)",
+                                                            0) == 0);
+  CHECK(resized);
+  const auto logs = c.submit({"logs", id}).out;
+  CHECK_THAT(logs, Catch::Contains("rank 0/1 on node n1") && Catch::Contains("rank 1/2 on node n3") &&
+                       Catch::Contains("resuming after step 9"));
+  const std::string run_dir = c.dir().str() + "/runs/regrows";
+  int expected = 1;
+  for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl"))
+    CHECK(j["step"] == expected++);
+  CHECK(expected == 25);
+  // Global batch: 2 workers × micro_batch_size 2 × grad_accum 2; train.seed 3.
+  const auto errors = elastic_sample_errors(run_dir, data, 2, 8, 3, 24);
+  std::string all;
+  for (const auto& e : errors) all += "\n  " + e;
+  INFO("sample log:" << all);
+  CHECK(errors.empty());
 }
 
 // ---- Fencing: epochs on commands, acknowledged logs and outcomes ----

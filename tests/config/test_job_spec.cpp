@@ -407,6 +407,10 @@ TEST_CASE("an attempt on fewer workers keeps the global batch through more accum
       R"({"name": "elastic", "scaling": {"num_workers": 4, "min_workers": 2}, "train": {"grad_accum": 3}})");
   CHECK(s.scaling.min_workers == 2);
   CHECK(parse_job_spec(to_json_text(s)).scaling.min_workers == 2);
+  CHECK(s.scaling.resize_interval_s == 60);  // the documented default
+  const job_spec eager = parse_job_spec(R"({"name": "elastic", "scaling": {"resize_interval_s": 0}})");
+  CHECK(eager.scaling.resize_interval_s == 0);
+  CHECK(parse_job_spec(to_json_text(eager)).scaling.resize_interval_s == 0);
   const job_spec two = shrunk_to(s, 2);
   CHECK(two.scaling.num_workers == 2);
   CHECK(two.train.grad_accum == 6);
