@@ -8,12 +8,8 @@
 
 namespace cohort::net {
 
-// The version every frame carries; a frame with another version is refused. Raised whenever a
-// message gains, loses or changes a field, so that a mix of builds is refused at the first frame
-// rather than at the first changed message. 2: a preemption's deadline in node_draining, a
-// declined emergency save in progress reports, the reward_model workload and
-// scaling.resize_interval_s in the job spec.
-inline constexpr std::uint32_t protocol_version = 2;
+// The version every frame carries; a frame with another version is refused.
+inline constexpr std::uint32_t protocol_version = 1;
 
 struct frame_limits {
   std::size_t max_frame_bytes = 16u << 20;      // one ZeroMQ frame
