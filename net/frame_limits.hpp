@@ -8,7 +8,10 @@
 
 namespace cohort::net {
 
-// The version every frame carries; a frame with another version is refused.
+// The version every frame carries; a frame with another version is refused. It stays 1: the
+// worker link's first frame (link_hello, actors/worker_process_link.hpp) must read the same to
+// every build so that either end can name both link versions; what changes is versioned inside
+// (worker_link_version), and a cluster message whose fields changed fails its decode, named.
 inline constexpr std::uint32_t protocol_version = 1;
 
 struct frame_limits {
