@@ -16,6 +16,7 @@
 
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "config/job_spec.hpp"
 #include "config/spec_fields.hpp"
@@ -61,9 +62,21 @@ typename Inspector::result_type inspect(Inspector& f, model_spec& x) {
            field("pad_vocab_to_multiple_of"), x.pad_vocab_to_multiple_of);
 }
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, data_spec& x) {
-  return inspect_fields(f, "data_spec", data_fields(x));
+// The sections the wire reads by their field lists alone, and their wire names.
+inline auto listed_fields(train_spec& x) { return train_fields(x); }
+inline auto listed_fields(zero_spec& x) { return zero_fields(x); }
+inline auto listed_fields(data_spec& x) { return data_fields(x); }
+inline auto listed_fields(checkpoint_spec& x) { return checkpoint_fields(x); }
+inline auto listed_fields(failure_spec& x) { return failure_fields(x); }
+inline const char* listed_name(const train_spec&) { return "train_spec"; }
+inline const char* listed_name(const zero_spec&) { return "zero_spec"; }
+inline const char* listed_name(const data_spec&) { return "data_spec"; }
+inline const char* listed_name(const checkpoint_spec&) { return "checkpoint_spec"; }
+inline const char* listed_name(const failure_spec&) { return "failure_spec"; }
+
+template <class Inspector, class Spec, class = decltype(listed_fields(std::declval<Spec&>()))>
+typename Inspector::result_type inspect(Inspector& f, Spec& x) {
+  return inspect_fields(f, listed_name(x), listed_fields(x));
 }
 
 template <class Inspector>
@@ -73,26 +86,6 @@ typename Inspector::result_type inspect(Inspector& f, scaling_spec& x) {
            x.min_workers, net::field_or_default("resize_interval_s"), x.resize_interval_s, field("use_gpu"),
            x.use_gpu, field("resources_per_worker"), x.resources_per_worker, field("trainer_resources"),
            x.trainer_resources, field("placement_strategy"), x.strategy, field("nodes"), x.nodes);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, train_spec& x) {
-  return inspect_fields(f, "train_spec", train_fields(x));
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, zero_spec& x) {
-  return inspect_fields(f, "zero_spec", zero_fields(x));
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, checkpoint_spec& x) {
-  return inspect_fields(f, "checkpoint_spec", checkpoint_fields(x));
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, failure_spec& x) {
-  return inspect_fields(f, "failure_spec", failure_fields(x));
 }
 
 template <class Inspector>

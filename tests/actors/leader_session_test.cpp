@@ -92,53 +92,49 @@ TEST_CASE("a head takes a free lease at once, without ever waiting as a standby"
 }
 
 TEST_CASE(
-    "a standby names the leader it waits for, and takes the lease in a newer epoch as soon as "
-    "the leader gives it back; the old leader's renewals then write nothing",
+    "a standby waits naming the leader; it takes the lease in a newer epoch as soon as the leader "
+    "gives it back, after which the old leader's renewals write nothing, and told to stop first "
+    "it ends without the lease",
     "[actors][etcd]") {
   auto backend = GENERATE(as<std::string>{}, "directory", "etcd");
   INFO("backend " << backend);
   a_leads heads(backend);
   lease_fence a_fence;
   recorded_standby standby;
-  standby.on_wait = [&](int n) {
-    if (n == 2) CHECK(release_lease(heads.a_store->lease(), a_fence, heads.a.epoch));
-    return false;
-  };
-  const auto b = acquire_leadership(heads.b_store->lease(), {"head-b", "10.0.0.2:7411", 4s}, standby);
-  REQUIRE(b);
-  CHECK(b->epoch > heads.a.epoch);
-  CHECK(b->head_id == "head-b");
-  CHECK(standby.calls == std::vector<std::string>{"begin", "wait", "leader_is", "wait", "end"});
-  REQUIRE(standby.first_leader);
-  CHECK(standby.first_leader->head_id == "head-a");
-  CHECK(standby.first_leader->address == "10.0.0.1:7411");
-  // Given back through its fence, the old leader's keeper renews nothing, and says so without an
-  // error; the lease stays the new leader's.
-  const auto late = renew_lease(heads.a_store->lease(), &a_fence, heads.a.epoch, 30s, std::nullopt);
-  CHECK_FALSE(late.renewed);
-  CHECK(late.error.empty());
-  REQUIRE(heads.b_store->lease().current());
-  CHECK(heads.b_store->lease().current()->epoch == b->epoch);
-  // Without the fence the store itself refuses the deposed epoch.
-  CHECK_FALSE(renew_lease(heads.a_store->lease(), nullptr, heads.a.epoch, 30s, std::nullopt).renewed);
-  CHECK(renew_lease(heads.b_store->lease(), nullptr, b->epoch, 30s, std::string("10.0.0.2:7412")).renewed);
-  CHECK(heads.a_store->lease().current()->address == "10.0.0.2:7412");
-}
-
-TEST_CASE(
-    "a standby told to stop while another head leads ends without the lease, and the leader "
-    "keeps leading",
-    "[actors][etcd]") {
-  auto backend = GENERATE(as<std::string>{}, "directory", "etcd");
-  INFO("backend " << backend);
-  a_leads heads(backend);
-  recorded_standby standby;
-  standby.on_wait = [](int n) { return n == 2; };
-  CHECK_FALSE(acquire_leadership(heads.b_store->lease(), {"head-b", "10.0.0.2:7411", 4s}, standby));
-  CHECK(standby.calls == std::vector<std::string>{"begin", "wait", "leader_is", "wait", "end"});
-  lease_fence a_fence;
-  CHECK(renew_lease(heads.a_store->lease(), &a_fence, heads.a.epoch, 30s, std::nullopt).renewed);
-  CHECK(heads.b_store->lease().current()->epoch == heads.a.epoch);
+  const lease_claim b_claim{"head-b", "10.0.0.2:7411", 4s};
+  const std::vector<std::string> two_waits{"begin", "wait", "leader_is", "wait", "end"};
+  SECTION("the leader gives the lease back while the standby waits") {
+    standby.on_wait = [&](int n) {
+      if (n == 2) CHECK(release_lease(heads.a_store->lease(), a_fence, heads.a.epoch));
+      return false;
+    };
+    const auto b = acquire_leadership(heads.b_store->lease(), b_claim, standby);
+    REQUIRE(b);
+    CHECK(b->epoch > heads.a.epoch);
+    CHECK(b->head_id == "head-b");
+    CHECK(standby.calls == two_waits);
+    REQUIRE(standby.first_leader);
+    CHECK(standby.first_leader->head_id == "head-a");
+    CHECK(standby.first_leader->address == "10.0.0.1:7411");
+    // Given back through its fence, the old leader's keeper renews nothing, and says so without
+    // an error; the lease stays the new leader's.
+    const auto late = renew_lease(heads.a_store->lease(), &a_fence, heads.a.epoch, 30s, std::nullopt);
+    CHECK_FALSE(late.renewed);
+    CHECK(late.error.empty());
+    REQUIRE(heads.b_store->lease().current());
+    CHECK(heads.b_store->lease().current()->epoch == b->epoch);
+    // Without the fence the store itself refuses the deposed epoch.
+    CHECK_FALSE(renew_lease(heads.a_store->lease(), nullptr, heads.a.epoch, 30s, std::nullopt).renewed);
+    CHECK(renew_lease(heads.b_store->lease(), nullptr, b->epoch, 30s, std::string("10.0.0.2:7412")).renewed);
+    CHECK(heads.a_store->lease().current()->address == "10.0.0.2:7412");
+  }
+  SECTION("the standby is told to stop while the leader leads") {
+    standby.on_wait = [](int n) { return n == 2; };
+    CHECK_FALSE(acquire_leadership(heads.b_store->lease(), b_claim, standby));
+    CHECK(standby.calls == two_waits);
+    CHECK(renew_lease(heads.a_store->lease(), &a_fence, heads.a.epoch, 30s, std::nullopt).renewed);
+    CHECK(heads.b_store->lease().current()->epoch == heads.a.epoch);
+  }
 }
 
 TEST_CASE(
@@ -157,21 +153,16 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a renewal the store did not answer leaves the head leading while its lease lasts, and "
-    "cuts it off past it",
+    "a renewal the store did not answer leaves the head leading while its lease lasts and cuts "
+    "it off past it; one refused because another head claimed a newer epoch ends the term at "
+    "once, however much lease seemed left",
     "[actors]") {
-  leader_session s(10s, t0);
-  CHECK(s.on_renewal(t0 + 1s, false, false, t0 + 4s) == leader_session::verdict::leads);
-  CHECK(s.valid_until() == t0 + 5s);
-  CHECK(s.on_renewal(t0 + 2s, false, false, t0 + 5s) == leader_session::verdict::cut_off);
-}
-
-TEST_CASE(
-    "a renewal refused because another head claimed a newer epoch ends the term at once, "
-    "however much lease seemed left",
-    "[actors]") {
-  leader_session s(10s, t0);
-  CHECK(s.on_renewal(t0 + 1s, true, false, t0 + 1s) == leader_session::verdict::superseded);
+  leader_session unanswered(10s, t0);
+  CHECK(unanswered.on_renewal(t0 + 1s, false, false, t0 + 4s) == leader_session::verdict::leads);
+  CHECK(unanswered.valid_until() == t0 + 5s);
+  CHECK(unanswered.on_renewal(t0 + 2s, false, false, t0 + 5s) == leader_session::verdict::cut_off);
+  leader_session refused(10s, t0);
+  CHECK(refused.on_renewal(t0 + 1s, true, false, t0 + 1s) == leader_session::verdict::superseded);
 }
 
 TEST_CASE("a term ends once, and an ended term is never known good", "[actors]") {

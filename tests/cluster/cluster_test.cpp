@@ -121,6 +121,16 @@ std::string start_job(test_cluster& c, const std::string& job_file) {
   return first_line(run.out);
 }
 
+// `submit run --follow` of the job `job_text` (named `name`, kept under the test's runs/), which
+// must end SUCCEEDED: the lines of its metrics.jsonl.
+std::vector<json> followed_to_success(test_cluster& c, const std::string& job_text, const std::string& name) {
+  const auto run = c.submit({"run", c.write_job(job_text), "--follow"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(c.status(first_line(run.out))["state"] == "SUCCEEDED");
+  return cohort::test::read_json_lines(c.dir().path("runs/" + name + "/metrics.jsonl"));
+}
+
 // Waits for job `id` to fail on its own input, at its first attempt, not restarted: the reason.
 std::string failed_on_its_input(test_cluster& c, const std::string& id) {
   const auto s = c.wait_for(id, [](const json& s) { return s["state"] == "FAILED"; }, 120s);
@@ -949,11 +959,7 @@ TEST_CASE_METHOD(head_and_one_node, "a T5 job on a seq2seq data set runs through
               "eval_every": 2},
     "zero": {"stage": 3},
     "run": {"storage_path": ")" + c.dir().path("runs") + R"(", "checkpoint": {"every_steps": 2}}})";
-  auto run = c.submit({"run", c.write_job(job), "--follow"});
-  INFO(run.out << run.err);
-  REQUIRE(run.exit_code == 0);
-  CHECK(c.status(first_line(run.out))["state"] == "SUCCEEDED");
-  const auto metrics = cohort::test::read_json_lines(c.dir().path("runs/t5/metrics.jsonl"));
+  const auto metrics = followed_to_success(c, job, "t5");
   REQUIRE(metrics.size() == 4);
   CHECK(metrics[1].contains("eval_loss"));
   const auto config = json::parse(cohort::test::read_file(c.dir().path("runs/t5/model/config.json")));
@@ -973,11 +979,7 @@ TEST_CASE_METHOD(head_and_one_node, "a reward model job on a pairs data set runs
   spec["model"] = {{"config", json::parse(cohort::test::tiny_llama_config())}, {"init_seed", 7}};
   spec["data"] = {{"train", data}, {"eval", data}};
   spec["run"] = {{"storage_path", c.dir().path("runs")}, {"checkpoint", {{"every_steps", 2}}}};
-  auto run = c.submit({"run", c.write_job(spec.dump()), "--follow"});
-  INFO(run.out << run.err);
-  REQUIRE(run.exit_code == 0);
-  CHECK(c.status(first_line(run.out))["state"] == "SUCCEEDED");
-  const auto metrics = cohort::test::read_json_lines(c.dir().path("runs/reward/metrics.jsonl"));
+  const auto metrics = followed_to_success(c, spec.dump(), "reward");
   REQUIRE(metrics.size() == 4);
   CHECK(metrics[0].contains("accuracy"));
   CHECK(metrics[0].contains("chosen_mean"));
@@ -1200,6 +1202,22 @@ json wait_for_node(test_cluster& c, const std::string& node, std::chrono::second
   throw std::runtime_error("node " + node + " was never listed; last answer: " + last);
 }
 
+// After the leader stopped serving: the standby serves, `node` joins it, the job held before
+// `step` is adopted there and, released, ends SUCCEEDED in its first attempt.
+void adopted_and_finished(test_cluster& c, cohort::test::running_process& standby,
+                          cohort::test::running_process& node, const std::string& standby_address,
+                          const std::string& id, int step) {
+  standby.wait_for_line("serving on", 60s);
+  node.wait_for_line("joined the leader at " + standby_address, 60s);
+  c.wait_for(id, [step](const json& s) { return held_and_adopted(s, step); }, 120s);
+  release(c, id);
+  const auto done =
+      c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 120s);
+  INFO(done.dump());
+  CHECK(done["state"] == "SUCCEEDED");
+  CHECK(done["attempts"] == 1);
+}
+
 // The cluster the failover cases start from: `c`'s leader (started already), a standby on 127.0.0.2,
 // and node n1 with `cpus` CPUs given both addresses, registered with the leader. The node reads
 // `node_credentials`: c.credentials() (in the store, so it also reads the leader record there) or
@@ -1335,16 +1353,8 @@ TEST_CASE("a SIGSTOPped leader is replaced by a standby at another address; node
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
 
   c.head().kill(SIGSTOP);
-  standby->wait_for_line("serving on", 60s);  // once the stopped leader's 3 s lease ran out
-  node.wait_for_line("joined the leader at " + standby_address, 60s);
-  c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
-  release(c, id);
-  const auto done = c.wait_for(id, [](const json& s) {
-    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
-  }, 120s);
-  INFO(done.dump());
-  CHECK(done["state"] == "SUCCEEDED");
-  CHECK(done["attempts"] == 1);
+  // The standby serves once the stopped leader's 3 s lease has run out.
+  adopted_and_finished(c, *standby, node, standby_address, id, 3);
   c.head().kill(SIGCONT);
   c.head().wait_for_line("is stepping down", 60s);
   CHECK(c.head().wait_for_exit(60s));
@@ -1481,12 +1491,16 @@ namespace {
 
 // A head and nodes n1 and n2 of one CPU each, both registered, and the tiny data set: n2 (the
 // node these tests preempt) and the data set's directory.
-std::pair<cohort::test::running_process*, std::string> two_nodes_and_data(test_cluster& c) {
+struct two_nodes {
+  cohort::test::running_process& n2;  // n1 is never signalled
+  std::string data;
+};
+two_nodes two_nodes_and_data(test_cluster& c) {
   c.start_head();
   c.start_worker("n1", 1);
   auto& n2 = c.start_worker("n2", 1);
   wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  return {&n2, cohort::test::make_tiny_dataset(c.dir().str() + "/data")};
+  return {n2, cohort::test::make_tiny_dataset(c.dir().str() + "/data")};
 }
 
 }  // namespace
@@ -1496,8 +1510,7 @@ TEST_CASE(
     "the job resumes there on the other nodes, a preemption and not a failure",
     "[cluster][ckpt][preempt]") {
   test_cluster c;
-  const auto [node2, data] = two_nodes_and_data(c);
-  auto& n2 = *node2;
+  auto [n2, data] = two_nodes_and_data(c);
   // every_steps 0: the only checkpoints are the emergency one and the final one. max_failures 0:
   // a preemption counted as a failure would end the job.
   auto spec = json::parse(holding(tiny_llama_job("spot", data, c.dir().str() + "/runs", 0), 5));
@@ -1807,8 +1820,7 @@ TEST_CASE("an elastic job whose node is preempted with no node to replace it goe
           "checkpoint on the node that is left, with the same global batch",
           "[cluster][ckpt][preempt]") {
   test_cluster c;
-  const auto [node2, data] = two_nodes_and_data(c);
-  auto& n2 = *node2;
+  auto [n2, data] = two_nodes_and_data(c);
   auto spec = json::parse(holding(tiny_llama_job("shrinks", data, c.dir().str() + "/runs", 0), 5));
   spec["scaling"]["min_workers"] = 1;
   spec["run"]["failure"]["preemption_grace_s"] = 600;  // the release, not a deadline, moves it on
@@ -1836,8 +1848,7 @@ TEST_CASE("an elastic job shrunk by a preemption grows back to num_workers at it
           "node joins",
           "[cluster][ckpt][preempt]") {
   test_cluster c;
-  const auto [node2, data] = two_nodes_and_data(c);
-  auto& n2 = *node2;
+  auto [n2, data] = two_nodes_and_data(c);
   // Checkpoints every 2 steps; every attempt holds before step 5, after step 4's checkpoint.
   auto spec = json::parse(holding(tiny_llama_job("grows", data, c.dir().str() + "/runs", 2), 5));
   spec["scaling"]["min_workers"] = 1;
@@ -1922,8 +1933,7 @@ TEST_CASE(
     "preemption, and every step and sample once",
     "[cluster][ckpt][preempt][elastic]") {
   test_cluster c;
-  const auto [node2, data] = two_nodes_and_data(c);
-  auto& n2 = *node2;
+  auto [n2, data] = two_nodes_and_data(c);
   // No periodic checkpoints: the emergency one at step 5, the resize's at step 9, the final one.
   auto spec = json::parse(tiny_llama_job("regrows", data, c.dir().str() + "/runs", 0));
   spec["scaling"]["min_workers"] = 1;
@@ -2101,16 +2111,7 @@ TEST_CASE("a SIGSTOPped leader woken after a standby took over steps down withou
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
 
   c.head().kill(SIGSTOP);
-  standby->wait_for_line("serving on", 60s);
-  node.wait_for_line("joined the leader at " + standby_address, 60s);
-  c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
-  release(c, id);
-  const auto done = c.wait_for(id, [](const json& s) {
-    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
-  }, 120s);
-  INFO(done.dump());
-  CHECK(done["state"] == "SUCCEEDED");
-  CHECK(done["attempts"] == 1);
+  adopted_and_finished(c, *standby, node, standby_address, id, 3);
   events_ending_in(c, id, "SUCCEEDED", 60s);  // the new leader's writes are made
   const auto before = job_files(c, id);
   // Woken, the old leader still has the node's silence, the job and its timers to act on; it
@@ -2288,16 +2289,7 @@ TEST_CASE("on an etcd store, after kill -9 of the leader head a standby head tak
   c.wait_for(id, [](const json& s) { return held_before(s, 3); }, 60s);
 
   c.kill_head();  // kill -9: etcd expires its lease (3 s), the standby's acquire then wins
-  standby->wait_for_line("serving on", 60s);
-  node.wait_for_line("joined the leader at " + standby_address, 60s);
-  c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
-  release(c, id);
-  const auto done = c.wait_for(id, [](const json& s) {
-    return s["state"] == "SUCCEEDED" || s["state"] == "FAILED";
-  }, 120s);
-  INFO(done.dump());
-  CHECK(done["state"] == "SUCCEEDED");
-  CHECK(done["attempts"] == 1);
+  adopted_and_finished(c, *standby, node, standby_address, id, 3);
   // The job's record lives in etcd, written by the new leader under its higher epoch.
   auto db = cohort::core::store::open_cluster_store(etcd.location("/cluster-test"));
   auto stored = db->load_job(id);

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -139,6 +140,43 @@ std::vector<std::string> network_links();
 bool process_alive(pid_t pid);
 // The path of one of cohort's programs: $COHORT_BIN/name (ctest sets COHORT_BIN).
 std::string program_path(const std::string& name);
+
+// `submit ARGS...` run inside `host`, given the heads `heads` (COHORT_ADDRESS) and `credentials`.
+inline command_result submit_in_host(const host_rig& rig, int host, const std::string& heads,
+                                     const std::string& credentials, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{program_path("submit")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return rig.run(host, argv, {{"COHORT_ADDRESS", heads}, {"COHORT_CREDENTIALS", credentials}});
+}
+
+// Polls `submit status ID --json` from inside `host` until pred holds; throws with the last
+// answer after `timeout`.
+inline nlohmann::json wait_for_job_in_host(const host_rig& rig, int host, const std::string& heads,
+                                           const std::string& credentials, const std::string& id,
+                                           const std::function<bool(const nlohmann::json&)>& pred,
+                                           std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto r = submit_in_host(rig, host, heads, credentials, {"status", id, "--json"});
+    last = r.out + r.err;
+    if (r.exit_code == 0) {
+      auto s = nlohmann::json::parse(r.out);
+      if (pred(s)) return s;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw std::runtime_error("job " + id + " did not reach the awaited state; last answer: " + last);
+}
+
+// A cluster-head inside `host` on the etcd store `location` (its keys in `keys_dir`), serving on
+// the host's address at `port`, with a 3 s heartbeat timeout and lease as the tests use.
+inline std::unique_ptr<running_process> start_head_in_host(const host_rig& rig, int host, const std::string& location,
+                                                           const std::string& keys_dir, int port) {
+  return rig.start(host, {program_path("cluster-head"), "--store", location, "--keys-dir", keys_dir, "--bind",
+                          rig.address(host), "--port", std::to_string(port), "--heartbeat-timeout", "3",
+                          "--lease-ttl", "3"});
+}
 
 // Where the members of an etcd cluster run: one on each of hosts first .. first + count - 1 of
 // `rig`, on its address, probed from inside it.

@@ -1,6 +1,7 @@
 // A cluster across hosts as the seeds run one (network namespaces of host_rig.hpp): a 3-member
 // etcd over hosts 0-2, a leading cluster-head on host 0 and a standby on host 1 sharing it, one
 // cluster-worker on each of hosts 2 and 3; every process given the address others dial it at.
+#include "tests/cluster/host_jobs.hpp"
 #include "tests/cluster/host_rig.hpp"
 
 #include <fstream>
@@ -52,35 +53,18 @@ class cluster_across_hosts {
   // `submit ARGS...` run inside `host` with the cluster's heads and credentials.
   cohort::test::command_result submit(int host, const std::vector<std::string>& args,
                                       const std::string& heads = "") const {
-    std::vector<std::string> argv{cohort::test::program_path("submit")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return rig_.run(
-        host, argv,
-        {{"COHORT_ADDRESS", heads.empty() ? heads_ : heads}, {"COHORT_CREDENTIALS", credentials()}});
+    return cohort::test::submit_in_host(rig_, host, heads.empty() ? heads_ : heads, credentials(), args);
   }
   // Polls `submit status --json` (from host 3) until pred holds; throws with the last answer.
   json wait_for(const std::string& id, const std::function<bool(const json&)>& pred,
                 std::chrono::seconds timeout) const {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string last;
-    while (std::chrono::steady_clock::now() < deadline) {
-      const auto r = submit(3, {"status", id, "--json"});
-      last = r.out + r.err;
-      if (r.exit_code == 0) {
-        auto s = json::parse(r.out);
-        if (pred(s)) return s;
-      }
-      std::this_thread::sleep_for(200ms);
-    }
-    throw std::runtime_error("job " + id + " did not reach the awaited state; last answer: " + last);
+    return cohort::test::wait_for_job_in_host(rig_, 3, heads_, credentials(), id, pred, timeout);
   }
 
  private:
   std::string credentials() const { return dir_.path("keys/cluster/credentials.json"); }
   std::unique_ptr<running_process> start_head(int host) {
-    return rig_.start(host, {cohort::test::program_path("cluster-head"), "--store", location_, "--keys-dir",
-                             dir_.path("keys"), "--bind", rig_.address(host), "--port", std::to_string(port),
-                             "--heartbeat-timeout", "3", "--lease-ttl", "3"});
+    return cohort::test::start_head_in_host(rig_, host, location_, dir_.path("keys"), port);
   }
   std::unique_ptr<running_process> start_node(int host, const std::string& name,
                                               const std::vector<std::string>& extra) {
@@ -121,18 +105,13 @@ std::vector<pid_t> ranks_in(const host_rig& rig, int host) {
   return out;
 }
 
-// A ZeRO-3 job of a tiny Llama on 2 CPU ranks, one per node (SPREAD), over Gloo, held before its
+// The job across hosts (host_jobs.hpp), 4 steps, failing at its first failure, held before its
 // step 2 until released.
 std::string zero3_job(const std::string& data, const std::string& storage) {
-  return R"({"name": "across", "workload": "causal_lm",
-    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
-    "data": {"train": ")" + data + R"("},
-    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}, "placement_strategy": "SPREAD"},
-    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 1, "max_steps": 4, "lr": 0.01,
-              "seed": 3},
-    "zero": {"stage": 3},
-    "run": {"storage_path": ")" + storage + R"(", "failure": {"max_failures": 0},
-            "hold_before_step": 2}})";
+  auto spec = cohort::test::spread_zero3_job("across", data, storage, 4);
+  spec["run"]["failure"] = {{"max_failures", 0}};
+  spec["run"]["hold_before_step"] = 2;
+  return spec.dump();
 }
 
 }  // namespace

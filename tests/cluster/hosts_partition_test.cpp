@@ -6,6 +6,7 @@
 // head keeps its lease. Each ends with its job SUCCEEDED, every step once in metrics.jsonl and the
 // final weights bitwise equal to an uninterrupted run (CPU, fp32).
 #include "tests/cluster/host_rig.hpp"
+#include "tests/cluster/host_jobs.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -36,31 +37,8 @@ constexpr int head_port = 7411;
 
 std::string endpoint(const host_rig& rig, int host) { return rig.address(host) + ":" + std::to_string(head_port); }
 
-// `submit ARGS...` inside `host`, with the given heads and credentials.
-cohort::test::command_result submit_from(const host_rig& rig, int host, const std::string& heads,
-                                         const std::string& credentials, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{cohort::test::program_path("submit")};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return rig.run(host, argv, {{"COHORT_ADDRESS", heads}, {"COHORT_CREDENTIALS", credentials}});
-}
-
-// Polls `submit status ID --json` from `host` until pred holds; throws with the last answer.
-json wait_for_job(const host_rig& rig, int host, const std::string& heads, const std::string& credentials,
-                  const std::string& id, const std::function<bool(const json&)>& pred,
-                  std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string last;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const auto r = submit_from(rig, host, heads, credentials, {"status", id, "--json"});
-    last = r.out + r.err;
-    if (r.exit_code == 0) {
-      auto s = json::parse(r.out);
-      if (pred(s)) return s;
-    }
-    std::this_thread::sleep_for(200ms);
-  }
-  throw std::runtime_error("job " + id + " did not reach the awaited state; last answer: " + last);
-}
+using cohort::test::submit_in_host;
+using cohort::test::wait_for_job_in_host;
 
 // Polls `submit list --json` from `host` until pred holds for its nodes; throws with the last.
 json wait_for_node_list(const host_rig& rig, int host, const std::string& heads, const std::string& credentials,
@@ -68,7 +46,7 @@ json wait_for_node_list(const host_rig& rig, int host, const std::string& heads,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
-    const auto r = submit_from(rig, host, heads, credentials, {"list", "--json"});
+    const auto r = submit_in_host(rig, host, heads, credentials, {"list", "--json"});
     last = r.out + r.err;
     if (r.exit_code == 0) {
       auto nodes = json::parse(r.out)["nodes"];
@@ -128,22 +106,33 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-// A ZeRO-3 job of a tiny Llama on 2 CPU ranks, one per node (SPREAD), over Gloo: 6 steps, a
-// checkpoint every 2 (written in the foreground), restarted on failure.
+// The job across hosts (host_jobs.hpp), 6 steps, a checkpoint every 2 (written in the
+// foreground), restarted on failure.
 json tiny_llama_job(const std::string& name, const std::string& data, const std::string& storage) {
-  return json::parse(R"({"name": ")" + name + R"(", "workload": "causal_lm",
-    "model": {"config": )" + cohort::test::tiny_llama_config() + R"(, "init_seed": 7},
-    "data": {"train": ")" + data + R"("},
-    "scaling": {"num_workers": 2, "resources_per_worker": {"CPU": 1}, "placement_strategy": "SPREAD"},
-    "train": {"seq_len": 16, "micro_batch_size": 2, "grad_accum": 1, "max_steps": 6, "lr": 0.01,
-              "seed": 3},
-    "zero": {"stage": 3},
-    "run": {"storage_path": ")" + storage + R"(", "failure": {"max_failures": -1},
-            "checkpoint": {"every_steps": 2}}})");
+  auto spec = cohort::test::spread_zero3_job(name, data, storage, 6);
+  spec["run"]["failure"] = {{"max_failures", -1}};
+  spec["run"]["checkpoint"] = {{"every_steps", 2}};
+  return spec;
 }
 
 bool held_before(const json& s, int step, int attempt) {
   return s["state"] == "RUNNING" && s["attempts"] == attempt && s["held_before_step"] == step;
+}
+
+// The prologue of every partition case: the tiny data set made in the test's directory, the tiny
+// job run straight to SUCCEEDED in one attempt (the weights to match, in runs/straight), then the
+// same job as `name` held before step 3 in its first attempt (step 2 committed): its id.
+template <class Cluster>
+std::string straight_then_held(Cluster& c, const std::string& name) {
+  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto runs = c.dir().path("runs");
+  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
+  REQUIRE(c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
+  auto spec = tiny_llama_job(name, data, runs);
+  spec["run"]["hold_before_step"] = 3;
+  const auto id = c.start_job(spec);
+  c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
+  return id;
 }
 
 // The steps of a run's metrics.jsonl, in order.
@@ -215,11 +204,11 @@ class worker_hosts_cluster {
 
   // From host 0, which no test cuts.
   cohort::test::command_result submit(const std::vector<std::string>& args) const {
-    return submit_from(rig_, 0, endpoint(rig_, 0), credentials(), args);
+    return submit_in_host(rig_, 0, endpoint(rig_, 0), credentials(), args);
   }
   json wait_for(const std::string& id, const std::function<bool(const json&)>& pred,
                 std::chrono::seconds timeout) const {
-    return wait_for_job(rig_, 0, endpoint(rig_, 0), credentials(), id, pred, timeout);
+    return wait_for_job_in_host(rig_, 0, endpoint(rig_, 0), credentials(), id, pred, timeout);
   }
   json wait_for_nodes(const std::function<bool(const json&)>& pred, std::chrono::seconds timeout) const {
     return wait_for_node_list(rig_, 0, endpoint(rig_, 0), credentials(), pred, timeout);
@@ -242,17 +231,10 @@ TEST_CASE("a worker host cut off from everyone loses its ranks after the heartbe
           "[hosts][cluster][partition][ckpt]") {
   COHORT_NEED_HOSTS();
   worker_hosts_cluster c;
-  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
-  const auto runs = c.dir().path("runs");
-  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
-  const auto straight = c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s);
-  REQUIRE(straight["attempts"] == 1);
-
   // Held before step 3 (step 2 committed), released, it saves step 4: rank 0 stops inside the
   // commit, every rank's shard written.
-  auto spec = tiny_llama_job("cut", data, runs);
-  spec["run"]["hold_before_step"] = 3;
-  const auto id = c.start_job(spec);
+  const auto id = straight_then_held(c, "cut");
+  const auto runs = c.dir().path("runs");
   const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
   const std::string run_dir = runs + "/cut", step4 = run_dir + "/checkpoints/step-00000004";
   REQUIRE(::access((run_dir + "/checkpoints/step-00000002/COMMITTED").c_str(), F_OK) == 0);
@@ -343,11 +325,11 @@ class heads_cluster {
 
   // A client on host 4 given both heads, as the seeds' users are.
   cohort::test::command_result submit(const std::vector<std::string>& args) const {
-    return submit_from(rig_, 4, heads_, credentials(), args);
+    return submit_in_host(rig_, 4, heads_, credentials(), args);
   }
   json wait_for(const std::string& id, const std::function<bool(const json&)>& pred,
                 std::chrono::seconds timeout) const {
-    return wait_for_job(rig_, 4, heads_, credentials(), id, pred, timeout);
+    return wait_for_job_in_host(rig_, 4, heads_, credentials(), id, pred, timeout);
   }
   std::string start_job(const json& spec) { return start_job_with(*this, dir_, spec); }
   void release(const std::string& id) { release_with(*this, id); }
@@ -355,9 +337,7 @@ class heads_cluster {
  private:
   std::string credentials() const { return dir_.path("keys/cluster/credentials.json"); }
   std::unique_ptr<running_process> start_head(int host) {
-    return rig_.start(host, {cohort::test::program_path("cluster-head"), "--store", location_, "--keys-dir",
-                             dir_.path("keys"), "--bind", rig_.address(host), "--port", std::to_string(head_port),
-                             "--heartbeat-timeout", "3", "--lease-ttl", "3"});
+    return cohort::test::start_head_in_host(rig_, host, location_, dir_.path("keys"), head_port);
   }
 
   // Declared first: the members below are made inside its hosts.
@@ -377,15 +357,8 @@ TEST_CASE("a leading head cut off from etcd but not from the nodes stops leading
           "[hosts][cluster][partition][etcd]") {
   COHORT_NEED_HOSTS();
   heads_cluster c;
-  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto id = straight_then_held(c, "cut-head");
   const auto runs = c.dir().path("runs");
-  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
-  REQUIRE(c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
-
-  auto spec = tiny_llama_job("cut-head", data, runs);
-  spec["run"]["hold_before_step"] = 3;
-  const auto id = c.start_job(spec);
-  c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
 
   // Cut off from every etcd member (and the standby), the leader still reaches nodes and clients.
   for (int etcd_host : {1, 2, 3}) c.rig().cut_between(0, etcd_host);
@@ -450,14 +423,8 @@ TEST_CASE(
     "[hosts][cluster][partition][etcd]") {
   COHORT_NEED_HOSTS();
   heads_cluster c;
-  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto id = straight_then_held(c, "cut-nodes");
   const auto runs = c.dir().path("runs");
-  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
-  REQUIRE(c.wait_for(straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
-  auto spec = tiny_llama_job("cut-nodes", data, runs);
-  spec["run"]["hold_before_step"] = 3;
-  const auto id = c.start_job(spec);
-  c.wait_for(id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
 
   // The leader still reaches etcd and the standby; the nodes reach etcd and the standby only. The
   // client on host 4 cannot reach the leader either: it asks from host 1 (the standby's, which
@@ -465,7 +432,7 @@ TEST_CASE(
   for (int node_host : {4, 5}) c.rig().cut_between(0, node_host);
   const auto heads = endpoint(c.rig(), 0) + "," + endpoint(c.rig(), 1);
   const auto creds = c.dir().path("keys/cluster/credentials.json");
-  const auto pending = wait_for_job(c.rig(), 1, heads, creds, id,
+  const auto pending = wait_for_job_in_host(c.rig(), 1, heads, creds, id,
                                     [](const json& s) { return s["state"] == "PENDING"; }, 120s);
   INFO(pending.dump());
   CHECK(pending["attempts"] == 1);
@@ -540,16 +507,8 @@ void check_lease_kept(heads_cluster& c, const cohort::core::store::lease_record&
 // kept_window, and, released, the job ends SUCCEEDED in one attempt, every step once, bitwise
 // equal to the straight run. The standby (cut off with host 1, or left waiting) never leads.
 void held_job_through(heads_cluster& c, const std::string& name, const std::function<void()>& partition) {
-  const auto data = cohort::test::make_tiny_dataset(c.dir().path("data"));
+  const auto id = straight_then_held(c, name);
   const auto runs = c.dir().path("runs");
-  const auto straight_id = c.start_job(tiny_llama_job("straight", data, runs));
-  REQUIRE(c.wait_for(
-              straight_id, [](const json& s) { return s["state"] == "SUCCEEDED"; }, 120s)["attempts"] == 1);
-  auto spec = tiny_llama_job(name, data, runs);
-  spec["run"]["hold_before_step"] = 3;
-  const auto id = c.start_job(spec);
-  c.wait_for(
-      id, [](const json& s) { return held_before(s, 3, 1); }, 120s);
 
   const auto before = read_lease(c);
   const auto cut_at = std::chrono::steady_clock::now();

@@ -24,6 +24,7 @@
 #include "core/model/vocab_resize.hpp"
 #include "core/train/job_preflight.hpp"
 #include "tests/core/model/model_test_support.hpp"
+#include "tests/core/train/rank_checks.hpp"
 #include "tests/core/train/workload_runs.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tool_run.hpp"
@@ -35,6 +36,8 @@
 using namespace cohort;
 using cohort::test::temp_dir;
 using nlohmann::json;
+
+using cohort::test::require_ok;
 
 namespace {
 
@@ -157,10 +160,6 @@ config::job_spec added_job(const std::string& family, const std::string& data, c
   s.train.seed = 11;
   s.zero.stage = stage;
   return s;
-}
-
-void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
-  for (const auto& r : results) REQUIRE(r.error_text() == "");
 }
 
 // The first rank's error of a run that must fail.

@@ -2,6 +2,7 @@
 // continues exactly (bitwise on the same world size, 1e-6 on another), async saves equal sync
 // ones, damaged checkpoints are refused by name, retention and run.resume.
 #include "tests/core/train/engine_fixture.hpp"
+#include "tests/core/train/rank_checks.hpp"
 #include "tests/core/train/workload_runs.hpp"
 
 #include "tests/support/catch_torch.hpp"
@@ -27,6 +28,9 @@
 using namespace cohort;
 using cohort::test::temp_dir;
 
+using cohort::test::require_ok;
+using cohort::test::run_until;
+
 namespace {
 
 constexpr std::int64_t total_steps = 12;
@@ -36,18 +40,6 @@ config::job_spec resumable_job(const std::string& data, int world, int stage) {
   spec.train.max_steps = total_steps;
   spec.run.checkpoint.every_steps = 4;
   return spec;
-}
-
-void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
-  for (const auto& r : results) REQUIRE(r.error_text() == "");
-}
-
-// Runs `spec` until rank 0 reported step `stop_after`, as a worker group that is killed there.
-void run_until(const config::job_spec& spec, const std::string& run_dir, std::int64_t stop_after) {
-  for (const auto& r : test::run_until_step(spec, run_dir, stop_after)) {
-    REQUIRE(r.error);
-    REQUIRE_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
-  }
 }
 
 std::vector<double> losses(const std::string& run_dir) {
@@ -260,11 +252,9 @@ TEST_CASE("a run of 2 workers resumed on 4 with the same global batch continues 
           "[core][train][ckpt]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
-  const auto two = resumable_job(data, 2, 2);
-  require_ok(test::run_workload(two, tmp.path("straight")));
-  run_until(two, tmp.path("resumed"), 5);
-  const auto four = resumable_job(data, 4, 2);  // grad_accum 1 instead of 2: same global batch
-  require_ok(test::run_workload(four, tmp.path("resumed")));
+  // On 4, grad_accum 1 instead of 2: the same global batch.
+  test::run_straight_and_resumed_by(resumable_job(data, 2, 2), resumable_job(data, 4, 2), tmp.path("straight"),
+                                    tmp.path("resumed"), 5);
 
   CHECK(core::ckpt::read_manifest(final_checkpoint(tmp.path("resumed"))).world_size == 4);
   check_close_runs(tmp.path("straight"), tmp.path("resumed"));

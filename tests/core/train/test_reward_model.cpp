@@ -24,6 +24,7 @@
 #include "core/train/job_preflight.hpp"
 #include "tests/core/data/byte_tokenizer.hpp"
 #include "tests/core/train/engine_fixture.hpp"
+#include "tests/core/train/rank_checks.hpp"
 #include "tests/core/train/workload_runs.hpp"
 #include "tests/support/catch_torch.hpp"
 
@@ -31,6 +32,9 @@ using namespace cohort;
 using cohort::test::relative;
 using cohort::test::temp_dir;
 namespace model = cohort::core::model;
+
+using cohort::test::require_ok;
+using cohort::test::run_until;
 
 namespace {
 
@@ -183,10 +187,6 @@ void check_logged_figures(const nlohmann::json& line, const std::string& prefix,
   CHECK(std::abs(line[prefix + "rejected_mean"].get<double>() - expected.rejected) <= 1e-5);
 }
 
-void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
-  for (const auto& r : results) REQUIRE(r.error_text() == "");
-}
-
 }  // namespace
 
 TEST_CASE("the score is read at each row's last token that is not the pad id, as transformers reads it",
@@ -307,13 +307,6 @@ config::job_spec resumable_reward_job(const std::string& data, int world, int st
   return spec;
 }
 
-void run_until(const config::job_spec& spec, const std::string& run_dir, std::int64_t stop_after) {
-  for (const auto& r : test::run_until_step(spec, run_dir, stop_after)) {
-    REQUIRE(r.error);
-    REQUIRE_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
-  }
-}
-
 // Each logged step's loss, accuracy and mean scores, in step order.
 std::vector<std::vector<double>> logged_figures(const std::string& run_dir) {
   std::vector<std::vector<double>> out;
@@ -359,9 +352,9 @@ TEST_CASE(
 
 TEST_CASE("a reward run stopped after a checkpoint and resumed ends bitwise equal to a straight run",
           "[core][train][reward][ckpt]") {
+  temp_dir tmp;  // one per stage: the case runs once for each
   const int stage = GENERATE(0, 3);
   INFO("ZeRO stage " << stage);
-  temp_dir tmp;
   const auto spec = resumable_reward_job(test::make_tiny_pairs_dataset(tmp.path("pairs")), 2, stage);
   require_ok(test::run_workload(spec, tmp.path("straight")));
   const auto runs = test::run_killed_and_resumed(spec, tmp.path("resumed"), 6);  // steps 5-6 lost
@@ -384,10 +377,8 @@ TEST_CASE("a reward run of 2 workers resumes on 4 with the same global batch and
           "[core][train][reward][ckpt]") {
   temp_dir tmp;
   const auto data = test::make_tiny_pairs_dataset(tmp.path("pairs"));
-  const auto two = resumable_reward_job(data, 2, 2);
-  require_ok(test::run_workload(two, tmp.path("straight")));
-  run_until(two, tmp.path("resumed"), 5);
-  require_ok(test::run_workload(resumable_reward_job(data, 4, 2), tmp.path("resumed")));
+  test::run_straight_and_resumed_by(resumable_reward_job(data, 2, 2), resumable_reward_job(data, 4, 2),
+                                    tmp.path("straight"), tmp.path("resumed"), 5);
 
   CHECK(core::ckpt::read_manifest(core::ckpt::step_dir(tmp.path("resumed"), resume_steps)).world_size == 4);
   const auto a = logged_figures(tmp.path("straight")), b = logged_figures(tmp.path("resumed"));

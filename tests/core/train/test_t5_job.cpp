@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "tests/core/train/engine_fixture.hpp"
+#include "tests/core/train/rank_checks.hpp"
 #include "tests/core/train/workload_runs.hpp"
 
 #include "tests/support/catch_torch.hpp"
@@ -26,6 +27,8 @@
 
 using namespace cohort;
 using cohort::test::temp_dir;
+
+using cohort::test::require_ok;
 
 namespace {
 
@@ -107,10 +110,6 @@ config::job_spec t5_job(const std::string& data, int stage) {
 // ends with an error.
 void stop_at_step_3(const config::job_spec& spec, const std::string& run_dir) {
   for (const auto& r : test::run_until_step(spec, run_dir, 3)) REQUIRE(r.error);
-}
-
-void require_ok(const std::vector<test::rank_result<test::rank_run>>& results) {
-  for (const auto& r : results) REQUIRE(r.error_text() == "");
 }
 
 std::map<std::string, std::string> final_tensors(const std::string& run_dir) {
