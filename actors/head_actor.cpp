@@ -11,6 +11,7 @@
 #include "actors/store_writer.hpp"
 #include "config/job_spec.hpp"
 #include "config/storage_roots.hpp"
+#include "core/store/leader_lease.hpp"
 #include "core/store/store_error.hpp"
 #include "core/train/job_preflight.hpp"
 #include "net/json_inspector.hpp"
@@ -188,18 +189,12 @@ void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attem
   if (auto trainer = self->state.trainers.forget(job_id, attempt)) self->demonitor(*trainer);
 }
 
-std::int64_t unix_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Asks every elastic attempt that could run on more ranks now (head_state::growable) to save a
 // checkpoint after its next step and wait to be stopped (the preemption's command, without a
 // deadline); on_progress stops it once that checkpoint commits (end_resize).
 void grow_jobs(head_ptr self) {
   auto& st = self->state;
-  for (const auto& g : st.logic.growable(unix_now_ms())) {
+  for (const auto& g : st.logic.growable(core::store::system_clock_ms())) {
     const auto* r = st.logic.find(g.job_id);
     auto trainer = current_trainer(self, *r);
     if (!trainer || !st.logic.begin_resize(g.job_id, g.to)) continue;
@@ -291,7 +286,7 @@ std::vector<std::string> drain_node_now(head_ptr self, const std::string& node, 
             << " job(s) with ranks there are preempted" << std::endl;
   std::vector<std::string> preempted;
   for (const auto& id : jobs) {
-    const auto now_ms = unix_now_ms();
+    const auto now_ms = core::store::system_clock_ms();
     if (!st.logic.begin_preemption(id, node, why, now_ms, notice_deadline_ms)) continue;
     preempted.push_back(id);
     const auto* r = st.logic.find(id);
@@ -801,7 +796,7 @@ void on_publish_address(head_ptr self, const publish_address& p) {
 // (now, when it is 0).
 void on_attempt_running(head_ptr self, const attempt_running& ar) {
   auto& logic = self->state.logic;
-  const auto now_ms = unix_now_ms();
+  const auto now_ms = core::store::system_clock_ms();
   logic.on_running(ar.job_id, ar.attempt, now_ms);
   const auto* r = logic.find(ar.job_id);
   if (r == nullptr || r->state != job_state::running) return;
