@@ -105,9 +105,7 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
       throw spec_error("model.init_seed", "only applies to a model built from config; hf_dir "
                                           "loads trained weights");
     }
-    model.hf_dir = as_string(*hf_dir, "model.hf_dir");
-    model.hf_dir = is_s3_url(model.hf_dir) ? canonical_s3_url(model.hf_dir, "model.hf_dir")
-                                           : resolved_path(base_dir, model.hf_dir);
+    model.hf_dir = path_value(as_string(*hf_dir, "model.hf_dir"), "model.hf_dir", base_dir, path_rule{true});
   } else if (config->is_object()) {
     model.inline_config_json = config->dump();
   } else if (config->is_string()) {
@@ -195,13 +193,8 @@ void parse_zero(const json& v, zero_spec& z, given_map& given) {
 
 void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   object_reader r(v, "run");
-  if (r.read("storage_path", run.storage_path)) {
-    if (is_s3_url(run.storage_path)) {
-      run.storage_path = canonical_s3_url(run.storage_path, "run.storage_path");
-    } else {
-      run.storage_path = resolved_path(base_dir, run.storage_path);
-    }
-  }
+  if (r.read("storage_path", run.storage_path))
+    run.storage_path = path_value(run.storage_path, "run.storage_path", base_dir, path_rule{true});
   if (r.read("s3_endpoint", run.s3_endpoint, true) && !run.s3_endpoint.empty() &&
       run.s3_endpoint.rfind("http://", 0) != 0 && run.s3_endpoint.rfind("https://", 0) != 0)
     throw spec_error("run.s3_endpoint", "\"" + run.s3_endpoint +

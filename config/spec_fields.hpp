@@ -209,6 +209,17 @@ inline std::string canonical_s3_url(const std::string& text, const std::string& 
   }
 }
 
+// A path field's value as `rule` keeps it: an "s3://" location in its canonical form where the
+// rule allows one (refused, naming `field`, where it does not), else a path taken from `base_dir`.
+inline std::string path_value(const std::string& value, const std::string& field, const std::string& base_dir,
+                              const path_rule& rule) {
+  if (!is_s3_url(value)) return resolved_path(base_dir, value);
+  if (!rule.s3)
+    throw spec_error(field, "\"" + value + "\": a path on disk, not in S3" + rule.no_s3 +
+                                "; give a directory every node sees");
+  return canonical_s3_url(value, field);
+}
+
 namespace detail {
 
 template <class T>
@@ -232,16 +243,7 @@ void read_field(object_reader& r, const spec_field<std::optional<E>, enum_rule<E
 }
 inline void read_field(object_reader& r, const spec_field<std::string, path_rule>& f,
                        const std::string& base_dir) {
-  if (!r.read(f.key, f.value, f.rule.allow_empty)) return;
-  const std::string path = r.child(f.key);
-  if (!is_s3_url(f.value)) {
-    f.value = resolved_path(base_dir, f.value);
-    return;
-  }
-  if (!f.rule.s3)
-    throw spec_error(path, "\"" + f.value + "\": a path on disk, not in S3" + f.rule.no_s3 +
-                               "; give a directory every node sees");
-  f.value = canonical_s3_url(f.value, path);
+  if (r.read(f.key, f.value, f.rule.allow_empty)) f.value = path_value(f.value, r.child(f.key), base_dir, f.rule);
 }
 inline std::string names_text(const name_list_rule& rule) {
   std::string allowed;
