@@ -40,6 +40,11 @@ void adamw_step(torch::Tensor param, const torch::Tensor& grad, adamw_state& sta
 void adamw_step_host(torch::Tensor param, const torch::Tensor& grad, adamw_state& state,
                      const adamw_options& options, double grad_scale, torch::Tensor copy);
 
+// Zeroes a contiguous CPU tensor in parallel, split over threads as adamw_step_host splits its
+// elements: on a machine of several NUMA nodes, memory touched first here lies where the same
+// thread's part of the update will read it.
+void host_zero(torch::Tensor t);
+
 // Sum of squares of a contiguous fp32 CPU tensor in fp64, in parallel over fixed chunks whose
 // partial sums are added in order: the same value on any thread count.
 double host_square_sum(const torch::Tensor& t);

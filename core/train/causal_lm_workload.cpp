@@ -375,6 +375,7 @@ class rank_run {
                     checkpoints_->committed_step(),
                     last.seconds,
                     last.optimizer_seconds};
+    report_.host_update_seconds = last.host_update_seconds;
     report_.reward = last.reward;
     return last;
   }

@@ -18,6 +18,7 @@
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/lr_schedule.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/test_hooks.hpp"
 #include "core/train/vocab_plan.hpp"
 
 namespace cohort::core::train {
@@ -120,6 +121,7 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
   zo.offload_param = spec.zero.offload_param == config::offload_device::cpu;
   zo.device = device;
   zo.compute_dtype = dtype_of(spec.train.dtype);
+  zo.overlap_host_update = !test_sequential_host_update();
   return zo;
 }
 
@@ -180,6 +182,7 @@ step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec,
   const auto now = std::chrono::steady_clock::now();
   r.seconds = std::chrono::duration<double>(now - started).count();
   r.optimizer_seconds = std::chrono::duration<double>(now - update_started).count();
+  r.host_update_seconds = optimizer.overlapped_update_seconds();
   return r;
 }
 

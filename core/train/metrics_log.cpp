@@ -52,6 +52,7 @@ void metrics_log::append(const step_report& r) {
   if (r.step_seconds > 0) {
     j["step_s"] = r.step_seconds;
     j["optimizer_s"] = r.optimizer_seconds;
+    if (r.host_update_seconds > 0) j["host_update_s"] = r.host_update_seconds;
   }
   out_ << j.dump() << '\n';
   out_.flush();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 #include <thread>
 
 namespace cohort::core::train {
@@ -30,6 +31,11 @@ void test_pause_point(const std::string& name, const std::atomic<bool>* cancelle
 double test_save_seconds_added() {
   const char* added = std::getenv(test_save_seconds_variable);
   return added == nullptr ? 0 : std::strtod(added, nullptr);
+}
+
+bool test_sequential_host_update() {
+  const char* value = std::getenv(test_sequential_host_update_variable);
+  return value != nullptr && std::string(value) == "1";
 }
 
 }  // namespace cohort::core::train

@@ -20,4 +20,10 @@ void test_pause_point(const std::string& name, const std::atomic<bool>* cancelle
 inline constexpr const char* test_save_seconds_variable = "COHORT_TEST_SAVE_SECONDS_ADDED";
 double test_save_seconds_added();
 
+// With COHORT_TEST_SEQUENTIAL_HOST_UPDATE=1 in the worker process's environment, ZeRO-3 with
+// offload_param updates on the host inside the step, as before the update overlapped the next
+// step (zero_options::overlap_host_update false): the baseline of a measurement of the overlap.
+inline constexpr const char* test_sequential_host_update_variable = "COHORT_TEST_SEQUENTIAL_HOST_UPDATE";
+bool test_sequential_host_update();
+
 }  // namespace cohort::core::train

@@ -28,6 +28,10 @@ struct step_result {
   // Host time of the update (clipping, AdamW, new weights), part of seconds: with optimizer
   // offload the host AdamW; on a GPU without offload mostly the kernels' launch.
   double optimizer_seconds = 0;
+  // ZeRO-3 with offload_param: the host update runs on a thread of its own while the next step
+  // computes (optimizer_seconds is then only its hand-over); its own time, that of the update
+  // before this step's, the last one finished. 0 otherwise.
+  double host_update_seconds = 0;
   bool checkpoint_requested = false;  // some rank called request_checkpoint() before this step
   bool preempted = false;             // and one of them with preempted: after saving, run no further step
   std::vector<std::int64_t> samples;  // the data set indices this rank consumed, in order

@@ -38,6 +38,7 @@ struct step_report {
   std::int64_t checkpoint_step = 0;  // newest committed checkpoint rank 0 knows of (0: none)
   double step_seconds = 0;       // this rank's wall time of the step (0 when unknown)
   double optimizer_seconds = 0;  // of which the optimizer's update (see step_result)
+  double host_update_seconds = 0;     // the overlapped host update's own time (see step_result)
   std::int64_t held_before_step = 0;  // the ranks wait before this step (run.hold_before_step; 0: not held)
   // train.eval_every: whether this step evaluated data.eval, its mean loss per label token and
   // exp of it. In metrics.jsonl, and through rank 0's progress report to the head (`submit

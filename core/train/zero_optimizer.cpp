@@ -47,7 +47,8 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
     u.shard = (u.numel + parts() - 1) / parts();
     // This rank's elements [part * shard, (part + 1) * shard) of the unit, read slot by slot;
     // the padding past the unit's end stays 0.
-    u.master = torch::zeros({u.shard}, torch::kFloat);
+    u.master = torch::empty({u.shard}, torch::kFloat);
+    model::host_zero(u.master);  // first touched as the host update splits it
     const std::int64_t begin = part() * u.shard, end = begin + u.shard;
     for (const auto& s : u.slots) {
       const std::int64_t lo = std::max(begin, s.offset), hi = std::min(end, s.offset + s.numel);
@@ -58,7 +59,7 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
     u.master = u.master.to(opt_device_);
     // On the device the gradient shard exists from a step's first reduction to its update.
     if (options_.offload_param) {
-      u.grad = host_tensor(u.shard, torch::kFloat).zero_();
+      u.grad = host_tensor(u.shard, torch::kFloat);
       u.host_weights = host_tensor(u.shard, options_.compute_dtype);
       u.host_weights.copy_(u.master);
     }
@@ -77,23 +78,28 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
   }
   synchronize();
   gathered_peak_bytes_ = gathered_bytes_;
+  if (options_.offload_param && options_.overlap_host_update)
+    updates_ = std::make_unique<unit_update_thread>();
 }
 
 namespace {
 
 #ifdef COHORT_WITH_CUDA
-// `n` elements of page-locked host memory of exactly their size (whole pages): torch's pinned
-// allocator rounds every block up to a power of two, up to a third more host RAM for a unit's
-// shard. Registered with CUDA, so copies from and to the GPU stay asynchronous.
+// `n` zeroed elements of page-locked host memory of exactly their size (whole pages): torch's
+// pinned allocator rounds every block up to a power of two, up to a third more host RAM for a
+// unit's shard. Registered with CUDA, so copies from and to the GPU stay asynchronous; touched
+// first by the threads of the host update (host_zero), as registering would place every page on
+// the caller's NUMA node.
 torch::Tensor exactly_pinned(std::int64_t n, torch::ScalarType dtype) {
   const std::size_t page = 4096;
   const std::size_t bytes = (static_cast<std::size_t>(n) * c10::elementSize(dtype) + page - 1) / page * page;
   void* memory = std::aligned_alloc(page, std::max(bytes, page));
   if (memory == nullptr) throw std::bad_alloc();
+  model::host_zero(torch::from_blob(memory, {n}, torch::TensorOptions().dtype(dtype)));
   if (bytes > 0 && cudaHostRegister(memory, bytes, cudaHostRegisterDefault) != cudaSuccess) {
     (void)cudaGetLastError();
     std::free(memory);
-    return torch::empty({n}, torch::TensorOptions().dtype(dtype).pinned_memory(true));  // torch's, rounded
+    return torch::zeros({n}, torch::TensorOptions().dtype(dtype).pinned_memory(true));  // torch's, rounded
   }
   return torch::from_blob(
       memory, {n},
@@ -111,7 +117,9 @@ torch::Tensor zero_optimizer::host_tensor(std::int64_t n, torch::ScalarType dtyp
 #ifdef COHORT_WITH_CUDA
   if (options_.device.is_cuda()) return exactly_pinned(n, dtype);
 #endif
-  return torch::empty({n}, torch::TensorOptions().dtype(dtype));
+  auto t = torch::empty({n}, torch::TensorOptions().dtype(dtype));
+  model::host_zero(t);
+  return t;
 }
 
 bool zero_optimizer::kernel_update() const {
@@ -191,8 +199,12 @@ void zero_optimizer::synchronize() {
   if (!options_.offload_param) return;
   // The gradient shards' copies to the host were queued on the compute stream.
   if (options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
-  for (auto& u : units_) {
-    if (u.grad_pending) u.grad.zero_();  // nothing reduced into it this step
+  for (std::size_t i = 0; i < units_.size(); ++i) {
+    auto& u = units_[i];
+    if (u.grad_pending) {  // nothing reduced into it this step
+      wait_updated(i);     // the last update read it
+      u.grad.zero_();
+    }
     u.grad_pending = false;
   }
 }
@@ -244,6 +256,7 @@ void zero_optimizer::free_full(unit& u) {
 zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   auto& un = units_.at(u);
   throttle();
+  wait_updated(u);  // its weights' copy is the last update's
   pending_gather p;
   p.unit = u;
   p.shard = device_shard(un, options_.compute_dtype);
@@ -308,6 +321,7 @@ void zero_optimizer::reduce_grads(std::size_t index) {
   auto& u = units_.at(index);
   if (u.numel == 0) return;  // nothing trains there (unit 0 of a LoRA model)
   throttle();
+  wait_updated(index);        // offload_param: the last update read the gradient shard this writes
   auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
     if (group_.size() > 1) {  // alone, the sum over ranks is this rank's gradient
@@ -348,6 +362,7 @@ torch::Tensor zero_optimizer::grad_or_zeros(const unit& u) const {
 
 torch::Tensor zero_optimizer::grad_square_sum() const {
   if (options_.offload_param || options_.device.is_cpu()) {  // the gradients are in host memory
+    wait_all_updated();
     double host = 0;
     for (const auto& u : units_)
       if (u.grad.defined()) host += model::host_square_sum(u.grad);
@@ -422,20 +437,16 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
     model::adamw_step_many(masters, grads, states, options);
     if (options_.stage < 3)
       for (auto& u : units_) fill_full(u, device_shard(u, options_.compute_dtype));
+  } else if (updates_) {
+    // offload_param: the gradient shards are on the host already; nothing of the update
+    // touches the device, and the next step's gathers wait for their units (see the header).
+    updates_->start(units_.size(), [this, options, coef_value](std::size_t i) {
+      update_on_host(units_[i], options, coef_value);
+    });
   } else {
     for (auto& u : units_) {
-      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
-        ++u.adam.step;
-        continue;
-      }
-      // One pass over the shard on the host, clipping included. With offload_optimizer the
-      // gradient shard comes to the host first and the new weights go back to the device below
-      // (fill_full); with offload_param the pass also writes the compute-dtype copy that the
-      // next gathers read.
-      auto grad = (options_.offload_param ? u.grad : grad_or_zeros(u)).to(opt_device_);
-      model::adamw_step_host(u.master, grad, u.adam, options, coef_value,
-                             options_.offload_param ? u.host_weights : torch::Tensor());
-      if (options_.stage < 3) fill_full(u, device_shard(u, options_.compute_dtype));
+      update_on_host(u, options, coef_value);
+      if (options_.stage < 3 && u.numel > 0) fill_full(u, device_shard(u, options_.compute_dtype));
     }
   }
   // The gradient shards go until the next step's reductions (FSDP2's zero_grad(set_to_none)):
@@ -445,7 +456,22 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   synchronize();
 }
 
+void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options, double coef) {
+  torch::NoGradGuard no_grad;
+  if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
+    ++u.adam.step;
+    return;
+  }
+  // One pass over the shard on the host, clipping included. With offload_optimizer the gradient
+  // shard comes to the host first (and step() sends the new weights back to the device); with
+  // offload_param the pass also writes the compute-dtype copy that the next gathers read.
+  auto grad = (options_.offload_param ? u.grad : grad_or_zeros(u)).to(opt_device_);
+  model::adamw_step_host(u.master, grad, u.adam, options, coef,
+                         options_.offload_param ? u.host_weights : torch::Tensor());
+}
+
 torch::Tensor zero_optimizer::full_weights() {
+  wait_all_updated();
   std::vector<torch::Tensor> fulls;
   for (auto& u : units_) fulls.push_back(gather_full(u, torch::kFloat).to(torch::kCPU));
   synchronize();
@@ -471,6 +497,7 @@ std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) 
 
 void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
+  wait_all_updated();
   if (options_.offload_param)
     for (auto& u : units_) u.host_weights.copy_(u.master);
   if (options_.stage == 3) {

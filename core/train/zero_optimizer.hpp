@@ -48,6 +48,7 @@
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
 #include "core/model/weight_source.hpp"
+#include "core/train/unit_update_thread.hpp"
 
 namespace cohort::core::train {
 
@@ -59,6 +60,10 @@ struct zero_options {
   bool offload_param = false;
   torch::Device device = torch::kCPU;     // where the model computes
   torch::ScalarType compute_dtype = torch::kFloat;  // the model's weights (fp32 or bf16)
+  // offload_param: step() hands the host update to a thread of its own and returns; the next
+  // step's forward runs while it goes on, each gather waiting for its unit's update only (see
+  // step()). false: step() updates every unit before it returns. The results are the same.
+  bool overlap_host_update = true;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -117,7 +122,16 @@ class zero_optimizer {
   // model's weights up to date (stages 0-2; stage 3 gathers on demand). clip_coef: a 0-dim fp64
   // tensor on the device of the shards (the CUDA update reads it there: no host wait) or on the
   // host; undefined for 1.
+  // With offload_param and overlap_host_update the update runs on the host, unit by unit in
+  // unit order (the forward's), on a thread of its own, and step() returns once it is handed
+  // over: the next step's gather of a unit, the reduction into its gradient shard, master(),
+  // adam(), full_weights() and refresh_weights() wait for the units they read. The update of
+  // each unit is the same computation on the same inputs as without overlap: bitwise the same
+  // weights.
   void step(const model::adamw_options& options, const torch::Tensor& clip_coef);
+  // Seconds the last overlapped host update took on its thread (0 without overlap): the update's
+  // cost that the device's work of the next step hid, in part or whole.
+  double overlapped_update_seconds() const { return updates_ ? updates_->last_busy_seconds() : 0.0; }
   void step(const model::adamw_options& options, double clip_coef) {
     step(options, torch::scalar_tensor(clip_coef, torch::kDouble));
   }
@@ -137,8 +151,14 @@ class zero_optimizer {
   // element for stage 0 (replicated), this rank's shard otherwise.
   std::pair<std::int64_t, std::int64_t> kept_range(std::size_t u) const;  // (begin, length)
   bool replicated() const { return options_.stage == 0; }
-  torch::Tensor& master(std::size_t u) { return units_.at(u).master; }  // (shard) fp32
-  model::adamw_state& adam(std::size_t u) { return units_.at(u).adam; }
+  torch::Tensor& master(std::size_t u) {  // (shard) fp32
+    wait_updated(u);
+    return units_.at(u).master;
+  }
+  model::adamw_state& adam(std::size_t u) {
+    wait_updated(u);
+    return units_.at(u).adam;
+  }
   // After the masters were overwritten (a restore): brings the model's weights up to date
   // (stages 0-2, a collective; stage 3 gathers on demand anyway).
   void refresh_weights();
@@ -207,8 +227,9 @@ class zero_optimizer {
   void free_full(unit& u);
   // (shard) in dtype on the device: this rank's weights of unit u, for a gather.
   torch::Tensor device_shard(const unit& u, torch::ScalarType dtype) const;
-  // An empty host tensor of n elements, pinned when the device is a GPU (fast, async copies), in
-  // exactly its size (whole pages) rather than torch's pinned blocks rounded up to powers of two.
+  // A zeroed host tensor of n elements, pinned when the device is a GPU (fast, async copies), in
+  // exactly its size (whole pages) rather than torch's pinned blocks rounded up to powers of two;
+  // first touched by the threads of the host update (model::host_zero).
   torch::Tensor host_tensor(std::int64_t n, torch::ScalarType dtype) const;
 
   // CUDA: before the host allocates for another gather or reduction it waits until fewer than
@@ -220,6 +241,16 @@ class zero_optimizer {
   // communication overlapped.
   static constexpr std::size_t max_in_flight = 2;
   void throttle();
+  // The host update of one unit (clipping by coef, AdamW, the compute-dtype copy with
+  // offload_param); what step() runs for each unit on the host, here or on updates_.
+  void update_on_host(unit& u, const model::adamw_options& options, double coef);
+  // Until the overlapped update of unit u (or of every unit) is done; at once without overlap.
+  void wait_updated(std::size_t u) const {
+    if (updates_) updates_->wait(u);
+  }
+  void wait_all_updated() const {
+    if (updates_) updates_->wait_all();
+  }
   void track(const std::shared_ptr<comm::work>& w);
 
   comm::process_group& group_;
@@ -234,6 +265,9 @@ class zero_optimizer {
   std::int64_t parameter_count_ = 0;
   std::int64_t gathered_bytes_ = 0;
   std::int64_t gathered_peak_bytes_ = 0;
+  // offload_param with overlap_host_update: runs step()'s host updates. Last: destroyed first,
+  // once its updates are done, while the units they write still exist.
+  std::unique_ptr<unit_update_thread> updates_;
 };
 
 }  // namespace cohort::core::train

@@ -1,6 +1,9 @@
 // The ZeRO optimizer fills a model from a weight source reading only each rank's own shards, so
-// no rank ever holds the whole model in fp32 (the model's weights start as placeholders).
+// no rank ever holds the whole model in fp32 (the model's weights start as placeholders); with
+// parameter offload its host update may run beside the next step's gathers, with the same results.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -230,5 +233,87 @@ TEST_CASE("a released ZeRO-3 unit holds no bytes while autograd keeps its weight
     CHECK(t.backward_right);
     CHECK(t.weight_grad);
     CHECK(t.bytes_after_release_all == 0);
+  }
+}
+
+namespace {
+
+// Four steps of ZeRO-3 with both offloads on `world` ranks, the host update overlapped or not:
+// every unit gathered in order, a gradient made from its weights (so that a weight read before
+// its update finished would change what follows), reduced, the global norm clipped to 1. Returns
+// each rank's full_weights() and the gradient norms, and whether an update ran on its own thread.
+struct offload_run {
+  std::vector<float> weights;
+  std::vector<double> norms;
+  bool overlapped = false;
+};
+
+std::vector<offload_run> run_offloaded(int world, bool overlap) {
+  const auto initial = core::model::seeded_init(
+      tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11);
+  auto store = std::make_shared<core::comm::memory_store>();
+  const auto prefix = test::unique_prefix("zero-overlap");
+  auto results = test::run_ranks<offload_run>(world, [&](int rank) {
+    auto group = core::comm::make_process_group(test::gloo_options(store, rank, world, prefix));
+    auto net = core::model::make_placeholder_decoder(tiny_config());
+    core::train::zero_options o;
+    o.stage = 3;
+    o.offload = o.offload_param = true;
+    o.overlap_host_update = overlap;
+    core::train::zero_optimizer opt(
+        net->hf_parameters(), *initial, *group, o,
+        [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
+    std::vector<std::vector<torch::Tensor>> unit_params(opt.unit_count());
+    for (const auto& p : net->hf_parameters())
+      unit_params[core::train::zero_optimizer::layer_unit(p.layer)].push_back(p.tensor);
+    core::model::adamw_options ao;
+    ao.lr = 0.05;
+    ao.weight_decay = 0.1;
+    offload_run run;
+    for (int step = 0; step < 4; ++step) {
+      opt.zero_grad_shards();
+      for (std::size_t u = 0; u < opt.unit_count(); ++u) {
+        opt.gather(u);
+        for (auto& w : unit_params[u]) w.mutable_grad() = torch::sin(w.detach() * (step + 1) + rank);
+        opt.reduce_grads(u);
+        opt.release(u);
+      }
+      opt.synchronize();
+      const double norm = std::sqrt(opt.grad_square_sum().item<double>());
+      run.norms.push_back(norm);
+      opt.step(ao, std::min(1.0, 1.0 / (norm + 1e-6)));
+    }
+    run.overlapped = opt.overlapped_update_seconds() > 0;
+    auto w = opt.full_weights().contiguous();
+    run.weights.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
+    return run;
+  });
+  std::vector<offload_run> out;
+  for (auto& r : results) {
+    if (r.error) throw std::runtime_error("rank failed: " + r.error_text());
+    out.push_back(std::move(*r.value));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "with parameter offload the host update overlapped with the next step's gathers gives "
+    "bitwise the weights of the update run in step()",
+    "[core][train]") {
+  for (int world : {1, 2}) {
+    INFO("world size " << world);
+    const auto sequential = run_offloaded(world, false);
+    const auto overlapped = run_offloaded(world, true);
+    for (int rank = 0; rank < world; ++rank) {
+      CHECK_FALSE(sequential[rank].overlapped);
+      CHECK(overlapped[rank].overlapped);
+      CHECK(overlapped[rank].norms == sequential[rank].norms);
+      CHECK(overlapped[rank].weights == sequential[rank].weights);
+    }
+    CHECK(sequential[0].weights !=
+          whole_model(*core::model::seeded_init(
+              tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11)));
   }
 }
