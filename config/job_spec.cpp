@@ -318,6 +318,10 @@ void check_cross_fields(const job_spec& spec) {
                      "got \"cpu\" with zero.stage " + std::to_string(spec.zero.stage) +
                          "; parameter offload needs zero.stage 3 (allowed otherwise: \"none\")");
   }
+  if (spec.zero.delayed_param_update && spec.zero.offload_param != offload_device::cpu)
+    throw spec_error("zero.delayed_param_update",
+                     "got true without zero.offload_param \"cpu\"; the update is delayed only on the host, "
+                     "beside the next step (allowed otherwise: false)");
   if (spec.train.max_steps > 0 && !spec.run.hold_before_steps.empty() &&
       spec.run.hold_before_steps.back() > spec.train.max_steps) {
     const auto last = std::to_string(spec.train.max_steps);

@@ -142,6 +142,10 @@ struct zero_spec {
   // Stage 3 only: the fp32 master shard, moments, gradient shard and a compute-dtype copy of the
   // shard live in host memory; the GPU holds only the units being used (DeepSpeed's offload_param).
   offload_device offload_param = offload_device::none;
+  // With offload_param: the host update of a step runs during the next step, which computes on
+  // the weights from the update before (ZeRO-Offload's delayed parameter update; changes the
+  // results, so an opt-in).
+  bool delayed_param_update = false;
 };
 
 struct checkpoint_spec {

@@ -140,7 +140,8 @@ auto zero_fields(Spec& z) {
   static_assert(std::is_same_v<std::remove_const_t<Spec>, zero_spec>);
   return std::make_tuple(field_of("stage", z.stage, integer_rule{0, 3}),
                          field_of("offload_optimizer", z.offload_optimizer, offload_names),
-                         field_of("offload_param", z.offload_param, offload_names));
+                         field_of("offload_param", z.offload_param, offload_names),
+                         field_of("delayed_param_update", z.delayed_param_update, flag_rule{}));
 }
 
 template <class Spec>

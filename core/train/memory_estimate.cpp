@@ -140,6 +140,8 @@ std::string setting_of(const config::job_spec& spec) {
          config::to_string(lora.base_dtype.value_or(spec.train.dtype)) + " base";
   const bool opt = spec.zero.offload_optimizer == config::offload_device::cpu;
   const bool param = spec.zero.offload_param == config::offload_device::cpu;
+  if (opt && param && spec.zero.delayed_param_update)
+    return s + ", offload_optimizer and offload_param cpu, delayed parameter update";
   if (opt && param) return s + ", offload_optimizer and offload_param cpu";
   if (opt) return s + ", offload_optimizer cpu";
   if (param) return s + ", offload_param cpu";
@@ -193,6 +195,8 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   add(stage == 3 ? "gathered compute weights" : "compute weights",
       gathered_per_layer ? p * (u0 + 2 * um) : p * n, true);
   if (offload_param) add("pinned compute-dtype shard", p * shard, false);
+  if (offload_param && spec.zero.delayed_param_update)  // the pair the update in flight uses
+    add("delayed update's gradient and compute-dtype shards", (4 + p) * shard, false);
   add("compute-dtype gradients", layers_reduced_in_backward ? p * (u0 + um) : p * n, true);
   add("reduction buffer", 4 * static_cast<double>(unit_max) + (stage >= 2 ? 4 * unit_shard : 0),
       true);

@@ -28,6 +28,10 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
   if (options.stage < 0 || options.stage > 3)
     throw std::invalid_argument("zero.stage: " + std::to_string(options.stage) +
                                 " is not a ZeRO stage (allowed: 0, 1, 2, 3)");
+  if (options.delayed_update && !(options.offload_param && options.overlap_host_update))
+    throw std::invalid_argument(
+        "zero.delayed_param_update: needs zero.offload_param \"cpu\" (the update is "
+        "delayed only on the host, beside the next step)");
   if (options.offload_param && options.stage != 3)
     throw std::invalid_argument("zero.offload_param: \"cpu\" needs zero.stage 3 (got " +
                                 std::to_string(options.stage) + "); below it every rank keeps whole weights");
@@ -62,6 +66,11 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
       u.grad = host_tensor(u.shard, torch::kFloat);
       u.host_weights = host_tensor(u.shard, options_.compute_dtype);
       u.host_weights.copy_(u.master);
+      if (options_.delayed_update) {
+        u.spare_grad = host_tensor(u.shard, torch::kFloat);
+        u.spare_weights = host_tensor(u.shard, options_.compute_dtype);
+        u.spare_weights.copy_(u.master);
+      }
     }
     // The parameters become views of the unit's buffer for good (a layer's weights lie one after
     // another: the fused q/k/v and gate/up GEMMs read them in place). Stage 3 frees its storage
@@ -437,15 +446,31 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
     model::adamw_step_many(masters, grads, states, options);
     if (options_.stage < 3)
       for (auto& u : units_) fill_full(u, device_shard(u, options_.compute_dtype));
+  } else if (updates_ && options_.delayed_update) {
+    // The last update is done (a step's worth of work ago, usually): its weights are the next
+    // step's, and this step's gradients go to the update that starts now, which writes the
+    // spare weights while the next step reads the others (see zero_options::delayed_update).
+    updates_->wait_all();
+    for (auto& u : units_) {
+      std::swap(u.host_weights, u.spare_weights);
+      std::swap(u.grad, u.spare_grad);
+    }
+    delayed_in_flight_ = true;
+    updates_->start(units_.size(), [this, options, coef_value](std::size_t i) {
+      auto& u = units_[i];
+      update_on_host(u, options, coef_value, u.spare_grad, u.spare_weights);
+    });
   } else if (updates_) {
     // offload_param: the gradient shards are on the host already; nothing of the update
     // touches the device, and the next step's gathers wait for their units (see the header).
     updates_->start(units_.size(), [this, options, coef_value](std::size_t i) {
-      update_on_host(units_[i], options, coef_value);
+      auto& u = units_[i];
+      update_on_host(u, options, coef_value, u.grad, u.host_weights);
     });
   } else {
     for (auto& u : units_) {
-      update_on_host(u, options, coef_value);
+      update_on_host(u, options, coef_value, options_.offload_param ? u.grad : grad_or_zeros(u),
+                     options_.offload_param ? u.host_weights : torch::Tensor());
       if (options_.stage < 3 && u.numel > 0) fill_full(u, device_shard(u, options_.compute_dtype));
     }
   }
@@ -456,7 +481,8 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   synchronize();
 }
 
-void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options, double coef) {
+void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options, double coef,
+                                    const torch::Tensor& grad, const torch::Tensor& copy) {
   torch::NoGradGuard no_grad;
   if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
     ++u.adam.step;
@@ -465,13 +491,20 @@ void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options
   // One pass over the shard on the host, clipping included. With offload_optimizer the gradient
   // shard comes to the host first (and step() sends the new weights back to the device); with
   // offload_param the pass also writes the compute-dtype copy that the next gathers read.
-  auto grad = (options_.offload_param ? u.grad : grad_or_zeros(u)).to(opt_device_);
-  model::adamw_step_host(u.master, grad, u.adam, options, coef,
-                         options_.offload_param ? u.host_weights : torch::Tensor());
+  model::adamw_step_host(u.master, grad.to(opt_device_), u.adam, options, coef, copy);
+}
+
+void zero_optimizer::settle_delayed() {
+  if (!delayed_in_flight_) return;
+  updates_->wait_all();
+  torch::NoGradGuard no_grad;
+  for (auto& u : units_) u.host_weights.copy_(u.spare_weights);
+  delayed_in_flight_ = false;
 }
 
 torch::Tensor zero_optimizer::full_weights() {
   wait_all_updated();
+  if (options_.delayed_update) settle_delayed();
   std::vector<torch::Tensor> fulls;
   for (auto& u : units_) fulls.push_back(gather_full(u, torch::kFloat).to(torch::kCPU));
   synchronize();
@@ -498,8 +531,12 @@ std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) 
 void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
   wait_all_updated();
+  if (options_.delayed_update) settle_delayed();
   if (options_.offload_param)
-    for (auto& u : units_) u.host_weights.copy_(u.master);
+    for (auto& u : units_) {
+      u.host_weights.copy_(u.master);
+      if (u.spare_weights.defined()) u.spare_weights.copy_(u.master);
+    }
   if (options_.stage == 3) {
     release_all();
     return;

@@ -64,6 +64,14 @@ struct zero_options {
   // step's forward runs while it goes on, each gather waiting for its unit's update only (see
   // step()). false: step() updates every unit before it returns. The results are the same.
   bool overlap_host_update = true;
+  // offload_param and overlap_host_update: the one-step delayed parameter update of ZeRO-Offload
+  // (its "DPU"): the host update of step k runs during the whole of step k + 1, whose forward and
+  // backward use the weights from before it (those of step k − 1's update), so each gradient is
+  // one update late. The gradient shards and the weights' compute-dtype copies are kept twice
+  // (one pair written by the step, the other read by the update). A checkpoint (master(), adam())
+  // ends the delay: the update is waited for and the next step uses its weights, as a run resumed
+  // from that checkpoint does, so resuming stays exact. Changes the results: an opt-in.
+  bool delayed_update = false;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -129,6 +137,8 @@ class zero_optimizer {
   // each unit is the same computation on the same inputs as without overlap: bitwise the same
   // weights.
   void step(const model::adamw_options& options, const torch::Tensor& clip_coef);
+  // With delayed_update (see zero_options) the update of a step is read by the step after next;
+  // master(), adam(), full_weights() and refresh_weights() wait for it and end the delay.
   // Seconds the last overlapped host update took on its thread (0 without overlap): the update's
   // cost that the device's work of the next step hid, in part or whole.
   double overlapped_update_seconds() const { return updates_ ? updates_->last_busy_seconds() : 0.0; }
@@ -152,11 +162,11 @@ class zero_optimizer {
   std::pair<std::int64_t, std::int64_t> kept_range(std::size_t u) const;  // (begin, length)
   bool replicated() const { return options_.stage == 0; }
   torch::Tensor& master(std::size_t u) {  // (shard) fp32
-    wait_updated(u);
+    settle(u);
     return units_.at(u).master;
   }
   model::adamw_state& adam(std::size_t u) {
-    wait_updated(u);
+    settle(u);
     return units_.at(u).adam;
   }
   // After the masters were overwritten (a restore): brings the model's weights up to date
@@ -183,6 +193,9 @@ class zero_optimizer {
                               // set_to_none); pinned host with offload_param, for good
     bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
+    // delayed_update: the other gradient shard and weights' copy, which the update in flight reads
+    // and writes while the step uses the ones above; step() swaps the pairs.
+    torch::Tensor spare_grad, spare_weights;
     // (parts * shard) compute dtype on the device, the slots' parameters are views of it. Stage 3:
     // its storage holds bytes only between gather (or prefetch) and release; stages 0-2: always
     // (the whole weights), refilled after each update.
@@ -241,16 +254,33 @@ class zero_optimizer {
   // communication overlapped.
   static constexpr std::size_t max_in_flight = 2;
   void throttle();
-  // The host update of one unit (clipping by coef, AdamW, the compute-dtype copy with
-  // offload_param); what step() runs for each unit on the host, here or on updates_.
-  void update_on_host(unit& u, const model::adamw_options& options, double coef);
-  // Until the overlapped update of unit u (or of every unit) is done; at once without overlap.
+  // The host update of one unit from `grad` (clipping by coef, AdamW, with offload_param the
+  // compute-dtype copy into `copy`); what step() runs for each unit on the host, here or on
+  // updates_.
+  void update_on_host(unit& u, const model::adamw_options& options, double coef, const torch::Tensor& grad,
+                      const torch::Tensor& copy);
+  // Overlapped (not delayed): until the update of unit u (or of every unit) is done, before the
+  // step reads what it writes. At once otherwise: without overlap nothing is in flight, and the
+  // delayed update touches only the spare pair.
   void wait_updated(std::size_t u) const {
-    if (updates_) updates_->wait(u);
+    if (updates_ && !options_.delayed_update) updates_->wait(u);
   }
   void wait_all_updated() const {
-    if (updates_) updates_->wait_all();
+    if (updates_ && !options_.delayed_update) updates_->wait_all();
   }
+  // Before master(u) or adam(u) is read or written: wait_updated(u), and with delayed_update the
+  // end of the delay (settle_delayed).
+  void settle(std::size_t u) {
+    if (options_.delayed_update) {
+      settle_delayed();
+    } else {
+      wait_updated(u);
+    }
+  }
+  // delayed_update: waits for the update in flight and gives its weights to the next step (each
+  // unit's weights' copy from its spare), once per update.
+  void settle_delayed();
+  bool delayed_in_flight_ = false;  // an update started that settle_delayed has not ended
   void track(const std::shared_ptr<comm::work>& w);
 
   comm::process_group& group_;

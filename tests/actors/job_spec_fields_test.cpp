@@ -80,6 +80,7 @@ job_spec every_field_set(bool fine_tune) {
   s.zero.stage = 3;
   s.zero.offload_optimizer = config::offload_device::cpu;
   s.zero.offload_param = config::offload_device::cpu;
+  s.zero.delayed_param_update = true;
   auto& r = s.run;
   r.storage_path = "s3://bucket/runs";
   r.s3_endpoint = "http://127.0.0.1:9000";

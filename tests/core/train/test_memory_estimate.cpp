@@ -213,6 +213,14 @@ TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every
         2 * (3216 + 2 * 2592) + 2 * (3216 + 2592) + 4 * 3216 + 4 * 804 + activations +
             core::train::cuda_context_bytes);
   CHECK(param.setting == "ZeRO-3, bf16, offload_optimizer and offload_param cpu");
+
+  // The delayed update keeps a second gradient shard and compute-dtype shard on the host.
+  spec.zero.delayed_param_update = true;
+  const auto delayed = estimate_memory(spec, shape);
+  CHECK(item(delayed, "delayed update's gradient and compute-dtype shards", false) == (4 + 2) * 2100);
+  CHECK(delayed.per_rank.steady_host_bytes == param.per_rank.steady_host_bytes + 6 * 2100);
+  CHECK(delayed.per_rank.device_bytes == param.per_rank.device_bytes);
+  CHECK(delayed.setting == "ZeRO-3, bf16, offload_optimizer and offload_param cpu, delayed parameter update");
 }
 
 TEST_CASE("the peak holds the larger of the gradient shard and the activations, never both",

@@ -238,17 +238,24 @@ TEST_CASE("a released ZeRO-3 unit holds no bytes while autograd keeps its weight
 
 namespace {
 
-// Four steps of ZeRO-3 with both offloads on `world` ranks, the host update overlapped or not:
-// every unit gathered in order, a gradient made from its weights (so that a weight read before
-// its update finished would change what follows), reduced, the global norm clipped to 1. Returns
-// each rank's full_weights() and the gradient norms, and whether an update ran on its own thread.
+// How a run of run_offloaded updates.
+enum class host_update { sequential, overlapped, delayed };
+
 struct offload_run {
   std::vector<float> weights;
   std::vector<double> norms;
+  std::vector<double> seen;  // per step: the sum of the weights its gathers read, over all units
   bool overlapped = false;
 };
 
-std::vector<offload_run> run_offloaded(int world, bool overlap) {
+// Four steps of ZeRO-3 with both offloads on `world` ranks: every unit gathered in order, a
+// gradient made from its weights (so that a weight read before its update finished would change
+// what follows) or, with fixed_grads, from the step alone; reduced; the global norm clipped to 1.
+// With settle_after >= 0 the masters are read after that step (as a checkpoint does). Returns
+// each rank's full_weights(), the norms, the weights each step saw, and whether an update ran on
+// a thread of its own.
+std::vector<offload_run> run_offloaded(int world, host_update mode, bool fixed_grads = false,
+                                       int settle_after = -1) {
   const auto initial = core::model::seeded_init(
       tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11);
   auto store = std::make_shared<core::comm::memory_store>();
@@ -259,7 +266,8 @@ std::vector<offload_run> run_offloaded(int world, bool overlap) {
     core::train::zero_options o;
     o.stage = 3;
     o.offload = o.offload_param = true;
-    o.overlap_host_update = overlap;
+    o.overlap_host_update = mode != host_update::sequential;
+    o.delayed_update = mode == host_update::delayed;
     core::train::zero_optimizer opt(
         net->hf_parameters(), *initial, *group, o,
         [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
@@ -272,16 +280,23 @@ std::vector<offload_run> run_offloaded(int world, bool overlap) {
     offload_run run;
     for (int step = 0; step < 4; ++step) {
       opt.zero_grad_shards();
+      double seen = 0;
       for (std::size_t u = 0; u < opt.unit_count(); ++u) {
         opt.gather(u);
-        for (auto& w : unit_params[u]) w.mutable_grad() = torch::sin(w.detach() * (step + 1) + rank);
+        for (auto& w : unit_params[u]) {
+          seen += w.detach().to(torch::kDouble).sum().item<double>();
+          const auto base = fixed_grads ? torch::ones_like(w) * 0.3 : w.detach();
+          w.mutable_grad() = torch::sin(base * (step + 1) + rank);
+        }
         opt.reduce_grads(u);
         opt.release(u);
       }
+      run.seen.push_back(seen);
       opt.synchronize();
       const double norm = std::sqrt(opt.grad_square_sum().item<double>());
       run.norms.push_back(norm);
       opt.step(ao, std::min(1.0, 1.0 / (norm + 1e-6)));
+      if (step == settle_after) (void)opt.master(0);
     }
     run.overlapped = opt.overlapped_update_seconds() > 0;
     auto w = opt.full_weights().contiguous();
@@ -304,16 +319,38 @@ TEST_CASE(
     "[core][train]") {
   for (int world : {1, 2}) {
     INFO("world size " << world);
-    const auto sequential = run_offloaded(world, false);
-    const auto overlapped = run_offloaded(world, true);
+    const auto sequential = run_offloaded(world, host_update::sequential);
+    const auto overlapped = run_offloaded(world, host_update::overlapped);
     for (int rank = 0; rank < world; ++rank) {
       CHECK_FALSE(sequential[rank].overlapped);
       CHECK(overlapped[rank].overlapped);
       CHECK(overlapped[rank].norms == sequential[rank].norms);
+      CHECK(overlapped[rank].seen == sequential[rank].seen);
       CHECK(overlapped[rank].weights == sequential[rank].weights);
     }
-    CHECK(sequential[0].weights !=
-          whole_model(*core::model::seeded_init(
-              tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11)));
+    CHECK(sequential[0].seen[3] != sequential[0].seen[0]);  // the steps did change the weights
   }
+}
+
+TEST_CASE(
+    "the delayed parameter update lets each step compute on the weights from one update "
+    "before, and a checkpoint's read of the masters ends the delay",
+    "[core][train]") {
+  // The same gradients whatever the weights: the updates are the same, only what each step sees
+  // moves by one.
+  const int world = 2;
+  const auto sequential = run_offloaded(world, host_update::sequential, true);
+  const auto delayed = run_offloaded(world, host_update::delayed, true);
+  const auto settled = run_offloaded(world, host_update::delayed, true, 1);  // read after step 2
+  for (int rank = 0; rank < world; ++rank) {
+    INFO("rank " << rank);
+    const auto& s = sequential[rank].seen;
+    CHECK(delayed[rank].overlapped);
+    CHECK(delayed[rank].seen == std::vector<double>{s[0], s[0], s[1], s[2]});
+    CHECK(settled[rank].seen == std::vector<double>{s[0], s[0], s[2], s[2]});
+    CHECK(delayed[rank].norms == sequential[rank].norms);
+    CHECK(delayed[rank].weights == sequential[rank].weights);  // full_weights() waits for the last
+    CHECK(settled[rank].weights == sequential[rank].weights);
+  }
+  CHECK(sequential[0].seen[1] != sequential[0].seen[0]);  // the steps did change the weights
 }
