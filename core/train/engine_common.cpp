@@ -123,6 +123,7 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
   zo.compute_dtype = dtype_of(spec.train.dtype);
   zo.overlap_host_update = !test_sequential_host_update();
   zo.delayed_update = spec.zero.delayed_param_update && zo.overlap_host_update;
+  zo.delay_after = spec.train.warmup_steps;
   return zo;
 }
 

@@ -446,27 +446,8 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
     model::adamw_step_many(masters, grads, states, options);
     if (options_.stage < 3)
       for (auto& u : units_) fill_full(u, device_shard(u, options_.compute_dtype));
-  } else if (updates_ && options_.delayed_update) {
-    // The last update is done (a step's worth of work ago, usually): its weights are the next
-    // step's, and this step's gradients go to the update that starts now, which writes the
-    // spare weights while the next step reads the others (see zero_options::delayed_update).
-    updates_->wait_all();
-    for (auto& u : units_) {
-      std::swap(u.host_weights, u.spare_weights);
-      std::swap(u.grad, u.spare_grad);
-    }
-    delayed_in_flight_ = true;
-    updates_->start(units_.size(), [this, options, coef_value](std::size_t i) {
-      auto& u = units_[i];
-      update_on_host(u, options, coef_value, u.spare_grad, u.spare_weights);
-    });
   } else if (updates_) {
-    // offload_param: the gradient shards are on the host already; nothing of the update
-    // touches the device, and the next step's gathers wait for their units (see the header).
-    updates_->start(units_.size(), [this, options, coef_value](std::size_t i) {
-      auto& u = units_[i];
-      update_on_host(u, options, coef_value, u.grad, u.host_weights);
-    });
+    start_host_update(options, coef_value);
   } else {
     for (auto& u : units_) {
       update_on_host(u, options, coef_value, options_.offload_param ? u.grad : grad_or_zeros(u),
@@ -494,6 +475,33 @@ void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options
   model::adamw_step_host(u.master, grad.to(opt_device_), u.adam, options, coef, copy);
 }
 
+void zero_optimizer::start_host_update(const model::adamw_options& options, double coef) {
+  // offload_param: the gradient shards are on the host already and nothing of the update touches
+  // the device. The last update is done (a delayed one a step's worth of work ago; an overlapped
+  // one was waited for by this step's gathers).
+  updates_->wait_all();
+  const bool delay = options_.delayed_update && units_.front().adam.step >= options_.delay_after;
+  if (!delay) {  // the next step's gathers wait for their units (see the header)
+    updates_->start(units_.size(), [this, options, coef](std::size_t i) {
+      auto& u = units_[i];
+      update_on_host(u, options, coef, u.grad, u.host_weights);
+    });
+    return;
+  }
+  // Delayed: the spare weights, written by the last update when it was delayed too, are the next
+  // step's; this step's gradients go to the update that starts now, which writes the other
+  // weights' copy while the next step reads these (see zero_options::delayed_update).
+  for (auto& u : units_) {
+    if (delayed_in_flight_) std::swap(u.host_weights, u.spare_weights);
+    std::swap(u.grad, u.spare_grad);
+  }
+  delayed_in_flight_ = true;
+  updates_->start(units_.size(), [this, options, coef](std::size_t i) {
+    auto& u = units_[i];
+    update_on_host(u, options, coef, u.spare_grad, u.spare_weights);
+  });
+}
+
 void zero_optimizer::settle_delayed() {
   if (!delayed_in_flight_) return;
   updates_->wait_all();
@@ -503,8 +511,8 @@ void zero_optimizer::settle_delayed() {
 }
 
 torch::Tensor zero_optimizer::full_weights() {
+  settle_delayed();
   wait_all_updated();
-  if (options_.delayed_update) settle_delayed();
   std::vector<torch::Tensor> fulls;
   for (auto& u : units_) fulls.push_back(gather_full(u, torch::kFloat).to(torch::kCPU));
   synchronize();
@@ -530,8 +538,8 @@ std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) 
 
 void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
+  settle_delayed();
   wait_all_updated();
-  if (options_.delayed_update) settle_delayed();
   if (options_.offload_param)
     for (auto& u : units_) {
       u.host_weights.copy_(u.master);

@@ -72,6 +72,10 @@ struct zero_options {
   // ends the delay: the update is waited for and the next step uses its weights, as a run resumed
   // from that checkpoint does, so resuming stays exact. Changes the results: an opt-in.
   bool delayed_update = false;
+  // delayed_update: how many updates are made on time first (counted as the moments' step, so
+  // across resumes too), as ZeRO-Offload starts the delay after the first steps, which move the
+  // weights most (the engine passes the learning rate's warmup).
+  std::int64_t delay_after = 0;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -259,28 +263,31 @@ class zero_optimizer {
   // updates_.
   void update_on_host(unit& u, const model::adamw_options& options, double coef, const torch::Tensor& grad,
                       const torch::Tensor& copy);
-  // Overlapped (not delayed): until the update of unit u (or of every unit) is done, before the
-  // step reads what it writes. At once otherwise: without overlap nothing is in flight, and the
+  // Overlapped, not delayed: until the update of unit u (or of every unit) is done, before the
+  // step reads what it writes. At once otherwise: without overlap nothing is in flight, and a
   // delayed update touches only the spare pair.
   void wait_updated(std::size_t u) const {
-    if (updates_ && !options_.delayed_update) updates_->wait(u);
+    if (updates_ && !delayed_in_flight_) updates_->wait(u);
   }
   void wait_all_updated() const {
-    if (updates_ && !options_.delayed_update) updates_->wait_all();
+    if (updates_ && !delayed_in_flight_) updates_->wait_all();
   }
-  // Before master(u) or adam(u) is read or written: wait_updated(u), and with delayed_update the
-  // end of the delay (settle_delayed).
+  // Before master(u) or adam(u) is read or written: the end of a delayed update's delay
+  // (settle_delayed), else wait_updated(u).
   void settle(std::size_t u) {
-    if (options_.delayed_update) {
+    if (delayed_in_flight_) {
       settle_delayed();
     } else {
       wait_updated(u);
     }
   }
-  // delayed_update: waits for the update in flight and gives its weights to the next step (each
-  // unit's weights' copy from its spare), once per update.
+  // Waits for the delayed update in flight and gives its weights to the next step (each unit's
+  // weights' copy from its spare). Nothing without one.
   void settle_delayed();
-  bool delayed_in_flight_ = false;  // an update started that settle_delayed has not ended
+  // Hands the host update to updates_: delayed (into the spare pair) once delay_after updates
+  // were made, else overlapped.
+  void start_host_update(const model::adamw_options& options, double coef);
+  bool delayed_in_flight_ = false;  // the update started last is delayed and not settled
   void track(const std::shared_ptr<comm::work>& w);
 
   comm::process_group& group_;

@@ -251,11 +251,12 @@ struct offload_run {
 // Four steps of ZeRO-3 with both offloads on `world` ranks: every unit gathered in order, a
 // gradient made from its weights (so that a weight read before its update finished would change
 // what follows) or, with fixed_grads, from the step alone; reduced; the global norm clipped to 1.
-// With settle_after >= 0 the masters are read after that step (as a checkpoint does). Returns
+// With settle_after >= 0 the masters are read after that step (as a checkpoint does); a delayed
+// update starts after delay_after updates on time. Returns
 // each rank's full_weights(), the norms, the weights each step saw, and whether an update ran on
 // a thread of its own.
 std::vector<offload_run> run_offloaded(int world, host_update mode, bool fixed_grads = false,
-                                       int settle_after = -1) {
+                                       int settle_after = -1, int delay_after = 0) {
   const auto initial = core::model::seeded_init(
       tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11);
   auto store = std::make_shared<core::comm::memory_store>();
@@ -268,6 +269,7 @@ std::vector<offload_run> run_offloaded(int world, host_update mode, bool fixed_g
     o.offload = o.offload_param = true;
     o.overlap_host_update = mode != host_update::sequential;
     o.delayed_update = mode == host_update::delayed;
+    o.delay_after = delay_after;
     core::train::zero_optimizer opt(
         net->hf_parameters(), *initial, *group, o,
         [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
@@ -333,8 +335,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "the delayed parameter update lets each step compute on the weights from one update "
-    "before, and a checkpoint's read of the masters ends the delay",
+    "the delayed parameter update lets each step compute on the weights from one update before, "
+    "after the updates it makes on time, and a checkpoint's read of the masters ends the delay",
     "[core][train]") {
   // The same gradients whatever the weights: the updates are the same, only what each step sees
   // moves by one.
@@ -342,15 +344,18 @@ TEST_CASE(
   const auto sequential = run_offloaded(world, host_update::sequential, true);
   const auto delayed = run_offloaded(world, host_update::delayed, true);
   const auto settled = run_offloaded(world, host_update::delayed, true, 1);  // read after step 2
+  const auto late = run_offloaded(world, host_update::delayed, true, -1, 2);  // 2 updates on time
   for (int rank = 0; rank < world; ++rank) {
     INFO("rank " << rank);
     const auto& s = sequential[rank].seen;
     CHECK(delayed[rank].overlapped);
     CHECK(delayed[rank].seen == std::vector<double>{s[0], s[0], s[1], s[2]});
     CHECK(settled[rank].seen == std::vector<double>{s[0], s[0], s[2], s[2]});
+    CHECK(late[rank].seen == std::vector<double>{s[0], s[1], s[2], s[2]});
     CHECK(delayed[rank].norms == sequential[rank].norms);
     CHECK(delayed[rank].weights == sequential[rank].weights);  // full_weights() waits for the last
     CHECK(settled[rank].weights == sequential[rank].weights);
+    CHECK(late[rank].weights == sequential[rank].weights);
   }
   CHECK(sequential[0].seen[1] != sequential[0].seen[0]);  // the steps did change the weights
 }
