@@ -1,17 +1,18 @@
 // The job spec's sections (model, data, scaling, train, zero, run, runtime_env, and the sections
 // inside them: model.lora, run.checkpoint, run.failure), each written once as a list of its fields:
-// the key, the struct member, the rule its values keep, and where they apply its name on the
-// wire and how the writer treats it. Each list drives the
+// the key, the struct member, the rule its values keep and, where they apply, the DeepSpeed key
+// that sets the field, its name on the wire and how the writer treats it. Each list drives the
 // parser (config/job_spec.cpp reads every field by its rule and refuses any other key), the
 // canonical writer (config/job_spec_json.cpp), the wire and JSON views (actors/job_spec_fields.hpp's
 // inspect), and the reference (tests/config/test_spec_docs.cpp checks that each field's row in
-// docs/job-spec.md states the type, the default and the rule as rendered here).
-// A field added to a section is added here, and nowhere else but its row in the docs. What depends
-// on other fields (run.failure's timeouts in order, min_workers <= num_workers, use_gpu against
-// the GPU resources, model.hf_dir against model.config) is checked after the list is read.
+// docs/job-spec.md states the type, the default, the rule and the DeepSpeed key as rendered here,
+// and that the docs' DeepSpeed table maps each key onto the field that names it). A field added to
+// a section is added here, and nowhere else but its row in the docs. What depends on other fields
+// (run.failure's timeouts in order, min_workers <= num_workers, use_gpu against the GPU resources,
+// model.hf_dir against model.config) is checked after the list is read.
 //
 // The top level (the job's name, the workload, the sections) and the DeepSpeed block, whose keys
-// map onto other sections' fields, have parsers of their own.
+// map onto other sections' fields (config/deepspeed_mapping.cpp), have parsers of their own.
 #pragma once
 
 #include <algorithm>
@@ -134,11 +135,19 @@ struct spec_field {
   const char* key;  // the spec file's key
   T& value;
   Rule rule;
+  // The DeepSpeed key(s) that set the field, as docs/job-spec.md's "DeepSpeed key" column
+  // writes them; nullptr: none maps onto it.
+  const char* deepspeed = nullptr;
   const char* wire = nullptr;  // the field's name on the wire where it is not `key`
   bool wire_may_lack = false;  // JSON from older peers may lack it: it then keeps its default
   writing written = writing::when_set;
 
   const char* wire_name() const { return wire ? wire : key; }
+  spec_field set_by_deepspeed(const char* text) const {
+    spec_field f = *this;
+    f.deepspeed = text;
+    return f;
+  }
   spec_field on_wire_as(const char* name) const {
     spec_field f = *this;
     f.wire = name;
@@ -182,16 +191,32 @@ auto train_fields(Spec& t) {
   static_assert(std::is_same_v<std::remove_const_t<Spec>, train_spec>);
   return std::make_tuple(
       field_of("seq_len", t.seq_len, integer_rule{1, max_seq_len}),
-      field_of("micro_batch_size", t.micro_batch_size, integer_rule{1, max_micro_batch_size}),
-      field_of("grad_accum", t.grad_accum, integer_rule{1, max_grad_accum}),
+      field_of("micro_batch_size", t.micro_batch_size, integer_rule{1, max_micro_batch_size})
+          .set_by_deepspeed("`train_micro_batch_size_per_gpu`"),
+      field_of("grad_accum", t.grad_accum, integer_rule{1, max_grad_accum})
+          .set_by_deepspeed("`gradient_accumulation_steps`"),
       field_of("epochs", t.epochs, integer_rule{0, any_int}),
-      field_of("max_steps", t.max_steps, integer_rule{0}), field_of("as_test", t.as_test, flag_rule{}),
-      field_of("lr", t.lr, positive), field_of("beta1", t.beta1, unit_open),
-      field_of("beta2", t.beta2, unit_open), field_of("eps", t.eps, positive),
-      field_of("warmup_steps", t.warmup_steps, integer_rule{0, any_int}),
-      field_of("schedule", t.schedule, schedule_names), field_of("min_lr_ratio", t.min_lr_ratio, unit_closed),
-      field_of("weight_decay", t.weight_decay, non_negative),
-      field_of("grad_clip", t.grad_clip, non_negative), field_of("precision", t.dtype, precision_names),
+      field_of("max_steps", t.max_steps, integer_rule{0})
+          .set_by_deepspeed("`scheduler.params.total_num_steps` (WarmupDecayLR, WarmupCosineLR)"),
+      field_of("as_test", t.as_test, flag_rule{}),
+      field_of("lr", t.lr, positive)
+          .set_by_deepspeed(
+              "`optimizer.params.lr`; `scheduler.params.warmup_max_lr` (WarmupLR, WarmupDecayLR)"),
+      field_of("beta1", t.beta1, unit_open).set_by_deepspeed("`optimizer.params.betas[0]`"),
+      field_of("beta2", t.beta2, unit_open).set_by_deepspeed("`optimizer.params.betas[1]`"),
+      field_of("eps", t.eps, positive).set_by_deepspeed("`optimizer.params.eps`"),
+      field_of("warmup_steps", t.warmup_steps, integer_rule{0, any_int})
+          .set_by_deepspeed("`scheduler.params.warmup_num_steps`"),
+      field_of("schedule", t.schedule, schedule_names)
+          .set_by_deepspeed(
+              "`scheduler.type`: WarmupLR → constant, WarmupDecayLR → linear, WarmupCosineLR → cosine"),
+      field_of("min_lr_ratio", t.min_lr_ratio, unit_closed)
+          .set_by_deepspeed("`scheduler.params.cos_min_ratio` (WarmupCosineLR)"),
+      field_of("weight_decay", t.weight_decay, non_negative)
+          .set_by_deepspeed("`optimizer.params.weight_decay`"),
+      field_of("grad_clip", t.grad_clip, non_negative).set_by_deepspeed("`gradient_clipping`"),
+      field_of("precision", t.dtype, precision_names)
+          .set_by_deepspeed("`bf16.enabled` (true → bf16, false → fp32)"),
       field_of("seed", t.seed, unsigned_rule{}), field_of("log_every", t.log_every, integer_rule{1, any_int}),
       field_of("activation_checkpointing", t.activation_checkpointing, flag_rule{}),
       field_of("compute_path", t.path, compute_path_names),
@@ -204,10 +229,13 @@ auto train_fields(Spec& t) {
 template <class Spec>
 auto zero_fields(Spec& z) {
   static_assert(std::is_same_v<std::remove_const_t<Spec>, zero_spec>);
-  return std::make_tuple(field_of("stage", z.stage, integer_rule{0, 3}),
-                         field_of("offload_optimizer", z.offload_optimizer, offload_names),
-                         field_of("offload_param", z.offload_param, offload_names),
-                         field_of("delayed_param_update", z.delayed_param_update, flag_rule{}));
+  return std::make_tuple(
+      field_of("stage", z.stage, integer_rule{0, 3}).set_by_deepspeed("`zero_optimization.stage`"),
+      field_of("offload_optimizer", z.offload_optimizer, offload_names)
+          .set_by_deepspeed("`zero_optimization.offload_optimizer.device`"),
+      field_of("offload_param", z.offload_param, offload_names)
+          .set_by_deepspeed("`zero_optimization.offload_param.device`"),
+      field_of("delayed_param_update", z.delayed_param_update, flag_rule{}));
 }
 
 template <class Spec>

@@ -314,21 +314,35 @@ std::vector<std::string> table_cells(const std::string& line) {
   return cells;
 }
 
-// The cells of `path`'s row ("train.seq_len") in the reference tables (Field, Type, Default,
-// Allowed, ...; other tables name fields too); empty when there is none.
-std::vector<std::string> doc_row(const std::string& doc, const std::string& path) {
+// The cells of the row of `path` ("train.seq_len") in a table of at least `columns` columns;
+// empty when there is none. The reference tables have 5 (Field, Type, Default, Allowed, What it
+// does; train's and zero's a 6th, DeepSpeed key); the DeepSpeed table has 3 (DeepSpeed key,
+// cohort field, Allowed).
+std::vector<std::string> doc_row(const std::string& doc, const std::string& path, std::size_t columns = 5) {
   const std::string start = "\n| `" + path + "` | ";
   for (auto at = doc.find(start); at != std::string::npos; at = doc.find(start, at + 1)) {
     const auto end = doc.find('\n', at + 1);
     auto cells = table_cells(doc.substr(at + 3, end - at - 3));  // without the leading "\n| "
-    if (cells.size() >= 5) return cells;
+    if (cells.size() >= columns) return cells;
   }
   return {};
 }
 
-// Checks the rows of `section`'s fields, and of the sections inside it.
+// The DeepSpeed keys a "DeepSpeed key" cell names, each as the DeepSpeed table writes it
+// ("deepspeed.optimizer.params.betas" for `optimizer.params.betas[0]`).
+std::set<std::string> deepspeed_keys(const std::string& cell) {
+  std::set<std::string> keys;
+  const std::regex quoted("`([^`\\[]+)(\\[[0-9]+\\])?`");
+  for (auto it = std::sregex_iterator(cell.begin(), cell.end(), quoted); it != std::sregex_iterator(); ++it)
+    keys.insert("deepspeed." + (*it)[1].str());
+  return keys;
+}
+
+// Checks the rows of `section`'s fields, and of the sections inside it; records the DeepSpeed keys
+// each field's entry names in `mapped` (field path -> keys).
 template <class Fields>
-void check_rows(const std::string& doc, const std::string& section, const Fields& fields) {
+void check_rows(const std::string& doc, const std::string& section, const Fields& fields,
+                std::map<std::string, std::set<std::string>>& mapped) {
   for_each_field(fields, [&](const auto& f) {
     using T = std::decay_t<decltype(f.value)>;
     using R = std::decay_t<decltype(f.rule)>;
@@ -339,23 +353,70 @@ void check_rows(const std::string& doc, const std::string& section, const Fields
     CHECK(cells[1] == doc_type<T>(f.rule));
     if (const auto start = doc_default(f.value, f.rule)) CHECK_THAT(cells[2], Catch::StartsWith(*start));
     CHECK_THAT(cells[3], Catch::StartsWith(doc_rule(f.rule)));
-    if constexpr (std::is_same_v<R, section_rule>) check_rows(doc, path, section_fields(f.value));
+    // The DeepSpeed key column, where the section's table has one, says what the entry says.
+    if (cells.size() >= 6)
+      CHECK(cells[5] == (f.deepspeed ? f.deepspeed : "—"));
+    else
+      CHECK(f.deepspeed == nullptr);
+    if (f.deepspeed) mapped[path] = deepspeed_keys(f.deepspeed);
+    if constexpr (std::is_same_v<R, section_rule>) check_rows(doc, path, section_fields(f.value), mapped);
   });
+}
+
+// Each section's list checked against the docs: field path -> the DeepSpeed keys its entry names.
+std::map<std::string, std::set<std::string>> check_sections(const std::string& doc) {
+  const job_spec defaults;
+  std::map<std::string, std::set<std::string>> mapped;
+  check_rows(doc, "model", model_fields(defaults.model), mapped);
+  check_rows(doc, "data", data_fields(defaults.data), mapped);
+  check_rows(doc, "scaling", scaling_fields(defaults.scaling), mapped);
+  check_rows(doc, "train", train_fields(defaults.train), mapped);
+  check_rows(doc, "zero", zero_fields(defaults.zero), mapped);
+  check_rows(doc, "run", run_fields(defaults.run), mapped);
+  check_rows(doc, "runtime_env", runtime_env_fields(defaults.runtime_env), mapped);
+  return mapped;
 }
 
 }  // namespace
 
 TEST_CASE(
     "each field of the spec's field lists has its row in docs/job-spec.md with the type, the "
-    "default and the rule the list gives it",
+    "default, the rule and the DeepSpeed key the list gives it",
+    "[config]") {
+  const auto mapped = check_sections(read_doc());
+  CHECK(mapped.count("train.lr") == 1);
+  CHECK(mapped.count("zero.stage") == 1);
+}
+
+TEST_CASE(
+    "the DeepSpeed keys of the field lists are the mapped keys of docs/job-spec.md's DeepSpeed table, "
+    "each onto the field whose entry names it",
     "[config]") {
   const std::string doc = read_doc();
-  const job_spec defaults;
-  check_rows(doc, "model", model_fields(defaults.model));
-  check_rows(doc, "data", data_fields(defaults.data));
-  check_rows(doc, "scaling", scaling_fields(defaults.scaling));
-  check_rows(doc, "train", train_fields(defaults.train));
-  check_rows(doc, "zero", zero_fields(defaults.zero));
-  check_rows(doc, "run", run_fields(defaults.run));
-  check_rows(doc, "runtime_env", runtime_env_fields(defaults.runtime_env));
+  const auto mapped = check_sections(doc);
+  // Each key an entry names has its row in the DeepSpeed table, naming the entry's field.
+  for (const auto& [field, keys] : mapped) {
+    for (const auto& key : keys) {
+      INFO(field << " <- " << key);
+      const auto cells = doc_row(doc, key, 3);
+      REQUIRE(cells.size() >= 3);
+      CHECK_THAT(cells[1], Catch::Contains("`" + field + "`"));
+    }
+  }
+  // Each row of the table that sets a listed section's field is named by that field's entry.
+  const std::regex row("\n\\| `(deepspeed\\.[^`]+)` \\| ([^|]*) \\|");
+  const std::regex field("`((train|zero|model|data|scaling|run|runtime_env)\\.[a-z_0-9.]+)`");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), row); it != std::sregex_iterator(); ++it) {
+    const std::string key = (*it)[1].str(), target = (*it)[2].str();
+    for (auto f = std::sregex_iterator(target.begin(), target.end(), field); f != std::sregex_iterator();
+         ++f) {
+      INFO(key << " -> " << (*f)[1].str());
+      const auto entry = mapped.find((*f)[1].str());
+      REQUIRE(entry != mapped.end());
+      CHECK(entry->second.count(key) == 1);
+      ++rows;
+    }
+  }
+  CHECK(rows >= 15);
 }
