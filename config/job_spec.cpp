@@ -11,7 +11,6 @@
 
 #include "config/deepspeed_mapping.hpp"
 #include "config/json_fields.hpp"
-#include "config/nodes_spec.hpp"
 #include "config/s3_url.hpp"
 #include "config/spec_fields.hpp"
 
@@ -59,39 +58,34 @@ void check_name(const json& v, const std::string& path) {
   if (!ok) fail_value(path, v, "1-128 characters from [A-Za-z0-9._-]");
 }
 
-void parse_lora(const json& v, lora_spec& lora) {
-  object_reader r(v, "model.lora");
-  lora.enabled = true;
-  read_fields(r, lora_fields(lora));
-  r.finish();
-  check_required("model.lora", lora_fields(lora));
-}
-
+// model: its list and which form it takes, hf_dir (with what needs it) or config (a path or an
+// inline object, with init_seed). The refusals come in the order they always have: the values of
+// init_seed and pad_vocab_to_multiple_of, unknown keys, what needs hf_dir, added_tokens' and
+// lora's values, the form, init_seed beside hf_dir, then the form's own values.
 void parse_model(const json& v, const std::string& base_dir, model_spec& model) {
   object_reader r(v, "model");
-  const json* hf_dir = r.find("hf_dir");
-  const json* config = r.find("config");
-  const bool has_seed = r.read("init_seed", model.init_seed);
-  const json* lora = r.find("lora");
-  const json* added_tokens = r.find("added_tokens");
-  const bool has_multiple = r.read("pad_vocab_to_multiple_of", model.pad_vocab_to_multiple_of, 1, 65536);
+  const auto fields = model_fields(model);
+  register_keys(r, fields);
+  read_fields_of(r, fields, base_dir, {"init_seed", "pad_vocab_to_multiple_of"});
   r.finish();
-  if (lora && !hf_dir) {
+  const auto given = [&](const char* key) { return r.find(key) != nullptr; };
+  const bool hf_dir = given("hf_dir");
+  if (given("lora") && !hf_dir) {
     throw spec_error("model.lora", "needs model.hf_dir: LoRA adapts a trained Hugging Face model, "
                                    "which stays frozen");
   }
-  if (added_tokens && !hf_dir) {
+  if (given("added_tokens") && !hf_dir) {
     throw spec_error("model.added_tokens", "needs model.hf_dir: added tokens grow a trained Hugging Face "
                                            "model's vocabulary; a model built from config takes its "
                                            "vocabulary from the config's vocab_size");
   }
-  if (has_multiple && !hf_dir) {
+  if (given("pad_vocab_to_multiple_of") && !hf_dir) {
     throw spec_error("model.pad_vocab_to_multiple_of", "needs model.hf_dir: a model built from config "
                                                        "takes its vocabulary from the config's vocab_size");
   }
-  if (added_tokens)
-    model.added_tokens = resolved_path(base_dir, as_string(*added_tokens, "model.added_tokens"));
-  if (lora) parse_lora(*lora, model.lora);
+  read_fields_of(r, fields, base_dir, {"added_tokens"});
+  read_fields_of(r, fields, base_dir, {"lora"});
+  const json* config = r.find("config");
   if (hf_dir && config) {
     throw spec_error("model", "has both hf_dir and config; give {\"hf_dir\": DIR} to fine-tune or "
                               "{\"config\": FILE-or-object, \"init_seed\": S} to pretrain");
@@ -100,19 +94,16 @@ void parse_model(const json& v, const std::string& base_dir, model_spec& model) 
     throw spec_error("model", "needs hf_dir (a Hugging Face directory) or config (a config.json "
                               "path or an inline config object)");
   }
-  if (hf_dir) {
-    if (has_seed) {
-      throw spec_error("model.init_seed", "only applies to a model built from config; hf_dir "
-                                          "loads trained weights");
-    }
-    model.hf_dir = path_value(as_string(*hf_dir, "model.hf_dir"), "model.hf_dir", base_dir, path_rule{true});
-  } else if (config->is_object()) {
-    model.inline_config_json = config->dump();
-  } else if (config->is_string()) {
-    model.config_file = resolved_path(base_dir, as_string(*config, "model.config"));
-  } else {
-    fail_value("model.config", *config, "a config.json path or an inline config object");
+  if (hf_dir && given("init_seed")) {
+    throw spec_error("model.init_seed",
+                     "only applies to a model built from config; hf_dir "
+                     "loads trained weights");
   }
+  read_fields_of(r, fields, base_dir, {"init_seed", "pad_vocab_to_multiple_of", "added_tokens", "lora"},
+                 selecting::others);
+  // model.config's two forms are read by the list (config_form_rule); any other value is refused here.
+  if (config && !config->is_object() && !config->is_string())
+    fail_value("model.config", *config, "a config.json path or an inline config object");
 }
 
 void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
@@ -123,27 +114,9 @@ void parse_data(const json& v, const std::string& base_dir, data_spec& data) {
 
 void parse_scaling(const json& v, scaling_spec& s, given_map& given) {
   object_reader r(v, "scaling", &given);
-  r.read("num_workers", s.num_workers, 1, 65536);
-  r.read("min_workers", s.min_workers, 0, 65536);
-  r.read("resize_interval_s", s.resize_interval_s, number_range{0.0, true, max_timeout_s, true});
-  r.read("use_gpu", s.use_gpu);
-  const bool explicit_resources = r.read("resources_per_worker", s.resources_per_worker);
-  r.read("trainer_resources", s.trainer_resources);
-  r.read_enum("placement_strategy", s.strategy, strategy_names);
-  if (const json* nodes = r.find("nodes")) {
-    const std::string path = r.child("nodes");
-    if (!nodes->is_array()) fail_value(path, *nodes, "an array of node names, e.g. [\"n1\", \"n2\"]");
-    for (std::size_t i = 0; i < nodes->size(); ++i) {
-      const std::string at = path + "[" + std::to_string(i) + "]";
-      const json& v = (*nodes)[i];
-      if (!v.is_string() || !valid_node_name(v.get<std::string>()))
-        fail_value(at, v, std::string("a node name, ") + node_name_rule);
-      if (std::find(s.nodes.begin(), s.nodes.end(), v.get<std::string>()) != s.nodes.end())
-        throw spec_error(at, "node \"" + v.get<std::string>() + "\" is named twice; name each node once");
-      s.nodes.push_back(v.get<std::string>());
-    }
-  }
+  read_fields(r, scaling_fields(s));
   r.finish();
+  const bool explicit_resources = r.find("resources_per_worker") != nullptr;
   if (s.min_workers > s.num_workers)
     throw spec_error("scaling.min_workers",
                      "is " + std::to_string(s.min_workers) + " but must be at most scaling.num_workers (" +
@@ -191,26 +164,15 @@ void parse_zero(const json& v, zero_spec& z, given_map& given) {
   r.finish();
 }
 
+// run: its list (its own fields, run.checkpoint and run.failure); the checkpoint and failure
+// fields that depend on each other are checked after those sections are read, before the fields
+// that follow them (the order the refusals have always come in).
 void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
   object_reader r(v, "run");
-  if (r.read("storage_path", run.storage_path))
-    run.storage_path = path_value(run.storage_path, "run.storage_path", base_dir, path_rule{true});
-  if (r.read("s3_endpoint", run.s3_endpoint, true) && !run.s3_endpoint.empty() &&
-      run.s3_endpoint.rfind("http://", 0) != 0 && run.s3_endpoint.rfind("https://", 0) != 0)
-    throw spec_error("run.s3_endpoint", "\"" + run.s3_endpoint +
-                                            "\" must be an endpoint URL, http(s)://HOST[:PORT] (\"\": AWS's, or "
-                                            "AWS_ENDPOINT_URL)");
-  if (r.read("local_dir", run.local_dir, true)) run.local_dir = resolved_path(base_dir, run.local_dir);
-  if (const json* c = r.find("checkpoint")) {
-    object_reader cr(*c, "run.checkpoint");
-    read_fields(cr, checkpoint_fields(run.checkpoint));
-    cr.finish();
-  }
-  if (const json* f = r.find("failure")) {
-    object_reader fr(*f, "run.failure");
-    read_fields(fr, failure_fields(run.failure));
-    fr.finish();
-  }
+  const auto fields = run_fields(run);
+  const std::vector<std::string_view> up_to_sections = {"storage_path", "s3_endpoint", "local_dir",
+                                                        "checkpoint", "failure"};
+  read_fields_of(r, fields, base_dir, up_to_sections);
   const auto& ck = run.checkpoint;
   if (ck.export_every > 0 && (ck.every_steps <= 0 || ck.export_every % ck.every_steps != 0))
     throw spec_error("run.checkpoint.export_every",
@@ -228,80 +190,20 @@ void parse_run(const json& v, const std::string& base_dir, run_spec& run) {
                          json(fs.hang_timeout_s).dump() + "): it is the longer allowance before the first step");
   if (fs.collective_timeout_s <= fs.hang_timeout_s)
     throw spec_error("run.failure.collective_timeout_s",
-                     "is " + json(fs.collective_timeout_s).dump() + " but must be > run.failure.hang_timeout_s (" +
-                         json(fs.hang_timeout_s).dump() + "), so a hung rank is named before the ranks waiting "
+                     "is " + json(fs.collective_timeout_s).dump() +
+                         " but must be > run.failure.hang_timeout_s (" + json(fs.hang_timeout_s).dump() +
+                         "), so a hung rank is named before the ranks waiting "
                          "on it time out");
-  r.read("resume", run.resume);
-  r.read("hold_before_step", run.hold_before_step, std::int64_t{0});
-  if (const json* steps = r.find("hold_before_steps")) {
-    const std::string path = r.child("hold_before_steps");
-    if (!steps->is_array()) fail_value(path, *steps, "an array of strictly increasing steps >= 1");
-    std::int64_t last = 0;
-    for (std::size_t i = 0; i < steps->size(); ++i) {
-      const json& v = (*steps)[i];
-      const std::string at = path + "[" + std::to_string(i) + "]";
-      if (!v.is_number_integer() || v.get<std::int64_t>() <= last)
-        fail_value(at, v, last == 0 ? "an integer step >= 1" : "an integer step > " + std::to_string(last) +
-                                                                  " (the steps strictly increase)");
-      last = v.get<std::int64_t>();
-      run.hold_before_steps.push_back(last);
-    }
-  }
-  r.read("sample_log", run.sample_log);
-  r.read("memory_status_every_s", run.memory_status_every_s, number_range{0.0, true, max_timeout_s, true});
+  read_fields_of(r, fields, base_dir, up_to_sections, selecting::others);
   r.finish();
-}
-
-// Why an environment variable name may not be set by a job ("" when it may).
-std::string refused_env_name(const std::string& name) {
-  const auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-  const auto ends = [&](const char* suffix) {
-    const std::string s(suffix);
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  if (name.empty() || name.size() > 128 || std::isdigit(static_cast<unsigned char>(name[0])) ||
-      !std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-      }))
-    return "is not a valid variable name (1-128 characters from [A-Za-z0-9_], not starting with a digit)";
-  if (name == "CUDA_VISIBLE_DEVICES" || name == "NVIDIA_VISIBLE_DEVICES")
-    return "is set by cohort: the head assigns each worker its GPUs";
-  if (starts("COHORT_") && name != gpu_memory_limit_variable)
-    return std::string("is cohort's own; the only COHORT_ variable a job may set is ") +
-           gpu_memory_limit_variable;
-  if (starts("LD_") || ends("PATH") || ends("_PRELOAD") || starts("PYTHON") || starts("PERL5") ||
-      name == "PERLLIB" || starts("RUBY") || name == "NODE_OPTIONS" || name == "BASH_ENV" ||
-      name == "ENV" || name == "IFS" || name == "SHELLOPTS" || name == "BASHOPTS" || name == "PS4" ||
-      starts("BASH_FUNC_") || starts("MALLOC_") || name == "GLIBC_TUNABLES" ||
-      name == "LOCPATH" || name == "NLSPATH" || name == "HOSTALIASES" || name == "RES_OPTIONS" ||
-      (starts("NCCL_") && ends("_PLUGIN")) || starts("CUDA_INJECTION"))
-    return "could change what code the worker process loads or runs";
-  return "";
 }
 
 void parse_runtime_env(const json& v, runtime_env_spec& env) {
   object_reader r(v, "runtime_env");
-  const json* vars = r.find("env_vars");
+  const auto fields = runtime_env_fields(env);
+  register_keys(r, fields);  // unknown keys are refused before the variables are checked
   r.finish();
-  if (vars == nullptr) return;
-  if (!vars->is_object())
-    fail_value("runtime_env.env_vars", *vars, "an object of variable name -> string value");
-  if (vars->size() > max_env_vars)
-    throw spec_error("runtime_env.env_vars", "has " + std::to_string(vars->size()) +
-                                                 " variables; at most " +
-                                                 std::to_string(max_env_vars) + " are allowed");
-  for (const auto& [name, value] : vars->items()) {
-    const std::string path = "runtime_env.env_vars." + name;
-    if (const auto why = refused_env_name(name); !why.empty())
-      throw spec_error(path, "refused: " + why + ". Allowed: " + runtime_env_rules);
-    const std::string text = as_string(value, path, true);
-    if (text.size() > max_env_var_bytes || text.find('\0') != std::string::npos)
-      fail_value(path, value, "a string of at most " + std::to_string(max_env_var_bytes) +
-                                  " bytes without NUL characters");
-    if (name == gpu_memory_limit_variable && gpu_memory_limit_gib(text) <= 0)
-      fail_value(path, value, "a number of GiB > 0 as a string, e.g. \"20\"");
-    env.env_vars[name] = text;
-  }
+  read_fields(r, fields);
 }
 
 // Rules that involve more than one field, checked after the DeepSpeed block is applied.

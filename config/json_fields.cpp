@@ -159,9 +159,8 @@ resource_quantities as_resources(const nlohmann::json& v, const std::string& pat
   for (const auto& [name, quantity] : v.items()) {
     const std::string entry_path = join_path(path, name);
     if (!valid_resource_name(name)) {
-      throw spec_error(entry_path, "resource name \"" + name +
-                                       "\" is not allowed; expected 1-128 characters from "
-                                       "[A-Za-z0-9_.:/-]");
+      throw spec_error(entry_path,
+                       "resource name \"" + name + "\" is not allowed; expected " + resource_name_rule);
     }
     out[name] = as_number(quantity, entry_path, number_range{0.0, true});
   }

@@ -47,8 +47,9 @@ std::uint64_t as_unsigned(const nlohmann::json& v, const std::string& path);
 double as_number(const nlohmann::json& v, const std::string& path, const number_range& range);
 bool as_bool(const nlohmann::json& v, const std::string& path);
 std::string as_string(const nlohmann::json& v, const std::string& path, bool allow_empty = false);
-// Resource quantities: an object of name -> number >= 0, names from [A-Za-z0-9_.:/-].
+// Resource quantities: an object of name -> number >= 0, names as resource_name_rule says.
 resource_quantities as_resources(const nlohmann::json& v, const std::string& path);
+inline constexpr const char* resource_name_rule = "1-128 characters from [A-Za-z0-9_.:/-]";
 
 // One of the allowed names, exactly; error lists them all.
 template <class E>

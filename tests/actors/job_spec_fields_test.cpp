@@ -236,3 +236,20 @@ TEST_CASE("a spec field of a setup that does not fit is refused naming the field
                       Catch::StartsWith("worker_setup.spec.run.checkpoint.score_attribute: expected a string"));
   }
 }
+
+TEST_CASE(
+    "a setup from a peer that does not send scaling.resize_interval_s reads its default, and one "
+    "without another field is refused naming it",
+    "[actors]") {
+  actors::worker_setup sent;
+  sent.spec = every_field_set(true);
+  auto view = nlohmann::json::parse(actors::worker_setup_to_json(sent));
+  auto& scaling = view["spec"]["scaling"];
+  scaling.erase("resize_interval_s");  // newer than its peers: the wire may lack it
+  const auto back = actors::worker_setup_from_json(view.dump());
+  CHECK(back.spec.scaling.resize_interval_s == config::scaling_spec{}.resize_interval_s);
+  CHECK(back.spec.scaling.min_workers == sent.spec.scaling.min_workers);
+  scaling.erase("min_workers");  // every peer sends it
+  CHECK_THROWS_WITH(actors::worker_setup_from_json(view.dump()),
+                    Catch::Contains("worker_setup.spec.scaling.min_workers"));
+}

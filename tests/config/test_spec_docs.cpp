@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/job_spec.hpp"
+#include "config/nodes_spec.hpp"
 #include "config/spec_fields.hpp"
 #include "tests/config/spec_test_support.hpp"
 
@@ -146,7 +148,7 @@ TEST_CASE("every field the job spec parser accepts is documented in docs/job-spe
   CHECK(undocumented.empty());
 }
 
-// ---- The flat sections' field lists (config/spec_fields.hpp) against their rows in the docs ----
+// ---- The sections' field lists (config/spec_fields.hpp) against their rows in the docs ----
 
 namespace {
 
@@ -167,20 +169,52 @@ std::string doc_number(double v) {
   return out;
 }
 
+// A rule's text with its character class in backquotes, as the docs write it:
+// "1-128 characters from `[A-Za-z0-9._:-]`".
+std::string doc_code_class(const std::string& text) {
+  const auto open = text.find('['), close = text.rfind(']');
+  if (open == std::string::npos || close == std::string::npos) return text;
+  return text.substr(0, open) + "`" + text.substr(open, close - open + 1) + "`" + text.substr(close + 1);
+}
+
+// The Type cell of a value of type T: "boolean", "number", "integer", "string" (strings and enums).
+template <class T>
+std::string doc_scalar_type() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "boolean";
+  else if constexpr (std::is_same_v<T, double>)
+    return "number";
+  else
+    return std::is_integral_v<T> ? "integer" : "string";
+}
+
+template <class T>
+struct is_map : std::false_type {};
+template <class V>
+struct is_map<std::map<std::string, V>> : std::true_type {};
+template <class T>
+struct is_vector : std::false_type {};
+template <class V>
+struct is_vector<std::vector<V>> : std::true_type {};
+
+// The Type cell: the rule's where it says more than the member's type (paths, URLs, the two forms
+// of model.config, sections), else the member's: "object name → number", "array of strings", ...
 template <class T, class Rule>
 std::string doc_type(const Rule& rule) {
   if constexpr (std::is_same_v<Rule, path_rule>)
     return rule.s3 ? "string (path or S3 URL)" : "string (path)";
-  else if constexpr (std::is_same_v<T, std::vector<std::string>>)
-    return "list of strings";
-  else if constexpr (std::is_same_v<T, bool>)
-    return "boolean";
-  else if constexpr (std::is_same_v<T, double>)
-    return "number";
-  else if constexpr (std::is_integral_v<T>)
-    return "integer";
+  else if constexpr (std::is_same_v<Rule, config_form_rule>)
+    return "string (path) or object";
+  else if constexpr (std::is_same_v<Rule, endpoint_rule>)
+    return "string (URL)";
+  else if constexpr (std::is_same_v<Rule, section_rule>)
+    return "object";
+  else if constexpr (is_map<T>::value)
+    return "object name → " + doc_scalar_type<typename T::mapped_type>();
+  else if constexpr (is_vector<T>::value)
+    return "array of " + doc_scalar_type<typename T::value_type>() + "s";
   else
-    return "string";  // strings and enums
+    return doc_scalar_type<T>();
 }
 
 template <class T>
@@ -203,12 +237,22 @@ template <class T>
 struct is_optional<std::optional<T>> : std::true_type {};
 
 // What the Default cell starts with: the value in backquotes; "—" for a path that may be absent
-// (nothing to default to); "required" for a list the section needs; nullopt for an optional,
-// whose absence the row's prose explains.
+// (nothing to default to) and for a section that is absent unless given; "defaults below" for a
+// section of defaults; "required" for a list the section needs; nullopt for an optional or a
+// default taken from other fields, which the row's prose explains.
 template <class T, class Rule>
 std::optional<std::string> doc_default(const T& v, const Rule& rule) {
   if constexpr (std::is_same_v<Rule, path_rule>)
-    return rule.allow_empty ? std::optional<std::string>("`\"\"`") : std::optional<std::string>("—");
+    return !v.empty() ? "`" + doc_value(v) + "`" : rule.allow_empty ? "`\"\"`" : "—";
+  else if constexpr (std::is_same_v<Rule, config_form_rule>)
+    return std::string("—");
+  else if constexpr (std::is_same_v<Rule, section_rule>)
+    return std::string(section_absent(v) ? "—" : "defaults below");
+  else if constexpr (std::is_same_v<Rule, resource_map_rule>)
+    return rule.derived_default ? std::nullopt : std::optional<std::string>("`" + json(v).dump() + "`");
+  else if constexpr (std::is_same_v<Rule, env_map_rule> || std::is_same_v<Rule, node_list_rule> ||
+                     std::is_same_v<Rule, step_list_rule>)
+    return "`" + json(v).dump() + "`";
   else if constexpr (std::is_same_v<Rule, name_list_rule>)
     return std::string("required");
   else if constexpr (is_optional<T>::value)
@@ -227,6 +271,20 @@ std::string doc_rule(const path_rule& r) { return r.allow_empty ? "a path" : "a 
 std::string doc_rule(const name_list_rule&) { return "a non-empty list, each name once, of"; }
 std::string doc_rule(const flag_rule&) { return "`true`, `false`"; }
 std::string doc_rule(const string_rule&) { return ""; }  // what it names is the prose's
+std::string doc_rule(const section_rule&) { return ""; }  // its fields have rows of their own
+std::string doc_rule(const config_form_rule&) {
+  return "a `config.json` path, or an inline Hugging Face-style config object";
+}
+std::string doc_rule(const endpoint_rule&) { return std::string("`\"\"`, or `") + endpoint_form + "`"; }
+std::string doc_rule(const resource_map_rule&) {
+  return "names of " + doc_code_class(resource_name_rule) + ", quantities `>= 0`";
+}
+std::string doc_rule(const node_list_rule&) { return "node names of " + doc_code_class(node_name_rule); }
+std::string doc_rule(const step_list_rule&) { return "strictly increasing steps `>= 1`"; }
+std::string doc_rule(const env_map_rule&) {
+  return "at most " + std::to_string(max_env_vars) + " variables, values of at most " +
+         std::to_string(max_env_var_bytes) + " bytes";
+}
 // A range's bound as the docs write it: "1", "86400" (no ".0"), else as a number.
 std::string doc_bound(double v) {
   const auto text = doc_number(v);
@@ -245,50 +303,120 @@ std::string doc_rule(const enum_rule<E>& r) {
   return out;
 }
 
-// The cells of `path`'s row ("train.seq_len") in the reference tables (Field, Type, Default,
-// Allowed, ...; other tables name fields too); empty when there is none.
-std::vector<std::string> doc_row(const std::string& doc, const std::string& path) {
+std::vector<std::string> table_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::istringstream in(line);
+  for (std::string cell; std::getline(in, cell, '|');) {
+    const auto b = cell.find_first_not_of(' ');
+    const auto e = cell.find_last_not_of(' ');
+    cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+  }
+  return cells;
+}
+
+// The cells of the row of `path` ("train.seq_len") in a table of at least `columns` columns;
+// empty when there is none. The reference tables have 5 (Field, Type, Default, Allowed, What it
+// does; train's and zero's a 6th, DeepSpeed key); the DeepSpeed table has 3 (DeepSpeed key,
+// cohort field, Allowed).
+std::vector<std::string> doc_row(const std::string& doc, const std::string& path, std::size_t columns = 5) {
   const std::string start = "\n| `" + path + "` | ";
   for (auto at = doc.find(start); at != std::string::npos; at = doc.find(start, at + 1)) {
     const auto end = doc.find('\n', at + 1);
-    std::vector<std::string> cells;
-    std::istringstream line(doc.substr(at + 3, end - at - 3));  // without the leading "\n| "
-    for (std::string cell; std::getline(line, cell, '|');) {
-      const auto b = cell.find_first_not_of(' ');
-      const auto e = cell.find_last_not_of(' ');
-      cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
-    }
-    if (cells.size() >= 5) return cells;
+    auto cells = table_cells(doc.substr(at + 3, end - at - 3));  // without the leading "\n| "
+    if (cells.size() >= columns) return cells;
   }
   return {};
 }
 
+// The DeepSpeed keys a "DeepSpeed key" cell names, each as the DeepSpeed table writes it
+// ("deepspeed.optimizer.params.betas" for `optimizer.params.betas[0]`).
+std::set<std::string> deepspeed_keys(const std::string& cell) {
+  std::set<std::string> keys;
+  const std::regex quoted("`([^`\\[]+)(\\[[0-9]+\\])?`");
+  for (auto it = std::sregex_iterator(cell.begin(), cell.end(), quoted); it != std::sregex_iterator(); ++it)
+    keys.insert("deepspeed." + (*it)[1].str());
+  return keys;
+}
+
+// Checks the rows of `section`'s fields, and of the sections inside it; records the DeepSpeed keys
+// each field's entry names in `mapped` (field path -> keys).
 template <class Fields>
-void check_rows(const std::string& doc, const std::string& section, const Fields& fields) {
-  for_each_field(fields, [&](const char* key, const auto& value, const auto& rule) {
-    using T = std::decay_t<decltype(value)>;
-    const std::string path = section + "." + key;
+void check_rows(const std::string& doc, const std::string& section, const Fields& fields,
+                std::map<std::string, std::set<std::string>>& mapped) {
+  for_each_field(fields, [&](const auto& f) {
+    using T = std::decay_t<decltype(f.value)>;
+    using R = std::decay_t<decltype(f.rule)>;
+    const std::string path = section + "." + f.key;
     const auto cells = doc_row(doc, path);
     INFO("docs/job-spec.md, the row of `" << path << "`");
     REQUIRE(cells.size() >= 5);
-    CHECK(cells[1] == doc_type<T>(rule));
-    if (const auto start = doc_default(value, rule)) CHECK_THAT(cells[2], Catch::StartsWith(*start));
-    CHECK_THAT(cells[3], Catch::StartsWith(doc_rule(rule)));
+    CHECK(cells[1] == doc_type<T>(f.rule));
+    if (const auto start = doc_default(f.value, f.rule)) CHECK_THAT(cells[2], Catch::StartsWith(*start));
+    CHECK_THAT(cells[3], Catch::StartsWith(doc_rule(f.rule)));
+    // The DeepSpeed key column, where the section's table has one, says what the entry says.
+    if (cells.size() >= 6)
+      CHECK(cells[5] == (f.deepspeed ? f.deepspeed : "—"));
+    else
+      CHECK(f.deepspeed == nullptr);
+    if (f.deepspeed) mapped[path] = deepspeed_keys(f.deepspeed);
+    if constexpr (std::is_same_v<R, section_rule>) check_rows(doc, path, section_fields(f.value), mapped);
   });
+}
+
+// Each section's list checked against the docs: field path -> the DeepSpeed keys its entry names.
+std::map<std::string, std::set<std::string>> check_sections(const std::string& doc) {
+  const job_spec defaults;
+  std::map<std::string, std::set<std::string>> mapped;
+  check_rows(doc, "model", model_fields(defaults.model), mapped);
+  check_rows(doc, "data", data_fields(defaults.data), mapped);
+  check_rows(doc, "scaling", scaling_fields(defaults.scaling), mapped);
+  check_rows(doc, "train", train_fields(defaults.train), mapped);
+  check_rows(doc, "zero", zero_fields(defaults.zero), mapped);
+  check_rows(doc, "run", run_fields(defaults.run), mapped);
+  check_rows(doc, "runtime_env", runtime_env_fields(defaults.runtime_env), mapped);
+  return mapped;
 }
 
 }  // namespace
 
 TEST_CASE(
     "each field of the spec's field lists has its row in docs/job-spec.md with the type, the "
-    "default and the rule the list gives it",
+    "default, the rule and the DeepSpeed key the list gives it",
+    "[config]") {
+  const auto mapped = check_sections(read_doc());
+  CHECK(mapped.count("train.lr") == 1);
+  CHECK(mapped.count("zero.stage") == 1);
+}
+
+TEST_CASE(
+    "the DeepSpeed keys of the field lists are the mapped keys of docs/job-spec.md's DeepSpeed table, "
+    "each onto the field whose entry names it",
     "[config]") {
   const std::string doc = read_doc();
-  const job_spec defaults;
-  check_rows(doc, "train", train_fields(defaults.train));
-  check_rows(doc, "zero", zero_fields(defaults.zero));
-  check_rows(doc, "data", data_fields(defaults.data));
-  check_rows(doc, "model.lora", lora_fields(defaults.model.lora));
-  check_rows(doc, "run.checkpoint", checkpoint_fields(defaults.run.checkpoint));
-  check_rows(doc, "run.failure", failure_fields(defaults.run.failure));
+  const auto mapped = check_sections(doc);
+  // Each key an entry names has its row in the DeepSpeed table, naming the entry's field.
+  for (const auto& [field, keys] : mapped) {
+    for (const auto& key : keys) {
+      INFO(field << " <- " << key);
+      const auto cells = doc_row(doc, key, 3);
+      REQUIRE(cells.size() >= 3);
+      CHECK_THAT(cells[1], Catch::Contains("`" + field + "`"));
+    }
+  }
+  // Each row of the table that sets a listed section's field is named by that field's entry.
+  const std::regex row("\n\\| `(deepspeed\\.[^`]+)` \\| ([^|]*) \\|");
+  const std::regex field("`((train|zero|model|data|scaling|run|runtime_env)\\.[a-z_0-9.]+)`");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), row); it != std::sregex_iterator(); ++it) {
+    const std::string key = (*it)[1].str(), target = (*it)[2].str();
+    for (auto f = std::sregex_iterator(target.begin(), target.end(), field); f != std::sregex_iterator();
+         ++f) {
+      INFO(key << " -> " << (*f)[1].str());
+      const auto entry = mapped.find((*f)[1].str());
+      REQUIRE(entry != mapped.end());
+      CHECK(entry->second.count(key) == 1);
+      ++rows;
+    }
+  }
+  CHECK(rows >= 15);
 }
