@@ -30,6 +30,7 @@
 #include "core/train/engine_common.hpp"
 #include "core/train/job_preflight.hpp"
 #include "core/train/lr_schedule.hpp"
+#include "core/train/memory_estimate.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/vocab_plan.hpp"
@@ -207,6 +208,7 @@ struct causal_lm_engine::impl : engine_state {
   // Stages 2-3 on the layer-by-layer paths reduce-scatter each layer's gradients right after its
   // backward (so a rank never holds all of them); otherwise they are reduced once per step.
   bool layers_reduced_in_backward = false;
+  bool last_micro_batch = true;  // the step's micro-batch being computed is its last
   bool save_rng = false;
   vocab_plan vocab;  // the model's vocabulary, grown for added tokens
   // Whether the token embedding (and the head with it) trains: always without LoRA; with LoRA
@@ -292,7 +294,12 @@ struct causal_lm_engine::impl : engine_state {
 
   // The ZeRO optimizer over the weights that train, filled from their initial values.
   void make_optimizer() {
-    const zero_options zo = zero_options_of(spec, device);
+    zero_options zo = zero_options_of(spec, device);
+    auto shape = shape_of(net->config());
+    if (net->has_lora())
+      shape.lora_layer_parameters =
+          lora_layer_parameters(net->config(), spec.model.lora.r, spec.model.lora.target_modules);
+    zo.sum_grads_on_device = estimate_memory(spec, shape).grads_summed_on_device;
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     if (!net->has_lora()) {
       const auto initial = reward ? reward_initial_weights(spec, model_files, net, vocab.model_vocab)
@@ -481,7 +488,7 @@ struct causal_lm_engine::impl : engine_state {
       auto layer = layers[l];
       layer->forward(in, ctx).backward(grad);
       grad = in.grad();
-      if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
+      if (layers_reduced_in_backward) optimizer->reduce_grads(unit, last_micro_batch);
       optimizer->release(unit);
     }
     if (save_rng) generator.set_state(rng_states[0]);
@@ -527,7 +534,7 @@ struct causal_lm_engine::impl : engine_state {
       grad = inputs[l].grad();
       outputs[l] = torch::Tensor();  // the layer's graph and activations go
       inputs[l] = torch::Tensor();
-      if (layers_reduced_in_backward) optimizer->reduce_grads(unit);
+      if (layers_reduced_in_backward) optimizer->reduce_grads(unit, last_micro_batch);
       optimizer->release(unit);
     }
     if (embedded.requires_grad()) embedded.backward(grad);  // LoRA: the embeddings may be frozen
@@ -567,7 +574,10 @@ struct causal_lm_engine::impl : engine_state {
     optimizer->reset_gathered_peak();
     optimizer->gather(0);
     torch::Tensor local_loss;  // on the device: no host read until the update is queued
-    for (const auto& b : batches) add_loss(local_loss, forward_backward(b, 1.0 / global_labels));
+    for (std::size_t m = 0; m < batches.size(); ++m) {
+      last_micro_batch = m + 1 == batches.size();
+      add_loss(local_loss, forward_backward(batches[m], 1.0 / global_labels));
+    }
     for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
       if (u == 0 || !layers_reduced_in_backward) optimizer->reduce_grads(u);
     }

@@ -242,6 +242,14 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   if (gpu) add("CUDA context and allocator", cuda_context_bytes, true);
 
   for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
+  if (gpu && offload_param && spec.train.grad_accum > 1) {
+    const double cap = gpu_memory_limit_bytes(spec.runtime_env.env_vars);
+    e.grads_summed_on_device = cap == 0 || r.device_bytes + 4 * shard <= cap;
+    if (e.grads_summed_on_device) {
+      add("fp32 gradient shard summed over the micro-batches", 4 * shard, true);
+      r.device_bytes += 4 * shard;
+    }
+  }
   // Loading, a rank reads its fp32 shard a unit at a time: it stays in host memory on a CPU and
   // with offload (beside one parameter tensor as read), and goes to the GPU unit by unit otherwise.
   const double process = gpu ? gpu_process_host_bytes : cpu_process_host_bytes;

@@ -206,6 +206,12 @@ void zero_optimizer::synchronize() {
   in_flight_.clear();  // all waited for below
   for (const auto& w : works) wait_(w);
   if (!options_.offload_param) return;
+  for (auto& u : units_) {  // a sum on the device whose last reduction did not say so
+    if (!u.device_grad_sum.defined()) continue;
+    u.grad.copy_(u.device_grad_sum, /*non_blocking=*/true);
+    u.grad_pending = false;
+    u.device_grad_sum = torch::Tensor();
+  }
   // The gradient shards' copies to the host were queued on the compute stream.
   if (options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
   for (std::size_t i = 0; i < units_.size(); ++i) {
@@ -325,7 +331,7 @@ void zero_optimizer::zero_grad_shards() {
   }
 }
 
-void zero_optimizer::reduce_grads(std::size_t index) {
+void zero_optimizer::reduce_grads(std::size_t index, bool last) {
   torch::NoGradGuard no_grad;
   auto& u = units_.at(index);
   if (u.numel == 0) return;  // nothing trains there (unit 0 of a LoRA model)
@@ -346,6 +352,15 @@ void zero_optimizer::reduce_grads(std::size_t index) {
     complete(w);
     if (!options_.offload_param) {
       add_to_grad(u, mine);
+    } else if (options_.sum_grads_on_device && (!last || u.device_grad_sum.defined())) {
+      // Summed on the device; the last micro-batch's sum goes to the host as a first reduction's
+      // shard does (the same additions in the same order as on the host, so the same sum).
+      u.device_grad_sum = u.device_grad_sum.defined() ? u.device_grad_sum.add_(mine) : mine;
+      if (last) {
+        u.grad.copy_(u.device_grad_sum, /*non_blocking=*/true);
+        u.grad_pending = false;
+        u.device_grad_sum = torch::Tensor();  // its block waits for the copy (stream order)
+      }
     } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
       u.grad.copy_(mine, /*non_blocking=*/true);
       u.grad_pending = false;

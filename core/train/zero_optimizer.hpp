@@ -76,6 +76,12 @@ struct zero_options {
   // across resumes too), as ZeRO-Offload starts the delay after the first steps, which move the
   // weights most (the engine passes the learning rate's warmup).
   std::int64_t delay_after = 0;
+  // offload_param with several micro-batches a step: each micro-batch's reduced gradient shard
+  // of a unit is summed on the device and only the last one's reduction (reduce_grads' `last`)
+  // sends the sum to the host (4 bytes an element of the rank's shards on the device while the
+  // step runs). false: each later micro-batch's shard is copied to the host and added there,
+  // the host waiting for the copy. The same sums either way.
+  bool sum_grads_on_device = false;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -121,8 +127,9 @@ class zero_optimizer {
   // Sets this rank's gradient shards to zero (start of a step).
   void zero_grad_shards();
   // Reduces the gradients accumulated in unit u's weights (.grad) across ranks, adds this rank's
-  // part to its gradient shard and clears the weights' .grad.
-  void reduce_grads(std::size_t u);
+  // part to its gradient shard and clears the weights' .grad. `last`: no later micro-batch of
+  // this step reduces unit u again (with sum_grads_on_device the sum then goes to the host).
+  void reduce_grads(std::size_t u, bool last = true);
   // Waits on the host for every collective issued so far (cancellation-aware, through `wait`) and
   // rethrows the first failure. Call it before reading results on the host (grad_square_sum).
   void synchronize();
@@ -196,6 +203,9 @@ class zero_optimizer {
                               // reduction to its update, undefined between (as FSDP2's
                               // set_to_none); pinned host with offload_param, for good
     bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
+    // offload_param with sum_grads_on_device: the micro-batches' sum so far of this step, on the
+    // device, until the last reduction sends it to `grad`.
+    torch::Tensor device_grad_sum;
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
     // delayed_update: the other gradient shard and weights' copy, which the update in flight reads
     // and writes while the step uses the ones above; step() swaps the pairs.

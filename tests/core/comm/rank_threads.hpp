@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +47,17 @@ std::vector<rank_result<R>> run_ranks(int world_size, const std::function<R(int 
     });
   for (auto& t : threads) t.join();
   return results;
+}
+
+// Each rank's value, in rank order; runtime_error "rank failed: ..." for the first rank that threw.
+template <typename R>
+std::vector<R> values_of(std::vector<rank_result<R>>& results) {
+  std::vector<R> values;
+  for (auto& r : results) {
+    if (r.error) throw std::runtime_error("rank failed: " + r.error_text());
+    values.push_back(std::move(*r.value));
+  }
+  return values;
 }
 
 // A fresh key prefix per group so tests sharing a store never collide.

@@ -105,12 +105,7 @@ inline std::vector<run_output> run_job(const config::job_spec& spec) {
     out.weights = engine.full_weights();
     return out;
   });
-  std::vector<run_output> outputs;
-  for (auto& r : results) {
-    if (r.error) throw std::runtime_error("rank failed: " + r.error_text());
-    outputs.push_back(std::move(*r.value));
-  }
-  return outputs;
+  return values_of(results);
 }
 
 }  // namespace cohort::test

@@ -82,6 +82,23 @@ void check_close_runs(const std::string& straight_dir, const std::string& resume
   }
 }
 
+// Runs `spec` straight into tmp/straight, and into tmp/resumed stopped after step 6 (step 4
+// committed, steps 5-6 lost) and started again; checks that the two have the same losses and
+// final checkpoints, bit for bit. Returns how many tensors the checkpoints hold.
+std::size_t check_resumed_bitwise(const config::job_spec& spec, temp_dir& tmp) {
+  require_ok(test::run_workload(spec, tmp.path("straight")));
+  run_until(spec, tmp.path("resumed"), 6);
+  REQUIRE(core::ckpt::list_checkpoints(tmp.path("resumed")).back().step == 4);
+  test::run_options again;
+  again.attempt = 1;
+  require_ok(test::run_workload(spec, tmp.path("resumed"), again));
+  CHECK(losses(tmp.path("resumed")) == losses(tmp.path("straight")));
+  const auto compared = test::compare_checkpoints(final_checkpoint(tmp.path("straight")),
+                                                  final_checkpoint(tmp.path("resumed")));
+  CHECK(compared.differing.empty());
+  return compared.tensors.size();
+}
+
 // Plays the attacker of issue 13: sets `key` through the store's old, unauthenticated protocol
 // and returns what the server answered before it closed the connection.
 std::string unauthenticated_set(std::uint16_t port, const std::string& key) {
@@ -235,18 +252,7 @@ TEST_CASE(
   spec.zero.offload_optimizer = spec.zero.offload_param = config::offload_device::cpu;
   require_ok(test::run_workload(spec, tmp.path("on time")));
   spec.zero.delayed_param_update = true;
-  require_ok(test::run_workload(spec, tmp.path("straight")));
-
-  run_until(spec, tmp.path("resumed"), 6);  // step 4 committed, steps 5-6 lost
-  REQUIRE(core::ckpt::list_checkpoints(tmp.path("resumed")).back().step == 4);
-  test::run_options again;
-  again.attempt = 1;
-  require_ok(test::run_workload(spec, tmp.path("resumed"), again));
-
-  CHECK(losses(tmp.path("resumed")) == losses(tmp.path("straight")));
-  const auto compared = test::compare_checkpoints(final_checkpoint(tmp.path("straight")),
-                                                  final_checkpoint(tmp.path("resumed")));
-  CHECK(compared.differing.empty());
+  check_resumed_bitwise(spec, tmp);
   // The warmup's 3 updates are on time, the 4th (after step 4) is delayed but the step-4
   // checkpoint ends its delay: steps 1-5 compute on the same weights as without the delay; step
   // 6 on those of 4 updates instead of 5.
@@ -264,19 +270,7 @@ TEST_CASE("a LoRA run stopped after a checkpoint and started again ends bitwise 
   temp_dir tmp;
   const auto spec =
       test::with_lora(resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, stage), {"q_proj", "v_proj", "down_proj"});
-  require_ok(test::run_workload(spec, tmp.path("straight")));
-
-  run_until(spec, tmp.path("resumed"), 6);  // step 4 committed, steps 5-6 lost
-  REQUIRE(core::ckpt::list_checkpoints(tmp.path("resumed")).back().step == 4);
-  test::run_options again;
-  again.attempt = 1;
-  require_ok(test::run_workload(spec, tmp.path("resumed"), again));
-
-  CHECK(losses(tmp.path("resumed")) == losses(tmp.path("straight")));
-  const auto compared = test::compare_checkpoints(final_checkpoint(tmp.path("straight")),
-                                                  final_checkpoint(tmp.path("resumed")));
-  CHECK(compared.differing.empty());
-  CHECK(compared.tensors.size() == 3 * 2 * 3 * 2);  // param and moments of A and B, 3 maps, 2 layers
+  CHECK(check_resumed_bitwise(spec, tmp) == 3 * 2 * 3 * 2);  // param and moments of A and B, 3 maps, 2 layers
 }
 
 TEST_CASE("a run of 2 workers resumed on 4 with the same global batch continues within 1e-6",

@@ -79,12 +79,7 @@ std::vector<filled> fill(int world, int stage, const core::model::weight_source&
     f.weights.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
     return f;
   });
-  std::vector<filled> out;
-  for (auto& r : results) {
-    if (r.error) throw std::runtime_error("rank failed: " + r.error_text());
-    out.push_back(std::move(*r.value));
-  }
-  return out;
+  return test::values_of(results);
 }
 
 // Every weight of the model, flattened in hf_parameters() order, as the source gives it.
@@ -248,15 +243,21 @@ struct offload_run {
   bool overlapped = false;
 };
 
+struct offload_setup {
+  host_update mode = host_update::sequential;
+  bool fixed_grads = false;    // gradients from the step alone, not from the weights
+  int settle_after = -1;       // >= 0: the masters are read after that step (as a checkpoint does)
+  int delay_after = 0;         // a delayed update starts after this many on time
+  int micro_batches = 1;       // gradients reduced this many times a step, the last one said so
+  bool sum_on_device = false;  // zero_options::sum_grads_on_device
+};
+
 // Four steps of ZeRO-3 with both offloads on `world` ranks: every unit gathered in order, a
 // gradient made from its weights (so that a weight read before its update finished would change
-// what follows) or, with fixed_grads, from the step alone; reduced; the global norm clipped to 1.
-// With settle_after >= 0 the masters are read after that step (as a checkpoint does); a delayed
-// update starts after delay_after updates on time. Returns
-// each rank's full_weights(), the norms, the weights each step saw, and whether an update ran on
-// a thread of its own.
-std::vector<offload_run> run_offloaded(int world, host_update mode, bool fixed_grads = false,
-                                       int settle_after = -1, int delay_after = 0) {
+// what follows) or from the step alone; reduced; the global norm clipped to 1. Returns each
+// rank's full_weights(), the norms, the weights each step saw, and whether an update ran on a
+// thread of its own.
+std::vector<offload_run> run_offloaded(int world, const offload_setup& setup) {
   const auto initial = core::model::seeded_init(
       tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11);
   auto store = std::make_shared<core::comm::memory_store>();
@@ -267,9 +268,10 @@ std::vector<offload_run> run_offloaded(int world, host_update mode, bool fixed_g
     core::train::zero_options o;
     o.stage = 3;
     o.offload = o.offload_param = true;
-    o.overlap_host_update = mode != host_update::sequential;
-    o.delayed_update = mode == host_update::delayed;
-    o.delay_after = delay_after;
+    o.overlap_host_update = setup.mode != host_update::sequential;
+    o.delayed_update = setup.mode == host_update::delayed;
+    o.delay_after = setup.delay_after;
+    o.sum_grads_on_device = setup.sum_on_device;
     core::train::zero_optimizer opt(
         net->hf_parameters(), *initial, *group, o,
         [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
@@ -283,34 +285,31 @@ std::vector<offload_run> run_offloaded(int world, host_update mode, bool fixed_g
     for (int step = 0; step < 4; ++step) {
       opt.zero_grad_shards();
       double seen = 0;
-      for (std::size_t u = 0; u < opt.unit_count(); ++u) {
-        opt.gather(u);
-        for (auto& w : unit_params[u]) {
-          seen += w.detach().to(torch::kDouble).sum().item<double>();
-          const auto base = fixed_grads ? torch::ones_like(w) * 0.3 : w.detach();
-          w.mutable_grad() = torch::sin(base * (step + 1) + rank);
+      for (int micro = 0; micro < setup.micro_batches; ++micro) {
+        for (std::size_t u = 0; u < opt.unit_count(); ++u) {
+          opt.gather(u);
+          for (auto& w : unit_params[u]) {
+            if (micro == 0) seen += w.detach().to(torch::kDouble).sum().item<double>();
+            const auto base = setup.fixed_grads ? torch::ones_like(w) * 0.3 : w.detach();
+            w.mutable_grad() = torch::sin(base * (step + 1) + rank + micro * 0.7);
+          }
+          opt.reduce_grads(u, micro + 1 == setup.micro_batches);
+          opt.release(u);
         }
-        opt.reduce_grads(u);
-        opt.release(u);
       }
       run.seen.push_back(seen);
       opt.synchronize();
       const double norm = std::sqrt(opt.grad_square_sum().item<double>());
       run.norms.push_back(norm);
       opt.step(ao, std::min(1.0, 1.0 / (norm + 1e-6)));
-      if (step == settle_after) (void)opt.master(0);
+      if (step == setup.settle_after) (void)opt.master(0);
     }
     run.overlapped = opt.overlapped_update_seconds() > 0;
     auto w = opt.full_weights().contiguous();
     run.weights.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
     return run;
   });
-  std::vector<offload_run> out;
-  for (auto& r : results) {
-    if (r.error) throw std::runtime_error("rank failed: " + r.error_text());
-    out.push_back(std::move(*r.value));
-  }
-  return out;
+  return test::values_of(results);
 }
 
 }  // namespace
@@ -321,8 +320,8 @@ TEST_CASE(
     "[core][train]") {
   for (int world : {1, 2}) {
     INFO("world size " << world);
-    const auto sequential = run_offloaded(world, host_update::sequential);
-    const auto overlapped = run_offloaded(world, host_update::overlapped);
+    const auto sequential = run_offloaded(world, {host_update::sequential});
+    const auto overlapped = run_offloaded(world, {host_update::overlapped});
     for (int rank = 0; rank < world; ++rank) {
       CHECK_FALSE(sequential[rank].overlapped);
       CHECK(overlapped[rank].overlapped);
@@ -341,10 +340,10 @@ TEST_CASE(
   // The same gradients whatever the weights: the updates are the same, only what each step sees
   // moves by one.
   const int world = 2;
-  const auto sequential = run_offloaded(world, host_update::sequential, true);
-  const auto delayed = run_offloaded(world, host_update::delayed, true);
-  const auto settled = run_offloaded(world, host_update::delayed, true, 1);  // read after step 2
-  const auto late = run_offloaded(world, host_update::delayed, true, -1, 2);  // 2 updates on time
+  const auto sequential = run_offloaded(world, {host_update::sequential, true});
+  const auto delayed = run_offloaded(world, {host_update::delayed, true});
+  const auto settled = run_offloaded(world, {host_update::delayed, true, 1});   // read after step 2
+  const auto late = run_offloaded(world, {host_update::delayed, true, -1, 2});  // 2 updates on time
   for (int rank = 0; rank < world; ++rank) {
     INFO("rank " << rank);
     const auto& s = sequential[rank].seen;
@@ -358,4 +357,26 @@ TEST_CASE(
     CHECK(late[rank].weights == sequential[rank].weights);
   }
   CHECK(sequential[0].seen[1] != sequential[0].seen[0]);  // the steps did change the weights
+}
+
+TEST_CASE(
+    "with parameter offload the micro-batches' gradient shards summed on the device give bitwise "
+    "the weights of the sums made on the host",
+    "[core][train]") {
+  for (int world : {1, 2}) {
+    INFO("world size " << world);
+    offload_setup setup;
+    setup.micro_batches = 3;
+    const auto on_host = run_offloaded(world, setup);
+    setup.sum_on_device = true;
+    const auto on_device = run_offloaded(world, setup);
+    setup.mode = host_update::overlapped;
+    const auto overlapped = run_offloaded(world, setup);
+    for (int rank = 0; rank < world; ++rank) {
+      CHECK(on_device[rank].norms == on_host[rank].norms);
+      CHECK(on_device[rank].weights == on_host[rank].weights);
+      CHECK(overlapped[rank].weights == on_host[rank].weights);
+    }
+    CHECK(on_host[0].norms != run_offloaded(world, {})[0].norms);  // three micro-batches are not one
+  }
 }
