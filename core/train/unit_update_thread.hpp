@@ -19,10 +19,9 @@ namespace cohort::core::train {
 class unit_update_thread {
  public:
   unit_update_thread();
-  // Waits for the updates started, then ends the thread.
+  // Waits for the updates started, then ends the thread. (Neither copied nor moved: it holds a
+  // mutex and its thread.)
   ~unit_update_thread();
-  unit_update_thread(const unit_update_thread&) = delete;
-  unit_update_thread& operator=(const unit_update_thread&) = delete;
 
   // Runs update(0), ..., update(count - 1) on the thread, in that order, after waiting for the
   // previous start()'s updates (whose failure, not yet seen by a wait, is dropped).

@@ -312,6 +312,16 @@ std::vector<offload_run> run_offloaded(int world, const offload_setup& setup) {
   return test::values_of(results);
 }
 
+// Each rank's gradient norms and final weights the same, bit for bit.
+void check_same_training(const std::vector<offload_run>& got, const std::vector<offload_run>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t rank = 0; rank < got.size(); ++rank) {
+    INFO("rank " << rank);
+    CHECK(got[rank].norms == want[rank].norms);
+    CHECK(got[rank].weights == want[rank].weights);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -322,12 +332,11 @@ TEST_CASE(
     INFO("world size " << world);
     const auto sequential = run_offloaded(world, {host_update::sequential});
     const auto overlapped = run_offloaded(world, {host_update::overlapped});
+    check_same_training(overlapped, sequential);
     for (int rank = 0; rank < world; ++rank) {
       CHECK_FALSE(sequential[rank].overlapped);
       CHECK(overlapped[rank].overlapped);
-      CHECK(overlapped[rank].norms == sequential[rank].norms);
       CHECK(overlapped[rank].seen == sequential[rank].seen);
-      CHECK(overlapped[rank].weights == sequential[rank].weights);
     }
     CHECK(sequential[0].seen[3] != sequential[0].seen[0]);  // the steps did change the weights
   }
@@ -351,11 +360,9 @@ TEST_CASE(
     CHECK(delayed[rank].seen == std::vector<double>{s[0], s[0], s[1], s[2]});
     CHECK(settled[rank].seen == std::vector<double>{s[0], s[0], s[2], s[2]});
     CHECK(late[rank].seen == std::vector<double>{s[0], s[1], s[2], s[2]});
-    CHECK(delayed[rank].norms == sequential[rank].norms);
-    CHECK(delayed[rank].weights == sequential[rank].weights);  // full_weights() waits for the last
-    CHECK(settled[rank].weights == sequential[rank].weights);
-    CHECK(late[rank].weights == sequential[rank].weights);
   }
+  // full_weights() waits for the last update.
+  for (const auto* run : {&delayed, &settled, &late}) check_same_training(*run, sequential);
   CHECK(sequential[0].seen[1] != sequential[0].seen[0]);  // the steps did change the weights
 }
 
@@ -369,14 +376,9 @@ TEST_CASE(
     setup.micro_batches = 3;
     const auto on_host = run_offloaded(world, setup);
     setup.sum_on_device = true;
-    const auto on_device = run_offloaded(world, setup);
+    check_same_training(run_offloaded(world, setup), on_host);
     setup.mode = host_update::overlapped;
-    const auto overlapped = run_offloaded(world, setup);
-    for (int rank = 0; rank < world; ++rank) {
-      CHECK(on_device[rank].norms == on_host[rank].norms);
-      CHECK(on_device[rank].weights == on_host[rank].weights);
-      CHECK(overlapped[rank].weights == on_host[rank].weights);
-    }
+    check_same_training(run_offloaded(world, setup), on_host);
     CHECK(on_host[0].norms != run_offloaded(world, {})[0].norms);  // three micro-batches are not one
   }
 }
