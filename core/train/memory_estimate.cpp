@@ -244,7 +244,7 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
   if (gpu && offload_param && spec.train.grad_accum > 1) {
     const double cap = gpu_memory_limit_bytes(spec.runtime_env.env_vars);
-    e.grads_summed_on_device = cap == 0 || r.device_bytes + 4 * shard <= cap;
+    e.grads_summed_on_device = cap > 0 && r.device_bytes + 4 * shard <= cap;
     if (e.grads_summed_on_device) {
       add("fp32 gradient shard summed over the micro-batches", 4 * shard, true);
       r.device_bytes += 4 * shard;

@@ -142,9 +142,9 @@ struct memory_estimate {
   model_shape model;
   rank_memory per_rank;                // every rank the same
   // ZeRO-3 with offload_param and train.grad_accum > 1: the micro-batches' gradient shards are
-  // summed on the GPU (zero_options::sum_grads_on_device), counted on the device, when the rest
-  // leaves room for them under the job's COHORT_GPU_MEMORY_LIMIT_GB (always without a cap: the
-  // node's GPU then decides at placement); else summed on the host. The engine asks this plan.
+  // summed on the GPU (zero_options::sum_grads_on_device), counted on the device, when the job
+  // sets COHORT_GPU_MEMORY_LIMIT_GB and the rest leaves room for them under it; else (no cap: the
+  // GPU's size is the node's, unknown to the plan) summed on the host. The engine asks this plan.
   bool grads_summed_on_device = false;
   double rank0_extra_host_bytes = 0;   // rank 0's export staging buffer (largest fp32 tensor)
   std::string setting;                 // "ZeRO-3, bf16, offload_param cpu" and the like
