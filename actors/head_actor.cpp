@@ -241,36 +241,34 @@ void start_trainers(head_ptr self) {
   persist(self);
 }
 
-// Stops the current attempt of a job (its trainer told `why`), ends it in head_state with
-// `settle(attempt)` (on_preempted, on_resized), and places what fits, its restart included.
-template <class Settle>
-void stop_and_restart(head_ptr self, const job_record& r, const char* why, Settle settle) {
-  const std::string job_id = r.id;
-  const auto attempt = r.attempts - 1;
-  if (auto trainer = current_trainer(self, r)) command(self, trainer, stop_attempt{job_id, attempt, why});
+// Stops the current attempt of a job in a phase (`in_phase`: head_state::preempting or
+// resizing; nothing otherwise), its trainer told `why`, ends it in head_state with `settle`
+// (on_preempted, on_resized), and places what fits, its restart included.
+void stop_and_restart(head_ptr self, const std::string& job_id,
+                      bool (head_state::*in_phase)(const std::string&) const, const char* why,
+                      const job_record& (head_state::*settle)(const std::string&, std::int32_t)) {
+  auto& logic = self->state.logic;
+  const auto* r = logic.find(job_id);
+  if (r == nullptr || !(logic.*in_phase)(job_id)) return;
+  const auto attempt = r->attempts - 1;
+  if (auto trainer = current_trainer(self, *r)) command(self, trainer, stop_attempt{job_id, attempt, why});
   forget_trainer(self, job_id, attempt);
-  settle(attempt);
+  (logic.*settle)(job_id, attempt);
   notify_state(self, job_id);
   start_trainers(self);
 }
 
 // Stops an attempt whose resize checkpoint committed and restarts the job on more workers.
 void end_resize(head_ptr self, const std::string& job_id) {
-  auto& logic = self->state.logic;
-  const auto* r = logic.find(job_id);
-  if (r == nullptr || !logic.resizing(job_id)) return;
-  stop_and_restart(self, *r, "the attempt is restarted on more workers",
-                   [&](std::int32_t attempt) { logic.on_resized(job_id, attempt); });
+  stop_and_restart(self, job_id, &head_state::resizing, "the attempt is restarted on more workers",
+                   &head_state::on_resized);
 }
 
 // Stops a preempted attempt (its emergency checkpoint committed, or its grace is over, or it
 // could not save one) and restarts the job under failure.max_preemptions.
 void end_preemption(head_ptr self, const std::string& job_id) {
-  auto& logic = self->state.logic;
-  const auto* r = logic.find(job_id);
-  if (r == nullptr || !logic.preempting(job_id)) return;
-  stop_and_restart(self, *r, "the attempt was preempted",
-                   [&](std::int32_t attempt) { logic.on_preempted(job_id, attempt); });
+  stop_and_restart(self, job_id, &head_state::preempting, "the attempt was preempted",
+                   &head_state::on_preempted);
 }
 
 // Drains `node` (kind "preempted" or "drained", see head_state::drain): every job with ranks there

@@ -143,14 +143,11 @@ bool head_state::emergency_checkpoint_declined(const std::string& job_id) const 
 }
 
 bool head_state::preempting(const std::string& job_id) const {
-  auto it = jobs_.find(job_id);
-  return it != jobs_.end() && it->second.preempting.has_value();
+  return in_phase(job_id, &job_entry::preempting, false);
 }
 
 bool head_state::emergency_checkpoint_committed(const std::string& job_id) const {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || !it->second.preempting) return false;
-  return it->second.record.checkpoint_step > it->second.preempting->checkpoint_before;
+  return in_phase(job_id, &job_entry::preempting, true);
 }
 
 void head_state::record_preemption(job_entry& job) {
@@ -245,14 +242,11 @@ bool head_state::begin_resize(const std::string& job_id, std::int32_t to) {
 }
 
 bool head_state::resizing(const std::string& job_id) const {
-  auto it = jobs_.find(job_id);
-  return it != jobs_.end() && it->second.resizing.has_value();
+  return in_phase(job_id, &job_entry::resizing, false);
 }
 
 bool head_state::resize_checkpoint_committed(const std::string& job_id) const {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || !it->second.resizing) return false;
-  return it->second.record.checkpoint_step > it->second.resizing->checkpoint_before;
+  return in_phase(job_id, &job_entry::resizing, true);
 }
 
 const job_record& head_state::on_resized(const std::string& job_id, std::int32_t attempt) {

@@ -229,6 +229,14 @@ class head_state {
   };
   elastic_fit fit_elastic(const job_entry& job, const std::vector<core::resources::node_inventory>& nodes,
                           int least) const;
+  // Whether job `job_id` is in a phase (`phase`: its preempting or resizing) and, with
+  // `committed`, reported a checkpoint newer than the newest when the phase began.
+  template <class Phase>
+  bool in_phase(const std::string& job_id, std::optional<Phase> job_entry::*phase, bool committed) const {
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || !(it->second.*phase)) return false;
+    return !committed || it->second.record.checkpoint_step > (it->second.*phase)->checkpoint_before;
+  }
   // How many ranks the job would get now were its attempt's placement given back; 0: none.
   std::int32_t ranks_it_could_get(const job_entry& job) const;
   // The PENDING reason of a job the alive nodes cannot hold even when idle; `why` is placement's.
