@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include <torch/autograd.h>
 #include <torch/utils.h>
@@ -492,8 +494,13 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
   if (ctx.cache != nullptr) {  // keys and values of every position so far: (B, H_kv, P + T, D)
     auto& keys = ctx.cache->keys.at(static_cast<std::size_t>(layer_));
     auto& values = ctx.cache->values.at(static_cast<std::size_t>(layer_));
-    keys = keys.defined() ? torch::cat({keys, ks}, 2) : ks;
-    values = values.defined() ? torch::cat({values, vs}, 2) : vs;
+    if (ctx.cache->capacity > 0) {  // preallocated: written in place, read whole under the mask
+      keys.index_copy_(2, ctx.positions, ks);
+      values.index_copy_(2, ctx.positions, vs);
+    } else {
+      keys = keys.defined() ? torch::cat({keys, ks}, 2) : ks;
+      values = values.defined() ? torch::cat({values, vs}, 2) : vs;
+    }
     ks = keys, vs = values;
   }
   // With kv_heads_ < heads_ each key/value head serves heads/kv_heads queries: attention() reads
@@ -733,16 +740,20 @@ void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool al
 
 torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids, std::int64_t past) {
   check_ids(input_ids, "input_ids", false);
+  const std::int64_t T = input_ids.size(1);
+  return embed_at(input_ids, embed_positions_.defined() ? torch::arange(past, past + T, input_ids.options())
+                                                         : torch::Tensor());
+}
+
+torch::Tensor decoder_impl::embed_at(const torch::Tensor& input_ids, const torch::Tensor& positions) {
   const std::int64_t pad =
       config_.pad_token_id && has_embedding_padding_idx(config_.fam) ? *config_.pad_token_id : -1;
   auto x = torch::embedding(embed_tokens_, input_ids, pad);  // (B, T, E); pad row gets no grad
   if (activation_dtype_) x = x.to(*activation_dtype_);
   if (project_in_) x = project_in_->forward(x);
   if (embed_positions_.defined()) {
-    const std::int64_t T = input_ids.size(1);
-    const std::int64_t first = config_.position_offset + past;
-    auto pos = torch::arange(first, first + T, input_ids.options());
-    x = x + like(torch::embedding(embed_positions_, pos), x);  // (T, C) broadcast over B
+    const auto rows = config_.position_offset == 0 ? positions : positions + config_.position_offset;
+    x = x + like(torch::embedding(embed_positions_, rows), x);  // (T, C) broadcast over B
   }
   return torch::dropout(x, config_.embed_dropout, is_training() && config_.embed_dropout > 0.0);
 }
@@ -774,18 +785,21 @@ attention_context decoder_impl::context(std::int64_t T, const torch::Device& dev
   attention_context ctx;
   ctx.past = past;
   if (config_.rotary != rotary_style::none) {
-    auto inv = inverse_frequencies(config_).to(device);
     auto pos = torch::arange(past, past + T, torch::TensorOptions().dtype(torch::kFloat).device(device));
-    auto freqs = torch::outer(pos, inv);  // (T, rot / 2)
-    auto emb = config_.rotary == rotary_style::half ? torch::cat({freqs, freqs}, -1)
-                                                    : freqs.repeat_interleave(2, -1);
-    // Rounded as the layers use them (transformers casts them to the activations' dtype).
-    const auto activations = activation_dtype_ ? *activation_dtype_ : embed_tokens_.scalar_type();
-    ctx.cos = emb.cos().to(activations).to(torch::kFloat);
-    ctx.sin = emb.sin().to(activations).to(torch::kFloat);
+    std::tie(ctx.cos, ctx.sin) = rotary_tables(pos, inverse_frequencies(config_).to(device));
   }
   add_masks(ctx, config_.sliding_window, T, device, past > 0);
   return ctx;
+}
+
+std::pair<torch::Tensor, torch::Tensor> decoder_impl::rotary_tables(const torch::Tensor& positions,
+                                                                    const torch::Tensor& inv) const {
+  auto freqs = torch::outer(positions, inv);  // (T, rot / 2)
+  auto emb = config_.rotary == rotary_style::half ? torch::cat({freqs, freqs}, -1)
+                                                  : freqs.repeat_interleave(2, -1);
+  // Rounded as the layers use them (transformers casts them to the activations' dtype).
+  const auto activations = activation_dtype_ ? *activation_dtype_ : embed_tokens_.scalar_type();
+  return {emb.cos().to(activations).to(torch::kFloat), emb.sin().to(activations).to(torch::kFloat)};
 }
 
 torch::Tensor decoder_impl::head_input(const torch::Tensor& hidden) {
@@ -880,6 +894,51 @@ torch::Tensor decoder_impl::forward_cached(const torch::Tensor& input_ids, kv_ca
   ctx.cache = &cache;
   for (auto& layer : layers_) x = layer->forward(x, ctx);
   cache.length = past + T;
+  return head(x);
+}
+
+kv_cache decoder_impl::preallocated_cache(std::int64_t batch, std::int64_t capacity,
+                                          const torch::Device& device) const {
+  if (capacity < 1 || (embed_positions_.defined() && capacity > config_.max_positions)) {
+    throw model_error(model_errc::bad_input,
+                      "generation: a cache of " + std::to_string(capacity) + " positions; allowed: 1 to " +
+                          (embed_positions_.defined() ? std::to_string(config_.max_positions) +
+                                                            " (max_position_embeddings)"
+                                                      : std::string("any")));
+  }
+  const auto dtype = activation_dtype_ ? *activation_dtype_ : embed_tokens_.scalar_type();
+  const auto options = torch::TensorOptions().dtype(dtype).device(device);
+  kv_cache cache;
+  cache.capacity = capacity;
+  // Zeros: a masked position's weight is 0, and 0 times a never-written NaN would not be.
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    cache.keys.push_back(torch::zeros({batch, config_.num_kv_heads, capacity, config_.head_dim}, options));
+    cache.values.push_back(torch::zeros({batch, config_.num_kv_heads, capacity, config_.head_dim}, options));
+  }
+  cache.key_positions = torch::arange(capacity, options.dtype(torch::kInt64));
+  if (config_.rotary != rotary_style::none) cache.inverse_frequencies = inverse_frequencies(config_).to(device);
+  return cache;
+}
+
+torch::Tensor decoder_impl::forward_at(const torch::Tensor& input_ids, const torch::Tensor& positions,
+                                       kv_cache& cache) {
+  check_lm_head("forward_at");
+  const std::int64_t T = positions.size(0);
+  attention_context ctx;
+  ctx.cache = &cache;
+  ctx.positions = positions;
+  if (config_.rotary != rotary_style::none)
+    std::tie(ctx.cos, ctx.sin) = rotary_tables(positions.to(torch::kFloat), cache.inverse_frequencies);
+  const auto diff = positions.view({T, 1}) - cache.key_positions.view({1, cache.capacity});  // query - key
+  std::vector<std::int64_t> windows = config_.sliding_window;
+  windows.push_back(0);  // every layer masks with a cache
+  for (std::int64_t w : windows) {
+    bool have = false;
+    for (const auto& m : ctx.masks) have = have || m.first == w;
+    if (!have) ctx.masks.emplace_back(w, w > 0 ? diff.ge(0).logical_and(diff.lt(w)) : diff.ge(0));
+  }
+  auto x = embed_at(input_ids, positions);
+  for (auto& layer : layers_) x = layer->forward(x, ctx);
   return head(x);
 }
 

@@ -57,9 +57,18 @@ struct hf_parameter {
 // rotary and before repeat_kv: (B, kv_heads, P, head_dim) in the model's dtype. Sliding-window
 // layers keep every position too and mask what lies outside their window, as transformers'
 // dynamic cache does. One cache per sequence batch; not shared between threads.
+//
+// A preallocated cache (decoder_impl::preallocated_cache, for forward_at) holds `capacity`
+// positions from the start, (B, kv_heads, capacity, head_dim) zeros per layer: each forward
+// writes its positions in place and attends over all of them under a mask, so that the shapes
+// never change and a decode step can be captured once as a CUDA graph and replayed (as
+// transformers' static cache). `length` is not kept for it: the caller knows the positions.
 struct kv_cache {
   std::vector<torch::Tensor> keys, values;  // per layer; undefined until the first forward
   std::int64_t length = 0;                  // P: positions held
+  std::int64_t capacity = 0;                // > 0: preallocated for this many positions
+  torch::Tensor key_positions;              // preallocated: (capacity) int64 0, 1, …, on the device
+  torch::Tensor inverse_frequencies;        // preallocated with rotary: (rotary_dim / 2) fp32 there
 };
 
 // Built once per sequence length and device, shared by every layer of a forward pass. Without a
@@ -75,6 +84,8 @@ struct attention_context {
   std::vector<std::pair<std::int64_t, torch::Tensor>> masks;
   std::int64_t past = 0;
   kv_cache* cache = nullptr;
+  // With a preallocated cache: (T) int64 on the device, the positions this forward writes.
+  torch::Tensor positions;
   const torch::Tensor& mask(std::int64_t window) const;
 };
 
@@ -199,6 +210,16 @@ class decoder_impl : public torch::nn::Module {
   // No labels, no gradients wanted (call it under torch::NoGradGuard). Throws model_error
   // (bad_input) when past + T exceeds a learned-position model's max_positions.
   torch::Tensor forward_cached(const torch::Tensor& input_ids, kv_cache& cache);
+  // A cache of `capacity` positions for `batch` rows on `device`, in the activations' dtype, for
+  // forward_at. Throws model_error (bad_input) when capacity exceeds a learned-position model's
+  // max_positions.
+  kv_cache preallocated_cache(std::int64_t batch, std::int64_t capacity, const torch::Device& device) const;
+  // forward_cached with a preallocated cache: the logits (B, T, V) of input_ids (B, T) at
+  // `positions` (T, int64, on the model's device, below the capacity, each position's earlier
+  // ones written before), writing their keys and values there. Nothing in it reads the device
+  // from the host (no checks of ids or positions: the caller's), so it can be captured as a CUDA
+  // graph. The same logits as forward_cached up to the order of sums over masked positions.
+  torch::Tensor forward_at(const torch::Tensor& input_ids, const torch::Tensor& positions, kv_cache& cache);
 
   // The pieces of forward(), for an engine that drives the layers itself. `past`: positions
   // before input_ids' first (generation with a cache).
@@ -259,6 +280,11 @@ class decoder_impl : public torch::nn::Module {
 
  private:
   void check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const;
+  // embed() at positions (T) int64 on the device, unchecked.
+  torch::Tensor embed_at(const torch::Tensor& input_ids, const torch::Tensor& positions);
+  // The rotary tables (cos, sin) at fp32 positions (T) with inverse frequencies `inv` there.
+  std::pair<torch::Tensor, torch::Tensor> rotary_tables(const torch::Tensor& positions,
+                                                        const torch::Tensor& inv) const;
   // The input of the LM head: hidden after the final norm and the output projection.
   torch::Tensor head_input(const torch::Tensor& hidden);
   // The LM head's weight and bias as the fused path uses them: padded to padded_vocab(V) rows

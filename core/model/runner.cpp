@@ -4,8 +4,10 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include "core/model/adamw.hpp"
@@ -225,15 +227,42 @@ std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir) {
   return {};
 }
 
-std::vector<std::vector<std::int64_t>> generate_from_dir(const std::string& hf_dir,
-                                                         const std::vector<std::vector<std::int64_t>>& prompts,
-                                                         const sampling_settings& settings) {
+namespace {
+
+// generate_from_dir's placement as load options, checked.
+load_options generation_load(const generation_placement& p) {
+  if (p.dtype != "fp32" && p.dtype != "bf16" && p.dtype != "fp16")
+    throw model_error(model_errc::bad_input, "dtype '" + p.dtype + "'; allowed: fp32, bf16, fp16");
+  if (p.batch < 1)
+    throw model_error(model_errc::bad_input, "batch " + std::to_string(p.batch) + "; allowed: 1 or more");
+  const bool cuda = p.device == "cuda" || p.device.rfind("cuda:", 0) == 0;
+  if (p.device != "cpu" && !cuda)
+    throw model_error(model_errc::bad_input, "device '" + p.device + "'; allowed: cpu, cuda, cuda:N");
+  if (cuda && !torch::cuda::is_available())
+    throw model_error(model_errc::bad_input, "device '" + p.device + "': this build or machine has no CUDA device");
+  std::optional<torch::Device> device;
+  try {
+    device = torch::Device(p.device);
+  } catch (const c10::Error&) {
+    throw model_error(model_errc::bad_input, "device '" + p.device + "'; allowed: cpu, cuda, cuda:N");
+  }
+  const auto count = torch::cuda::device_count();
+  if (device->has_index() && device->index() >= static_cast<int>(count))
+    throw model_error(model_errc::bad_input, "device '" + p.device + "': this machine has " +
+                                                 std::to_string(count) + " CUDA devices");
+  return {dtype_from_name(p.dtype), *device};
+}
+
+}  // namespace
+
+std::vector<std::vector<std::int64_t>> generate_from_dir(
+    const std::string& hf_dir, const std::vector<std::vector<std::int64_t>>& prompts,
+    const sampling_settings& settings, const generation_placement& placement,
+    const std::function<void(const generation_stats&)>& on_batch) {
   check_sampling(settings);  // before the load: a bad option costs nothing
-  auto model = load_hf_model(hf_dir, {torch::kFloat});
-  std::vector<std::vector<std::int64_t>> out;
-  out.reserve(prompts.size());
-  for (const auto& prompt : prompts) out.push_back(generate(*model, prompt, settings));
-  return out;
+  const auto options = generation_load(placement);
+  auto model = load_hf_model(hf_dir, options);
+  return generate_all(*model, prompts, settings, placement.batch, on_batch);
 }
 
 step_result train_one_step(const std::string& hf_dir, const model_inputs& inputs,

@@ -69,12 +69,21 @@ std::vector<std::vector<double>> score_rows(const std::string& hf_dir, const tok
 // none: empty). Throws model_error (bad_input) for a value that is neither.
 std::vector<std::int64_t> read_eos_ids(const std::string& hf_dir);
 
-// Loads DIR in fp32 on the host once and generates after each prompt in turn
-// (core/model/generate.hpp): one list of new tokens per prompt. The settings' stop_ids are used
-// as given; a sampling seed applies to each prompt alike.
-std::vector<std::vector<std::int64_t>> generate_from_dir(const std::string& hf_dir,
-                                                         const std::vector<std::vector<std::int64_t>>& prompts,
-                                                         const sampling_settings& settings);
+// Where and how generate_from_dir runs the model.
+struct generation_placement {
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
+  std::string dtype = "fp32";  // "fp32", "bf16" or "fp16": the weights and activations
+  std::int64_t batch = 1;      // rows at most per batch (generate_all)
+};
+
+// Loads DIR once as `placement` says and generates after every prompt (generate_all): one list
+// of new tokens per prompt, in order. The settings' stop_ids are used as given; a sampling seed
+// applies to each batch alike. Throws model_error (bad_input) naming a device or dtype that is
+// not allowed, or a CUDA device this build or machine does not have.
+std::vector<std::vector<std::int64_t>> generate_from_dir(
+    const std::string& hf_dir, const std::vector<std::vector<std::int64_t>>& prompts,
+    const sampling_settings& settings, const generation_placement& placement = {},
+    const std::function<void(const generation_stats&)>& on_batch = {});
 
 // Family, parameter count and bytes of weights, gradients and optimizer state per precision
 // (fp32; bf16 with fp32 master weights), from config.json alone. T5 adds encoder_layers and

@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -28,6 +29,7 @@ namespace {
 constexpr const char* synopsis =
     "cohort-model generate --hf-dir DIR (--input-ids '[ID, ...]'|FILE | (--prompt TEXT | --prompts FILE) [--add-bos])\n"
     "       [--max-new-tokens N] [--greedy | --top-k K --top-p P --temperature T --seed S]\n"
+    "       [--device cpu|cuda|cuda:N] [--dtype fp32|bf16|fp16] [--batch N] [--stats]\n"
     "       [--ignore-eos] [--json]";
 
 // Runs cohort-tokenize (beside this program: the tokenizers cannot share a process with
@@ -63,12 +65,6 @@ std::string run_tokenizer(const std::vector<std::string>& args) {
 
 std::vector<std::int64_t> parse_id_list(const nlohmann::json& list, const std::string& where) {
   std::vector<std::int64_t> ids;
-  if (list.is_object() && list.contains("input_ids")) {  // eval's file: {"input_ids": [[...]]}
-    const auto& rows = list["input_ids"];
-    if (!rows.is_array() || rows.size() != 1)
-      throw model_error(model_errc::bad_input, where + ": input_ids must hold exactly one row for generate");
-    return parse_id_list(rows[0], where);
-  }
   if (!list.is_array() || list.empty())
     throw model_error(model_errc::bad_input, where + ": expected a non-empty JSON list of token ids");
   for (const auto& v : list) {
@@ -78,10 +74,25 @@ std::vector<std::int64_t> parse_id_list(const nlohmann::json& list, const std::s
   return ids;
 }
 
-// --input-ids: an inline JSON list, or a file holding one (or eval's {"input_ids": [[...]]}).
-std::vector<std::int64_t> read_prompt_ids(const std::string& value) {
+// One prompt's ids ([ID, ...]), several prompts' ([[ID, ...], ...]) or eval's file's
+// ({"input_ids": [[ID, ...], ...]}).
+std::vector<std::vector<std::int64_t>> parse_prompt_rows(const nlohmann::json& j, const std::string& where) {
+  const bool eval_file = j.is_object() && j.contains("input_ids");
+  const auto& rows = eval_file ? j["input_ids"] : j;
+  if (!rows.is_array() || rows.empty() || (eval_file && !rows[0].is_array()))
+    throw model_error(model_errc::bad_input, where + ": expected a non-empty JSON list of token ids, a list of such "
+                                                     "lists, or {\"input_ids\": [[...], ...]}");
+  if (!rows[0].is_array()) return {parse_id_list(rows, where)};
+  std::vector<std::vector<std::int64_t>> out;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    out.push_back(parse_id_list(rows[i], where + " row " + std::to_string(i)));
+  return out;
+}
+
+// --input-ids: inline JSON, or a file holding it (parse_prompt_rows).
+std::vector<std::vector<std::int64_t>> read_prompt_ids(const std::string& value) {
   const auto inline_list = nlohmann::json::parse(value, nullptr, false);
-  if (!inline_list.is_discarded()) return parse_id_list(inline_list, "--input-ids");
+  if (!inline_list.is_discarded()) return parse_prompt_rows(inline_list, "--input-ids");
   std::ifstream in(value);
   if (!in)
     throw model_error(model_errc::bad_input,
@@ -90,7 +101,7 @@ std::vector<std::int64_t> read_prompt_ids(const std::string& value) {
   text << in.rdbuf();
   const auto j = nlohmann::json::parse(text.str(), nullptr, false);
   if (j.is_discarded()) throw model_error(model_errc::bad_input, value + ": not JSON");
-  return parse_id_list(j, value);
+  return parse_prompt_rows(j, value);
 }
 
 bool has_tokenizer(const std::string& dir) {
@@ -101,7 +112,7 @@ bool has_tokenizer(const std::string& dir) {
 // the directory's tokenizer).
 std::vector<std::vector<std::int64_t>> prompt_ids(const po::variables_map& vm, const std::string& dir,
                                                   bool tokenizer) {
-  if (vm.count("input-ids")) return {read_prompt_ids(vm["input-ids"].as<std::string>())};
+  if (vm.count("input-ids")) return read_prompt_ids(vm["input-ids"].as<std::string>());
   std::vector<std::string> texts;
   if (vm.count("prompt")) {
     texts.push_back(vm["prompt"].as<std::string>());
@@ -147,10 +158,25 @@ void print_result(const std::string& dir, bool tokenizer, bool json, bool one_li
   }
 }
 
+// --stats: one batch's figures as a JSON line on stderr.
+void print_stats(const core::model::generation_stats& st) {
+  const double seconds = st.prefill_s + st.decode_s;
+  std::cerr << nlohmann::json{{"rows", st.rows},
+                              {"prompt_tokens", st.prompt_tokens},
+                              {"new_tokens", st.new_tokens},
+                              {"prefill_s", st.prefill_s},
+                              {"decode_s", st.decode_s},
+                              {"new_tokens_per_s", seconds > 0 ? st.new_tokens / seconds : 0.0},
+                              {"cuda_graph", st.cuda_graph}}
+                   .dump()
+            << std::endl;
+}
+
 }  // namespace
 
 int run_generate(const arg_list& args) {
   std::string dir;
+  core::model::generation_placement placement;
   core::model::sampling_settings s;
   s.greedy = false;
   s.top_k = 50;  // transformers' defaults for sampling
@@ -170,6 +196,11 @@ int run_generate(const arg_list& args) {
       ("top-p", po::value(&s.top_p)->default_value(1.0), "sample among the most likely tokens of this mass")
       ("temperature", po::value(&s.temperature)->default_value(1.0), "divide the logits by this before sampling")
       ("seed", po::value(&s.seed)->default_value(0), "seed of the draws")
+      ("device", po::value(&placement.device)->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")
+      ("dtype", po::value(&placement.dtype)->default_value("fp32"), "the weights' and activations' type: fp32, bf16, fp16")
+      ("batch", po::value(&placement.batch)->default_value(1),
+       "prompts of one length run together, this many at most (one line of output each, in order)")
+      ("stats", "print each batch's figures to stderr as one JSON line (rows, tokens, seconds, tokens/s)")
       ("ignore-eos", "go on past the model's eos_token_id")
       ("json", "print {\"new_tokens\": [...], \"text\": \"...\"}");
   po::variables_map vm;
@@ -189,8 +220,11 @@ int run_generate(const arg_list& args) {
   const bool tokenizer = has_tokenizer(dir);
   const auto prompts = prompt_ids(vm, dir, tokenizer);
   if (!vm.count("ignore-eos")) s.stop_ids = core::model::read_eos_ids(dir);
-  for (const auto& tokens : core::model::generate_from_dir(dir, prompts, s))
-    print_result(dir, tokenizer, vm.count("json") != 0, vm.count("prompts") != 0, tokens);
+  std::function<void(const core::model::generation_stats&)> on_batch;
+  if (vm.count("stats")) on_batch = print_stats;
+  const bool one_line = vm.count("prompts") != 0 || prompts.size() > 1;
+  for (const auto& tokens : core::model::generate_from_dir(dir, prompts, s, placement, on_batch))
+    print_result(dir, tokenizer, vm.count("json") != 0, one_line, tokens);
   return std::cout.flush() ? 0 : 1;
 }
 
