@@ -1,7 +1,7 @@
 """transformers' generate() on one GPU: the baseline of `cohort-model generate --device cuda`.
-The fast path transformers documents for it: a static KV cache and the model's forward compiled
-with torch.compile(mode="reduce-overhead", fullgraph=True) (CUDA graphs); --mode eager keeps its
-default dynamic cache and no compile. Greedy, eos ignored (min_new_tokens = max_new_tokens).
+The fast path transformers documents for it: a static KV cache, with which generate() compiles
+the model's forward itself (torch.compile, fullgraph, mode "reduce-overhead": CUDA graphs);
+--mode eager keeps its default dynamic cache and no compile. Greedy, eos ignored (min_new_tokens = max_new_tokens).
   python3 hf_generate.py --hf-dir DIR --prompts IDS.json [--batch 8] [--new-tokens 128]
                          [--dtype bf16|fp32] [--mode compile|eager] [--runs 3] [--tokens-out FILE]
 IDS.json: {"input_ids": [[...], ...]} (rows of one length); the first --batch rows are used. Two
@@ -28,8 +28,9 @@ def main():
     ids = torch.tensor(rows, device="cuda")
     model = T.AutoModelForCausalLM.from_pretrained(a.hf_dir, dtype=dtype).cuda().eval()
     if a.mode == "compile":
+        # generate() compiles the forward itself for a static cache (its compile_config:
+        # fullgraph, mode "reduce-overhead"), marking each CUDA graph step as it must.
         model.generation_config.cache_implementation = "static"
-        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
     kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens,
               do_sample=False, pad_token_id=0)
     with torch.no_grad():
@@ -46,7 +47,7 @@ def main():
         json.dump(first, open(a.tokens_out, "w"))
     s = statistics.median(times)
     print(json.dumps({"transformers": T.__version__, "torch": torch.__version__, "mode": a.mode, "dtype": a.dtype,
-                      "rows": ids.shape[0], "prompt_tokens": ids.shape[1], "new_tokens": a.new_tokens,
+                      "compiled": getattr(model, "_compiled_call", None) is not None, "rows": ids.shape[0], "prompt_tokens": ids.shape[1], "new_tokens": a.new_tokens,
                       "seconds": round(s, 4), "new_tokens_per_s": round(ids.shape[0] * a.new_tokens / s, 1),
                       "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}))
 

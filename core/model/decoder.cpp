@@ -742,7 +742,7 @@ torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids, std::int64_t p
   check_ids(input_ids, "input_ids", false);
   const std::int64_t T = input_ids.size(1);
   return embed_at(input_ids, embed_positions_.defined() ? torch::arange(past, past + T, input_ids.options())
-                                                         : torch::Tensor());
+                                                        : torch::Tensor());
 }
 
 torch::Tensor decoder_impl::embed_at(const torch::Tensor& input_ids, const torch::Tensor& positions) {
@@ -795,8 +795,8 @@ attention_context decoder_impl::context(std::int64_t T, const torch::Device& dev
 std::pair<torch::Tensor, torch::Tensor> decoder_impl::rotary_tables(const torch::Tensor& positions,
                                                                     const torch::Tensor& inv) const {
   auto freqs = torch::outer(positions, inv);  // (T, rot / 2)
-  auto emb = config_.rotary == rotary_style::half ? torch::cat({freqs, freqs}, -1)
-                                                  : freqs.repeat_interleave(2, -1);
+  auto emb =
+      config_.rotary == rotary_style::half ? torch::cat({freqs, freqs}, -1) : freqs.repeat_interleave(2, -1);
   // Rounded as the layers use them (transformers casts them to the activations' dtype).
   const auto activations = activation_dtype_ ? *activation_dtype_ : embed_tokens_.scalar_type();
   return {emb.cos().to(activations).to(torch::kFloat), emb.sin().to(activations).to(torch::kFloat)};
@@ -900,11 +900,11 @@ torch::Tensor decoder_impl::forward_cached(const torch::Tensor& input_ids, kv_ca
 kv_cache decoder_impl::preallocated_cache(std::int64_t batch, std::int64_t capacity,
                                           const torch::Device& device) const {
   if (capacity < 1 || (embed_positions_.defined() && capacity > config_.max_positions)) {
-    throw model_error(model_errc::bad_input,
-                      "generation: a cache of " + std::to_string(capacity) + " positions; allowed: 1 to " +
-                          (embed_positions_.defined() ? std::to_string(config_.max_positions) +
-                                                            " (max_position_embeddings)"
-                                                      : std::string("any")));
+    throw model_error(
+        model_errc::bad_input,
+        "generation: a cache of " + std::to_string(capacity) + " positions; allowed: 1 to " +
+            (embed_positions_.defined() ? std::to_string(config_.max_positions) + " (max_position_embeddings)"
+                                        : std::string("any")));
   }
   const auto dtype = activation_dtype_ ? *activation_dtype_ : embed_tokens_.scalar_type();
   const auto options = torch::TensorOptions().dtype(dtype).device(device);
@@ -916,7 +916,8 @@ kv_cache decoder_impl::preallocated_cache(std::int64_t batch, std::int64_t capac
     cache.values.push_back(torch::zeros({batch, config_.num_kv_heads, capacity, config_.head_dim}, options));
   }
   cache.key_positions = torch::arange(capacity, options.dtype(torch::kInt64));
-  if (config_.rotary != rotary_style::none) cache.inverse_frequencies = inverse_frequencies(config_).to(device);
+  if (config_.rotary != rotary_style::none)
+    cache.inverse_frequencies = inverse_frequencies(config_).to(device);
   return cache;
 }
 

@@ -86,8 +86,9 @@ std::vector<std::vector<std::size_t>> batches_by_length(const std::vector<std::v
   std::vector<std::vector<std::size_t>> out;
   for (const auto& g : groups) {
     for (std::size_t i = 0; i < g.size(); i += static_cast<std::size_t>(batch))
-      out.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(i),
-                       g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), i + static_cast<std::size_t>(batch))));
+      out.emplace_back(
+          g.begin() + static_cast<std::ptrdiff_t>(i),
+          g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), i + static_cast<std::size_t>(batch))));
   }
   return out;
 }
@@ -97,7 +98,7 @@ std::vector<std::vector<std::size_t>> batches_by_length(const std::vector<std::v
 class batch_steps {
  public:
   virtual ~batch_steps() = default;
-  virtual torch::Tensor prompt(const torch::Tensor& ids) = 0;  // (B, T) on the device
+  virtual torch::Tensor prompt(const torch::Tensor& ids) = 0;   // (B, T) on the device
   virtual torch::Tensor next(const torch::Tensor& tokens) = 0;  // (B, 1), any device
   virtual bool captured() const { return false; }
 };
@@ -122,7 +123,8 @@ class growing_steps : public batch_steps {
 // and replayed.
 class preallocated_steps : public batch_steps {
  public:
-  preallocated_steps(decoder_impl& model, std::int64_t rows, std::int64_t capacity, const torch::Device& device)
+  preallocated_steps(decoder_impl& model, std::int64_t rows, std::int64_t capacity,
+                     const torch::Device& device)
       : model_(model),
         cache_(model.preallocated_cache(rows, capacity, device)),
         tokens_(torch::zeros({rows, 1}, torch::TensorOptions().dtype(torch::kInt64).device(device))),
@@ -195,7 +197,8 @@ std::pair<std::vector<std::int64_t>, torch::Tensor> choose_rows(const torch::Ten
   if (s.greedy) {
     auto next = logits.argmax(-1);
     auto host = next.to(torch::kCPU);
-    return {std::vector<std::int64_t>(host.data_ptr<std::int64_t>(), host.data_ptr<std::int64_t>() + host.numel()),
+    return {std::vector<std::int64_t>(host.data_ptr<std::int64_t>(),
+                                      host.data_ptr<std::int64_t>() + host.numel()),
             next.view({-1, 1})};
   }
   auto host = logits.to(torch::kFloat).to(torch::kCPU);
@@ -277,7 +280,8 @@ std::vector<std::vector<std::int64_t>> generate_all(
     batch_steps* steps = &growing;
     if (preallocate) {
       auto& shape = shapes[{B, T + settings.max_new_tokens - 1}];
-      if (!shape) shape = std::make_unique<preallocated_steps>(model, B, T + settings.max_new_tokens - 1, device);
+      if (!shape)
+        shape = std::make_unique<preallocated_steps>(model, B, T + settings.max_new_tokens - 1, device);
       steps = shape.get();
     }
     generation_stats stats;

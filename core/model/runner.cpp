@@ -239,7 +239,8 @@ load_options generation_load(const generation_placement& p) {
   if (p.device != "cpu" && !cuda)
     throw model_error(model_errc::bad_input, "device '" + p.device + "'; allowed: cpu, cuda, cuda:N");
   if (cuda && !torch::cuda::is_available())
-    throw model_error(model_errc::bad_input, "device '" + p.device + "': this build or machine has no CUDA device");
+    throw model_error(model_errc::bad_input,
+                      "device '" + p.device + "': this build or machine has no CUDA device");
   std::optional<torch::Device> device;
   try {
     device = torch::Device(p.device);

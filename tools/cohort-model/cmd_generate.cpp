@@ -3,8 +3,8 @@
 
 #include <condition_variable>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -27,7 +27,8 @@ namespace cohort::tools {
 namespace {
 
 constexpr const char* synopsis =
-    "cohort-model generate --hf-dir DIR (--input-ids '[ID, ...]'|FILE | (--prompt TEXT | --prompts FILE) [--add-bos])\n"
+    "cohort-model generate --hf-dir DIR (--input-ids '[ID, ...]'|FILE | (--prompt TEXT | --prompts FILE) "
+    "[--add-bos])\n"
     "       [--max-new-tokens N] [--greedy | --top-k K --top-p P --temperature T --seed S]\n"
     "       [--device cpu|cuda|cuda:N] [--dtype fp32|bf16|fp16] [--batch N] [--stats]\n"
     "       [--ignore-eos] [--json]";
@@ -80,8 +81,10 @@ std::vector<std::vector<std::int64_t>> parse_prompt_rows(const nlohmann::json& j
   const bool eval_file = j.is_object() && j.contains("input_ids");
   const auto& rows = eval_file ? j["input_ids"] : j;
   if (!rows.is_array() || rows.empty() || (eval_file && !rows[0].is_array()))
-    throw model_error(model_errc::bad_input, where + ": expected a non-empty JSON list of token ids, a list of such "
-                                                     "lists, or {\"input_ids\": [[...], ...]}");
+    throw model_error(model_errc::bad_input,
+                      where +
+                          ": expected a non-empty JSON list of token ids, a list of such "
+                          "lists, or {\"input_ids\": [[...], ...]}");
   if (!rows[0].is_array()) return {parse_id_list(rows, where)};
   std::vector<std::vector<std::int64_t>> out;
   for (std::size_t i = 0; i < rows.size(); ++i)
@@ -181,28 +184,29 @@ int run_generate(const arg_list& args) {
   s.greedy = false;
   s.top_k = 50;  // transformers' defaults for sampling
   po::options_description desc("generate options");
-  desc.add_options()
-      ("hf-dir", po::value(&dir)->required(), "Hugging Face model directory (a run's export)")
-      ("input-ids", po::value<std::string>(), "the prompt's token ids: a JSON list, or a file holding one")
-      ("prompt", po::value<std::string>(), "the prompt as text, encoded with the directory's tokenizer")
-      ("prompts", po::value<std::string>(),
-       "a file of text prompts, one per line (blank lines skipped): the model is loaded once and "
-       "each answer printed on a line of its own (up to its first line break; --json: one object "
-       "per line)")
-      ("add-bos", "with --prompt or --prompts: put the tokenizer's BOS token first")
-      ("max-new-tokens", po::value(&s.max_new_tokens)->default_value(32), "tokens to produce at most")
-      ("greedy", "take the most likely token each step (no sampling options then)")
-      ("top-k", po::value(&s.top_k)->default_value(50), "sample among the k most likely tokens (0: all)")
-      ("top-p", po::value(&s.top_p)->default_value(1.0), "sample among the most likely tokens of this mass")
-      ("temperature", po::value(&s.temperature)->default_value(1.0), "divide the logits by this before sampling")
-      ("seed", po::value(&s.seed)->default_value(0), "seed of the draws")
-      ("device", po::value(&placement.device)->default_value("cpu"), "where the model runs: cpu, cuda or cuda:N")
-      ("dtype", po::value(&placement.dtype)->default_value("fp32"), "the weights' and activations' type: fp32, bf16, fp16")
-      ("batch", po::value(&placement.batch)->default_value(1),
-       "prompts of one length run together, this many at most (one line of output each, in order)")
-      ("stats", "print each batch's figures to stderr as one JSON line (rows, tokens, seconds, tokens/s)")
-      ("ignore-eos", "go on past the model's eos_token_id")
-      ("json", "print {\"new_tokens\": [...], \"text\": \"...\"}");
+  desc.add_options()("hf-dir", po::value(&dir)->required(), "Hugging Face model directory (a run's export)")(
+      "input-ids", po::value<std::string>(), "the prompt's token ids: a JSON list, or a file holding one")(
+      "prompt", po::value<std::string>(), "the prompt as text, encoded with the directory's tokenizer")(
+      "prompts", po::value<std::string>(),
+      "a file of text prompts, one per line (blank lines skipped): the model is loaded once and "
+      "each answer printed on a line of its own (up to its first line break; --json: one object "
+      "per line)")("add-bos", "with --prompt or --prompts: put the tokenizer's BOS token first")(
+      "max-new-tokens", po::value(&s.max_new_tokens)->default_value(32), "tokens to produce at most")(
+      "greedy", "take the most likely token each step (no sampling options then)")(
+      "top-k", po::value(&s.top_k)->default_value(50), "sample among the k most likely tokens (0: all)")(
+      "top-p", po::value(&s.top_p)->default_value(1.0), "sample among the most likely tokens of this mass")(
+      "temperature", po::value(&s.temperature)->default_value(1.0),
+      "divide the logits by this before sampling")("seed", po::value(&s.seed)->default_value(0),
+                                                   "seed of the draws")(
+      "device", po::value(&placement.device)->default_value("cpu"),
+      "where the model runs: cpu, cuda or cuda:N")("dtype",
+                                                   po::value(&placement.dtype)->default_value("fp32"),
+                                                   "the weights' and activations' type: fp32, bf16, fp16")(
+      "batch", po::value(&placement.batch)->default_value(1),
+      "prompts of one length run together, this many at most (one line of output each, in order)")(
+      "stats", "print each batch's figures to stderr as one JSON line (rows, tokens, seconds, tokens/s)")(
+      "ignore-eos", "go on past the model's eos_token_id")(
+      "json", "print {\"new_tokens\": [...], \"text\": \"...\"}");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, synopsis)) return 0;
   if (vm.count("input-ids") + vm.count("prompt") + vm.count("prompts") != 1)

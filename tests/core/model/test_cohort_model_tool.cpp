@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/model/safetensors.hpp"
 #include "tests/core/model/model_test_support.hpp"
@@ -291,4 +292,56 @@ TEST_CASE("cohort-model generate refuses bad options and prompts, naming them", 
   const auto ids_only = cohort_model("generate --hf-dir " + dir + " --input-ids '[1, 2, 3]' --greedy --max-new-tokens 3");
   CHECK(ids_only.code == 0);
   CHECK(json::parse(ids_only.out).size() <= 3);  // a JSON list of ids: the directory has no tokenizer
+  const auto base = "generate --hf-dir " + dir + " --input-ids '[1, 2]' --greedy ";
+  const auto device = cohort_model(base + "--device tpu");
+  CHECK(device.code == 2);
+  CHECK_THAT(device.err, Catch::Contains("device 'tpu'") && Catch::Contains("cpu, cuda, cuda:N"));
+  const auto no_cuda = cohort_model(base + "--device cuda:0");
+  CHECK(no_cuda.code == 2);  // the CPU build (or a machine without a GPU)
+  CHECK_THAT(no_cuda.err, Catch::Contains("cuda:0"));
+  const auto dtype = cohort_model(base + "--dtype int8");
+  CHECK(dtype.code == 2);
+  CHECK_THAT(dtype.err, Catch::Contains("dtype 'int8'") && Catch::Contains("fp32, bf16, fp16"));
+  const auto batch = cohort_model(base + "--batch 0");
+  CHECK(batch.code == 2);
+  CHECK_THAT(batch.err, Catch::Contains("batch 0") && Catch::Contains("1 or more"));
+  const auto empty_row = cohort_model("generate --hf-dir " + dir + " --input-ids '[[1, 2], []]' --greedy");
+  CHECK(empty_row.code == 2);
+  CHECK_THAT(empty_row.err, Catch::Contains("--input-ids row 1"));
+}
+
+TEST_CASE(
+    "cohort-model generate runs several prompts as batches of one length and prints each "
+    "prompt's own tokens in order, with each batch's figures on --stats",
+    "[core][model][tools]") {
+  namespace cm = cohort::core::model;
+  const std::string dir = cohort::test::local_fixture("llama-variant");
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 17, 42}, {1, 2}, {9, 8, 7}, {3, 3, 3}};
+  const auto run = cohort_model("generate --hf-dir " + dir + " --input-ids '" + json(prompts).dump() +
+                                "' --greedy --ignore-eos --max-new-tokens 5 --batch 2 --stats --json");
+  INFO(run.err);
+  REQUIRE(run.code == 0);
+  auto model = cm::load_hf_model(dir, {torch::kFloat});
+  cm::sampling_settings greedy;
+  greedy.max_new_tokens = 5;
+  std::istringstream lines(run.out);
+  std::string line;
+  for (const auto& prompt : prompts) {
+    REQUIRE(std::getline(lines, line));
+    CHECK(json::parse(line)["new_tokens"].get<std::vector<std::int64_t>>() ==
+          cm::generate(*model, prompt, greedy));
+  }
+  CHECK_FALSE(std::getline(lines, line));
+  // Batches: prompts 0 and 2 (3 tokens), then 3, then 1 (2 tokens); one JSON line each.
+  std::istringstream err(run.err);
+  std::vector<json> stats;
+  while (std::getline(err, line))
+    if (!line.empty() && line[0] == '{') stats.push_back(json::parse(line));
+  REQUIRE(stats.size() == 3);
+  CHECK(stats[0]["rows"] == 2);
+  CHECK(stats[0]["new_tokens"] == 10);
+  CHECK(stats[1]["rows"] == 1);
+  CHECK(stats[2]["prompt_tokens"] == 2);
+  CHECK(stats[0]["cuda_graph"] == false);
+  CHECK(stats[0]["new_tokens_per_s"].get<double>() > 0);
 }

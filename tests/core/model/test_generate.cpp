@@ -112,8 +112,10 @@ TEST_CASE("bad sampling settings and prompts are refused, naming what is allowed
   CHECK_THROWS_AS(generate(*model, std::vector<std::int64_t>(12, 3), s), model_error);  // 12 + 8 > 16
 }
 
-TEST_CASE("a preallocated cache written at given positions gives every position the logits of one "
-          "full forward, sliding windows included", "[core][model][generate]") {
+TEST_CASE(
+    "a preallocated cache written at given positions gives every position the logits of one "
+    "full forward, sliding windows included",
+    "[core][model][generate]") {
   torch::manual_seed(15);
   for (const auto& j : family_configs()) {
     INFO(j.dump());
@@ -133,8 +135,10 @@ TEST_CASE("a preallocated cache written at given positions gives every position 
   }
 }
 
-TEST_CASE("greedy generation gives the same tokens with a preallocated cache as with a growing one, "
-          "and a batch of prompts gives each the tokens it gets alone", "[core][model][generate]") {
+TEST_CASE(
+    "greedy generation gives the same tokens with a preallocated cache as with a growing one, "
+    "and a batch of prompts gives each the tokens it gets alone",
+    "[core][model][generate]") {
   torch::manual_seed(16);
   for (const auto& j : family_configs()) {
     INFO(j.dump());
@@ -175,7 +179,8 @@ TEST_CASE("in a batch each row ends at its own stop token while the others go on
   for (auto layout : {cache_layout::growing, cache_layout::preallocated}) {
     s.cache = layout;
     std::int64_t counted = 0;
-    const auto stopped = generate_all(*model, prompts, s, 2, [&](const generation_stats& st) { counted = st.new_tokens; });
+    const auto stopped =
+        generate_all(*model, prompts, s, 2, [&](const generation_stats& st) { counted = st.new_tokens; });
     std::int64_t expected = 0;
     for (std::size_t r = 0; r < prompts.size(); ++r) {
       const auto& row = free_run[r];
