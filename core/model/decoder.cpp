@@ -61,15 +61,37 @@ std::vector<torch::Tensor> like(const std::vector<torch::Tensor>& ws, const torc
   return out;
 }
 
-// x + delta, or x when there is no delta (a projection without an adapter).
-torch::Tensor plus(const torch::Tensor& x, const torch::Tensor& delta) {
-  return delta.defined() ? x + delta : x;
+// The fused path's LoRA terms of `projections` added to y (..., Σ out_i), their base GEMM's output
+// (their columns in order): h = x A_catᵀ · s for all of them in one GEMM (the scale on the rank-r
+// product, not on the output), then one addmm adding h B_blockᵀ to y, B block-diagonal so that each
+// projection's columns see only its own adapter. No delta of the output's size is made, scaled or
+// added apart. peft's value up to rounding. Undefined when it does not apply: a projection without
+// an adapter, scales that differ, or dropout in training (peft's modules each draw their own mask).
+torch::Tensor add_lora_grouped(const std::vector<const projection_impl*>& projections, const torch::Tensor& x,
+                               const torch::Tensor& y) {
+  std::vector<torch::Tensor> as, bs;
+  double scaling = 0;
+  for (const auto* p : projections) {
+    if (!p->lora_a.defined() || (p->is_training() && p->lora_dropout > 0.0)) return {};
+    if (!as.empty() && p->lora_scaling != scaling) return {};
+    scaling = p->lora_scaling;
+    as.push_back(p->lora_a);
+    bs.push_back(p->lora_b);
+  }
+  const auto a = as.size() == 1 ? as[0] : torch::cat(as, 0);      // (Σ r, in)
+  const auto b = bs.size() == 1 ? bs[0] : torch::block_diag(bs);  // (Σ out, Σ r)
+  const auto h = torch::linear(x, a) * scaling;                   // (..., Σ r)
+  return torch::addmm(y.reshape({-1, y.size(-1)}), h.reshape({-1, h.size(-1)}), b.t()).view(y.sizes());
 }
 
 // `fused` (..., sum out_i), one GEMM of several projections' base weights, plus each one's LoRA
 // term in its own columns: the adapters apply per original module. `fused` itself without any.
 torch::Tensor with_lora(std::initializer_list<projection> projections, const torch::Tensor& x,
                         const torch::Tensor& fused) {
+  std::vector<const projection_impl*> modules;
+  for (const auto& p : projections) modules.push_back(p.get());
+  auto grouped = add_lora_grouped(modules, x, fused);
+  if (grouped.defined()) return grouped;
   std::vector<torch::Tensor> deltas;
   bool any = false;
   for (auto p : projections) {
@@ -366,19 +388,28 @@ projection_impl::projection_impl(std::int64_t in, std::int64_t out, bool with_bi
 }
 
 torch::Tensor projection_impl::forward(const torch::Tensor& x) {
-  if (!conv1d) return plus(torch::linear(x, like(weight, x), like(bias, x)), lora_delta(x));
+  if (!conv1d) return with_adapter(torch::linear(x, like(weight, x), like(bias, x)), x);
   if (bias.defined() && fused_for(path, x) && fused_kernels_available(x)) {
     // The bias added by the GEMM itself, its gradient summed by cohort's kernel.
-    return plus(fused_biased_matmul(x, like(weight, x), like(bias, x)), lora_delta(x));
+    return with_adapter(fused_biased_matmul(x, like(weight, x), like(bias, x)), x);
   }
   if (bias.defined() && fused_for(path, x)) {  // the bias added by the GEMM itself
     auto sizes = x.sizes().vec();
     sizes.back() = weight.size(1);
-    return plus(torch::addmm(like(bias, x), x.reshape({-1, x.size(-1)}), like(weight, x)).view(sizes),
-                lora_delta(x));
+    return with_adapter(torch::addmm(like(bias, x), x.reshape({-1, x.size(-1)}), like(weight, x)).view(sizes),
+                        x);
   }
   auto y = torch::matmul(x, like(weight, x));  // Conv1D: x @ W + b with W (in, out)
-  return plus(bias.defined() ? y + like(bias, x) : y, lora_delta(x));
+  return with_adapter(bias.defined() ? y + like(bias, x) : y, x);
+}
+
+torch::Tensor projection_impl::with_adapter(const torch::Tensor& y, const torch::Tensor& x) {
+  if (!lora_a.defined()) return y;
+  if (fused_for(path, x)) {
+    auto grouped = add_lora_grouped({this}, x, y);
+    if (grouped.defined()) return grouped;
+  }
+  return y + lora_delta(x);
 }
 
 torch::Tensor projection_impl::lora_delta(const torch::Tensor& x) {

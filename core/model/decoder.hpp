@@ -100,6 +100,10 @@ class projection_impl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // (..., in) -> (..., out)
   // The adapter's term alone, (..., in) -> (..., out); undefined without an adapter.
   torch::Tensor lora_delta(const torch::Tensor& x);
+  // y (..., out), the base map of x, with the adapter's term added: peft's y + lora_delta(x) on
+  // the plain path; on the fused path the scale on the rank-r product and the add inside the
+  // second GEMM (no output-sized delta), equal up to rounding.
+  torch::Tensor with_adapter(const torch::Tensor& y, const torch::Tensor& x);
   torch::Tensor weight, bias;
   bool conv1d;
   // The fused path adds a Conv1D's bias inside its GEMM (addmm).
