@@ -339,6 +339,15 @@ void restore_jobs(head_ptr self) {
   }
   if (!st.logic.awaiting_adoption().empty())
     self->delayed_send(self, st.options.adoption_grace, adoption_deadline{});
+  // A preemption the previous head began ends by its deadline here too (a resize ends when its
+  // checkpoint commits, which the adopted trainer reports again).
+  const auto now_ms = core::store::system_clock_ms();
+  for (const auto& r : st.logic.jobs()) {
+    const auto deadline_ms = st.logic.preemption_deadline_ms(r.id);
+    if (deadline_ms > 0)
+      self->delayed_send(self, std::chrono::milliseconds(std::max<std::int64_t>(0, deadline_ms - now_ms)),
+                         preemption_deadline{r.id, r.attempts - 1});
+  }
 }
 
 // ---- The client requests (actors/client_protocol.hpp): one serve_client per request of the table,

@@ -94,6 +94,8 @@ std::string prometheus_text(const metrics_snapshot& s) {
   per_job("cohort_job_failures", "Failed attempts counted against max_failures.",
           [](const job_record& j) { return static_cast<double>(j.failures.size()); });
   per_job("cohort_job_preemptions", "Attempts ended by a preemption.", [](const job_record& j) { return j.preemptions; });
+  per_job("cohort_job_resizes", "Attempts ended to grow back onto more workers.",
+          [](const job_record& j) { return j.resizes; });
   per_job("cohort_job_workers", "Ranks of the current placement.",
           [](const job_record& j) { return static_cast<double>(j.rank_nodes.size()); });
   per_job("cohort_train_step", "Newest step reported.", [](const job_record& j) { return static_cast<double>(j.step); });

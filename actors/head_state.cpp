@@ -129,7 +129,33 @@ bool head_state::begin_preemption(const std::string& job_id, const std::string& 
                           " s (the notice's deadline, before run.failure.preemption_grace_s " +
                           res::format_quantity(grace_s) + " s)"
                     : res::format_quantity(grace_s) + " s");
+  mirror_phase(job);
   return true;
+}
+
+void head_state::mirror_phase(job_entry& job) {
+  auto& r = job.record;
+  r.phase = job.preempting ? "preempting" : job.resizing ? "resizing" : "";
+  r.phase_checkpoint_before = job.preempting  ? job.preempting->checkpoint_before
+                              : job.resizing ? job.resizing->checkpoint_before
+                                             : 0;
+  r.phase_deadline_ms = job.preempting ? job.preempting->deadline_ms : 0;
+  r.phase_node = job.preempting ? job.preempting->node : "";
+  r.phase_why = job.preempting ? job.preempting->why : "";
+  r.phase_to = job.resizing ? job.resizing->to : 0;
+}
+
+void head_state::restore_phase(job_entry& job) {
+  const auto& r = job.record;
+  const std::int32_t attempt = r.attempts - 1;
+  if (job.awaiting_adoption && r.phase == "preempting") {
+    job.preempting = job_entry::preemption{attempt,         r.phase_node, r.phase_why, r.phase_checkpoint_before,
+                                           r.phase_deadline_ms, ""};
+  } else if (job.awaiting_adoption && r.phase == "resizing") {
+    job.resizing = job_entry::resize{attempt, static_cast<std::int32_t>(r.rank_nodes.size()), r.phase_to,
+                                     r.phase_checkpoint_before};
+  }
+  mirror_phase(job);  // an attempt that cannot be adopted ended with its head: so did its phase
 }
 
 std::int64_t head_state::preemption_deadline_ms(const std::string& job_id) const {
@@ -166,6 +192,7 @@ void head_state::record_preemption(job_entry& job) {
           ? p.declined  // "no emergency checkpoint: ...; the job keeps checkpoint step N"
           : "no emergency checkpoint within run.failure.preemption_grace_s (" +
                 res::format_quantity(job.spec.run.failure.preemption_grace_s) + " s)" + resumes;
+  mirror_phase(job);
   const std::string what = "attempt " + std::to_string(p.attempt + 1) + " preempted (" + p.why + "); " + saved;
   if (max == -1 || job.record.preemptions <= max) {
     job.record.state = job_state::restarting;
@@ -238,6 +265,7 @@ bool head_state::begin_resize(const std::string& job_id, std::int32_t to) {
   job.record.reason = "growing from " + std::to_string(from) + " to " + std::to_string(to) +
                       " workers: attempt " + std::to_string(job.record.attempts) +
                       " saves a checkpoint after its next step, then restarts on more nodes";
+  mirror_phase(job);
   return true;
 }
 
@@ -255,6 +283,7 @@ const job_record& head_state::on_resized(const std::string& job_id, std::int32_t
     return job.record;
   const auto r = *job.resizing;
   release(job);
+  job.record.resizes += 1;
   job.record.state = job_state::restarting;
   job.record.reason = "attempt " + std::to_string(attempt + 1) + " stopped to grow from " +
                       std::to_string(r.from) + " to " + std::to_string(r.to) +
@@ -303,6 +332,7 @@ void head_state::restore(const job_record& record, config::job_spec spec) {
   } else if (job.record.state == job_state::running) {
     job.record.state = job_state::restarting;
   }
+  restore_phase(job);
   // Keep ids unique after a restart: continue numbering after the highest restored.
   long long n = 0;
   if (std::sscanf(record.id.c_str(), "job-%lld", &n) == 1 && n >= next_job_number_)
@@ -593,6 +623,7 @@ void head_state::release(job_entry& job) {
   job.resizing.reset();             // a resize is of the attempt that ends here
   job.record.held_before_step = 0;  // the attempt that was held is over
   job.record.activity.clear();      // and what it was doing besides steps
+  mirror_phase(job);
   if (!job.held) return;
   // Only nodes still registered get their share back; a node that re-registered meanwhile was
   // given its reservation again in add_node.
@@ -698,6 +729,7 @@ const job_record& head_state::on_outcome(const attempt_outcome& outcome) {
     job.preempting.reset();
     record_failure(job, outcome.cause);
   }
+  mirror_phase(job);
   return job.record;
 }
 
@@ -721,6 +753,7 @@ bool head_state::stop(const std::string& job_id, const std::string& reason) {
   if (it == jobs_.end() || is_terminal(it->second.record.state)) return false;
   release(it->second);
   it->second.preempting.reset();
+  mirror_phase(it->second);
   it->second.record.state = job_state::stopped;
   it->second.record.reason = reason;
   return true;

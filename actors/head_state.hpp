@@ -25,8 +25,9 @@
 namespace cohort::actors {
 
 // The fields of a job record whose change the head writes to the store (state.json, and a line of
-// events.jsonl): state, reason, attempts, the trainer's node and preemptions. Progress alone (step,
-// loss, checkpoint_step) is not written at every step; it goes along with the next such change.
+// events.jsonl): state, reason, attempts, the trainer's node, preemptions and the attempt's phase
+// (a preemption or resize in progress). Progress alone (step, loss, checkpoint_step) is not
+// written at every step; it goes along with the next such change.
 struct persisted_job_fields {
   job_state state = job_state::pending;
   std::string reason;
@@ -34,12 +35,14 @@ struct persisted_job_fields {
   std::string trainer_node;
   std::int32_t preemptions = 0;
 
+  std::string phase;
+
   static persisted_job_fields of(const job_record& r) {
-    return {r.state, r.reason, r.attempts, r.trainer_node, r.preemptions};
+    return {r.state, r.reason, r.attempts, r.trainer_node, r.preemptions, r.phase};
   }
   bool operator==(const persisted_job_fields& o) const {
     return state == o.state && reason == o.reason && attempts == o.attempts &&
-           trainer_node == o.trainer_node && preemptions == o.preemptions;
+           trainer_node == o.trainer_node && preemptions == o.preemptions && phase == o.phase;
   }
   bool operator!=(const persisted_job_fields& o) const { return !(*this == o); }
 };
@@ -244,6 +247,11 @@ class head_state {
 
   void release(job_entry& job);
   void record_preemption(job_entry& job);
+  // The record's phase fields (job_record::phase) as the entry's preempting/resizing say, so that
+  // the store keeps them; restore_phase: the entry's from a restored record's, for an attempt that
+  // awaits adoption.
+  static void mirror_phase(job_entry& job);
+  static void restore_phase(job_entry& job);
   // The registered nodes that take new placements (not draining).
   std::vector<core::resources::node_inventory> schedulable() const;
   void record_failure(job_entry& job, const failure_cause& cause);

@@ -115,6 +115,21 @@ struct job_record {
   double eval_perplexity = 0;
   // The current attempt's activity besides its steps (progress_report::activity; "" none).
   std::string activity{};
+  // The current attempt being stopped for what is not a failure, kept so that a head taking over
+  // carries it on (head_state::restore): phase "" (none), "preempting" (a node of it leaves: an
+  // emergency checkpoint asked for by phase_deadline_ms, unix ms, from node phase_node because
+  // phase_why) or "resizing" (growing back to phase_to ranks: a checkpoint asked for, then a
+  // restart on more workers). phase_checkpoint_before: the newest checkpoint or step reported
+  // when it began (a newer checkpoint ends it).
+  std::string phase{};
+  std::int64_t phase_checkpoint_before = 0;
+  std::int64_t phase_deadline_ms = 0;
+  std::string phase_node{};
+  std::string phase_why{};
+  std::int32_t phase_to = 0;
+  // Attempts ended to grow back onto more workers (scaling.resize_interval_s): counted as
+  // neither failures nor preemptions.
+  std::int32_t resizes = 0;
 };
 
 // A node as it registers: name and total resources ("GPU": how many it offers, and the tag
@@ -594,7 +609,11 @@ typename Inspector::result_type inspect(Inspector& f, job_record& x) {
            field_or_default("rank_gpus"), x.rank_gpus, field_or_default("held_before_step"),
            x.held_before_step, field_or_default("preemptions"), x.preemptions, field_or_default("eval_step"),
            x.eval_step, field_or_default("eval_loss"), x.eval_loss, field_or_default("eval_perplexity"),
-           x.eval_perplexity, field_or_default("activity"), x.activity);
+           x.eval_perplexity, field_or_default("activity"), x.activity, field_or_default("phase"), x.phase,
+           field_or_default("phase_checkpoint_before"), x.phase_checkpoint_before,
+           field_or_default("phase_deadline_ms"), x.phase_deadline_ms, field_or_default("phase_node"),
+           x.phase_node, field_or_default("phase_why"), x.phase_why, field_or_default("phase_to"), x.phase_to,
+           field_or_default("resizes"), x.resizes);
 }
 
 template <class Inspector>

@@ -137,7 +137,9 @@ void print_record(const actors::job_record& r) {
   if (r.checkpoint_step > 0) std::cout << ", last checkpoint at step " << r.checkpoint_step;
   if (r.eval_step > 0)
     std::cout << "\n  eval_loss " << r.eval_loss << " (perplexity " << r.eval_perplexity << ") at step " << r.eval_step;
-  std::cout << "\n  failures " << r.failures.size() << ", preemptions " << r.preemptions << "\n";
+  std::cout << "\n  failures " << r.failures.size() << ", preemptions " << r.preemptions;
+  if (r.resizes > 0) std::cout << ", grown back " << r.resizes << (r.resizes == 1 ? " time" : " times");
+  std::cout << "\n";
   if (r.held_before_step > 0)
     std::cout << "  held before step " << r.held_before_step << " (run.hold_before_step): `submit release "
               << r.id << "` lets it go on\n";

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/head_state.hpp"
+#include "net/json_inspector.hpp"
 #include "config/job_spec.hpp"
 #include "config/nodes_spec.hpp"
 #include "tests/actors/job_specs.hpp"
@@ -1067,6 +1068,100 @@ TEST_CASE(
   CHECK(starts[0].spec.scaling.num_workers == 2);
   CHECK(starts[0].spec.train.grad_accum == 2);
   CHECK(head.find(id)->attempts == 2);
+}
+
+namespace {
+
+// What the store keeps of the job (state.json: the record's JSON view without the spec), restored
+// by a head that takes over with the job's node registered again.
+head_state taken_over(const head_state& before, const std::string& id, const std::vector<node_info>& nodes) {
+  auto record = cohort::net::from_json_view<job_record>(cohort::net::to_json_view(*before.find(id)));
+  head_state after;
+  after.restore(record, *before.spec(id));
+  for (const auto& n : nodes) after.add_node(n);
+  REQUIRE(after.awaiting_adoption() == std::vector<std::string>{id});
+  REQUIRE(after.on_trainer_started(id, 0));
+  return after;
+}
+
+}  // namespace
+
+TEST_CASE("a resize in progress is kept in the job record, and a head that takes over ends the "
+          "adopted attempt as a resize once its checkpoint commits, counting it as one",
+          "[actors]") {
+  head_state head;
+  const auto id = shrunk_on_n1(head);
+  head.add_node({"n2", {{"CPU", 1}}});
+  head.on_progress(step_report(id, 0, 5, 4));
+  REQUIRE(head.begin_resize(id, 2));
+  CHECK(head.find(id)->phase == "resizing");
+  CHECK(head.find(id)->phase_to == 2);
+  CHECK(head.find(id)->phase_checkpoint_before == 5);
+
+  auto next = taken_over(head, id, {{"n1", {{"CPU", 1}}}, {"n2", {{"CPU", 1}}}});
+  CHECK(next.resizing(id));
+  CHECK(next.growable(1'000'000).empty());  // one resize at a time, here too
+  next.on_progress(step_report(id, 0, 5, 4));  // the adopted trainer's last report again
+  CHECK_FALSE(next.resize_checkpoint_committed(id));
+  next.on_progress(step_report(id, 0, 6, 6));
+  REQUIRE(next.resize_checkpoint_committed(id));
+  const auto& r = next.on_resized(id, 0);
+  CHECK(r.state == job_state::restarting);
+  CHECK(r.failures.empty());
+  CHECK(r.preemptions == 0);
+  CHECK(r.resizes == 1);
+  CHECK(r.phase.empty());
+  CHECK(r.phase_to == 0);
+  const auto starts = next.schedule();
+  REQUIRE(starts.size() == 1);
+  CHECK(starts[0].rank_nodes == std::vector<std::string>{"n1", "n2"});
+}
+
+TEST_CASE("a preemption in progress is kept in the job record, and a head that takes over keeps "
+          "its deadline and counts the adopted attempt's end as a preemption",
+          "[actors]") {
+  head_state head;
+  head.add_node({"n1", {{"CPU", 1}}});
+  head.add_node({"n2", {{"CPU", 1}}});
+  auto id = submit(head, {});  // max_failures 0: one failure would end it
+  REQUIRE(head.schedule().size() == 1);
+  head.on_running(id, 0);
+  head.drain("n2", "preempted");
+  REQUIRE(head.begin_preemption(id, "n2", "node n2 got SIGTERM", 1'000, 41'000));
+  CHECK(head.find(id)->phase == "preempting");
+  CHECK(head.find(id)->phase_deadline_ms == 31'000);  // the grace (30 s) ends first
+  CHECK(head.find(id)->phase_node == "n2");
+
+  auto next = taken_over(head, id, {{"n1", {{"CPU", 1}}}, {"n2", {{"CPU", 1}}}, {"n3", {{"CPU", 1}}}});
+  CHECK(next.preempting(id));
+  CHECK(next.preemption_deadline_ms(id) == 31'000);
+  progress_report report;
+  report.job_id = id;
+  report.step = 5;
+  report.checkpoint_step = 5;
+  next.on_progress(report);
+  REQUIRE(next.emergency_checkpoint_committed(id));
+  const auto& r = next.on_preempted(id, 0);
+  CHECK(r.state == job_state::restarting);
+  CHECK(r.preemptions == 1);
+  CHECK(r.failures.empty());
+  CHECK_THAT(r.reason, Catch::Contains("attempt 1 preempted (node n2 got SIGTERM); emergency checkpoint at step 5"));
+  CHECK(r.phase.empty());
+  CHECK(r.phase_deadline_ms == 0);
+}
+
+TEST_CASE("a restored attempt that cannot be adopted leaves no phase behind", "[actors]") {
+  head_state head;
+  const auto id = shrunk_on_n1(head);
+  head.add_node({"n2", {{"CPU", 1}}});
+  REQUIRE(head.begin_resize(id, 2));
+  auto record = *head.find(id);
+  record.rank_nodes = {"n1", "n1", "n1"};  // more ranks than the spec's num_workers: not adoptable
+  head_state next;
+  next.restore(record, *head.spec(id));
+  CHECK(next.awaiting_adoption().empty());
+  CHECK_FALSE(next.resizing(id));
+  CHECK(next.find(id)->phase.empty());
 }
 
 TEST_CASE("a job that is not elastic, already on all its workers, or saving no checkpoints never grows",

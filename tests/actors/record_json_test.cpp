@@ -53,6 +53,13 @@ job_record full_record() {
   r.held_before_step = 41;
   r.rank_gpus = {{0, 1}, {}};
   r.preemptions = 2;
+  r.phase = "preempting";
+  r.phase_checkpoint_before = 39;
+  r.phase_deadline_ms = 1'764'000'000'000;
+  r.phase_node = "n2";
+  r.phase_why = "node n2 got SIGTERM";
+  r.phase_to = 0;
+  r.resizes = 1;
   return r;
 }
 
@@ -178,6 +185,8 @@ TEST_CASE("a job record written by an earlier head, without the fields added sin
   CHECK(r.preemptions == 0);
   CHECK(r.eval_step == 0);
   CHECK(r.rank_gpus.empty());
+  CHECK(r.phase.empty());  // no preemption or resize in progress
+  CHECK(r.resizes == 0);
   REQUIRE(r.failures.size() == 1);
   CHECK(r.failures[0].kind == actors::failure_kind::retryable);
   CHECK_FALSE(r.failures[0].hung);

@@ -1178,11 +1178,16 @@ standby_head start_standby_elsewhere(test_cluster& c) {
   return h;
 }
 
-// The command line of a cluster-worker named n1 with `cpus` CPUs that knows the heads `addresses`.
+// The command line of a cluster-worker named `name` with `cpus` CPUs that knows the heads
+// `addresses`.
+std::vector<std::string> node_args(test_cluster& c, const std::string& name, const std::string& addresses,
+                                   const std::string& credentials, int cpus) {
+  return {c.program("cluster-worker"), "--address", addresses, "--credentials", credentials,
+          "--name", name, "--num-cpus", std::to_string(cpus)};
+}
 std::vector<std::string> node_n1_args(test_cluster& c, const std::string& addresses,
                                       const std::string& credentials, int cpus) {
-  return {c.program("cluster-worker"), "--address", addresses, "--credentials", credentials,
-          "--name", "n1", "--num-cpus", std::to_string(cpus)};
+  return node_args(c, "n1", addresses, credentials, cpus);
 }
 
 // `submit list --json` until `node` is listed; the listing.
@@ -2002,6 +2007,56 @@ TEST_CASE(
   for (const auto& e : errors) all += "\n  " + e;
   INFO("sample log:" << all);
   CHECK(errors.empty());
+}
+
+TEST_CASE(
+    "a resize begun by a leader that is then killed is carried on by the standby that takes over: "
+    "the adopted attempt saves, restarts on both nodes as a resize, neither a failure nor a "
+    "preemption, and every step runs once",
+    "[cluster][ckpt][elastic]") {
+  test_cluster c;
+  c.start_head();
+  auto failover = start_failover_cluster(c, c.credentials(), 1);  // n1: one rank
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(tiny_llama_job("regrows", data, c.dir().str() + "/runs", 0));
+  spec["scaling"]["min_workers"] = 1;
+  spec["scaling"]["resize_interval_s"] = 0;  // grows as soon as there is room
+  spec["run"]["hold_before_steps"] = {3, 7};
+  spec["run"]["failure"]["max_failures"] = 0;  // a resize counted as a failure would end the job
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  REQUIRE(c.wait_for(
+              id, [](const json& s) { return held_before(s, 3); }, 120s)["rank_nodes"] == json::array({"n1"}));
+
+  // n3 joins: the held attempt is asked to save after its next step; then the leader dies.
+  cohort::test::running_process n3(node_args(c, "n3", failover.standby.both, c.credentials(), 1), {});
+  n3.wait_for_line("joined the leader at " + c.address(), 60s);
+  const auto growing = c.wait_for(
+      id,
+      [](const json& s) { return s["reason"].get<std::string>().rfind("growing from 1 to 2 workers", 0) == 0; },
+      60s);
+  CHECK(growing["phase"] == "resizing");
+  CHECK(growing["phase_to"] == 2);
+  c.kill_head();
+
+  failover.standby.process->wait_for_line("serving on", 60s);
+  failover.node->wait_for_line("joined the leader at " + failover.standby.address, 60s);
+  n3.wait_for_line("joined the leader at " + failover.standby.address, 60s);
+  const auto adopted = c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
+  CHECK(adopted["phase"] == "resizing");  // from the store
+  release(c, id);
+  const auto grown = c.wait_for(
+      id, [](const json& s) { return held_before(s, 7, 2); }, 120s);
+  CHECK(grown["rank_nodes"] == json::array({"n1", "n3"}));
+  CHECK(grown["checkpoint_step"] == 3);
+  CHECK(grown["resizes"] == 1);
+  CHECK(grown["phase"] == "");
+  release(c, id);
+  succeeded_unfailed(c, id, 2, 0);
+  CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("failures 0, preemptions 0, grown back 1 time"));
+  int expected = 1;
+  for (const auto& j : cohort::test::read_json_lines(c.dir().str() + "/runs/regrows/metrics.jsonl"))
+    CHECK(j["step"] == expected++);
+  CHECK(expected == 25);
 }
 
 // ---- Fencing: epochs on commands, acknowledged logs and outcomes ----
