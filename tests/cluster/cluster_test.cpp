@@ -2053,6 +2053,11 @@ TEST_CASE(
   release(c, id);
   succeeded_unfailed(c, id, 2, 0);
   CHECK_THAT(c.submit({"status", id}).out, Catch::Contains("failures 0, preemptions 0, grown back 1 time"));
+  // Carried on, not begun again by the new leader (which would ask for another checkpoint).
+  int begun = 0;
+  for (const auto& e : events_ending_in(c, id, "SUCCEEDED", 60s))
+    begun += e["reason"].get<std::string>().rfind("growing from 1 to 2 workers", 0) == 0 ? 1 : 0;
+  CHECK(begun == 1);
   int expected = 1;
   for (const auto& j : cohort::test::read_json_lines(c.dir().str() + "/runs/regrows/metrics.jsonl"))
     CHECK(j["step"] == expected++);
