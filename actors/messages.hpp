@@ -182,6 +182,10 @@ struct worker_setup {
   // it to the trainer's store. It travels only trainer → node over the CURVE channel and from
   // node to worker process in the 0600 setup file; it is never logged.
   std::string store_secret{};
+  // This worker among the job's ranks on its node: the local_rank-th of local_world, in rank order
+  // (scaling.bind_cores_to_rank splits the node's CPUs so).
+  std::int32_t local_rank = 0;
+  std::int32_t local_world = 1;
 };
 
 // What a rank tells of one logged step (rank 0's carry the metrics): the one field list of a
@@ -638,7 +642,7 @@ typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
            x.spec, field("rank"), x.rank, field("world_size"), x.world_size, field("attempt"),
            x.attempt, field("node"), x.node, field("store_address"), x.store_address,
            field("node_address"), x.node_address, field("gpus"), x.gpus, field("store_secret"),
-           x.store_secret);
+           x.store_secret, field("local_rank"), x.local_rank, field("local_world"), x.local_world);
 }
 
 template <class Inspector>

@@ -101,6 +101,11 @@ struct scaling_spec {
   // here (Ray's node affinity; `cohort-bench` runs a spec on 1, 2, 4, ... nodes with it). Each
   // name at most once. Empty: any node.
   std::vector<std::string> nodes;
+  // DeepSpeed's launcher's --bind_cores_to_rank: each rank keeps to its share of the CPUs its
+  // node lets it use, split evenly and in order among the job's ranks on that node, and sizes its
+  // host threads to that share (unless the job sets OMP_NUM_THREADS). For the host update of CPU
+  // offload: no two ranks' threads on one core, each rank's memory touched from its cores.
+  bool bind_cores_to_rank = false;
 };
 
 struct train_spec {

@@ -324,7 +324,8 @@ auto scaling_fields(Spec& s) {
       field_of("resources_per_worker", s.resources_per_worker, resource_map_rule{true}),
       field_of("trainer_resources", s.trainer_resources, resource_map_rule{}),
       field_of("placement_strategy", s.strategy, strategy_names),
-      field_of("nodes", s.nodes, node_list_rule{}));
+      field_of("nodes", s.nodes, node_list_rule{}),
+      field_of("bind_cores_to_rank", s.bind_cores_to_rank, flag_rule{}).new_on_wire());
 }
 
 // run: its own fields and its sections; the checkpoint and failure fields that depend on each

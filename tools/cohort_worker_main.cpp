@@ -38,6 +38,7 @@
 #include "actors/hang_detector.hpp"
 #include "actors/worker_process_link.hpp"
 #include "core/comm/collective_wait.hpp"
+#include "core/proc/cpu_binding.hpp"
 #include "core/proc/open_files.hpp"
 #include "core/resources/gpu_discovery.hpp"
 #include "core/train/host_threads.hpp"
@@ -242,6 +243,19 @@ int run_rank(const actors::worker_setup& setup, core::train::worker_context& ctx
 
 }  // namespace
 
+// scaling.bind_cores_to_rank: this rank bound to its share of the CPUs the node lets it use, its
+// host threads sized to it; what it did for the first log line ("" when the job does not bind).
+// Before any thread of the workload starts. Throws std::system_error when the kernel refuses.
+std::string bind_cores(const actors::worker_setup& setup) {
+  if (!setup.spec.scaling.bind_cores_to_rank) return "";
+  const auto allowed = core::proc::allowed_cpus();
+  const auto cpus = core::proc::cpu_share(allowed, setup.local_rank, setup.local_world);
+  core::proc::bind_process_to_cpus(cpus);
+  return "bound to CPUs " + core::proc::cpu_list_text(cpus) + " (local rank " + std::to_string(setup.local_rank) +
+         " of " + std::to_string(setup.local_world) + " on " + std::to_string(allowed.size()) + " CPUs), " +
+         core::train::size_host_threads(static_cast<int>(cpus.size()));
+}
+
 int main(int argc, char** argv) {
   // A peer that went away must show up as EPIPE on its connection, not end this process.
   ::signal(SIGPIPE, SIG_IGN);
@@ -277,9 +291,20 @@ int main(int argc, char** argv) {
   heartbeat_thread heartbeat(step_reached, activity,
                              actors::heartbeat_interval_s(ctx.spec.run.failure.hang_timeout_s));
   const auto found = core::resources::discover_gpus();
+  std::string bound;
+  try {
+    bound = bind_cores(setup);
+  } catch (const std::exception& e) {
+    const std::string reason = "rank " + std::to_string(setup.rank) + " on node " + setup.node +
+                               ": scaling.bind_cores_to_rank: " + e.what();
+    std::cerr << "cohort-worker: " << reason << std::endl;
+    report_finished(false, reason);
+    return 1;
+  }
   const std::string blas = core::train::match_blas_threads_to_torch();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node " << setup.node
-            << " (pid " << ::getpid() << "): " << devices_text(found) << (blas.empty() ? "" : "; " + blas)
+            << " (pid " << ::getpid() << "): " << devices_text(found) << (bound.empty() ? "" : "; " + bound)
+            << (blas.empty() ? "" : "; " + blas)
             << "; " << core::proc::describe(files) << "; job environment: " << job_env_text(ctx.spec)
             << std::endl;
   if (auto warning = core::proc::open_files_warning(files.soft, setup.world_size, setup.node))

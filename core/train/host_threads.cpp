@@ -20,4 +20,10 @@ std::string match_blas_threads_to_torch() {
   return "OpenBLAS threads " + std::to_string(threads);
 }
 
+std::string size_host_threads(int threads) {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return "host threads from OMP_NUM_THREADS";
+  at::set_num_threads(threads);
+  return std::to_string(threads) + " host threads";
+}
+
 }  // namespace cohort::core::train

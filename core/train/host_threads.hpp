@@ -14,4 +14,10 @@ namespace cohort::core::train {
 // or "" when the process's BLAS is not OpenBLAS. Call once, before the workload starts.
 std::string match_blas_threads_to_torch();
 
+// Sizes torch's intra-op pool to `threads` (a rank bound to that many CPUs), unless
+// OMP_NUM_THREADS is set in the environment. Returns what it did, for the worker's first log
+// line: "8 host threads", "host threads from OMP_NUM_THREADS". Call before the workload starts,
+// and before match_blas_threads_to_torch.
+std::string size_host_threads(int threads);
+
 }  // namespace cohort::core::train

@@ -29,6 +29,7 @@
 #include "core/resources/gpu_discovery.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/leader_lease.hpp"
+#include "core/proc/cpu_binding.hpp"
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/etcd_cluster.hpp"
@@ -536,6 +537,24 @@ TEST_CASE("submit --local refuses a job held at a step, which nothing could rele
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("run.hold_before_step 2: the cluster embedded in this process has no "
                                     "`submit release`"));
+}
+
+TEST_CASE("with scaling.bind_cores_to_rank each rank of a node keeps to its own share of the CPUs "
+          "and says which in its first line",
+          "[cluster]") {
+  test_cluster c;
+  const auto job = c.write_job(lr_job("bound", 2, 3, 0, 0, c.dir().str() + "/runs", R"(, "bind_cores_to_rank": true)"));
+  const auto r = c.submit({"--local", "--num-cpus", "2", "run", job});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto allowed = cohort::core::proc::allowed_cpus();  // the workers' too: they inherit it
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto share = cohort::core::proc::cpu_share(allowed, rank, 2);
+    CHECK_THAT(r.out + r.err, Catch::Contains("rank " + std::to_string(rank) + " of job ") &&
+                                  Catch::Contains("bound to CPUs " + cohort::core::proc::cpu_list_text(share) +
+                                                  " (local rank " + std::to_string(rank) + " of 2 on " +
+                                                  std::to_string(allowed.size()) + " CPUs)"));
+  }
 }
 
 namespace {
