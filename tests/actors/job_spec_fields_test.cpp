@@ -52,6 +52,7 @@ job_spec every_field_set(bool fine_tune) {
   s.scaling.trainer_resources = {{"large_cpu_mem", 0.01}};
   s.scaling.strategy = config::placement_strategy::strict_spread;
   s.scaling.nodes = {"n1", "n2"};
+  s.scaling.bind_cores_to_rank = true;
   auto& t = s.train;
   t.seq_len = 64;
   t.micro_batch_size = 3;
