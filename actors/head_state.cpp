@@ -136,7 +136,7 @@ bool head_state::begin_preemption(const std::string& job_id, const std::string& 
 void head_state::mirror_phase(job_entry& job) {
   auto& r = job.record;
   r.phase = job.preempting ? "preempting" : job.resizing ? "resizing" : "";
-  r.phase_checkpoint_before = job.preempting  ? job.preempting->checkpoint_before
+  r.phase_checkpoint_before = job.preempting ? job.preempting->checkpoint_before
                               : job.resizing ? job.resizing->checkpoint_before
                                              : 0;
   r.phase_deadline_ms = job.preempting ? job.preempting->deadline_ms : 0;
@@ -149,8 +149,8 @@ void head_state::restore_phase(job_entry& job) {
   const auto& r = job.record;
   const std::int32_t attempt = r.attempts - 1;
   if (job.awaiting_adoption && r.phase == "preempting") {
-    job.preempting = job_entry::preemption{attempt,         r.phase_node, r.phase_why, r.phase_checkpoint_before,
-                                           r.phase_deadline_ms, ""};
+    job.preempting = job_entry::preemption{
+        attempt, r.phase_node, r.phase_why, r.phase_checkpoint_before, r.phase_deadline_ms, ""};
   } else if (job.awaiting_adoption && r.phase == "resizing") {
     job.resizing = job_entry::resize{attempt, static_cast<std::int32_t>(r.rank_nodes.size()), r.phase_to,
                                      r.phase_checkpoint_before};

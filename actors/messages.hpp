@@ -604,12 +604,11 @@ typename Inspector::result_type inspect(Inspector& f, job_record& x) {
   using net::field;
   using net::field_or_default;
   // The JSON view leaves the spec out: the store keeps it in spec.json.
-  return f(caf::meta::type_name("job_record"), field("id"), x.id, field("name"), x.name,
-           field("state"), x.state, field("reason"), x.reason, field("attempts"), x.attempts,
-           field("failures"), x.failures, field("trainer_node"), x.trainer_node,
-           field("rank_nodes"), x.rank_nodes, field("step"), x.step, field("total_steps"),
-           x.total_steps, field_or_default("loss"), x.loss, field_or_default("checkpoint_step"),
-           x.checkpoint_step, net::wire_only("spec_json"), x.spec_json,
+  return f(caf::meta::type_name("job_record"), field("id"), x.id, field("name"), x.name, field("state"),
+           x.state, field("reason"), x.reason, field("attempts"), x.attempts, field("failures"), x.failures,
+           field("trainer_node"), x.trainer_node, field("rank_nodes"), x.rank_nodes, field("step"), x.step,
+           field("total_steps"), x.total_steps, field_or_default("loss"), x.loss,
+           field_or_default("checkpoint_step"), x.checkpoint_step, net::wire_only("spec_json"), x.spec_json,
            field_or_default("rank_gpus"), x.rank_gpus, field_or_default("held_before_step"),
            x.held_before_step, field_or_default("preemptions"), x.preemptions, field_or_default("eval_step"),
            x.eval_step, field_or_default("eval_loss"), x.eval_loss, field_or_default("eval_perplexity"),
@@ -638,11 +637,11 @@ typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_setup& x) {
   using net::field;
-  return f(caf::meta::type_name("worker_setup"), field("job_id"), x.job_id, field("spec"),
-           x.spec, field("rank"), x.rank, field("world_size"), x.world_size, field("attempt"),
-           x.attempt, field("node"), x.node, field("store_address"), x.store_address,
-           field("node_address"), x.node_address, field("gpus"), x.gpus, field("store_secret"),
-           x.store_secret, field("local_rank"), x.local_rank, field("local_world"), x.local_world);
+  return f(caf::meta::type_name("worker_setup"), field("job_id"), x.job_id, field("spec"), x.spec,
+           field("rank"), x.rank, field("world_size"), x.world_size, field("attempt"), x.attempt,
+           field("node"), x.node, field("store_address"), x.store_address, field("node_address"),
+           x.node_address, field("gpus"), x.gpus, field("store_secret"), x.store_secret, field("local_rank"),
+           x.local_rank, field("local_world"), x.local_world);
 }
 
 template <class Inspector>

@@ -105,9 +105,9 @@ bool start_workers(trainer_ptr self, const std::shared_ptr<node_directory>& dire
     const auto gpus = static_cast<std::size_t>(rank) < setup.rank_gpus.size()
                           ? setup.rank_gpus[static_cast<std::size_t>(rank)]
                           : std::vector<std::int32_t>{};
-    worker_setup ws{setup.job_id, setup.spec, rank, world, setup.attempt,
-                    setup.rank_nodes[rank], store_address, "", gpus,
-                    core::comm::store_secret_to_hex(st.store_secret)};
+    worker_setup ws{
+        setup.job_id,           setup.spec,    rank, world, setup.attempt,
+        setup.rank_nodes[rank], store_address, "",   gpus,  core::comm::store_secret_to_hex(st.store_secret)};
     for (std::int32_t other = 0; other < world; ++other) {  // the ranks before it on its node, and all there
       if (setup.rank_nodes[other] != setup.rank_nodes[rank]) continue;
       ws.local_rank += other < rank ? 1 : 0;

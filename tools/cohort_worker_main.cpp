@@ -251,8 +251,9 @@ std::string bind_cores(const actors::worker_setup& setup) {
   const auto allowed = core::proc::allowed_cpus();
   const auto cpus = core::proc::cpu_share(allowed, setup.local_rank, setup.local_world);
   core::proc::bind_process_to_cpus(cpus);
-  return "bound to CPUs " + core::proc::cpu_list_text(cpus) + " (local rank " + std::to_string(setup.local_rank) +
-         " of " + std::to_string(setup.local_world) + " on " + std::to_string(allowed.size()) + " CPUs), " +
+  return "bound to CPUs " + core::proc::cpu_list_text(cpus) + " (local rank " +
+         std::to_string(setup.local_rank) + " of " + std::to_string(setup.local_world) + " on " +
+         std::to_string(allowed.size()) + " CPUs), " +
          core::train::size_host_threads(static_cast<int>(cpus.size()));
 }
 
@@ -304,9 +305,8 @@ int main(int argc, char** argv) {
   const std::string blas = core::train::match_blas_threads_to_torch();
   std::cout << "cohort-worker: rank " << setup.rank << " of job " << setup.job_id << " on node " << setup.node
             << " (pid " << ::getpid() << "): " << devices_text(found) << (bound.empty() ? "" : "; " + bound)
-            << (blas.empty() ? "" : "; " + blas)
-            << "; " << core::proc::describe(files) << "; job environment: " << job_env_text(ctx.spec)
-            << std::endl;
+            << (blas.empty() ? "" : "; " + blas) << "; " << core::proc::describe(files)
+            << "; job environment: " << job_env_text(ctx.spec) << std::endl;
   if (auto warning = core::proc::open_files_warning(files.soft, setup.world_size, setup.node))
     std::cerr << "cohort-worker: rank " << setup.rank << ": " << *warning << std::endl;
   if (const std::string reason = missing_gpus(setup, ctx, found); !reason.empty()) {

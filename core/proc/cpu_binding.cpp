@@ -21,7 +21,8 @@ cpu_set_t set_of(const std::vector<int>& cpus) {
   CPU_ZERO(&set);
   for (int c : cpus) {
     if (c < 0 || c >= CPU_SETSIZE)
-      throw std::invalid_argument("CPU " + std::to_string(c) + " is outside 0 to " + std::to_string(CPU_SETSIZE - 1));
+      throw std::invalid_argument("CPU " + std::to_string(c) + " is outside 0 to " +
+                                  std::to_string(CPU_SETSIZE - 1));
     CPU_SET(c, &set);
   }
   return set;
@@ -56,8 +57,8 @@ std::vector<int> allowed_cpus() {
 std::vector<int> cpu_share(const std::vector<int>& cpus, int local_rank, int local_world) {
   if (cpus.empty()) throw std::invalid_argument("no CPUs to share");
   if (local_world < 1 || local_rank < 0 || local_rank >= local_world)
-    throw std::invalid_argument("local rank " + std::to_string(local_rank) + " of " + std::to_string(local_world) +
-                                "; allowed: 0 to local_world - 1");
+    throw std::invalid_argument("local rank " + std::to_string(local_rank) + " of " +
+                                std::to_string(local_world) + "; allowed: 0 to local_world - 1");
   const int count = static_cast<int>(cpus.size());
   if (count < local_world) return {cpus[static_cast<std::size_t>(local_rank % count)]};
   const int base = count / local_world, larger = count % local_world;

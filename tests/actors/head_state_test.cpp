@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/head_state.hpp"
-#include "net/json_inspector.hpp"
 #include "config/job_spec.hpp"
 #include "config/nodes_spec.hpp"
+#include "net/json_inspector.hpp"
 #include "tests/actors/job_specs.hpp"
 #include "tests/core/train/tiny_data.hpp"
 
@@ -1086,9 +1086,10 @@ head_state taken_over(const head_state& before, const std::string& id, const std
 
 }  // namespace
 
-TEST_CASE("a resize in progress is kept in the job record, and a head that takes over ends the "
-          "adopted attempt as a resize once its checkpoint commits, counting it as one",
-          "[actors]") {
+TEST_CASE(
+    "a resize in progress is kept in the job record, and a head that takes over ends the "
+    "adopted attempt as a resize once its checkpoint commits, counting it as one",
+    "[actors]") {
   head_state head;
   const auto id = shrunk_on_n1(head);
   head.add_node({"n2", {{"CPU", 1}}});
@@ -1100,7 +1101,7 @@ TEST_CASE("a resize in progress is kept in the job record, and a head that takes
 
   auto next = taken_over(head, id, {{"n1", {{"CPU", 1}}}, {"n2", {{"CPU", 1}}}});
   CHECK(next.resizing(id));
-  CHECK(next.growable(1'000'000).empty());  // one resize at a time, here too
+  CHECK(next.growable(1'000'000).empty());     // one resize at a time, here too
   next.on_progress(step_report(id, 0, 5, 4));  // the adopted trainer's last report again
   CHECK_FALSE(next.resize_checkpoint_committed(id));
   next.on_progress(step_report(id, 0, 6, 6));
@@ -1117,9 +1118,10 @@ TEST_CASE("a resize in progress is kept in the job record, and a head that takes
   CHECK(starts[0].rank_nodes == std::vector<std::string>{"n1", "n2"});
 }
 
-TEST_CASE("a preemption in progress is kept in the job record, and a head that takes over keeps "
-          "its deadline and counts the adopted attempt's end as a preemption",
-          "[actors]") {
+TEST_CASE(
+    "a preemption in progress is kept in the job record, and a head that takes over keeps "
+    "its deadline and counts the adopted attempt's end as a preemption",
+    "[actors]") {
   head_state head;
   head.add_node({"n1", {{"CPU", 1}}});
   head.add_node({"n2", {{"CPU", 1}}});
@@ -1145,7 +1147,8 @@ TEST_CASE("a preemption in progress is kept in the job record, and a head that t
   CHECK(r.state == job_state::restarting);
   CHECK(r.preemptions == 1);
   CHECK(r.failures.empty());
-  CHECK_THAT(r.reason, Catch::Contains("attempt 1 preempted (node n2 got SIGTERM); emergency checkpoint at step 5"));
+  CHECK_THAT(r.reason,
+             Catch::Contains("attempt 1 preempted (node n2 got SIGTERM); emergency checkpoint at step 5"));
   CHECK(r.phase.empty());
   CHECK(r.phase_deadline_ms == 0);
 }

@@ -26,10 +26,10 @@
 #include "actors/worker_process_link.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/sample_audit.hpp"
+#include "core/proc/cpu_binding.hpp"
 #include "core/resources/gpu_discovery.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/leader_lease.hpp"
-#include "core/proc/cpu_binding.hpp"
 #include "tests/cluster/cluster_harness.hpp"
 #include "tests/core/train/tiny_data.hpp"
 #include "tests/support/etcd_cluster.hpp"
@@ -539,21 +539,24 @@ TEST_CASE("submit --local refuses a job held at a step, which nothing could rele
                                     "`submit release`"));
 }
 
-TEST_CASE("with scaling.bind_cores_to_rank each rank of a node keeps to its own share of the CPUs "
-          "and says which in its first line",
-          "[cluster]") {
+TEST_CASE(
+    "with scaling.bind_cores_to_rank each rank of a node keeps to its own share of the CPUs "
+    "and says which in its first line",
+    "[cluster]") {
   test_cluster c;
-  const auto job = c.write_job(lr_job("bound", 2, 3, 0, 0, c.dir().str() + "/runs", R"(, "bind_cores_to_rank": true)"));
+  const auto job =
+      c.write_job(lr_job("bound", 2, 3, 0, 0, c.dir().str() + "/runs", R"(, "bind_cores_to_rank": true)"));
   const auto r = c.submit({"--local", "--num-cpus", "2", "run", job});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const auto allowed = cohort::core::proc::allowed_cpus();  // the workers' too: they inherit it
   for (int rank = 0; rank < 2; ++rank) {
     const auto share = cohort::core::proc::cpu_share(allowed, rank, 2);
-    CHECK_THAT(r.out + r.err, Catch::Contains("rank " + std::to_string(rank) + " of job ") &&
-                                  Catch::Contains("bound to CPUs " + cohort::core::proc::cpu_list_text(share) +
-                                                  " (local rank " + std::to_string(rank) + " of 2 on " +
-                                                  std::to_string(allowed.size()) + " CPUs)"));
+    CHECK_THAT(
+        r.out + r.err,
+        Catch::Contains("rank " + std::to_string(rank) + " of job ") &&
+            Catch::Contains("bound to CPUs " + cohort::core::proc::cpu_list_text(share) + " (local rank " +
+                            std::to_string(rank) + " of 2 on " + std::to_string(allowed.size()) + " CPUs)"));
   }
 }
 
@@ -1201,8 +1204,15 @@ standby_head start_standby_elsewhere(test_cluster& c) {
 // `addresses`.
 std::vector<std::string> node_args(test_cluster& c, const std::string& name, const std::string& addresses,
                                    const std::string& credentials, int cpus) {
-  return {c.program("cluster-worker"), "--address", addresses, "--credentials", credentials,
-          "--name", name, "--num-cpus", std::to_string(cpus)};
+  return {c.program("cluster-worker"),
+          "--address",
+          addresses,
+          "--credentials",
+          credentials,
+          "--name",
+          name,
+          "--num-cpus",
+          std::to_string(cpus)};
 }
 std::vector<std::string> node_n1_args(test_cluster& c, const std::string& addresses,
                                       const std::string& credentials, int cpus) {
@@ -2044,14 +2054,17 @@ TEST_CASE(
   spec["run"]["failure"]["max_failures"] = 0;  // a resize counted as a failure would end the job
   const auto id = start_job(c, c.write_job(spec.dump()));
   REQUIRE(c.wait_for(
-              id, [](const json& s) { return held_before(s, 3); }, 120s)["rank_nodes"] == json::array({"n1"}));
+              id, [](const json& s) { return held_before(s, 3); }, 120s)["rank_nodes"] ==
+          json::array({"n1"}));
 
   // n3 joins: the held attempt is asked to save after its next step; then the leader dies.
   cohort::test::running_process n3(node_args(c, "n3", failover.standby.both, c.credentials(), 1), {});
   n3.wait_for_line("joined the leader at " + c.address(), 60s);
   const auto growing = c.wait_for(
       id,
-      [](const json& s) { return s["reason"].get<std::string>().rfind("growing from 1 to 2 workers", 0) == 0; },
+      [](const json& s) {
+        return s["reason"].get<std::string>().rfind("growing from 1 to 2 workers", 0) == 0;
+      },
       60s);
   CHECK(growing["phase"] == "resizing");
   CHECK(growing["phase_to"] == 2);
@@ -2060,7 +2073,8 @@ TEST_CASE(
   failover.standby.process->wait_for_line("serving on", 60s);
   failover.node->wait_for_line("joined the leader at " + failover.standby.address, 60s);
   n3.wait_for_line("joined the leader at " + failover.standby.address, 60s);
-  const auto adopted = c.wait_for(id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
+  const auto adopted = c.wait_for(
+      id, [](const json& s) { return held_and_adopted(s, 3); }, 120s);
   CHECK(adopted["phase"] == "resizing");  // from the store
   release(c, id);
   const auto grown = c.wait_for(

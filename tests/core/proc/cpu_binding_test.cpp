@@ -25,9 +25,10 @@ std::vector<int> range(int first, int last) {  // first..last
 
 }  // namespace
 
-TEST_CASE("the CPUs are split among a node's ranks in contiguous parts, in order, the first parts "
-          "one larger",
-          "[core][proc]") {
+TEST_CASE(
+    "the CPUs are split among a node's ranks in contiguous parts, in order, the first parts "
+    "one larger",
+    "[core][proc]") {
   CHECK(cpu_share(range(0, 15), 0, 2) == range(0, 7));
   CHECK(cpu_share(range(0, 15), 1, 2) == range(8, 15));
   CHECK(cpu_share(range(0, 9), 0, 3) == range(0, 3));
@@ -55,8 +56,7 @@ TEST_CASE("a CPU list is written as ranges", "[core][proc]") {
   CHECK(cpu_list_text({}).empty());
 }
 
-TEST_CASE("binding the process reaches a thread it started before, and every thread after",
-          "[core][proc]") {
+TEST_CASE("binding the process reaches a thread it started before, and every thread after", "[core][proc]") {
   const auto allowed = allowed_cpus();
   REQUIRE_FALSE(allowed.empty());
   const int target = allowed.back();
