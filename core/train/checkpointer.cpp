@@ -133,9 +133,8 @@ std::optional<resume_point> checkpointer::choose_resume() {
     std::uint64_t read = 0;  // rank 0 read every file to verify them; a rank reads its own shard
     for (const auto& f : r.manifest.files)
       if (ctx_.rank == 0 || f.rank == ctx_.rank || r.manifest.world_size != ctx_.world_size) read += f.size;
-    if (replicas_)
-      log("rank " + std::to_string(ctx_.rank) + ": restoring step " + std::to_string(r.manifest.step) +
-          " from storage: " + std::to_string(read) + " bytes of checkpoint files read from storage");
+    log("rank " + std::to_string(ctx_.rank) + ": restoring step " + std::to_string(r.manifest.step) +
+        " from storage: " + std::to_string(read) + " bytes of checkpoint files read from storage");
   }
   restored_step_ = r.manifest.step;
   committed_step_ = static_cast<std::int64_t>(r.manifest.step);
