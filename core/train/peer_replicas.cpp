@@ -148,7 +148,9 @@ nlohmann::json peer_replicas::holdings() const {
 }
 
 std::uint64_t peer_replicas::gather(std::uint64_t step, const std::vector<int>& sources) {
-  group();
+  bool moves = false;  // the same answer on every rank: the group is joined only when a copy moves
+  for (int r = 0; r < static_cast<int>(sources.size()); ++r) moves = moves || (sources[r] >= 0 && sources[r] != r);
+  if (!moves) return 0;
   std::uint64_t received = 0;
   for (int r = 0; r < static_cast<int>(sources.size()); ++r) {
     const int h = sources[r];

@@ -43,7 +43,7 @@ class peer_replicas {
   nlohmann::json holdings() const;
   // Collective: for every rank r with sources[r] not r (and not -1), rank sources[r] sends r's
   // replica of `step` from its node to r, which keeps it on its own node. Returns the bytes this
-  // rank received.
+  // rank received. Joins the replicas' group only when some copy moves.
   std::uint64_t gather(std::uint64_t step, const std::vector<int>& sources);
   // Removes the job's replicas from this rank's node: the run ended.
   void drop();
