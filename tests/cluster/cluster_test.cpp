@@ -22,6 +22,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "actors/client_protocol.hpp"
 #include "actors/worker_process_link.hpp"
@@ -2831,13 +2832,18 @@ std::string peer_job_losing(test_cluster& c, lost what) {
   return c.submit({"logs", id}).out;
 }
 
-// How many lines of `text` contain `a` and `b`.
-int lines_with(const std::string& text, const std::string& a, const std::string& b) {
-  std::istringstream in(text);
-  int n = 0;
-  for (std::string line; std::getline(in, line);)
-    n += line.find(a) != std::string::npos && line.find(b) != std::string::npos;
-  return n;
+// Each line of `expected`, {a, b, n}: `logs` holds n lines that contain both a and b.
+void check_lines(const std::string& logs,
+                 const std::vector<std::tuple<std::string, std::string, int>>& expected) {
+  INFO(logs);
+  for (const auto& [a, b, n] : expected) {
+    INFO(a << " ... " << b);
+    std::istringstream in(logs);
+    int found = 0;
+    for (std::string line; std::getline(in, line);)
+      found += line.find(a) != std::string::npos && line.find(b) != std::string::npos;
+    CHECK(found == n);
+  }
 }
 
 }  // namespace
@@ -2846,33 +2852,30 @@ TEST_CASE("with peer replicas a rank killed with kill -9 after a committed check
           "the nodes' memory, reading no checkpoint file from storage, and the job trains every sample once",
           "[cluster][ckpt][replicas]") {
   test_cluster c;
-  const auto logs = peer_job_losing(c, lost::rank);
-  INFO(logs);
-  CHECK(lines_with(logs, "resuming from", "step-00000006 from the nodes' memory") == 1);
-  CHECK(lines_with(logs, "restoring step 6 from", ": 0 bytes of checkpoint files read from storage") == 2);
-  CHECK(lines_with(logs, "restoring step 6 from storage", "") == 0);
+  check_lines(peer_job_losing(c, lost::rank),
+              {{"resuming from", "step-00000006 from the nodes' memory", 1},
+               {"restoring step 6 from", ": 0 bytes of checkpoint files read from storage", 2},
+               {"restoring step 6 from storage", "", 0}});
 }
 
 TEST_CASE("with peer replicas a node lost with its memory is restored from its buddy's copy, sent over "
           "the network to the node that takes its place, reading no checkpoint file from storage",
           "[cluster][ckpt][replicas]") {
   test_cluster c;
-  const auto logs = peer_job_losing(c, lost::node);
-  INFO(logs);
-  CHECK(lines_with(logs, "from the nodes' memory", "over the network: rank 1 from rank 0") == 1);
-  CHECK(lines_with(logs, "rank 1: restoring step 6 from rank 0's copy",
-                   ": 0 bytes of checkpoint files read from storage") == 1);
-  CHECK(lines_with(logs, "rank 0: restoring step 6 from its node's memory",
-                   ": 0 bytes of checkpoint files read from storage") == 1);
+  check_lines(
+      peer_job_losing(c, lost::node),
+      {{"from the nodes' memory", "over the network: rank 1 from rank 0", 1},
+       {"rank 1: restoring step 6 from rank 0's copy", ": 0 bytes of checkpoint files read from storage", 1},
+       {"rank 0: restoring step 6 from its node's memory", ": 0 bytes of checkpoint files read from storage",
+        1}});
 }
 
 TEST_CASE("with peer replicas gone from both nodes a restart reads the committed checkpoint from storage "
           "and says so",
           "[cluster][ckpt][replicas]") {
   test_cluster c;
-  const auto logs = peer_job_losing(c, lost::rank_and_replicas);
-  INFO(logs);
-  CHECK(lines_with(logs, "peer replicas not used: no node of this attempt holds a copy of",
-                   "restoring from storage") == 1);
-  CHECK(lines_with(logs, "restoring step 6 from storage: ", "bytes of checkpoint files read from storage") == 2);
+  check_lines(
+      peer_job_losing(c, lost::rank_and_replicas),
+      {{"peer replicas not used: no node of this attempt holds a copy of", "restoring from storage", 1},
+       {"restoring step 6 from storage: ", "bytes of checkpoint files read from storage", 2}});
 }
