@@ -268,6 +268,10 @@ bool checkpointer::due(std::int64_t step, std::int64_t total_steps) const {
 bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tensors, ckpt::rank_state state,
                         const nlohmann::json& metrics, const nlohmann::json& extra) {
   finish();  // the previous save, if it is still being written; logs the commits made so far
+  const std::uint64_t bytes = ckpt::shard_bytes(tensors);
+  if (ctx_.activity) ctx_.activity->start_write(static_cast<std::int64_t>(step), bytes);
+  const auto& spec = ctx_.spec.run.checkpoint;
+  const auto started = std::chrono::steady_clock::now();  // the replicas are part of the timed save
   if (replicas_) {
     // A save for the hang detector (judged by its heartbeats, no bytes counted: they go to memory).
     phase_scope saving(ctx_.activity, rank_phase::saving);
@@ -275,10 +279,6 @@ bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tens
     if (!replica_logged_) log(line);  // once an attempt: how the shards are kept
     replica_logged_ = true;
   }
-  const std::uint64_t bytes = ckpt::shard_bytes(tensors);
-  if (ctx_.activity) ctx_.activity->start_write(static_cast<std::int64_t>(step), bytes);
-  const auto& spec = ctx_.spec.run.checkpoint;
-  const auto started = std::chrono::steady_clock::now();
   const auto on_written = [this, metrics, extra, started, bytes](const ckpt::rank_report& r) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     publish_and_commit(r, metrics, extra, took + test_save_seconds_added(), bytes);

@@ -130,14 +130,15 @@ std::string peer_replicas::save(std::uint64_t step, const std::vector<ckpt::shar
   ckpt::write_replica_record(dir, {step, ctx_.rank, ctx_.world_size, report.files});
   std::uint64_t shard = 0;
   for (const auto& f : report.files) shard += f.size;
+  const std::string kept = "rank " + std::to_string(ctx_.rank) + ": step " + std::to_string(step) +
+                           "'s shard (" + std::to_string(shard >> 10) + " KiB) kept in node " + ctx_.node +
+                           "'s memory";
   if (buddy_.empty())
-    return "rank " + std::to_string(ctx_.rank) + ": step " + std::to_string(step) + "'s shard (" +
-           std::to_string(shard >> 10) + " KiB) kept in node " + ctx_.node +
-           "'s memory; no copy on another node (every rank of the job is on one node)";
+    return kept +
+           "; no copy on another node (no rotation of the ranks puts every copy on another node: "
+           "they are on one node, or on nodes with unequal numbers of ranks)";
   transfer(step, ctx_.rank, buddy_[ctx_.rank], kept_for_, kept_for_, 2 * step);
-  return "rank " + std::to_string(ctx_.rank) + ": step " + std::to_string(step) + "'s shard (" +
-         std::to_string(shard >> 10) + " KiB) kept in node " + ctx_.node +
-         "'s memory, its copy sent to rank " + std::to_string(buddy_[ctx_.rank]) + "; keeping rank " +
+  return kept + ", its copy sent to rank " + std::to_string(buddy_[ctx_.rank]) + "; keeping rank " +
          std::to_string(kept_for_) + "'s copy";
 }
 
