@@ -220,6 +220,10 @@ void check_cross_fields(const job_spec& spec) {
                      "got \"cpu\" with zero.stage " + std::to_string(spec.zero.stage) +
                          "; parameter offload needs zero.stage 3 (allowed otherwise: \"none\")");
   }
+  if (spec.run.checkpoint.replicate && spec.zero.stage == 0)
+    throw spec_error("run.checkpoint.replicate",
+                     "got true with zero.stage 0; peer replicas need zero.stage 1, 2 or 3 (with stage 0 "
+                     "rank 0 alone saves the state, which no other rank's replica would hold)");
   if (spec.zero.delayed_param_update && spec.zero.offload_param != offload_device::cpu)
     throw spec_error("zero.delayed_param_update",
                      "got true without zero.offload_param \"cpu\"; the update is delayed only on the host, "

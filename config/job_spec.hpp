@@ -163,6 +163,10 @@ struct checkpoint_spec {
   // goes on, when the shard is at most this many bytes; a larger one is written in the foreground,
   // streamed from where it lies through one 64 MiB buffer (no second copy of the shard).
   std::int64_t staging_bytes = std::int64_t{4} << 30;
+  // Each rank also keeps its shard of every checkpoint it saves in its node's host memory and
+  // sends a copy to a buddy rank on another node (core/ckpt/replica.hpp): a restarted attempt
+  // of the same size restores from those copies instead of reading storage.
+  bool replicate = false;
   // Every this many steps (0: never) rank 0 also writes the committed checkpoint of that step as a
   // Hugging Face directory, <run>/exports/step-N (the final step's is <run>/model), keeping the
   // newest num_exports_to_keep (0: all). A multiple of every_steps; local storage_path only.

@@ -337,4 +337,30 @@ std::shared_ptr<work> gloo_process_group::barrier() {
   });
 }
 
+void gloo_process_group::exchange(const void* out, std::size_t out_bytes, int to, void* in,
+                                  std::size_t in_bytes, int from, std::uint64_t slot) {
+  const auto w = where("exchange");
+  if (aborted_) throw comm_error(comm_errc::aborted, w + ": group was aborted");
+  try {
+    std::unique_ptr<gloo::transport::UnboundBuffer> receive, send;
+    if (from >= 0 && in_bytes > 0) {
+      receive = context_->createUnboundBuffer(in, in_bytes);
+      receive->recv(from, slot);
+    }
+    if (to >= 0 && out_bytes > 0) {
+      send = context_->createUnboundBuffer(const_cast<void*>(out), out_bytes);
+      send->send(to, slot);
+    }
+    if (receive && !receive->waitRecv(timeout_))
+      throw comm_error(comm_errc::aborted,
+                       w + ": the receive from rank " + std::to_string(from) + " was aborted");
+    if (send && !send->waitSend(timeout_))
+      throw comm_error(comm_errc::aborted, w + ": the send to rank " + std::to_string(to) + " was aborted");
+  } catch (const comm_error&) {
+    throw;
+  } catch (...) {
+    throw classify(w + " with rank " + std::to_string(to >= 0 ? to : from), std::current_exception());
+  }
+}
+
 }  // namespace cohort::core::comm

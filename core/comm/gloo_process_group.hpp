@@ -44,6 +44,14 @@ class gloo_process_group final : public process_group {
   void abort(const std::string& reason) override;
   bool is_aborted() const override { return aborted_; }
 
+  // Point to point, on the caller's thread and outside the queue, for a group that runs nothing
+  // else meanwhile (the peer replicas' own group): posts the receive of `in_bytes` from rank
+  // `from` into `in` and the send of `out_bytes` of `out` to rank `to`, both on `slot` (the two
+  // ends name the same slot), then waits for both. -1 for `to` or `from` skips that side. Throws
+  // comm_error naming the peer when either does not complete within the timeout.
+  void exchange(const void* out, std::size_t out_bytes, int to, void* in, std::size_t in_bytes, int from,
+                std::uint64_t slot);
+
  private:
   struct task {
     std::shared_ptr<work> handle;

@@ -461,6 +461,7 @@ class rank_run {
     }
     log("rank " + std::to_string(ctx_.rank) + " done: final loss " + std::to_string(report_.loss) + "; " +
         describe(read_memory_peaks(device_)));
+    checkpoints_->drop_replicas();  // the run is over: no restart needs them
     // From here the rank only closes its group and process (a peer may still save or export).
     if (ctx_.activity) ctx_.activity->set_phase(rank_phase::finished);
   }

@@ -9,9 +9,11 @@
 #include "core/ckpt/ckpt_error.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/reader.hpp"
+#include "core/ckpt/replica.hpp"
 #include "core/ckpt/retention.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/train/checkpoint_request.hpp"
+#include "core/train/peer_replicas.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/test_hooks.hpp"
 
@@ -57,6 +59,7 @@ checkpointer::checkpointer(const worker_context& ctx)
       location_(open_checkpoints(ctx, ctx.run_dir + "/s3-cache/rank-" + std::to_string(ctx.rank))) {
   const auto address = comm::parse_host_port(ctx.store_address);
   store_ = std::make_unique<comm::tcp_store>(address.host, address.port, ctx.store_secret);
+  if (ctx.spec.run.checkpoint.replicate) replicas_ = std::make_unique<peer_replicas>(ctx, *store_);
 }
 
 checkpointer::~checkpointer() {
@@ -101,6 +104,9 @@ void checkpointer::log(const std::string& line) const {
 
 std::optional<resume_point> checkpointer::choose_resume() {
   nlohmann::json choice = nlohmann::json::object();
+  // What each rank's node keeps in memory, for rank 0's restore plan.
+  if (replicas_ && ctx_.attempt > 0)
+    store_->set(key("replicas/rank-" + std::to_string(ctx_.rank)), replicas_->holdings().dump());
   if (ctx_.rank == 0) {
     try {
       choice = pick_resume();
@@ -116,11 +122,20 @@ std::optional<resume_point> checkpointer::choose_resume() {
       throw std::runtime_error("rank 0 could not choose a checkpoint: " + choice["error"].get<std::string>());
   }
   if (!choice.contains("dir")) return std::nullopt;
-  // Rank 0 verified the copy it chose from; each other rank reads one of its own.
-  resume_point r{ctx_.rank == 0 ? choice["dir"].get<std::string>()
-                                : location_->fetch(choice["step"].get<std::uint64_t>()),
-                 {}};
-  r.manifest = ckpt::read_manifest(r.dir);
+  resume_point r;
+  if (choice.contains("peer")) {
+    r = restore_from_peers(choice);
+  } else {
+    // Rank 0 verified the copy it chose from; each other rank reads one of its own.
+    r.dir = ctx_.rank == 0 ? choice["dir"].get<std::string>()
+                           : location_->fetch(choice["step"].get<std::uint64_t>());
+    r.manifest = ckpt::read_manifest(r.dir);
+    std::uint64_t read = 0;  // rank 0 read every file to verify them; a rank reads its own shard
+    for (const auto& f : r.manifest.files)
+      if (ctx_.rank == 0 || f.rank == ctx_.rank || r.manifest.world_size != ctx_.world_size) read += f.size;
+    log("rank " + std::to_string(ctx_.rank) + ": restoring step " + std::to_string(r.manifest.step) +
+        " from storage: " + std::to_string(read) + " bytes of checkpoint files read from storage");
+  }
   restored_step_ = r.manifest.step;
   committed_step_ = static_cast<std::int64_t>(r.manifest.step);
   if (const auto& s = r.manifest.extra; s.is_object() && s.contains("save") && s["save"].is_object()) {
@@ -144,7 +159,13 @@ nlohmann::json checkpointer::pick_resume() {
                                   " holds committed checkpoints (newest " +
                                   ckpt::step_dir_name(committed.back().step) +
                                   "); choose another run.name or run.storage_path, or remove them");
-  } else {
+  } else if (replicas_ && ctx_.attempt > 0) {
+    if (auto peer = pick_peer_resume(); !peer.empty()) {
+      location_->retain(policy(false));  // dead attempts' unfinished directories
+      return peer;
+    }
+  }
+  if (resume) {
     const auto latest = location_->latest_valid();
     for (const auto& r : latest.rejected) {
       if (!r.committed) {  // an unfinished save: removed below
@@ -167,6 +188,78 @@ nlohmann::json checkpointer::pick_resume() {
   return choice;
 }
 
+nlohmann::json checkpointer::pick_peer_resume() {
+  const auto storage = [this](const std::string& why) {
+    log("peer replicas not used: " + why + "; restoring from storage");
+    return nlohmann::json::object();
+  };
+  if (!ctx_.remote_run.empty())
+    return storage("the checkpoints are in S3 (replicas serve a run directory on disk)");
+  const auto committed = location_->committed();
+  if (committed.empty()) return nlohmann::json::object();
+  const std::uint64_t step = committed.back().step;
+  ckpt::manifest m;
+  try {
+    m = ckpt::read_manifest(ckpt::step_dir(ctx_.run_dir, step));
+  } catch (const std::exception& e) {
+    return storage(e.what());
+  }
+  if (m.world_size != ctx_.world_size)
+    return storage(location_->step_name(step) + " was written by " + std::to_string(m.world_size) +
+                   " ranks, this attempt has " + std::to_string(ctx_.world_size));
+  std::vector<std::vector<ckpt::replica_record>> held;
+  for (int r = 0; r < ctx_.world_size; ++r) {
+    held.emplace_back();
+    const auto text = wait_key(*store_, key("replicas/rank-" + std::to_string(r)), resume_wait_limit,
+                               [this] { check_cancelled(ctx_.cancelled); });
+    for (const auto& j : nlohmann::json::parse(text))
+      held.back().push_back(ckpt::replica_record_from_json(j));
+  }
+  const auto sources = ckpt::plan_sources(held, step, ctx_.world_size);
+  std::string missing, moved;
+  for (int r = 0; r < ctx_.world_size; ++r) {
+    if (sources[r] < 0)
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    else if (sources[r] != r)
+      moved += (moved.empty() ? "" : ", ") + std::to_string(r) + " from rank " + std::to_string(sources[r]);
+  }
+  if (!missing.empty())
+    return storage("no node of this attempt holds a copy of " + location_->step_name(step) + " for rank(s) " +
+                   missing);
+  restored_step_ = step;
+  log("resuming from " + location_->step_name(step) + " from the nodes' memory (peer replicas" +
+      (moved.empty() ? ": every rank's own node holds its shard)"
+                     : "; over the network: rank " + moved + ")"));
+  return {{"dir", ckpt::step_dir(ctx_.run_dir, step)}, {"step", step}, {"peer", sources}};
+}
+
+resume_point checkpointer::restore_from_peers(const nlohmann::json& choice) {
+  const auto step = choice["step"].get<std::uint64_t>();
+  const auto sources = choice["peer"].get<std::vector<int>>();
+  const std::string stored = ckpt::step_dir(ctx_.run_dir, step);
+  resume_point r{replicas_->step_dir(step), ckpt::read_manifest(stored)};
+  const std::uint64_t received = replicas_->gather(step, sources);
+  const std::string rank = "rank " + std::to_string(ctx_.rank);
+  if (const auto why = ckpt::check_replica(r.dir, r.manifest, ctx_.rank); !why.empty()) {
+    // This rank's copy is not the committed one: its own shard from storage, checked first.
+    if (const auto bad = ckpt::mismatched_files(stored, r.manifest, ctx_.rank); !bad.empty())
+      throw ckpt::ckpt_error(ckpt::ckpt_errc::bad_manifest, location_->step_name(step) + ": " + bad);
+    std::uint64_t read = 0;
+    for (const auto& f : r.manifest.files) read += f.rank == ctx_.rank ? f.size : 0;
+    log(rank + ": its replica of step " + std::to_string(step) + " cannot be used (" + why +
+        "); restoring its shard from storage: " + std::to_string(read) +
+        " bytes of checkpoint files read from storage");
+    r.dir = stored;
+    return r;
+  }
+  log(rank + ": restoring step " + std::to_string(step) + " from " +
+      (sources[ctx_.rank] == ctx_.rank ? "its node's memory"
+                                       : "rank " + std::to_string(sources[ctx_.rank]) + "'s copy (" +
+                                             std::to_string(received) + " bytes over the network)") +
+      ": 0 bytes of checkpoint files read from storage");
+  return r;
+}
+
 bool checkpointer::due(std::int64_t step, std::int64_t total_steps) const {
   const int every = ctx_.spec.run.checkpoint.every_steps;
   return step == total_steps || (every > 0 && step % every == 0);
@@ -178,7 +271,14 @@ bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tens
   const std::uint64_t bytes = ckpt::shard_bytes(tensors);
   if (ctx_.activity) ctx_.activity->start_write(static_cast<std::int64_t>(step), bytes);
   const auto& spec = ctx_.spec.run.checkpoint;
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = std::chrono::steady_clock::now();  // the replicas are part of the timed save
+  if (replicas_) {
+    // A save for the hang detector (judged by its heartbeats, no bytes counted: they go to memory).
+    phase_scope saving(ctx_.activity, rank_phase::saving);
+    const auto line = replicas_->save(step, tensors, state);
+    if (!replica_logged_) log(line);  // once an attempt: how the shards are kept
+    replica_logged_ = true;
+  }
   const auto on_written = [this, metrics, extra, started, bytes](const ckpt::rank_report& r) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     publish_and_commit(r, metrics, extra, took + test_save_seconds_added(), bytes);
@@ -221,6 +321,10 @@ void checkpointer::finish() {
     ctx_.activity->advance_phase(rank_phase::saving, rank_phase::committing);
   writer_.wait();
   log_commits();
+}
+
+void checkpointer::drop_replicas() {
+  if (replicas_) replicas_->drop();
 }
 
 std::optional<save_record> checkpointer::last_save() const {

@@ -36,6 +36,8 @@ class store;
 
 namespace cohort::core::train {
 
+class peer_replicas;
+
 // The run's checkpoints (ctx.run_dir, or the run in S3, ctx.remote_run, whose copies this process
 // downloads go under `cache_dir`). Throws bad_input_error naming run.storage_path for S3 settings
 // that cannot work.
@@ -97,9 +99,18 @@ class checkpointer {
   // Rank 0: what the newest committed checkpoint's save took on its slowest rank (recorded in its
   // manifest's extra "save", so a resumed attempt knows it too); nullopt when none was timed.
   std::optional<save_record> last_save() const;
+  // The run ended: the job's peer replicas (run.checkpoint.replicate) leave this rank's node.
+  void drop_replicas();
 
  private:
   nlohmann::json pick_resume();  // rank 0: {"dir": ...} or {} (fresh start)
+  // Rank 0, with peer replicas on a restart: {"dir", "step", "peer": the restore plan's sources}
+  // when the nodes' memory holds every rank's copy of the newest committed checkpoint, else {}
+  // having logged why storage is read instead.
+  nlohmann::json pick_peer_resume();
+  // Every rank, on the plan rank 0 chose: the copies moved, its own checked against the manifest
+  // (storage's copy of its shard where it does not match).
+  resume_point restore_from_peers(const nlohmann::json& choice);
   ckpt::retention_policy policy(bool writer_running) const;
   void log(const std::string& line) const;
   // `seconds` and `bytes`: what this rank's save took (test_save_seconds_added included).
@@ -111,11 +122,13 @@ class checkpointer {
   const worker_context& ctx_;
   std::unique_ptr<ckpt::checkpoint_location> location_;  // the run directory, or the run in S3
   std::unique_ptr<comm::store> store_;
+  std::unique_ptr<peer_replicas> replicas_;  // with run.checkpoint.replicate
   ckpt::async_rank_writer writer_;
   std::atomic<bool> abandoned_{false};
   std::optional<std::uint64_t> restored_step_;
   std::atomic<std::int64_t> committed_step_{0};
   std::int64_t requests_taken_ = 0;  // rank 0: the checkpoint requests taken so far
+  bool replica_logged_ = false;      // the first save's replicas were logged
   bool staging_note_logged_ = false;  // the shard was once too large for run.checkpoint.staging_bytes
   std::atomic<bool> committing_{false};  // rank 0's writer waits for the reports and commits (finish())
   commit_hook on_commit_;

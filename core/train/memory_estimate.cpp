@@ -207,6 +207,8 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const bool staged = ckpt.async && 12 * shard <= static_cast<double>(ckpt.staging_bytes);
   add(staged ? "checkpoint host copy (run.checkpoint.async)" : "checkpoint write buffer",
       staged ? 12 * shard : std::min(12 * shard, checkpoint_chunk_bytes), false);
+  if (ckpt.replicate)  // host memory on the node (tmpfs), counted against the rank that keeps it
+    add("peer replicas: own shard and a buddy's copy (run.checkpoint.replicate)", 24 * shard, false);
   add(gpu ? "libraries, CUDA and NCCL host state, loader" : "libraries and loader",
       gpu ? gpu_process_host_bytes : cpu_process_host_bytes, false);
 

@@ -117,20 +117,26 @@ void choose_transport(const worker_context& ctx, comm::backend_kind backend, com
 
 }  // namespace
 
-std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
-                                                int cuda_device) {
+comm::group_options group_options_of(const worker_context& ctx, comm::backend_kind backend,
+                                     const std::string& group, int cuda_device) {
   auto address = comm::parse_host_port(ctx.store_address);
   comm::group_options options;
   options.backend = backend;
   options.rank = ctx.rank;
   options.world_size = ctx.world_size;
   options.rendezvous = std::make_shared<comm::tcp_store>(address.host, address.port, ctx.store_secret);
-  options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/dp/";
+  options.key_prefix = ctx.job_id + "/attempt-" + std::to_string(ctx.attempt) + "/" + group + "/";
   options.timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(ctx.spec.run.failure.collective_timeout_s * 1000));
   options.cuda_device = cuda_device;
   options.peer_secret = ctx.store_secret;  // Gloo's pairs prove they hold it
   choose_transport(ctx, backend, options);
+  return options;
+}
+
+std::unique_ptr<comm::process_group> join_group(const worker_context& ctx, comm::backend_kind backend,
+                                                int cuda_device) {
+  const auto options = group_options_of(ctx, backend, "dp", cuda_device);
   check_cancelled(ctx.cancelled);
   try {
     return comm::make_process_group(options);

@@ -30,6 +30,11 @@ void wait_for(const std::shared_ptr<comm::work>& w, comm::process_group& group,
 // Sleeps train.step_delay_s in small slices, checking cancellation.
 void pause_between_steps(const worker_context& ctx);
 
+// The options of the attempt's group `group` ("dp": the data-parallel one), joined through the
+// trainer's store (ctx.store_address) on this rank's collective transport.
+comm::group_options group_options_of(const worker_context& ctx, comm::backend_kind backend,
+                                     const std::string& group = "dp", int cuda_device = -1);
+
 // The data-parallel group of a job attempt, joined through the trainer's store (ctx.store_address).
 // cuda_device: NCCL's device for this rank (-1: the current device). Throws cancelled_error when
 // ctx.cancelled is set before it joins, or when the rendezvous fails while it is set.

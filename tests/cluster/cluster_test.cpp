@@ -15,12 +15,14 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "actors/client_protocol.hpp"
 #include "actors/worker_process_link.hpp"
@@ -2869,4 +2871,104 @@ TEST_CASE_METHOD(head_and_one_node, "a worker process past its scaling.resources
   const auto id = first_line(fits.out);
   CHECK_THAT(c.submit({"logs", id}).out, Catch::Contains(": resident memory at most ") &&
                                              Catch::Contains(" of its limit 7.45 GiB (read every 100 ms)"));
+}
+
+namespace {
+
+// What a peer-replica case takes away after step 6 is committed and replicated: rank 1's process
+// (kill -9); that and the replicas on both nodes; or rank 1's whole node (its cluster-worker
+// killed with kill -9, its memory with it), n3 with an empty memory joining to take its place.
+enum class lost { rank, rank_and_replicas, node };
+
+// Job "peers" (tiny Llama, checkpoints every 6 steps, run.checkpoint.replicate, the sample log) on
+// nodes n1 and n2, whose nodes keep the replicas under <test dir>/memory/<node>, held before step
+// 7 with step 6 committed and replicated; then `what` is lost. The restart, held before step 7
+// again, is released; the job must end SUCCEEDED after 2 attempts having trained every step and
+// sample once, the memory of the nodes it ended on left empty. Its log.
+std::string peer_job_losing(test_cluster& c, lost what) {
+  const std::string memory = c.dir().str() + "/memory";
+  const std::map<std::string, std::string> env = {{"COHORT_REPLICA_DIR", memory}};
+  c.start_head();
+  for (const char* node : {"n1", "n2"}) c.start_worker(node, 1, "", {}, "", env);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(holding(tiny_llama_job("peers", data, c.dir().str() + "/runs", 6), 7));
+  spec["run"]["checkpoint"]["replicate"] = true;
+  spec["run"]["sample_log"] = true;
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 7); }, 120s);
+  REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
+  const std::string run_dir = c.dir().str() + "/runs/peers";
+  REQUIRE(::access((run_dir + "/checkpoints/step-00000006/COMMITTED").c_str(), F_OK) == 0);
+  if (what == lost::rank_and_replicas)
+    for (const char* node : {"n1", "n2"})
+      for (const auto& job : std::filesystem::directory_iterator(memory + "/" + node))
+        std::filesystem::remove_all(job.path());
+  if (what == lost::node) {
+    c.start_worker("n3", 1, "", {}, "", env);
+    wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2", "n3"}); }, 60s);
+    c.kill_worker_process("n2");
+  } else {
+    REQUIRE(::kill(c.worker_pid(id, 1, "n2"), SIGKILL) == 0);
+  }
+  const auto resumed = c.wait_for(id, [](const json& s) { return held_before(s, 7, 2); }, 120s);
+  CHECK(resumed["checkpoint_step"] == 6);
+  if (what == lost::node) CHECK(resumed["rank_nodes"] == json::array({"n1", "n3"}));
+  release(c, id);
+  const auto s = c.wait_for(id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 2);
+  CHECK(elastic_sample_errors(run_dir, data, 2, 8, 3, 24).empty());
+  for (const auto& node : s["rank_nodes"])
+    CHECK(std::filesystem::is_empty(memory + "/" + node.get<std::string>()));
+  return c.submit({"logs", id}).out;
+}
+
+// Each line of `expected`, {a, b, n}: `logs` holds n lines that contain both a and b.
+void check_lines(const std::string& logs,
+                 const std::vector<std::tuple<std::string, std::string, int>>& expected) {
+  INFO(logs);
+  for (const auto& [a, b, n] : expected) {
+    INFO(a << " ... " << b);
+    std::istringstream in(logs);
+    int found = 0;
+    for (std::string line; std::getline(in, line);)
+      found += line.find(a) != std::string::npos && line.find(b) != std::string::npos;
+    CHECK(found == n);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("with peer replicas a rank killed with kill -9 after a committed checkpoint is restored from "
+          "the nodes' memory, reading no checkpoint file from storage, and the job trains every sample once",
+          "[cluster][ckpt][replicas]") {
+  test_cluster c;
+  check_lines(peer_job_losing(c, lost::rank),
+              {{"resuming from", "step-00000006 from the nodes' memory", 1},
+               {"restoring step 6 from", ": 0 bytes of checkpoint files read from storage", 2},
+               {"restoring step 6 from storage", "", 0}});
+}
+
+TEST_CASE("with peer replicas a node lost with its memory is restored from its buddy's copy, sent over "
+          "the network to the node that takes its place, reading no checkpoint file from storage",
+          "[cluster][ckpt][replicas]") {
+  test_cluster c;
+  check_lines(
+      peer_job_losing(c, lost::node),
+      {{"from the nodes' memory", "over the network: rank 1 from rank 0", 1},
+       {"rank 1: restoring step 6 from rank 0's copy", ": 0 bytes of checkpoint files read from storage", 1},
+       {"rank 0: restoring step 6 from its node's memory", ": 0 bytes of checkpoint files read from storage",
+        1}});
+}
+
+TEST_CASE("with peer replicas gone from both nodes a restart reads the committed checkpoint from storage "
+          "and says so",
+          "[cluster][ckpt][replicas]") {
+  test_cluster c;
+  check_lines(
+      peer_job_losing(c, lost::rank_and_replicas),
+      {{"peer replicas not used: no node of this attempt holds a copy of", "restoring from storage", 1},
+       {"restoring step 6 from storage: ", "bytes of checkpoint files read from storage", 2}});
 }

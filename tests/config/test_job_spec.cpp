@@ -196,6 +196,21 @@ TEST_CASE("train.eval_every without data.eval and a negative memory_status_every
   CHECK(m.path() == "run.memory_status_every_s");
 }
 
+TEST_CASE("run.checkpoint.replicate defaults to off, is read, and is refused with zero.stage 0 by name",
+          "[config]") {
+  CHECK_FALSE(parse_job_spec(R"({"name": "j"})").run.checkpoint.replicate);
+  const auto on = parse_job_spec(R"({"name": "j", "zero": {"stage": 1}, "run": {"checkpoint": {"replicate": true}}})");
+  CHECK(on.run.checkpoint.replicate);
+  CHECK(parse_job_spec(to_json_text(on)).run.checkpoint.replicate);
+  const auto e = expect_spec_error(
+      [] { parse_job_spec(R"({"name": "j", "run": {"checkpoint": {"replicate": true}}})"); });
+  CHECK(e.path() == "run.checkpoint.replicate");
+  CHECK_THAT(std::string(e.what()), Catch::Contains("zero.stage 1, 2 or 3"));
+  const auto bad = expect_spec_error(
+      [] { parse_job_spec(R"({"name": "j", "run": {"checkpoint": {"replicate": "yes"}}})"); });
+  CHECK(bad.path() == "run.checkpoint.replicate");
+}
+
 TEST_CASE("use_gpu adds one GPU per worker unless resources_per_worker names GPUs", "[config]") {
   CHECK(parse_job_spec(R"({"name": "g", "scaling": {"use_gpu": true}})").scaling.resources_per_worker ==
         resource_quantities{{"CPU", 1}, {"GPU", 1}});

@@ -21,8 +21,9 @@ inline void require_ok(const std::vector<rank_result<rank_run>>& results) {
 
 // Runs `spec` until rank 0 reported step `stop_after`, as a worker group that is killed there:
 // every rank must end cancelled.
-inline void run_until(const config::job_spec& spec, const std::string& run_dir, std::int64_t stop_after) {
-  for (const auto& r : run_until_step(spec, run_dir, stop_after)) {
+inline void run_until(const config::job_spec& spec, const std::string& run_dir, std::int64_t stop_after,
+                      const run_options& options = {}) {
+  for (const auto& r : run_until_step(spec, run_dir, stop_after, options)) {
     REQUIRE(r.error);
     REQUIRE_THROWS_AS(std::rethrow_exception(r.error), core::train::cancelled_error);
   }

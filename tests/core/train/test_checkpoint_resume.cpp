@@ -12,7 +12,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,6 +22,7 @@
 #include <sys/socket.h>
 
 #include "core/ckpt/layout.hpp"
+#include "core/ckpt/replica.hpp"
 #include "core/comm/comm_error.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/comm/tcp_store_wire.hpp"
@@ -407,4 +410,112 @@ TEST_CASE("a checkpoint resumes under another ZeRO stage or offload setting", "[
   require_ok(test::run_workload(other, tmp.path("resumed")));
 
   check_close_runs(tmp.path("straight"), tmp.path("resumed"));
+}
+
+namespace {
+
+// COHORT_REPLICA_DIR set to `dir` while it lives: where the ranks' nodes keep their replicas.
+struct replica_root_set {
+  explicit replica_root_set(const std::string& dir) { ::setenv("COHORT_REPLICA_DIR", dir.c_str(), 1); }
+  ~replica_root_set() { ::unsetenv("COHORT_REPLICA_DIR"); }
+};
+
+// What node "node-<rank>" keeps of the run in `run_dir` under the replica root `root`.
+std::string node_memory(const std::string& root, int rank, const std::string& run_dir) {
+  return core::ckpt::replica_dir(root, "node-" + std::to_string(rank), "job-1", run_dir);
+}
+
+// `spec` with peer replicas, run into `run_dir` by ranks on nodes of their own and killed after
+// step 6 (step 4 committed, its replicas on both nodes); then `lose` takes away what the case
+// says, and the run restarts: the restart's results, every rank ok.
+std::vector<cohort::test::rank_result<test::rank_run>> restarted_with_replicas(
+    config::job_spec spec, const std::string& run_dir, const std::function<void()>& lose) {
+  spec.run.checkpoint.replicate = true;
+  test::run_options nodes;
+  nodes.node_per_rank = true;
+  run_until(spec, run_dir, 6, nodes);
+  REQUIRE(core::ckpt::list_checkpoints(run_dir).back().step == 4);
+  lose();
+  nodes.attempt = 1;
+  auto results = test::run_workload(spec, run_dir, nodes);
+  require_ok(results);
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a restart from the peers' memory reads no checkpoint file from storage and ends bitwise equal "
+    "to a restart from storage",
+    "[core][train][ckpt]") {
+  temp_dir tmp;
+  const replica_root_set memory(tmp.path("memory"));
+  const auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  run_until(spec, tmp.path("storage"), 6);
+  test::run_options again;
+  again.attempt = 1;
+  require_ok(test::run_workload(spec, tmp.path("storage"), again));
+
+  const std::string peer = tmp.path("peer");
+  const auto results = restarted_with_replicas(spec, peer, [&] {
+    // Node 1 lost with its memory: the restarted rank 1 takes its shard from node 0's copy.
+    std::filesystem::remove_all(node_memory(tmp.path("memory"), 1, peer));
+    // The shards in storage emptied: a restore that read them would fail.
+    for (int r = 0; r < 2; ++r)
+      std::filesystem::resize_file(core::ckpt::step_dir(peer, 4) + "/" + core::ckpt::rank_shard_name(r), 0);
+  });
+  CHECK(test::contains_line(results[0].value->log, "resuming from", "from the nodes' memory"));
+  CHECK(test::contains_line(results[0].value->log, "restoring step 4 from its node's memory",
+                            ": 0 bytes of checkpoint files read from storage"));
+  CHECK(test::contains_line(results[1].value->log, "restoring step 4 from rank 0's copy",
+                            ": 0 bytes of checkpoint files read from storage"));
+  CHECK(results[0].value->reports.front().step == 5);
+  CHECK(losses(peer) == losses(tmp.path("storage")));
+  CHECK(test::compare_checkpoints(final_checkpoint(tmp.path("storage")), final_checkpoint(peer))
+            .differing.empty());
+  // The run ended: its replicas left the nodes' memory.
+  CHECK(!std::filesystem::exists(node_memory(tmp.path("memory"), 0, peer)));
+  CHECK(!std::filesystem::exists(node_memory(tmp.path("memory"), 1, peer)));
+}
+
+TEST_CASE(
+    "a shard whose replica and copy are both gone, or whose replica is damaged, is restored from "
+    "storage and the run still ends bitwise equal to a straight run",
+    "[core][train][ckpt]") {
+  temp_dir tmp;
+  const std::string memory = tmp.path("memory"), run = tmp.path("resumed");
+  const replica_root_set root(memory);
+  const auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  require_ok(test::run_workload(spec, tmp.path("straight")));
+  const auto step4 = [&](int node) {
+    return core::ckpt::replica_step_dir(node_memory(memory, node, run), 4);
+  };
+
+  SECTION("both copies of rank 1's shard gone: every rank reads storage") {
+    const auto results = restarted_with_replicas(spec, run, [&] {
+      std::filesystem::remove_all(node_memory(memory, 1, run));
+      std::filesystem::remove(step4(0) + "/" + core::ckpt::replica_record_name(1));
+    });
+    CHECK(test::contains_line(results[0].value->log,
+                              "peer replicas not used: no node of this attempt holds a copy",
+                              "for rank(s) 1; restoring from storage"));
+    for (int r = 0; r < 2; ++r)
+      CHECK(test::contains_line(results[r].value->log, "restoring step 4 from storage",
+                                "bytes of checkpoint files read"));
+  }
+  SECTION("rank 0's replica damaged: rank 0 reads its own shard from storage, rank 1 its node's memory") {
+    const auto results = restarted_with_replicas(spec, run, [&] {
+      std::fstream f(step4(0) + "/" + core::ckpt::rank_shard_name(0),
+                     std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-4, std::ios::end);
+      f.write("\x01\x02\x03\x04", 4);
+    });
+    CHECK(test::contains_line(results[0].value->log, "its replica of step 4 cannot be used (damaged: ",
+                              "restoring its shard from storage"));
+    CHECK(test::contains_line(results[1].value->log, "restoring step 4 from its node's memory",
+                              ": 0 bytes of checkpoint files read from storage"));
+  }
+  CHECK(losses(run) == losses(tmp.path("straight")));
+  CHECK(test::compare_checkpoints(final_checkpoint(tmp.path("straight")), final_checkpoint(run))
+            .differing.empty());
 }

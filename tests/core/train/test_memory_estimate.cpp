@@ -172,6 +172,14 @@ TEST_CASE("stages 1 and 2 shard the optimizer and gradients but keep whole compu
   spec.run.checkpoint.staging_bytes = 12 * 2100 - 1;
   CHECK(item(estimate_memory(spec, shape), "checkpoint write buffer", false) == 12 * 2100);
   CHECK(item(estimate_memory(spec, shape), "checkpoint host copy (run.checkpoint.async)", false) == 0);
+
+  // Peer replicas keep the rank's shard and its buddy's copy in the node's memory.
+  const auto without = estimate_memory(spec, shape).per_rank.steady_host_bytes;
+  spec.run.checkpoint.replicate = true;
+  const auto replicated = estimate_memory(spec, shape);
+  CHECK(item(replicated, "peer replicas: own shard and a buddy's copy (run.checkpoint.replicate)", false) ==
+        2 * 12 * 2100);
+  CHECK(replicated.per_rank.steady_host_bytes == without + 2 * 12 * 2100);
 }
 
 TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every shard to the host",

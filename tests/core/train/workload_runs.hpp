@@ -33,6 +33,8 @@ struct run_options {
   // gets its own local run directory, <run_dir>/node-<rank>, as if on a node of its own.
   std::string remote_run;
   const std::atomic<bool>* cancelled = nullptr;  // else signals->cancelled
+  // Each rank as if on a node of its own ("node-<rank>"), else all on one node ("local").
+  bool node_per_rank = false;
   // What the trainer's commands would set in a worker process (checkpoint requests, releases,
   // preemption), shared by every rank; null: the run's own, never signalled.
   core::train::run_signals* signals = nullptr;
@@ -58,7 +60,7 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
     ctx.rank = rank;
     ctx.world_size = world;
     ctx.attempt = options.attempt;
-    ctx.node = "local";
+    ctx.node = options.node_per_rank ? "node-" + std::to_string(rank) : "local";
     ctx.store_address = server.host() + ":" + std::to_string(server.port());
     ctx.store_secret = secret;
     ctx.run_dir = options.remote_run.empty() ? run_dir : run_dir + "/node-" + std::to_string(rank);
@@ -79,10 +81,10 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
 
 // run_workload, cancelled once rank 0 reported step `stop_after`: a worker group killed there.
 // Every rank ends with an error (cancelled_error) for the caller to check.
-inline std::vector<rank_result<rank_run>> run_until_step(const config::job_spec& spec, const std::string& run_dir,
-                                                         std::int64_t stop_after) {
+inline std::vector<rank_result<rank_run>> run_until_step(const config::job_spec& spec,
+                                                         const std::string& run_dir, std::int64_t stop_after,
+                                                         run_options o = {}) {
   std::atomic<bool> cancelled{false};
-  run_options o;
   o.cancelled = &cancelled;
   o.on_report = [&](const core::train::step_report& r) {
     if (r.step == stop_after) cancelled = true;
