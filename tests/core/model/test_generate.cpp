@@ -24,8 +24,10 @@ std::vector<std::int64_t> random_prompt(std::int64_t vocab, std::int64_t T) {
 
 }  // namespace
 
-TEST_CASE("a cached forward, prompt first then a token at a time, gives every position the logits "
-          "of one full forward, sliding windows included", "[core][model][generate]") {
+TEST_CASE(
+    "a cached forward, prompt first then a token at a time, gives every position the logits "
+    "of one full forward, sliding windows included, with a growing and a preallocated cache",
+    "[core][model][generate]") {
   torch::manual_seed(11);
   for (const auto& j : family_configs()) {
     INFO(j.dump());
@@ -34,13 +36,22 @@ TEST_CASE("a cached forward, prompt first then a token at a time, gives every po
     torch::NoGradGuard no_grad;
     const auto ids = torch::randint(j["vocab_size"].get<std::int64_t>(), {2, 12}, torch::kInt64);
     const auto full = model->forward(ids).logits;  // (2, 12, V)
-    kv_cache cache;
-    std::vector<torch::Tensor> pieces{model->forward_cached(ids.slice(1, 0, 5), cache)};
-    for (std::int64_t t = 5; t < 12; ++t) pieces.push_back(model->forward_cached(ids.slice(1, t, t + 1), cache));
-    CHECK(cache.length == 12);
-    const auto cached = torch::cat(pieces, 1);
-    REQUIRE(cached.sizes() == full.sizes());
-    CHECK((cached - full).abs().max().item<double>() < 1e-5);
+    kv_cache growing;
+    auto preallocated = model->preallocated_cache(2, 14, torch::kCPU);
+    CHECK(preallocated.keys.at(0).size(2) == 14);
+    std::vector<torch::Tensor> grown{model->forward_cached(ids.slice(1, 0, 5), growing)};
+    std::vector<torch::Tensor> written{model->forward_at(ids.slice(1, 0, 5), torch::arange(5), preallocated)};
+    for (std::int64_t t = 5; t < 12; ++t) {
+      grown.push_back(model->forward_cached(ids.slice(1, t, t + 1), growing));
+      written.push_back(
+          model->forward_at(ids.slice(1, t, t + 1), torch::full({1}, t, torch::kInt64), preallocated));
+    }
+    CHECK(growing.length == 12);
+    for (const auto& pieces : {grown, written}) {
+      const auto cached = torch::cat(pieces, 1);
+      REQUIRE(cached.sizes() == full.sizes());
+      CHECK((cached - full).abs().max().item<double>() < 1e-5);
+    }
   }
 }
 
@@ -110,29 +121,6 @@ TEST_CASE("bad sampling settings and prompts are refused, naming what is allowed
   CHECK_THROWS_WITH(generate(*model, {}, s), Catch::Contains("no tokens"));
   s.max_new_tokens = 8;
   CHECK_THROWS_AS(generate(*model, std::vector<std::int64_t>(12, 3), s), model_error);  // 12 + 8 > 16
-}
-
-TEST_CASE(
-    "a preallocated cache written at given positions gives every position the logits of one "
-    "full forward, sliding windows included",
-    "[core][model][generate]") {
-  torch::manual_seed(15);
-  for (const auto& j : family_configs()) {
-    INFO(j.dump());
-    decoder model(parse_config(j, "test"));
-    model->eval();
-    torch::NoGradGuard no_grad;
-    const auto ids = torch::randint(j["vocab_size"].get<std::int64_t>(), {2, 12}, torch::kInt64);
-    const auto full = model->forward(ids).logits;  // (2, 12, V)
-    auto cache = model->preallocated_cache(2, 14, torch::kCPU);
-    CHECK(cache.keys.at(0).size(2) == 14);
-    std::vector<torch::Tensor> pieces{model->forward_at(ids.slice(1, 0, 5), torch::arange(5), cache)};
-    for (std::int64_t t = 5; t < 12; ++t)
-      pieces.push_back(model->forward_at(ids.slice(1, t, t + 1), torch::full({1}, t, torch::kInt64), cache));
-    const auto cached = torch::cat(pieces, 1);
-    REQUIRE(cached.sizes() == full.sizes());
-    CHECK((cached - full).abs().max().item<double>() < 1e-5);
-  }
 }
 
 TEST_CASE(
