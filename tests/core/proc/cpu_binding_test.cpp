@@ -1,10 +1,6 @@
 // A rank's share of its node's CPUs (core/proc/cpu_binding.hpp): contiguous parts in order, the
 // first ones larger by one, one CPU each when there are fewer CPUs than ranks; the text of a CPU
 // list; and a binding that reaches the threads the process already has.
-#include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -12,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/proc/cpu_binding.hpp"
+#include "tests/support/child_output.hpp"
 
 using namespace cohort::core::proc;
 
@@ -60,12 +57,7 @@ TEST_CASE("binding the process reaches a thread it started before, and every thr
   const auto allowed = allowed_cpus();
   REQUIRE_FALSE(allowed.empty());
   const int target = allowed.back();
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {  // the child: one thread waiting, the binding, then what each thread may use
-    ::close(fds[0]);
+  const auto got = cohort::test::output_of_child([&] {  // one thread waiting, the binding, then each thread's CPUs
     std::mutex m;
     std::condition_variable cv;
     bool bound = false;
@@ -85,18 +77,8 @@ TEST_CASE("binding the process reaches a thread it started before, and every thr
     std::string after_thread;
     std::thread later([&] { after_thread = cpu_list_text(allowed_cpus()); });
     later.join();
-    const std::string out = cpu_list_text(allowed_cpus()) + "|" + before_thread + "|" + after_thread;
-    const auto written = ::write(fds[1], out.data(), out.size());
-    ::_exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
-  }
-  ::close(fds[1]);
-  std::string got;
-  char buf[256];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status));
+    return cpu_list_text(allowed_cpus()) + "|" + before_thread + "|" + after_thread;
+  });
   const auto t = std::to_string(target);
   CHECK(got == t + "|" + t + "|" + t);
   CHECK(allowed_cpus() == allowed);  // the test process itself is not bound

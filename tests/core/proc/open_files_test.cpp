@@ -1,12 +1,11 @@
 // The open-files limit of cohort's processes (core/proc/open_files.hpp): raised to the hard limit
 // and said, and the warning for a rank whose limit is below what its job's size needs.
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "core/proc/open_files.hpp"
+#include "tests/support/child_output.hpp"
 
 using namespace cohort::core::proc;
 
@@ -15,33 +14,14 @@ namespace {
 // raise_open_files_limit() in a child whose limits were set to (soft, hard) first: its description
 // and the soft limit the child then has, as "DESCRIPTION|SOFT".
 std::string raised_in_child(rlim_t soft, rlim_t hard) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+  return cohort::test::output_of_child([&] {
     const rlimit set{soft, hard};
-    std::string out = "cannot set the limits";
-    if (::setrlimit(RLIMIT_NOFILE, &set) == 0) {
-      const auto limit = raise_open_files_limit();
-      rlimit now{};
-      ::getrlimit(RLIMIT_NOFILE, &now);
-      out = describe(limit) + "|" + std::to_string(now.rlim_cur);
-    }
-    const auto written = ::write(fds[1], out.data(), out.size());
-    ::_exit(written == static_cast<ssize_t>(out.size()) ? 0 : 1);
-  }
-  ::close(fds[1]);
-  std::string got;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  return got;
+    if (::setrlimit(RLIMIT_NOFILE, &set) != 0) return std::string("cannot set the limits");
+    const auto limit = raise_open_files_limit();
+    rlimit now{};
+    ::getrlimit(RLIMIT_NOFILE, &now);
+    return describe(limit) + "|" + std::to_string(now.rlim_cur);
+  });
 }
 
 }  // namespace
