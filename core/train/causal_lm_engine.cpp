@@ -33,6 +33,7 @@
 #include "core/train/memory_estimate.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/test_hooks.hpp"
 #include "core/train/vocab_plan.hpp"
 #include "core/train/zero_optimizer.hpp"
 
@@ -299,7 +300,9 @@ struct causal_lm_engine::impl : engine_state {
     if (net->has_lora())
       shape.lora_layer_parameters =
           lora_layer_parameters(net->config(), spec.model.lora.r, spec.model.lora.target_modules);
-    zo.sum_grads_on_device = estimate_memory(spec, shape).grads_summed_on_device;
+    const auto plan = estimate_memory(spec, shape);
+    zo.sum_grads_on_device = plan.grads_summed_on_device;
+    zo.keep_param_shards_on_device = plan.param_shards_kept_on_device && !test_host_param_gathers();
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     if (!net->has_lora()) {
       const auto initial = reward ? reward_initial_weights(spec, model_files, net, vocab.model_vocab)

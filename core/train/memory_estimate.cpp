@@ -244,12 +244,19 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   if (gpu) add("CUDA context and allocator", cuda_context_bytes, true);
 
   for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
+  const double cap = gpu_memory_limit_bytes(spec.runtime_env.env_vars);
   if (gpu && offload_param && spec.train.grad_accum > 1) {
-    const double cap = gpu_memory_limit_bytes(spec.runtime_env.env_vars);
     e.grads_summed_on_device = cap > 0 && r.device_bytes + 4 * shard <= cap;
     if (e.grads_summed_on_device) {
       add("fp32 gradient shard summed over the micro-batches", 4 * shard, true);
       r.device_bytes += 4 * shard;
+    }
+  }
+  if (gpu && offload_param) {  // what room is left keeps the compute-dtype shards between updates
+    e.param_shards_kept_on_device = cap > 0 && r.device_bytes + p * shard <= cap;
+    if (e.param_shards_kept_on_device) {
+      add("compute-dtype parameter shard kept between updates", p * shard, true);
+      r.device_bytes += p * shard;
     }
   }
   // Loading, a rank reads its fp32 shard a unit at a time: it stays in host memory on a CPU and

@@ -148,6 +148,10 @@ struct memory_estimate {
   // sets COHORT_GPU_MEMORY_LIMIT_GB and the rest leaves room for them under it; else (no cap: the
   // GPU's size is the node's, unknown to the plan) summed on the host. The engine asks this plan.
   bool grads_summed_on_device = false;
+  // ZeRO-3 with offload_param: the rank's compute-dtype parameter shards are kept on the GPU
+  // between updates (zero_options::keep_param_shards_on_device), counted there, when the job's
+  // cap leaves room for them after the above; else every gather copies them from the host.
+  bool param_shards_kept_on_device = false;
   double rank0_extra_host_bytes = 0;   // rank 0's export staging buffer (largest fp32 tensor)
   std::string setting;                 // "ZeRO-3, bf16, offload_param cpu" and the like
 };

@@ -28,14 +28,22 @@ void test_pause_point(const std::string& name, const std::atomic<bool>* cancelle
   }
 }
 
+namespace {
+
+bool test_flag_set(const char* variable) {  // VARIABLE=1 in the environment
+  const char* value = std::getenv(variable);
+  return value != nullptr && std::string(value) == "1";
+}
+
+}  // namespace
+
 double test_save_seconds_added() {
   const char* added = std::getenv(test_save_seconds_variable);
   return added == nullptr ? 0 : std::strtod(added, nullptr);
 }
 
-bool test_sequential_host_update() {
-  const char* value = std::getenv(test_sequential_host_update_variable);
-  return value != nullptr && std::string(value) == "1";
-}
+bool test_sequential_host_update() { return test_flag_set(test_sequential_host_update_variable); }
+
+bool test_host_param_gathers() { return test_flag_set(test_host_param_gathers_variable); }
 
 }  // namespace cohort::core::train

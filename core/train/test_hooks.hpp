@@ -26,4 +26,10 @@ double test_save_seconds_added();
 inline constexpr const char* test_sequential_host_update_variable = "COHORT_TEST_SEQUENTIAL_HOST_UPDATE";
 bool test_sequential_host_update();
 
+// With COHORT_TEST_HOST_PARAM_GATHERS=1 in the worker process's environment, ZeRO-3 with
+// offload_param copies every gather's shard from the host even where the plan keeps the shards
+// on the GPU (zero_options::keep_param_shards_on_device false): the baseline of a measurement.
+inline constexpr const char* test_host_param_gathers_variable = "COHORT_TEST_HOST_PARAM_GATHERS";
+bool test_host_param_gathers();
+
 }  // namespace cohort::core::train

@@ -167,6 +167,24 @@ torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtyp
   return u.master.to(options_.device, dtype);
 }
 
+torch::Tensor zero_optimizer::gather_shard(unit& u) {
+  if (!options_.offload_param || !options_.keep_param_shards_on_device)
+    return device_shard(u, options_.compute_dtype);
+  if (!u.device_weights_fresh) {
+    torch::NoGradGuard no_grad;
+    if (!u.device_weights.defined())
+      u.device_weights =
+          torch::empty({u.shard}, u.host_weights.options().device(options_.device).pinned_memory(false));
+    u.device_weights.copy_(u.host_weights, /*non_blocking=*/true);
+    u.device_weights_fresh = true;
+  }
+  return u.device_weights;
+}
+
+void zero_optimizer::host_weights_changing() {
+  for (auto& u : units_) u.device_weights_fresh = false;
+}
+
 torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
   if (parts() > 1 && u.numel > 0) throttle();
   auto shard = device_shard(u, dtype);
@@ -274,7 +292,7 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   wait_updated(u);  // its weights' copy is the last update's
   pending_gather p;
   p.unit = u;
-  p.shard = device_shard(un, options_.compute_dtype);
+  p.shard = gather_shard(un);
   allocate_full(un);
   un.gathered = true;
   if (un.numel == 0) return p;  // nothing to gather (unit 0 of a LoRA model)
@@ -464,6 +482,7 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   } else if (updates_) {
     start_host_update(options, coef_value);
   } else {
+    if (options_.offload_param) host_weights_changing();
     for (auto& u : units_) {
       update_on_host(u, options, coef_value, options_.offload_param ? u.grad : grad_or_zeros(u),
                      options_.offload_param ? u.host_weights : torch::Tensor());
@@ -495,6 +514,7 @@ void zero_optimizer::start_host_update(const model::adamw_options& options, doub
   // the device. The last update is done (a delayed one a step's worth of work ago; an overlapped
   // one was waited for by this step's gathers).
   updates_->wait_all();
+  host_weights_changing();
   const bool delay = options_.delayed_update && units_.front().adam.step >= options_.delay_after;
   if (!delay) {  // the next step's gathers wait for their units (see the header)
     updates_->start(units_.size(), [this, options, coef](std::size_t i) {
@@ -521,6 +541,7 @@ void zero_optimizer::settle_delayed() {
   if (!delayed_in_flight_) return;
   updates_->wait_all();
   torch::NoGradGuard no_grad;
+  host_weights_changing();
   for (auto& u : units_) u.host_weights.copy_(u.spare_weights);
   delayed_in_flight_ = false;
 }
@@ -555,6 +576,7 @@ void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
   settle_delayed();
   wait_all_updated();
+  if (options_.offload_param) host_weights_changing();
   if (options_.offload_param)
     for (auto& u : units_) {
       u.host_weights.copy_(u.master);

@@ -82,6 +82,12 @@ struct zero_options {
   // step runs). false: each later micro-batch's shard is copied to the host and added there,
   // the host waiting for the copy. The same sums either way.
   bool sum_grads_on_device = false;
+  // offload_param: each unit's compute-dtype shard is copied to the device once after each update
+  // and kept there, so that the step's later gathers of the unit (the backward's recomputation,
+  // every later micro-batch's) read it from device memory instead of the host (2 bytes an element
+  // of the rank's shards on the device for good). false: every gather copies it from the host.
+  // The same weights either way.
+  bool keep_param_shards_on_device = false;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -207,6 +213,10 @@ class zero_optimizer {
     // device, until the last reduction sends it to `grad`.
     torch::Tensor device_grad_sum;
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
+    // keep_param_shards_on_device: host_weights' copy on the device, which gathers read while
+    // device_weights_fresh (until the next update, or a load, writes host_weights).
+    torch::Tensor device_weights;
+    bool device_weights_fresh = false;
     // delayed_update: the other gradient shard and weights' copy, which the update in flight reads
     // and writes while the step uses the ones above; step() swaps the pairs.
     torch::Tensor spare_grad, spare_weights;
@@ -216,6 +226,11 @@ class zero_optimizer {
     torch::Tensor full;
     bool gathered = false;  // stage 3: full holds the unit's weights (or a prefetch fills it)
   };
+  // The compute-dtype shard a gather reads: host_weights' copy kept on the device
+  // (keep_param_shards_on_device), made again only after host_weights changed; else device_shard.
+  torch::Tensor gather_shard(unit& u);
+  // host_weights is about to change (an update, a load): every kept device copy is stale.
+  void host_weights_changing();
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
   int part() const { return options_.stage == 0 ? 0 : group_.rank(); }
   // Whether step() updates with cohort's AdamW kernel: the optimizer on a GPU (no offload) and

@@ -231,24 +231,33 @@ TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every
   CHECK(delayed.setting == "ZeRO-3, bf16, offload_optimizer and offload_param cpu, delayed parameter update");
 
   // Several micro-batches a step: their gradient shards are summed on the GPU, counted there,
-  // where the job's cap leaves room for them (without a cap, on the host).
+  // where the job's cap leaves room for them (without a cap, on the host); with room left after
+  // that the bf16 parameter shards stay on the GPU between updates.
   spec.zero.delayed_param_update = false;
   CHECK_FALSE(param.grads_summed_on_device);
+  CHECK_FALSE(param.param_shards_kept_on_device);  // no cap
   spec.train.grad_accum = 2;
   CHECK_FALSE(estimate_memory(spec, shape).grads_summed_on_device);
   CHECK(estimate_memory(spec, shape).per_rank.device_bytes == param.per_rank.device_bytes);
-  spec.runtime_env.env_vars[cohort::config::gpu_memory_limit_variable] =
-      std::to_string((param.per_rank.device_bytes + 6 * 2100) / gib);
-  const auto summed = estimate_memory(spec, shape);
+  const auto capped = [&](double bytes) {
+    spec.runtime_env.env_vars[cohort::config::gpu_memory_limit_variable] = std::to_string(bytes / gib);
+    return estimate_memory(spec, shape);
+  };
+  const auto summed = capped(param.per_rank.device_bytes + 6 * 2100);
   CHECK(summed.grads_summed_on_device);
+  CHECK(summed.param_shards_kept_on_device);
   CHECK(item(summed, "fp32 gradient shard summed over the micro-batches", true) == 4 * 2100);
-  CHECK(summed.per_rank.device_bytes == param.per_rank.device_bytes + 4 * 2100);
+  CHECK(item(summed, "compute-dtype parameter shard kept between updates", true) == 2 * 2100);
+  CHECK(summed.per_rank.device_bytes == param.per_rank.device_bytes + 6 * 2100);
   CHECK(summed.per_rank.steady_host_bytes == param.per_rank.steady_host_bytes);
-  spec.runtime_env.env_vars[cohort::config::gpu_memory_limit_variable] =
-      std::to_string((param.per_rank.device_bytes + 2 * 2100) / gib);  // between the two
-  const auto tight = estimate_memory(spec, shape);
+  const auto tight = capped(param.per_rank.device_bytes + 2 * 2100);  // room for the shards alone
   CHECK_FALSE(tight.grads_summed_on_device);
-  CHECK(tight.per_rank.device_bytes == param.per_rank.device_bytes);
+  CHECK(tight.param_shards_kept_on_device);
+  CHECK(tight.per_rank.device_bytes == param.per_rank.device_bytes + 2 * 2100);
+  const auto full = capped(param.per_rank.device_bytes - 2100);  // no room at all
+  CHECK_FALSE(full.grads_summed_on_device);
+  CHECK_FALSE(full.param_shards_kept_on_device);
+  CHECK(full.per_rank.device_bytes == param.per_rank.device_bytes);
 }
 
 TEST_CASE("the peak holds the larger of the gradient shard and the activations, never both",

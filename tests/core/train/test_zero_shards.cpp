@@ -250,6 +250,7 @@ struct offload_setup {
   int delay_after = 0;         // a delayed update starts after this many on time
   int micro_batches = 1;       // gradients reduced this many times a step, the last one said so
   bool sum_on_device = false;  // zero_options::sum_grads_on_device
+  bool keep_on_device = false;  // zero_options::keep_param_shards_on_device
 };
 
 // Four steps of ZeRO-3 with both offloads on `world` ranks: every unit gathered in order, a
@@ -272,6 +273,7 @@ std::vector<offload_run> run_offloaded(int world, const offload_setup& setup) {
     o.delayed_update = setup.mode == host_update::delayed;
     o.delay_after = setup.delay_after;
     o.sum_grads_on_device = setup.sum_on_device;
+    o.keep_param_shards_on_device = setup.keep_on_device;
     core::train::zero_optimizer opt(
         net->hf_parameters(), *initial, *group, o,
         [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
@@ -380,5 +382,29 @@ TEST_CASE(
     setup.mode = host_update::overlapped;
     check_same_training(run_offloaded(world, setup), on_host);
     CHECK(on_host[0].norms != run_offloaded(world, {})[0].norms);  // three micro-batches are not one
+  }
+}
+
+TEST_CASE(
+    "with parameter offload the shards kept on the device between updates give every gather the "
+    "weights a copy from the host gives: after each update on time, overlapped or delayed, and "
+    "after a checkpoint's read",
+    "[core][train]") {
+  for (int world : {1, 2}) {
+    INFO("world size " << world);
+    for (auto mode : {host_update::sequential, host_update::overlapped, host_update::delayed}) {
+      INFO("mode " << static_cast<int>(mode));
+      offload_setup setup;
+      setup.mode = mode;
+      setup.micro_batches = 2;  // each unit gathered twice a step: the second from the kept copy
+      setup.settle_after = 1;   // a checkpoint's read of the masters ends a delay
+      setup.delay_after = 1;
+      const auto from_host = run_offloaded(world, setup);
+      setup.keep_on_device = true;
+      const auto kept = run_offloaded(world, setup);
+      check_same_training(kept, from_host);
+      for (int rank = 0; rank < world; ++rank) CHECK(kept[rank].seen == from_host[rank].seen);
+      CHECK(from_host[0].seen[3] != from_host[0].seen[0]);  // the steps did change the weights
+    }
   }
 }
