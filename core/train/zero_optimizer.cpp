@@ -576,12 +576,13 @@ void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
   settle_delayed();
   wait_all_updated();
-  if (options_.offload_param) host_weights_changing();
-  if (options_.offload_param)
+  if (options_.offload_param) {
+    host_weights_changing();
     for (auto& u : units_) {
       u.host_weights.copy_(u.master);
       if (u.spare_weights.defined()) u.spare_weights.copy_(u.master);
     }
+  }
   if (options_.stage == 3) {
     release_all();
     return;
