@@ -179,10 +179,22 @@ void notify(head_ptr self, const std::string& job_id, const std::string& line) {
     self->send(follower, std::move(event));
 }
 
+// Tells every node that job `r` ended for good, so that they drop what they keep for its
+// restarts (its peer replicas).
+void announce_end(head_ptr self, const job_record& r) {
+  const auto* spec = self->state.logic.spec(r.id);
+  if (spec == nullptr || !spec->run.checkpoint.replicate) return;
+  const job_ended ended{r.id, spec->name, spec->run.storage_path, spec->run.local_dir};
+  for (const auto& n : self->state.logic.nodes())
+    if (auto node = self->state.nodes.find(n.name)) self->send(*node, ended);
+}
+
 void notify_state(head_ptr self, const std::string& job_id) {
   persist(self);
-  if (const auto* r = self->state.logic.find(job_id))
+  if (const auto* r = self->state.logic.find(job_id)) {
     notify(self, job_id, std::string(to_string(r->state)) + ": " + r->reason);
+    if (is_terminal(r->state)) announce_end(self, *r);
+  }
 }
 
 void forget_trainer(head_ptr self, const std::string& job_id, std::int32_t attempt) {

@@ -539,6 +539,16 @@ struct drain_reply {
   std::string drain_state;        // after the request: "" schedulable, "drained", "preempted"
   std::vector<std::string> jobs;  // the jobs the drain preempted
 };
+// head → every node: job `job_id` ended for good (SUCCEEDED, FAILED or STOPPED): the node drops
+// what it keeps for the job's restarts, its peer replicas (run.checkpoint.replicate), found from
+// the job's run directory as its workers name it (run_dir_of).
+struct job_ended {
+  static constexpr std::uint32_t wire_id = 73;
+  std::string job_id;
+  std::string name;          // the spec's name
+  std::string storage_path;  // run.storage_path
+  std::string local_dir;     // run.local_dir
+};
 // node → head: this node leaves (its cluster-worker got SIGTERM, a spot instance's notice). The
 // head drains it as `submit drain` does; the node exits once its trainers and workers stopped.
 struct node_draining {
@@ -881,6 +891,11 @@ typename Inspector::result_type inspect(Inspector& f, drain_node& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, drain_reply& x) {
   return f(caf::meta::type_name("drain_reply"), x.node, x.drain_state, x.jobs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_ended& x) {
+  return f(caf::meta::type_name("job_ended"), x.job_id, x.name, x.storage_path, x.local_dir);
 }
 
 template <class Inspector>

@@ -9,11 +9,13 @@
 // Head commands of an epoch older than the newest leader it has seen are refused (epoch_fence.hpp).
 #include <caf/all.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 #include "actors/node_actor.hpp"
 #include "actors/trainer_actor.hpp"
 #include "config/job_spec.hpp"
+#include "core/ckpt/replica.hpp"
 
 namespace cohort::actors {
 
@@ -23,6 +25,16 @@ using node_ptr = caf::stateful_actor<node_actor_state>*;
 
 // The node leaves: the head is told, and the node ends once its children have (or at the longest
 // preemption grace of its jobs, or the notice's deadline when that comes first, plus a margin).
+// The head says a job ended for good: the peer replicas its ranks kept on this node (tmpfs, host
+// memory) go, as its workers would have named them.
+void drop_job_replicas(const std::string& node, const job_ended& m) {
+  const auto dir = core::ckpt::replica_dir(core::ckpt::replica_root(), node, m.job_id,
+                                           config::local_run_dir(m.name, m.storage_path, m.local_dir));
+  std::error_code ec;
+  if (std::filesystem::remove_all(dir, ec) > 0)
+    std::cerr << "cluster-worker: job " << m.job_id << " ended: removed its peer replicas " << dir << std::endl;
+}
+
 void on_begin_drain(node_ptr self, const begin_drain& req) {
   auto& st = self->state;
   std::optional<std::chrono::milliseconds> until_deadline;
@@ -120,6 +132,7 @@ caf::behavior node_actor(caf::stateful_actor<node_actor_state>* self, node_info 
   self->set_down_handler([=](caf::down_msg& msg) { self->state.children.on_down(msg.source); });
   self->send(head, node_hello{info});
   return {
+      [=](const job_ended& m) { drop_job_replicas(self->state.info.name, m); },
       [=](const begin_drain& req) { on_begin_drain(self, req); },
       [=](drain_deadline) { self->quit(); },
       [=](const start_trainer& req) { on_start_trainer(self, req); },

@@ -15,7 +15,7 @@ using types = net::wire_types<
       attempt_outcome, log_line, job_event, submit_job, job_accepted, job_query, job_list_query,
       job_list, stop_job, follow_job, logs_query, job_logs, follow_logs, followed_logs, node_hello, start_trainer,
       trainer_started, start_worker, worker_started, worker_finished, attempt_running,
-      stop_attempt, checkpoint_job, checkpoint_attempt, release_job, release_attempt, log_ack, outcome_ack, rank_heartbeat, kill_hung_worker, plan_request, memory_plan_item, memory_plan, plan_reply, preempt_attempt, drain_node, drain_reply, node_draining, worker_command, net::routed, net::endpoint_down, net::process_hello,
+      stop_attempt, checkpoint_job, checkpoint_attempt, release_job, release_attempt, log_ack, outcome_ack, rank_heartbeat, kill_hung_worker, plan_request, memory_plan_item, memory_plan, plan_reply, preempt_attempt, drain_node, drain_reply, node_draining, job_ended, worker_command, net::routed, net::endpoint_down, net::process_hello,
       net::heartbeat, net::request_failed, net::not_leader, net::process_welcome, net::unknown_process>;
 
 template <class T, class... Ts>

@@ -103,15 +103,8 @@ core::train::worker_context worker_context_for(const worker_setup& setup) {
   ctx.store_secret = core::comm::store_secret_from_hex(
       setup.store_secret, "worker setup of rank " + std::to_string(setup.rank) + " of job " + setup.job_id);
   ctx.node_address = setup.node_address;
-  if (config::is_s3_url(ctx.spec.run.storage_path)) {
-    ctx.remote_run = ctx.spec.run.storage_path + "/" + ctx.spec.name;
-    const std::string local = ctx.spec.run.local_dir.empty()
-                                  ? (std::filesystem::temp_directory_path() / "cohort-runs").string()
-                                  : ctx.spec.run.local_dir;
-    ctx.run_dir = local + "/" + ctx.spec.name;
-  } else {
-    ctx.run_dir = ctx.spec.run.storage_path + "/" + ctx.spec.name;
-  }
+  if (config::is_s3_url(ctx.spec.run.storage_path)) ctx.remote_run = ctx.spec.run.storage_path + "/" + ctx.spec.name;
+  ctx.run_dir = config::local_run_dir(ctx.spec.name, ctx.spec.run.storage_path, ctx.spec.run.local_dir);
   return ctx;
 }
 

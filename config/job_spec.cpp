@@ -420,4 +420,10 @@ const char* to_string(offload_device d) { return name_of(d, offload_names); }
 const char* to_string(workload_kind w) { return name_of(w, workload_names); }
 const char* to_string(score_order o) { return name_of(o, order_names); }
 
+std::string local_run_dir(const std::string& name, const std::string& storage_path, const std::string& local_dir) {
+  if (!is_s3_url(storage_path)) return storage_path + "/" + name;
+  return (local_dir.empty() ? (std::filesystem::temp_directory_path() / "cohort-runs").string() : local_dir) + "/" +
+         name;
+}
+
 }  // namespace cohort::config

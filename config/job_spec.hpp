@@ -326,4 +326,8 @@ inline std::int64_t global_batch(const job_spec& s) {
   return std::int64_t{s.train.micro_batch_size} * s.train.grad_accum * s.scaling.num_workers;
 }
 
+// The run's directory on the machine a rank runs on: <storage_path>/<name>, or for a run in S3
+// its local copy, <local_dir, else $TMPDIR/cohort-runs>/<name>.
+std::string local_run_dir(const std::string& name, const std::string& storage_path, const std::string& local_dir);
+
 }  // namespace cohort::config

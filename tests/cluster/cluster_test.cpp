@@ -2972,3 +2972,28 @@ TEST_CASE("with peer replicas gone from both nodes a restart reads the committed
       {{"peer replicas not used: no node of this attempt holds a copy of", "restoring from storage", 1},
        {"restoring step 6 from storage: ", "bytes of checkpoint files read from storage", 2}});
 }
+
+TEST_CASE("a job with peer replicas that is stopped leaves none behind on its nodes", "[cluster][ckpt][replicas]") {
+  test_cluster c;
+  const std::string memory = c.dir().str() + "/memory";
+  const std::map<std::string, std::string> env = {{"COHORT_REPLICA_DIR", memory}};
+  c.start_head();
+  for (const char* node : {"n1", "n2"}) c.start_worker(node, 1, "", {}, "", env);
+  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
+  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(holding(tiny_llama_job("kept", data, c.dir().str() + "/runs", 6), 7));
+  spec["run"]["checkpoint"]["replicate"] = true;
+  const auto id = start_job(c, c.write_job(spec.dump()));
+  c.wait_for(id, [](const json& s) { return held_before(s, 7); }, 120s);
+  for (const char* node : {"n1", "n2"}) REQUIRE_FALSE(std::filesystem::is_empty(memory + "/" + node));
+  const auto stopped = c.submit({"stop", id});
+  INFO(stopped.out << stopped.err);
+  REQUIRE(stopped.exit_code == 0);
+  c.wait_for(id, [](const json& s) { return s["state"] == "STOPPED"; }, 60s);
+  // The head tells the nodes once the job is STOPPED; each removes the job's replicas.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while ((!std::filesystem::is_empty(memory + "/n1") || !std::filesystem::is_empty(memory + "/n2")) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  for (const char* node : {"n1", "n2"}) CHECK(std::filesystem::is_empty(memory + "/" + node));
+}
