@@ -2880,24 +2880,34 @@ namespace {
 // killed with kill -9, its memory with it), n3 with an empty memory joining to take its place.
 enum class lost { rank, rank_and_replicas, node };
 
-// Job "peers" (tiny Llama, checkpoints every 6 steps, run.checkpoint.replicate, the sample log) on
-// nodes n1 and n2, whose nodes keep the replicas under <test dir>/memory/<node>, held before step
-// 7 with step 6 committed and replicated; then `what` is lost. The restart, held before step 7
-// again, is released; the job must end SUCCEEDED after 2 attempts having trained every step and
-// sample once, the memory of the nodes it ended on left empty. Its log.
-std::string peer_job_losing(test_cluster& c, lost what) {
-  const std::string memory = c.dir().str() + "/memory";
-  const std::map<std::string, std::string> env = {{"COHORT_REPLICA_DIR", memory}};
+// Job `name` (tiny Llama, checkpoints every 6 steps, run.checkpoint.replicate, the sample log) on
+// nodes n1 and n2, which keep the replicas under <test dir>/memory/<node>, held before step 7
+// with step 6 committed and replicated.
+struct replicated_job {
+  std::string id, memory, data;
+  std::map<std::string, std::string> env;  // the nodes' (COHORT_REPLICA_DIR)
+};
+replicated_job held_replicated_job(test_cluster& c, const std::string& name) {
+  replicated_job j{"", c.dir().str() + "/memory", "", {}};
+  j.env = {{"COHORT_REPLICA_DIR", j.memory}};
   c.start_head();
-  for (const char* node : {"n1", "n2"}) c.start_worker(node, 1, "", {}, "", env);
+  for (const char* node : {"n1", "n2"}) c.start_worker(node, 1, "", {}, "", j.env);
   wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
-  auto spec = json::parse(holding(tiny_llama_job("peers", data, c.dir().str() + "/runs", 6), 7));
+  j.data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
+  auto spec = json::parse(holding(tiny_llama_job(name, j.data, c.dir().str() + "/runs", 6), 7));
   spec["run"]["checkpoint"]["replicate"] = true;
   spec["run"]["sample_log"] = true;
-  const auto id = start_job(c, c.write_job(spec.dump()));
-  const auto held = c.wait_for(id, [](const json& s) { return held_before(s, 7); }, 120s);
+  j.id = start_job(c, c.write_job(spec.dump()));
+  const auto held = c.wait_for(j.id, [](const json& s) { return held_before(s, 7); }, 120s);
   REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
+  return j;
+}
+
+// Job "peers" (held_replicated_job) loses `what`. The restart, held before step 7 again, is
+// released; the job must end SUCCEEDED after 2 attempts having trained every step and sample once,
+// the memory of the nodes it ended on left empty. Its log.
+std::string peer_job_losing(test_cluster& c, lost what) {
+  const auto [id, memory, data, env] = held_replicated_job(c, "peers");
   const std::string run_dir = c.dir().str() + "/runs/peers";
   REQUIRE(::access((run_dir + "/checkpoints/step-00000006/COMMITTED").c_str(), F_OK) == 0);
   if (what == lost::rank_and_replicas)
@@ -2975,16 +2985,9 @@ TEST_CASE("with peer replicas gone from both nodes a restart reads the committed
 
 TEST_CASE("a job with peer replicas that is stopped leaves none behind on its nodes", "[cluster][ckpt][replicas]") {
   test_cluster c;
-  const std::string memory = c.dir().str() + "/memory";
-  const std::map<std::string, std::string> env = {{"COHORT_REPLICA_DIR", memory}};
-  c.start_head();
-  for (const char* node : {"n1", "n2"}) c.start_worker(node, 1, "", {}, "", env);
-  wait_for_nodes(c, [](const json& n) { return registered(n, {"n1", "n2"}); }, 60s);
-  const auto data = cohort::test::make_tiny_dataset(c.dir().str() + "/data");
-  auto spec = json::parse(holding(tiny_llama_job("kept", data, c.dir().str() + "/runs", 6), 7));
-  spec["run"]["checkpoint"]["replicate"] = true;
-  const auto id = start_job(c, c.write_job(spec.dump()));
-  c.wait_for(id, [](const json& s) { return held_before(s, 7); }, 120s);
+  const auto job = held_replicated_job(c, "kept");
+  const auto& id = job.id;
+  const auto& memory = job.memory;
   for (const char* node : {"n1", "n2"}) REQUIRE_FALSE(std::filesystem::is_empty(memory + "/" + node));
   const auto stopped = c.submit({"stop", id});
   INFO(stopped.out << stopped.err);
