@@ -791,22 +791,31 @@ torch::Tensor decoder_impl::embed_at(const torch::Tensor& input_ids, const torch
 
 namespace {
 
-// The (T, past + T) masks of every window the layers use, for the new positions past, …,
-// past + T - 1 against keys 0, …, past + T - 1; with `causal`, window 0's too.
-void add_masks(attention_context& ctx, const std::vector<std::int64_t>& windows, std::int64_t T,
-               const torch::Device& device, bool causal) {
-  const auto longs = torch::TensorOptions().dtype(torch::kInt64).device(device);
+// The (T, S) masks of every window the layers use, true = may attend, for queries at positions
+// `queries` (T) against keys at positions `keys` (S), int64 on one device; with `causal`, window
+// 0's too. A window that has its mask already is skipped.
+void add_masks(attention_context& ctx, const std::vector<std::int64_t>& windows, const torch::Tensor& queries,
+               const torch::Tensor& keys, bool causal) {
+  torch::Tensor diff;  // query - key
   for (std::int64_t w : windows) {
     bool have = w == 0 && !causal;
     for (const auto& m : ctx.masks) have = have || m.first == w;
     if (have) continue;
-    auto queries = torch::arange(ctx.past, ctx.past + T, longs);
-    auto keys = torch::arange(ctx.past + T, longs);
-    auto diff = queries.view({T, 1}) - keys.view({1, ctx.past + T});  // query - key
+    if (!diff.defined()) diff = queries.view({-1, 1}) - keys.view({1, -1});
     auto allowed = diff.ge(0);
     if (w > 0) allowed = allowed.logical_and(diff.lt(w));  // sliding_window_overlay
     ctx.masks.emplace_back(w, allowed);
   }
+}
+
+// add_masks for the positions past, …, past + T - 1 against keys 0, …, past + T - 1; no positions
+// are made when no mask is wanted (plain causal attention without a cache needs none).
+void add_masks(attention_context& ctx, const std::vector<std::int64_t>& windows, std::int64_t T,
+               const torch::Device& device, bool causal) {
+  const bool wanted = causal || std::any_of(windows.begin(), windows.end(), [](std::int64_t w) { return w > 0; });
+  if (!wanted) return;
+  const auto longs = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  add_masks(ctx, windows, torch::arange(ctx.past, ctx.past + T, longs), torch::arange(ctx.past + T, longs), causal);
 }
 
 }  // namespace
@@ -955,20 +964,14 @@ kv_cache decoder_impl::preallocated_cache(std::int64_t batch, std::int64_t capac
 torch::Tensor decoder_impl::forward_at(const torch::Tensor& input_ids, const torch::Tensor& positions,
                                        kv_cache& cache) {
   check_lm_head("forward_at");
-  const std::int64_t T = positions.size(0);
   attention_context ctx;
   ctx.cache = &cache;
   ctx.positions = positions;
   if (config_.rotary != rotary_style::none)
     std::tie(ctx.cos, ctx.sin) = rotary_tables(positions.to(torch::kFloat), cache.inverse_frequencies);
-  const auto diff = positions.view({T, 1}) - cache.key_positions.view({1, cache.capacity});  // query - key
   std::vector<std::int64_t> windows = config_.sliding_window;
   windows.push_back(0);  // every layer masks with a cache
-  for (std::int64_t w : windows) {
-    bool have = false;
-    for (const auto& m : ctx.masks) have = have || m.first == w;
-    if (!have) ctx.masks.emplace_back(w, w > 0 ? diff.ge(0).logical_and(diff.lt(w)) : diff.ge(0));
-  }
+  add_masks(ctx, windows, positions, cache.key_positions, true);
   auto x = embed_at(input_ids, positions);
   for (auto& layer : layers_) x = layer->forward(x, ctx);
   return head(x);

@@ -106,10 +106,10 @@ std::string peer_replicas::step_dir(std::uint64_t step) const { return ckpt::rep
 comm::gloo_process_group& peer_replicas::group() {
   if (group_) return *group_;
   check_cancelled(ctx_.cancelled);
-  group_ = std::make_unique<comm::gloo_process_group>(
-      group_options_of(ctx_, comm::backend_kind::gloo, "replicas"));
-  // Who is where: each rank's node, through the attempt's store.
-  const std::string prefix = ctx_.job_id + "/attempt-" + std::to_string(ctx_.attempt) + "/replicas/node-";
+  const auto options = group_options_of(ctx_, comm::backend_kind::gloo, "replicas");
+  group_ = std::make_unique<comm::gloo_process_group>(options);
+  // Who is where: each rank's node, through the attempt's store, beside the group's own keys.
+  const std::string prefix = options.key_prefix + "node-";
   store_.set(prefix + std::to_string(ctx_.rank), ctx_.node);
   std::vector<std::string> nodes;
   for (int r = 0; r < ctx_.world_size; ++r)
