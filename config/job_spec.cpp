@@ -207,6 +207,15 @@ void parse_runtime_env(const json& v, runtime_env_spec& env) {
 }
 
 // Rules that involve more than one field, checked after the DeepSpeed block is applied.
+// A listed step after train.max_steps (when set) would never come: refused by name.
+void refuse_steps_after_the_last(const job_spec& spec, const std::vector<std::int64_t>& steps, const char* field,
+                                 const char* verb) {
+  if (spec.train.max_steps <= 0 || steps.empty() || steps.back() <= spec.train.max_steps) return;
+  const auto last = std::to_string(spec.train.max_steps);
+  throw spec_error(field, "got step " + std::to_string(steps.back()) + ", after the last step (train.max_steps " +
+                              last + "): the job would never " + verb + " there; allowed: 1 to " + last);
+}
+
 void check_cross_fields(const job_spec& spec) {
   if (spec.train.epochs == 0 && spec.train.max_steps == 0) {
     throw spec_error("train", "epochs and max_steps are both 0; set epochs >= 1 or max_steps >= 1");
@@ -228,13 +237,8 @@ void check_cross_fields(const job_spec& spec) {
     throw spec_error("zero.delayed_param_update",
                      "got true without zero.offload_param \"cpu\"; the update is delayed only on the host, "
                      "beside the next step (allowed otherwise: false)");
-  if (spec.train.max_steps > 0 && !spec.run.hold_before_steps.empty() &&
-      spec.run.hold_before_steps.back() > spec.train.max_steps) {
-    const auto last = std::to_string(spec.train.max_steps);
-    throw spec_error("run.hold_before_steps", "got step " + std::to_string(spec.run.hold_before_steps.back()) +
-                                                  ", after the last step (train.max_steps " + last +
-                                                  "): the job would never hold there; allowed: 1 to " + last);
-  }
+  refuse_steps_after_the_last(spec, spec.run.hold_before_steps, "run.hold_before_steps", "hold");
+  refuse_steps_after_the_last(spec, spec.run.profile_steps, "run.profile_steps", "profile");
   if (spec.train.eval_every > 0 && spec.data.eval.empty())
     throw spec_error("train.eval_every", "got " + std::to_string(spec.train.eval_every) +
                                              " but data.eval is not set; give data.eval (a directory written by "

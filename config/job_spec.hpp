@@ -218,6 +218,10 @@ struct run_spec {
   std::vector<std::int64_t> hold_before_steps;
   // Each rank appends the sample indices of every step it ran to <run>/samples/rank-N.jsonl.
   bool sample_log = false;
+  // Steps each rank profiles (strictly increasing, >= 1): what its GPU (or, on a CPU, its torch
+  // operators) did, where the time went and how long the device sat idle, written to
+  // <run>/profile/ per stretch of consecutive steps (core/train/step_profiler.hpp).
+  std::vector<std::int64_t> profile_steps;
   // > 0: each rank samples its host RSS and GPU memory every this many seconds (and at every
   // logged step) into <run>/memory/rank-N.csv. 0: off.
   double memory_status_every_s = 0.0;

@@ -343,6 +343,7 @@ auto run_fields(Spec& r) {
       field_of("hold_before_step", r.hold_before_step, integer_rule{0}),
       field_of("hold_before_steps", r.hold_before_steps, step_list_rule{}),
       field_of("sample_log", r.sample_log, flag_rule{}),
+      field_of("profile_steps", r.profile_steps, step_list_rule{}).new_on_wire(),
       field_of("memory_status_every_s", r.memory_status_every_s,
                number_range{0.0, true, max_timeout_s, true}));
 }

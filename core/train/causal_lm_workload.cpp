@@ -32,6 +32,7 @@
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/sample_log.hpp"
+#include "core/train/step_profiler.hpp"
 #include "core/train/seq2seq_engine.hpp"
 #include "core/train/step_gate.hpp"
 #include "core/train/test_hooks.hpp"
@@ -261,12 +262,14 @@ class rank_run {
     while (engine_->steps_done() < total_) {
       gate_.pass(engine_->steps_done() + 1, report_);
       take_checkpoint_request();
+      if (profiler_) log_if_any(profiler_->before_step(engine_->steps_done() + 1));
       const step_result last = train_step();
       evaluate_if_due(last);
       report_step(last);
       save_if_due(last);
       stop_if_preempted(last);
       after_step(last);
+      if (profiler_) log_if_any(profiler_->after_step(last.step));
     }
     finish();
   }
@@ -275,8 +278,12 @@ class rank_run {
   void log(const std::string& line) const {
     if (ctx_.log) ctx_.log(line);
   }
+  void log_if_any(const std::string& line) const {
+    if (!line.empty()) log(line);
+  }
 
-  // metrics.jsonl and the TensorBoard events (rank 0), the memory status and sample logs.
+  // metrics.jsonl and the TensorBoard events (rank 0), the memory status and sample logs, the
+  // profiler of run.profile_steps.
   void open_logs() {
     if (ctx_.rank == 0) {
       metrics_ = std::make_unique<metrics_log>(ctx_.run_dir + "/metrics.jsonl", engine_->steps_done());
@@ -289,6 +296,8 @@ class rank_run {
           ctx_.run_dir, ctx_.rank, device_, ctx_.spec.run.memory_status_every_s, engine_->steps_done());
     if (ctx_.spec.run.sample_log)
       samples_ = std::make_unique<sample_log>(ctx_.run_dir, ctx_.rank, ctx_.attempt);
+    if (!ctx_.spec.run.profile_steps.empty())
+      profiler_ = std::make_unique<step_profiler>(ctx_.spec.run.profile_steps, ctx_.run_dir, ctx_.rank, device_ >= 0);
   }
 
   // The rank's start line: what it trains, how, and what loading cost.
@@ -478,6 +487,7 @@ class rank_run {
   std::unique_ptr<event_file_writer> events_;
   std::unique_ptr<memory_status_log> memory_;
   std::unique_ptr<sample_log> samples_;
+  std::unique_ptr<step_profiler> profiler_;  // run.profile_steps
   nlohmann::json extra_;  // every checkpoint's manifest extra
   std::int64_t first_step_ = 0, total_ = 0, eval_every_ = 0;
   step_report report_;  // the newest step's
