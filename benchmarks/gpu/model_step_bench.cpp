@@ -11,23 +11,20 @@
 // The step is the engine's: embed, the layers, decoder::head_loss (on the fused path chunked over
 // --loss-chunk positions; 0: one chunk), backward, the optimizer; each layer's weights lie in one
 // buffer, as the engine's ZeRO units keep them.
-// --profile N (libtorch 2.x): after the timed steps, N more steps under the Kineto profiler, then
-// one JSON line per GPU kernel (the 40 longest in total): name, calls and milliseconds per step,
+// --profile N: after the timed steps, N more steps under the profiler (core/train/step_profiler.hpp),
+// then one JSON line per GPU kernel (the 40 longest in total): name, calls and milliseconds per step,
 // share of all kernel time — where the step's time goes, without a profiler UI.
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
 #include "core/model/fused_ops.hpp"
 #include "core/model/model_config.hpp"
+#include "core/train/step_profiler.hpp"
 
 #include <ATen/ATen.h>
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
-#if TORCH_VERSION_MAJOR >= 2 && __has_include(<torch/csrc/autograd/profiler_kineto.h>)
-#include <torch/csrc/autograd/profiler_kineto.h>
-#define COHORT_BENCH_PROFILER 1
-#endif
 #ifdef COHORT_BENCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -186,84 +183,29 @@ double peak_gpu_gib(const torch::Device& device) {
 #endif
 }
 
-#ifdef COHORT_BENCH_PROFILER
-// A kernel's name without its return type and cohort's kernel namespace, cut to 60 characters.
-std::string short_kernel_name(std::string name) {
-  for (const std::string prefix : {"void ", "cohort::core::model::kernels::(anonymous namespace)::"}) {
-    if (name.rfind(prefix, 0) == 0) name.erase(0, prefix.size());
-  }
-  return name.substr(0, 60);
-}
-#endif
 
-// Runs `steps` calls of `step` under the Kineto profiler (GPU activity only, so that the host runs
-// as it does untraced) and prints the longest GPU kernels, then where the GPU sat idle between
-// two of its operations: the idle time per step and the longest-idle pairs (the operation before
-// and the one the GPU waited for).
+// Runs `steps` calls of `step` under the profiler run.profile_steps uses (GPU activity only, so
+// that the host runs as it does untraced) and prints the longest GPU kernels, then where the GPU
+// sat idle: the idle time per step and the longest-idle pairs (the operation before and the one
+// the GPU waited for).
 template <typename Step>
-void profile_kernels(int steps, Step&& step) {
-#ifdef COHORT_BENCH_PROFILER
-  namespace prof = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  const std::set<ActivityType> activities{ActivityType::CUDA};
-  prof::prepareProfiler(config, activities);
-  prof::enableProfiler(config, activities);
-  torch::Tensor last;
-  for (int i = 0; i < steps; ++i) last = step();
-  (void)last.item<float>();
-  const auto result = prof::disableProfiler();
-  struct total { double ns = 0; std::int64_t calls = 0; };
-  struct span { std::uint64_t start, end; std::string name; };
-  std::map<std::string, total> kernels;
-  std::vector<span> spans;
-  double all_ns = 0;
-  for (const auto& e : result->events()) {
-    if (e.deviceType() != c10::DeviceType::CUDA) continue;
-    auto& k = kernels[e.name()];
-    k.ns += static_cast<double>(e.durationNs());
-    ++k.calls;
-    all_ns += static_cast<double>(e.durationNs());
-    spans.push_back({e.startNs(), e.startNs() + e.durationNs(), short_kernel_name(e.name())});
-  }
-  // Idle stretches of the GPU: from the end of everything so far to the next operation's start.
-  std::sort(spans.begin(), spans.end(), [](const span& a, const span& b) { return a.start < b.start; });
-  std::map<std::string, total> idle;
-  double idle_ns = 0;
-  for (std::size_t i = 1, last = 0; i < spans.size(); ++i) {
-    if (spans[i - 1].end > spans[last].end) last = i - 1;
-    if (spans[i].start <= spans[last].end) continue;
-    const double gap = static_cast<double>(spans[i].start - spans[last].end);
-    idle_ns += gap;
-    auto& t = idle[spans[last].name + " -> " + spans[i].name];
-    t.ns += gap;
-    ++t.calls;
-  }
-  std::vector<std::pair<std::string, total>> sorted(kernels.begin(), kernels.end());
-  std::sort(sorted.begin(), sorted.end(),
-            [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
-  std::cout << nlohmann::json{{"profile_steps", steps}, {"kernel_ms_per_step", all_ns / 1e6 / steps},
-                              {"kernels", kernels.size()}}.dump() << std::endl;
-  for (std::size_t i = 0; i < sorted.size() && i < 40; ++i) {
-    const auto& [name, t] = sorted[i];
-    std::cout << nlohmann::json{{"kernel", name.substr(0, 160)},
-                                {"calls_per_step", static_cast<double>(t.calls) / steps},
-                                {"ms_per_step", t.ns / 1e6 / steps},
-                                {"share", all_ns > 0 ? t.ns / all_ns : 0.0}}.dump() << std::endl;
-  }
-  std::vector<std::pair<std::string, total>> gaps(idle.begin(), idle.end());
-  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
-  std::cout << nlohmann::json{{"gpu_idle_ms_per_step", idle_ns / 1e6 / steps}}.dump() << std::endl;
-  for (std::size_t i = 0; i < gaps.size() && i < 15; ++i) {
-    std::cout << nlohmann::json{{"idle_between", gaps[i].first},
-                                {"gaps_per_step", static_cast<double>(gaps[i].second.calls) / steps},
-                                {"ms_per_step", gaps[i].second.ns / 1e6 / steps}}.dump() << std::endl;
-  }
-#else
-  (void)steps;
-  (void)step;
-  throw std::invalid_argument("--profile needs libtorch 2.x with Kineto");
-#endif
+void profile_kernels(int steps, Step&& step, bool cuda) {
+  cohort::core::train::device_recorder recorder;
+  if (!recorder.start(cuda)) throw std::logic_error("the profiler is taken");
+  for (int i = 0; i < steps; ++i) step();
+  const auto r = recorder.stop();
+  const auto s = cohort::core::train::summarize_profile(r.spans, r.from_ns, r.to_ns, 1, steps);
+  double kernel_ms = 0;
+  for (const auto& span : r.spans) kernel_ms += static_cast<double>(span.end_ns - span.start_ns) / 1e6 / steps;
+  std::cout << nlohmann::json{{"profile_steps", steps}, {"kernel_ms_per_step", kernel_ms},
+                              {"kernels", s.operations.size()}}.dump() << std::endl;
+  for (const auto& k : s.operations)
+    std::cout << nlohmann::json{{"kernel", k.name}, {"calls_per_step", k.calls_per_step},
+                                {"ms_per_step", k.ms_per_step}, {"share", k.share}}.dump() << std::endl;
+  std::cout << nlohmann::json{{"gpu_idle_ms_per_step", s.idle_ms_per_step}}.dump() << std::endl;
+  for (const auto& g : s.idle_gaps)
+    std::cout << nlohmann::json{{"idle_between", g.between}, {"gaps_per_step", g.gaps_per_step},
+                                {"ms_per_step", g.ms_per_step}}.dump() << std::endl;
 }
 
 int run(const bench_options& o) {
@@ -323,7 +265,7 @@ int run(const bench_options& o) {
       {"torch", TORCH_VERSION},
   };
   std::cout << result.dump() << std::endl;
-  if (o.profile > 0) profile_kernels(o.profile, train_step);
+  if (o.profile > 0) profile_kernels(o.profile, train_step, device.is_cuda());
   return 0;
 }
 

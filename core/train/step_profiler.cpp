@@ -41,7 +41,9 @@ struct total {
 // Longest first, at most `limit`.
 std::vector<std::pair<std::string, total>> longest(const std::map<std::string, total>& by_name, std::size_t limit) {
   std::vector<std::pair<std::string, total>> sorted(by_name.begin(), by_name.end());
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
+  });
   if (sorted.size() > limit) sorted.resize(limit);
   return sorted;
 }
@@ -199,15 +201,7 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 
 }  // namespace
 
-struct step_profiler::recording {
-  std::int64_t first_step = 0, last_step = 0;
-  std::int64_t from_ns = 0;
-};
-
-step_profiler::step_profiler(std::vector<std::int64_t> steps, std::string run_dir, int rank, bool cuda)
-    : steps_(std::move(steps)), run_dir_(std::move(run_dir)), rank_(rank), cuda_(cuda) {}
-
-step_profiler::~step_profiler() {
+device_recorder::~device_recorder() {
   if (!recording_) return;
   try {
     prof::disableProfiler();
@@ -216,6 +210,31 @@ step_profiler::~step_profiler() {
   profiler_taken = false;
 }
 
+bool device_recorder::start(bool cuda) {
+  if (recording_ || profiler_taken.exchange(true)) return false;
+  cuda_ = cuda;
+  if (cuda_) torch::cuda::synchronize();  // the window starts with nothing earlier queued
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  prof::prepareProfiler(config, activities_for(cuda_));
+  prof::enableProfiler(config, activities_for(cuda_));
+  recording_ = true;
+  from_ns_ = unix_ns_now();
+  return true;
+}
+
+device_recorder::recorded device_recorder::stop() {
+  if (!recording_) throw std::logic_error("device_recorder::stop without a recording");
+  if (cuda_) torch::cuda::synchronize();
+  const std::int64_t to_ns = unix_ns_now();
+  const auto result = prof::disableProfiler();
+  recording_ = false;
+  profiler_taken = false;
+  return {spans_of(*result, cuda_), from_ns_, to_ns};
+}
+
+step_profiler::step_profiler(std::vector<std::int64_t> steps, std::string run_dir, int rank, bool cuda)
+    : steps_(std::move(steps)), run_dir_(std::move(run_dir)), rank_(rank), cuda_(cuda) {}
+
 std::string step_profiler::path_stem(const std::string& run_dir, int rank, std::int64_t first, std::int64_t last) {
   return run_dir + "/profile/rank-" + std::to_string(rank) + "-steps-" + std::to_string(first) + "-" +
          std::to_string(last);
@@ -223,39 +242,30 @@ std::string step_profiler::path_stem(const std::string& run_dir, int rank, std::
 
 std::string step_profiler::before_step(std::int64_t step) {
   const auto at = std::find(steps_.begin(), steps_.end(), step);
-  if (recording_ || at == steps_.end() || (at != steps_.begin() && *(at - 1) == step - 1)) return "";
+  if (recorder_.recording() || at == steps_.end() || (at != steps_.begin() && *(at - 1) == step - 1)) return "";
   auto last = at;
   while (last + 1 != steps_.end() && *(last + 1) == *last + 1) ++last;
-  if (profiler_taken.exchange(true))
+  if (!recorder_.start(cuda_))
     return "rank " + std::to_string(rank_) + " cannot profile steps " + std::to_string(step) + "-" +
            std::to_string(*last) + ": another rank of this process is profiling (run.profile_steps)";
-  if (cuda_) torch::cuda::synchronize();  // the window starts with nothing of earlier steps queued
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  prof::prepareProfiler(config, activities_for(cuda_));
-  prof::enableProfiler(config, activities_for(cuda_));
-  recording_ = std::make_unique<recording>(recording{step, *last, unix_ns_now()});
+  first_ = step;
+  last_ = *last;
   return "";
 }
 
 std::string step_profiler::after_step(std::int64_t step) {
-  if (!recording_ || step != recording_->last_step) return "";
-  if (cuda_) torch::cuda::synchronize();
-  const std::int64_t to_ns = unix_ns_now();
-  const auto result = prof::disableProfiler();
-  profiler_taken = false;
-  const auto r = *recording_;
-  recording_.reset();
-  auto spans = spans_of(*result, cuda_);
+  if (!recorder_.recording() || step != last_) return "";
+  const auto r = recorder_.stop();
   const std::string device_name = cuda_ ? "GPU" : "CPU";
-  const auto summary = summarize_profile(spans, r.from_ns, to_ns, r.first_step, r.last_step);
-  const auto stem = path_stem(run_dir_, rank_, r.first_step, r.last_step);
+  const auto summary = summarize_profile(r.spans, r.from_ns, r.to_ns, first_, last_);
+  const auto stem = path_stem(run_dir_, rank_, first_, last_);
   std::error_code ec;
   std::filesystem::create_directories(run_dir_ + "/profile", ec);
   if (ec) throw std::runtime_error("run.profile_steps: cannot create " + run_dir_ + "/profile: " + ec.message());
   write_json(stem + ".json", to_json(summary));
-  write_json(stem + ".trace.json", chrome_trace(spans, r.from_ns, device_name));
-  return "rank " + std::to_string(rank_) + " profiled steps " + std::to_string(r.first_step) + "-" +
-         std::to_string(r.last_step) + ": " + describe(summary, device_name) + "; " +
+  write_json(stem + ".trace.json", chrome_trace(r.spans, r.from_ns, device_name));
+  return "rank " + std::to_string(rank_) + " profiled steps " + std::to_string(first_) + "-" +
+         std::to_string(last_) + ": " + describe(summary, device_name) + "; " +
          std::filesystem::path(stem).filename().string() + ".json";
 }
 

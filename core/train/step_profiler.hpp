@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,15 +61,36 @@ std::string describe(const profile_summary& s, const std::string& device_name);
 nlohmann::json chrome_trace(const std::vector<profiled_span>& spans, std::int64_t from_ns,
                             const std::string& device_name);
 
+// libtorch's profiler between start() and stop(): what the device did, on the host's clock.
+class device_recorder {
+ public:
+  device_recorder() = default;
+  ~device_recorder();  // stops a recording still running, its spans dropped
+  device_recorder(const device_recorder&) = delete;
+  device_recorder& operator=(const device_recorder&) = delete;
+
+  // Waits for the device's queued work, then records the GPU's kernels and copies (`cuda`) or
+  // the host's torch operators. False when another recorder of this process records.
+  bool start(bool cuda);
+  struct recorded {
+    std::vector<profiled_span> spans;
+    std::int64_t from_ns = 0, to_ns = 0;  // start() to stop(), the device's queued work done
+  };
+  recorded stop();  // start() must have returned true
+  bool recording() const { return recording_; }
+
+ private:
+  bool recording_ = false;
+  bool cuda_ = false;
+  std::int64_t from_ns_ = 0;
+};
+
 // The steps of run.profile_steps on one rank.
 class step_profiler {
  public:
   // `steps`: strictly increasing 1-based steps (run.profile_steps); `cuda`: the rank computes on
   // a GPU (profile its kernels and copies) or on the CPU (its torch operators).
   step_profiler(std::vector<std::int64_t> steps, std::string run_dir, int rank, bool cuda);
-  ~step_profiler();
-  step_profiler(const step_profiler&) = delete;
-  step_profiler& operator=(const step_profiler&) = delete;
 
   // Before 1-based step `step` runs: starts recording when a stretch of listed steps begins there.
   // Returns a line to log when the profiler cannot start ("" otherwise).
@@ -84,12 +104,12 @@ class step_profiler {
   static std::string path_stem(const std::string& run_dir, int rank, std::int64_t first, std::int64_t last);
 
  private:
-  struct recording;
   std::vector<std::int64_t> steps_;
   std::string run_dir_;
   int rank_;
   bool cuda_;
-  std::unique_ptr<recording> recording_;  // while a stretch is recorded
+  device_recorder recorder_;
+  std::int64_t first_ = 0, last_ = 0;  // the stretch being recorded
 };
 
 }  // namespace cohort::core::train

@@ -92,6 +92,7 @@ job_spec every_field_set(bool fine_tune) {
   r.hold_before_step = 4;
   r.hold_before_steps = {4, 8};
   r.sample_log = true;
+  r.profile_steps = {3, 4};
   r.memory_status_every_s = 2.5;
   s.runtime_env.env_vars = {{"NCCL_DEBUG", "INFO"}};
   return s;

@@ -132,10 +132,15 @@ TEST_CASE("scaling.nodes is read and kept through the spec's canonical JSON, and
   CHECK_THAT(e.what(), Catch::Contains("named twice"));
 }
 
-TEST_CASE("run.hold_before_steps and run.sample_log are read and kept through the spec's canonical JSON",
+TEST_CASE("run.hold_before_steps, run.profile_steps and run.sample_log are read and kept through the spec's "
+          "canonical JSON",
           "[config]") {
   const job_spec s = parse_job_spec(R"({"name": "held", "train": {"max_steps": 10},
-                                        "run": {"hold_before_steps": [2, 5, 9], "sample_log": true}})");
+                                        "run": {"hold_before_steps": [2, 5, 9], "sample_log": true,
+                                                "profile_steps": [4, 5, 10]}})");
+  CHECK(s.run.profile_steps == std::vector<std::int64_t>{4, 5, 10});
+  CHECK(parse_job_spec(R"({"name": "plain"})").run.profile_steps.empty());
+  CHECK(parse_job_spec(to_json_text(s)).run.profile_steps == s.run.profile_steps);
   CHECK(s.run.hold_before_steps == std::vector<std::int64_t>{2, 5, 9});
   CHECK(s.run.sample_log);
   CHECK(has_holds(s.run));

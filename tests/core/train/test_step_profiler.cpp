@@ -38,14 +38,14 @@ TEST_CASE("a profile's summary counts overlapping spans once, cuts them to the w
                                          {15 * ms, 30 * ms, "b"},
                                          {40 * ms, 50 * ms, "a"},
                                          {70 * ms, 80 * ms, "after the window"}};
-  const auto s = core::train::summarize_profile(spans, 0, 60 * ms, 4, 5);
+  const auto s = core::train::summarize_profile(spans, 0, 65 * ms, 4, 5);
   CHECK(s.first_step == 4);
   CHECK(s.last_step == 5);
-  CHECK(s.window_ms == Approx(60));
-  // Busy: 0-5, 10-30, 40-50 = 35 ms over two steps; idle 25 ms.
+  CHECK(s.window_ms == Approx(65));
+  // Busy: 0-5, 10-30, 40-50 = 35 ms over two steps; idle 30 ms.
   CHECK(s.busy_ms_per_step == Approx(17.5));
-  CHECK(s.idle_ms_per_step == Approx(12.5));
-  CHECK(s.idle_share == Approx(25.0 / 60));
+  CHECK(s.idle_ms_per_step == Approx(15));
+  CHECK(s.idle_share == Approx(30.0 / 65));
   REQUIRE(s.operations.size() == 3);  // the span after the window is not counted
   CHECK(s.operations[0].name == "a");
   CHECK(s.operations[0].calls_per_step == Approx(1));
@@ -55,16 +55,16 @@ TEST_CASE("a profile's summary counts overlapping spans once, cuts them to the w
   REQUIRE(early != nullptr);
   CHECK(early->ms_per_step == Approx(2.5));
   REQUIRE(s.idle_gaps.size() == 3);
-  CHECK(s.idle_gaps[0].between == "b -> a");  // 30-40
-  CHECK(s.idle_gaps[0].ms_per_step == Approx(5));
-  CHECK(s.idle_gaps[1].between == "a -> (steps end)");  // 50-60
+  CHECK(s.idle_gaps[0].between == "a -> (steps end)");  // 50-65
+  CHECK(s.idle_gaps[0].ms_per_step == Approx(7.5));
+  CHECK(s.idle_gaps[1].between == "b -> a");  // 30-40
   CHECK(s.idle_gaps[2].between == "early -> a");        // 5-10
   CHECK(s.idle_gaps[2].gaps_per_step == Approx(0.5));
 
   const auto j = core::train::to_json(s);
-  CHECK(j["idle_ms_per_step"].get<double>() == Approx(12.5));
+  CHECK(j["idle_ms_per_step"].get<double>() == Approx(15));
   CHECK(j["operations"][0]["name"] == "a");
-  CHECK(core::train::describe(s, "GPU").rfind("the GPU was busy 17.5 ms and idle 12.5 ms a step (41.7% of 30.0 ms)", 0) ==
+  CHECK(core::train::describe(s, "GPU").rfind("the GPU was busy 17.5 ms and idle 15.0 ms a step (46.2% of 32.5 ms)", 0) ==
         0);
   const auto trace = core::train::chrome_trace(spans, 0, "GPU");
   REQUIRE(trace["traceEvents"].size() == spans.size() + 1);  // and the process's name
