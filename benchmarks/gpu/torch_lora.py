@@ -4,7 +4,10 @@ with LoRA adapters (A: r x in, Kaiming-uniform; B: out x r, zeros; scale alpha /
 used in bf16) on the projections named by --targets, trained with fused AdamW over the adapters.
   python3 torch_lora.py --config llama2-7b.json [--batch 2] [--seq 2048] [--r 16] [--alpha 32]
                         [--targets q,k,v,o,gate,up,down] [--steps 30] [--warmup 10] [--mode compile|eager]
-Prints one JSON line: tokens/s (median over the steps after the warmup), step seconds, peak memory."""
+                        [--profile N]
+Prints one JSON line: tokens/s (median over the steps after the warmup), step seconds, peak memory;
+with --profile N, then N more steps under torch.profiler (GPU only) and one JSON line per kernel
+(the 30 longest in total: name, calls and milliseconds per step) before it."""
 import argparse, json, math, statistics, time
 import torch, torch.nn as nn, torch.nn.functional as F
 
@@ -94,7 +97,7 @@ def main():
     ap.add_argument("--seq", type=int, default=2048); ap.add_argument("--r", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32); ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10); ap.add_argument("--mode", default="compile")
-    ap.add_argument("--targets", default="q,k,v,o,gate,up,down")
+    ap.add_argument("--targets", default="q,k,v,o,gate,up,down"); ap.add_argument("--profile", type=int, default=0)
     a = ap.parse_args()
     c = json.load(open(a.config))
     torch.manual_seed(0)
@@ -112,6 +115,19 @@ def main():
         m(x).backward(); opt.step(); opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize(); times.append(time.perf_counter() - t)
     step = statistics.median(times[a.warmup:])
+    if a.profile:
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.profile):
+                m(x).backward(); opt.step(); opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+        rows = [e for e in prof.key_averages() if e.device_time_total > 0]
+        rows.sort(key=lambda e: -e.device_time_total)
+        total = sum(e.device_time_total for e in rows) / 1e3 / a.profile
+        print(json.dumps({"profile_steps": a.profile, "kernel_ms_per_step": round(total, 2)}))
+        for e in rows[:30]:
+            print(json.dumps({"kernel": e.key[:100], "calls_per_step": e.count / a.profile,
+                              "ms_per_step": round(e.device_time_total / 1e3 / a.profile, 3)}))
     print(json.dumps({"mode": a.mode, "batch": a.batch, "seq": a.seq, "r": a.r, "targets": a.targets,
                       "trainable_params": sum(p.numel() for p in params), "step_s": round(step, 4),
                       "tokens_per_s": round(a.batch * a.seq / step, 1),
