@@ -61,14 +61,10 @@ std::vector<torch::Tensor> like(const std::vector<torch::Tensor>& ws, const torc
   return out;
 }
 
-// The fused path's LoRA terms of `projections` added to y (..., Σ out_i), their base GEMM's output
-// (their columns in order): h = x A_catᵀ · s for all of them in one GEMM (the scale on the rank-r
-// product, not on the output), then one addmm adding h B_blockᵀ to y, B block-diagonal so that each
-// projection's columns see only its own adapter. No delta of the output's size is made, scaled or
-// added apart. peft's value up to rounding. Undefined when it does not apply: a projection without
+// The fused path's grouped adapters of `projections` (their columns in order), for concat_linear:
+// every A stacked, the B's block-diagonal. Undefined when it does not apply: a projection without
 // an adapter, scales that differ, or dropout in training (peft's modules each draw their own mask).
-torch::Tensor add_lora_grouped(const std::vector<const projection_impl*>& projections, const torch::Tensor& x,
-                               const torch::Tensor& y) {
+grouped_lora lora_group(const std::vector<const projection_impl*>& projections) {
   std::vector<torch::Tensor> as, bs;
   double scaling = 0;
   for (const auto* p : projections) {
@@ -78,20 +74,14 @@ torch::Tensor add_lora_grouped(const std::vector<const projection_impl*>& projec
     as.push_back(p->lora_a);
     bs.push_back(p->lora_b);
   }
-  const auto a = as.size() == 1 ? as[0] : torch::cat(as, 0);      // (Σ r, in)
-  const auto b = bs.size() == 1 ? bs[0] : torch::block_diag(bs);  // (Σ out, Σ r)
-  const auto h = torch::linear(x, a) * scaling;                   // (..., Σ r)
-  return torch::addmm(y.reshape({-1, y.size(-1)}), h.reshape({-1, h.size(-1)}), b.t()).view(y.sizes());
+  return {as.size() == 1 ? as[0] : torch::cat(as, 0), bs.size() == 1 ? bs[0] : torch::block_diag(bs), scaling};
 }
 
 // `fused` (..., sum out_i), one GEMM of several projections' base weights, plus each one's LoRA
-// term in its own columns: the adapters apply per original module. `fused` itself without any.
+// term in its own columns: the adapters apply per original module, each apart (where lora_group
+// does not apply). `fused` itself without any.
 torch::Tensor with_lora(std::initializer_list<projection> projections, const torch::Tensor& x,
                         const torch::Tensor& fused) {
-  std::vector<const projection_impl*> modules;
-  for (const auto& p : projections) modules.push_back(p.get());
-  auto grouped = add_lora_grouped(modules, x, fused);
-  if (grouped.defined()) return grouped;
   std::vector<torch::Tensor> deltas;
   bool any = false;
   for (auto p : projections) {
@@ -200,38 +190,80 @@ compute_path parse_compute_path(const std::string& name, const std::string& fiel
 
 namespace {
 
-// concat_linear's autograd. The weights and biases come as lists (libtorch 1.13 takes no
-// undefined tensor as an input); the backward concatenates the weights again instead of keeping
-// their copy, and returns the gradients of x, each weight and each bias, in that order.
+// concat_linear's autograd. The weights, biases and adapters (a, b) come as lists (libtorch 1.13
+// takes no undefined tensor as an input); the backward concatenates the weights again instead of
+// keeping their copy, and returns the gradients of x, each weight, each bias, a and b, in that
+// order, and none for the scaling.
 class concat_linear_function : public torch::autograd::Function<concat_linear_function> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               torch::TensorList weights, torch::TensorList biases) {
+                               torch::TensorList weights, torch::TensorList biases, torch::TensorList lora,
+                               double scaling) {
     torch::autograd::variable_list keep{x};
     keep.insert(keep.end(), weights.begin(), weights.end());
-    ctx->save_for_backward(keep);
     ctx->saved_data["biased"] = !biases.empty();
-    return torch::linear(x, stacked_rows(weights.vec()),
-                         biases.empty() ? torch::Tensor() : torch::cat(biases, 0));
+    ctx->saved_data["weights"] = static_cast<std::int64_t>(weights.size());
+    ctx->saved_data["scaling"] = scaling;
+    const auto w = stacked_rows(weights.vec());
+    const auto bias = biases.empty() ? torch::Tensor() : torch::cat(biases, 0);
+    if (lora.empty()) {
+      ctx->save_for_backward(keep);
+      return torch::linear(x, w, bias);
+    }
+    // The base GEMM into an output of its own (not a view, so that the adapters' addmm writes it in
+    // place), then y += (x aᵀ · s) bᵀ: the values of linear, then addmm onto its output.
+    const auto x2 = x.reshape({-1, x.size(-1)});
+    auto sizes = x.sizes().vec();
+    sizes.back() = w.size(0);
+    auto y = torch::empty(sizes, x.options());
+    auto y2 = y.view({-1, w.size(0)});
+    if (bias.defined()) {
+      at::addmm_out(y2, bias, x2, w.t());
+    } else {
+      at::mm_out(y2, x2, w.t());
+    }
+    const auto h = torch::mm(x2, lora[0].t()) * scaling;  // (N, Σ r)
+    y2.addmm_(h, lora[1].t());
+    keep.insert(keep.end(), {lora[0], lora[1], h});
+    ctx->save_for_backward(keep);
+    return y;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
+    const auto n = static_cast<std::size_t>(ctx->saved_data["weights"].toInt());
     const auto& x = saved[0];
-    const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.end());
-    const std::size_t n = weights.size();
+    const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.begin() + 1 + n);
     const bool biased = ctx->saved_data["biased"].toBool();
+    const bool adapted = saved.size() > 1 + n;
     std::vector<std::int64_t> rows;
     for (const auto& w : weights) rows.push_back(w.size(0));
     const auto& g = grads[0];  // (..., sum out_i)
-    torch::autograd::variable_list out(1 + n + (biased ? n : 0));
-    if (ctx->needs_input_grad(0)) out[0] = g.matmul(stacked_rows(weights));  // (..., in)
     const auto g2 = g.reshape({-1, g.size(-1)});
+    const auto x2 = x.reshape({-1, x.size(-1)});
+    // x, the weights, biases and adapters, and the scaling (no gradient).
+    torch::autograd::variable_list out(1 + n + (biased ? n : 0) + (adapted ? 2 : 0) + 1);
+    // The adapters: with h = x aᵀ s, dh = g b; da = s dhᵀ x, db = gᵀ h, and x gets s dh a.
+    torch::Tensor dh;
+    if (adapted) {
+      const auto& a = saved[1 + n];
+      const auto& b = saved[2 + n];
+      const auto& h = saved[3 + n];
+      const std::size_t at = 1 + n + (biased ? n : 0);
+      dh = g2.mm(b) * ctx->saved_data["scaling"].toDouble();  // (N, Σ r)
+      if (ctx->needs_input_grad(at)) out[at] = dh.t().mm(x2);
+      if (ctx->needs_input_grad(at + 1)) out[at + 1] = g2.t().mm(h);
+    }
+    if (ctx->needs_input_grad(0)) {
+      auto gx = g.matmul(stacked_rows(weights));  // (..., in)
+      if (dh.defined()) gx.view({-1, gx.size(-1)}).addmm_(dh, saved[1 + n]);
+      out[0] = gx;
+    }
     bool any_weight = false;
     for (std::size_t i = 0; i < n; ++i) any_weight = any_weight || ctx->needs_input_grad(1 + i);
     if (any_weight) {
-      const auto gw = g2.t().mm(x.reshape({-1, x.size(-1)})).split_with_sizes(rows, 0);
+      const auto gw = g2.t().mm(x2).split_with_sizes(rows, 0);
       for (std::size_t i = 0; i < n; ++i) out[1 + i] = gw[i];
     }
     if (biased) {
@@ -327,12 +359,15 @@ torch::Tensor shifted_targets(const torch::Tensor& labels) {
 }  // namespace
 
 torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
-                            const std::vector<torch::Tensor>& biases) {
+                            const std::vector<torch::Tensor>& biases, const grouped_lora& lora) {
   if (weights.empty() || (!biases.empty() && biases.size() != weights.size())) {
     throw model_error(model_errc::bad_input, "concat_linear takes one weight or more and as many "
                                              "biases or none");
   }
-  return concat_linear_function::apply(x, torch::TensorList(weights), torch::TensorList(biases));
+  std::vector<torch::Tensor> adapters;
+  if (lora.defined()) adapters = {lora.a, lora.b};
+  return concat_linear_function::apply(x, torch::TensorList(weights), torch::TensorList(biases),
+                                       torch::TensorList(adapters), lora.scaling);
 }
 
 torch::Tensor chunked_lm_head_loss(const torch::Tensor& x, const torch::Tensor& weight,
@@ -388,6 +423,12 @@ projection_impl::projection_impl(std::int64_t in, std::int64_t out, bool with_bi
 }
 
 torch::Tensor projection_impl::forward(const torch::Tensor& x) {
+  if (!conv1d && lora_a.defined() && fused_for(path, x)) {
+    const auto lora = lora_group({this});
+    if (lora.defined())
+      return concat_linear(x, {like(weight, x)}, bias.defined() ? std::vector<torch::Tensor>{like(bias, x)}
+                                                                 : std::vector<torch::Tensor>{}, lora);
+  }
   if (!conv1d) return with_adapter(torch::linear(x, like(weight, x), like(bias, x)), x);
   if (bias.defined() && fused_for(path, x) && fused_kernels_available(x)) {
     // The bias added by the GEMM itself, its gradient summed by cohort's kernel.
@@ -405,9 +446,12 @@ torch::Tensor projection_impl::forward(const torch::Tensor& x) {
 
 torch::Tensor projection_impl::with_adapter(const torch::Tensor& y, const torch::Tensor& x) {
   if (!lora_a.defined()) return y;
-  if (fused_for(path, x)) {
-    auto grouped = add_lora_grouped({this}, x, y);
-    if (grouped.defined()) return grouped;
+  if (fused_for(path, x)) {  // a Conv1D's adapters (its weight is (in, out), not concat_linear's)
+    const auto lora = lora_group({this});
+    if (lora.defined()) {
+      const auto h = torch::linear(x, lora.a) * lora.scaling;
+      return torch::addmm(y.reshape({-1, y.size(-1)}), h.reshape({-1, h.size(-1)}), lora.b.t()).view(y.sizes());
+    }
   }
   return y + lora_delta(x);
 }
@@ -490,8 +534,10 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
     const std::vector<torch::Tensor> biases =
         q->bias.defined() ? std::vector<torch::Tensor>{q->bias, k->bias, v->bias}
                           : std::vector<torch::Tensor>{};
-    auto qkv_out = concat_linear(x, like({q->weight, k->weight, v->weight}, x), like(biases, x));
-    qkv_out = with_lora({q, k, v}, x, qkv_out);  // before rotary: the adapters add to q, k, v
+    // Before rotary: the adapters add to q, k, v.
+    const auto lora = lora_group({q.get(), k.get(), v.get()});
+    auto qkv_out = concat_linear(x, like({q->weight, k->weight, v->weight}, x), like(biases, x), lora);
+    if (!lora.defined()) qkv_out = with_lora({q, k, v}, x, qkv_out);
     std::vector<torch::Tensor> parts;
     if (rotary_ == rotary_style::half && rotary_dim_ == head_dim_ && fused_kernels_available(x)) {
       // Rotary on q's and k's heads in one kernel each way, q, k and v apart after it (v copied
@@ -567,7 +613,9 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
     const std::vector<torch::Tensor> biases =
         gate->bias.defined() ? std::vector<torch::Tensor>{gate->bias, up->bias}
                              : std::vector<torch::Tensor>{};
-    auto gate_up = with_lora({gate, up}, x, concat_linear(x, like({gate->weight, up->weight}, x), like(biases, x)));
+    const auto lora = lora_group({gate.get(), up.get()});
+    auto gate_up = concat_linear(x, like({gate->weight, up->weight}, x), like(biases, x), lora);
+    if (!lora.defined()) gate_up = with_lora({gate, up}, x, gate_up);
     if ((activation_ == "silu" || activation_ == "swish") && fused_kernels_available(x)) {
       h = fused_swiglu(gate_up);  // one kernel each way; saves gate_up only
     } else {

@@ -364,8 +364,19 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
 // (..., in), weights (out_i, in) of x's dtype -> (..., sum out_i). The concatenated weight is a
 // temporary of the call and of the backward: autograd keeps the weights themselves, so a ZeRO-3
 // unit released between a layer's forward and its backward holds no copy of them.
+//
+// `lora`, when defined, adds LoRA adapters of those weights inside the same call (the fused path's
+// grouped adapters): h = x aᵀ · scaling, y += h bᵀ in place on the GEMM's output, and the backward
+// adds h's share of x's gradient into the same buffer. No output-sized delta or gradient is made
+// apart, added or copied.
+struct grouped_lora {
+  torch::Tensor a;  // (Σ r, in): every adapter's A stacked
+  torch::Tensor b;  // (Σ out_i, Σ r): the B's block-diagonal, each output column seeing its own adapter
+  double scaling = 0;
+  bool defined() const { return a.defined(); }
+};
 torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
-                            const std::vector<torch::Tensor>& biases);
+                            const std::vector<torch::Tensor>& biases, const grouped_lora& lora = {});
 
 // The rows of `weights` (each (rows_i, cols), one dtype and cols) stacked: (sum rows_i, cols). A
 // view without a copy when each lies right after the one before in one storage, contiguous (as

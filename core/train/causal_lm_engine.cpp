@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -151,12 +152,24 @@ model::lora_config lora_config_of(const config::model_spec& m) {
 void load_frozen_base(const model::weight_source& base, model::decoder& net, torch::ScalarType dtype,
                       const torch::Device& device) {
   torch::NoGradGuard no_grad;
-  for (const auto& p : net->hf_parameters()) {
-    if (p.tensor.requires_grad()) continue;
-    auto value = torch::empty(p.tensor.sizes(), torch::TensorOptions().dtype(dtype).device(device));
-    model::fill_parameter(base, p.name, value);
-    torch::Tensor param = p.tensor;  // shares the parameter's implementation (a tied head too)
-    param.set_data(value);
+  // Each layer's frozen weights lie in one buffer, one after another in hf_parameters() order (as a
+  // ZeRO unit lays out a layer it trains): the fused path's q/k/v and gate/up GEMMs then read them
+  // in place (model::stacked_rows) instead of concatenating them in every forward and backward.
+  std::map<std::int64_t, std::vector<model::hf_parameter>> layers;
+  for (const auto& p : net->hf_parameters())
+    if (!p.tensor.requires_grad()) layers[p.layer].push_back(p);
+  for (const auto& [layer, params] : layers) {
+    std::int64_t numel = 0;
+    for (const auto& p : params) numel += p.tensor.numel();
+    const auto buffer = torch::empty({numel}, torch::TensorOptions().dtype(dtype).device(device));
+    std::int64_t at = 0;
+    for (const auto& p : params) {
+      auto value = buffer.narrow(0, at, p.tensor.numel()).view(p.tensor.sizes());
+      model::fill_parameter(base, p.name, value);
+      torch::Tensor param = p.tensor;  // shares the parameter's implementation (a tied head too)
+      param.set_data(value);
+      at += p.tensor.numel();
+    }
   }
 }
 
