@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -232,6 +233,16 @@ struct causal_lm_engine::impl : engine_state {
   // the data sets are pairs, and the loss is the pairwise one (see head_loss).
   bool reward = false;
   reward_sums reward_step;  // the current step's (or evaluation's) sums over this rank's pairs
+  // A step's micro-batches as the loader gave them, on their way to the device.
+  struct fetched_step {
+    std::int64_t step = 0;  // the loader's step they are of
+    std::vector<batch_tensors> batches;
+    double labels = 0, tokens = 0;  // this rank's label positions and tokens
+    std::vector<std::int64_t> samples;
+  };
+  // The next step's, read while this step's work runs on the device (the loader then stands one
+  // step ahead of steps_done, which is what a checkpoint records as the sampler's position).
+  std::optional<fetched_step> next_batches;
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
       : engine_state(s, g, c), reward(s.workload == config::workload_kind::reward_model) {
@@ -438,7 +449,24 @@ struct causal_lm_engine::impl : engine_state {
     auto labels = torch::where(mask.logical_and(real), ids, torch::full_like(ids, -100));
     const double count = reward ? static_cast<double>(B / 2)                         // pairs
                                 : labels.slice(1, 1).ne(-100).sum().item<double>();  // host tensors: no wait
-    return {ids.to(device), labels.to(device), count};
+    if (!device.is_cuda()) return {ids, labels, count};
+    // From pinned memory the copies queue behind the work before them and the host goes on.
+    return {ids.pin_memory().to(device, /*non_blocking=*/true), labels.pin_memory().to(device, /*non_blocking=*/true),
+            count};
+  }
+
+  fetched_step fetch_step() {
+    fetched_step f;
+    f.step = loader->step();
+    data::micro_batch mb;
+    for (int m = 0; m < spec.train.grad_accum; ++m) {
+      loader->next(mb);
+      f.samples.insert(f.samples.end(), mb.sample_ids.begin(), mb.sample_ids.end());
+      f.batches.push_back(to_tensors(mb));
+      f.labels += f.batches.back().label_count;
+      for (auto n : mb.lengths) f.tokens += static_cast<double>(std::min<std::int64_t>(n, spec.train.seq_len));
+    }
+    return f;
   }
 
   // The summed loss of a micro-batch from the last layer's output `hidden` (B, T, C): the causal
@@ -564,23 +592,13 @@ struct causal_lm_engine::impl : engine_state {
   step_result step() {
     check_cancelled(cancelled);
     const auto started = std::chrono::steady_clock::now();
-    const auto& train = spec.train;
-    const std::int64_t step_index = loader->step();
-
-    std::vector<batch_tensors> batches;
-    double labels = 0, tokens = 0;
-    data::micro_batch mb;
-    std::vector<std::int64_t> samples;
-    for (int m = 0; m < train.grad_accum; ++m) {
-      loader->next(mb);
-      samples.insert(samples.end(), mb.sample_ids.begin(), mb.sample_ids.end());
-      batches.push_back(to_tensors(mb));
-      labels += batches.back().label_count;
-      for (auto n : mb.lengths) tokens += static_cast<double>(std::min<std::int64_t>(n, train.seq_len));
-    }
+    fetched_step f = next_batches ? std::move(*next_batches) : fetch_step();
+    next_batches.reset();
+    const std::int64_t step_index = f.step;
+    const auto& batches = f.batches;
     // Every rank weighs its summed loss by 1 / (label tokens of the global batch), so the reduced
     // gradient is that of the global mean whatever the world size.
-    const auto counts = all_reduce_sum({labels, tokens, checkpoint_requested ? 1.0 : 0.0,
+    const auto counts = all_reduce_sum({f.labels, f.tokens, checkpoint_requested ? 1.0 : 0.0,
                                       preempt_requested ? 1.0 : 0.0});
     checkpoint_requested = false;
     preempt_requested = false;
@@ -594,6 +612,7 @@ struct causal_lm_engine::impl : engine_state {
       last_micro_batch = m + 1 == batches.size();
       add_loss(local_loss, forward_backward(batches[m], 1.0 / global_labels));
     }
+    if (steps_done + 1 < total_steps) next_batches = fetch_step();  // while the device works
     for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
       if (u == 0 || !layers_reduced_in_backward) optimizer->reduce_grads(u);
     }
@@ -602,7 +621,7 @@ struct causal_lm_engine::impl : engine_state {
     optimizer->synchronize();
 
     auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss, counts,
-                         std::move(samples), started);
+                         std::move(f.samples), started);
     if (reward) r.reward = reward_metrics_of(all_reduce_sum(reward_step.take()), counts[0].item<double>());
     ++steps_done;
     return r;

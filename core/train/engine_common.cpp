@@ -218,7 +218,9 @@ void engine_state::request_checkpoint(bool preempted) {
 checkpoint_part engine_state::checkpoint() {
   checkpoint_part part;
   part.tensors = shard_tensors(*optimizer, group.rank());
-  part.state = rank_state_of(*optimizer, {steps_done, total_steps, loader->step(), spec.train.seed, global_batch()},
+  // The sampler's position is the step after the last one done (the loader may stand a step
+  // further, its next step's batches read ahead).
+  part.state = rank_state_of(*optimizer, {steps_done, total_steps, steps_done, spec.train.seed, global_batch()},
                              device);
   return part;
 }
