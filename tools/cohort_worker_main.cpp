@@ -249,11 +249,13 @@ int run_rank(const actors::worker_setup& setup, core::train::worker_context& ctx
 std::string bind_cores(const actors::worker_setup& setup) {
   if (!setup.spec.scaling.bind_cores_to_rank) return "";
   const auto allowed = core::proc::allowed_cpus();
-  const auto cpus = core::proc::cpu_share(allowed, setup.local_rank, setup.local_world);
+  const auto nodes = core::proc::numa_node_cpus();
+  const auto cpus = core::proc::numa_cpu_share(allowed, nodes, setup.local_rank, setup.local_world);
   core::proc::bind_process_to_cpus(cpus);
   return "bound to CPUs " + core::proc::cpu_list_text(cpus) + " (local rank " +
          std::to_string(setup.local_rank) + " of " + std::to_string(setup.local_world) + " on " +
-         std::to_string(allowed.size()) + " CPUs), " +
+         std::to_string(allowed.size()) + " CPUs" +
+         (nodes.size() > 1 ? ", " + std::to_string(nodes.size()) + " NUMA nodes" : "") + "), " +
          core::train::size_host_threads(static_cast<int>(cpus.size()));
 }
 

@@ -7,8 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -65,6 +69,95 @@ std::vector<int> cpu_share(const std::vector<int>& cpus, int local_rank, int loc
   const int first = local_rank * base + std::min(local_rank, larger);
   const int size = base + (local_rank < larger ? 1 : 0);
   return std::vector<int>(cpus.begin() + first, cpus.begin() + first + size);
+}
+
+std::vector<int> parse_cpu_list(const std::string& text) {
+  std::vector<int> out;
+  const auto bad = [&] {
+    return std::invalid_argument("\"" + text + "\" is not a CPU list (allowed: ranges and numbers, e.g. 0-3,8)");
+  };
+  std::size_t at = 0;
+  const auto number = [&] {
+    std::size_t end = at;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end == at || end - at > 6) throw bad();
+    const int v = std::stoi(text.substr(at, end - at));
+    at = end;
+    return v;
+  };
+  while (at < text.size() && text[at] != '\n') {
+    const int first = number();
+    int last = first;
+    if (at < text.size() && text[at] == '-') {
+      ++at;
+      last = number();
+    }
+    if (last < first) throw bad();
+    for (int c = first; c <= last; ++c) out.push_back(c);
+    if (at < text.size() && text[at] == ',') ++at;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::vector<int>> numa_node_cpus(const std::string& dir) {
+  std::vector<std::pair<int, std::string>> found;  // node number, its cpulist file
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 4 && name.rfind("node", 0) == 0 &&
+          std::all_of(name.begin() + 4, name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        found.emplace_back(std::stoi(name.substr(4)), dir + "/" + name + "/cpulist");
+    }
+    ::closedir(d);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::vector<int>> nodes;
+  for (const auto& [number, file] : found) {
+    std::ifstream in(file);
+    std::string text;
+    std::getline(in, text);
+    try {
+      nodes.push_back(parse_cpu_list(text));
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(file + ": " + e.what());
+    }
+  }
+  return nodes;
+}
+
+std::vector<int> numa_cpu_share(const std::vector<int>& cpus, const std::vector<std::vector<int>>& nodes,
+                                int local_rank, int local_world) {
+  std::vector<std::vector<int>> groups;
+  std::vector<int> elsewhere;
+  for (const auto& node : nodes) {
+    std::vector<int> mine;
+    std::set_intersection(cpus.begin(), cpus.end(), node.begin(), node.end(), std::back_inserter(mine));
+    if (!mine.empty()) groups.push_back(std::move(mine));
+  }
+  for (int c : cpus)
+    if (std::none_of(groups.begin(), groups.end(),
+                     [&](const std::vector<int>& g) { return std::binary_search(g.begin(), g.end(), c); }))
+      elsewhere.push_back(c);
+  if (!elsewhere.empty()) groups.push_back(std::move(elsewhere));
+  if (groups.size() <= 1) return cpu_share(cpus, local_rank, local_world);
+  cpu_share(cpus, local_rank, local_world);  // the same refusals as without NUMA nodes
+  const auto count = static_cast<std::int64_t>(groups.size());
+  const auto group_of = [&](std::int64_t rank) { return rank * count / local_world; };
+  if (local_world >= count) {
+    const std::int64_t g = group_of(local_rank);
+    std::int64_t first = local_rank, last = local_rank;  // the ranks that take group g
+    while (first > 0 && group_of(first - 1) == g) --first;
+    while (last + 1 < local_world && group_of(last + 1) == g) ++last;
+    return cpu_share(groups[static_cast<std::size_t>(g)], static_cast<int>(local_rank - first),
+                     static_cast<int>(last - first + 1));
+  }
+  std::vector<int> out;
+  for (std::int64_t g = group_of(local_rank); g < group_of(local_rank + 1); ++g)
+    out.insert(out.end(), groups[static_cast<std::size_t>(g)].begin(), groups[static_cast<std::size_t>(g)].end());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void bind_process_to_cpus(const std::vector<int>& cpus) {
