@@ -233,6 +233,11 @@ void check_cross_fields(const job_spec& spec) {
     throw spec_error("run.checkpoint.replicate",
                      "got true with zero.stage 0; peer replicas need zero.stage 1, 2 or 3 (with stage 0 "
                      "rank 0 alone saves the state, which no other rank's replica would hold)");
+  if (spec.run.checkpoint.replicate_every > 0 && !spec.run.checkpoint.replicate)
+    throw spec_error("run.checkpoint.replicate_every",
+                     "got " + std::to_string(spec.run.checkpoint.replicate_every) +
+                         " without run.checkpoint.replicate true; replicas between the saves are peer "
+                         "replicas (allowed otherwise: 0)");
   if (spec.zero.delayed_param_update && spec.zero.offload_param != offload_device::cpu)
     throw spec_error("zero.delayed_param_update",
                      "got true without zero.offload_param \"cpu\"; the update is delayed only on the host, "

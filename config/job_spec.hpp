@@ -167,6 +167,11 @@ struct checkpoint_spec {
   // sends a copy to a buddy rank on another node (core/ckpt/replica.hpp): a restarted attempt
   // of the same size restores from those copies instead of reading storage.
   bool replicate = false;
+  // With replicate: every this many steps (0: never) between the saves, each rank also takes a
+  // replica of its full checkpoint shard into its node's memory and its buddy's, without writing
+  // storage; a restart of the same size resumes from the newest complete one when it is newer
+  // than the newest committed checkpoint.
+  int replicate_every = 0;
   // Every this many steps (0: never) rank 0 also writes the committed checkpoint of that step as a
   // Hugging Face directory, <run>/exports/step-N (the final step's is <run>/model), keeping the
   // newest num_exports_to_keep (0: all). A multiple of every_steps; local storage_path only.

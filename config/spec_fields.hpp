@@ -248,6 +248,7 @@ auto checkpoint_fields(Spec& c) {
                          field_of("async", c.async, flag_rule{}),
                          field_of("staging_bytes", c.staging_bytes, integer_rule{0}),
                          field_of("replicate", c.replicate, flag_rule{}),
+                         field_of("replicate_every", c.replicate_every, integer_rule{0, any_int}),
                          field_of("export_every", c.export_every, integer_rule{0, any_int}),
                          field_of("num_exports_to_keep", c.num_exports_to_keep, integer_rule{0, any_int}));
 }

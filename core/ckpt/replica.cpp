@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 #include <tuple>
 
@@ -101,11 +102,11 @@ std::vector<replica_record> scan_replicas(const std::string& dir) {
   return out;
 }
 
-void drop_replicas(const std::string& dir, std::uint64_t keep) {
+void drop_replicas(const std::string& dir, std::uint64_t keep, std::uint64_t keep_too) {
   std::error_code ec;
   for (const auto& step : fs::directory_iterator(dir, ec)) {
     const auto n = parse_step_dir_name(step.path().filename().string());
-    if (n && *n != keep) fs::remove_all(step.path(), ec);
+    if (n && *n != keep && *n != keep_too) fs::remove_all(step.path(), ec);
   }
 }
 
@@ -144,6 +145,38 @@ std::string check_replica(const std::string& step_dir, const manifest& m, int ra
            std::to_string(r.world_size) + " ranks, the committed checkpoint is step " +
            std::to_string(m.step) + " of " + std::to_string(m.world_size);
   return mismatched_files(step_dir, m, rank);
+}
+
+void write_replica_manifest(const std::string& step_dir, const manifest& m, int rank) {
+  const std::string path = step_dir + "/" + manifest_name;
+  const std::string own = path + ".rank-" + std::to_string(rank);
+  write_file_durable(own, manifest_to_json(m).dump(1));
+  std::error_code ec;
+  fs::rename(own, path, ec);  // the same text from every rank of the node: the last rename wins
+  if (ec)
+    throw ckpt_error(ckpt_errc::io, "replica: cannot rename " + own + " to " + path + ": " + ec.message());
+}
+
+manifest read_replica_manifest(const std::string& step_dir) {
+  const std::string path = step_dir + "/" + manifest_name;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_small_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw ckpt_error(ckpt_errc::bad_manifest, path + ": " + e.what());
+  }
+  return manifest_from_json(j, path);
+}
+
+std::vector<std::uint64_t> replica_steps_after(const std::vector<std::vector<replica_record>>& held,
+                                               std::uint64_t after, int world_size) {
+  std::vector<std::uint64_t> steps;
+  for (const auto& node : held)
+    for (const auto& r : node)
+      if (r.step > after && r.world_size == world_size) steps.push_back(r.step);
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  return steps;
 }
 
 std::vector<int> plan_sources(const std::vector<std::vector<replica_record>>& held, std::uint64_t step,

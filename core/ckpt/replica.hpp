@@ -1,14 +1,21 @@
 // Peer replicas of checkpoint shards (run.checkpoint.replicate): the bookkeeping, without torch
 // and without the network. A node keeps, in host memory (a directory on tmpfs, /dev/shm), the
-// shards of the newest checkpoint its ranks saved and the copies it holds for their buddies on
-// other nodes; a restarted attempt of the same size restores from them when they are of the
-// committed step it resumes from and their files match that step's manifest, else from storage.
+// shards of the newest replica step its ranks took and the copies it holds for their buddies on
+// other nodes. A replica step is taken at each checkpoint save and, with
+// run.checkpoint.replicate_every, every that many steps between them (no storage written then).
+// A restarted attempt of the same size restores from them: from the committed step it resumes
+// from when they match that step's manifest, or from a newer replica step, validated against the
+// replica's own manifest; else from storage.
 //
 // Layout of a job's replica directory (replica_dir): step-<N>/rank-<R>.safetensors and
-// rank-<R>.json (as in a checkpoint) and rank-<R>.replica.json (the record, written last: a
-// replica without it is incomplete and ignored). The files outlive the rank processes (tmpfs), not
-// the machine. Two ranks of one node share the directory; every rank saves the same steps, and a
-// save first removes the other steps' directories (one step's replicas at most).
+// rank-<R>.json (as in a checkpoint), manifest.json (the step's manifest, merged from every
+// rank's report as a commit merges them, with the step's metrics and extra) and
+// rank-<R>.replica.json (the record, written last, once every rank's own copy and its buddy's
+// are written: a replica without it is incomplete and ignored). The files outlive the rank
+// processes (tmpfs), not the machine. Two ranks of one node share the directory; every rank
+// takes the same steps. Without replicate_every a step first removes the other steps'
+// directories (one step's replicas at most); with it the older step is removed only once the new
+// one is complete on every node (at most one complete step and the one being written).
 #pragma once
 
 #include <cstdint>
@@ -52,8 +59,21 @@ void write_replica_record(const std::string& dir, const replica_record& r);
 // The complete replicas under `dir` (a job's replica directory), by step and rank; an unreadable
 // record is skipped.
 std::vector<replica_record> scan_replicas(const std::string& dir);
-// Removes every step directory under `dir` but step `keep`'s (all of them when `keep` is 0).
-void drop_replicas(const std::string& dir, std::uint64_t keep);
+// Removes every step directory under `dir` but steps `keep`'s and `keep_too`'s (all of them when
+// both are 0).
+void drop_replicas(const std::string& dir, std::uint64_t keep, std::uint64_t keep_too = 0);
+
+// The manifest of the replica step in `step_dir`, written by rank `rank` (every rank of a node writes
+// the same one, each through its own temporary name), and read back; reading throws ckpt_error
+// naming the file.
+void write_replica_manifest(const std::string& step_dir, const manifest& m, int rank);
+manifest read_replica_manifest(const std::string& step_dir);
+
+// The steps after `after` of which `held` (as for plan_sources) records a replica for a group of
+// `world_size`, newest first: the replica steps a restart may resume from before the committed
+// checkpoint `after` (0: none).
+std::vector<std::uint64_t> replica_steps_after(const std::vector<std::vector<replica_record>>& held,
+                                               std::uint64_t after, int world_size);
 
 // Whether each file the manifest `m` lists for rank `rank` is in `dir` with the manifest's size
 // and XXH64: "" when so, else the first that is not (missing or damaged), for the log.

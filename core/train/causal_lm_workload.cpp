@@ -336,7 +336,7 @@ class rank_run {
       report_.loss = logged.value("loss", 0.0);
       report_.lr = logged.value("lr", 0.0);
       report_.grad_norm = logged.value("grad_norm", 0.0);
-      report_.checkpoint_step = engine_->steps_done();
+      report_.checkpoint_step = checkpoints_->committed_step();  // older than a replica step restored
     }
     report_.total_steps = total_;
   }
@@ -425,6 +425,17 @@ class rank_run {
         log("step " + std::to_string(last.step) + ": checkpoint saved" +
             (background ? " in the background" : "") + ", training blocked " +
             std::to_string(static_cast<long long>(blocked.count())) + " ms");
+    } else if (checkpoints_->replica_due(last.step)) {
+      // Between the saves: the same state, kept in the nodes' memory only.
+      const auto started = std::chrono::steady_clock::now();
+      const auto part = engine_->checkpoint();
+      checkpoints_->replicate(static_cast<std::uint64_t>(last.step), part.tensors, part.state,
+                              metrics_of(report_), extra_);
+      const auto blocked =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
+      if (ctx_.rank == 0)
+        log("step " + std::to_string(last.step) + ": replica kept in the nodes' memory on every rank, " +
+            "training blocked " + std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
     checkpoints_->log_commits();
   }

@@ -2,6 +2,7 @@
 #include "core/train/checkpointer.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <stdexcept>
 #include <thread>
 
@@ -102,24 +103,39 @@ void checkpointer::log(const std::string& line) const {
   if (ctx_.log) ctx_.log(line);
 }
 
+nlohmann::json checkpointer::agree_on_resume(const std::string& name, bool replica_steps) {
+  if (ctx_.rank != 0) {
+    auto choice = nlohmann::json::parse(
+        wait_key(*store_, key(name), resume_wait_limit, [this] { check_cancelled(ctx_.cancelled); }));
+    if (choice.contains("error"))
+      throw std::runtime_error("rank 0 could not choose a checkpoint: " + choice["error"].get<std::string>());
+    return choice;
+  }
+  nlohmann::json choice;
+  try {
+    choice = pick_resume(replica_steps);
+  } catch (const std::exception& e) {
+    store_->set(key(name), nlohmann::json{{"error", e.what()}}.dump());
+    throw;
+  }
+  store_->set(key(name), choice.dump());
+  return choice;
+}
+
 std::optional<resume_point> checkpointer::choose_resume() {
-  nlohmann::json choice = nlohmann::json::object();
   // What each rank's node keeps in memory, for rank 0's restore plan.
   if (replicas_ && ctx_.attempt > 0)
     store_->set(key("replicas/rank-" + std::to_string(ctx_.rank)), replicas_->holdings().dump());
-  if (ctx_.rank == 0) {
-    try {
-      choice = pick_resume();
-    } catch (const std::exception& e) {
-      store_->set(key("resume"), nlohmann::json{{"error", e.what()}}.dump());
-      throw;
+  auto choice = agree_on_resume("resume", true);
+  if (choice.value("replica", false)) {
+    if (auto r = restore_replica_step(choice)) {
+      // The run's checkpoints stand where they stood: the newest committed one (0: none).
+      const auto committed = choice["committed"].get<std::uint64_t>();
+      if (committed > 0) restored_step_ = committed;  // kept by retention, as a restored one is
+      committed_step_ = static_cast<std::int64_t>(committed);
+      return r;
     }
-    store_->set(key("resume"), choice.dump());
-  } else {
-    choice = nlohmann::json::parse(wait_key(*store_, key("resume"), resume_wait_limit,
-                                            [this] { check_cancelled(ctx_.cancelled); }));
-    if (choice.contains("error"))
-      throw std::runtime_error("rank 0 could not choose a checkpoint: " + choice["error"].get<std::string>());
+    choice = agree_on_resume("resume-committed", false);
   }
   if (!choice.contains("dir")) return std::nullopt;
   resume_point r;
@@ -146,11 +162,12 @@ std::optional<resume_point> checkpointer::choose_resume() {
   return r;
 }
 
-nlohmann::json checkpointer::pick_resume() {
+nlohmann::json checkpointer::pick_resume(bool replica_steps) {
   nlohmann::json choice = nlohmann::json::object();
   const ckpt::attempt_token token{ctx_.job_id, ctx_.attempt};
   // From now on only this attempt commits the job's checkpoints (a zombie older one is refused).
-  location_->claim(token);
+  if (!claimed_) location_->claim(token);
+  claimed_ = true;
   const bool resume = ctx_.attempt > 0 || ctx_.spec.run.resume;
   if (!resume) {
     const auto committed = location_->committed();
@@ -160,7 +177,7 @@ nlohmann::json checkpointer::pick_resume() {
                                   ckpt::step_dir_name(committed.back().step) +
                                   "); choose another run.name or run.storage_path, or remove them");
   } else if (replicas_ && ctx_.attempt > 0) {
-    if (auto peer = pick_peer_resume(); !peer.empty()) {
+    if (auto peer = pick_peer_resume(replica_steps); !peer.empty()) {
       location_->retain(policy(false));  // dead attempts' unfinished directories
       return peer;
     }
@@ -188,7 +205,33 @@ nlohmann::json checkpointer::pick_resume() {
   return choice;
 }
 
-nlohmann::json checkpointer::pick_peer_resume() {
+namespace {
+
+// The ranks a restore plan (ckpt::plan_sources) finds no copy for, and those whose copy moves over
+// the network ("1 from rank 3, ..."), for the log.
+struct plan_text {
+  std::string missing, moved;
+};
+plan_text describe_plan(const std::vector<int>& sources) {
+  plan_text t;
+  for (int r = 0; r < static_cast<int>(sources.size()); ++r) {
+    if (sources[r] < 0)
+      t.missing += (t.missing.empty() ? "" : ", ") + std::to_string(r);
+    else if (sources[r] != r)
+      t.moved +=
+          (t.moved.empty() ? "" : ", ") + std::to_string(r) + " from rank " + std::to_string(sources[r]);
+  }
+  return t;
+}
+
+std::string where_copies_are(const plan_text& t) {
+  return t.moved.empty() ? ": every rank's own node holds its shard)"
+                         : "; over the network: rank " + t.moved + ")";
+}
+
+}  // namespace
+
+nlohmann::json checkpointer::pick_peer_resume(bool replica_steps) {
   const auto storage = [this](const std::string& why) {
     log("peer replicas not used: " + why + "; restoring from storage");
     return nlohmann::json::object();
@@ -196,6 +239,19 @@ nlohmann::json checkpointer::pick_peer_resume() {
   if (!ctx_.remote_run.empty())
     return storage("the checkpoints are in S3 (replicas serve a run directory on disk)");
   const auto committed = location_->committed();
+  const bool between = replica_steps && ctx_.spec.run.checkpoint.replicate_every > 0;
+  if (committed.empty() && !between) return nlohmann::json::object();
+  std::vector<std::vector<ckpt::replica_record>> held;
+  for (int r = 0; r < ctx_.world_size; ++r) {
+    held.emplace_back();
+    const auto text = wait_key(*store_, key("replicas/rank-" + std::to_string(r)), resume_wait_limit,
+                               [this] { check_cancelled(ctx_.cancelled); });
+    for (const auto& j : nlohmann::json::parse(text))
+      held.back().push_back(ckpt::replica_record_from_json(j));
+  }
+  if (between)
+    if (auto newer = pick_replica_step(held, committed.empty() ? 0 : committed.back().step); !newer.empty())
+      return newer;
   if (committed.empty()) return nlohmann::json::object();
   const std::uint64_t step = committed.back().step;
   ckpt::manifest m;
@@ -207,30 +263,78 @@ nlohmann::json checkpointer::pick_peer_resume() {
   if (m.world_size != ctx_.world_size)
     return storage(location_->step_name(step) + " was written by " + std::to_string(m.world_size) +
                    " ranks, this attempt has " + std::to_string(ctx_.world_size));
-  std::vector<std::vector<ckpt::replica_record>> held;
-  for (int r = 0; r < ctx_.world_size; ++r) {
-    held.emplace_back();
-    const auto text = wait_key(*store_, key("replicas/rank-" + std::to_string(r)), resume_wait_limit,
-                               [this] { check_cancelled(ctx_.cancelled); });
-    for (const auto& j : nlohmann::json::parse(text))
-      held.back().push_back(ckpt::replica_record_from_json(j));
-  }
   const auto sources = ckpt::plan_sources(held, step, ctx_.world_size);
-  std::string missing, moved;
-  for (int r = 0; r < ctx_.world_size; ++r) {
-    if (sources[r] < 0)
-      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    else if (sources[r] != r)
-      moved += (moved.empty() ? "" : ", ") + std::to_string(r) + " from rank " + std::to_string(sources[r]);
-  }
-  if (!missing.empty())
+  const auto plan = describe_plan(sources);
+  if (!plan.missing.empty())
     return storage("no node of this attempt holds a copy of " + location_->step_name(step) + " for rank(s) " +
-                   missing);
+                   plan.missing);
   restored_step_ = step;
   log("resuming from " + location_->step_name(step) + " from the nodes' memory (peer replicas" +
-      (moved.empty() ? ": every rank's own node holds its shard)"
-                     : "; over the network: rank " + moved + ")"));
+      where_copies_are(plan));
   return {{"dir", ckpt::step_dir(ctx_.run_dir, step)}, {"step", step}, {"peer", sources}};
+}
+
+nlohmann::json checkpointer::pick_replica_step(const std::vector<std::vector<ckpt::replica_record>>& held,
+                                               std::uint64_t after) {
+  const std::string committed = after > 0 ? "the newest committed checkpoint, " + location_->step_name(after)
+                                          : "no committed checkpoint";
+  for (const auto step : ckpt::replica_steps_after(held, after, ctx_.world_size)) {
+    const auto sources = ckpt::plan_sources(held, step, ctx_.world_size);
+    const auto plan = describe_plan(sources);
+    if (!plan.missing.empty()) {
+      log("replica step " + std::to_string(step) + " not used: no node of this attempt holds a complete " +
+          "copy of it for rank(s) " + plan.missing);
+      continue;
+    }
+    log("resuming from replica step " + std::to_string(step) + " (run.checkpoint.replicate_every; " +
+        committed + ") from the nodes' memory (peer replicas" + where_copies_are(plan));
+    return {{"dir", replicas_->step_dir(step)},
+            {"step", step},
+            {"peer", sources},
+            {"replica", true},
+            {"committed", after}};
+  }
+  return nlohmann::json::object();
+}
+
+std::optional<resume_point> checkpointer::restore_replica_step(const nlohmann::json& choice) {
+  const auto step = choice["step"].get<std::uint64_t>();
+  const auto sources = choice["peer"].get<std::vector<int>>();
+  resume_point r{replicas_->step_dir(step), {}};
+  const std::uint64_t received = replicas_->gather(step, sources);
+  std::string why;  // this rank's copy checked against the replica's own manifest
+  try {
+    r.manifest = ckpt::read_replica_manifest(r.dir);
+    why = ckpt::check_replica(r.dir, r.manifest, ctx_.rank);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  // Every rank learns whether every copy can be used: all restore from the step, or none does.
+  const std::string checked = "replica-restore/" + ckpt::step_dir_name(step) + "/rank-";
+  store_->set(key(checked + std::to_string(ctx_.rank)), nlohmann::json{{"why", why}}.dump());
+  std::string unusable;
+  for (int rank = 0; rank < ctx_.world_size; ++rank) {
+    const auto text = wait_key(*store_, key(checked + std::to_string(rank)), resume_wait_limit,
+                               [this] { check_cancelled(ctx_.cancelled); });
+    const auto other = nlohmann::json::parse(text).value("why", std::string());
+    if (!other.empty())
+      unusable += (unusable.empty() ? "rank " : "; rank ") + std::to_string(rank) + ": " + other;
+  }
+  const std::string rank = "rank " + std::to_string(ctx_.rank);
+  if (!unusable.empty()) {
+    std::error_code ec;
+    if (!why.empty()) std::filesystem::remove(r.dir + "/" + ckpt::replica_record_name(ctx_.rank), ec);
+    if (ctx_.rank == 0)
+      log("replica step " + std::to_string(step) + " cannot be restored (" + unusable +
+          "); resuming from the committed checkpoints instead");
+    return std::nullopt;
+  }
+  log(rank + ": restoring replica step " + std::to_string(step) + " from " +
+      (sources[ctx_.rank] == ctx_.rank ? "its node's memory"
+                                       : "rank " + std::to_string(sources[ctx_.rank]) + "'s copy (" +
+                                             std::to_string(received) + " bytes over the network)") +
+      ": 0 bytes of checkpoint files read from storage");
+  return r;
 }
 
 resume_point checkpointer::restore_from_peers(const nlohmann::json& choice) {
@@ -265,6 +369,21 @@ bool checkpointer::due(std::int64_t step, std::int64_t total_steps) const {
   return step == total_steps || (every > 0 && step % every == 0);
 }
 
+bool checkpointer::replica_due(std::int64_t step) const {
+  const int every = ctx_.spec.run.checkpoint.replicate_every;
+  return replicas_ && every > 0 && step % every == 0;
+}
+
+void checkpointer::replicate(std::uint64_t step, const std::vector<ckpt::shard_tensor>& tensors,
+                             const ckpt::rank_state& state, const nlohmann::json& metrics,
+                             const nlohmann::json& extra) {
+  // A save for the hang detector (judged by its heartbeats, no bytes counted: they go to memory).
+  phase_scope saving(ctx_.activity, rank_phase::saving);
+  const auto line = replicas_->save(step, tensors, state, metrics, extra);
+  if (!replica_logged_) log(line);  // once an attempt: how the shards are kept
+  replica_logged_ = true;
+}
+
 bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tensors, ckpt::rank_state state,
                         const nlohmann::json& metrics, const nlohmann::json& extra) {
   finish();  // the previous save, if it is still being written; logs the commits made so far
@@ -275,7 +394,7 @@ bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tens
   if (replicas_) {
     // A save for the hang detector (judged by its heartbeats, no bytes counted: they go to memory).
     phase_scope saving(ctx_.activity, rank_phase::saving);
-    const auto line = replicas_->save(step, tensors, state);
+    const auto line = replicas_->save(step, tensors, state, metrics, extra);
     if (!replica_logged_) log(line);  // once an attempt: how the shards are kept
     replica_logged_ = true;
   }

@@ -26,6 +26,7 @@
 #include "core/ckpt/async_writer.hpp"
 #include "core/ckpt/checkpoint_location.hpp"
 #include "core/ckpt/manifest.hpp"
+#include "core/ckpt/replica.hpp"
 #include "core/ckpt/retention.hpp"
 #include "core/train/emergency_save.hpp"
 #include "core/train/workload.hpp"
@@ -65,6 +66,13 @@ class checkpointer {
   std::optional<resume_point> choose_resume();
 
   bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step
+  // Whether step `step`, not a save, is a replica step (run.checkpoint.replicate_every).
+  bool replica_due(std::int64_t step) const;
+  // Collective, at a replica step: this rank's part of step `step`'s checkpoint (as save() takes
+  // it, with the step's `metrics` and `extra`) kept as a peer replica only, nothing written to
+  // storage. Returns once the step's replica is complete on every rank's node.
+  void replicate(std::uint64_t step, const std::vector<ckpt::shard_tensor>& tensors,
+                 const ckpt::rank_state& state, const nlohmann::json& metrics, const nlohmann::json& extra);
   // Rank 0: whether a checkpoint was requested (submit checkpoint, or a preemption) since it last
   // looked: ctx.signals->checkpoint_requests rose. Other ranks (and no signals): false.
   bool take_request();
@@ -103,14 +111,28 @@ class checkpointer {
   void drop_replicas();
 
  private:
-  nlohmann::json pick_resume();  // rank 0: {"dir": ...} or {} (fresh start)
+  // Every rank: the resume choice published under store key `name`, made by rank 0 (pick_resume).
+  nlohmann::json agree_on_resume(const std::string& name, bool replica_steps);
+  // Rank 0: {"dir": ...} or {} (fresh start). `replica_steps`: a replica step newer than the
+  // committed checkpoints may be chosen (false once one could not be restored).
+  nlohmann::json pick_resume(bool replica_steps);
   // Rank 0, with peer replicas on a restart: {"dir", "step", "peer": the restore plan's sources}
-  // when the nodes' memory holds every rank's copy of the newest committed checkpoint, else {}
-  // having logged why storage is read instead.
-  nlohmann::json pick_peer_resume();
+  // when the nodes' memory holds every rank's copy of the newest committed checkpoint, or (with
+  // `replica_steps`, "replica": true) of a newer replica step, else {} having logged why storage
+  // is read instead.
+  nlohmann::json pick_peer_resume(bool replica_steps);
+  // Rank 0: the newest replica step after committed step `after` (0: none) whose every rank's
+  // copy some node of this attempt holds, as pick_peer_resume answers, or {} having logged why
+  // each newer one is not used.
+  nlohmann::json pick_replica_step(const std::vector<std::vector<ckpt::replica_record>>& held,
+                                   std::uint64_t after);
   // Every rank, on the plan rank 0 chose: the copies moved, its own checked against the manifest
   // (storage's copy of its shard where it does not match).
   resume_point restore_from_peers(const nlohmann::json& choice);
+  // Every rank, on a replica step rank 0 chose: the copies moved and each checked against the
+  // replica's manifest; nullopt, the same on every rank, when some rank's copy cannot be used
+  // (that rank's record is removed, so that no later attempt chooses it).
+  std::optional<resume_point> restore_replica_step(const nlohmann::json& choice);
   ckpt::retention_policy policy(bool writer_running) const;
   void log(const std::string& line) const;
   // `seconds` and `bytes`: what this rank's save took (test_save_seconds_added included).
@@ -129,6 +151,7 @@ class checkpointer {
   std::atomic<std::int64_t> committed_step_{0};
   std::int64_t requests_taken_ = 0;  // rank 0: the checkpoint requests taken so far
   bool replica_logged_ = false;      // the first save's replicas were logged
+  bool claimed_ = false;             // rank 0 claimed the run's checkpoints for this attempt
   bool staging_note_logged_ = false;  // the shard was once too large for run.checkpoint.staging_bytes
   std::atomic<bool> committing_{false};  // rank 0's writer waits for the reports and commits (finish())
   commit_hook on_commit_;

@@ -207,8 +207,14 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const bool staged = ckpt.async && 12 * shard <= static_cast<double>(ckpt.staging_bytes);
   add(staged ? "checkpoint host copy (run.checkpoint.async)" : "checkpoint write buffer",
       staged ? 12 * shard : std::min(12 * shard, checkpoint_chunk_bytes), false);
-  if (ckpt.replicate)  // host memory on the node (tmpfs), counted against the rank that keeps it
+  // Host memory on the node (tmpfs), counted against the rank that keeps it. Between the saves
+  // (replicate_every) a step's replica is written beside the newest complete one, dropped after.
+  if (ckpt.replicate && ckpt.replicate_every == 0)
     add("peer replicas: own shard and a buddy's copy (run.checkpoint.replicate)", 24 * shard, false);
+  if (ckpt.replicate && ckpt.replicate_every > 0)
+    add("peer replicas: own shard and a buddy's copy of two steps, the newest complete one and the one "
+        "being written (run.checkpoint.replicate_every)",
+        48 * shard, false);
   add(gpu ? "libraries, CUDA and NCCL host state, loader" : "libraries and loader",
       gpu ? gpu_process_host_bytes : cpu_process_host_bytes, false);
 

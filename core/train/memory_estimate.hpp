@@ -25,7 +25,9 @@
 //     with run.checkpoint.async and 12·S within run.checkpoint.staging_bytes its host copy of the
 //     master shard and moments (12·S), held while training goes on.
 //   - with run.checkpoint.replicate, the peer replicas in the node's memory (tmpfs): this rank's
-//     checkpoint shard and the copy it keeps for its buddy on another node (2·12·S).
+//     checkpoint shard and the copy it keeps for its buddy on another node (2·12·S); with
+//     run.checkpoint.replicate_every those of two steps at the peak, the newest complete one kept
+//     until the next is complete on every node (4·12·S).
 //   - the process itself: libraries, CUDA's host state, the loader (gpu_process_host_bytes /
 //     cpu_process_host_bytes).
 //   - activations of one micro-batch (tokens t = micro_batch_size·seq_len): where the engine

@@ -2880,14 +2880,15 @@ namespace {
 // killed with kill -9, its memory with it), n3 with an empty memory joining to take its place.
 enum class lost { rank, rank_and_replicas, node };
 
-// Job `name` (tiny Llama, checkpoints every 6 steps, run.checkpoint.replicate, the sample log) on
-// nodes n1 and n2, which keep the replicas under <test dir>/memory/<node>, held before step 7
-// with step 6 committed and replicated.
+// Job `name` (tiny Llama, checkpoints every 6 steps, run.checkpoint.replicate, the sample log, then
+// `changes` merged in) on nodes n1 and n2, which keep the replicas under <test dir>/memory/<node>,
+// held before step 7 with step 6 replicated (and committed, unless `changes` say otherwise).
 struct replicated_job {
   std::string id, memory, data;
   std::map<std::string, std::string> env;  // the nodes' (COHORT_REPLICA_DIR)
 };
-replicated_job held_replicated_job(test_cluster& c, const std::string& name) {
+replicated_job held_replicated_job(test_cluster& c, const std::string& name,
+                                   const json& changes = json::object()) {
   replicated_job j{"", c.dir().str() + "/memory", "", {}};
   j.env = {{"COHORT_REPLICA_DIR", j.memory}};
   c.start_head();
@@ -2897,6 +2898,7 @@ replicated_job held_replicated_job(test_cluster& c, const std::string& name) {
   auto spec = json::parse(holding(tiny_llama_job(name, j.data, c.dir().str() + "/runs", 6), 7));
   spec["run"]["checkpoint"]["replicate"] = true;
   spec["run"]["sample_log"] = true;
+  spec.merge_patch(changes);
   j.id = start_job(c, c.write_job(spec.dump()));
   const auto held = c.wait_for(j.id, [](const json& s) { return held_before(s, 7); }, 120s);
   REQUIRE(held["rank_nodes"] == json::array({"n1", "n2"}));
@@ -2981,6 +2983,52 @@ TEST_CASE("with peer replicas gone from both nodes a restart reads the committed
       peer_job_losing(c, lost::rank_and_replicas),
       {{"peer replicas not used: no node of this attempt holds a copy of", "restoring from storage", 1},
        {"restoring step 6 from storage: ", "bytes of checkpoint files read from storage", 2}});
+}
+
+TEST_CASE(
+    "with replicas every 2 steps and a checkpoint only at the end, a rank killed with kill -9 after a "
+    "replica step is restored from it, reading no checkpoint file from storage, and ends bitwise equal "
+    "to an uninterrupted run",
+    "[cluster][ckpt][replicas]") {
+  test_cluster c;
+  const json shorter = {{"train", {{"max_steps", 10}}}};
+  json changes = {{"run", {{"checkpoint", {{"every_steps", 0}, {"replicate_every", 2}}}}}};
+  changes.merge_patch(shorter);
+  const auto job = held_replicated_job(c, "between", changes);
+  const std::string run_dir = c.dir().str() + "/runs/between";
+  REQUIRE(!std::filesystem::exists(run_dir + "/checkpoints/step-00000006"));  // step 6 in memory only
+  REQUIRE(::kill(c.worker_pid(job.id, 1, "n2"), SIGKILL) == 0);
+  c.wait_for(
+      job.id, [](const json& s) { return held_before(s, 7, 2); }, 120s);
+  release(c, job.id);
+  const auto s = c.wait_for(
+      job.id, [](const json& s) { return is_terminal_state(s); }, 180s);
+  INFO(s.dump());
+  REQUIRE(s["state"] == "SUCCEEDED");
+  CHECK(s["attempts"] == 2);
+  check_lines(c.submit({"logs", job.id}).out, {{"resuming from replica step 6", "no committed checkpoint", 1},
+                                               {"restoring replica step 6 from its node's memory",
+                                                ": 0 bytes of checkpoint files read from storage", 2},
+                                               {"restoring step ", "from storage: ", 0}});
+
+  auto straight = json::parse(tiny_llama_job("straight", job.data, c.dir().str() + "/runs", 0));
+  straight.merge_patch(shorter);
+  const auto run = c.submit({"run", c.write_job(straight.dump()), "--follow"});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto losses = [](const std::string& dir) {
+    std::vector<double> out;
+    for (const auto& j : cohort::test::read_json_lines(dir + "/metrics.jsonl")) {
+      REQUIRE(j["step"] == static_cast<int>(out.size()) + 1);  // step 7 on, logged again once
+      out.push_back(j["loss"].get<double>());
+    }
+    return out;
+  };
+  const std::string straight_dir = c.dir().str() + "/runs/straight";
+  CHECK(losses(run_dir).size() == 10);
+  CHECK(losses(run_dir) == losses(straight_dir));
+  CHECK(cohort::test::read_file(run_dir + "/model/model.safetensors") ==
+        cohort::test::read_file(straight_dir + "/model/model.safetensors"));
 }
 
 TEST_CASE("a job with peer replicas that is stopped leaves none behind on its nodes", "[cluster][ckpt][replicas]") {

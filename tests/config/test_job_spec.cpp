@@ -216,6 +216,31 @@ TEST_CASE("run.checkpoint.replicate defaults to off, is read, and is refused wit
   CHECK(bad.path() == "run.checkpoint.replicate");
 }
 
+TEST_CASE(
+    "run.checkpoint.replicate_every defaults to 0, is read with replicate, and is refused without "
+    "it or negative by name",
+    "[config]") {
+  CHECK(parse_job_spec(R"({"name": "j"})").run.checkpoint.replicate_every == 0);
+  const auto on = parse_job_spec(
+      R"({"name": "j", "zero": {"stage": 1}, "run": {"checkpoint": {"replicate": true, "replicate_every": 3}}})");
+  CHECK(on.run.checkpoint.replicate_every == 3);
+  CHECK(parse_job_spec(to_json_text(on)).run.checkpoint.replicate_every == 3);
+  const auto alone = expect_spec_error([] {
+    parse_job_spec(R"({"name": "j", "zero": {"stage": 1}, "run": {"checkpoint": {"replicate_every": 3}}})");
+  });
+  CHECK(alone.path() == "run.checkpoint.replicate_every");
+  CHECK_THAT(std::string(alone.what()),
+             Catch::Contains("run.checkpoint.replicate true") && Catch::Contains("allowed otherwise: 0"));
+  const auto negative = expect_spec_error([] {
+    parse_job_spec(
+        R"({"name": "j", "zero": {"stage": 1}, "run": {"checkpoint": {"replicate": true, "replicate_every": -2}}})");
+  });
+  CHECK(negative.path() == "run.checkpoint.replicate_every");
+  // Zero without replicate is the default, not refused.
+  CHECK(parse_job_spec(R"({"name": "j", "run": {"checkpoint": {"replicate_every": 0}}})")
+            .run.checkpoint.replicate_every == 0);
+}
+
 TEST_CASE("use_gpu adds one GPU per worker unless resources_per_worker names GPUs", "[config]") {
   CHECK(parse_job_spec(R"({"name": "g", "scaling": {"use_gpu": true}})").scaling.resources_per_worker ==
         resource_quantities{{"CPU", 1}, {"GPU", 1}});

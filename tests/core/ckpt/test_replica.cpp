@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/ckpt/ckpt_error.hpp"
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/replica.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
@@ -129,4 +130,43 @@ TEST_CASE("a node's replica directory is per node, job and run, under COHORT_REP
   CHECK(ckpt::replica_root() == "/somewhere");
   ::unsetenv("COHORT_REPLICA_DIR");
   if (fs::is_directory("/dev/shm")) CHECK(ckpt::replica_root() == "/dev/shm/cohort-replicas");  // host memory
+}
+
+TEST_CASE(
+    "a restart may resume from the replica steps after the committed checkpoint, newest first, and one "
+    "that lacks a rank's copy everywhere has no source for it",
+    "[core][ckpt]") {
+  const auto rec = [](std::uint64_t step, int rank, int world) {
+    return ckpt::replica_record{step, rank, world, {}};
+  };
+  // Step 10 was being taken when the attempt ended: rank 1's copies were never recorded.
+  const std::vector<std::vector<ckpt::replica_record>> held = {
+      {rec(8, 0, 2), rec(8, 1, 2), rec(10, 0, 2)}, {rec(8, 0, 2), rec(8, 1, 2), rec(10, 0, 2), rec(6, 1, 3)}};
+  CHECK(ckpt::replica_steps_after(held, 4, 2) == std::vector<std::uint64_t>{10, 8});
+  CHECK(ckpt::replica_steps_after(held, 0, 2) == std::vector<std::uint64_t>{10, 8});
+  CHECK(ckpt::replica_steps_after(held, 8, 2) == std::vector<std::uint64_t>{10});
+  CHECK(ckpt::replica_steps_after(held, 10, 2).empty());
+  CHECK(ckpt::replica_steps_after(held, 0, 3) == std::vector<std::uint64_t>{6});  // another world size's
+  CHECK(ckpt::plan_sources(held, 10, 2) == std::vector<int>{0, -1});
+  CHECK(ckpt::plan_sources(held, 8, 2) == std::vector<int>{0, 1});
+}
+
+TEST_CASE("a replica step's manifest reads back as written, and a step keeps the older one when asked",
+          "[core][ckpt]") {
+  cohort::test::temp_dir tmp;
+  const std::string dir = tmp.str() + "/replicas";
+  write_replica(dir, 4, 2, 0);
+  write_replica(dir, 6, 2, 0);
+  write_replica(dir, 8, 2, 0);
+  const auto m = write_fake_checkpoint(ckpt::step_dir(tmp.str() + "/run", 6), 6, 2);
+  ckpt::write_replica_manifest(ckpt::replica_step_dir(dir, 6), m, 1);
+  const auto back = ckpt::read_replica_manifest(ckpt::replica_step_dir(dir, 6));
+  CHECK(ckpt::manifest_to_json(back) == ckpt::manifest_to_json(m));
+  CHECK(ckpt::check_replica(ckpt::replica_step_dir(dir, 6), back, 0).empty());
+  CHECK(!fs::exists(ckpt::replica_step_dir(dir, 6) + "/manifest.json.rank-1"));  // renamed into place
+  CHECK_THROWS_AS(ckpt::read_replica_manifest(ckpt::replica_step_dir(dir, 4)), ckpt::ckpt_error);
+  ckpt::drop_replicas(dir, 8, 6);
+  CHECK(!fs::exists(ckpt::replica_step_dir(dir, 4)));
+  CHECK(fs::exists(ckpt::replica_step_dir(dir, 6)));
+  CHECK(fs::exists(ckpt::replica_step_dir(dir, 8)));
 }

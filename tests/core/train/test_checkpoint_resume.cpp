@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -27,6 +28,7 @@
 #include "core/comm/tcp_store.hpp"
 #include "core/comm/tcp_store_wire.hpp"
 #include "core/train/checkpoint_request.hpp"
+#include "core/train/test_hooks.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
@@ -514,6 +516,168 @@ TEST_CASE(
                               "restoring its shard from storage"));
     CHECK(test::contains_line(results[1].value->log, "restoring step 4 from its node's memory",
                               ": 0 bytes of checkpoint files read from storage"));
+  }
+  CHECK(losses(run) == losses(tmp.path("straight")));
+  CHECK(test::compare_checkpoints(final_checkpoint(tmp.path("straight")), final_checkpoint(run))
+            .differing.empty());
+}
+
+namespace {
+
+// COHORT_TEST_PAUSE_DIR set to `dir` while it lives: where pause points (test_hooks.hpp) look.
+struct pause_dir_set {
+  explicit pause_dir_set(const std::string& dir) {
+    std::filesystem::create_directories(dir);
+    ::setenv(core::train::test_pause_dir_variable, dir.c_str(), 1);
+  }
+  ~pause_dir_set() { ::unsetenv(core::train::test_pause_dir_variable); }
+};
+
+// `spec` with peer replicas every `every` steps.
+config::job_spec replicated_every(config::job_spec spec, int every) {
+  spec.run.checkpoint.replicate = true;
+  spec.run.checkpoint.replicate_every = every;
+  return spec;
+}
+
+// The steps of the replicas node "node-<rank>" holds of the run in `run_dir`, one per record.
+std::vector<std::uint64_t> held_steps(const std::string& root, int rank, const std::string& run_dir) {
+  std::vector<std::uint64_t> steps;
+  for (const auto& r : core::ckpt::scan_replicas(node_memory(root, rank, run_dir))) steps.push_back(r.step);
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "with run.checkpoint.replicate_every a restart resumes from the newest replica step, newer than "
+    "the committed checkpoint, reads no checkpoint file from storage and ends bitwise equal to a run "
+    "never killed",
+    "[core][train][ckpt][replicas]") {
+  temp_dir tmp;
+  const std::string memory = tmp.path("memory"), run = tmp.path("resumed");
+  const replica_root_set root(memory);
+  const auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  require_ok(test::run_workload(spec, tmp.path("straight")));
+
+  // Saves at steps 4, 8 and 12, replica steps at 5 and 10: killed after step 6, step 5 replicated.
+  const auto replicated = replicated_every(spec, 5);
+  test::run_options nodes;
+  nodes.node_per_rank = true;
+  run_until(replicated, run, 6, nodes);
+  REQUIRE(core::ckpt::list_checkpoints(run).back().step == 4);
+  CHECK(!std::filesystem::exists(core::ckpt::step_dir(run, 5)));  // nothing of step 5 in storage
+  for (int node = 0; node < 2; ++node)  // own shard and the buddy's copy; step 4's gone once 5 was complete
+    CHECK(held_steps(memory, node, run) == std::vector<std::uint64_t>{5, 5});
+  // Node 1 lost with its memory: the restarted rank 1 takes its shard from node 0's copy. The
+  // shards in storage emptied: a restore that read them would fail.
+  std::filesystem::remove_all(node_memory(memory, 1, run));
+  for (int r = 0; r < 2; ++r)
+    std::filesystem::resize_file(core::ckpt::step_dir(run, 4) + "/" + core::ckpt::rank_shard_name(r), 0);
+  nodes.attempt = 1;
+  const auto results = test::run_workload(replicated, run, nodes);
+  require_ok(results);
+
+  CHECK(test::contains_line(
+      results[0].value->log,
+      "resuming from replica step 5 (run.checkpoint.replicate_every; the newest committed "
+      "checkpoint, ",
+      "/step-00000004) from the nodes' memory"));
+  CHECK(test::contains_line(results[0].value->log, "restoring replica step 5 from its node's memory",
+                            ": 0 bytes of checkpoint files read from storage"));
+  CHECK(test::contains_line(results[1].value->log, "restoring replica step 5 from rank 0's copy",
+                            ": 0 bytes of checkpoint files read from storage"));
+  CHECK(test::contains_line(results[0].value->log, "step 10: replica kept in the nodes' memory", "blocked"));
+  CHECK(results[0].value->reports.front().step == 6);
+  CHECK(results[0].value->reports.front().checkpoint_step == 4);  // the newest committed, not the replica
+  // metrics.jsonl: step 6 of the killed attempt dropped, logged again once (losses() checks the steps).
+  CHECK(losses(run) == losses(tmp.path("straight")));
+  CHECK(test::compare_checkpoints(final_checkpoint(tmp.path("straight")), final_checkpoint(run))
+            .differing.empty());
+  CHECK(!std::filesystem::exists(node_memory(memory, 0, run)));  // the run ended: replicas dropped
+}
+
+TEST_CASE(
+    "a replica step not complete on every rank is not used: the restart resumes from the newest "
+    "complete one, or the committed checkpoint, and ends bitwise equal to a run never killed",
+    "[core][train][ckpt][replicas]") {
+  temp_dir tmp;
+  const std::string memory = tmp.path("memory"), pauses = tmp.path("pauses"), run = tmp.path("resumed");
+  const replica_root_set root(memory);
+  const pause_dir_set paused(pauses);
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  require_ok(test::run_workload(spec, tmp.path("straight")));
+  test::run_options nodes;
+  nodes.node_per_rank = true;
+
+  SECTION("killed while rank 1 took step 6's replica: no checkpoint committed, step 4's replica restored") {
+    spec.run.checkpoint.every_steps = 0;  // storage only at the end
+    const auto replicated = replicated_every(spec, 2);
+    // Rank 1 held with its copies of step 6 written, none recorded; then the attempt is killed.
+    const std::string point = pauses + "/replica-step-00000006-rank-1-attempt-1";
+    std::ofstream(point + ".arm").close();
+    std::atomic<bool> cancelled{false}, ended{false};
+    std::thread killer([&] {  // kills the attempt once rank 1 is there (or gives up once it ended)
+      while (!ended && !std::filesystem::exists(point + ".paused"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      cancelled = true;
+    });
+    nodes.cancelled = &cancelled;
+    const auto killed = test::run_workload(replicated, run, nodes);
+    ended = true;
+    killer.join();
+    REQUIRE(std::filesystem::exists(point + ".paused"));
+    for (const auto& r : killed) CHECK(r.error);
+    std::filesystem::remove(point + ".arm");
+    CHECK(core::ckpt::list_checkpoints(run).empty());
+    for (int node = 0; node < 2; ++node)  // step 4 kept until step 6 is complete everywhere
+      CHECK(held_steps(memory, node, run) == std::vector<std::uint64_t>{4, 4});
+
+    nodes.cancelled = nullptr;
+    nodes.attempt = 1;
+    const auto results = test::run_workload(replicated, run, nodes);
+    require_ok(results);
+    CHECK(test::contains_line(results[0].value->log, "resuming from replica step 4",
+                              "no committed checkpoint"));
+    for (int r = 0; r < 2; ++r)
+      CHECK(test::contains_line(results[r].value->log, "restoring replica step 4 from its node's memory",
+                                ": 0 bytes of checkpoint files read from storage"));
+    CHECK(results[0].value->reports.front().step == 5);
+  }
+  SECTION("rank 1's records of step 5 gone from both nodes: the committed step 4 is read from storage") {
+    const auto replicated = replicated_every(spec, 5);
+    run_until(replicated, run, 6, nodes);
+    for (int node = 0; node < 2; ++node)
+      std::filesystem::remove(core::ckpt::replica_step_dir(node_memory(memory, node, run), 5) + "/" +
+                              core::ckpt::replica_record_name(1));
+    nodes.attempt = 1;
+    const auto results = test::run_workload(replicated, run, nodes);
+    require_ok(results);
+    CHECK(test::contains_line(results[0].value->log, "replica step 5 not used: no node of this attempt holds",
+                              "for rank(s) 1"));
+    for (int r = 0; r < 2; ++r)
+      CHECK(test::contains_line(results[r].value->log, "restoring step 4 from storage",
+                                "bytes of checkpoint files"));
+  }
+  SECTION(
+      "rank 0's copy of step 5 damaged: every rank leaves the replica step for the committed checkpoint") {
+    const auto replicated = replicated_every(spec, 5);
+    run_until(replicated, run, 6, nodes);
+    std::fstream f(
+        core::ckpt::replica_step_dir(node_memory(memory, 0, run), 5) + "/" + core::ckpt::rank_shard_name(0),
+        std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    f.write("\x01\x02\x03\x04", 4);
+    f.close();
+    nodes.attempt = 1;
+    const auto results = test::run_workload(replicated, run, nodes);
+    require_ok(results);
+    CHECK(test::contains_line(results[0].value->log, "replica step 5 cannot be restored (rank 0: damaged: ",
+                              "resuming from the committed checkpoints instead"));
+    for (int r = 0; r < 2; ++r)
+      CHECK(test::contains_line(results[r].value->log, "restoring step 4 from storage",
+                                "bytes of checkpoint files"));
+    CHECK(results[0].value->reports.front().step == 5);
   }
   CHECK(losses(run) == losses(tmp.path("straight")));
   CHECK(test::compare_checkpoints(final_checkpoint(tmp.path("straight")), final_checkpoint(run))

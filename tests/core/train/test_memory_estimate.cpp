@@ -180,6 +180,15 @@ TEST_CASE("stages 1 and 2 shard the optimizer and gradients but keep whole compu
   CHECK(item(replicated, "peer replicas: own shard and a buddy's copy (run.checkpoint.replicate)", false) ==
         2 * 12 * 2100);
   CHECK(replicated.per_rank.steady_host_bytes == without + 2 * 12 * 2100);
+  // Between the saves a step's replicas are written beside the newest complete step's: two at the peak.
+  spec.run.checkpoint.replicate_every = 2;
+  const auto between = estimate_memory(spec, shape);
+  CHECK(item(between,
+             "peer replicas: own shard and a buddy's copy of two steps, the newest complete one and the one "
+             "being written (run.checkpoint.replicate_every)",
+             false) == 4 * 12 * 2100);
+  CHECK(item(between, "peer replicas: own shard and a buddy's copy (run.checkpoint.replicate)", false) == 0);
+  CHECK(between.per_rank.steady_host_bytes == without + 4 * 12 * 2100);
 }
 
 TEST_CASE("stage 3 holds gathered units on the GPU and offload_param moves every shard to the host",
