@@ -208,12 +208,13 @@ void parse_runtime_env(const json& v, runtime_env_spec& env) {
 
 // Rules that involve more than one field, checked after the DeepSpeed block is applied.
 // A listed step after train.max_steps (when set) would never come: refused by name.
-void refuse_steps_after_the_last(const job_spec& spec, const std::vector<std::int64_t>& steps, const char* field,
-                                 const char* verb) {
+void refuse_steps_after_the_last(const job_spec& spec, const std::vector<std::int64_t>& steps,
+                                 const char* field, const char* verb) {
   if (spec.train.max_steps <= 0 || steps.empty() || steps.back() <= spec.train.max_steps) return;
   const auto last = std::to_string(spec.train.max_steps);
-  throw spec_error(field, "got step " + std::to_string(steps.back()) + ", after the last step (train.max_steps " +
-                              last + "): the job would never " + verb + " there; allowed: 1 to " + last);
+  throw spec_error(field, "got step " + std::to_string(steps.back()) +
+                              ", after the last step (train.max_steps " + last + "): the job would never " +
+                              verb + " there; allowed: 1 to " + last);
 }
 
 void check_cross_fields(const job_spec& spec) {

@@ -6,7 +6,8 @@
 // scripts/gpu-bench runs it beside benchmarks/gpu/torch_reference.py on the same config JSON.
 //
 //   model_step_bench --config benchmarks/gpu/tinyllama-1.1b.json --batch 8 --seq 2048
-//                    [--steps 10] [--warmup 3] [--optimizer cohort|fused|kernel] [--grad-clip 1] [--device cuda:0]
+//                    [--steps 10] [--warmup 3] [--optimizer cohort|fused|kernel] [--grad-clip 1] [--device
+//                    cuda:0]
 //                    [--profile N] [--compute-path automatic|plain|fused] [--loss-chunk 2048]
 // The step is the engine's: embed, the layers, decoder::head_loss (on the fused path chunked over
 // --loss-chunk positions; 0: one chunk), backward, the optimizer; each layer's weights lie in one
@@ -21,10 +22,10 @@
 #include "core/train/step_profiler.hpp"
 
 #include <ATen/ATen.h>
-#include <boost/program_options.hpp>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 #ifdef COHORT_BENCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -183,7 +184,6 @@ double peak_gpu_gib(const torch::Device& device) {
 #endif
 }
 
-
 // Runs `steps` calls of `step` under the profiler run.profile_steps uses (GPU activity only, so
 // that the host runs as it does untraced) and prints the longest GPU kernels, then where the GPU
 // sat idle: the idle time per step and the longest-idle pairs (the operation before and the one
@@ -196,16 +196,27 @@ void profile_kernels(int steps, Step&& step, bool cuda) {
   const auto r = recorder.stop();
   const auto s = cohort::core::train::summarize_profile(r.spans, r.from_ns, r.to_ns, 1, steps);
   double kernel_ms = 0;
-  for (const auto& span : r.spans) kernel_ms += static_cast<double>(span.end_ns - span.start_ns) / 1e6 / steps;
-  std::cout << nlohmann::json{{"profile_steps", steps}, {"kernel_ms_per_step", kernel_ms},
-                              {"kernels", s.operations.size()}}.dump() << std::endl;
+  for (const auto& span : r.spans)
+    kernel_ms += static_cast<double>(span.end_ns - span.start_ns) / 1e6 / steps;
+  std::cout << nlohmann::json{{"profile_steps", steps},
+                              {"kernel_ms_per_step", kernel_ms},
+                              {"kernels", s.operations.size()}}
+                   .dump()
+            << std::endl;
   for (const auto& k : s.operations)
-    std::cout << nlohmann::json{{"kernel", k.name}, {"calls_per_step", k.calls_per_step},
-                                {"ms_per_step", k.ms_per_step}, {"share", k.share}}.dump() << std::endl;
+    std::cout << nlohmann::json{{"kernel", k.name},
+                                {"calls_per_step", k.calls_per_step},
+                                {"ms_per_step", k.ms_per_step},
+                                {"share", k.share}}
+                     .dump()
+              << std::endl;
   std::cout << nlohmann::json{{"gpu_idle_ms_per_step", s.idle_ms_per_step}}.dump() << std::endl;
   for (const auto& g : s.idle_gaps)
-    std::cout << nlohmann::json{{"idle_between", g.between}, {"gaps_per_step", g.gaps_per_step},
-                                {"ms_per_step", g.ms_per_step}}.dump() << std::endl;
+    std::cout << nlohmann::json{{"idle_between", g.between},
+                                {"gaps_per_step", g.gaps_per_step},
+                                {"ms_per_step", g.ms_per_step}}
+                     .dump()
+              << std::endl;
 }
 
 int run(const bench_options& o) {

@@ -74,7 +74,8 @@ grouped_lora lora_group(const std::vector<const projection_impl*>& projections) 
     as.push_back(p->lora_a);
     bs.push_back(p->lora_b);
   }
-  return {as.size() == 1 ? as[0] : torch::cat(as, 0), bs.size() == 1 ? bs[0] : torch::block_diag(bs), scaling};
+  return {as.size() == 1 ? as[0] : torch::cat(as, 0), bs.size() == 1 ? bs[0] : torch::block_diag(bs),
+          scaling};
 }
 
 // `fused` (..., sum out_i), one GEMM of several projections' base weights, plus each one's LoRA
@@ -426,8 +427,9 @@ torch::Tensor projection_impl::forward(const torch::Tensor& x) {
   if (!conv1d && lora_a.defined() && fused_for(path, x)) {
     const auto lora = lora_group({this});
     if (lora.defined())
-      return concat_linear(x, {like(weight, x)}, bias.defined() ? std::vector<torch::Tensor>{like(bias, x)}
-                                                                 : std::vector<torch::Tensor>{}, lora);
+      return concat_linear(
+          x, {like(weight, x)},
+          bias.defined() ? std::vector<torch::Tensor>{like(bias, x)} : std::vector<torch::Tensor>{}, lora);
   }
   if (!conv1d) return with_adapter(torch::linear(x, like(weight, x), like(bias, x)), x);
   if (bias.defined() && fused_for(path, x) && fused_kernels_available(x)) {
@@ -450,7 +452,8 @@ torch::Tensor projection_impl::with_adapter(const torch::Tensor& y, const torch:
     const auto lora = lora_group({this});
     if (lora.defined()) {
       const auto h = torch::linear(x, lora.a) * lora.scaling;
-      return torch::addmm(y.reshape({-1, y.size(-1)}), h.reshape({-1, h.size(-1)}), lora.b.t()).view(y.sizes());
+      return torch::addmm(y.reshape({-1, y.size(-1)}), h.reshape({-1, h.size(-1)}), lora.b.t())
+          .view(y.sizes());
     }
   }
   return y + lora_delta(x);

@@ -74,7 +74,8 @@ std::vector<int> cpu_share(const std::vector<int>& cpus, int local_rank, int loc
 std::vector<int> parse_cpu_list(const std::string& text) {
   std::vector<int> out;
   const auto bad = [&] {
-    return std::invalid_argument("\"" + text + "\" is not a CPU list (allowed: ranges and numbers, e.g. 0-3,8)");
+    return std::invalid_argument("\"" + text +
+                                 "\" is not a CPU list (allowed: ranges and numbers, e.g. 0-3,8)");
   };
   std::size_t at = 0;
   const auto number = [&] {
@@ -107,7 +108,8 @@ std::vector<std::vector<int>> numa_node_cpus(const std::string& dir) {
     while (const dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
       if (name.size() > 4 && name.rfind("node", 0) == 0 &&
-          std::all_of(name.begin() + 4, name.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+          std::all_of(name.begin() + 4, name.end(),
+                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
         found.emplace_back(std::stoi(name.substr(4)), dir + "/" + name + "/cpulist");
     }
     ::closedir(d);
@@ -155,7 +157,8 @@ std::vector<int> numa_cpu_share(const std::vector<int>& cpus, const std::vector<
   }
   std::vector<int> out;
   for (std::int64_t g = group_of(local_rank); g < group_of(local_rank + 1); ++g)
-    out.insert(out.end(), groups[static_cast<std::size_t>(g)].begin(), groups[static_cast<std::size_t>(g)].end());
+    out.insert(out.end(), groups[static_cast<std::size_t>(g)].begin(),
+               groups[static_cast<std::size_t>(g)].end());
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -451,8 +451,8 @@ struct causal_lm_engine::impl : engine_state {
                                 : labels.slice(1, 1).ne(-100).sum().item<double>();  // host tensors: no wait
     if (!device.is_cuda()) return {ids, labels, count};
     // From pinned memory the copies queue behind the work before them and the host goes on.
-    return {ids.pin_memory().to(device, /*non_blocking=*/true), labels.pin_memory().to(device, /*non_blocking=*/true),
-            count};
+    return {ids.pin_memory().to(device, /*non_blocking=*/true),
+            labels.pin_memory().to(device, /*non_blocking=*/true), count};
   }
 
   fetched_step fetch_step() {
@@ -464,7 +464,8 @@ struct causal_lm_engine::impl : engine_state {
       f.samples.insert(f.samples.end(), mb.sample_ids.begin(), mb.sample_ids.end());
       f.batches.push_back(to_tensors(mb));
       f.labels += f.batches.back().label_count;
-      for (auto n : mb.lengths) f.tokens += static_cast<double>(std::min<std::int64_t>(n, spec.train.seq_len));
+      for (auto n : mb.lengths)
+        f.tokens += static_cast<double>(std::min<std::int64_t>(n, spec.train.seq_len));
     }
     return f;
   }
@@ -598,8 +599,8 @@ struct causal_lm_engine::impl : engine_state {
     const auto& batches = f.batches;
     // Every rank weighs its summed loss by 1 / (label tokens of the global batch), so the reduced
     // gradient is that of the global mean whatever the world size.
-    const auto counts = all_reduce_sum({f.labels, f.tokens, checkpoint_requested ? 1.0 : 0.0,
-                                      preempt_requested ? 1.0 : 0.0});
+    const auto counts =
+        all_reduce_sum({f.labels, f.tokens, checkpoint_requested ? 1.0 : 0.0, preempt_requested ? 1.0 : 0.0});
     checkpoint_requested = false;
     preempt_requested = false;
     const double global_labels = std::max(1.0, counts[0].item<double>());
@@ -620,8 +621,8 @@ struct causal_lm_engine::impl : engine_state {
     gathered_peak_bytes = optimizer->gathered_peak_bytes();
     optimizer->synchronize();
 
-    auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss, counts,
-                         std::move(f.samples), started);
+    auto r = finish_step(*optimizer, spec, group, device, cancelled, step_index, total_steps, local_loss,
+                         counts, std::move(f.samples), started);
     if (reward) r.reward = reward_metrics_of(all_reduce_sum(reward_step.take()), counts[0].item<double>());
     ++steps_done;
     return r;

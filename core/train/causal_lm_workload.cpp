@@ -32,9 +32,9 @@
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/sample_log.hpp"
-#include "core/train/step_profiler.hpp"
 #include "core/train/seq2seq_engine.hpp"
 #include "core/train/step_gate.hpp"
+#include "core/train/step_profiler.hpp"
 #include "core/train/test_hooks.hpp"
 #include "core/train/training_engine.hpp"
 
@@ -297,7 +297,8 @@ class rank_run {
     if (ctx_.spec.run.sample_log)
       samples_ = std::make_unique<sample_log>(ctx_.run_dir, ctx_.rank, ctx_.attempt);
     if (!ctx_.spec.run.profile_steps.empty())
-      profiler_ = std::make_unique<step_profiler>(ctx_.spec.run.profile_steps, ctx_.run_dir, ctx_.rank, device_ >= 0);
+      profiler_ =
+          std::make_unique<step_profiler>(ctx_.spec.run.profile_steps, ctx_.run_dir, ctx_.rank, device_ >= 0);
   }
 
   // The rank's start line: what it trains, how, and what loading cost.

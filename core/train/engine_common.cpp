@@ -220,8 +220,8 @@ checkpoint_part engine_state::checkpoint() {
   part.tensors = shard_tensors(*optimizer, group.rank());
   // The sampler's position is the step after the last one done (the loader may stand a step
   // further, its next step's batches read ahead).
-  part.state = rank_state_of(*optimizer, {steps_done, total_steps, steps_done, spec.train.seed, global_batch()},
-                             device);
+  part.state = rank_state_of(*optimizer,
+                             {steps_done, total_steps, steps_done, spec.train.seed, global_batch()}, device);
   return part;
 }
 

@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include <torch/cuda.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
 #include <torch/version.h>
 
 namespace cohort::core::train {
@@ -22,7 +22,8 @@ namespace {
 constexpr std::size_t max_operations = 40, max_gaps = 15, max_name = 100;
 
 std::int64_t unix_ns_now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -39,7 +40,8 @@ struct total {
 };
 
 // Longest first, at most `limit`.
-std::vector<std::pair<std::string, total>> longest(const std::map<std::string, total>& by_name, std::size_t limit) {
+std::vector<std::pair<std::string, total>> longest(const std::map<std::string, total>& by_name,
+                                                   std::size_t limit) {
   std::vector<std::pair<std::string, total>> sorted(by_name.begin(), by_name.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
     return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
@@ -112,8 +114,8 @@ profile_summary summarize_profile(std::vector<profiled_span> spans, std::int64_t
   out.busy_ms_per_step = out.window_ms / steps - out.idle_ms_per_step;
   out.idle_share = out.window_ms > 0 ? idle_ns / 1e6 / out.window_ms : 0;
   for (const auto& [name, t] : longest(operations, max_operations))
-    out.operations.push_back({name, static_cast<double>(t.calls) / steps, t.ns / 1e6 / steps,
-                              all_ns > 0 ? t.ns / all_ns : 0});
+    out.operations.push_back(
+        {name, static_cast<double>(t.calls) / steps, t.ns / 1e6 / steps, all_ns > 0 ? t.ns / all_ns : 0});
   for (const auto& [between, t] : longest(gaps, max_gaps))
     out.idle_gaps.push_back({between, static_cast<double>(t.calls) / steps, t.ns / 1e6 / steps});
   return out;
@@ -122,15 +124,22 @@ profile_summary summarize_profile(std::vector<profiled_span> spans, std::int64_t
 nlohmann::json to_json(const profile_summary& s) {
   auto ops = nlohmann::json::array();
   for (const auto& o : s.operations)
-    ops.push_back({{"name", o.name}, {"calls_per_step", o.calls_per_step}, {"ms_per_step", o.ms_per_step},
+    ops.push_back({{"name", o.name},
+                   {"calls_per_step", o.calls_per_step},
+                   {"ms_per_step", o.ms_per_step},
                    {"share", o.share}});
   auto gaps = nlohmann::json::array();
   for (const auto& g : s.idle_gaps)
-    gaps.push_back({{"between", g.between}, {"gaps_per_step", g.gaps_per_step}, {"ms_per_step", g.ms_per_step}});
-  return {{"first_step", s.first_step},     {"last_step", s.last_step},
-          {"window_ms", s.window_ms},       {"busy_ms_per_step", s.busy_ms_per_step},
-          {"idle_ms_per_step", s.idle_ms_per_step}, {"idle_share", s.idle_share},
-          {"operations", std::move(ops)},   {"idle_gaps", std::move(gaps)}};
+    gaps.push_back(
+        {{"between", g.between}, {"gaps_per_step", g.gaps_per_step}, {"ms_per_step", g.ms_per_step}});
+  return {{"first_step", s.first_step},
+          {"last_step", s.last_step},
+          {"window_ms", s.window_ms},
+          {"busy_ms_per_step", s.busy_ms_per_step},
+          {"idle_ms_per_step", s.idle_ms_per_step},
+          {"idle_share", s.idle_share},
+          {"operations", std::move(ops)},
+          {"idle_gaps", std::move(gaps)}};
 }
 
 std::string describe(const profile_summary& s, const std::string& device_name) {
@@ -235,14 +244,16 @@ device_recorder::recorded device_recorder::stop() {
 step_profiler::step_profiler(std::vector<std::int64_t> steps, std::string run_dir, int rank, bool cuda)
     : steps_(std::move(steps)), run_dir_(std::move(run_dir)), rank_(rank), cuda_(cuda) {}
 
-std::string step_profiler::path_stem(const std::string& run_dir, int rank, std::int64_t first, std::int64_t last) {
+std::string step_profiler::path_stem(const std::string& run_dir, int rank, std::int64_t first,
+                                     std::int64_t last) {
   return run_dir + "/profile/rank-" + std::to_string(rank) + "-steps-" + std::to_string(first) + "-" +
          std::to_string(last);
 }
 
 std::string step_profiler::before_step(std::int64_t step) {
   const auto at = std::find(steps_.begin(), steps_.end(), step);
-  if (recorder_.recording() || at == steps_.end() || (at != steps_.begin() && *(at - 1) == step - 1)) return "";
+  if (recorder_.recording() || at == steps_.end() || (at != steps_.begin() && *(at - 1) == step - 1))
+    return "";
   auto last = at;
   while (last + 1 != steps_.end() && *(last + 1) == *last + 1) ++last;
   if (!recorder_.start(cuda_))
@@ -261,7 +272,8 @@ std::string step_profiler::after_step(std::int64_t step) {
   const auto stem = path_stem(run_dir_, rank_, first_, last_);
   std::error_code ec;
   std::filesystem::create_directories(run_dir_ + "/profile", ec);
-  if (ec) throw std::runtime_error("run.profile_steps: cannot create " + run_dir_ + "/profile: " + ec.message());
+  if (ec)
+    throw std::runtime_error("run.profile_steps: cannot create " + run_dir_ + "/profile: " + ec.message());
   write_json(stem + ".json", to_json(summary));
   write_json(stem + ".trace.json", chrome_trace(r.spans, r.from_ns, device_name));
   return "rank " + std::to_string(rank_) + " profiled steps " + std::to_string(first_) + "-" +

@@ -132,9 +132,10 @@ TEST_CASE("scaling.nodes is read and kept through the spec's canonical JSON, and
   CHECK_THAT(e.what(), Catch::Contains("named twice"));
 }
 
-TEST_CASE("run.hold_before_steps, run.profile_steps and run.sample_log are read and kept through the spec's "
-          "canonical JSON",
-          "[config]") {
+TEST_CASE(
+    "run.hold_before_steps, run.profile_steps and run.sample_log are read and kept through the spec's "
+    "canonical JSON",
+    "[config]") {
   const job_spec s = parse_job_spec(R"({"name": "held", "train": {"max_steps": 10},
                                         "run": {"hold_before_steps": [2, 5, 9], "sample_log": true,
                                                 "profile_steps": [4, 5, 10]}})");

@@ -158,7 +158,8 @@ TEST_CASE("rules across fields are checked", "[config]") {
   check_bad({R"({"run": {"hold_before_steps": [0]}})", "run.hold_before_steps[0]", "0", "an integer step >= 1"});
   check_bad({R"({"run": {"hold_before_steps": 4}})", "run.hold_before_steps", "4", "an array of strictly increasing"});
   check_bad({R"({"train": {"max_steps": 24}, "run": {"profile_steps": [3, 30]}})", "run.profile_steps",
-             "got step 30, after the last step (train.max_steps 24)", "never profile there; allowed: 1 to 24"});
+             "got step 30, after the last step (train.max_steps 24)",
+             "never profile there; allowed: 1 to 24"});
   check_bad({R"({"run": {"profile_steps": [5, 4]}})", "run.profile_steps[1]", "4",
              "an integer step > 5 (the steps strictly increase)"});
   check_bad({R"({"run": {"failure": {"hang_timeout_s": 60, "collective_timeout_s": 60}}})",

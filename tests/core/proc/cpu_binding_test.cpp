@@ -57,7 +57,8 @@ TEST_CASE("a CPU list is written as ranges", "[core][proc]") {
   CHECK(cpu_list_text({}).empty());
 }
 
-TEST_CASE("a CPU list is read from its ranges, and a text that is not one is refused naming it", "[core][proc]") {
+TEST_CASE("a CPU list is read from its ranges, and a text that is not one is refused naming it",
+          "[core][proc]") {
   CHECK(parse_cpu_list("0-3,8,10-11\n") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
   CHECK(parse_cpu_list("7") == std::vector<int>{7});
   CHECK(parse_cpu_list("").empty());  // a node of memory only
@@ -68,7 +69,8 @@ TEST_CASE("a CPU list is read from its ranges, and a text that is not one is ref
   }
 }
 
-TEST_CASE("the NUMA nodes are read in their numbers' order from the kernel's node directory", "[core][proc]") {
+TEST_CASE("the NUMA nodes are read in their numbers' order from the kernel's node directory",
+          "[core][proc]") {
   cohort::test::temp_dir dir;
   const auto node = [&](const std::string& name, const std::string& cpulist) {
     std::filesystem::create_directories(dir.path() / name);
@@ -85,9 +87,10 @@ TEST_CASE("the NUMA nodes are read in their numbers' order from the kernel's nod
   CHECK_THROWS_WITH(numa_node_cpus(dir.str()), Catch::Contains("node2/cpulist") && Catch::Contains("\"x\""));
 }
 
-TEST_CASE("on a host of several NUMA nodes each rank's share lies within one node, or spans whole nodes when "
-          "there are fewer ranks than nodes",
-          "[core][proc]") {
+TEST_CASE(
+    "on a host of several NUMA nodes each rank's share lies within one node, or spans whole nodes when "
+    "there are fewer ranks than nodes",
+    "[core][proc]") {
   const std::vector<std::vector<int>> two{range(0, 3), range(4, 7)};
   CHECK(numa_cpu_share(range(0, 7), two, 0, 2) == range(0, 3));
   CHECK(numa_cpu_share(range(0, 7), two, 1, 2) == range(4, 7));

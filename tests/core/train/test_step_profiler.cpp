@@ -14,8 +14,8 @@
 #include "tests/support/files.hpp"
 
 using namespace cohort;
-using core::train::profiled_span;
 using cohort::test::temp_dir;
+using core::train::profiled_span;
 
 namespace {
 
@@ -30,9 +30,10 @@ const core::train::profile_summary::operation* find_operation(const core::train:
 
 }  // namespace
 
-TEST_CASE("a profile's summary counts overlapping spans once, cuts them to the window and names each "
-          "idle gap by what came before and after it",
-          "[core][train]") {
+TEST_CASE(
+    "a profile's summary counts overlapping spans once, cuts them to the window and names each "
+    "idle gap by what came before and after it",
+    "[core][train]") {
   const std::vector<profiled_span> spans{{-5 * ms, 5 * ms, "void early"},
                                          {10 * ms, 20 * ms, "a"},
                                          {15 * ms, 30 * ms, "b"},
@@ -57,17 +58,17 @@ TEST_CASE("a profile's summary counts overlapping spans once, cuts them to the w
   REQUIRE(s.idle_gaps.size() == 3);
   CHECK(s.idle_gaps[0].between == "a -> (steps end)");  // 50-65
   CHECK(s.idle_gaps[0].ms_per_step == Approx(7.5));
-  CHECK(s.idle_gaps[1].between == "b -> a");  // 30-40
-  CHECK(s.idle_gaps[2].between == "early -> a");        // 5-10
+  CHECK(s.idle_gaps[1].between == "b -> a");      // 30-40
+  CHECK(s.idle_gaps[2].between == "early -> a");  // 5-10
   CHECK(s.idle_gaps[2].gaps_per_step == Approx(0.5));
 
   const auto j = core::train::to_json(s);
   CHECK(j["idle_ms_per_step"].get<double>() == Approx(15));
   CHECK(j["operations"][0]["name"] == "a");
-  CHECK(core::train::describe(s, "GPU").rfind("the GPU was busy 17.5 ms and idle 15.0 ms a step (46.2% of 32.5 ms)", 0) ==
-        0);
+  CHECK(core::train::describe(s, "GPU").rfind(
+            "the GPU was busy 17.5 ms and idle 15.0 ms a step (46.2% of 32.5 ms)", 0) == 0);
   const auto trace = core::train::chrome_trace(spans, 0, "GPU");
-  REQUIRE(trace["traceEvents"].size() == spans.size() + 1);  // and the process's name
+  REQUIRE(trace["traceEvents"].size() == spans.size() + 1);             // and the process's name
   CHECK(trace["traceEvents"][2]["ts"].get<double>() == Approx(10000));  // microseconds
   CHECK(trace["traceEvents"][2]["dur"].get<double>() == Approx(10000));
 }
@@ -81,9 +82,10 @@ TEST_CASE("a window no span covers is idle from end to end", "[core][train]") {
   CHECK_THROWS_AS(core::train::summarize_profile({}, 10, 5, 1, 1), std::invalid_argument);
 }
 
-TEST_CASE("a job with run.profile_steps writes a summary and a trace of each stretch of consecutive steps, "
-          "with the torch operators the CPU ran, and says so in its log",
-          "[core][train]") {
+TEST_CASE(
+    "a job with run.profile_steps writes a summary and a trace of each stretch of consecutive steps, "
+    "with the torch operators the CPU ran, and says so in its log",
+    "[core][train]") {
   temp_dir tmp;
   auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 1, 0, false);
   spec.train.max_steps = 6;
@@ -109,16 +111,18 @@ TEST_CASE("a job with run.profile_steps writes a summary and a trace of each str
     }));
     const auto trace = nlohmann::json::parse(test::read_file(stem + ".trace.json"));
     CHECK(trace["traceEvents"].size() > ops.size());
-    const std::string line = "rank 0 profiled steps " + std::to_string(first) + "-" + std::to_string(last) +
-                             ": the CPU was busy ";
+    const std::string line =
+        "rank 0 profiled steps " + std::to_string(first) + "-" + std::to_string(last) + ": the CPU was busy ";
     CHECK(std::any_of(log.begin(), log.end(), [&](const std::string& l) { return l.rfind(line, 0) == 0; }));
   }
   std::size_t files = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp.path("run") + "/profile")) ++files;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp.path("run") + "/profile"))
+    ++files;
   CHECK(files == 4);
 }
 
-TEST_CASE("a second profiler of one process says it cannot profile while the first records", "[core][train]") {
+TEST_CASE("a second profiler of one process says it cannot profile while the first records",
+          "[core][train]") {
   temp_dir tmp;
   core::train::step_profiler first({1}, tmp.path("a"), 0, false), second({1, 2}, tmp.path("b"), 1, false);
   REQUIRE(first.before_step(1) == "");
