@@ -224,6 +224,13 @@ plan_text describe_plan(const std::vector<int>& sources) {
   return t;
 }
 
+// Where this rank's copy came from, for its restore line: its node, or `source`'s copy received.
+std::string copy_source_text(int rank, int source, std::uint64_t received) {
+  return source == rank ? "its node's memory"
+                        : "rank " + std::to_string(source) + "'s copy (" + std::to_string(received) +
+                              " bytes over the network)";
+}
+
 std::string where_copies_are(const plan_text& t) {
   return t.moved.empty() ? ": every rank's own node holds its shard)"
                          : "; over the network: rank " + t.moved + ")";
@@ -330,9 +337,7 @@ std::optional<resume_point> checkpointer::restore_replica_step(const nlohmann::j
     return std::nullopt;
   }
   log(rank + ": restoring replica step " + std::to_string(step) + " from " +
-      (sources[ctx_.rank] == ctx_.rank ? "its node's memory"
-                                       : "rank " + std::to_string(sources[ctx_.rank]) + "'s copy (" +
-                                             std::to_string(received) + " bytes over the network)") +
+      copy_source_text(ctx_.rank, sources[ctx_.rank], received) +
       ": 0 bytes of checkpoint files read from storage");
   return r;
 }
@@ -357,9 +362,7 @@ resume_point checkpointer::restore_from_peers(const nlohmann::json& choice) {
     return r;
   }
   log(rank + ": restoring step " + std::to_string(step) + " from " +
-      (sources[ctx_.rank] == ctx_.rank ? "its node's memory"
-                                       : "rank " + std::to_string(sources[ctx_.rank]) + "'s copy (" +
-                                             std::to_string(received) + " bytes over the network)") +
+      copy_source_text(ctx_.rank, sources[ctx_.rank], received) +
       ": 0 bytes of checkpoint files read from storage");
   return r;
 }
