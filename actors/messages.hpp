@@ -477,7 +477,7 @@ struct worker_command {
   std::int32_t attempt = 0;
   worker_command_kind kind = worker_command_kind::checkpoint;
   std::int64_t n = 0;
-  std::int64_t deadline_ms = 0;  // preempt: the preemption's deadline (unix ms; 0: none)
+  std::int64_t deadline_ms = 0;  // preempt: the preemption's deadline (unix ms; 0: a resize's save)
 };
 // ---- The worker process link (worker_process_link.hpp) ----
 // A cluster-worker's worker actor and the worker process it started speak these, and
@@ -522,7 +522,8 @@ struct preempt_attempt {
   std::int32_t attempt = 0;
   std::int64_t epoch = 0;
   // By when the emergency checkpoint must have committed (unix ms): the job's
-  // run.failure.preemption_grace_s from now, or the cloud's notice's deadline when sooner.
+  // run.failure.preemption_grace_s from now, or the cloud's notice's deadline when sooner. 0: no
+  // node leaves; the head stops the attempt to resize the job (it grows back), after its save.
   std::int64_t deadline_ms = 0;
 };
 // client → head: drain a node (drain true: the jobs with ranks there save an emergency checkpoint

@@ -348,17 +348,24 @@ class rank_run {
   void take_checkpoint_request() {
     if (!checkpoints_->take_request()) return;
     const bool preempted = checkpoints_->preempted();
-    if (preempted) {
+    if (preempted && !resizing()) {
       const auto plan = plan_emergency_save(
           checkpoints_->last_save(), report_.step_seconds, ctx_.signals->preempt_deadline_ms.load(),
           static_cast<std::int64_t>(unix_seconds_now() * 1000), checkpoints_->committed_step());
       if (!plan.why.empty()) log("preempted: " + plan.why);
       if (!plan.save) decline_emergency_save(plan.why);
     }
-    log("checkpoint requested: saving after step " + std::to_string(engine_->steps_done() + 1) +
-        (preempted ? " (preemption: no further step)" : ""));
+    log(std::string(preempted && resizing() ? "resize: " : "") + "checkpoint requested: saving after step " +
+        std::to_string(engine_->steps_done() + 1) +
+        (!preempted  ? ""
+         : resizing() ? " (the job restarts on another number of workers: no further step)"
+                      : " (preemption: no further step)"));
     engine_->request_checkpoint(preempted);
   }
+
+  // The preemption's command came without a deadline: the head stops the attempt to resize the job
+  // (it grows back onto returned capacity), not because a node leaves.
+  bool resizing() const { return ctx_.signals != nullptr && ctx_.signals->preempt_deadline_ms.load() == 0; }
 
   // Rank 0 saves no emergency checkpoint: the head hears why (and stops the attempt); the ranks run
   // no further step.
@@ -441,16 +448,19 @@ class rank_run {
     checkpoints_->log_commits();
   }
 
-  // A node of this attempt is leaving: the emergency checkpoint is this step's. Waits for its
-  // commit, tells the head (which then stops the attempt) and runs no further step.
+  // A node of this attempt is leaving (or the job resizes): the emergency checkpoint is this
+  // step's. Waits for its commit, tells the head (which then stops the attempt) and runs no further
+  // step.
   void stop_if_preempted(const step_result& last) {
     if (!last.preempted || last.step >= total_) return;
     checkpoints_->finish();
     checkpoints_->log_commits();
     if (ctx_.rank == 0) {
       report_.checkpoint_step = checkpoints_->committed_step();
-      log("preempted: emergency checkpoint of step " + std::to_string(last.step) +
-          " committed; waiting for the attempt to be stopped");
+      log(resizing() ? "resize: checkpoint of step " + std::to_string(last.step) +
+                           " committed; waiting for the attempt to be stopped and restarted on more workers"
+                     : "preempted: emergency checkpoint of step " + std::to_string(last.step) +
+                           " committed; waiting for the attempt to be stopped");
       if (ctx_.report) ctx_.report(report_);
     }
     wait_until_cancelled(ctx_.cancelled, std::chrono::milliseconds(static_cast<std::int64_t>(

@@ -2027,6 +2027,11 @@ TEST_CASE(
   const auto logs = c.submit({"logs", id}).out;
   CHECK_THAT(logs, Catch::Contains("rank 0/1 on node n1") && Catch::Contains("rank 1/2 on node n3") &&
                        Catch::Contains("resuming after step 9"));
+  // The grow's save is said as a resize, not as a preemption (which the first restart was).
+  CHECK_THAT(logs, Catch::Contains("resize: checkpoint requested: saving after step 9 (the job restarts on "
+                                   "another number of workers: no further step)") &&
+                       Catch::Contains("resize: checkpoint of step 9 committed"));
+  CHECK_THAT(logs, !Catch::Contains("preempted: emergency checkpoint of step 9"));
   const std::string run_dir = c.dir().str() + "/runs/regrows";
   int expected = 1;
   for (const auto& j : cohort::test::read_json_lines(run_dir + "/metrics.jsonl"))
