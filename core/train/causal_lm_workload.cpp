@@ -357,7 +357,7 @@ class rank_run {
     }
     log(std::string(preempted && resizing() ? "resize: " : "") + "checkpoint requested: saving after step " +
         std::to_string(engine_->steps_done() + 1) +
-        (!preempted  ? ""
+        (!preempted   ? ""
          : resizing() ? " (the job restarts on another number of workers: no further step)"
                       : " (preemption: no further step)"));
     engine_->request_checkpoint(preempted);
