@@ -45,6 +45,10 @@ using namespace cohort;
 
 namespace {
 
+// `line` and its newline in one write, flushed: the lines that this daemon's threads (the head
+// search's reports, the notice watch's warnings) write at once stay whole.
+void say_whole_line(std::ostream& out, const std::string& line) { out << (line + "\n") << std::flush; }
+
 // Nodes of other processes, reached through proxies that forward via the gateway.
 class remote_node_directory final : public actors::node_directory {
  public:
@@ -271,7 +275,7 @@ std::string locate_cluster(const po::variables_map& vm, worker_settings& s) {
   }
   if (s.store) s.search.store_leader = tools::store_leader_reader(*s.store);
   s.search.report = [name = vm["name"].as<std::string>()](const std::string& line) {
-    std::cout << "cluster-worker: node " << name << " " << line << std::endl;
+    say_whole_line(std::cout, "cluster-worker: node " + name + " " + line);
   };
   return "";
 }
@@ -412,21 +416,20 @@ void serve_until_stopped(caf::actor_system& sys, const std::string& name, const 
     }
   }
   if (drain && !gateway_gone && !node_gone) {
-    std::cout << "cluster-worker: node " << name << " " << got
-              << ": draining (its jobs save an emergency checkpoint and move to other nodes); it exits once "
-                 "its workers stopped"
-              << std::endl;
+    say_whole_line(std::cout, "cluster-worker: node " + name + " " + got +
+                                  ": draining (its jobs save an emergency checkpoint and move to other "
+                                  "nodes); it exits once its workers stopped");
     caf::anon_send(node, *drain);
     while (!node_gone && !gateway_gone) {
       const int again = tools::wait_for_termination_signal_for(std::chrono::milliseconds(200));
       if (again == SIGTERM || (again == SIGINT && !node_gone && !gateway_gone)) break;
     }
-    std::cout << "cluster-worker: node " << name
-              << (node_gone ? " drained: exiting" : " exiting before its drain ended") << std::endl;
+    say_whole_line(std::cout, "cluster-worker: node " + name +
+                                  (node_gone ? " drained: exiting" : " exiting before its drain ended"));
     if (watch && node_gone) {
       if (const auto problem = watch->acknowledge(); !problem.empty())
-        std::cerr << "cluster-worker: node " << name << ": cannot approve the preemption event: " << problem
-                  << std::endl;
+        say_whole_line(std::cerr,
+                       "cluster-worker: node " + name + ": cannot approve the preemption event: " + problem);
     }
   }
   caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
@@ -478,12 +481,14 @@ int run_node(const worker_settings& s) {
   notice_slot notices;
   std::unique_ptr<core::cloud::notice_watch> watch;
   if (s.notices) {
-    std::cout << "cluster-worker: node " << info.name << " watches " << s.notices->describe() << " every "
-              << static_cast<double>(s.notices->interval.count()) / 1000 << " s" << std::endl;
+    std::ostringstream every;
+    every << static_cast<double>(s.notices->interval.count()) / 1000;
+    say_whole_line(std::cout, "cluster-worker: node " + info.name + " watches " + s.notices->describe() +
+                                  " every " + every.str() + " s");
     watch = std::make_unique<core::cloud::notice_watch>(
         *s.notices, [&notices](const core::cloud::preemption_notice& n) { notices.put(n); },
         [name = info.name](const std::string& warning) {
-          std::cerr << "cluster-worker: node " << name << ": " << warning << std::endl;
+          say_whole_line(std::cerr, "cluster-worker: node " + name + ": " + warning);
         });
   }
   serve_until_stopped(sys, info.name, process.gateway, process.node, watch.get(), notices);
