@@ -3,6 +3,8 @@
 
 #include <iostream>
 
+#include "core/proc/line_output.hpp"
+
 namespace cohort::actors {
 
 attempt_state::attempt_state(trainer_setup setup, std::shared_ptr<epoch_fence> fence, double now_s)
@@ -32,7 +34,7 @@ bool attempt_state::admitted(std::int64_t epoch, const char* command, attempt_ac
   const auto refused = fence_->refuse(epoch, std::string(command) + " of job " + setup_.job_id + " attempt " +
                                                  std::to_string(setup_.attempt + 1));
   if (!refused) return true;
-  std::cerr << "trainer: " << *refused << std::endl;
+  core::proc::say_whole_line(std::cerr, "trainer: " + *refused);
   out.to_head.push_back(trainer_line(*refused));
   return false;
 }

@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <iostream>
 
-#include "actors/head_actor.hpp"
 #include "actors/client_protocol.hpp"
+#include "actors/head_actor.hpp"
 #include "actors/head_metrics.hpp"
 #include "actors/store_writer.hpp"
 #include "config/job_spec.hpp"
 #include "config/storage_roots.hpp"
+#include "core/proc/line_output.hpp"
 #include "core/store/leader_lease.hpp"
 #include "core/store/store_error.hpp"
 #include "core/train/job_preflight.hpp"
@@ -36,7 +37,8 @@ void step_down(head_ptr self, const std::string& what, bool store_reachable = tr
   try {
     if (store_reachable) leader = st.options.store->lease().current();
   } catch (const std::exception& e) {
-    std::cerr << "cluster-head: cannot read the leader lease: " << e.what() << std::endl;
+    core::proc::say_whole_line(std::cerr,
+                               std::string("cluster-head: cannot read the leader lease: ") + e.what());
   }
   self->quit(caf::make_error(caf::sec::runtime_error,
                              step_down_reason(st.options.epoch, what, leader)));
@@ -48,7 +50,8 @@ using steady = std::chrono::steady_clock;
 // answer); true when this head still leads (then it may act until lease_valid_until).
 bool renewal(head_ptr self, steady::time_point started, bool renewed, const std::string& error) {
   auto& st = self->state;
-  if (!error.empty()) std::cerr << "cluster-head: cannot renew the leader lease: " << error << std::endl;
+  if (!error.empty())
+    core::proc::say_whole_line(std::cerr, "cluster-head: cannot renew the leader lease: " + error);
   switch (st.lease.on_renewal(started, error.empty(), renewed, steady::now())) {
     case leader_session::verdict::leads:
       return true;
@@ -57,8 +60,9 @@ bool renewal(head_ptr self, steady::time_point started, bool renewed, const std:
       step_down(self, "it could not renew its leader lease before it ran out (" + error + ")", false);
       return false;
     case leader_session::verdict::superseded:
-      std::cerr << "cluster-head: lost the leader lease (epoch " << st.options.epoch
-                << "); another head leads now" << std::endl;
+      core::proc::say_whole_line(std::cerr, "cluster-head: lost the leader lease (epoch " +
+                                                std::to_string(st.options.epoch) +
+                                                "); another head leads now");
       step_down(self, "its leader lease expired and another head claimed a newer epoch");
       return false;
   }
@@ -112,7 +116,7 @@ bool store_write(head_ptr self, const char* what, Write write, Written written, 
           written();
           return;
         }
-        std::cerr << "cluster-head: cannot " << what << ": " << r.error << std::endl;
+        core::proc::say_whole_line(std::cerr, std::string("cluster-head: cannot ") + what + ": " + r.error);
         failed(r.error);
         if (r.fenced) step_down(self, "a store write was fenced (" + r.error + ")");
       });
@@ -210,8 +214,9 @@ void grow_jobs(head_ptr self) {
     const auto* r = st.logic.find(g.job_id);
     auto trainer = current_trainer(self, *r);
     if (!trainer || !st.logic.begin_resize(g.job_id, g.to)) continue;
-    std::cerr << "cluster-head: job " << g.job_id << " grows from " << g.from << " to " << g.to << " workers"
-              << std::endl;
+    core::proc::say_whole_line(std::cerr, "cluster-head: job " + g.job_id + " grows from " +
+                                              std::to_string(g.from) + " to " + std::to_string(g.to) +
+                                              " workers");
     command(self, trainer, preempt_attempt{g.job_id, r->attempts - 1, 0, 0});
     notify_state(self, g.job_id);
   }
@@ -292,8 +297,9 @@ std::vector<std::string> drain_node_now(head_ptr self, const std::string& node, 
                                         const std::string& why, std::int64_t notice_deadline_ms = 0) {
   auto& st = self->state;
   const auto jobs = st.logic.drain(node, kind);
-  std::cerr << "cluster-head: " << why << ": no new placement on it; " << jobs.size()
-            << " job(s) with ranks there are preempted" << std::endl;
+  core::proc::say_whole_line(std::cerr, "cluster-head: " + why + ": no new placement on it; " +
+                                            std::to_string(jobs.size()) +
+                                            " job(s) with ranks there are preempted");
   std::vector<std::string> preempted;
   for (const auto& id : jobs) {
     const auto now_ms = core::store::system_clock_ms();
@@ -335,7 +341,8 @@ void restore_jobs(head_ptr self) {
       r.spec_json = config::to_json_text(spec);
       st.logic.restore(r, std::move(spec));
     } catch (const std::exception& e) {
-      std::cerr << "cluster-head: cannot restore job " << stored.id << ": " << e.what() << std::endl;
+      core::proc::say_whole_line(std::cerr,
+                                 "cluster-head: cannot restore job " + stored.id + ": " + e.what());
     }
   }
   for (const auto& r : st.logic.jobs()) {
@@ -346,7 +353,8 @@ void restore_jobs(head_ptr self) {
     try {
       for (const auto& j : st.options.store->read_logs(r.id)) st.output.stored_lines().restore(r.id, j);
     } catch (const std::exception& e) {
-      std::cerr << "cluster-head: cannot read the logs of job " << r.id << ": " << e.what() << std::endl;
+      core::proc::say_whole_line(std::cerr,
+                                 "cluster-head: cannot read the logs of job " + r.id + ": " + e.what());
     }
   }
   if (!st.logic.awaiting_adoption().empty())
@@ -380,7 +388,8 @@ caf::result<drain_reply> serve_client(head_ptr self, const drain_node& req) {
     return request_error("submit undrain: no node named \"" + req.node + "\" is registered or drained");
   if (!st.logic.undrain(req.node))
     return request_error("submit undrain: node " + req.node + " is not draining");
-  std::cerr << "cluster-head: node " << req.node << " is schedulable again (submit undrain)" << std::endl;
+  core::proc::say_whole_line(std::cerr,
+                             "cluster-head: node " + req.node + " is schedulable again (submit undrain)");
   start_trainers(self);
   return drain_reply{req.node, st.logic.drain_state(req.node), {}};
 }
@@ -435,7 +444,7 @@ void reserve_job_id(head_ptr self) {
       .then([=](const store_reserved_id& r) {
         auto& st = self->state;
         if (!r.result.error.empty()) {
-          std::cerr << "cluster-head: cannot take a job id: " << r.result.error << std::endl;
+          core::proc::say_whole_line(std::cerr, "cluster-head: cannot take a job id: " + r.result.error);
           for (auto& w : st.job_ids.on_reserve_failed())
             w.promise.deliver(
                 caf::make_error(caf::sec::runtime_error, "cannot record the job: " + r.result.error));
@@ -751,7 +760,7 @@ void on_node_draining(head_ptr self, const node_draining& req) {
     drain_node_now(self, req.node, "preempted", "node " + req.node + " is leaving (" + req.reason + ")",
                    req.deadline_ms);
   } catch (const std::exception& e) {
-    std::cerr << "cluster-head: cannot drain node " << req.node << ": " << e.what() << std::endl;
+    core::proc::say_whole_line(std::cerr, "cluster-head: cannot drain node " + req.node + ": " + e.what());
   }
 }
 

@@ -16,6 +16,7 @@
 #include "actors/trainer_actor.hpp"
 #include "config/job_spec.hpp"
 #include "core/ckpt/replica.hpp"
+#include "core/proc/line_output.hpp"
 
 namespace cohort::actors {
 
@@ -32,7 +33,8 @@ void drop_job_replicas(const std::string& node, const job_ended& m) {
                                            config::local_run_dir(m.name, m.storage_path, m.local_dir));
   std::error_code ec;
   if (std::filesystem::remove_all(dir, ec) > 0)
-    std::cerr << "cluster-worker: job " << m.job_id << " ended: removed its peer replicas " << dir << std::endl;
+    core::proc::say_whole_line(
+        std::cerr, "cluster-worker: job " + m.job_id + " ended: removed its peer replicas " + dir);
 }
 
 void on_begin_drain(node_ptr self, const begin_drain& req) {
@@ -60,7 +62,7 @@ void on_start_trainer(node_ptr self, const start_trainer& req) {
   auto& st = self->state;
   if (auto refused = st.fence->refuse(req.epoch, "start_trainer of job " + req.setup.job_id + " attempt " +
                                                      std::to_string(req.setup.attempt + 1))) {
-    std::cerr << "node " << st.info.name << ": " << *refused << std::endl;
+    core::proc::say_whole_line(std::cerr, "node " + st.info.name + ": " + *refused);
     self->send(st.head, log_line{req.setup.job_id, -1, st.info.name, 0, "node: " + *refused});
     return;
   }

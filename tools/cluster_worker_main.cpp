@@ -33,6 +33,7 @@
 #include "config/nodes_spec.hpp"
 #include "core/cloud/preemption_notice.hpp"
 #include "core/comm/network_interfaces.hpp"
+#include "core/proc/line_output.hpp"
 #include "core/store/cluster_store.hpp"
 #include "core/store/etcd_client.hpp"
 #include "net/credentials.hpp"
@@ -45,9 +46,7 @@ using namespace cohort;
 
 namespace {
 
-// `line` and its newline in one write, flushed: the lines that this daemon's threads (the head
-// search's reports, the notice watch's warnings) write at once stay whole.
-void say_whole_line(std::ostream& out, const std::string& line) { out << (line + "\n") << std::flush; }
+using core::proc::say_whole_line;  // the head search's reports and the notice warnings come from threads
 
 // Nodes of other processes, reached through proxies that forward via the gateway.
 class remote_node_directory final : public actors::node_directory {
