@@ -58,11 +58,20 @@ std::vector<int> allowed_cpus() {
   return out;
 }
 
-std::vector<int> cpu_share(const std::vector<int>& cpus, int local_rank, int local_world) {
+namespace {
+
+// The refusals of every share: no CPUs, or a local rank outside [0, local_world).
+void check_share(const std::vector<int>& cpus, int local_rank, int local_world) {
   if (cpus.empty()) throw std::invalid_argument("no CPUs to share");
   if (local_world < 1 || local_rank < 0 || local_rank >= local_world)
     throw std::invalid_argument("local rank " + std::to_string(local_rank) + " of " +
                                 std::to_string(local_world) + "; allowed: 0 to local_world - 1");
+}
+
+}  // namespace
+
+std::vector<int> cpu_share(const std::vector<int>& cpus, int local_rank, int local_world) {
+  check_share(cpus, local_rank, local_world);
   const int count = static_cast<int>(cpus.size());
   if (count < local_world) return {cpus[static_cast<std::size_t>(local_rank % count)]};
   const int base = count / local_world, larger = count % local_world;
@@ -144,7 +153,7 @@ std::vector<int> numa_cpu_share(const std::vector<int>& cpus, const std::vector<
       elsewhere.push_back(c);
   if (!elsewhere.empty()) groups.push_back(std::move(elsewhere));
   if (groups.size() <= 1) return cpu_share(cpus, local_rank, local_world);
-  cpu_share(cpus, local_rank, local_world);  // the same refusals as without NUMA nodes
+  check_share(cpus, local_rank, local_world);
   const auto count = static_cast<std::int64_t>(groups.size());
   const auto group_of = [&](std::int64_t rank) { return rank * count / local_world; };
   if (local_world >= count) {

@@ -394,13 +394,7 @@ bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tens
   if (ctx_.activity) ctx_.activity->start_write(static_cast<std::int64_t>(step), bytes);
   const auto& spec = ctx_.spec.run.checkpoint;
   const auto started = std::chrono::steady_clock::now();  // the replicas are part of the timed save
-  if (replicas_) {
-    // A save for the hang detector (judged by its heartbeats, no bytes counted: they go to memory).
-    phase_scope saving(ctx_.activity, rank_phase::saving);
-    const auto line = replicas_->save(step, tensors, state, metrics, extra);
-    if (!replica_logged_) log(line);  // once an attempt: how the shards are kept
-    replica_logged_ = true;
-  }
+  if (replicas_) replicate(step, tensors, state, metrics, extra);
   const auto on_written = [this, metrics, extra, started, bytes](const ckpt::rank_report& r) {
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     publish_and_commit(r, metrics, extra, took + test_save_seconds_added(), bytes);

@@ -70,7 +70,8 @@ class checkpointer {
   bool replica_due(std::int64_t step) const;
   // Collective, at a replica step: this rank's part of step `step`'s checkpoint (as save() takes
   // it, with the step's `metrics` and `extra`) kept as a peer replica only, nothing written to
-  // storage. Returns once the step's replica is complete on every rank's node.
+  // storage (save() keeps its replicas through it too). Returns once the step's replica is complete
+  // on every rank's node.
   void replicate(std::uint64_t step, const std::vector<ckpt::shard_tensor>& tensors,
                  const ckpt::rank_state& state, const nlohmann::json& metrics, const nlohmann::json& extra);
   // Rank 0: whether a checkpoint was requested (submit checkpoint, or a preemption) since it last
