@@ -258,6 +258,11 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
       r.device_bytes += 4 * shard;
     }
   }
+  if (offload_param && spec.train.grad_accum > 1 && !e.grads_summed_on_device) {
+    // The later micro-batches' shards come to the host through two staging buffers in turn.
+    add("second gradient shard staging buffer (micro-batches summed on the host)", 4 * unit_shard, false);
+    r.steady_host_bytes += 4 * unit_shard;
+  }
   if (gpu && offload_param) {  // what room is left keeps the compute-dtype shards between updates
     e.param_shards_kept_on_device = cap > 0 && r.device_bytes + p * shard <= cap;
     if (e.param_shards_kept_on_device) {

@@ -11,6 +11,10 @@
 #include <torch/torch.h>
 
 #ifdef COHORT_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -223,6 +227,7 @@ void zero_optimizer::synchronize() {
   unchecked_.clear();
   in_flight_.clear();  // all waited for below
   for (const auto& w : works) wait_(w);
+  finish_adds();
   if (!options_.offload_param) return;
   for (auto& u : units_) {  // a sum on the device whose last reduction did not say so
     if (!u.device_grad_sum.defined()) continue;
@@ -340,6 +345,7 @@ void zero_optimizer::release(std::size_t u) {
 }
 
 void zero_optimizer::zero_grad_shards() {
+  deferred_adds_.clear();  // a step cut short: its later micro-batches' sums are not wanted
   for (auto& u : units_) {
     if (options_.offload_param) {
       u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
@@ -375,18 +381,64 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
       // shard does (the same additions in the same order as on the host, so the same sum).
       u.device_grad_sum = u.device_grad_sum.defined() ? u.device_grad_sum.add_(mine) : mine;
       if (last) {
-        u.grad.copy_(u.device_grad_sum, /*non_blocking=*/true);
+        copy_to_host(u.grad, u.device_grad_sum);
         u.grad_pending = false;
-        u.device_grad_sum = torch::Tensor();  // its block waits for the copy (stream order)
+        u.device_grad_sum = torch::Tensor();  // its block is kept until the copy is done
       }
     } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
-      u.grad.copy_(mine, /*non_blocking=*/true);
+      copy_to_host(u.grad, mine);
       u.grad_pending = false;
-    } else {  // a later micro-batch: wait for the copy, add on the host
-      u.grad.add_(mine.to(torch::kCPU));
+    } else {  // a later micro-batch: added on the host (see deferred_add)
+      add_to_host_grad(index, mine);
     }
   }
   for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
+}
+
+void zero_optimizer::add_to_host_grad(std::size_t index, const torch::Tensor& shard) {
+  if (grad_staging_.empty()) {
+    std::int64_t largest = 0;
+    for (const auto& u : units_) largest = std::max(largest, u.shard);
+    for (int i = 0; i < 2; ++i) grad_staging_.push_back(host_tensor(largest, torch::kFloat));
+  }
+  if (deferred_adds_.size() == grad_staging_.size()) finish_oldest_add();  // frees the next buffer
+  auto staged = grad_staging_[next_staging_].narrow(0, 0, shard.numel());
+  next_staging_ = (next_staging_ + 1) % grad_staging_.size();
+  deferred_adds_.push_back({index, staged, copy_to_host(staged, shard)});
+}
+
+std::function<void()> zero_optimizer::copy_to_host(torch::Tensor to, const torch::Tensor& from) {
+#ifdef COHORT_WITH_CUDA
+  if (from.is_cuda()) {
+    const auto device = from.device().index();
+    if (!grad_copy_stream_) grad_copy_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+    const c10::cuda::CUDAStream copies(c10::cuda::CUDAStream::UNCHECKED, *grad_copy_stream_);
+    at::cuda::CUDAEvent produced;  // after what the compute stream has queued so far
+    produced.record(c10::cuda::getCurrentCUDAStream(device));
+    produced.block(copies);
+    c10::cuda::CUDACachingAllocator::recordStream(from.storage().data_ptr(), copies);
+    {
+      const c10::cuda::CUDAStreamGuard on_copies(copies);
+      to.copy_(from, /*non_blocking=*/true);
+    }
+    auto copied = std::make_shared<at::cuda::CUDAEvent>();
+    copied->record(copies);
+    return [copied] { copied->synchronize(); };
+  }
+#endif
+  to.copy_(from);
+  return [] {};
+}
+
+void zero_optimizer::finish_oldest_add() {
+  auto add = std::move(deferred_adds_.front());
+  deferred_adds_.pop_front();
+  add.wait_copied();  // also past the step's first copy into the gradient (one copy stream)
+  units_[add.unit].grad.add_(add.staged);
+}
+
+void zero_optimizer::finish_adds() {
+  while (!deferred_adds_.empty()) finish_oldest_add();
 }
 
 void zero_optimizer::add_to_grad(unit& u, const torch::Tensor& part) {

@@ -26,7 +26,10 @@
 //     its first reduction in a step to the update, so at a step's peak (the start of its
 //     backward) few of them do.
 //   host: 3S fp32 with offload (master, moments); with offload_param also the S fp32 gradient
-//     shard and an S compute-dtype copy of the master that gathers copy up (both pinned).
+//     shard and an S compute-dtype copy of the master that gathers copy up (both pinned), and
+//     with several micro-batches summed on the host two staging buffers of the largest unit's
+//     shard. On CUDA the gradient shards go to the host on a stream of their own, overlapping
+//     the backward's compute.
 // A unit may be empty (a LoRA model trains nothing outside its layers: unit 0); it takes part in
 // no collective and no update.
 // The initial values come from a weight_source a slice at a time: a rank reads only the elements
@@ -38,6 +41,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,8 +83,9 @@ struct zero_options {
   // offload_param with several micro-batches a step: each micro-batch's reduced gradient shard
   // of a unit is summed on the device and only the last one's reduction (reduce_grads' `last`)
   // sends the sum to the host (4 bytes an element of the rank's shards on the device while the
-  // step runs). false: each later micro-batch's shard is copied to the host and added there,
-  // the host waiting for the copy. The same sums either way.
+  // step runs). false: each later micro-batch's shard is copied to the host through one of two
+  // pinned staging buffers and added there one reduction later (see deferred_add), so the host
+  // waits only for copies the device has long finished. The same sums either way.
   bool sum_grads_on_device = false;
   // offload_param: each unit's compute-dtype shard is copied to the device once after each update
   // and kept there, so that the step's later gathers of the unit (the backward's recomputation,
@@ -314,6 +319,29 @@ class zero_optimizer {
   void start_host_update(const model::adamw_options& options, double coef);
   bool delayed_in_flight_ = false;  // the update started last is delayed and not settled
   void track(const std::shared_ptr<comm::work>& w);
+
+  // offload_param, a step's later micro-batches whose sum stays off the device: the reduced
+  // shard is copied into one of two pinned staging buffers without waiting, and added into the
+  // unit's host gradient once that buffer is needed again or the step's gradients are read
+  // (synchronize()). The host waits for a copy one reduction late instead of at once (when the
+  // device has long finished it), and no buffer is allocated per reduction.
+  struct deferred_add {
+    std::size_t unit = 0;
+    torch::Tensor staged;               // a view of a staging buffer
+    std::function<void()> wait_copied;  // returns once the copy into `staged` is done
+  };
+  void add_to_host_grad(std::size_t index, const torch::Tensor& shard);
+  // Copies a device gradient shard `from` into pinned host memory `to` without waiting: on CUDA on
+  // a stream of its own, after what the compute stream has queued so far (so the backward goes
+  // on while the copy engine moves it), `from`'s memory kept from reuse until the copy is done.
+  // Returns what waits for the copy. synchronize() waits for every one. On a CPU: a plain copy.
+  std::function<void()> copy_to_host(torch::Tensor to, const torch::Tensor& from);
+  std::optional<c10::Stream> grad_copy_stream_;  // CUDA: the gradient shards' copies to the host
+  void finish_oldest_add();  // waits for its copy, adds it
+  void finish_adds();
+  std::vector<torch::Tensor> grad_staging_;  // fp32, pinned on CUDA, the largest shard each
+  std::size_t next_staging_ = 0;
+  std::deque<deferred_add> deferred_adds_;  // oldest first, at most one a staging buffer
 
   comm::process_group& group_;
   zero_options options_;
