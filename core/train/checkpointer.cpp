@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "core/ckpt/retention.hpp"
 #include "core/comm/tcp_store.hpp"
 #include "core/train/checkpoint_request.hpp"
+#include "core/train/memory_estimate.hpp"
 #include "core/train/peer_replicas.hpp"
 #include "core/train/run_control.hpp"
 #include "core/train/test_hooks.hpp"
@@ -25,6 +27,31 @@ namespace {
 // How long rank 0 waits for the other ranks' reports of one checkpoint (large shards on slow disks).
 constexpr auto report_wait_limit = std::chrono::hours(1);
 constexpr auto resume_wait_limit = std::chrono::minutes(30);
+
+// The bytes free to this process on the file system that holds `path` (or its nearest existing
+// parent), or what the test hook says (test_disk_free_bytes).
+std::uint64_t free_bytes_at(std::filesystem::path path) {
+  if (const auto free = test_disk_free_bytes()) return *free;
+  std::error_code ec;
+  while (!path.empty() && !std::filesystem::exists(path, ec)) path = path.parent_path();
+  const auto space = std::filesystem::space(path.empty() ? "." : path, ec);
+  return ec ? std::numeric_limits<std::uint64_t>::max() : space.available;  // unknown: not refused
+}
+
+// Refuses, before a byte is written, a rank's shard of `bytes` that the file system of `dir`
+// cannot hold, naming both sizes: a full disk fails the save at once instead of after writing what
+// fits (a 7B shard is ~77 GB). The ranks of one node check each its own shard, so this catches a
+// shard that cannot fit alone, not one that fits only until the others are written.
+void refuse_without_room(const std::string& dir, std::uint64_t step, int rank, std::uint64_t bytes) {
+  const auto free = free_bytes_at(dir);
+  if (bytes <= free) return;
+  throw std::runtime_error("checkpoint of step " + std::to_string(step) + ": rank " + std::to_string(rank) +
+                           "'s shard needs " + format_memory(static_cast<double>(bytes)) +
+                           " but the file system of " + dir + " has " +
+                           format_memory(static_cast<double>(free)) +
+                           " free, so none of it was written (the newest committed checkpoint stays): free "
+                           "space there or set run.storage_path (run.local_dir with S3) on a larger disk");
+}
 
 // Polls until `key` is set; throws when `stop` returns a reason or the limit passes.
 template <class Stop>
@@ -391,6 +418,8 @@ bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tens
                         const nlohmann::json& metrics, const nlohmann::json& extra) {
   finish();  // the previous save, if it is still being written; logs the commits made so far
   const std::uint64_t bytes = ckpt::shard_bytes(tensors);
+  const std::string dir = ckpt::step_dir(ctx_.run_dir, step);
+  refuse_without_room(dir, step, ctx_.rank, bytes);
   if (ctx_.activity) ctx_.activity->start_write(static_cast<std::int64_t>(step), bytes);
   const auto& spec = ctx_.spec.run.checkpoint;
   const auto started = std::chrono::steady_clock::now();  // the replicas are part of the timed save
@@ -399,7 +428,6 @@ bool checkpointer::save(std::uint64_t step, std::vector<ckpt::shard_tensor> tens
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     publish_and_commit(r, metrics, extra, took + test_save_seconds_added(), bytes);
   };
-  const std::string dir = ckpt::step_dir(ctx_.run_dir, step);
   if (spec.async && bytes <= static_cast<std::uint64_t>(spec.staging_bytes)) {
     writer_.submit(dir, ctx_.rank, ckpt::stage_tensors(tensors), std::move(state), on_written, write_options());
     return true;

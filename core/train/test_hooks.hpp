@@ -6,6 +6,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace cohort::core::train {
@@ -31,5 +33,11 @@ bool test_sequential_host_update();
 // on the GPU (zero_options::keep_param_shards_on_device false): the baseline of a measurement.
 inline constexpr const char* test_host_param_gathers_variable = "COHORT_TEST_HOST_PARAM_GATHERS";
 bool test_host_param_gathers();
+
+// With COHORT_TEST_DISK_FREE_BYTES=N in the worker process's environment, a checkpoint save takes
+// the file system of the run's directory to have N bytes free (checkpointer), so that a test can
+// have a full disk without filling one. nullopt without it.
+inline constexpr const char* test_disk_free_variable = "COHORT_TEST_DISK_FREE_BYTES";
+std::optional<std::uint64_t> test_disk_free_bytes();
 
 }  // namespace cohort::core::train

@@ -683,3 +683,30 @@ TEST_CASE(
   CHECK(test::compare_checkpoints(final_checkpoint(tmp.path("straight")), final_checkpoint(run))
             .differing.empty());
 }
+
+TEST_CASE("a checkpoint the disk cannot hold fails at once naming both sizes, writes nothing of it "
+          "and leaves the newest committed checkpoint",
+          "[core][train][ckpt]") {
+  for (bool async : {false, true}) {
+    INFO("async " << async);
+    temp_dir tmp;
+    auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+    spec.run.checkpoint.async = async;
+    test::run_until_step(spec, tmp.path("run"), 5);
+    REQUIRE(core::ckpt::list_checkpoints(tmp.path("run")).back().step == 4);
+    struct full_disk {  // the run's file system seen with 1 byte free, for this scope
+      full_disk() { ::setenv(core::train::test_disk_free_variable, "1", 1); }
+      ~full_disk() { ::unsetenv(core::train::test_disk_free_variable); }
+    } full;
+    test::run_options again;
+    again.attempt = 1;
+    for (const auto& r : test::run_workload(spec, tmp.path("run"), again)) {
+      REQUIRE(r.error);
+      CHECK_THAT(r.error_text(), Catch::Contains("checkpoint of step 8: rank ") &&
+                                     Catch::Contains("'s shard needs ") && Catch::Contains("has 0.0 MiB free") &&
+                                     Catch::Contains("run.storage_path"));
+    }
+    CHECK(core::ckpt::list_checkpoints(tmp.path("run")).back().step == 4);
+    CHECK_FALSE(std::filesystem::exists(core::ckpt::step_dir(tmp.path("run"), 8)));
+  }
+}
