@@ -346,6 +346,7 @@ void zero_optimizer::release(std::size_t u) {
 
 void zero_optimizer::zero_grad_shards() {
   deferred_adds_.clear();  // a step cut short: its later micro-batches' sums are not wanted
+  device_squares_.assign(units_.size(), torch::Tensor());
   for (auto& u : units_) {
     if (options_.offload_param) {
       u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
@@ -361,6 +362,7 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
   if (u.numel == 0) return;  // nothing trains there (unit 0 of a LoRA model)
   throttle();
   wait_updated(index);        // offload_param: the last update read the gradient shard this writes
+  if (device_squares_.size() != units_.size()) device_squares_.assign(units_.size(), torch::Tensor());
   auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
     if (group_.size() > 1) {  // alone, the sum over ranks is this rank's gradient
@@ -381,14 +383,17 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
       // shard does (the same additions in the same order as on the host, so the same sum).
       u.device_grad_sum = u.device_grad_sum.defined() ? u.device_grad_sum.add_(mine) : mine;
       if (last) {
+        device_squares_[index] = square_sum(u.device_grad_sum);
         copy_to_host(u.grad, u.device_grad_sum);
         u.grad_pending = false;
         u.device_grad_sum = torch::Tensor();  // its block is kept until the copy is done
       }
     } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
+      if (last) device_squares_[index] = square_sum(mine);
       copy_to_host(u.grad, mine);
       u.grad_pending = false;
     } else {  // a later micro-batch: added on the host (see deferred_add)
+      device_squares_[index] = torch::Tensor();  // the sum is made on the host: so is its square
       add_to_host_grad(index, mine);
     }
   }
@@ -454,7 +459,27 @@ torch::Tensor zero_optimizer::grad_or_zeros(const unit& u) const {
   return u.grad.defined() ? u.grad : torch::zeros({u.shard}, u.master.options().device(options_.device));
 }
 
+torch::Tensor zero_optimizer::square_sum(const torch::Tensor& shard) {
+  if (model::fused_kernels_available(shard)) return model::fused_square_sum(shard);
+  if (shard.is_cpu() && shard.scalar_type() == torch::kFloat && shard.is_contiguous())
+    return torch::scalar_tensor(model::host_square_sum(shard), torch::kDouble);
+  return shard.to(torch::kDouble).pow(2).sum();
+}
+
 torch::Tensor zero_optimizer::grad_square_sum() const {
+  if (options_.offload_param) {
+    // Each unit's square taken where its shard was reduced (see device_squares_), when every
+    // reduced unit has one: no pass over the host's gradients.
+    bool all = device_squares_.size() == units_.size();
+    for (std::size_t i = 0; all && i < units_.size(); ++i)
+      all = units_[i].numel == 0 || units_[i].grad_pending || device_squares_[i].defined();
+    if (all) {
+      torch::Tensor sum;
+      for (const auto& square : device_squares_)
+        if (square.defined()) sum = sum.defined() ? sum + square : square;
+      return sum.defined() ? sum : torch::zeros({}, torch::kDouble);
+    }
+  }
   if (options_.offload_param || options_.device.is_cpu()) {  // the gradients are in host memory
     wait_all_updated();
     double host = 0;

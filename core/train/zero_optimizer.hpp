@@ -145,8 +145,9 @@ class zero_optimizer {
   // rethrows the first failure. Call it before reading results on the host (grad_square_sum).
   void synchronize();
   // Sum of squares of this rank's gradient shards (fp64) as a 0-dim tensor: on the device for
-  // CUDA shards (the host does not wait for it), on the host for host shards. Stage 0: of the
-  // whole gradient.
+  // CUDA shards (the host does not wait for it), on the host for host shards; with offload_param
+  // from the squares taken on the device as the shards were reduced, where every shard went to
+  // the host whole (see device_squares_). Stage 0: of the whole gradient.
   torch::Tensor grad_square_sum() const;
   // Scales the gradient shards by clip_coef, runs AdamW on the master shards and brings the
   // model's weights up to date (stages 0-2; stage 3 gathers on demand). clip_coef: a 0-dim fp64
@@ -340,6 +341,16 @@ class zero_optimizer {
   void finish_oldest_add();  // waits for its copy, adds it
   void finish_adds();
   std::vector<torch::Tensor> grad_staging_;  // fp32, pinned on CUDA, the largest shard each
+  // offload_param: each unit's gradient square sum (0-dim fp64), taken on the device from the
+  // shard that goes to the host when that shard is the unit's whole gradient of the step (its
+  // only reduction, or the last one of a sum kept on the device); undefined where the sum is made
+  // on the host. grad_square_sum() adds them in unit order when every reduced unit has one,
+  // instead of reading every host gradient again (4 bytes a parameter of host memory traffic
+  // before the update can start). On a CPU the same values as that pass over the host gradients.
+  std::vector<torch::Tensor> device_squares_;
+  // The sum of the squares of a gradient shard, fp64 on its device, the host never waiting: one
+  // kernel on CUDA, the host pass of grad_square_sum() on a CPU.
+  static torch::Tensor square_sum(const torch::Tensor& shard);
   std::size_t next_staging_ = 0;
   std::deque<deferred_add> deferred_adds_;  // oldest first, at most one a staging buffer
 

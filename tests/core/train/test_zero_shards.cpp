@@ -408,3 +408,52 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE(
+    "with parameter offload the gradient's square sum is that of the whole gradient, whether taken "
+    "from the shards as they were reduced or from the micro-batches' sum on the host",
+    "[core][train]") {
+  const auto initial = core::model::seeded_init(
+      tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11);
+  for (int micro_batches : {1, 3}) {
+    for (bool sum_on_device : {false, true}) {
+      INFO(micro_batches << " micro-batches, summed on the device " << sum_on_device);
+      auto store = std::make_shared<core::comm::memory_store>();
+      auto group = core::comm::make_process_group(
+          test::gloo_options(store, 0, 1, test::unique_prefix("zero-squares")));
+      auto net = core::model::make_placeholder_decoder(tiny_config());
+      core::train::zero_options o;
+      o.stage = 3;
+      o.offload = o.offload_param = true;
+      o.sum_grads_on_device = sum_on_device;
+      core::train::zero_optimizer opt(
+          net->hf_parameters(), *initial, *group, o,
+          [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
+      std::vector<std::vector<torch::Tensor>> unit_params(opt.unit_count());
+      for (const auto& p : net->hf_parameters())
+        unit_params[core::train::zero_optimizer::layer_unit(p.layer)].push_back(p.tensor);
+      double expected = 0;  // the square sum of each weight's gradient summed over the micro-batches
+      std::vector<torch::Tensor> sums;
+      opt.zero_grad_shards();
+      for (int micro = 0; micro < micro_batches; ++micro) {
+        std::size_t i = 0;
+        for (std::size_t u = 0; u < opt.unit_count(); ++u) {
+          opt.gather(u);
+          for (auto& w : unit_params[u]) {
+            w.mutable_grad() = torch::sin(torch::arange(w.numel(), torch::kFloat).view(w.sizes()) * (micro + 1));
+            if (micro == 0) sums.push_back(w.grad().to(torch::kDouble).clone());
+            else sums[i] += w.grad().to(torch::kDouble);
+            ++i;
+          }
+          opt.reduce_grads(u, micro + 1 == micro_batches);
+          opt.release(u);
+        }
+      }
+      for (const auto& s : sums) expected += s.pow(2).sum().item<double>();
+      opt.synchronize();
+      const double got = opt.grad_square_sum().item<double>();
+      CHECK(got == Approx(expected).epsilon(1e-6));
+      CHECK(got > 0);
+    }
+  }
+}
