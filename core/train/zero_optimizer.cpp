@@ -392,8 +392,8 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
       if (last) device_squares_[index] = square_sum(mine);
       copy_to_host(u.grad, mine);
       u.grad_pending = false;
-    } else {  // a later micro-batch: added on the host (see deferred_add)
-      device_squares_[index] = torch::Tensor();  // the sum is made on the host: so is its square
+    } else {  // a later micro-batch: added on the host (see deferred_add), and so is its square
+      device_squares_[index] = torch::Tensor();
       add_to_host_grad(index, mine);
     }
   }
@@ -416,7 +416,8 @@ std::function<void()> zero_optimizer::copy_to_host(torch::Tensor to, const torch
 #ifdef COHORT_WITH_CUDA
   if (from.is_cuda()) {
     const auto device = from.device().index();
-    if (!grad_copy_stream_) grad_copy_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+    if (!grad_copy_stream_)
+      grad_copy_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
     const c10::cuda::CUDAStream copies(c10::cuda::CUDAStream::UNCHECKED, *grad_copy_stream_);
     at::cuda::CUDAEvent produced;  // after what the compute stream has queued so far
     produced.record(c10::cuda::getCurrentCUDAStream(device));

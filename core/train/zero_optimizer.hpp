@@ -338,7 +338,8 @@ class zero_optimizer {
   // Returns what waits for the copy. synchronize() waits for every one. On a CPU: a plain copy.
   std::function<void()> copy_to_host(torch::Tensor to, const torch::Tensor& from);
   std::optional<c10::Stream> grad_copy_stream_;  // CUDA: the gradient shards' copies to the host
-  void finish_oldest_add();  // waits for its copy, adds it
+  // The oldest deferred add: waits for its copy, adds it. finish_adds(): all of them.
+  void finish_oldest_add();
   void finish_adds();
   std::vector<torch::Tensor> grad_staging_;  // fp32, pinned on CUDA, the largest shard each
   // offload_param: each unit's gradient square sum (0-dim fp64), taken on the device from the

@@ -684,9 +684,10 @@ TEST_CASE(
             .differing.empty());
 }
 
-TEST_CASE("a checkpoint the disk cannot hold fails at once naming both sizes, writes nothing of it "
-          "and leaves the newest committed checkpoint",
-          "[core][train][ckpt]") {
+TEST_CASE(
+    "a checkpoint the disk cannot hold fails at once naming both sizes, writes nothing of it "
+    "and leaves the newest committed checkpoint",
+    "[core][train][ckpt]") {
   for (bool async : {false, true}) {
     INFO("async " << async);
     temp_dir tmp;
@@ -702,9 +703,9 @@ TEST_CASE("a checkpoint the disk cannot hold fails at once naming both sizes, wr
     again.attempt = 1;
     for (const auto& r : test::run_workload(spec, tmp.path("run"), again)) {
       REQUIRE(r.error);
-      CHECK_THAT(r.error_text(), Catch::Contains("checkpoint of step 8: rank ") &&
-                                     Catch::Contains("'s shard needs ") && Catch::Contains("has 0.0 MiB free") &&
-                                     Catch::Contains("run.storage_path"));
+      CHECK_THAT(r.error_text(),
+                 Catch::Contains("checkpoint of step 8: rank ") && Catch::Contains("'s shard needs ") &&
+                     Catch::Contains("has 0.0 MiB free") && Catch::Contains("run.storage_path"));
     }
     CHECK(core::ckpt::list_checkpoints(tmp.path("run")).back().step == 4);
     CHECK_FALSE(std::filesystem::exists(core::ckpt::step_dir(tmp.path("run"), 8)));

@@ -253,6 +253,26 @@ struct offload_setup {
   bool keep_on_device = false;  // zero_options::keep_param_shards_on_device
 };
 
+// ZeRO-3 with both offloads over `net`'s weights from `initial` (o's other settings as given).
+std::unique_ptr<core::train::zero_optimizer> offloaded_optimizer(core::model::decoder& net,
+                                                                 const core::model::weight_source& initial,
+                                                                 core::comm::process_group& group,
+                                                                 core::train::zero_options o) {
+  o.stage = 3;
+  o.offload = o.offload_param = true;
+  return std::make_unique<core::train::zero_optimizer>(
+      net->hf_parameters(), initial, group, o,
+      [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
+}
+
+// Each unit's parameter tensors, in the model's order.
+std::vector<std::vector<torch::Tensor>> unit_params_of(core::model::decoder& net, std::size_t units) {
+  std::vector<std::vector<torch::Tensor>> out(units);
+  for (const auto& p : net->hf_parameters())
+    out[core::train::zero_optimizer::layer_unit(p.layer)].push_back(p.tensor);
+  return out;
+}
+
 // Four steps of ZeRO-3 with both offloads on `world` ranks: every unit gathered in order, a
 // gradient made from its weights (so that a weight read before its update finished would change
 // what follows) or from the step alone; reduced; the global norm clipped to 1. Returns each
@@ -267,19 +287,14 @@ std::vector<offload_run> run_offloaded(int world, const offload_setup& setup) {
     auto group = core::comm::make_process_group(test::gloo_options(store, rank, world, prefix));
     auto net = core::model::make_placeholder_decoder(tiny_config());
     core::train::zero_options o;
-    o.stage = 3;
-    o.offload = o.offload_param = true;
     o.overlap_host_update = setup.mode != host_update::sequential;
     o.delayed_update = setup.mode == host_update::delayed;
     o.delay_after = setup.delay_after;
     o.sum_grads_on_device = setup.sum_on_device;
     o.keep_param_shards_on_device = setup.keep_on_device;
-    core::train::zero_optimizer opt(
-        net->hf_parameters(), *initial, *group, o,
-        [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
-    std::vector<std::vector<torch::Tensor>> unit_params(opt.unit_count());
-    for (const auto& p : net->hf_parameters())
-      unit_params[core::train::zero_optimizer::layer_unit(p.layer)].push_back(p.tensor);
+    const auto optimizer = offloaded_optimizer(net, *initial, *group, o);
+    auto& opt = *optimizer;
+    auto unit_params = unit_params_of(net, opt.unit_count());
     core::model::adamw_options ao;
     ao.lr = 0.05;
     ao.weight_decay = 0.1;
@@ -423,15 +438,10 @@ TEST_CASE(
           test::gloo_options(store, 0, 1, test::unique_prefix("zero-squares")));
       auto net = core::model::make_placeholder_decoder(tiny_config());
       core::train::zero_options o;
-      o.stage = 3;
-      o.offload = o.offload_param = true;
       o.sum_grads_on_device = sum_on_device;
-      core::train::zero_optimizer opt(
-          net->hf_parameters(), *initial, *group, o,
-          [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
-      std::vector<std::vector<torch::Tensor>> unit_params(opt.unit_count());
-      for (const auto& p : net->hf_parameters())
-        unit_params[core::train::zero_optimizer::layer_unit(p.layer)].push_back(p.tensor);
+      const auto optimizer = offloaded_optimizer(net, *initial, *group, o);
+      auto& opt = *optimizer;
+      auto unit_params = unit_params_of(net, opt.unit_count());
       double expected = 0;  // the square sum of each weight's gradient summed over the micro-batches
       std::vector<torch::Tensor> sums;
       opt.zero_grad_shards();
@@ -440,9 +450,12 @@ TEST_CASE(
         for (std::size_t u = 0; u < opt.unit_count(); ++u) {
           opt.gather(u);
           for (auto& w : unit_params[u]) {
-            w.mutable_grad() = torch::sin(torch::arange(w.numel(), torch::kFloat).view(w.sizes()) * (micro + 1));
-            if (micro == 0) sums.push_back(w.grad().to(torch::kDouble).clone());
-            else sums[i] += w.grad().to(torch::kDouble);
+            w.mutable_grad() =
+                torch::sin(torch::arange(w.numel(), torch::kFloat).view(w.sizes()) * (micro + 1));
+            if (micro == 0)
+              sums.push_back(w.grad().to(torch::kDouble).clone());
+            else
+              sums[i] += w.grad().to(torch::kDouble);
             ++i;
           }
           opt.reduce_grads(u, micro + 1 == micro_batches);
