@@ -55,12 +55,6 @@ torch::Tensor like(const torch::Tensor& w, const torch::Tensor& x) {
   return !w.defined() || w.scalar_type() == x.scalar_type() ? w : w.to(x.scalar_type());
 }
 
-std::vector<torch::Tensor> like(const std::vector<torch::Tensor>& ws, const torch::Tensor& x) {
-  std::vector<torch::Tensor> out;
-  for (const auto& w : ws) out.push_back(like(w, x));
-  return out;
-}
-
 // The fused path's grouped adapters of `projections` (their columns in order), for concat_linear:
 // every A stacked, the B's block-diagonal. Undefined when it does not apply: a projection without
 // an adapter, scales that differ, or dropout in training (peft's modules each draw their own mask).
@@ -78,11 +72,21 @@ grouped_lora lora_group(const std::vector<const projection_impl*>& projections) 
           scaling};
 }
 
-// `fused` (..., sum out_i), one GEMM of several projections' base weights, plus each one's LoRA
-// term in its own columns: the adapters apply per original module, each apart (where lora_group
-// does not apply). `fused` itself without any.
-torch::Tensor with_lora(std::initializer_list<projection> projections, const torch::Tensor& x,
-                        const torch::Tensor& fused) {
+// One GEMM of several projections' base weights (and biases, where they have them) for x,
+// (..., Σ out_i), with their LoRA adapters: grouped inside concat_linear where lora_group applies,
+// else each module's term added apart in its own columns (peft's per-module adapters).
+torch::Tensor fused_projections(std::initializer_list<projection> projections, const torch::Tensor& x) {
+  std::vector<torch::Tensor> weights, biases;
+  std::vector<const projection_impl*> modules;
+  const bool biased = projections.begin()->get()->bias.defined();
+  for (const auto& p : projections) {
+    weights.push_back(like(p->weight, x));
+    if (biased) biases.push_back(like(p->bias, x));
+    modules.push_back(p.get());
+  }
+  const auto lora = lora_group(modules);
+  const auto fused = concat_linear(x, weights, biases, lora);
+  if (lora.defined()) return fused;
   std::vector<torch::Tensor> deltas;
   bool any = false;
   for (auto p : projections) {
@@ -533,14 +537,9 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
         {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     qs = parts[0], ks = parts[1], vs = parts[2];
   } else if (fused_for(path, x)) {
-    // One GEMM in place of three, both ways, with no sum of three input gradients.
-    const std::vector<torch::Tensor> biases =
-        q->bias.defined() ? std::vector<torch::Tensor>{q->bias, k->bias, v->bias}
-                          : std::vector<torch::Tensor>{};
-    // Before rotary: the adapters add to q, k, v.
-    const auto lora = lora_group({q.get(), k.get(), v.get()});
-    auto qkv_out = concat_linear(x, like({q->weight, k->weight, v->weight}, x), like(biases, x), lora);
-    if (!lora.defined()) qkv_out = with_lora({q, k, v}, x, qkv_out);
+    // One GEMM in place of three, both ways, with no sum of three input gradients; the adapters
+    // add to q, k, v before rotary.
+    auto qkv_out = fused_projections({q, k, v}, x);
     std::vector<torch::Tensor> parts;
     if (rotary_ == rotary_style::half && rotary_dim_ == head_dim_ && fused_kernels_available(x)) {
       // Rotary on q's and k's heads in one kernel each way, q, k and v apart after it (v copied
@@ -613,12 +612,7 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
   const bool train = is_training();
   torch::Tensor h;
   if (gate && !up->conv1d && fused_for(path, x)) {  // one GEMM for gate and up
-    const std::vector<torch::Tensor> biases =
-        gate->bias.defined() ? std::vector<torch::Tensor>{gate->bias, up->bias}
-                             : std::vector<torch::Tensor>{};
-    const auto lora = lora_group({gate.get(), up.get()});
-    auto gate_up = concat_linear(x, like({gate->weight, up->weight}, x), like(biases, x), lora);
-    if (!lora.defined()) gate_up = with_lora({gate, up}, x, gate_up);
+    auto gate_up = fused_projections({gate, up}, x);
     if ((activation_ == "silu" || activation_ == "swish") && fused_kernels_available(x)) {
       h = fused_swiglu(gate_up);  // one kernel each way; saves gate_up only
     } else {
