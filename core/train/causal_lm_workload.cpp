@@ -422,28 +422,24 @@ class rank_run {
   }
 
   void save_if_due(const step_result& last) {
-    if (checkpoints_->due(last.step, total_) || last.checkpoint_requested) {
+    const bool save = checkpoints_->due(last.step, total_) || last.checkpoint_requested;
+    if (save || checkpoints_->replica_due(last.step)) {
       const auto started = std::chrono::steady_clock::now();
       auto part = engine_->checkpoint();
-      const bool background =
-          checkpoints_->save(static_cast<std::uint64_t>(last.step), std::move(part.tensors),
-                             std::move(part.state), metrics_of(report_), extra_);
+      const auto step = static_cast<std::uint64_t>(last.step);
+      std::string done;
+      if (save) {
+        const bool background = checkpoints_->save(step, std::move(part.tensors), std::move(part.state),
+                                                   metrics_of(report_), extra_);
+        done = background ? "checkpoint saved in the background" : "checkpoint saved";
+      } else {  // between the saves: the same state, kept in the nodes' memory only
+        checkpoints_->replicate(step, part.tensors, part.state, metrics_of(report_), extra_);
+        done = "replica kept in the nodes' memory on every rank";
+      }
       const auto blocked = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
       if (ctx_.rank == 0)
-        log("step " + std::to_string(last.step) + ": checkpoint saved" +
-            (background ? " in the background" : "") + ", training blocked " +
+        log("step " + std::to_string(last.step) + ": " + done + ", training blocked " +
             std::to_string(static_cast<long long>(blocked.count())) + " ms");
-    } else if (checkpoints_->replica_due(last.step)) {
-      // Between the saves: the same state, kept in the nodes' memory only.
-      const auto started = std::chrono::steady_clock::now();
-      const auto part = engine_->checkpoint();
-      checkpoints_->replicate(static_cast<std::uint64_t>(last.step), part.tensors, part.state,
-                              metrics_of(report_), extra_);
-      const auto blocked =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started);
-      if (ctx_.rank == 0)
-        log("step " + std::to_string(last.step) + ": replica kept in the nodes' memory on every rank, " +
-            "training blocked " + std::to_string(static_cast<long long>(blocked.count())) + " ms");
     }
     checkpoints_->log_commits();
   }
