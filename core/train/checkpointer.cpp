@@ -130,6 +130,14 @@ void checkpointer::log(const std::string& line) const {
   if (ctx_.log) ctx_.log(line);
 }
 
+std::vector<nlohmann::json> checkpointer::every_rank(const std::string& prefix) {
+  std::vector<nlohmann::json> out;
+  for (int r = 0; r < ctx_.world_size; ++r)
+    out.push_back(nlohmann::json::parse(wait_key(*store_, key(prefix + std::to_string(r)), resume_wait_limit,
+                                                 [this] { check_cancelled(ctx_.cancelled); })));
+  return out;
+}
+
 nlohmann::json checkpointer::agree_on_resume(const std::string& name, bool replica_steps) {
   if (ctx_.rank != 0) {
     auto choice = nlohmann::json::parse(
@@ -276,12 +284,9 @@ nlohmann::json checkpointer::pick_peer_resume(bool replica_steps) {
   const bool between = replica_steps && ctx_.spec.run.checkpoint.replicate_every > 0;
   if (committed.empty() && !between) return nlohmann::json::object();
   std::vector<std::vector<ckpt::replica_record>> held;
-  for (int r = 0; r < ctx_.world_size; ++r) {
+  for (const auto& holdings : every_rank("replicas/rank-")) {
     held.emplace_back();
-    const auto text = wait_key(*store_, key("replicas/rank-" + std::to_string(r)), resume_wait_limit,
-                               [this] { check_cancelled(ctx_.cancelled); });
-    for (const auto& j : nlohmann::json::parse(text))
-      held.back().push_back(ckpt::replica_record_from_json(j));
+    for (const auto& j : holdings) held.back().push_back(ckpt::replica_record_from_json(j));
   }
   if (between)
     if (auto newer = pick_replica_step(held, committed.empty() ? 0 : committed.back().step); !newer.empty())
@@ -347,10 +352,9 @@ std::optional<resume_point> checkpointer::restore_replica_step(const nlohmann::j
   const std::string checked = "replica-restore/" + ckpt::step_dir_name(step) + "/rank-";
   store_->set(key(checked + std::to_string(ctx_.rank)), nlohmann::json{{"why", why}}.dump());
   std::string unusable;
+  const auto answers = every_rank(checked);
   for (int rank = 0; rank < ctx_.world_size; ++rank) {
-    const auto text = wait_key(*store_, key(checked + std::to_string(rank)), resume_wait_limit,
-                               [this] { check_cancelled(ctx_.cancelled); });
-    const auto other = nlohmann::json::parse(text).value("why", std::string());
+    const auto other = answers[static_cast<std::size_t>(rank)].value("why", std::string());
     if (!other.empty())
       unusable += (unusable.empty() ? "rank " : "; rank ") + std::to_string(rank) + ": " + other;
   }

@@ -112,6 +112,9 @@ class checkpointer {
   void drop_replicas();
 
  private:
+  // Every rank's JSON value under store key `prefix` + its rank, each waited for (a restart's
+  // exchanges between the ranks).
+  std::vector<nlohmann::json> every_rank(const std::string& prefix);
   // Every rank: the resume choice published under store key `name`, made by rank 0 (pick_resume).
   nlohmann::json agree_on_resume(const std::string& name, bool replica_steps);
   // Rank 0: {"dir": ...} or {} (fresh start). `replica_steps`: a replica step newer than the
