@@ -171,9 +171,27 @@ torch::Tensor zero_optimizer::device_shard(const unit& u, torch::ScalarType dtyp
   return u.master.to(options_.device, dtype);
 }
 
+#ifdef COHORT_WITH_CUDA
+namespace {
+// The stream kept in `slot` (taken from the pool on first use) on `device`.
+c10::cuda::CUDAStream stream_in(std::optional<c10::Stream>& slot, c10::DeviceIndex device) {
+  if (!slot) slot = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
+  return c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *slot);
+}
+}  // namespace
+#endif
+
 torch::Tensor zero_optimizer::gather_shard(unit& u) {
-  if (!options_.offload_param || !options_.keep_param_shards_on_device)
+  if (!options_.offload_param) return device_shard(u, options_.compute_dtype);
+  if (!options_.keep_param_shards_on_device) {
+#ifdef COHORT_WITH_CUDA
+    if (options_.device.is_cuda()) {
+      const c10::cuda::CUDAStreamGuard on_uploads(stream_in(upload_stream_, options_.device.index()));
+      return u.host_weights.to(options_.device, /*non_blocking=*/true);
+    }
+#endif
     return device_shard(u, options_.compute_dtype);
+  }
   if (!u.device_weights_fresh) {
     torch::NoGradGuard no_grad;
     if (!u.device_weights.defined())
@@ -235,7 +253,8 @@ void zero_optimizer::synchronize() {
     u.grad_pending = false;
     u.device_grad_sum = torch::Tensor();
   }
-  // The gradient shards' copies to the host were queued on the compute stream.
+  // Every stream of the device: the compute stream's work, the gradient shards' copies to the
+  // host and the gathers' copies up.
   if (options_.device.is_cuda()) torch::cuda::synchronize(options_.device.index());
   for (std::size_t i = 0; i < units_.size(); ++i) {
     auto& u = units_[i];
@@ -301,14 +320,42 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   allocate_full(un);
   un.gathered = true;
   if (un.numel == 0) return p;  // nothing to gather (unit 0 of a LoRA model)
-  if (parts() == 1) {
-    torch::NoGradGuard no_grad;
-    un.full.copy_(p.shard);
-    return p;
-  }
-  p.work = group_.all_gather(p.shard, un.full);
-  track(p.work);
+  p.join = fill_on_uploads(
+      [&] {
+        if (parts() == 1) {
+          torch::NoGradGuard no_grad;
+          un.full.copy_(p.shard);
+        } else {
+          p.work = group_.all_gather(p.shard, un.full);
+        }
+      },
+      un.full);
+  if (p.work) track(p.work);
   return p;
+}
+
+std::function<void()> zero_optimizer::fill_on_uploads(const std::function<void()>& fill,
+                                                      const torch::Tensor& buffer) {
+#ifdef COHORT_WITH_CUDA
+  if (options_.offload_param && options_.device.is_cuda()) {
+    const auto device = options_.device.index();
+    const auto uploads = stream_in(upload_stream_, device);
+    at::cuda::CUDAEvent queued;  // what the compute stream has queued so far
+    queued.record(c10::cuda::getCurrentCUDAStream(device));
+    queued.block(uploads);
+    c10::cuda::CUDACachingAllocator::recordStream(buffer.storage().data_ptr(), uploads);
+    {
+      const c10::cuda::CUDAStreamGuard on_uploads(uploads);
+      fill();
+    }
+    auto filled = std::make_shared<at::cuda::CUDAEvent>();
+    filled->record(uploads);
+    return [filled, device] { filled->block(c10::cuda::getCurrentCUDAStream(device)); };
+  }
+#endif
+  (void)buffer;
+  fill();
+  return {};
 }
 
 void zero_optimizer::prefetch(std::size_t u) {
@@ -322,11 +369,13 @@ void zero_optimizer::gather(std::size_t u) {
     if (it->unit != u) continue;
     auto p = std::move(*it);
     pending_.erase(it);
+    if (p.join) p.join();
     if (p.work) complete(p.work);
     return;
   }
   if (units_.at(u).gathered) return;
   auto p = start_gather(u);
+  if (p.join) p.join();
   if (p.work) complete(p.work);
 }
 
@@ -337,6 +386,7 @@ void zero_optimizer::release(std::size_t u) {
   for (auto it = pending_.begin(); it != pending_.end(); ++it) {
     if (it->unit != u) continue;
     if (it->work) wait_(it->work);
+    if (it->join) it->join();  // the compute stream's next use of the freed block comes after
     pending_.erase(it);
     break;
   }
@@ -416,9 +466,7 @@ std::function<void()> zero_optimizer::copy_to_host(torch::Tensor to, const torch
 #ifdef COHORT_WITH_CUDA
   if (from.is_cuda()) {
     const auto device = from.device().index();
-    if (!grad_copy_stream_)
-      grad_copy_stream_ = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
-    const c10::cuda::CUDAStream copies(c10::cuda::CUDAStream::UNCHECKED, *grad_copy_stream_);
+    const auto copies = stream_in(grad_copy_stream_, device);
     at::cuda::CUDAEvent produced;  // after what the compute stream has queued so far
     produced.record(c10::cuda::getCurrentCUDAStream(device));
     produced.block(copies);

@@ -29,7 +29,8 @@
 //     shard and an S compute-dtype copy of the master that gathers copy up (both pinned), and
 //     with several micro-batches summed on the host two staging buffers of the largest unit's
 //     shard. On CUDA the gradient shards go to the host on a stream of their own, overlapping
-//     the backward's compute.
+//     the backward's compute, and the gathers' copies up from the host on another, overlapping
+//     the layer before.
 // A unit may be empty (a LoRA model trains nothing outside its layers: unit 0); it takes part in
 // no collective and no update.
 // The initial values come from a weight_source a slice at a time: a rank reads only the elements
@@ -233,8 +234,21 @@ class zero_optimizer {
     bool gathered = false;  // stage 3: full holds the unit's weights (or a prefetch fills it)
   };
   // The compute-dtype shard a gather reads: host_weights' copy kept on the device
-  // (keep_param_shards_on_device), made again only after host_weights changed; else device_shard.
+  // (keep_param_shards_on_device), made again only after host_weights changed; with offload_param
+  // otherwise host_weights copied up (on CUDA on the upload stream, see fill_on_uploads); else
+  // device_shard.
   torch::Tensor gather_shard(unit& u);
+  // offload_param on CUDA: a gather's copy up from the host and the collective that fills the
+  // unit's buffer from it run on a stream of their own (the upload stream), so that the next
+  // unit's copy, which the engine prefetches before it queues this unit's layer, overlaps that
+  // layer instead of queuing before it on the compute stream. fill_on_uploads(fill, buffer) runs
+  // `fill` (the all-gather into `buffer`, or the copy into it on one rank) with the upload stream
+  // current, after that stream waits for what the compute stream has queued so far (`buffer` may
+  // be a block that queued work still reads), keeps `buffer` from reuse until the stream is past
+  // it, and returns what orders the compute stream after the fill. Anywhere else it runs `fill`
+  // and returns an empty function.
+  std::function<void()> fill_on_uploads(const std::function<void()>& fill, const torch::Tensor& buffer);
+  std::optional<c10::Stream> upload_stream_;
   // host_weights is about to change (an update, a load): every kept device copy is stale.
   void host_weights_changing();
   int parts() const { return options_.stage == 0 ? 1 : group_.size(); }
@@ -264,6 +278,7 @@ class zero_optimizer {
     std::size_t unit = 0;
     std::shared_ptr<comm::work> work;  // null on one rank (a local copy)
     torch::Tensor shard;  // the collective's input, kept alive until the work completes
+    std::function<void()> join;  // fill_on_uploads': orders the compute stream after the fill
   };
   // Stages 0-2: unit u's buffer (the model's weights) from every rank's `shard` (this rank's,
   // compute dtype, on the device): an all-gather into it, a copy on one part (none when `shard`
