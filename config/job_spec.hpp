@@ -177,6 +177,10 @@ struct checkpoint_spec {
   // newest num_exports_to_keep (0: all). A multiple of every_steps; local storage_path only.
   int export_every = 0;
   int num_exports_to_keep = 0;
+  // The end of the run saves the last step and exports it to <run>/model. false: it saves and
+  // exports nothing (a benchmark, a smoke test: the run's outcome is its metrics and whatever
+  // every_steps saved).
+  bool final = true;
 };
 
 struct failure_spec {

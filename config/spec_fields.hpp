@@ -242,6 +242,7 @@ template <class Spec>
 auto checkpoint_fields(Spec& c) {
   static_assert(std::is_same_v<std::remove_const_t<Spec>, checkpoint_spec>);
   return std::make_tuple(field_of("every_steps", c.every_steps, integer_rule{0, any_int}),
+                         field_of("final", c.final, flag_rule{}),
                          field_of("num_to_keep", c.num_to_keep, integer_rule{0, any_int}),
                          field_of("score_attribute", c.score_attribute, string_rule{true}),
                          field_of("score_order", c.order, order_names),

@@ -473,12 +473,16 @@ class rank_run {
   // The final checkpoint committed, the export (rank 0), the last report.
   void finish() {
     checkpoints_->finish();
+    const bool final_saved = ctx_.spec.run.checkpoint.final;
     // A request that came during the last steps, after rank 0 last looked, is answered by the
-    // final checkpoint (always saved), not dropped unsaid.
+    // final checkpoint, or said to be unanswered, not dropped unsaid.
     if (checkpoints_->take_request())
-      log("checkpoint requested during the last step: the final checkpoint (step " +
-          std::to_string(checkpoints_->committed_step()) + ") answers it");
-    if (ctx_.rank == 0) {
+      log(final_saved ? "checkpoint requested during the last step: the final checkpoint (step " +
+                            std::to_string(checkpoints_->committed_step()) + ") answers it"
+                      : "checkpoint requested during the last step: not saved (run.checkpoint.final is "
+                        "false); the newest committed checkpoint is step " +
+                            std::to_string(checkpoints_->committed_step()));
+    if (ctx_.rank == 0 && final_saved) {
       phase_scope exporting(ctx_.activity, rank_phase::exporting);
       export_final_model(ctx_, checkpoints_->committed_step());
     }

@@ -399,8 +399,8 @@ resume_point checkpointer::restore_from_peers(const nlohmann::json& choice) {
 }
 
 bool checkpointer::due(std::int64_t step, std::int64_t total_steps) const {
-  const int every = ctx_.spec.run.checkpoint.every_steps;
-  return step == total_steps || (every > 0 && step % every == 0);
+  const auto& c = ctx_.spec.run.checkpoint;
+  return (c.final && step == total_steps) || (c.every_steps > 0 && step % c.every_steps == 0);
 }
 
 bool checkpointer::replica_due(std::int64_t step) const {

@@ -65,7 +65,7 @@ class checkpointer {
   // directories.
   std::optional<resume_point> choose_resume();
 
-  bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step
+  bool due(std::int64_t step, std::int64_t total_steps) const;  // every_steps, and the last step (final)
   // Whether step `step`, not a save, is a replica step (run.checkpoint.replicate_every).
   bool replica_due(std::int64_t step) const;
   // Collective, at a replica step: this rank's part of step `step`'s checkpoint (as save() takes

@@ -86,7 +86,7 @@ job_spec every_field_set(bool fine_tune) {
   r.storage_path = "s3://bucket/runs";
   r.s3_endpoint = "http://127.0.0.1:9000";
   r.local_dir = "/scratch";
-  r.checkpoint = {10, 2, "eval_loss", config::score_order::max, true, 1u << 20, true, 5, 20, 3};
+  r.checkpoint = {10, 2, "eval_loss", config::score_order::max, true, 1u << 20, true, 5, 20, 3, false};
   r.failure = {-1, 60, 300, 200, 15, 4, 900};
   r.resume = false;
   r.hold_before_step = 4;

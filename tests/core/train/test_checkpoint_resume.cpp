@@ -362,6 +362,22 @@ TEST_CASE("retention keeps exactly num_to_keep committed checkpoints, the newest
   CHECK(kept == std::vector<std::uint64_t>{10, 12});
 }
 
+TEST_CASE("with run.checkpoint.final false a run ends after its last step with its metrics and the "
+          "checkpoints every_steps names, neither a final checkpoint nor an export",
+          "[core][train][ckpt]") {
+  temp_dir tmp;
+  auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
+  spec.run.checkpoint.every_steps = 5;  // steps 5 and 10; the last, 12, is not a multiple
+  spec.run.checkpoint.final = false;
+  require_ok(test::run_workload(spec, tmp.path("run")));
+  CHECK(losses(tmp.path("run")).size() == static_cast<std::size_t>(total_steps));
+  std::vector<std::uint64_t> saved;
+  for (const auto& c : core::ckpt::scan_checkpoints(tmp.path("run"))) saved.push_back(c.step);
+  CHECK(saved == std::vector<std::uint64_t>{5, 10});
+  CHECK_FALSE(std::filesystem::exists(final_checkpoint(tmp.path("run"))));
+  CHECK_FALSE(std::filesystem::exists(tmp.path("run") + "/model"));
+}
+
 TEST_CASE("run.resume false refuses a run directory that holds committed checkpoints",
           "[core][train][ckpt]") {
   temp_dir tmp;
