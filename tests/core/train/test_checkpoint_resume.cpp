@@ -362,9 +362,10 @@ TEST_CASE("retention keeps exactly num_to_keep committed checkpoints, the newest
   CHECK(kept == std::vector<std::uint64_t>{10, 12});
 }
 
-TEST_CASE("with run.checkpoint.final false a run ends after its last step with its metrics and the "
-          "checkpoints every_steps names, neither a final checkpoint nor an export",
-          "[core][train][ckpt]") {
+TEST_CASE(
+    "with run.checkpoint.final false a run ends after its last step with its metrics and the "
+    "checkpoints every_steps names, neither a final checkpoint nor an export",
+    "[core][train][ckpt]") {
   temp_dir tmp;
   auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
   spec.run.checkpoint.every_steps = 5;  // steps 5 and 10; the last, 12, is not a multiple
