@@ -178,6 +178,26 @@ c10::cuda::CUDAStream stream_in(std::optional<c10::Stream>& slot, c10::DeviceInd
   if (!slot) slot = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
   return c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *slot);
 }
+
+// Runs `work` with the stream in `slot` current, after that stream waits for what `device`'s
+// compute (current) stream has queued so far, `used`'s memory kept from reuse until the stream is
+// past it. Returns the event recorded on the stream after `work`.
+std::shared_ptr<at::cuda::CUDAEvent> after_compute_on(std::optional<c10::Stream>& slot,
+                                                      c10::DeviceIndex device, const torch::Tensor& used,
+                                                      const std::function<void()>& work) {
+  const auto side = stream_in(slot, device);
+  at::cuda::CUDAEvent queued;
+  queued.record(c10::cuda::getCurrentCUDAStream(device));
+  queued.block(side);
+  c10::cuda::CUDACachingAllocator::recordStream(used.storage().data_ptr(), side);
+  {
+    const c10::cuda::CUDAStreamGuard on_side(side);
+    work();
+  }
+  auto done = std::make_shared<at::cuda::CUDAEvent>();
+  done->record(side);
+  return done;
+}
 }  // namespace
 #endif
 
@@ -185,10 +205,8 @@ torch::Tensor zero_optimizer::gather_shard(unit& u) {
   if (!options_.offload_param) return device_shard(u, options_.compute_dtype);
   if (!options_.keep_param_shards_on_device) {
 #ifdef COHORT_WITH_CUDA
-    if (options_.device.is_cuda()) {
-      const c10::cuda::CUDAStreamGuard on_uploads(stream_in(upload_stream_, options_.device.index()));
-      return u.host_weights.to(options_.device, /*non_blocking=*/true);
-    }
+    std::optional<c10::cuda::CUDAStreamGuard> on_uploads;  // see fill_on_uploads
+    if (options_.device.is_cuda()) on_uploads.emplace(stream_in(upload_stream_, options_.device.index()));
 #endif
     return device_shard(u, options_.compute_dtype);
   }
@@ -339,17 +357,7 @@ std::function<void()> zero_optimizer::fill_on_uploads(const std::function<void()
 #ifdef COHORT_WITH_CUDA
   if (options_.offload_param && options_.device.is_cuda()) {
     const auto device = options_.device.index();
-    const auto uploads = stream_in(upload_stream_, device);
-    at::cuda::CUDAEvent queued;  // what the compute stream has queued so far
-    queued.record(c10::cuda::getCurrentCUDAStream(device));
-    queued.block(uploads);
-    c10::cuda::CUDACachingAllocator::recordStream(buffer.storage().data_ptr(), uploads);
-    {
-      const c10::cuda::CUDAStreamGuard on_uploads(uploads);
-      fill();
-    }
-    auto filled = std::make_shared<at::cuda::CUDAEvent>();
-    filled->record(uploads);
+    const auto filled = after_compute_on(upload_stream_, device, buffer, fill);
     return [filled, device] { filled->block(c10::cuda::getCurrentCUDAStream(device)); };
   }
 #endif
@@ -465,18 +473,8 @@ void zero_optimizer::add_to_host_grad(std::size_t index, const torch::Tensor& sh
 std::function<void()> zero_optimizer::copy_to_host(torch::Tensor to, const torch::Tensor& from) {
 #ifdef COHORT_WITH_CUDA
   if (from.is_cuda()) {
-    const auto device = from.device().index();
-    const auto copies = stream_in(grad_copy_stream_, device);
-    at::cuda::CUDAEvent produced;  // after what the compute stream has queued so far
-    produced.record(c10::cuda::getCurrentCUDAStream(device));
-    produced.block(copies);
-    c10::cuda::CUDACachingAllocator::recordStream(from.storage().data_ptr(), copies);
-    {
-      const c10::cuda::CUDAStreamGuard on_copies(copies);
-      to.copy_(from, /*non_blocking=*/true);
-    }
-    auto copied = std::make_shared<at::cuda::CUDAEvent>();
-    copied->record(copies);
+    const auto copied = after_compute_on(grad_copy_stream_, from.device().index(), from,
+                                         [&] { to.copy_(from, /*non_blocking=*/true); });
     return [copied] { copied->synchronize(); };
   }
 #endif
