@@ -135,6 +135,10 @@ struct train_spec {
   // Bitwise the same results run to run on GPUs (deterministic kernels, attention by the math
   // path), at a cost in speed; CPU runs are deterministic anyway.
   bool deterministic = false;
+  // On a GPU, without recomputation or ZeRO-3's layer-by-layer path and without dropout, a
+  // micro-batch's forward and backward are captured once as a CUDA graph (torch.cuda.graph's
+  // whole-network capture) and replayed at every later step: one launch instead of thousands.
+  bool cuda_graph = true;
   double step_delay_s = 0.0;  // pause after each step (demos and failure drills)
   // With data.eval: every this many steps (and after the last step) all ranks evaluate the eval
   // data set; eval_loss and eval_perplexity join the step's metrics. 0: never.

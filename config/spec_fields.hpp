@@ -222,6 +222,7 @@ auto train_fields(Spec& t) {
       field_of("compute_path", t.path, compute_path_names),
       field_of("loss_chunk_tokens", t.loss_chunk_tokens, integer_rule{0}),
       field_of("deterministic", t.deterministic, flag_rule{}),
+      field_of("cuda_graph", t.cuda_graph, flag_rule{}),
       field_of("step_delay_s", t.step_delay_s, non_negative),
       field_of("eval_every", t.eval_every, integer_rule{0}));
 }

@@ -806,11 +806,14 @@ void check_token_ids(const torch::Tensor& ids, const char* what, std::int64_t vo
 
 void decoder_impl::check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const {
   check_token_ids(ids, what, config_.vocab_size, allow_ignore);
-  if (config_.learned_positions && ids.size(1) > config_.max_positions) {
-    throw model_error(model_errc::bad_input,
-                      std::string(what) + " has " + std::to_string(ids.size(1)) +
-                          " positions; this model has learned positions for at most " +
-                          std::to_string(config_.max_positions));
+  check_length(ids.size(1), what);
+}
+
+void decoder_impl::check_length(std::int64_t T, const char* what) const {
+  if (config_.learned_positions && T > config_.max_positions) {
+    throw model_error(model_errc::bad_input, std::string(what) + " has " + std::to_string(T) +
+                                                 " positions; this model has learned positions for at most " +
+                                                 std::to_string(config_.max_positions));
   }
 }
 
@@ -819,6 +822,15 @@ torch::Tensor decoder_impl::embed(const torch::Tensor& input_ids, std::int64_t p
   const std::int64_t T = input_ids.size(1);
   return embed_at(input_ids, embed_positions_.defined() ? torch::arange(past, past + T, input_ids.options())
                                                         : torch::Tensor());
+}
+
+torch::Tensor decoder_impl::embed_checked(const torch::Tensor& input_ids) {
+  if (input_ids.dim() != 2)
+    throw model_error(model_errc::bad_input, "input_ids must be a (batch, time) int64 tensor");
+  const std::int64_t T = input_ids.size(1);
+  check_length(T, "input_ids");
+  return embed_at(input_ids,
+                  embed_positions_.defined() ? torch::arange(T, input_ids.options()) : torch::Tensor());
 }
 
 torch::Tensor decoder_impl::embed_at(const torch::Tensor& input_ids, const torch::Tensor& positions) {

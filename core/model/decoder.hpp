@@ -228,6 +228,10 @@ class decoder_impl : public torch::nn::Module {
   // The pieces of forward(), for an engine that drives the layers itself. `past`: positions
   // before input_ids' first (generation with a cache).
   torch::Tensor embed(const torch::Tensor& input_ids, std::int64_t past = 0);  // (B, T) -> (B, T, C)
+  // embed() of ids the caller has checked (check_token_ids on their host copy): only their
+  // length is checked, nothing is read back from the device, so that a training step can be
+  // captured as a CUDA graph (and need not wait for the device where it starts).
+  torch::Tensor embed_checked(const torch::Tensor& input_ids);
   attention_context context(std::int64_t seq_len, const torch::Device& device,
                             std::int64_t past = 0) const;
   // (B, T, C) -> (B, T, V): the final norm, projection and LM head. On the fused path the GEMM
@@ -284,6 +288,7 @@ class decoder_impl : public torch::nn::Module {
 
  private:
   void check_ids(const torch::Tensor& ids, const char* what, bool allow_ignore) const;
+  void check_length(std::int64_t T, const char* what) const;  // learned positions: T of them at most
   // embed() at positions (T) int64 on the device, unchecked.
   torch::Tensor embed_at(const torch::Tensor& input_ids, const torch::Tensor& positions);
   // The rotary tables (cos, sin) at fp32 positions (T) with inverse frequencies `inv` there.

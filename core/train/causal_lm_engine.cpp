@@ -35,6 +35,7 @@
 #include "core/train/memory_estimate.hpp"
 #include "core/train/mfu.hpp"
 #include "core/train/run_control.hpp"
+#include "core/train/step_graph.hpp"
 #include "core/train/test_hooks.hpp"
 #include "core/train/vocab_plan.hpp"
 #include "core/train/zero_optimizer.hpp"
@@ -243,6 +244,11 @@ struct causal_lm_engine::impl : engine_state {
   // The next step's, read while this step's work runs on the device (the loader then stands one
   // step ahead of steps_done, which is what a checkpoint records as the sampler's position).
   std::optional<fetched_step> next_batches;
+  // The attention context of each sequence length met (rotary tables, masks): computed once, and
+  // kept, since a captured step graph reads them.
+  std::map<std::int64_t, model::attention_context> contexts;
+  // train.cuda_graph where it applies (see use_step_graph): the whole-model pass as CUDA graphs.
+  std::unique_ptr<step_graph> graph;
 
   impl(const config::job_spec& s, comm::process_group& g, const std::atomic<bool>* c, bool data_verified)
       : engine_state(s, g, c), reward(s.workload == config::workload_kind::reward_model) {
@@ -268,6 +274,30 @@ struct causal_lm_engine::impl : engine_state {
     kept_graphs = spec.zero.stage == 3 && !recompute;
     layers_reduced_in_backward = (recompute || kept_graphs) && spec.zero.stage >= 2;
     save_rng = recompute && (has_dropout(net->config()) || (net->has_lora() && net->lora().dropout > 0));
+    make_step_graph();
+  }
+
+  void make_step_graph() {
+    graph.reset();
+    if (!use_step_graph()) return;
+    graph = std::make_unique<step_graph>(
+        [this](const torch::Tensor& ids, const torch::Tensor& labels, const torch::Tensor& scale) {
+          return whole_pass({ids, labels, 0}, scale);
+        },
+        net->parameters());
+  }
+
+  // train.cuda_graph applies on a GPU to the whole-model pass (no recomputation, not ZeRO-3's
+  // layer by layer) of a causal LM without dropout (a replayed graph would draw the same mask).
+  bool use_step_graph() const {
+    return spec.train.cuda_graph && device.is_cuda() && !recompute && !kept_graphs && !reward &&
+           !has_dropout(net->config()) && !(net->has_lora() && net->lora().dropout > 0);
+  }
+
+  const model::attention_context& context_of(std::int64_t T) {
+    auto at = contexts.find(T);
+    if (at == contexts.end()) at = contexts.emplace(T, net->context(T, device)).first;
+    return at->second;
   }
 
   // A reward model: one score (num_labels 1), read at each row's last token that is not the data
@@ -388,9 +418,9 @@ struct causal_lm_engine::impl : engine_state {
 
   // The summed loss of one eval micro-batch: layer by layer, each unit gathered for its forward.
   double eval_forward(const batch_tensors& b, bool counted) {
-    const auto ctx = net->context(b.ids.size(1), device);
+    const auto& ctx = context_of(b.ids.size(1));
     const auto& layers = net->layers();
-    auto x = net->embed(b.ids);
+    auto x = net->embed_checked(b.ids);
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
       optimizer->gather(unit);
@@ -447,6 +477,10 @@ struct causal_lm_engine::impl : engine_state {
     auto lengths = torch::from_blob(const_cast<std::int64_t*>(mb.lengths.data()), {B, 1}, torch::kInt64);
     auto real = torch::arange(used, torch::kInt64).unsqueeze(0) < lengths;  // (B, T)
     auto labels = torch::where(mask.logical_and(real), ids, torch::full_like(ids, -100));
+    // Checked here, on the host: the model's embed_checked then reads nothing back from the device.
+    const auto vocab_size = net->config().vocab_size;
+    model::check_token_ids(ids, "input_ids", vocab_size, false);
+    model::check_token_ids(labels, "labels", vocab_size, true);
     const double count = reward ? static_cast<double>(B / 2)                         // pairs
                                 : labels.slice(1, 1).ne(-100).sum().item<double>();  // host tensors: no wait
     if (!device.is_cuda()) return {ids, labels, count};
@@ -483,17 +517,16 @@ struct causal_lm_engine::impl : engine_state {
     return model::pairwise_reward_loss(chosen, rejected) * (counted ? 1.0 : 0.0);
   }
 
-  // Forward and backward of one micro-batch; the gradient is that of the summed loss
-  // (decoder::head_loss) × scale. Returns the summed loss, 0-dim on the device (not read).
-  torch::Tensor forward_backward(const batch_tensors& b, double scale) {
-    const auto ctx = net->context(b.ids.size(1), device);
+  // Forward and backward of micro-batch `micro_batch` (0 first) of a step; the gradient is that
+  // of the summed loss (decoder::head_loss) × scale. Returns the summed loss, 0-dim on the device
+  // (not read).
+  torch::Tensor forward_backward(const batch_tensors& b, double scale, int micro_batch) {
+    const auto& ctx = context_of(b.ids.size(1));
     if (kept_graphs) return forward_backward_kept(b, scale, ctx);
     if (!recompute) {
-      model::residual_stream x{net->embed(b.ids), {}};
-      for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
-      auto sum = head_loss(x.sum(), b);
-      (sum * scale).backward();
-      return sum;
+      if (graph) return graph->run(b.ids, b.labels, scale, micro_batch);
+      return whole_pass(
+          b, torch::scalar_tensor(scale, torch::TensorOptions().dtype(torch::kFloat).device(device)));
     }
     // Layer by layer: a forward without autograd keeps each layer's input, then each layer is
     // recomputed with autograd just before its backward (with the weights of its unit gathered).
@@ -506,7 +539,7 @@ struct causal_lm_engine::impl : engine_state {
     {
       torch::NoGradGuard no_grad;
       if (save_rng) rng_states.push_back(generator.get_state());
-      auto x = net->embed(b.ids);
+      auto x = net->embed_checked(b.ids);
       for (std::size_t l = 0; l < layers.size(); ++l) {
         const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
         optimizer->gather(unit);
@@ -537,8 +570,19 @@ struct causal_lm_engine::impl : engine_state {
       optimizer->release(unit);
     }
     if (save_rng) generator.set_state(rng_states[0]);
-    if (embeddings_train) net->embed(b.ids).backward(grad);  // else (LoRA) the embeddings are frozen
+    if (embeddings_train) net->embed_checked(b.ids).backward(grad);  // else (LoRA) the embeddings are frozen
     if (save_rng) generator.set_state(rng_after_forward);
+    return sum;
+  }
+
+  // The whole model's forward, loss and backward of the loss × scale (0-dim fp32 on the device),
+  // as one pass (step_graph's, when captured).
+  torch::Tensor whole_pass(const batch_tensors& b, const torch::Tensor& scale) {
+    const auto& ctx = context_of(b.ids.size(1));
+    model::residual_stream x{net->embed_checked(b.ids), {}};
+    for (auto layer : net->layers()) x = layer->forward(x, ctx);  // holders share the module
+    auto sum = head_loss(x.sum(), b);
+    (sum * scale.to(sum.scalar_type())).backward();
     return sum;
   }
 
@@ -554,7 +598,7 @@ struct causal_lm_engine::impl : engine_state {
     const auto& layers = net->layers();
     const std::size_t count = layers.size();
     std::vector<torch::Tensor> inputs(count), outputs(count);  // per layer: graph roots
-    auto embedded = net->embed(b.ids);
+    auto embedded = net->embed_checked(b.ids);
     auto x = embedded;
     for (std::size_t l = 0; l < count; ++l) {
       const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
@@ -611,7 +655,7 @@ struct causal_lm_engine::impl : engine_state {
     torch::Tensor local_loss;  // on the device: no host read until the update is queued
     for (std::size_t m = 0; m < batches.size(); ++m) {
       last_micro_batch = m + 1 == batches.size();
-      add_loss(local_loss, forward_backward(batches[m], 1.0 / global_labels));
+      add_loss(local_loss, forward_backward(batches[m], 1.0 / global_labels, static_cast<int>(m)));
     }
     if (steps_done + 1 < total_steps) next_batches = fetch_step();  // while the device works
     for (std::size_t u = 0; u < optimizer->unit_count(); ++u) {
@@ -665,6 +709,7 @@ double causal_lm_engine::peak_flops() const {
 std::int64_t causal_lm_engine::gathered_peak_bytes() const { return impl_->gathered_peak_bytes; }
 
 step_result causal_lm_engine::train_step() { return impl_->step(); }
+bool causal_lm_engine::step_graphed() const { return impl_->graph && impl_->graph->captured(); }
 bool causal_lm_engine::has_eval() const { return impl_->eval_data != nullptr; }
 eval_result causal_lm_engine::evaluate() { return impl_->evaluate(); }
 void causal_lm_engine::request_checkpoint(bool preempted) { impl_->request_checkpoint(preempted); }
@@ -706,6 +751,7 @@ void causal_lm_engine::restore(const std::string& dir, const ckpt::manifest& m) 
                                   "; r, alpha and target_modules must stay as they were to resume");
   }
   d.restore(dir, m);
+  d.make_step_graph();  // captured anew from the restored weights' step on
 }
 
 std::vector<float> causal_lm_engine::full_weights() { return impl_->full_weights(); }

@@ -60,6 +60,8 @@ class causal_lm_engine final : public training_engine {
   // ZeRO-3: unit 0 for the whole step, plus the layers being used and prefetched.
   std::int64_t gathered_peak_bytes() const override;
   step_result train_step() override;
+  // Whether the steps' micro-batches now replay CUDA graphs (train.cuda_graph; see step_graph.hpp).
+  bool step_graphed() const;
   bool has_eval() const override;
   // Rank r of W takes the samples r, r + W, r + 2W, ... in micro-batches of
   // train.micro_batch_size rows of train.seq_len tokens (longer samples cut as in training); every

@@ -150,13 +150,28 @@ torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
   const auto dtype = grads_in_compute_dtype() ? options_.compute_dtype : torch::kFloat;
   const auto on_device = torch::TensorOptions().dtype(dtype).device(options_.device);
   auto flat = torch::empty({parts() * u.shard}, on_device);
+  // Every gradient there, of the buffer's dtype, one after another: one concatenation (a launch
+  // or two where a copy each left the GPU waiting between a unit's hundreds of small copies).
+  std::vector<torch::Tensor> pieces;
+  std::int64_t end = 0;
   for (const auto& s : u.slots) {
-    auto place = flat.narrow(0, s.offset, s.numel);
     const torch::Tensor& g = s.param.grad();
-    if (g.defined()) {
-      place.copy_(g.detach().reshape({-1}));
-    } else {
-      place.zero_();
+    if (!g.defined() || g.scalar_type() != dtype || s.offset != end) break;
+    pieces.push_back(g.detach().reshape({-1}));
+    end += s.numel;
+  }
+  if (pieces.size() == u.slots.size() && !pieces.empty()) {
+    auto whole = flat.narrow(0, 0, end);
+    at::cat_out(whole, pieces, 0);
+  } else {
+    for (const auto& s : u.slots) {
+      auto place = flat.narrow(0, s.offset, s.numel);
+      const torch::Tensor& g = s.param.grad();
+      if (g.defined()) {
+        place.copy_(g.detach().reshape({-1}));
+      } else {
+        place.zero_();
+      }
     }
   }
   flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding

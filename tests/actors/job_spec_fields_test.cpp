@@ -76,6 +76,7 @@ job_spec every_field_set(bool fine_tune) {
   t.path = config::compute_path::fused;
   t.loss_chunk_tokens = 512;
   t.deterministic = true;
+  t.cuda_graph = false;
   t.step_delay_s = 0.125;
   t.eval_every = 9;
   s.zero.stage = 3;

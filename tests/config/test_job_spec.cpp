@@ -107,6 +107,14 @@ TEST_CASE("train.compute_path and train.loss_chunk_tokens default to automatic a
   CHECK(std::string(to_string(compute_path::plain)) == "plain");
 }
 
+TEST_CASE("train.cuda_graph defaults to true and false is kept through the spec's canonical JSON",
+          "[config]") {
+  CHECK(parse_job_spec(R"({"name": "tiny"})").train.cuda_graph);
+  const job_spec off = parse_job_spec(R"({"name": "eager", "train": {"cuda_graph": false}})");
+  CHECK_FALSE(off.train.cuda_graph);
+  CHECK_FALSE(parse_job_spec(to_json_text(off)).train.cuda_graph);
+}
+
 TEST_CASE("run.hold_before_step is read and kept through the spec's canonical JSON", "[config]") {
   const job_spec s = parse_job_spec(R"({"name": "held", "train": {"max_steps": 10},
                                         "run": {"hold_before_step": 4}})");

@@ -1,5 +1,6 @@
 // The engine on GPUs (hidden tag [.gpu]: run on a machine with two CUDA devices as
-// `test_core_train "[gpu]"`): NCCL, every ZeRO stage, fp32 and bf16, against the CPU run.
+// `test_core_train "[gpu]"`, the step graphs' case on one): NCCL, every ZeRO stage, fp32 and
+// bf16, against the CPU run; the steps replayed as CUDA graphs against the steps run eagerly.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -42,6 +43,38 @@ void require_two_gpus() {
 }
 
 }  // namespace
+
+TEST_CASE(
+    "on one GPU the micro-batches replayed as CUDA graphs train bit for bit as without graphs, "
+    "one micro-batch a step or four",
+    "[core][train][.gpu]") {
+  if (core::train::causal_lm_engine::cuda_device_for(0) != 0) FAIL("this test needs a CUDA device");
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  for (int accum : {1, 4}) {
+    for (auto dtype : {config::precision::fp32, config::precision::bf16}) {
+      INFO("grad_accum " << accum << ", " << config::to_string(dtype));
+      auto spec = test::tiny_job(data, 1, 0, false);
+      spec.scaling.use_gpu = true;
+      spec.train.grad_accum = accum;
+      spec.train.dtype = dtype;
+      spec.train.cuda_graph = false;
+      const auto eager = test::run_job(spec);
+      spec.train.cuda_graph = true;
+      const auto graphed = test::run_job(spec);
+      CHECK_FALSE(eager[0].graphed);
+      CHECK(graphed[0].graphed);
+      REQUIRE(graphed[0].steps.size() == eager[0].steps.size());
+      for (std::size_t k = 0; k < eager[0].steps.size(); ++k) {
+        INFO("step " << k + 1);
+        CHECK(graphed[0].steps[k].loss == eager[0].steps[k].loss);
+        CHECK(graphed[0].steps[k].grad_norm == eager[0].steps[k].grad_norm);
+      }
+      CHECK(graphed[0].weights == eager[0].weights);
+      if (accum == 4) CHECK(graphed[0].steps.back().loss < graphed[0].steps.front().loss - 0.5);
+    }
+  }
+}
 
 TEST_CASE("on two GPUs over NCCL every ZeRO stage trains as on the CPU: fp32 closely, bf16 within "
           "bf16 rounding", "[core][train][.gpu]") {
