@@ -50,7 +50,10 @@ struct step_graph::state {
   captured_pass first, later;                 // micro-batch 0's graph; a later one's
   std::vector<torch::Tensor> grads;           // first's gradients, per param (undefined: none)
 
-  // `f` on `side` after the current stream's work, the current stream then waiting for it.
+  // `f` on `side` after the current stream's work, the current stream then waiting for it. What
+  // it allocates is freed later after use on the current stream; the side stream runs nothing
+  // but captures afterwards, whose allocations come from the graphs' own pool, so no later work
+  // of the side stream can reuse those blocks early.
   torch::Tensor run_on_side(const torch::Tensor& ids_in, const torch::Tensor& labels_in, double s) {
     const auto device = ids_in.device().index();
     if (!side) side = c10::cuda::getStreamFromPool(false, device);

@@ -17,11 +17,11 @@
 //   the gradients and the loss are bitwise the same.
 // - run(): the first step (micro-batch 0 on) runs `pass` eagerly on the side stream that later
 //   captures (the libraries' lazy set-up: handles, workspaces, attention plans, outside any
-//   capture). The second step captures two graphs before running anything, the first
-//   micro-batch's (the gradients written) and, with several micro-batches, a later one's (the
-//   gradients added to the first's), and from then on each micro-batch copies its ids, labels and
-//   scale into the graphs' inputs and replays one of them on the current stream. Ids of another
-//   shape than the captured ones run eagerly.
+//   capture). The second step's first micro-batch captures the first micro-batch's graph (the
+//   gradients written), its second, with several micro-batches, a later one's (the gradients
+//   added to the first's; capturing runs nothing), and from then on each micro-batch copies its
+//   ids, labels and scale into the graphs' inputs and replays one of them on the current stream.
+//   A step whose ids have another shape than the captured ones runs eagerly.
 // - The graphs' memory (a micro-batch's activations and the gradients) lies in a pool of their
 //   own, held while the graphs live: the eager steps' cached blocks are released before the
 //   capture so that the device's memory is not held twice.
