@@ -273,7 +273,7 @@ struct causal_lm_engine::impl : engine_state {
     recompute = train.activation_checkpointing;
     kept_graphs = spec.zero.stage == 3 && !recompute;
     layers_reduced_in_backward = (recompute || kept_graphs) && spec.zero.stage >= 2;
-    save_rng = recompute && (has_dropout(net->config()) || (net->has_lora() && net->lora().dropout > 0));
+    save_rng = recompute && dropout();
     make_step_graph();
   }
 
@@ -287,11 +287,11 @@ struct causal_lm_engine::impl : engine_state {
         net->parameters());
   }
 
-  // train.cuda_graph applies on a GPU to the whole-model pass (no recomputation, not ZeRO-3's
-  // layer by layer) of a causal LM without dropout (a replayed graph would draw the same mask).
+  bool dropout() const { return has_dropout(net->config()) || (net->has_lora() && net->lora().dropout > 0); }
+
   bool use_step_graph() const {
-    return spec.train.cuda_graph && device.is_cuda() && !recompute && !kept_graphs && !reward &&
-           !has_dropout(net->config()) && !(net->has_lora() && net->lora().dropout > 0);
+    return spec.train.cuda_graph && device.is_cuda() &&
+           causal_lm_engine::step_graph_refusal(spec, dropout()).empty();
   }
 
   const model::attention_context& context_of(std::int64_t T) {
@@ -710,6 +710,28 @@ std::int64_t causal_lm_engine::gathered_peak_bytes() const { return impl_->gathe
 
 step_result causal_lm_engine::train_step() { return impl_->step(); }
 bool causal_lm_engine::step_graphed() const { return impl_->graph && impl_->graph->captured(); }
+
+std::string causal_lm_engine::step_graph_refusal(const config::job_spec& spec, bool dropout) {
+  // The whole-model pass only (see forward_backward), of a causal LM, without dropout.
+  if (!spec.train.cuda_graph) return {};
+  const std::string no = "train.cuda_graph: the step runs without CUDA graphs: ";
+  if (spec.train.activation_checkpointing)
+    return no + "train.activation_checkpointing recomputes each layer between the optimizer's gathers";
+  if (spec.zero.stage == 3) return no + "ZeRO stage 3 gathers and releases each layer inside the step";
+  if (spec.workload == config::workload_kind::reward_model)
+    return no + "workload reward_model adds up its pairs' scores outside the loss";
+  if (dropout) return no + "the model has dropout, and a replayed graph would draw the same mask";
+  return {};
+}
+
+std::string causal_lm_engine::step_graph_status() const {
+  const auto& d = *impl_;
+  if (!d.device.is_cuda() || !d.spec.train.cuda_graph) return {};
+  if (!d.graph) return step_graph_refusal(d.spec, d.dropout());
+  return d.graph->captured()
+             ? "train.cuda_graph: each micro-batch's forward, loss and backward replay a CUDA graph"
+             : "";
+}
 bool causal_lm_engine::has_eval() const { return impl_->eval_data != nullptr; }
 eval_result causal_lm_engine::evaluate() { return impl_->evaluate(); }
 void causal_lm_engine::request_checkpoint(bool preempted) { impl_->request_checkpoint(preempted); }

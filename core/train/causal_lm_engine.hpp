@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -62,6 +63,11 @@ class causal_lm_engine final : public training_engine {
   step_result train_step() override;
   // Whether the steps' micro-batches now replay CUDA graphs (train.cuda_graph; see step_graph.hpp).
   bool step_graphed() const;
+  // Why train.cuda_graph does not apply to `spec` on a GPU (whose model or LoRA adapters have
+  // dropout when `dropout`), naming the field or the model that stands in the way; empty when it
+  // applies or the spec turns it off.
+  static std::string step_graph_refusal(const config::job_spec& spec, bool dropout);
+  std::string step_graph_status() const override;
   bool has_eval() const override;
   // Rank r of W takes the samples r, r + W, r + 2W, ... in micro-batches of
   // train.micro_batch_size rows of train.seq_len tokens (longer samples cut as in training); every

@@ -464,9 +464,11 @@ class rank_run {
   }
 
   void after_step(const step_result& last) {
-    if (last.step == first_step_ + 2)  // the steady state's memory, for the plan
+    if (last.step == first_step_ + 2) {  // the steady state's memory, for the plan; graphs captured
       log("rank " + std::to_string(ctx_.rank) + " memory after step " + std::to_string(last.step) + ": " +
           describe(read_memory_peaks(device_)));
+      if (ctx_.rank == 0) log_if_any(engine_->step_graph_status());
+    }
     pause_between_steps(ctx_);
   }
 

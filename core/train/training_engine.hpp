@@ -98,6 +98,10 @@ class training_engine {
   // same global batch: weights, moments, step, sampler position and (same world size) RNG.
   // A collective. Throws std::invalid_argument naming the checkpoint and what does not match.
   virtual void restore(const std::string& dir, const ckpt::manifest& m) = 0;
+  // A line for the log about train.cuda_graph on a GPU once steps run: that the step replays CUDA
+  // graphs, or why they do not apply. Empty on a CPU, with the field false, before a graph is
+  // captured, and for engines that capture none.
+  virtual std::string step_graph_status() const { return {}; }
 };
 
 }  // namespace cohort::core::train

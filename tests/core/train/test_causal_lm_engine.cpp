@@ -156,6 +156,44 @@ TEST_CASE("a data set whose ids exceed the model's vocabulary is refused, naming
   }
 }
 
+TEST_CASE(
+    "train.cuda_graph is refused with the reason named for recomputation, ZeRO-3, reward "
+    "models and dropout, applies otherwise, and says nothing when turned off",
+    "[core][train]") {
+  using core::train::causal_lm_engine;
+  config::job_spec spec;
+  CHECK(causal_lm_engine::step_graph_refusal(spec, false).empty());
+  spec.zero.stage = 2;
+  CHECK(causal_lm_engine::step_graph_refusal(spec, false).empty());
+  CHECK_THAT(causal_lm_engine::step_graph_refusal(spec, true),
+             Catch::Contains("train.cuda_graph") && Catch::Contains("dropout"));
+  auto recomputed = spec;
+  recomputed.train.activation_checkpointing = true;
+  CHECK_THAT(causal_lm_engine::step_graph_refusal(recomputed, false),
+             Catch::Contains("train.activation_checkpointing"));
+  auto stage3 = spec;
+  stage3.zero.stage = 3;
+  CHECK_THAT(causal_lm_engine::step_graph_refusal(stage3, false), Catch::Contains("ZeRO stage 3"));
+  auto reward = spec;
+  reward.workload = config::workload_kind::reward_model;
+  CHECK_THAT(causal_lm_engine::step_graph_refusal(reward, false), Catch::Contains("reward_model"));
+  stage3.train.cuda_graph = false;
+  CHECK(causal_lm_engine::step_graph_refusal(stage3, true).empty());
+}
+
+TEST_CASE("on a CPU a job says nothing about CUDA graphs and trains as before", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  auto spec = test::tiny_job(data, 1, 0, false);
+  spec.train.max_steps = 3;
+  auto store = std::make_shared<core::comm::memory_store>();
+  auto group = core::comm::make_process_group(test::gloo_options(store, 0, 1, test::unique_prefix("graph")));
+  core::train::causal_lm_engine engine(spec, *group);
+  while (engine.steps_done() < engine.total_steps()) engine.train_step();
+  CHECK_FALSE(engine.step_graphed());
+  CHECK(engine.step_graph_status().empty());
+}
+
 TEST_CASE("a malformed inline model config is refused, naming model.config", "[core][train]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
