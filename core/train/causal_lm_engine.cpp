@@ -478,9 +478,8 @@ struct causal_lm_engine::impl : engine_state {
     auto real = torch::arange(used, torch::kInt64).unsqueeze(0) < lengths;  // (B, T)
     auto labels = torch::where(mask.logical_and(real), ids, torch::full_like(ids, -100));
     // Checked here, on the host: the model's embed_checked then reads nothing back from the device.
-    const auto vocab_size = net->config().vocab_size;
-    model::check_token_ids(ids, "input_ids", vocab_size, false);
-    model::check_token_ids(labels, "labels", vocab_size, true);
+    // The labels are these ids or -100.
+    model::check_token_ids(ids, "input_ids", net->config().vocab_size, false);
     const double count = reward ? static_cast<double>(B / 2)                         // pairs
                                 : labels.slice(1, 1).ne(-100).sum().item<double>();  // host tensors: no wait
     if (!device.is_cuda()) return {ids, labels, count};
@@ -521,13 +520,12 @@ struct causal_lm_engine::impl : engine_state {
   // of the summed loss (decoder::head_loss) × scale. Returns the summed loss, 0-dim on the device
   // (not read).
   torch::Tensor forward_backward(const batch_tensors& b, double scale, int micro_batch) {
+    if (!recompute && !kept_graphs) {
+      if (graph) return graph->run(b.ids, b.labels, scale, micro_batch);
+      return whole_pass(b, step_graph::loss_scale(b.ids, scale));
+    }
     const auto& ctx = context_of(b.ids.size(1));
     if (kept_graphs) return forward_backward_kept(b, scale, ctx);
-    if (!recompute) {
-      if (graph) return graph->run(b.ids, b.labels, scale, micro_batch);
-      return whole_pass(
-          b, torch::scalar_tensor(scale, torch::TensorOptions().dtype(torch::kFloat).device(device)));
-    }
     // Layer by layer: a forward without autograd keeps each layer's input, then each layer is
     // recomputed with autograd just before its backward (with the weights of its unit gathered).
     // With dropout the generator's state before each piece is kept, so the recomputation drops

@@ -18,13 +18,9 @@
 
 namespace cohort::core::train {
 
-namespace {
-
-torch::Tensor scale_on(const torch::Tensor& like, double scale) {
+torch::Tensor step_graph::loss_scale(const torch::Tensor& like, double scale) {
   return torch::scalar_tensor(scale, torch::TensorOptions().dtype(torch::kFloat).device(like.device()));
 }
-
-}  // namespace
 
 #ifdef COHORT_WITH_CUDA
 
@@ -42,9 +38,8 @@ struct captured_pass {
 struct step_graph::state {
   pass f;
   std::vector<torch::Tensor> params;
-  std::optional<c10::cuda::CUDAStream> side;  // the warm-up's and the captures' stream
-  bool warmed = false;                        // a step has run on the side stream
-  int warm_step_calls = 0;                    // micro-batches of that step run so far
+  std::optional<c10::cuda::CUDAStream> side;  // the warm-up's and the captures' stream (set: warming up)
+  bool warmed = false;                        // the warm-up step is over
   bool step_eager = false;                    // this step's ids are not of the graphs' shapes
   torch::Tensor ids, labels, scale;           // the graphs' inputs
   captured_pass first, later;                 // micro-batch 0's graph; a later one's
@@ -64,7 +59,7 @@ struct step_graph::state {
     torch::Tensor loss;
     {
       c10::cuda::CUDAStreamGuard guard(*side);
-      loss = f(ids_in, labels_in, scale_on(ids_in, s));
+      loss = f(ids_in, labels_in, loss_scale(ids_in, s));
     }
     done.record(*side);
     done.block(current);
@@ -100,7 +95,7 @@ struct step_graph::state {
         throw std::logic_error("step_graph: a gradient is defined before the step's first micro-batch");
     ids = torch::empty_like(ids_in);
     labels = torch::empty_like(labels_in);
-    scale = scale_on(ids_in, 0.0);
+    scale = loss_scale(ids_in, 0.0);
     // The graphs' pool must find the device memory that the eager steps' cache holds.
     c10::cuda::CUDACachingAllocator::emptyCache();
     capture(first, "the first");
@@ -130,17 +125,14 @@ step_graph::~step_graph() = default;
 torch::Tensor step_graph::run(const torch::Tensor& ids, const torch::Tensor& labels, double scale,
                               int micro_batch) {
   auto& s = *s_;
-  if (!ids.is_cuda()) return s.f(ids, labels, scale_on(ids, scale));
+  if (!ids.is_cuda()) return s.f(ids, labels, loss_scale(ids, scale));
   if (!s.warmed) {  // the first step, every micro-batch of it, on the side stream
-    if (micro_batch > 0 || s.warm_step_calls == 0) {
-      ++s.warm_step_calls;
-      return s.run_on_side(ids, labels, scale);
-    }
+    if (micro_batch > 0 || !s.side) return s.run_on_side(ids, labels, scale);
     s.warmed = true;
   }
   if (micro_batch == 0)
     s.step_eager = s.first.graph && (ids.sizes() != s.ids.sizes() || labels.sizes() != s.labels.sizes());
-  if (s.step_eager) return s.f(ids, labels, scale_on(ids, scale));  // shapes the graphs do not have
+  if (s.step_eager) return s.f(ids, labels, loss_scale(ids, scale));  // shapes the graphs do not have
   if (!s.first.graph) s.capture_first(ids, labels);
   if (micro_batch == 0) return s.replay(s.first, ids, labels, scale);
   if (!s.later.graph) s.capture(s.later, "a later");  // the gradients first's, added to
@@ -162,7 +154,7 @@ step_graph::step_graph(pass f, std::vector<torch::Tensor>) : s_(std::make_unique
 step_graph::~step_graph() = default;
 
 torch::Tensor step_graph::run(const torch::Tensor& ids, const torch::Tensor& labels, double scale, int) {
-  return s_->f(ids, labels, scale_on(ids, scale));
+  return s_->f(ids, labels, loss_scale(ids, scale));
 }
 
 bool step_graph::captured() const { return false; }

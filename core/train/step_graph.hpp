@@ -56,6 +56,10 @@ class step_graph {
   // Whether later micro-batches replay a graph.
   bool captured() const;
 
+  // `scale` as the pass takes it: a 0-dim fp32 tensor on `like`'s device (for a call of the pass
+  // without a step_graph).
+  static torch::Tensor loss_scale(const torch::Tensor& like, double scale);
+
  private:
   struct state;
   std::unique_ptr<state> s_;

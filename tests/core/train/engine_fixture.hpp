@@ -82,6 +82,7 @@ struct run_output {
   std::vector<float> weights;
   std::vector<std::int64_t> gathered_peaks;  // engine.gathered_peak_bytes() after each step
   bool graphed = false;                      // engine.step_graphed() after the last step
+  std::string graph_status;                  // engine.step_graph_status() after the last step
 };
 
 // Runs `spec` on spec.scaling.num_workers ranks (with scaling.use_gpu: NCCL, rank r on GPU
@@ -104,6 +105,7 @@ inline std::vector<run_output> run_job(const config::job_spec& spec) {
       out.gathered_peaks.push_back(engine.gathered_peak_bytes());
     }
     out.graphed = engine.step_graphed();
+    out.graph_status = engine.step_graph_status();
     out.weights = engine.full_weights();
     return out;
   });

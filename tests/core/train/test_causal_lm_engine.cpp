@@ -186,12 +186,10 @@ TEST_CASE("on a CPU a job says nothing about CUDA graphs and trains as before", 
   const auto data = test::make_tiny_dataset(tmp.path("data"));
   auto spec = test::tiny_job(data, 1, 0, false);
   spec.train.max_steps = 3;
-  auto store = std::make_shared<core::comm::memory_store>();
-  auto group = core::comm::make_process_group(test::gloo_options(store, 0, 1, test::unique_prefix("graph")));
-  core::train::causal_lm_engine engine(spec, *group);
-  while (engine.steps_done() < engine.total_steps()) engine.train_step();
-  CHECK_FALSE(engine.step_graphed());
-  CHECK(engine.step_graph_status().empty());
+  const auto run = test::run_job(spec);
+  CHECK(run[0].steps.size() == 3);
+  CHECK_FALSE(run[0].graphed);
+  CHECK(run[0].graph_status.empty());
 }
 
 TEST_CASE("a malformed inline model config is refused, naming model.config", "[core][train]") {
