@@ -297,6 +297,41 @@ int launch_swiglu_backward(const void* grad_out, const void* gate_up, void* grad
   return static_cast<int>(cudaGetLastError());
 }
 
+// ---- Block reductions ----
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of v over the block (blockDim.x a multiple of 32), the same value in every thread: the
+// warps' sums added in warp order. shared: 32 floats of the caller's.
+__device__ __forceinline__ float block_all_sum(float v, float* shared) {
+  v = warp_sum(v);
+  __syncthreads();  // the previous call's readers are done with shared
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (unsigned int w = 0; w < blockDim.x / 32; ++w) total += shared[w];
+  return total;
+}
+
+// The max of v over the block (blockDim.x a multiple of 32), the same value in every thread; NaN
+// is passed over (fmaxf). shared: 32 floats of the caller's.
+__device__ __forceinline__ float block_all_max(float v, float* shared) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  __syncthreads();  // the previous call's readers are done with shared
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+  __syncthreads();
+  float most = -INFINITY;
+  for (unsigned int w = 0; w < blockDim.x / 32; ++w) most = fmaxf(most, shared[w]);
+  return most;
+}
+
+// ---- The LM head's cross-entropy ----
+
 // Running (max, sum of exp(x - max)) of a set of logits; -inf logits add nothing.
 struct softmax_state {
   float max = -INFINITY;
@@ -341,7 +376,8 @@ __device__ softmax_state block_merge(softmax_state s) {
   return all;
 }
 
-// One block per row. No __restrict__ on logits and grad: they may be one buffer.
+// One block per row, in two passes over the logits: rows longer than the resident kernel below
+// holds. No __restrict__ on logits and grad: they may be one buffer.
 template <typename T, int Vec>
 __global__ void __launch_bounds__(ce_threads)
     cross_entropy_kernel(const T* logits, const std::int64_t* __restrict__ targets,
@@ -387,6 +423,118 @@ __global__ void __launch_bounds__(ce_threads)
   }
 }
 
+// A row of logits in three parts: `head` elements up to the row's first 16-byte boundary, then
+// `packs` whole groups of Vec, then the `tail` after the last whole group (head and tail < Vec).
+struct row_parts {
+  std::int64_t head = 0, packs = 0, tail = 0;
+};
+
+template <typename T, int Vec>
+__device__ __forceinline__ row_parts parts_of_row(const T* x, std::int64_t cols) {
+  row_parts p;
+  if (Vec > 1) {
+    const auto past = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(x) % 16);
+    p.head = past == 0 ? 0 : (16 - past) / static_cast<std::int64_t>(sizeof(T));
+    if (p.head > cols) p.head = cols;
+  }
+  p.packs = (cols - p.head) / Vec;
+  p.tail = cols - p.head - p.packs * Vec;
+  return p;
+}
+
+// A thread holds 13 groups of Vec: 512 x 13 x 8 = 53,248 bf16 logits, GPT-2's 50,257 among
+// them, in 128 registers without spilling (ptxas for sm_90; 1024 threads of 7 groups spill).
+constexpr int ce_resident_threads = 512;
+constexpr int ce_resident_packs = 13;
+
+// One block per row whose packs fit the block's registers (ce_resident_packs a thread): the row
+// is read once into registers, the block finds its max, then the sum of exp(x - max), and the
+// gradient is written from the registers, so the logits cross memory once each way (the
+// streaming kernel above reads them twice). The row may start anywhere (parts_of_row); grad, when
+// not null, lies at the same distance from a 16-byte boundary. No __restrict__: they may be one
+// buffer (every load is done before the first barrier, every store after it).
+template <typename T, int Vec>
+__global__ void __launch_bounds__(ce_resident_threads)
+    cross_entropy_resident_kernel(const T* logits, const std::int64_t* __restrict__ targets,
+                                  float* __restrict__ loss, T* grad, int cols, std::int64_t ignore_index) {
+  __shared__ float shared[32];
+  constexpr float log2e = 1.4426950408889634f;
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * cols;
+  T* g = grad == nullptr ? nullptr : grad + row * cols;
+  const std::int64_t target = targets[row];
+  const row_parts parts = parts_of_row<T, Vec>(x, cols);
+  const int body = static_cast<int>(parts.head), packs = static_cast<int>(parts.packs),
+            tail_from = cols - static_cast<int>(parts.tail);
+  const int me = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
+  const bool head_mine = me < parts.head, tail_mine = me < parts.tail;
+  if (target == ignore_index) {
+    if (me == 0) loss[row] = 0.0f;
+    if (g == nullptr) return;
+    packed<T, Vec> zero;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) zero.v[k] = from_float<T>(0.0f);
+    for (int j = me; j < packs; j += threads) store<T, Vec>(g + body + j * Vec, zero);
+    if (head_mine) g[me] = zero.v[0];
+    if (tail_mine) g[tail_from + me] = zero.v[0];
+    return;
+  }
+  const bool valid = target >= 0 && target < cols;
+  const float picked = me == 0 && valid ? to_float(x[target]) : 0.0f;
+  // The target's place in the row, -1 when it is not there (a NaN loss, a plain softmax).
+  const int hit = valid ? static_cast<int>(target) : -1;
+  packed<T, Vec> v[ce_resident_packs];
+#pragma unroll
+  for (int i = 0; i < ce_resident_packs; ++i) {
+    if (me + i * threads < packs) v[i] = load<T, Vec>(x + body + (me + i * threads) * Vec);
+  }
+  const float head = head_mine ? to_float(x[me]) : -INFINITY;
+  const float tail = tail_mine ? to_float(x[tail_from + me]) : -INFINITY;
+  float most = fmaxf(head, tail);
+#pragma unroll
+  for (int i = 0; i < ce_resident_packs; ++i) {
+    if (me + i * threads >= packs) continue;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) most = fmaxf(most, to_float(v[i].v[k]));
+  }
+  const float row_max = block_all_max(most, shared);
+  // exp(y - row_max) as 2^((y - row_max) log2 e); -inf gives 0, NaN stays NaN.
+  const float shift = row_max * log2e;
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < ce_resident_packs; ++i) {
+    if (me + i * threads >= packs) continue;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) sum += exp2f(fmaf(to_float(v[i].v[k]), log2e, -shift));
+  }
+  if (head_mine) sum += exp2f(fmaf(head, log2e, -shift));
+  if (tail_mine) sum += exp2f(fmaf(tail, log2e, -shift));
+  const float lse = row_max + logf(block_all_sum(sum, shared));
+  if (me == 0) loss[row] = valid ? lse - picked : NAN;
+  if (g == nullptr) return;
+  const float lse2 = lse * log2e;
+#pragma unroll
+  for (int i = 0; i < ce_resident_packs; ++i) {
+    const int at = body + (me + i * threads) * Vec;
+    if (me + i * threads >= packs) continue;
+    packed<T, Vec> out;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float prob = exp2f(fmaf(to_float(v[i].v[k]), log2e, -lse2));
+      out.v[k] = from_float<T>(at + k == hit ? prob - 1.0f : prob);
+    }
+    store<T, Vec>(g + at, out);
+  }
+  if (head_mine) {
+    const float prob = exp2f(fmaf(head, log2e, -lse2));
+    g[me] = from_float<T>(me == hit ? prob - 1.0f : prob);
+  }
+  if (tail_mine) {
+    const float prob = exp2f(fmaf(tail, log2e, -lse2));
+    g[tail_from + me] = from_float<T>(tail_from + me == hit ? prob - 1.0f : prob);
+  }
+}
+
 template <typename T>
 int launch_cross_entropy(const void* logits, const std::int64_t* targets, float* loss, void* grad,
                          std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
@@ -397,7 +545,19 @@ int launch_cross_entropy(const void* logits, const std::int64_t* targets, float*
   if (rows == 0) return 0;
   if (rows > 2147483647LL) return static_cast<int>(cudaErrorInvalidValue);
   const unsigned int blocks = static_cast<unsigned int>(rows);
-  if (cols % vec == 0 && aligned16(x) && (g == nullptr || aligned16(g))) {
+  // Rows that start anywhere go in 16-byte groups when the gradient lies as the logits do.
+  const bool grouped =
+      g == nullptr || (reinterpret_cast<std::uintptr_t>(g) - reinterpret_cast<std::uintptr_t>(x)) % 16 == 0;
+  const std::int64_t group = grouped ? vec : 1;
+  if (cols <= static_cast<std::int64_t>(ce_resident_threads) * ce_resident_packs * group) {
+    if (grouped) {
+      cross_entropy_resident_kernel<T, vec><<<blocks, ce_resident_threads, 0, stream>>>(
+          x, targets, loss, g, static_cast<int>(cols), ignore_index);
+    } else {
+      cross_entropy_resident_kernel<T, 1><<<blocks, ce_resident_threads, 0, stream>>>(
+          x, targets, loss, g, static_cast<int>(cols), ignore_index);
+    }
+  } else if (cols % vec == 0 && aligned16(x) && (g == nullptr || aligned16(g))) {
     cross_entropy_kernel<T, vec><<<blocks, ce_threads, 0, stream>>>(x, targets, loss, g, cols, ignore_index);
   } else {
     cross_entropy_kernel<T, 1><<<blocks, ce_threads, 0, stream>>>(x, targets, loss, g, cols, ignore_index);
@@ -572,24 +732,9 @@ constexpr int norm_max_threads = 1024;
 constexpr std::int64_t norm_max_groups = 4 * norm_max_threads;
 constexpr int norm_param_rows = 8;    // rows of threads in the weight-gradient kernels
 constexpr std::int64_t norm_most_chunks = 128;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// The sum of v over the block (blockDim.x a multiple of 32), the same value in every thread: the
-// warps' sums added in warp order. shared: 32 floats of the caller's.
-__device__ __forceinline__ float block_all_sum(float v, float* shared) {
-  v = warp_sum(v);
-  __syncthreads();  // the previous call's readers are done with shared
-  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (unsigned int w = 0; w < blockDim.x / 32; ++w) total += shared[w];
-  return total;
-}
+// Rows the backward's one-pass kernel takes (norm_backward_fused_kernel): its slots' sums go
+// through shared memory of this many floats.
+constexpr std::int64_t norm_fused_most_cols = 4096;
 
 // Vec weights (or biases) from element c on, `fallback` where the pointer is null.
 template <typename T, int Vec>
@@ -723,6 +868,116 @@ __global__ void __launch_bounds__(norm_max_threads)
       store<T, Vec>(grad_h + base + c, out);
     }
   }
+}
+
+// The sums of a and b over the threads of this thread's slot (slot_threads consecutive threads,
+// whole warps), the same values in each of them. shared: 64 floats of the caller's.
+__device__ __forceinline__ float2 slot_sums(float a, float b, int slot, int slot_warps, float* shared) {
+  a = warp_sum(a);
+  b = warp_sum(b);
+  __syncthreads();  // the previous call's readers are done with shared
+  if (threadIdx.x % 32 == 0) {
+    shared[threadIdx.x / 32] = a;
+    shared[32 + threadIdx.x / 32] = b;
+  }
+  __syncthreads();
+  float2 total = make_float2(0.0f, 0.0f);
+  for (int w = slot * slot_warps; w < (slot + 1) * slot_warps; ++w) {
+    total.x += shared[w];
+    total.y += shared[32 + w];
+  }
+  return total;
+}
+
+// The sum over the block's slots, in slot order, of each thread's v (columns c to c + Vec of its
+// slot), written by slot 0 to out[c...]. sums: shared floats, one per column.
+template <int Vec>
+__device__ __forceinline__ void slots_in_order(const float (&v)[Vec], float* out, float* sums, int slot,
+                                               int slots, std::int64_t c, bool mine) {
+  for (int s = 0; s < slots; ++s) {
+    if (slot == s && mine) {
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) sums[c + k] = (s == 0 ? 0.0f : sums[c + k]) + v[k];
+    }
+    __syncthreads();
+  }
+  if (slot == 0 && mine) {
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) out[c + k] = sums[c + k];
+  }
+  __syncthreads();  // before `sums` is written again
+}
+
+// The input's gradient as norm_backward_input_kernel computes it, and the weight's and bias's
+// partial sums in the same pass, for rows of at most norm_fused_most_cols: a block of `slots` row
+// slots of slot_threads threads (one group of Vec each) strides over the rows, each thread adding
+// dy xhat and dy for its columns as it goes; at the end the slots' sums are added in slot order
+// and the block writes its partials (gridDim.x chunks, laid out as norm_param_partials_kernel's)
+// for norm_param_sum_kernel. dy and h are read once instead of twice.
+template <typename T, int Vec, bool Layer>
+__global__ void __launch_bounds__(norm_max_threads)
+    norm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ h,
+                               const T* __restrict__ weight, const float* __restrict__ mean,
+                               const float* __restrict__ rstd, const T* __restrict__ grad_sum,
+                               T* __restrict__ grad_h, float* __restrict__ partials, std::int64_t rows,
+                               std::int64_t cols, int slot_threads) {
+  __shared__ float shared[64];
+  __shared__ float sums[norm_fused_most_cols];
+  const int slots = static_cast<int>(blockDim.x) / slot_threads;
+  const int slot = static_cast<int>(threadIdx.x) / slot_threads;
+  const std::int64_t c = static_cast<std::int64_t>(threadIdx.x % slot_threads) * Vec;
+  const bool mine = c < cols;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  float w[Vec], dw[Vec], db[Vec];
+#pragma unroll
+  for (int k = 0; k < Vec; ++k) dw[k] = db[k] = 0.0f;
+  if (mine) {
+    load_or<T, Vec>(weight, c, 1.0f, w);
+  } else {
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) w[k] = 0.0f;
+  }
+  for (std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * slots; first < rows;
+       first += static_cast<std::int64_t>(gridDim.x) * slots) {
+    const std::int64_t row = first + slot;
+    const bool here = mine && row < rows;
+    const std::int64_t at = row * cols + c;
+    float d[Vec], xhat[Vec];
+    float g_total = 0.0f, gx_total = 0.0f;
+    if (here) {
+      const float m = Layer ? mean[row] : 0.0f, r = rstd[row];
+      const auto dv = load<T, Vec>(dy + at);
+      const auto hv = load<T, Vec>(h + at);
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) {
+        d[k] = to_float(dv.v[k]);
+        xhat[k] = (to_float(hv.v[k]) - m) * r;
+        g_total += d[k] * w[k];
+        gx_total += d[k] * w[k] * xhat[k];
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < Vec; ++k) d[k] = xhat[k] = 0.0f;
+    }
+    const float2 total = slot_sums(g_total, gx_total, slot, slot_threads / 32, shared);
+    if (!here) continue;
+    const float g_mean = Layer ? total.x * inv_cols : 0.0f, gx_mean = total.y * inv_cols;
+    const float r = rstd[row];
+    float extra[Vec];
+    load_or<T, Vec>(grad_sum == nullptr ? nullptr : grad_sum + row * cols, c, 0.0f, extra);
+    packed<T, Vec> out;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      out.v[k] = from_float<T>(r * (d[k] * w[k] - g_mean - xhat[k] * gx_mean) + extra[k]);
+      dw[k] += d[k] * xhat[k];
+      db[k] += d[k];
+    }
+    store<T, Vec>(grad_h + at, out);
+  }
+  // The slots' sums in slot order, the weight's then the bias's.
+  float* out = partials + static_cast<std::int64_t>(blockIdx.x) * 2 * cols;
+  slots_in_order<Vec>(dw, out, sums, slot, slots, c, mine);
+  slots_in_order<Vec>(db, out + cols, sums, slot, slots, c, mine);
 }
 
 // The weight's and bias's gradients, first as partial sums: block (x, y) takes columns
@@ -887,10 +1142,54 @@ int launch_norm_forward(bool layer, const void* x, const void* residual, void* s
   return static_cast<int>(cudaGetLastError());
 }
 
+// The one-pass backward's launch (norm_backward_fused_kernel): row slots of whole warps, as
+// many as a block of norm_max_threads holds (at most norm_fused_most_slots), and a block per
+// multiprocessor, fewer when the rows are fewer. {0, 0, 0} where it does not apply: the
+// parameters' gradients not wanted, or rows longer than it takes.
+constexpr int norm_fused_most_slots = 8;
+
+struct fused_shape {
+  unsigned int blocks = 0, threads = 0;
+  int slot_threads = 0;
+};
+
+std::int64_t multiprocessors() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count < 1)
+    return 1;
+  return count;
+}
+
+fused_shape fused_shape_for(bool params, std::int64_t rows, std::int64_t cols, int vec) {
+  const std::int64_t groups = cols / vec;
+  if (!params || cols > norm_fused_most_cols || groups > norm_max_threads) return {};
+  const int slot_threads = static_cast<int>((groups + 31) / 32 * 32);
+  int slots = norm_max_threads / slot_threads;
+  if (slots > norm_fused_most_slots) slots = norm_fused_most_slots;
+  const std::int64_t wanted = (rows + slots - 1) / slots, most = multiprocessors();
+  return {static_cast<unsigned int>(wanted < most ? wanted : most),
+          static_cast<unsigned int>(slots * slot_threads), slot_threads};
+}
+
+// The input's gradient and, when `params`, the parameters' partial sums into scratch; returns the
+// number of chunks of partials written (0 without params).
 template <typename T, int Vec>
-void launch_norm_backward_kernels(bool layer, const T* dy, const T* h, const T* weight, const float* mean,
-                                  const float* rstd, const T* grad_sum, T* grad_h, bool params,
-                                  float* scratch, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+std::int64_t launch_norm_backward_kernels(bool layer, const T* dy, const T* h, const T* weight,
+                                          const float* mean, const float* rstd, const T* grad_sum, T* grad_h,
+                                          bool params, float* scratch, std::int64_t rows, std::int64_t cols,
+                                          cudaStream_t stream) {
+  const fused_shape fused = fused_shape_for(params, rows, cols, Vec);
+  if (fused.blocks > 0) {
+    if (layer) {
+      norm_backward_fused_kernel<T, Vec, true><<<fused.blocks, fused.threads, 0, stream>>>(
+          dy, h, weight, mean, rstd, grad_sum, grad_h, scratch, rows, cols, fused.slot_threads);
+    } else {
+      norm_backward_fused_kernel<T, Vec, false><<<fused.blocks, fused.threads, 0, stream>>>(
+          dy, h, weight, mean, rstd, grad_sum, grad_h, scratch, rows, cols, fused.slot_threads);
+    }
+    return fused.blocks;
+  }
   const norm_shape shape = norm_shape_for(rows, cols / Vec);
   with_k(shape.k, [&](auto k) {
     constexpr int K = decltype(k)::value;
@@ -902,7 +1201,7 @@ void launch_norm_backward_kernels(bool layer, const T* dy, const T* h, const T* 
           dy, h, weight, mean, rstd, grad_sum, grad_h, rows, cols);
     }
   });
-  if (!params) return;
+  if (!params) return 0;
   const std::int64_t chunks = norm_chunks(rows);
   const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned int>((cols + 32 * Vec - 1) / (32 * Vec)), static_cast<unsigned int>(chunks));
@@ -914,6 +1213,7 @@ void launch_norm_backward_kernels(bool layer, const T* dy, const T* h, const T* 
     norm_param_partials_kernel<T, Vec, false><<<grid, block, 0, stream>>>(dy, h, mean, rstd, scratch, rows,
                                                                           cols, per_chunk);
   }
+  return chunks;
 }
 
 template <typename T>
@@ -940,16 +1240,14 @@ int launch_norm_backward(bool layer, const void* grad_y, const void* h, const vo
   const int vec = norm_vec<T>(cols, aligned16(dy) && aligned16(ht) && aligned_to(wt, 16) && aligned_to(gs, 16) &&
                                         aligned16(gh));
   if (vec == 0) return static_cast<int>(cudaErrorInvalidValue);
-  if (vec > 1) {
-    launch_norm_backward_kernels<T, 16 / sizeof(T)>(layer, dy, ht, wt, mean, rstd, gs, gh, params, scratch, rows,
-                                                    cols, stream);
-  } else {
-    launch_norm_backward_kernels<T, 1>(layer, dy, ht, wt, mean, rstd, gs, gh, params, scratch, rows, cols, stream);
-  }
+  const std::int64_t chunks =
+      vec > 1 ? launch_norm_backward_kernels<T, 16 / sizeof(T)>(layer, dy, ht, wt, mean, rstd, gs, gh, params,
+                                                                scratch, rows, cols, stream)
+              : launch_norm_backward_kernels<T, 1>(layer, dy, ht, wt, mean, rstd, gs, gh, params, scratch,
+                                                   rows, cols, stream);
   if (params) {
     const unsigned int blocks = static_cast<unsigned int>((cols + 31) / 32);
-    norm_param_sum_kernel<T><<<blocks, dim3(32, norm_param_rows), 0, stream>>>(scratch, gw, gb,
-                                                                                norm_chunks(rows), cols);
+    norm_param_sum_kernel<T><<<blocks, dim3(32, norm_param_rows), 0, stream>>>(scratch, gw, gb, chunks, cols);
   }
   return static_cast<int>(cudaGetLastError());
 }
@@ -1090,7 +1388,10 @@ int norm_forward(norm_type kind, dtype type, const void* x, const void* residual
   });
 }
 
-std::int64_t norm_backward_scratch(std::int64_t rows, std::int64_t cols) { return norm_chunks(rows) * 2 * cols; }
+std::int64_t norm_backward_scratch(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t fused = rows < multiprocessors() ? rows : multiprocessors();  // fused_shape_for's most
+  return (fused > norm_chunks(rows) ? fused : norm_chunks(rows)) * 2 * cols;
+}
 
 int column_sum(dtype type, const void* x, void* out, float* scratch, std::int64_t rows, std::int64_t cols,
                void* stream) {

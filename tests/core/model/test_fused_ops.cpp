@@ -197,8 +197,10 @@ TEST_CASE("the cross-entropy kernel gives ATen's summed loss and its gradient ov
           "ignoring -100 rows and -inf padding columns", "[core][model][.gpu]") {
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
   torch::manual_seed(5);
-  // 64 and 50304: 16-byte groups; 37: one element at a time.
-  for (const std::int64_t V : {64, 37, 50304}) {
+  // Rows held in registers (16-bit logits up to 53,248, fp32 up to 26,624): 64 and 50304 in
+  // 16-byte groups; 37 and GPT-2's 50257, rows that start anywhere, in groups between a head and
+  // a tail of single elements. Rows read twice: 50304 and 50257 in fp32, 70001 in every dtype.
+  for (const std::int64_t V : {64, 37, 50304, 50257, 70001}) {
     for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       INFO("V " << V << " dtype " << c10::toString(type));
       const std::int64_t n = 9, pad = V > 40 ? 5 : 0;  // the last `pad` columns are -inf
@@ -384,8 +386,10 @@ TEST_CASE("the norm kernels give ATen's RMSNorm and LayerNorm after the residual
   // a time.
   using shape = std::pair<std::int64_t, std::int64_t>;
   // 16384 and 2500 (one element at a time): rows longer than a block's threads, held two or
-  // four groups a thread.
-  for (const auto& [rows, cols] : std::vector<shape>{{9, 768}, {300, 2048}, {5, 37}, {3, 16384}, {4, 2500}}) {
+  // four groups a thread. 4000 x 768 and 2100 x 2048: more rows than the one-pass backward's
+  // blocks hold at once (several rows a slot).
+  for (const auto& [rows, cols] :
+       std::vector<shape>{{9, 768}, {300, 2048}, {5, 37}, {3, 16384}, {4, 2500}, {4000, 768}, {2100, 2048}}) {
     for (const bool layer : {false, true}) {
       for (const bool residual : {false, true}) {
         for (const bool affine : {true, false}) {
