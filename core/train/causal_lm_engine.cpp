@@ -356,7 +356,8 @@ struct causal_lm_engine::impl : engine_state {
           lora_layer_parameters(net->config(), spec.model.lora.r, spec.model.lora.target_modules);
     const auto plan = estimate_memory(spec, shape);
     zo.sum_grads_on_device = plan.grads_summed_on_device;
-    zo.keep_param_shards_on_device = plan.param_shards_kept_on_device && !test_host_param_gathers();
+    zo.param_shard_units_kept_on_device =
+        test_host_param_gathers() ? 0 : plan.param_shard_units_kept_on_device;
     const auto wait = [this](const std::shared_ptr<comm::work>& w) { wait_for(w, group, cancelled); };
     if (!net->has_lora()) {
       const auto initial = reward ? reward_initial_weights(spec, model_files, net, vocab.model_vocab)

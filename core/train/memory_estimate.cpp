@@ -148,6 +148,22 @@ std::string setting_of(const config::job_spec& spec) {
   return s + ", no offload";
 }
 
+// The first units in order whose sizes (`unit_bytes`, in unit order) add up to at most `room`:
+// how many, and their bytes.
+struct units_within {
+  std::int64_t count = 0;
+  double bytes = 0;
+};
+units_within first_units_within(const std::vector<double>& unit_bytes, double room) {
+  units_within fit;
+  for (const double bytes : unit_bytes) {
+    if (fit.bytes + bytes > room) break;
+    fit.bytes += bytes;
+    ++fit.count;
+  }
+  return fit;
+}
+
 }  // namespace
 
 memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m) {
@@ -182,7 +198,7 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   e.model = m;
   e.setting = setting_of(spec);
   auto& r = e.per_rank;
-  const auto add = [&](const char* name, double bytes, bool on_device) {
+  const auto add = [&](const std::string& name, double bytes, bool on_device) {
     if (bytes > 0) r.items.push_back({name, bytes, on_device && gpu});
   };
   if (lora) {
@@ -263,12 +279,17 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
     add("second gradient shard staging buffer (micro-batches summed on the host)", 4 * unit_shard, false);
     r.steady_host_bytes += 4 * unit_shard;
   }
-  if (gpu && offload_param) {  // what room is left keeps the compute-dtype shards between updates
-    e.param_shards_kept_on_device = cap > 0 && r.device_bytes + p * shard <= cap;
-    if (e.param_shards_kept_on_device) {
-      add("compute-dtype parameter shard kept between updates", p * shard, true);
-      r.device_bytes += p * shard;
-    }
+  if (gpu && offload_param && cap > 0) {
+    // What room is left under the cap, less its margin, keeps the first units' compute-dtype
+    // shards between updates (unit 0's, then each layer's).
+    std::vector<double> unit_shards(static_cast<std::size_t>(m.num_layers) + 1, p * ceil_div(per_layer, w));
+    unit_shards.front() = p * ceil_div(outer, w);
+    const auto kept = first_units_within(unit_shards, (1 - kept_shards_cap_margin) * cap - r.device_bytes);
+    e.param_shard_units_kept_on_device = kept.count;
+    add("compute-dtype parameter shards of " + std::to_string(kept.count) + " of " +
+            std::to_string(unit_shards.size()) + " units kept between updates",
+        kept.bytes, true);
+    r.device_bytes += kept.bytes;
   }
   // Loading, a rank reads its fp32 shard a unit at a time: it stays in host memory on a CPU and
   // with offload (beside one parameter tensor as read), and goes to the GPU unit by unit otherwise.

@@ -83,6 +83,13 @@ namespace cohort::core::train {
 // on the GPU beside what the tensors need (measured 0.5-1 GiB with libtorch 2.x; the upper end).
 inline constexpr double cuda_context_bytes = 1024.0 * 1024.0 * 1024.0;
 inline constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+// ZeRO-3 with offload_param: the part of the job's GPU cap that the parameter shards kept on the
+// GPU between updates leave free (memory_estimate::param_shard_units_kept_on_device). The plan
+// counts the bytes tensors hold, while the caching allocator reserves more than it hands out: the
+// Llama-2-7B shape on 2 GPUs under a 24 GiB cap with 4 micro-batches was planned at 18.9 GiB,
+// allocated 18.3 and reserved 22.2. The shards only save copies from the host: not worth the risk
+// of running out of memory for.
+inline constexpr double kept_shards_cap_margin = 0.1;
 // Host RAM of a rank's process beside its tensors: the mapped libraries (libtorch, CUDA, NCCL),
 // the CUDA context's host side and the data loader. Fitted to the host peaks of GPU jobs whose
 // state lives on the GPU (1.3-1.4 GiB with one unit loaded; BENCHMARKS.md).
@@ -150,10 +157,12 @@ struct memory_estimate {
   // sets COHORT_GPU_MEMORY_LIMIT_GB and the rest leaves room for them under it; else (no cap: the
   // GPU's size is the node's, unknown to the plan) summed on the host. The engine asks this plan.
   bool grads_summed_on_device = false;
-  // ZeRO-3 with offload_param: the rank's compute-dtype parameter shards are kept on the GPU
-  // between updates (zero_options::keep_param_shards_on_device), counted there, when the job's
-  // cap leaves room for them after the above; else every gather copies them from the host.
-  bool param_shards_kept_on_device = false;
+  // ZeRO-3 with offload_param: how many units, from unit 0 in unit order (unit 0, then the
+  // layers), keep the rank's compute-dtype parameter shard on the GPU between updates
+  // (zero_options::param_shard_units_kept_on_device), counted there: as many as fit, after the
+  // above, within the job's cap less kept_shards_cap_margin of it; 0 without a cap. The other
+  // units' gathers copy their shards from the host. The engine asks this plan.
+  std::int64_t param_shard_units_kept_on_device = 0;
   double rank0_extra_host_bytes = 0;   // rank 0's export staging buffer (largest fp32 tensor)
   std::string setting;                 // "ZeRO-3, bf16, offload_param cpu" and the like
 };

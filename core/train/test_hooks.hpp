@@ -29,8 +29,9 @@ inline constexpr const char* test_sequential_host_update_variable = "COHORT_TEST
 bool test_sequential_host_update();
 
 // With COHORT_TEST_HOST_PARAM_GATHERS=1 in the worker process's environment, ZeRO-3 with
-// offload_param copies every gather's shard from the host even where the plan keeps the shards
-// on the GPU (zero_options::keep_param_shards_on_device false): the baseline of a measurement.
+// offload_param copies every gather's shard from the host even where the plan keeps some units'
+// shards on the GPU (zero_options::param_shard_units_kept_on_device 0): the baseline of a
+// measurement.
 inline constexpr const char* test_host_param_gathers_variable = "COHORT_TEST_HOST_PARAM_GATHERS";
 bool test_host_param_gathers();
 

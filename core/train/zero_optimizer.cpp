@@ -39,6 +39,10 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
   if (options.offload_param && options.stage != 3)
     throw std::invalid_argument("zero.offload_param: \"cpu\" needs zero.stage 3 (got " +
                                 std::to_string(options.stage) + "); below it every rank keeps whole weights");
+  if (options.param_shard_units_kept_on_device < 0)
+    throw std::invalid_argument("zero_options::param_shard_units_kept_on_device: " +
+                                std::to_string(options.param_shard_units_kept_on_device) +
+                                " is negative (a number of units, 0 for none)");
   for (const auto& p : params) {
     const auto u = layer_unit(p.layer);
     if (u >= units_.size()) units_.resize(u + 1);
@@ -216,28 +220,36 @@ std::shared_ptr<at::cuda::CUDAEvent> after_compute_on(std::optional<c10::Stream>
 }  // namespace
 #endif
 
-torch::Tensor zero_optimizer::gather_shard(unit& u) {
-  if (!options_.offload_param) return device_shard(u, options_.compute_dtype);
-  if (!options_.keep_param_shards_on_device) {
+torch::Tensor zero_optimizer::gather_shard(std::size_t u) {
+  auto& un = units_.at(u);
+  if (!options_.offload_param) return device_shard(un, options_.compute_dtype);
+  if (!kept_on_device(u)) {
 #ifdef COHORT_WITH_CUDA
     std::optional<c10::cuda::CUDAStreamGuard> on_uploads;  // see fill_on_uploads
     if (options_.device.is_cuda()) on_uploads.emplace(stream_in(upload_stream_, options_.device.index()));
 #endif
-    return device_shard(u, options_.compute_dtype);
+    return device_shard(un, options_.compute_dtype);
   }
-  if (!u.device_weights_fresh) {
+  if (!un.device_weights_fresh) {
     torch::NoGradGuard no_grad;
-    if (!u.device_weights.defined())
-      u.device_weights =
-          torch::empty({u.shard}, u.host_weights.options().device(options_.device).pinned_memory(false));
-    u.device_weights.copy_(u.host_weights, /*non_blocking=*/true);
-    u.device_weights_fresh = true;
+    if (!un.device_weights.defined())
+      un.device_weights =
+          torch::empty({un.shard}, un.host_weights.options().device(options_.device).pinned_memory(false));
+    un.device_weights.copy_(un.host_weights, /*non_blocking=*/true);
+    un.device_weights_fresh = true;
   }
-  return u.device_weights;
+  return un.device_weights;
 }
 
 void zero_optimizer::host_weights_changing() {
   for (auto& u : units_) u.device_weights_fresh = false;
+}
+
+std::int64_t zero_optimizer::kept_shard_bytes() const {
+  std::int64_t bytes = 0;
+  for (const auto& u : units_)
+    if (u.device_weights.defined()) bytes += static_cast<std::int64_t>(u.device_weights.nbytes());
+  return bytes;
 }
 
 torch::Tensor zero_optimizer::gather_full(const unit& u, torch::ScalarType dtype) {
@@ -349,7 +361,7 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   wait_updated(u);  // its weights' copy is the last update's
   pending_gather p;
   p.unit = u;
-  p.shard = gather_shard(un);
+  p.shard = gather_shard(u);
   allocate_full(un);
   un.gathered = true;
   if (un.numel == 0) return p;  // nothing to gather (unit 0 of a LoRA model)

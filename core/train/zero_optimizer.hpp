@@ -22,7 +22,9 @@
 //   device, stages 0-2: P compute-dtype weights + S fp32 gradient shard (compute dtype for one
 //     rank with the update on the GPU) (+ S master and 2S moments without offload); stage 3:
 //     the gathered units in use + S fp32 gradient shard (+ 3S fp32 without offload); stage 3
-//     with offload_param: only the gathered units in use. A unit's gradient shard exists from
+//     with offload_param: only the gathered units in use, plus the compute-dtype shards of the
+//     units kept there (zero_options::param_shard_units_kept_on_device) and with
+//     sum_grads_on_device the micro-batches' fp32 sums. A unit's gradient shard exists from
 //     its first reduction in a step to the update, so at a step's peak (the start of its
 //     backward) few of them do.
 //   host: 3S fp32 with offload (master, moments); with offload_param also the S fp32 gradient
@@ -88,12 +90,14 @@ struct zero_options {
   // pinned staging buffers and added there one reduction later (see deferred_add), so the host
   // waits only for copies the device has long finished. The same sums either way.
   bool sum_grads_on_device = false;
-  // offload_param: each unit's compute-dtype shard is copied to the device once after each update
-  // and kept there, so that the step's later gathers of the unit (the backward's recomputation,
-  // every later micro-batch's) read it from device memory instead of the host (2 bytes an element
-  // of the rank's shards on the device for good). false: every gather copies it from the host.
-  // The same weights either way.
-  bool keep_param_shards_on_device = false;
+  // offload_param: units [0, n) of this count n, in unit order (unit 0, then the layers; n past
+  // the last unit: every unit), copy their compute-dtype shard to the device at their first
+  // gather after each update and keep it there, so that the step's later gathers of the unit (the
+  // backward's recomputation, every later micro-batch's) read it from device memory instead of
+  // the host (2 bytes an element of those units' shards on the device for good). The other
+  // units' gathers copy it from the host every time; 0: every unit's do. The same weights either
+  // way. Negative: invalid_argument.
+  std::int64_t param_shard_units_kept_on_device = 0;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -105,8 +109,8 @@ class zero_optimizer {
   // placeholders from make_placeholder_decoder will do); their initial values come from `initial`,
   // of which this rank reads only its shards. Each parameter's data is replaced: stages 0-2 give
   // it its whole value on options.device in the compute dtype (an all-gather of the masters);
-  // stage 3 leaves it empty until gather(). Throws invalid_argument for a bad stage or
-  // offload_param below stage 3, and what `initial` throws.
+  // stage 3 leaves it empty until gather(). Throws invalid_argument for a bad stage, offload_param
+  // below stage 3 or a negative param_shard_units_kept_on_device, and what `initial` throws.
   zero_optimizer(const std::vector<model::hf_parameter>& params, const model::weight_source& initial,
                  comm::process_group& group, const zero_options& options, wait_function wait);
 
@@ -132,6 +136,9 @@ class zero_optimizer {
   std::int64_t gathered_bytes() const { return gathered_bytes_; }
   std::int64_t gathered_peak_bytes() const { return gathered_peak_bytes_; }
   void reset_gathered_peak() { gathered_peak_bytes_ = gathered_bytes_; }
+  // offload_param: bytes of the compute-dtype shards this rank keeps on the device between
+  // updates (zero_options::param_shard_units_kept_on_device), each from its unit's first gather.
+  std::int64_t kept_shard_bytes() const;
   // Stage 3: releases every gathered unit (step() and refresh_weights() do, since the weights
   // change).
   void release_all();
@@ -220,8 +227,9 @@ class zero_optimizer {
     // device, until the last reduction sends it to `grad`.
     torch::Tensor device_grad_sum;
     torch::Tensor host_weights;  // offload_param: (shard) compute dtype, pinned host; gathers read it
-    // keep_param_shards_on_device: host_weights' copy on the device, which gathers read while
-    // device_weights_fresh (until the next update, or a load, writes host_weights).
+    // A unit kept on the device (param_shard_units_kept_on_device): host_weights' copy there,
+    // which gathers read while device_weights_fresh (until the next update, or a load, writes
+    // host_weights). Undefined for the other units.
     torch::Tensor device_weights;
     bool device_weights_fresh = false;
     // delayed_update: the other gradient shard and weights' copy, which the update in flight reads
@@ -233,11 +241,15 @@ class zero_optimizer {
     torch::Tensor full;
     bool gathered = false;  // stage 3: full holds the unit's weights (or a prefetch fills it)
   };
-  // The compute-dtype shard a gather reads: host_weights' copy kept on the device
-  // (keep_param_shards_on_device), made again only after host_weights changed; with offload_param
-  // otherwise host_weights copied up (on CUDA on the upload stream, see fill_on_uploads); else
-  // device_shard.
-  torch::Tensor gather_shard(unit& u);
+  // The compute-dtype shard a gather of unit u reads: for a unit kept on the device
+  // (kept_on_device), host_weights' copy there, made again only after host_weights changed; with
+  // offload_param otherwise host_weights copied up (on CUDA on the upload stream, see
+  // fill_on_uploads); else device_shard.
+  torch::Tensor gather_shard(std::size_t u);
+  // offload_param: whether unit u keeps its compute-dtype shard on the device between updates.
+  bool kept_on_device(std::size_t u) const {
+    return options_.offload_param && static_cast<std::int64_t>(u) < options_.param_shard_units_kept_on_device;
+  }
   // offload_param on CUDA: a gather's copy up from the host and the collective that fills the
   // unit's buffer from it run on a stream of their own (the upload stream), so that the next
   // unit's copy, which the engine prefetches before it queues this unit's layer, overlaps that

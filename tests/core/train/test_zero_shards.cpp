@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -241,6 +242,8 @@ struct offload_run {
   std::vector<double> norms;
   std::vector<double> seen;  // per step: the sum of the weights its gathers read, over all units
   bool overlapped = false;
+  std::int64_t kept_bytes = 0;            // kept_shard_bytes() after the last step
+  std::vector<std::int64_t> shard_bytes;  // each unit's compute-dtype shard on this rank
 };
 
 struct offload_setup {
@@ -250,7 +253,7 @@ struct offload_setup {
   int delay_after = 0;         // a delayed update starts after this many on time
   int micro_batches = 1;       // gradients reduced this many times a step, the last one said so
   bool sum_on_device = false;  // zero_options::sum_grads_on_device
-  bool keep_on_device = false;  // zero_options::keep_param_shards_on_device
+  std::int64_t kept_units = 0;  // zero_options::param_shard_units_kept_on_device
 };
 
 // ZeRO-3 with both offloads over `net`'s weights from `initial` (o's other settings as given).
@@ -291,7 +294,7 @@ std::vector<offload_run> run_offloaded(int world, const offload_setup& setup) {
     o.delayed_update = setup.mode == host_update::delayed;
     o.delay_after = setup.delay_after;
     o.sum_grads_on_device = setup.sum_on_device;
-    o.keep_param_shards_on_device = setup.keep_on_device;
+    o.param_shard_units_kept_on_device = setup.kept_units;
     const auto optimizer = offloaded_optimizer(net, *initial, *group, o);
     auto& opt = *optimizer;
     auto unit_params = unit_params_of(net, opt.unit_count());
@@ -322,6 +325,12 @@ std::vector<offload_run> run_offloaded(int world, const offload_setup& setup) {
       if (step == setup.settle_after) (void)opt.master(0);
     }
     run.overlapped = opt.overlapped_update_seconds() > 0;
+    run.kept_bytes = opt.kept_shard_bytes();
+    for (const auto& params : unit_params) {
+      std::int64_t numel = 0;
+      for (const auto& w : params) numel += w.numel();
+      run.shard_bytes.push_back((numel + world - 1) / world * static_cast<std::int64_t>(sizeof(float)));
+    }
     auto w = opt.full_weights().contiguous();
     run.weights.assign(w.data_ptr<float>(), w.data_ptr<float>() + w.numel());
     return run;
@@ -401,9 +410,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "with parameter offload the shards kept on the device between updates give every gather the "
-    "weights a copy from the host gives: after each update on time, overlapped or delayed, and "
-    "after a checkpoint's read",
+    "with parameter offload the shards kept on the device between updates, of the first units or "
+    "of all, give every gather the weights a copy from the host gives: after each update on time, "
+    "overlapped or delayed, and after a checkpoint's read",
     "[core][train]") {
   for (int world : {1, 2}) {
     INFO("world size " << world);
@@ -415,13 +424,42 @@ TEST_CASE(
       setup.settle_after = 1;   // a checkpoint's read of the masters ends a delay
       setup.delay_after = 1;
       const auto from_host = run_offloaded(world, setup);
-      setup.keep_on_device = true;
-      const auto kept = run_offloaded(world, setup);
-      check_same_training(kept, from_host);
-      for (int rank = 0; rank < world; ++rank) CHECK(kept[rank].seen == from_host[rank].seen);
+      REQUIRE(from_host[0].shard_bytes.size() == 3);  // unit 0 and two layers
+      CHECK(from_host[0].kept_bytes == 0);
+      // Unit 0 kept and the layers copied from the host; all three kept; a count past the last
+      // unit: all too.
+      for (std::int64_t units : {1, 3, 5}) {
+        INFO(units << " units kept");
+        setup.kept_units = units;
+        const auto kept = run_offloaded(world, setup);
+        check_same_training(kept, from_host);
+        for (int rank = 0; rank < world; ++rank) {
+          CHECK(kept[rank].seen == from_host[rank].seen);
+          const auto& shards = kept[rank].shard_bytes;  // those of units [0, min(units, 3))
+          const auto past_kept = shards.begin() + std::min<std::int64_t>(units, 3);
+          CHECK(kept[rank].kept_bytes == std::accumulate(shards.begin(), past_kept, std::int64_t{0}));
+        }
+      }
       CHECK(from_host[0].seen[3] != from_host[0].seen[0]);  // the steps did change the weights
     }
   }
+}
+
+TEST_CASE(
+    "a negative number of units whose parameter shards stay on the device is refused, naming the option",
+    "[core][train]") {
+  const auto initial = core::model::seeded_init(
+      tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 11);
+  auto store = std::make_shared<core::comm::memory_store>();
+  auto group =
+      core::comm::make_process_group(test::gloo_options(store, 0, 1, test::unique_prefix("zero-kept-units")));
+  auto net = core::model::make_placeholder_decoder(tiny_config());
+  core::train::zero_options o;
+  o.param_shard_units_kept_on_device = -1;
+  CHECK_THROWS_WITH(offloaded_optimizer(net, *initial, *group, o),
+                    Catch::Contains("param_shard_units_kept_on_device") && Catch::Contains("-1"));
+  o.param_shard_units_kept_on_device = 1;
+  CHECK(offloaded_optimizer(net, *initial, *group, o)->kept_shard_bytes() == 0);  // until a gather
 }
 
 TEST_CASE(
