@@ -280,10 +280,10 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
     r.steady_host_bytes += 4 * unit_shard;
   }
   if (gpu && offload_param && cap > 0) {
-    // What room is left under the cap, less its margin, keeps the first units' compute-dtype
-    // shards between updates (unit 0's, then each layer's).
-    std::vector<double> unit_shards(static_cast<std::size_t>(m.num_layers) + 1, p * ceil_div(per_layer, w));
-    unit_shards.front() = p * ceil_div(outer, w);
+    // What room is left under the cap, less its margin, keeps compute-dtype shards between
+    // updates: each layer's in order, then unit 0's (gathered once a step: it gains the least).
+    std::vector<double> unit_shards(static_cast<std::size_t>(m.num_layers), p * ceil_div(per_layer, w));
+    unit_shards.push_back(p * ceil_div(outer, w));
     const auto kept = first_units_within(unit_shards, (1 - kept_shards_cap_margin) * cap - r.device_bytes);
     e.param_shard_units_kept_on_device = kept.count;
     add("compute-dtype parameter shards of " + std::to_string(kept.count) + " of " +

@@ -157,11 +157,11 @@ struct memory_estimate {
   // sets COHORT_GPU_MEMORY_LIMIT_GB and the rest leaves room for them under it; else (no cap: the
   // GPU's size is the node's, unknown to the plan) summed on the host. The engine asks this plan.
   bool grads_summed_on_device = false;
-  // ZeRO-3 with offload_param: how many units, from unit 0 in unit order (unit 0, then the
-  // layers), keep the rank's compute-dtype parameter shard on the GPU between updates
-  // (zero_options::param_shard_units_kept_on_device), counted there: as many as fit, after the
-  // above, within the job's cap less kept_shards_cap_margin of it; 0 without a cap. The other
-  // units' gathers copy their shards from the host. The engine asks this plan.
+  // ZeRO-3 with offload_param: how many units, the layers in order first and unit 0 last (see
+  // zero_options::param_shard_units_kept_on_device), keep the rank's compute-dtype parameter
+  // shard on the GPU between updates, counted there: as many as fit, after the above, within the
+  // job's cap less kept_shards_cap_margin of it; 0 without a cap. The other units' gathers copy
+  // their shards from the host. The engine asks this plan.
   std::int64_t param_shard_units_kept_on_device = 0;
   double rank0_extra_host_bytes = 0;   // rank 0's export staging buffer (largest fp32 tensor)
   std::string setting;                 // "ZeRO-3, bf16, offload_param cpu" and the like

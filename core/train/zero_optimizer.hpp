@@ -90,13 +90,15 @@ struct zero_options {
   // pinned staging buffers and added there one reduction later (see deferred_add), so the host
   // waits only for copies the device has long finished. The same sums either way.
   bool sum_grads_on_device = false;
-  // offload_param: units [0, n) of this count n, in unit order (unit 0, then the layers; n past
-  // the last unit: every unit), copy their compute-dtype shard to the device at their first
-  // gather after each update and keep it there, so that the step's later gathers of the unit (the
-  // backward's recomputation, every later micro-batch's) read it from device memory instead of
-  // the host (2 bytes an element of those units' shards on the device for good). The other
-  // units' gathers copy it from the host every time; 0: every unit's do. The same weights either
-  // way. Negative: invalid_argument.
+  // offload_param: the first n units of this count n in the order layers first, unit 0 last
+  // (units 1..n; n from unit_count() on: every unit) copy their compute-dtype shard to the device
+  // at their first gather after each update and keep it there, so that the step's later gathers of
+  // the unit (the backward's recomputation, every later micro-batch's) read it from device memory
+  // instead of the host (2 bytes an element of those units' shards on the device for good). The
+  // other units' gathers copy it from the host every time; 0: every unit's do. Unit 0 comes last
+  // because the engine gathers it once a step and holds it through the step: its one gather after
+  // an update copies from the host either way. The same weights either way. Negative:
+  // invalid_argument.
   std::int64_t param_shard_units_kept_on_device = 0;
 };
 
@@ -246,9 +248,12 @@ class zero_optimizer {
   // offload_param otherwise host_weights copied up (on CUDA on the upload stream, see
   // fill_on_uploads); else device_shard.
   torch::Tensor gather_shard(std::size_t u);
-  // offload_param: whether unit u keeps its compute-dtype shard on the device between updates.
+  // offload_param: whether unit u keeps its compute-dtype shard on the device between updates
+  // (see zero_options::param_shard_units_kept_on_device: the layers' units 1..n, unit 0 with all).
   bool kept_on_device(std::size_t u) const {
-    return options_.offload_param && static_cast<std::int64_t>(u) < options_.param_shard_units_kept_on_device;
+    const std::int64_t n = options_.param_shard_units_kept_on_device;
+    const auto i = static_cast<std::int64_t>(u);
+    return options_.offload_param && (u == 0 ? n >= static_cast<std::int64_t>(units_.size()) : i <= n);
   }
   // offload_param on CUDA: a gather's copy up from the host and the collective that fills the
   // unit's buffer from it run on a stream of their own (the upload stream), so that the next
