@@ -619,10 +619,6 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
       auto parts = gate_up.chunk(2, -1);
       h = activate(activation_, parts[0], /*fused=*/true) * parts[1];
     }
-  } else if (gelu_in_gemms(x)) {  // GPT-2's MLP: the GELU inside cuBLASLt's GEMMs, both ways
-    const auto y = fused_gelu_mlp(x, like(up->weight, x), like(up->bias, x), like(down->weight, x),
-                                  like(down->bias, x), up->conv1d);
-    return torch::dropout(y, resid_dropout_, train && resid_dropout_ > 0.0);
   } else {
     const bool fused = fused_for(path, x);
     h = gate ? activate(activation_, gate->forward(x), fused) * up->forward(x)
@@ -630,17 +626,6 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
   }
   h = torch::dropout(h, act_dropout_, train && act_dropout_ > 0.0);
   return torch::dropout(down->forward(h), resid_dropout_, train && resid_dropout_ > 0.0);
-}
-
-bool mlp_impl::gelu_in_gemms(const torch::Tensor& x) const {
-  const bool tanh_gelu =
-      activation_ == "gelu_new" || activation_ == "gelu_fast" || activation_ == "gelu_pytorch_tanh";
-  // 16-bit activations only: the epilogue's GELU is exact to their rounding, not to fp32's.
-  const bool half = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
-  return tanh_gelu && half && !gate && fused_for(path, x) && up->bias.defined() && down->bias.defined() &&
-         !up->lora_a.defined() && !down->lora_a.defined() && up->conv1d == down->conv1d &&
-         !(is_training() && act_dropout_ > 0.0) &&
-         fused_gelu_mlp_available(x, like(up->weight, x), like(down->weight, x), up->conv1d);
 }
 
 decoder_layer_impl::decoder_layer_impl(const model_config& c, std::int64_t layer,

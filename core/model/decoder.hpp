@@ -159,10 +159,6 @@ class mlp_impl : public torch::nn::Module {
   compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
 
  private:
-  // Whether the fused path runs the MLP as fused_gelu_mlp: a tanh GELU between two biased
-  // projections without adapters or activation dropout, bf16 or fp16 activations, and cuBLASLt's
-  // epilogues for x.
-  bool gelu_in_gemms(const torch::Tensor& x) const;
   std::string activation_;
   double act_dropout_, resid_dropout_;
 };

@@ -20,7 +20,6 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "core/model/fused_kernels.hpp"
-#include "core/model/lt_matmul.hpp"
 #endif
 
 namespace cohort::core::model {
@@ -243,17 +242,7 @@ class biased_matmul_function : public torch::autograd::Function<biased_matmul_fu
     const auto g2 = g.view({-1, g.size(-1)});  // (rows, out)
     torch::Tensor grad_x, grad_weight, grad_bias;
     if (ctx->needs_input_grad(0)) grad_x = g2.mm(weight.t()).view(x.sizes());
-    const auto x2 = aligned_contiguous(x.reshape({-1, x.size(-1)}));
-    if (ctx->needs_input_grad(1) && ctx->needs_input_grad(2) &&
-        lt::supported(weight.size(0), weight.size(1), g2.size(0), true, false, g2.scalar_type(),
-                      lt::epilogue::b_sums, g2.device())) {
-      // x^T g and g's column sums (the bias's gradient) from one GEMM's reads of g.
-      grad_weight = torch::empty(weight.sizes(), g.options());
-      grad_bias = torch::empty({weight.size(1)}, g.options());
-      lt::run({x2, true, g2, false, grad_weight, lt::epilogue::b_sums, grad_bias, {}});
-      return {grad_x, grad_weight, grad_bias};
-    }
-    if (ctx->needs_input_grad(1)) grad_weight = x2.t().mm(g2);
+    if (ctx->needs_input_grad(1)) grad_weight = x.reshape({-1, x.size(-1)}).t().mm(g2);
     if (ctx->needs_input_grad(2)) {
       const std::int64_t rows = g2.size(0), cols = g2.size(1);
       grad_bias = torch::empty({cols}, g.options());
@@ -266,57 +255,6 @@ class biased_matmul_function : public torch::autograd::Function<biased_matmul_fu
   }
 };
 
-// fused_gelu_mlp's autograd: see fused_ops.hpp. Row-major GEMMs as lt::gemm takes them; a
-// weight's layout decides which operand is stored transposed.
-class gelu_mlp_function : public torch::autograd::Function<gelu_mlp_function> {
- public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& up_weight,
-                               const torch::Tensor& up_bias, const torch::Tensor& down_weight,
-                               const torch::Tensor& down_bias, bool conv1d) {
-    const c10::cuda::CUDAGuard guard(x.device());
-    const auto x2 = aligned_contiguous(x.reshape({-1, x.size(-1)}));
-    const std::int64_t rows = x2.size(0), inner = up_bias.size(0);
-    auto act = torch::empty({rows, inner}, x.options()), pre = torch::empty({rows, inner}, x.options());
-    // act = gelu(x @ up + b), pre = x @ up + b (GELU's input, for the backward).
-    lt::run({x2, false, up_weight, !conv1d, act, lt::epilogue::bias_gelu_aux, up_bias, pre});
-    auto y = torch::addmm(down_bias, act, conv1d ? down_weight : down_weight.t());
-    ctx->save_for_backward({x2, up_weight, down_weight, act, pre});
-    ctx->saved_data["conv1d"] = conv1d;
-    ctx->saved_data["sizes"] = x.sizes();
-    auto sizes = x.sizes().vec();
-    sizes.back() = y.size(1);
-    return y.view(sizes);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &x2 = saved[0], &up_weight = saved[1], &down_weight = saved[2], &act = saved[3],
-               &pre = saved[4];
-    const bool conv1d = ctx->saved_data["conv1d"].toBool();
-    const c10::cuda::CUDAGuard guard(x2.device());
-    const auto g = aligned_contiguous(grads[0]);
-    const auto g2 = g.view({-1, g.size(-1)});  // (rows, hidden)
-    const std::int64_t hidden = g2.size(1), inner = act.size(1);
-    // The down projection's weight and bias: act^T g (conv1d) or g^T act, g's column sums beside.
-    auto grad_down_weight = torch::empty(down_weight.sizes(), g.options());
-    auto grad_down_bias = torch::empty({hidden}, g.options());
-    if (conv1d) {
-      lt::run({act, true, g2, false, grad_down_weight, lt::epilogue::b_sums, grad_down_bias, {}});
-    } else {
-      lt::run({g2, true, act, false, grad_down_weight, lt::epilogue::a_sums, grad_down_bias, {}});
-    }
-    // GELU's input's gradient (g through the down weight, times GELU's derivative at pre) and the
-    // up bias's (its column sums).
-    auto grad_pre = torch::empty({g2.size(0), inner}, g.options());
-    auto grad_up_bias = torch::empty({inner}, g.options());
-    lt::run({g2, false, down_weight, conv1d, grad_pre, lt::epilogue::dgelu_bias_grad, grad_up_bias, pre});
-    // The up projection's weight and input.
-    auto grad_up_weight = conv1d ? x2.t().mm(grad_pre) : grad_pre.t().mm(x2);
-    auto grad_x =
-        grad_pre.mm(conv1d ? up_weight.t() : up_weight).view(ctx->saved_data["sizes"].toIntVector());
-    return {grad_x, grad_up_weight, grad_up_bias, grad_down_weight, grad_down_bias, torch::Tensor()};
-  }
-};
 }  // namespace
 
 bool fused_kernels_available(const torch::Tensor& x) {
@@ -376,49 +314,6 @@ torch::Tensor fused_biased_matmul(const torch::Tensor& x, const torch::Tensor& w
                                 "a bias (out) of its dtype and device expected");
   }
   return biased_matmul_function::apply(x, weight, bias);
-}
-
-bool fused_gelu_mlp_available(const torch::Tensor& x, const torch::Tensor& up_weight,
-                              const torch::Tensor& down_weight, bool conv1d) {
-  if (!fused_kernels_available(x) || x.dim() < 1 || up_weight.dim() != 2 || down_weight.dim() != 2 ||
-      up_weight.scalar_type() != x.scalar_type() || down_weight.scalar_type() != x.scalar_type() ||
-      up_weight.device() != x.device() || down_weight.device() != x.device())
-    return false;
-  const std::int64_t hidden = x.size(-1), rows = x.numel() / std::max<std::int64_t>(hidden, 1);
-  const std::int64_t inner = conv1d ? up_weight.size(1) : up_weight.size(0);
-  const auto in_of = [&](const torch::Tensor& w) { return conv1d ? w.size(0) : w.size(1); };
-  const auto out_of = [&](const torch::Tensor& w) { return conv1d ? w.size(1) : w.size(0); };
-  // GELU's input is kept with a leading dimension of `inner`, which cuBLASLt wants a multiple of 8.
-  if (in_of(up_weight) != hidden || in_of(down_weight) != inner || out_of(down_weight) != hidden ||
-      inner % 8 != 0)
-    return false;
-  const auto type = x.scalar_type();
-  const auto has = [&](std::int64_t m, std::int64_t n, std::int64_t k, bool at, bool bt, lt::epilogue ep) {
-    return lt::supported(m, n, k, at, bt, type, ep, x.device());
-  };
-  return has(rows, inner, hidden, false, !conv1d, lt::epilogue::bias_gelu_aux) &&
-         (conv1d ? has(inner, hidden, rows, true, false, lt::epilogue::b_sums)
-                 : has(hidden, inner, rows, true, false, lt::epilogue::a_sums)) &&
-         has(rows, inner, hidden, false, conv1d, lt::epilogue::dgelu_bias_grad);
-}
-
-torch::Tensor fused_gelu_mlp(const torch::Tensor& x, const torch::Tensor& up_weight,
-                             const torch::Tensor& up_bias, const torch::Tensor& down_weight,
-                             const torch::Tensor& down_bias, bool conv1d) {
-  const auto vector_of = [&](const torch::Tensor& b, std::int64_t n) {
-    return b.defined() && b.dim() == 1 && b.size(0) == n && b.scalar_type() == x.scalar_type() &&
-           b.device() == x.device();
-  };
-  if (!fused_gelu_mlp_available(x, up_weight, down_weight, conv1d) ||
-      !vector_of(up_bias, conv1d ? up_weight.size(1) : up_weight.size(0)) ||
-      !vector_of(down_bias, conv1d ? down_weight.size(1) : down_weight.size(0))) {
-    throw std::invalid_argument(
-        "fused_gelu_mlp: x (..., hidden), weights (hidden, inner) and (inner, hidden) "
-        "(conv1d; else transposed) and biases of x's dtype and device, where "
-        "fused_gelu_mlp_available, expected");
-  }
-  return gelu_mlp_function::apply(x, up_weight.contiguous(), up_bias.contiguous(), down_weight.contiguous(),
-                                  down_bias.contiguous(), conv1d);
 }
 
 bool fused_norm_available(const torch::Tensor& x) {
@@ -605,15 +500,6 @@ torch::Tensor fused_swiglu(const torch::Tensor&) {
 
 torch::Tensor fused_biased_matmul(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
   throw std::logic_error("fused_biased_matmul: this build has no CUDA kernels (check fused_kernels_available)");
-}
-
-bool fused_gelu_mlp_available(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, bool) {
-  return false;
-}
-
-torch::Tensor fused_gelu_mlp(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                             const torch::Tensor&, const torch::Tensor&, bool) {
-  throw std::logic_error("fused_gelu_mlp: this build has no CUDA kernels (check fused_gelu_mlp_available)");
 }
 
 bool fused_norm_available(const torch::Tensor&) { return false; }

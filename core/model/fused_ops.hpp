@@ -1,8 +1,7 @@
 // The decoder's fused elementwise ops as autograd functions over torch tensors: rotary embedding
 // on a fused q/k/v projection, SwiGLU on a fused gate/up projection and the norms with the
 // residual add before them, each one CUDA kernel forward and one backward (the norms: plus their
-// weights' gradient) (fused_kernels.hpp); GPT-2's MLP with its GELU and bias gradients inside
-// cuBLASLt's GEMMs (lt_matmul.hpp); and the LM head's cross-entropy with its gradient in one
+// weights' gradient) (fused_kernels.hpp); and the LM head's cross-entropy with its gradient in one
 // kernel; and the optimizer's kernels. Built into the CUDA build only; elsewhere
 // fused_kernels_available() is false and the decoder composes the same formulas from ATen ops.
 //
@@ -40,29 +39,9 @@ std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torc
 torch::Tensor fused_swiglu(const torch::Tensor& gate_up);
 
 // x (..., in) @ weight (in, out) + bias (out), GPT-2's Conv1D, as one GEMM that adds the bias
-// (addmm); in the backward the bias's gradient is summed inside the weight's gradient GEMM
-// (cuBLASLt's epilogue, lt_matmul.hpp) where cuBLASLt has one for the shapes, else by
-// kernels::column_sum (one pass, fp32 sums in a fixed order), where autograd would run ATen's
-// reduction. CUDA, one dtype.
+// (addmm); the backward's GEMMs as ATen's, the bias's gradient by kernels::column_sum (one pass,
+// fp32 sums in a fixed order) where autograd would run ATen's reduction. CUDA, one dtype.
 torch::Tensor fused_biased_matmul(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
-
-// Whether fused_gelu_mlp takes these: fused_kernels_available(x), weights and biases of x's dtype
-// and device, and cuBLASLt offering its three epilogue GEMMs for x's rows on this GPU.
-bool fused_gelu_mlp_available(const torch::Tensor& x, const torch::Tensor& up_weight,
-                              const torch::Tensor& down_weight, bool conv1d);
-
-// down(gelu_tanh(up(x))) with both projections' biases, the MLP of GPT-2 and its kin, with the
-// GELU inside the GEMMs (cuBLASLt's epilogues, lt_matmul.hpp): the up projection's GEMM adds its
-// bias, applies the GELU and writes GELU's input beside its output; in the backward the
-// gradient GEMM through the down projection applies GELU's gradient and sums the up bias's, and
-// the down weight's gradient GEMM sums the down bias's. No elementwise kernel and no column sum
-// of their own. conv1d: weights (in, out) as GPT-2's Conv1D, else (out, in) as nn.Linear. Saves
-// x, the weights, GELU's input and output (as autograd would). x (..., hidden); returns (..., hidden).
-// Call only where fused_gelu_mlp_available; the tanh GELU (gelu_new, gelu_fast,
-// gelu_pytorch_tanh), not erf's.
-torch::Tensor fused_gelu_mlp(const torch::Tensor& x, const torch::Tensor& up_weight,
-                             const torch::Tensor& up_bias, const torch::Tensor& down_weight,
-                             const torch::Tensor& down_bias, bool conv1d);
 
 // Whether fused_norm takes x: fused_kernels_available(x) and a last dimension of 1 up to
 // kernels::norm_max_cols (16,384 fp32 / 32,768 bf16 elements where rows are 16-byte multiples).
