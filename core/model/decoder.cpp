@@ -106,10 +106,15 @@ torch::Tensor fused_projections(std::initializer_list<projection> projections, c
   return fused + torch::cat(deltas, -1);
 }
 
-// fused: the tanh GELUs (gelu_new, gelu_fast: one formula written two ways) as ATen's one-kernel
-// gelu(tanh) instead of the eight elementwise ops of transformers' formula (the fused path).
+// The tanh approximation of GELU under its three names (one formula written three ways).
+bool tanh_gelu(const std::string& name) {
+  return name == "gelu_new" || name == "gelu_fast" || name == "gelu_pytorch_tanh";
+}
+
+// fused: the tanh GELUs as ATen's one-kernel gelu(tanh) instead of the eight elementwise ops of
+// transformers' formula (the fused path).
 torch::Tensor activate(const std::string& name, const torch::Tensor& x, bool fused) {
-  if (fused && (name == "gelu_new" || name == "gelu_fast")) return torch::gelu(x, "tanh");
+  if (fused && tanh_gelu(name)) return torch::gelu(x, "tanh");
   if (name == "gelu_new") {  // NewGELUActivation, written as transformers writes it
     return 0.5 * x * (1.0 + torch::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * torch::pow(x, 3.0))));
   }
@@ -619,6 +624,10 @@ torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
       auto parts = gate_up.chunk(2, -1);
       h = activate(activation_, parts[0], /*fused=*/true) * parts[1];
     }
+  } else if (!gate && tanh_gelu(activation_) && fused_for(path, x) && fused_kernels_available(x) &&
+             up->bias.defined() && !up->lora_a.defined()) {
+    // GPT-2's up projection and GELU: the bias's gradient summed in GELU's backward kernel.
+    h = fused_biased_gelu(x, like(up->weight, x), like(up->bias, x), up->conv1d);
   } else {
     const bool fused = fused_for(path, x);
     h = gate ? activate(activation_, gate->forward(x), fused) * up->forward(x)

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -442,23 +443,24 @@ __device__ __forceinline__ row_parts parts_of_row(const T* x, std::int64_t cols)
   return p;
 }
 
-// A thread holds 13 groups of Vec: 512 x 13 x 8 = 53,248 bf16 logits, GPT-2's 50,257 among
-// them, in 128 registers without spilling (ptxas for sm_90; 1024 threads of 7 groups spill).
 constexpr int ce_resident_threads = 512;
-constexpr int ce_resident_packs = 13;
 
-// One block per row whose packs fit the block's registers (ce_resident_packs a thread): the row
-// is read once into registers, the block finds its max, then the sum of exp(x - max), and the
-// gradient is written from the registers, so the logits cross memory once each way (the
-// streaming kernel above reads them twice). The row may start anywhere (parts_of_row); grad, when
-// not null, lies at the same distance from a 16-byte boundary. No __restrict__: they may be one
+// One block per row, the row kept in shared memory (dynamic, packs * 16 bytes): it is read from
+// global memory once (its max taken on the way), its sum of exp(x - max) taken from shared memory,
+// and its gradient written from there, so the logits cross memory once each way (the streaming
+// kernel above reads them twice). Shared rather than registers so that two or more blocks share a
+// multiprocessor (a GPT-2 row of 50,257 bf16 is 100 KB of its 228) and one block's reductions
+// overlap another's loads and stores. The row may start anywhere (parts_of_row); grad, when not
+// null, lies at the same distance from a 16-byte boundary. No __restrict__: they may be one
 // buffer (every load is done before the first barrier, every store after it).
 template <typename T, int Vec>
 __global__ void __launch_bounds__(ce_resident_threads)
     cross_entropy_resident_kernel(const T* logits, const std::int64_t* __restrict__ targets,
                                   float* __restrict__ loss, T* grad, int cols, std::int64_t ignore_index) {
+  extern __shared__ uint4 row_packs[];
   __shared__ float shared[32];
   constexpr float log2e = 1.4426950408889634f;
+  auto* kept = reinterpret_cast<packed<T, Vec>*>(row_packs);
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
   T* g = grad == nullptr ? nullptr : grad + row * cols;
@@ -483,29 +485,24 @@ __global__ void __launch_bounds__(ce_resident_threads)
   const float picked = me == 0 && valid ? to_float(x[target]) : 0.0f;
   // The target's place in the row, -1 when it is not there (a NaN loss, a plain softmax).
   const int hit = valid ? static_cast<int>(target) : -1;
-  packed<T, Vec> v[ce_resident_packs];
-#pragma unroll
-  for (int i = 0; i < ce_resident_packs; ++i) {
-    if (me + i * threads < packs) v[i] = load<T, Vec>(x + body + (me + i * threads) * Vec);
-  }
   const float head = head_mine ? to_float(x[me]) : -INFINITY;
   const float tail = tail_mine ? to_float(x[tail_from + me]) : -INFINITY;
   float most = fmaxf(head, tail);
+#pragma unroll 4
+  for (int j = me; j < packs; j += threads) {
+    const auto v = load<T, Vec>(x + body + j * Vec);
+    kept[j] = v;
 #pragma unroll
-  for (int i = 0; i < ce_resident_packs; ++i) {
-    if (me + i * threads >= packs) continue;
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) most = fmaxf(most, to_float(v[i].v[k]));
+    for (int k = 0; k < Vec; ++k) most = fmaxf(most, to_float(v.v[k]));
   }
-  const float row_max = block_all_max(most, shared);
+  const float row_max = block_all_max(most, shared);  // its barrier also publishes `kept`
   // exp(y - row_max) as 2^((y - row_max) log2 e); -inf gives 0, NaN stays NaN.
   const float shift = row_max * log2e;
   float sum = 0.0f;
+  for (int j = me; j < packs; j += threads) {
+    const auto v = kept[j];
 #pragma unroll
-  for (int i = 0; i < ce_resident_packs; ++i) {
-    if (me + i * threads >= packs) continue;
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) sum += exp2f(fmaf(to_float(v[i].v[k]), log2e, -shift));
+    for (int k = 0; k < Vec; ++k) sum += exp2f(fmaf(to_float(v.v[k]), log2e, -shift));
   }
   if (head_mine) sum += exp2f(fmaf(head, log2e, -shift));
   if (tail_mine) sum += exp2f(fmaf(tail, log2e, -shift));
@@ -513,14 +510,13 @@ __global__ void __launch_bounds__(ce_resident_threads)
   if (me == 0) loss[row] = valid ? lse - picked : NAN;
   if (g == nullptr) return;
   const float lse2 = lse * log2e;
-#pragma unroll
-  for (int i = 0; i < ce_resident_packs; ++i) {
-    const int at = body + (me + i * threads) * Vec;
-    if (me + i * threads >= packs) continue;
+  for (int j = me; j < packs; j += threads) {
+    const auto v = kept[j];
+    const int at = body + j * Vec;
     packed<T, Vec> out;
 #pragma unroll
     for (int k = 0; k < Vec; ++k) {
-      const float prob = exp2f(fmaf(to_float(v[i].v[k]), log2e, -lse2));
+      const float prob = exp2f(fmaf(to_float(v.v[k]), log2e, -lse2));
       out.v[k] = from_float<T>(at + k == hit ? prob - 1.0f : prob);
     }
     store<T, Vec>(g + at, out);
@@ -535,6 +531,35 @@ __global__ void __launch_bounds__(ce_resident_threads)
   }
 }
 
+// The shared memory a block of the resident kernel may have on this device (the opt-in most).
+std::int64_t resident_row_bytes() {
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return 0;
+  return bytes - 32 * static_cast<std::int64_t>(sizeof(float));  // less the reductions' own
+}
+
+// The resident kernel of T and Vec on `rows` rows. The first launch on a device lets the kernel
+// have `most` bytes of dynamic shared memory there; that launch comes in a step run eagerly,
+// never inside a CUDA graph's capture (where an attribute call is not to be made).
+template <typename T, int Vec>
+void launch_resident_cross_entropy(const T* x, const std::int64_t* targets, float* loss, T* g,
+                                   std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
+                                   std::int64_t bytes, std::int64_t most, cudaStream_t stream) {
+  constexpr int devices = 64;
+  static std::atomic<bool> allowed[devices] = {};  // one per instantiation of this template
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < devices && !allowed[device].load()) {
+    cudaFuncSetAttribute(cross_entropy_resident_kernel<T, Vec>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(most));
+    allowed[device].store(true);
+  }
+  cross_entropy_resident_kernel<T, Vec>
+      <<<static_cast<unsigned int>(rows), ce_resident_threads, static_cast<std::size_t>(bytes), stream>>>(
+          x, targets, loss, g, static_cast<int>(cols), ignore_index);
+}
+
 template <typename T>
 int launch_cross_entropy(const void* logits, const std::int64_t* targets, float* loss, void* grad,
                          std::int64_t rows, std::int64_t cols, std::int64_t ignore_index,
@@ -545,17 +570,19 @@ int launch_cross_entropy(const void* logits, const std::int64_t* targets, float*
   if (rows == 0) return 0;
   if (rows > 2147483647LL) return static_cast<int>(cudaErrorInvalidValue);
   const unsigned int blocks = static_cast<unsigned int>(rows);
-  // Rows that start anywhere go in 16-byte groups when the gradient lies as the logits do.
+  // Rows that start anywhere go in 16-byte groups when the gradient lies as the logits do; a
+  // row's whole packs fit one block's shared memory or the row goes in two passes.
   const bool grouped =
       g == nullptr || (reinterpret_cast<std::uintptr_t>(g) - reinterpret_cast<std::uintptr_t>(x)) % 16 == 0;
   const std::int64_t group = grouped ? vec : 1;
-  if (cols <= static_cast<std::int64_t>(ce_resident_threads) * ce_resident_packs * group) {
+  const std::int64_t bytes = (cols / group + 1) * group * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t most = resident_row_bytes();
+  if (cols <= 2147483647LL && bytes <= most) {
     if (grouped) {
-      cross_entropy_resident_kernel<T, vec><<<blocks, ce_resident_threads, 0, stream>>>(
-          x, targets, loss, g, static_cast<int>(cols), ignore_index);
+      launch_resident_cross_entropy<T, vec>(x, targets, loss, g, rows, cols, ignore_index, bytes, most,
+                                            stream);
     } else {
-      cross_entropy_resident_kernel<T, 1><<<blocks, ce_resident_threads, 0, stream>>>(
-          x, targets, loss, g, static_cast<int>(cols), ignore_index);
+      launch_resident_cross_entropy<T, 1>(x, targets, loss, g, rows, cols, ignore_index, bytes, most, stream);
     }
   } else if (cols % vec == 0 && aligned16(x) && (g == nullptr || aligned16(g))) {
     cross_entropy_kernel<T, vec><<<blocks, ce_threads, 0, stream>>>(x, targets, loss, g, cols, ignore_index);
@@ -980,17 +1007,29 @@ __global__ void __launch_bounds__(norm_max_threads)
   slots_in_order<Vec>(db, out + cols, sums, slot, slots, c, mine);
 }
 
+// The derivative of the tanh GELU, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), at
+// x: ATen's formula for gelu_backward(approximate="tanh").
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
+  constexpr float beta = 0.7978845608028654f, kappa = 0.044715f;
+  const float x_sq = x * x, x_cube = x_sq * x;
+  const float t = tanhf(beta * (x + kappa * x_cube));
+  const float left = 0.5f * x, right = 1.0f + t;
+  return 0.5f * right + left * (1.0f - t * t) * beta * (1.0f + 3.0f * kappa * x_sq);
+}
+
 // The weight's and bias's gradients, first as partial sums: block (x, y) takes columns
 // [32 Vec x, 32 Vec (x + 1)) of the rows of chunk y; its threads of one threadIdx.y take every
 // norm_param_rows-th row; the rows of threads are then added in order. partials (chunks, 2, cols):
 // Σ dy·xhat, then Σ dy. Without Weight (column sums alone: h, mean and rstd unused) the first
-// half is left as it was.
-template <typename T, int Vec, bool Layer, bool Weight = true>
+// half is left as it was. With Gelu (and without Weight) it is GELU's backward as well: h is
+// GELU's input, grad_in is written with dy gelu_tanh'(h) rounded to T, and the column sums are of
+// grad_in (the gradient of a bias added before the GELU).
+template <typename T, int Vec, bool Layer, bool Weight = true, bool Gelu = false>
 __global__ void __launch_bounds__(32 * norm_param_rows)
     norm_param_partials_kernel(const T* __restrict__ dy, const T* __restrict__ h,
                                const float* __restrict__ mean, const float* __restrict__ rstd,
                                float* __restrict__ partials, std::int64_t rows, std::int64_t cols,
-                               std::int64_t rows_per_chunk) {
+                               std::int64_t rows_per_chunk, T* __restrict__ grad_in = nullptr) {
   __shared__ float dw_rows[norm_param_rows][32 * Vec], db_rows[norm_param_rows][32 * Vec];
   const std::int64_t c = (blockIdx.x * 32LL + threadIdx.x) * Vec;
   const std::int64_t begin = blockIdx.y * rows_per_chunk;
@@ -1000,7 +1039,14 @@ __global__ void __launch_bounds__(32 * norm_param_rows)
   for (int k = 0; k < Vec; ++k) dw[k] = db[k] = 0.0f;
   if (c < cols) {
     for (std::int64_t row = begin + threadIdx.y; row < end; row += norm_param_rows) {
-      const auto d = load<T, Vec>(dy + row * cols + c);
+      auto d = load<T, Vec>(dy + row * cols + c);
+      if (Gelu) {
+        const auto v = load<T, Vec>(h + row * cols + c);
+#pragma unroll
+        for (int k = 0; k < Vec; ++k)
+          d.v[k] = from_float<T>(to_float(d.v[k]) * gelu_tanh_grad(to_float(v.v[k])));
+        store<T, Vec>(grad_in + row * cols + c, d);
+      }
       if (Weight) {
         const float m = Layer ? mean[row] : 0.0f, r = rstd[row];
         const auto v = load<T, Vec>(h + row * cols + c);
@@ -1284,6 +1330,42 @@ int launch_column_sum(const void* x, void* out, float* scratch, std::int64_t row
   return static_cast<int>(cudaGetLastError());
 }
 
+// GELU's backward with the column sums of its result (see norm_param_partials_kernel's Gelu).
+template <typename T, int Vec>
+void launch_gelu_partials(const T* dy, const T* h, T* grad_in, float* scratch, std::int64_t rows,
+                          std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t chunks = norm_chunks(rows);
+  const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
+  const dim3 grid(static_cast<unsigned int>((cols + 32 * Vec - 1) / (32 * Vec)),
+                  static_cast<unsigned int>(chunks));
+  norm_param_partials_kernel<T, Vec, false, false, true><<<grid, dim3(32, norm_param_rows), 0, stream>>>(
+      dy, h, nullptr, nullptr, scratch, rows, cols, per_chunk, grad_in);
+}
+
+template <typename T>
+int launch_gelu_tanh_backward(const void* grad_out, const void* h, void* grad_in, void* bias_grad,
+                              float* scratch, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  if (cols == 0) return 0;
+  T* gb = static_cast<T*>(bias_grad);
+  if (rows == 0) {
+    cudaMemsetAsync(gb, 0, static_cast<std::size_t>(cols) * sizeof(T), stream);
+    return static_cast<int>(cudaGetLastError());
+  }
+  constexpr int vec = 16 / sizeof(T);
+  const T* dy = static_cast<const T*>(grad_out);
+  const T* ht = static_cast<const T*>(h);
+  T* gi = static_cast<T*>(grad_in);
+  if (cols % vec == 0 && aligned16(dy) && aligned16(ht) && aligned16(gi)) {
+    launch_gelu_partials<T, vec>(dy, ht, gi, scratch, rows, cols, stream);
+  } else {
+    launch_gelu_partials<T, 1>(dy, ht, gi, scratch, rows, cols, stream);
+  }
+  norm_param_sum_kernel<T>
+      <<<static_cast<unsigned int>((cols + 31) / 32), dim3(32, norm_param_rows), 0, stream>>>(
+          scratch, nullptr, gb, norm_chunks(rows), cols);
+  return static_cast<int>(cudaGetLastError());
+}
+
 // Calls f with a value of the element type `type` names.
 template <class F>
 auto with_element_type(dtype type, F&& f) -> decltype(f(float{})) {
@@ -1397,6 +1479,14 @@ int column_sum(dtype type, const void* x, void* out, float* scratch, std::int64_
                void* stream) {
   return with_element_type(type, [&](auto element) {
     return launch_column_sum<decltype(element)>(x, out, scratch, rows, cols, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int gelu_tanh_backward(dtype type, const void* grad_out, const void* h, void* grad_in, void* bias_grad,
+                       float* scratch, std::int64_t rows, std::int64_t cols, void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_gelu_tanh_backward<decltype(element)>(grad_out, h, grad_in, bias_grad, scratch, rows, cols,
+                                                        static_cast<cudaStream_t>(stream));
   });
 }
 

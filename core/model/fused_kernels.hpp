@@ -56,11 +56,11 @@ int swiglu_backward(dtype type, const void* grad_out, const void* gate_up, void*
                     std::int64_t rows, std::int64_t inner, void* stream);
 
 // Cross-entropy of each row of logits (rows, cols), row-major, against its target, and the
-// gradient of their sum, in one kernel: a row of up to 53,248 16-bit logits (26,624 fp32) is read
-// once into registers and its gradient written from them (4 bytes of traffic per 16-bit logit;
-// where ATen casts to fp32, runs log-softmax, NLL, their two backwards and a cast back: about 40),
-// a longer row in two passes (6 bytes). Rows may start anywhere (an odd vocabulary). One block per
-// row; fp32 math from the dtype logits.
+// gradient of their sum, in one kernel: a row that fits a block's shared memory (on an H200 up to
+// 116,160 16-bit logits, 58,080 fp32) is read once into it and its gradient written from there (4
+// bytes of traffic per 16-bit logit; where ATen casts to fp32, runs log-softmax, NLL, their two
+// backwards and a cast back: about 40), a longer row in two passes (6 bytes). Rows may start
+// anywhere (an odd vocabulary). One block per row; fp32 math from the dtype logits.
 //   targets (rows) int64: in [0, cols), or ignore_index (the row counts for nothing);
 //   loss (rows) fp32, written: logsumexp(row) - row[target]; 0 for an ignored row; NaN for a
 //     target outside [0, cols) that is not ignore_index;
@@ -149,6 +149,14 @@ enum class norm_type { rms, layer };
 int norm_forward(norm_type kind, dtype type, const void* x, const void* residual, void* sum,
                  const void* weight, const void* bias, void* y, float* mean, float* rstd,
                  std::int64_t rows, std::int64_t cols, float eps, void* stream);
+
+// GELU's backward with a bias's gradient: grad_in (rows, cols) = grad_out * gelu_tanh'(h) (h: the
+// tanh GELU's input; ATen's formula, in fp32, rounded once to dtype), and bias_grad (cols) = the
+// column sums of grad_in as rounded (the gradient of a bias added before the GELU), summed in a
+// fixed order in fp32 through scratch (norm_backward_scratch(rows, cols) elements) and rounded
+// once, in the same pass: grad_in is not read again for its sums.
+int gelu_tanh_backward(dtype type, const void* grad_out, const void* h, void* grad_in, void* bias_grad,
+                       float* scratch, std::int64_t rows, std::int64_t cols, void* stream);
 
 // The longest row the norm kernels take (one row per block, held in registers): 4096 groups of 16
 // bytes where every row is 16-byte aligned and a multiple of 16 bytes long (vectorised), else

@@ -255,6 +255,42 @@ class biased_matmul_function : public torch::autograd::Function<biased_matmul_fu
   }
 };
 
+// fused_biased_gelu's autograd: see fused_ops.hpp. Saves x, the weight and GELU's input.
+class biased_gelu_function : public torch::autograd::Function<biased_gelu_function> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, bool conv1d) {
+    const auto x2 = x.reshape({-1, x.size(-1)});
+    const auto pre = torch::addmm(bias, x2, conv1d ? weight : weight.t());  // GELU's input
+    ctx->save_for_backward({x, weight, pre});
+    ctx->saved_data["conv1d"] = conv1d;
+    auto sizes = x.sizes().vec();
+    sizes.back() = pre.size(1);
+    return torch::gelu(pre, "tanh").view(sizes);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &weight = saved[1], &pre = saved[2];
+    const bool conv1d = ctx->saved_data["conv1d"].toBool();
+    const c10::cuda::CUDAGuard guard(x.device());
+    const auto g = aligned_contiguous(grads[0]);
+    const std::int64_t rows = pre.size(0), cols = pre.size(1);
+    auto grad_pre = torch::empty({rows, cols}, g.options());
+    auto grad_bias = torch::empty({cols}, g.options());
+    auto scratch =
+        torch::empty({kernels::norm_backward_scratch(rows, cols)}, g.options().dtype(torch::kFloat));
+    check_launch(kernels::gelu_tanh_backward(kernel_dtype(g), g.data_ptr(), pre.data_ptr(),
+                                             grad_pre.data_ptr(), grad_bias.data_ptr(),
+                                             scratch.data_ptr<float>(), rows, cols, current_stream(g)),
+                 "fused_biased_gelu backward");
+    const auto x2 = x.reshape({-1, x.size(-1)});
+    torch::Tensor grad_x, grad_weight;
+    if (ctx->needs_input_grad(0)) grad_x = grad_pre.mm(conv1d ? weight.t() : weight).view(x.sizes());
+    if (ctx->needs_input_grad(1)) grad_weight = conv1d ? x2.t().mm(grad_pre) : grad_pre.t().mm(x2);
+    return {grad_x, grad_weight, grad_bias, torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 bool fused_kernels_available(const torch::Tensor& x) {
@@ -314,6 +350,20 @@ torch::Tensor fused_biased_matmul(const torch::Tensor& x, const torch::Tensor& w
                                 "a bias (out) of its dtype and device expected");
   }
   return biased_matmul_function::apply(x, weight, bias);
+}
+
+torch::Tensor fused_biased_gelu(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias, bool conv1d) {
+  const std::int64_t in = conv1d ? weight.size(0) : weight.size(1),
+                     out = conv1d ? weight.size(1) : weight.size(0);
+  if (!fused_kernels_available(x) || x.dim() < 1 || weight.dim() != 2 || in != x.size(-1) ||
+      bias.dim() != 1 || bias.size(0) != out || weight.scalar_type() != x.scalar_type() ||
+      bias.scalar_type() != x.scalar_type() || weight.device() != x.device() || bias.device() != x.device()) {
+    throw std::invalid_argument(
+        "fused_biased_gelu: a CUDA fp32/bf16/fp16 x (..., in), a weight (in, out) "
+        "(conv1d; else (out, in)) and a bias (out) of its dtype and device expected");
+  }
+  return biased_gelu_function::apply(x, weight, bias, conv1d);
 }
 
 bool fused_norm_available(const torch::Tensor& x) {
@@ -500,6 +550,10 @@ torch::Tensor fused_swiglu(const torch::Tensor&) {
 
 torch::Tensor fused_biased_matmul(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
   throw std::logic_error("fused_biased_matmul: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+torch::Tensor fused_biased_gelu(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, bool) {
+  throw std::logic_error("fused_biased_gelu: this build has no CUDA kernels (check fused_kernels_available)");
 }
 
 bool fused_norm_available(const torch::Tensor&) { return false; }

@@ -43,6 +43,15 @@ torch::Tensor fused_swiglu(const torch::Tensor& gate_up);
 // fp32 sums in a fixed order) where autograd would run ATen's reduction. CUDA, one dtype.
 torch::Tensor fused_biased_matmul(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
+// gelu_tanh(x (..., in) @ weight + bias (out)): the up projection and activation of GPT-2's MLP
+// (gelu_new and its kin), weight (in, out) as GPT-2's Conv1D (conv1d) or (out, in) as nn.Linear.
+// The forward as ATen's addmm (the bias added in the GEMM) and gelu(tanh); the backward's GELU
+// by kernels::gelu_tanh_backward, which sums the bias's gradient in the same pass (where autograd
+// would read GELU's input gradient once more for it), then the GEMMs as ATen's. Saves x, the
+// weight and GELU's input (as autograd would). CUDA, one dtype.
+torch::Tensor fused_biased_gelu(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias, bool conv1d);
+
 // Whether fused_norm takes x: fused_kernels_available(x) and a last dimension of 1 up to
 // kernels::norm_max_cols (16,384 fp32 / 32,768 bf16 elements where rows are 16-byte multiples).
 bool fused_norm_available(const torch::Tensor& x);

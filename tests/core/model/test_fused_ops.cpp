@@ -197,10 +197,11 @@ TEST_CASE("the cross-entropy kernel gives ATen's summed loss and its gradient ov
           "ignoring -100 rows and -inf padding columns", "[core][model][.gpu]") {
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
   torch::manual_seed(5);
-  // Rows held in registers (16-bit logits up to 53,248, fp32 up to 26,624): 64 and 50304 in
-  // 16-byte groups; 37 and GPT-2's 50257, rows that start anywhere, in groups between a head and
-  // a tail of single elements. Rows read twice: 50304 and 50257 in fp32, 70001 in every dtype.
-  for (const std::int64_t V : {64, 37, 50304, 50257, 70001}) {
+  // Rows kept in a block's shared memory (on an H200 up to 116,160 16-bit logits, 58,080 fp32):
+  // 64 and 50304 in 16-byte groups; 37 and GPT-2's 50257, rows that start anywhere, in groups
+  // between a head and a tail of single elements. Rows read twice: 150016 (in groups) and 150001
+  // (one element at a time) in every dtype.
+  for (const std::int64_t V : {64, 37, 50304, 50257, 150016, 150001}) {
     for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       INFO("V " << V << " dtype " << c10::toString(type));
       const std::int64_t n = 9, pad = V > 40 ? 5 : 0;  // the last `pad` columns are -inf
@@ -452,6 +453,42 @@ TEST_CASE("the biased matmul gives x @ W + b and its gradients, the bias's summe
       CHECK(gap(x.grad(), x32.grad()) <= tol);
       CHECK(gap(w.grad(), w32.grad()) <= tol);
       CHECK(gap(b.grad(), b32.grad()) <= tol);
+    }
+  }
+}
+
+TEST_CASE(
+    "the biased GELU gives gelu_tanh(x W + b) and its gradients, the bias's summed in GELU's "
+    "backward kernel, for Conv1D and Linear weights, vectorised or not",
+    "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(12);
+  // 3072 columns: 16-byte groups over several chunks of 1100 rows; 37: one element at a time.
+  for (const auto& [rows, in, out] :
+       std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{{1100, 64, 3072}, {7, 16, 37}}) {
+    for (const bool conv1d : {true, false}) {
+      for (const auto type : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+        INFO("dtype " << c10::toString(type) << " rows " << rows << " out " << out << " conv1d " << conv1d);
+        const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(type);
+        auto x = torch::randn({1, rows, in}, opts).requires_grad_(true);
+        const auto shape = conv1d ? std::vector<std::int64_t>{in, out} : std::vector<std::int64_t>{out, in};
+        auto w = (0.3 * torch::randn(shape, opts)).detach().requires_grad_(true);
+        auto b = torch::randn({out}, opts).requires_grad_(true);
+        const auto y = fused_biased_gelu(x, w, b, conv1d);
+        const auto gy = torch::randn_like(y);
+        y.backward(gy);
+        auto x32 = x.detach().to(torch::kFloat).requires_grad_(true);
+        auto w32 = w.detach().to(torch::kFloat).requires_grad_(true);
+        auto b32 = b.detach().to(torch::kFloat).requires_grad_(true);
+        const auto ref = torch::gelu(torch::matmul(x32, conv1d ? w32 : w32.t()) + b32, "tanh");
+        ref.backward(gy.to(torch::kFloat));
+        const double tol = type == torch::kFloat ? 1e-4 : (type == torch::kHalf ? 3e-3 : 2e-2);
+        CHECK(y.sizes() == torch::IntArrayRef({1, rows, out}));
+        CHECK(gap(y.detach(), ref.detach()) <= tol);
+        CHECK(gap(x.grad(), x32.grad()) <= tol);
+        CHECK(gap(w.grad(), w32.grad()) <= tol);
+        CHECK(gap(b.grad(), b32.grad()) <= tol);
+      }
     }
   }
 }
