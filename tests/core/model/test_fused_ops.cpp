@@ -26,6 +26,25 @@ double gap(const torch::Tensor& actual, const torch::Tensor& expected) {
   return ((actual.to(torch::kFloat) - expected).abs().max() / expected.abs().max()).item<double>();
 }
 
+// t's values in fp32 as a new leaf that records its gradient: the fp32 reference's input.
+torch::Tensor fp32_leaf(const torch::Tensor& t) { return t.detach().to(torch::kFloat).requires_grad_(true); }
+
+// The tolerance of a 16-bit or fp32 result against the fp32 reference, relative to its largest value.
+double tolerance_for(torch::ScalarType type) {
+  return type == torch::kFloat ? 1e-4 : (type == torch::kHalf ? 3e-3 : 2e-2);
+}
+
+// y and the gradients of x, w and b within `tol` of the fp32 reference's (ref, and its leaves'
+// gradients after ref.backward).
+void check_against_fp32(const torch::Tensor& y, const std::vector<torch::Tensor>& inputs,
+                        const torch::Tensor& ref, const std::vector<torch::Tensor>& leaves, double tol) {
+  CHECK(gap(y.detach(), ref.detach()) <= tol);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    INFO("input " << i);
+    CHECK(gap(inputs[i].grad(), leaves[i].grad()) <= tol);
+  }
+}
+
 // transformers' apply_rotary_pos_emb on (B, T, heads, D), in fp32.
 torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const std::int64_t D = x.size(-1), T = x.size(1);
@@ -442,17 +461,11 @@ TEST_CASE("the biased matmul gives x @ W + b and its gradients, the bias's summe
       const auto y = fused_biased_matmul(x, w, b);
       const auto gy = torch::randn_like(y);
       y.backward(gy);
-      auto x32 = x.detach().to(torch::kFloat).requires_grad_(true);
-      auto w32 = w.detach().to(torch::kFloat).requires_grad_(true);
-      auto b32 = b.detach().to(torch::kFloat).requires_grad_(true);
+      auto x32 = fp32_leaf(x), w32 = fp32_leaf(w), b32 = fp32_leaf(b);
       const auto ref = torch::matmul(x32, w32) + b32;
       ref.backward(gy.to(torch::kFloat));
-      const double tol = type == torch::kFloat ? 1e-4 : (type == torch::kHalf ? 3e-3 : 2e-2);
       CHECK(y.sizes() == torch::IntArrayRef({1, rows, out}));
-      CHECK(gap(y.detach(), ref.detach()) <= tol);
-      CHECK(gap(x.grad(), x32.grad()) <= tol);
-      CHECK(gap(w.grad(), w32.grad()) <= tol);
-      CHECK(gap(b.grad(), b32.grad()) <= tol);
+      check_against_fp32(y, {x, w, b}, ref, {x32, w32, b32}, tolerance_for(type));
     }
   }
 }
@@ -477,17 +490,11 @@ TEST_CASE(
         const auto y = fused_biased_gelu(x, w, b, conv1d);
         const auto gy = torch::randn_like(y);
         y.backward(gy);
-        auto x32 = x.detach().to(torch::kFloat).requires_grad_(true);
-        auto w32 = w.detach().to(torch::kFloat).requires_grad_(true);
-        auto b32 = b.detach().to(torch::kFloat).requires_grad_(true);
+        auto x32 = fp32_leaf(x), w32 = fp32_leaf(w), b32 = fp32_leaf(b);
         const auto ref = torch::gelu(torch::matmul(x32, conv1d ? w32 : w32.t()) + b32, "tanh");
         ref.backward(gy.to(torch::kFloat));
-        const double tol = type == torch::kFloat ? 1e-4 : (type == torch::kHalf ? 3e-3 : 2e-2);
         CHECK(y.sizes() == torch::IntArrayRef({1, rows, out}));
-        CHECK(gap(y.detach(), ref.detach()) <= tol);
-        CHECK(gap(x.grad(), x32.grad()) <= tol);
-        CHECK(gap(w.grad(), w32.grad()) <= tol);
-        CHECK(gap(b.grad(), b32.grad()) <= tol);
+        check_against_fp32(y, {x, w, b}, ref, {x32, w32, b32}, tolerance_for(type));
       }
     }
   }
