@@ -1,6 +1,7 @@
 // metrics.jsonl writer (see metrics_log.hpp).
 #include "core/train/metrics_log.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <stdexcept>
 #include <vector>
@@ -49,6 +50,9 @@ void metrics_log::append(const step_report& r) {
     if (!r.eval_reward) j["eval_perplexity"] = r.eval_perplexity;
   }
   add_reward_metrics(j, r);
+  // When the line is written, in seconds since the Unix epoch: the lines' spacing is the run's
+  // wall time per step, the run loop's own work between steps included (step_s is the step's).
+  j["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (r.step_seconds > 0) {
     j["step_s"] = r.step_seconds;
     j["optimizer_s"] = r.optimizer_seconds;

@@ -8,7 +8,7 @@
 
 #include "tests/support/catch_torch.hpp"
 
-
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -23,7 +23,12 @@ TEST_CASE("the causal_lm workload trains on two ranks and rank 0 writes metrics.
   auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 2, false);
   spec.train.max_steps = 6;
   spec.train.log_every = 2;
+  const auto unix_seconds = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const double started = unix_seconds();
   const auto results = test::run_workload(spec, tmp.path("run"));
+  const double ended = unix_seconds();
   for (const auto& r : results) REQUIRE(r.error_text() == "");
   // Steps 2, 4, 6, then step 6 again once its checkpoint (the final one) is committed.
   REQUIRE(results[0].value->reports.size() == 4);
@@ -43,6 +48,11 @@ TEST_CASE("the causal_lm workload trains on two ranks and rank 0 writes metrics.
     }
     CHECK(lines[i]["loss"].get<double>() == Approx(results[0].value->reports[i].loss));
     CHECK(lines[i]["tokens_per_s"].get<double>() > 0);
+    // When the line was written: within the run, in order (the lines' spacing is the wall time).
+    REQUIRE(lines[i].contains("time"));
+    CHECK(lines[i]["time"].get<double>() >= started);
+    CHECK(lines[i]["time"].get<double>() <= ended);
+    if (i > 0) CHECK(lines[i]["time"].get<double>() >= lines[i - 1]["time"].get<double>());
   }
 }
 
