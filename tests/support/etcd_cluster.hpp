@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -45,11 +46,33 @@ struct etcd_member_host {
   std::function<void(const std::function<void()>&)> reach;
 };
 
+// A member's process ended before it answered (etcd exits when it cannot bind its ports).
+struct etcd_member_exited : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class etcd_cluster {
  public:
+  // On free ports of 127.0.0.1. A port found free can be taken by another process (a test running
+  // beside this one) before etcd binds it; etcd then exits, and the cluster starts again on other
+  // ports, at most `port_attempts` times.
   explicit etcd_cluster(int members = 3, etcd_tls tls = {}) : dir_("etcd"), tls_(std::move(tls)) {
-    for (int i = 0; i < members; ++i) members_.push_back({free_port(), free_port(), -1, {}});
-    start_all();
+    constexpr int port_attempts = 5;
+    for (int attempt = 1;; ++attempt) {
+      members_.clear();
+      initial_.clear();
+      for (int i = 0; i < members; ++i) members_.push_back({free_port(), free_port(), -1, {}});
+      try {
+        start_all();
+        return;
+      } catch (const etcd_member_exited&) {
+        for (int i = 0; i < members; ++i) {
+          kill(i);
+          std::filesystem::remove_all(dir_.path() / name(i));  // a fresh member next time
+        }
+        if (attempt == port_attempts) throw;
+      }
+    }
   }
   // One member per host, each on its host's address.
   explicit etcd_cluster(std::vector<etcd_member_host> hosts) : dir_("etcd") {
@@ -193,8 +216,9 @@ class etcd_cluster {
     ::close(fd);
     return ntohs(a.sin_port);
   }
-  // Waits until member i answers a linearizable read (which needs a leader); throws past deadline.
-  void wait_healthy(int i, std::chrono::steady_clock::time_point deadline) const {
+  // Waits until member i answers a linearizable read (which needs a leader); throws past deadline,
+  // or etcd_member_exited as soon as its process has ended (it is reaped).
+  void wait_healthy(int i, std::chrono::steady_clock::time_point deadline) {
     reach(i, [&] {
       core::store::etcd_client probe(core::store::parse_etcd_location(scheme() + client_address(i)),
                                      std::chrono::milliseconds(500));
@@ -203,6 +227,12 @@ class etcd_cluster {
           probe.call("/v3/kv/range", {{"key", "AA=="}});
           return;
         } catch (const std::exception& e) {
+          int status = 0;
+          if (::waitpid(members_[i].pid, &status, WNOHANG) == members_[i].pid) {
+            members_[i].pid = -1;
+            throw etcd_member_exited("etcd member " + name(i) +
+                                     " exited before it answered (its log: " + log_path(i) + ")");
+          }
           if (std::chrono::steady_clock::now() > deadline)
             throw std::runtime_error("etcd member " + name(i) + " did not become healthy in time: " +
                                      e.what() + " (its log: " + log_path(i) + ")");
