@@ -531,13 +531,19 @@ __global__ void __launch_bounds__(ce_resident_threads)
   }
 }
 
+// `attribute` of the current device, or `otherwise` when the runtime does not say.
+std::int64_t device_attribute(cudaDeviceAttr attribute, std::int64_t otherwise) {
+  int device = 0, value = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess)
+    return otherwise;
+  return value;
+}
+
 // The shared memory a block of the resident kernel may have on this device (the opt-in most).
 std::int64_t resident_row_bytes() {
-  int device = 0, bytes = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-    return 0;
-  return bytes - 32 * static_cast<std::int64_t>(sizeof(float));  // less the reductions' own
+  const std::int64_t bytes = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+  return bytes > 0 ? bytes - 32 * static_cast<std::int64_t>(sizeof(float)) : 0;  // less the reductions' own
 }
 
 // The resident kernel of T and Vec on `rows` rows. The first launch on a device lets the kernel
@@ -680,6 +686,55 @@ int launch_adamw(const adamw_tensor* tensors, int count, std::int64_t blocks, co
   if (blocks == 0) return 0;
   if (blocks > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
   adamw_kernel<G, C><<<static_cast<unsigned int>(blocks), threads_per_block, 0, stream>>>(tensors, count, s);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// Elements of one tensor a widening block converts: 4 groups of 8 a thread.
+constexpr std::int64_t widen_block_elements = threads_per_block * 8 * 4;
+
+template <typename T>
+__global__ void __launch_bounds__(threads_per_block)
+    widen_kernel(const widen_tensor* __restrict__ table, int count, float* __restrict__ out) {
+  const widen_tensor& t = table[entry_of(table, count, &widen_tensor::first_block, blockIdx.x)];
+  const T* x = static_cast<const T*>(t.x);
+  float* o = out + t.offset;
+  const std::int64_t begin = (blockIdx.x - t.first_block) * widen_block_elements;
+  const std::int64_t end = begin + widen_block_elements < t.n ? begin + widen_block_elements : t.n;
+  if (t.vectorised) {
+    for (std::int64_t at = begin + threadIdx.x * 8; at < end; at += threads_per_block * 8) {
+      const auto v = load<T, 8>(x + at);
+      packed<float, 4> low, high;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        low.v[k] = to_float(v.v[k]);
+        high.v[k] = to_float(v.v[k + 4]);
+      }
+      store<float, 4>(o + at, low);
+      store<float, 4>(o + at + 4, high);
+    }
+  } else {
+    for (std::int64_t at = begin + threadIdx.x; at < end; at += threads_per_block) o[at] = to_float(x[at]);
+  }
+}
+
+template <typename T>
+std::int64_t plan_widen(widen_tensor* tensors, int count, const float* out) {
+  std::int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    widen_tensor& t = tensors[i];
+    t.first_block = blocks;
+    t.vectorised = t.n % 8 == 0 && aligned16(t.x) && aligned16(out + t.offset);
+    blocks += (t.n + widen_block_elements - 1) / widen_block_elements;
+  }
+  return blocks;
+}
+
+template <typename T>
+int launch_widen(const widen_tensor* tensors, int count, std::int64_t blocks, float* out,
+                 cudaStream_t stream) {
+  if (blocks == 0) return 0;
+  if (blocks > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
+  widen_kernel<T><<<static_cast<unsigned int>(blocks), threads_per_block, 0, stream>>>(tensors, count, out);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -1038,6 +1093,8 @@ __global__ void __launch_bounds__(32 * norm_param_rows)
 #pragma unroll
   for (int k = 0; k < Vec; ++k) dw[k] = db[k] = 0.0f;
   if (c < cols) {
+    // Unrolled so that several rows' loads are in flight at once (the sums keep their order).
+#pragma unroll 4
     for (std::int64_t row = begin + threadIdx.y; row < end; row += norm_param_rows) {
       auto d = load<T, Vec>(dy + row * cols + c);
       if (Gelu) {
@@ -1200,11 +1257,8 @@ struct fused_shape {
 };
 
 std::int64_t multiprocessors() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count < 1)
-    return 1;
-  return count;
+  const std::int64_t count = device_attribute(cudaDevAttrMultiProcessorCount, 1);
+  return count < 1 ? 1 : count;
 }
 
 fused_shape fused_shape_for(bool params, std::int64_t rows, std::int64_t cols, int vec) {
@@ -1298,20 +1352,23 @@ int launch_norm_backward(bool layer, const void* grad_y, const void* h, const vo
   return static_cast<int>(cudaGetLastError());
 }
 
-// The column sums of x (rows, cols) through the bias half of the norms' partials.
-template <typename T, int Vec>
-void launch_column_partials(const T* x, float* scratch, std::int64_t rows, std::int64_t cols,
-                            cudaStream_t stream) {
+// The column sums of x (rows, cols) through the bias half of the norms' partials; with Gelu, of
+// GELU's backward (x the output's gradient, h its input), which it writes into grad_in as well
+// (see norm_param_partials_kernel's Gelu).
+template <typename T, int Vec, bool Gelu>
+void launch_column_partials(const T* x, const T* h, T* grad_in, float* scratch, std::int64_t rows,
+                            std::int64_t cols, cudaStream_t stream) {
   const std::int64_t chunks = norm_chunks(rows);
   const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned int>((cols + 32 * Vec - 1) / (32 * Vec)), static_cast<unsigned int>(chunks));
-  norm_param_partials_kernel<T, Vec, false, false><<<grid, dim3(32, norm_param_rows), 0, stream>>>(
-      x, nullptr, nullptr, nullptr, scratch, rows, cols, per_chunk);
+  norm_param_partials_kernel<T, Vec, false, false, Gelu><<<grid, dim3(32, norm_param_rows), 0, stream>>>(
+      x, h, nullptr, nullptr, scratch, rows, cols, per_chunk, grad_in);
 }
 
+// out = the column sums of x, or with h (and grad_in) of GELU's backward of x at h.
 template <typename T>
-int launch_column_sum(const void* x, void* out, float* scratch, std::int64_t rows, std::int64_t cols,
-                      cudaStream_t stream) {
+int launch_column_sum(const void* x, const void* h, void* grad_in, void* out, float* scratch,
+                      std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
   if (cols == 0) return 0;
   T* o = static_cast<T*>(out);
   if (rows == 0) {
@@ -1320,49 +1377,20 @@ int launch_column_sum(const void* x, void* out, float* scratch, std::int64_t row
   }
   constexpr int vec = 16 / sizeof(T);
   const T* xt = static_cast<const T*>(x);
-  if (cols % vec == 0 && aligned16(xt)) {
-    launch_column_partials<T, vec>(xt, scratch, rows, cols, stream);
-  } else {
-    launch_column_partials<T, 1>(xt, scratch, rows, cols, stream);
-  }
-  norm_param_sum_kernel<T><<<static_cast<unsigned int>((cols + 31) / 32), dim3(32, norm_param_rows), 0, stream>>>(
-      scratch, nullptr, o, norm_chunks(rows), cols);
-  return static_cast<int>(cudaGetLastError());
-}
-
-// GELU's backward with the column sums of its result (see norm_param_partials_kernel's Gelu).
-template <typename T, int Vec>
-void launch_gelu_partials(const T* dy, const T* h, T* grad_in, float* scratch, std::int64_t rows,
-                          std::int64_t cols, cudaStream_t stream) {
-  const std::int64_t chunks = norm_chunks(rows);
-  const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
-  const dim3 grid(static_cast<unsigned int>((cols + 32 * Vec - 1) / (32 * Vec)),
-                  static_cast<unsigned int>(chunks));
-  norm_param_partials_kernel<T, Vec, false, false, true><<<grid, dim3(32, norm_param_rows), 0, stream>>>(
-      dy, h, nullptr, nullptr, scratch, rows, cols, per_chunk, grad_in);
-}
-
-template <typename T>
-int launch_gelu_tanh_backward(const void* grad_out, const void* h, void* grad_in, void* bias_grad,
-                              float* scratch, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
-  if (cols == 0) return 0;
-  T* gb = static_cast<T*>(bias_grad);
-  if (rows == 0) {
-    cudaMemsetAsync(gb, 0, static_cast<std::size_t>(cols) * sizeof(T), stream);
-    return static_cast<int>(cudaGetLastError());
-  }
-  constexpr int vec = 16 / sizeof(T);
-  const T* dy = static_cast<const T*>(grad_out);
   const T* ht = static_cast<const T*>(h);
   T* gi = static_cast<T*>(grad_in);
-  if (cols % vec == 0 && aligned16(dy) && aligned16(ht) && aligned16(gi)) {
-    launch_gelu_partials<T, vec>(dy, ht, gi, scratch, rows, cols, stream);
+  const bool vectorised =
+      cols % vec == 0 && aligned16(xt) && (ht == nullptr || (aligned16(ht) && aligned16(gi)));
+  if (ht != nullptr) {
+    vectorised ? launch_column_partials<T, vec, true>(xt, ht, gi, scratch, rows, cols, stream)
+               : launch_column_partials<T, 1, true>(xt, ht, gi, scratch, rows, cols, stream);
   } else {
-    launch_gelu_partials<T, 1>(dy, ht, gi, scratch, rows, cols, stream);
+    vectorised ? launch_column_partials<T, vec, false>(xt, nullptr, nullptr, scratch, rows, cols, stream)
+               : launch_column_partials<T, 1, false>(xt, nullptr, nullptr, scratch, rows, cols, stream);
   }
   norm_param_sum_kernel<T>
       <<<static_cast<unsigned int>((cols + 31) / 32), dim3(32, norm_param_rows), 0, stream>>>(
-          scratch, nullptr, gb, norm_chunks(rows), cols);
+          scratch, nullptr, o, norm_chunks(rows), cols);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -1433,6 +1461,19 @@ int adamw(dtype grad_type, dtype copy_type, const adamw_tensor* device_tensors, 
   });
 }
 
+std::int64_t widen_blocks(dtype type, widen_tensor* tensors, int count, const float* out) {
+  return with_element_type(type,
+                           [&](auto element) { return plan_widen<decltype(element)>(tensors, count, out); });
+}
+
+int widen(dtype type, const widen_tensor* device_tensors, int count, std::int64_t blocks, float* out,
+          void* stream) {
+  return with_element_type(type, [&](auto element) {
+    return launch_widen<decltype(element)>(device_tensors, count, blocks, out,
+                                           static_cast<cudaStream_t>(stream));
+  });
+}
+
 int square_partial_blocks(square_tensor* tensors, int count) {
   int total = 0;
   for (int i = 0; i < count; ++i) {
@@ -1471,22 +1512,24 @@ int norm_forward(norm_type kind, dtype type, const void* x, const void* residual
 }
 
 std::int64_t norm_backward_scratch(std::int64_t rows, std::int64_t cols) {
-  const std::int64_t fused = rows < multiprocessors() ? rows : multiprocessors();  // fused_shape_for's most
+  const std::int64_t most = multiprocessors();
+  const std::int64_t fused = rows < most ? rows : most;  // fused_shape_for's most
   return (fused > norm_chunks(rows) ? fused : norm_chunks(rows)) * 2 * cols;
 }
 
 int column_sum(dtype type, const void* x, void* out, float* scratch, std::int64_t rows, std::int64_t cols,
                void* stream) {
   return with_element_type(type, [&](auto element) {
-    return launch_column_sum<decltype(element)>(x, out, scratch, rows, cols, static_cast<cudaStream_t>(stream));
+    return launch_column_sum<decltype(element)>(x, nullptr, nullptr, out, scratch, rows, cols,
+                                                static_cast<cudaStream_t>(stream));
   });
 }
 
 int gelu_tanh_backward(dtype type, const void* grad_out, const void* h, void* grad_in, void* bias_grad,
                        float* scratch, std::int64_t rows, std::int64_t cols, void* stream) {
   return with_element_type(type, [&](auto element) {
-    return launch_gelu_tanh_backward<decltype(element)>(grad_out, h, grad_in, bias_grad, scratch, rows, cols,
-                                                        static_cast<cudaStream_t>(stream));
+    return launch_column_sum<decltype(element)>(grad_out, h, grad_in, bias_grad, scratch, rows, cols,
+                                                static_cast<cudaStream_t>(stream));
   });
 }
 

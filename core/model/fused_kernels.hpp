@@ -136,6 +136,24 @@ int square_partials(const square_tensor* device_tensors, int count, int total, d
                     void* stream);
 int sum_partials(const double* partials, int count, double* out, void* stream);
 
+// One tensor of a conversion into fp32: n elements at x, written at out + offset. widen_blocks
+// fills the rest.
+struct widen_tensor {
+  const void* x = nullptr;
+  std::int64_t n = 0;
+  std::int64_t offset = 0;
+  std::int64_t first_block = 0;  // the first block of the launch on this tensor
+  int vectorised = 0;            // 16-byte loads and stores
+};
+
+// Several tensors of one type converted to fp32 into one buffer in one launch (a ZeRO unit's
+// gradients into the buffer its reduce-scatter sums): widen_blocks fills the host table's
+// first_block and vectorised fields for `out` and returns the block count; widen then runs on the
+// table copied to device memory. The tensors' places in `out` do not overlap.
+std::int64_t widen_blocks(dtype type, widen_tensor* tensors, int count, const float* out);
+int widen(dtype type, const widen_tensor* device_tensors, int count, std::int64_t blocks, float* out,
+          void* stream);
+
 enum class norm_type { rms, layer };
 
 // A norm over each row of (rows, cols), row-major, optionally after a residual add:

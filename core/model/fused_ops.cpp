@@ -527,9 +527,48 @@ torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs) {
   return out.squeeze(0);
 }
 
+void fused_widen_into(const std::vector<torch::Tensor>& xs, torch::Tensor& out) {
+  if (xs.empty()) return;
+  const auto device = out.device();
+  const auto type = xs.front().scalar_type();
+  if (!out.is_cuda() || !out.is_contiguous() || out.scalar_type() != torch::kFloat)
+    throw std::invalid_argument("fused_widen_into: out must be a contiguous fp32 CUDA tensor");
+  std::vector<kernels::widen_tensor> tensors;
+  std::int64_t offset = 0;
+  for (const auto& x : xs) {
+    if (!x.is_contiguous() || x.device() != device || x.scalar_type() != type ||
+        (type != torch::kBFloat16 && type != torch::kHalf))
+      throw std::invalid_argument(
+          "fused_widen_into: contiguous bf16 or fp16 tensors of one dtype on out's device expected");
+    kernels::widen_tensor t;
+    t.x = x.data_ptr();
+    t.n = x.numel();
+    t.offset = offset;
+    offset += t.n;
+    if (t.n > 0) tensors.push_back(t);
+  }
+  if (offset > out.numel()) throw std::invalid_argument("fused_widen_into: out is smaller than the tensors");
+  if (tensors.empty()) return;
+  if (tensors.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw std::invalid_argument("fused_widen_into: too many tensors");
+  const int count = static_cast<int>(tensors.size());
+  const auto blocks =
+      kernels::widen_blocks(kernel_dtype(xs.front()), tensors.data(), count, out.data_ptr<float>());
+  const c10::cuda::CUDAGuard guard(device);
+  const auto table = device_table(tensors, device);
+  check_launch(
+      kernels::widen(kernel_dtype(xs.front()), static_cast<const kernels::widen_tensor*>(table.data_ptr()),
+                     count, blocks, out.data_ptr<float>(), current_stream(out)),
+      "fused_widen_into");
+}
+
 #else
 
 bool fused_kernels_available(const torch::Tensor&) { return false; }
+
+void fused_widen_into(const std::vector<torch::Tensor>&, torch::Tensor&) {
+  throw std::logic_error("fused_widen_into: this build has no CUDA kernels (check fused_kernels_available)");
+}
 
 torch::Tensor fused_square_sum(const std::vector<torch::Tensor>&) {
   throw std::logic_error("fused_square_sum: this build has no CUDA kernels (check fused_kernels_available)");

@@ -110,4 +110,10 @@ torch::Tensor fused_square_sum(const torch::Tensor& x);
 // kernel for every tensor's partial sums and one for the total.
 torch::Tensor fused_square_sum(const std::vector<torch::Tensor>& xs);
 
+// xs (contiguous bf16 or fp16 CUDA tensors, one dtype and device) converted to fp32 into `out`
+// (contiguous fp32 on that device, at least their total size), one after another from its start,
+// in one launch: what a copy_ each did in as many (a ZeRO unit's gradients into the buffer its
+// reduce-scatter sums, at half the memory speed). Throws std::invalid_argument otherwise.
+void fused_widen_into(const std::vector<torch::Tensor>& xs, torch::Tensor& out);
+
 }  // namespace cohort::core::model

@@ -586,47 +586,65 @@ struct causal_lm_engine::impl : engine_state {
   }
 
   // ZeRO-3 without recomputation (FSDP2's order). Forward: each layer runs under autograd on its
-  // input detached from the graph below (one graph per layer), with its unit gathered (the next
-  // one's gather prefetched), and its
-  // unit is released right after, so the layer's graph keeps its activations but its weights hold
-  // no memory. Backward, last layer first: gather the layer's unit again (refilling the weights
-  // its graph refers to), prefetch the one below, run the layer's backward from its kept output,
-  // reduce-scatter its gradients, release it. The last layer stays gathered from its forward to
-  // its backward, and the head's forward and backward overlap the gather of the layer below it.
+  // input stream detached from the graph below (one graph per layer), with its unit gathered (the
+  // next one's gather prefetched), and its unit is released right after, so the layer's graph
+  // keeps its activations but its weights hold no memory. The stream between two layers leaves
+  // the last add pending (model::residual_stream), as the whole pass does: the next layer's norm
+  // adds it in its kernel. Backward, last layer first: gather the layer's unit again (refilling
+  // the weights its graph refers to), prefetch the one below, run the layer's backward from its
+  // kept output, reduce-scatter its gradients, release it. The last layer stays gathered from its
+  // forward to its backward, and the head's forward and backward overlap the gather of the layer
+  // below it.
   torch::Tensor forward_backward_kept(const batch_tensors& b, double scale, const model::attention_context& ctx) {
     const auto& layers = net->layers();
     const std::size_t count = layers.size();
-    std::vector<torch::Tensor> inputs(count), outputs(count);  // per layer: graph roots
+    std::vector<model::residual_stream> inputs(count), outputs(count);  // per layer: graph roots
     auto embedded = net->embed_checked(b.ids);
-    auto x = embedded;
+    model::residual_stream x{embedded, {}};
     for (std::size_t l = 0; l < count; ++l) {
       const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
       optimizer->gather(unit);
       optimizer->prefetch(unit + 1);  // the next layer's gather overlaps this layer
-      inputs[l] = x.detach().requires_grad_(true);
+      inputs[l] = graph_root(x);
       auto layer = layers[l];
       outputs[l] = layer->forward(inputs[l], ctx);
       x = outputs[l];
       if (l + 1 < count) optimizer->release(unit);  // the graph keeps the tensors, not the bytes
     }
     if (count >= 2) optimizer->prefetch(zero_optimizer::layer_unit(static_cast<std::int64_t>(count) - 2));
-    auto last = x.detach().requires_grad_(true);
+    auto last = x.sum().detach().requires_grad_(true);  // the last add's gradient is last's to both
     auto sum = head_loss(last, b);
     (sum * scale).backward();
-    auto grad = last.grad();
+    model::residual_stream grad{last.grad(), last.grad()};
     for (std::size_t l = count; l-- > 0;) {
       const auto unit = zero_optimizer::layer_unit(static_cast<std::int64_t>(l));
       optimizer->gather(unit);
       if (l > 0) optimizer->prefetch(unit - 1);
-      outputs[l].backward(grad);
-      grad = inputs[l].grad();
-      outputs[l] = torch::Tensor();  // the layer's graph and activations go
-      inputs[l] = torch::Tensor();
+      backward_stream(outputs[l], grad);
+      grad = {inputs[l].base.grad(), inputs[l].delta.defined() ? inputs[l].delta.grad() : torch::Tensor()};
+      outputs[l] = {};  // the layer's graph and activations go
+      inputs[l] = {};
       if (layers_reduced_in_backward) optimizer->reduce_grads(unit, last_micro_batch);
       optimizer->release(unit);
     }
-    if (embedded.requires_grad()) embedded.backward(grad);  // LoRA: the embeddings may be frozen
+    if (embedded.requires_grad()) embedded.backward(grad.base);  // LoRA: the embeddings may be frozen
     return sum;
+  }
+
+  // x's tensors detached from the graph that made them, each a new root requiring its gradient.
+  static model::residual_stream graph_root(const model::residual_stream& x) {
+    return {x.base.detach().requires_grad_(true),
+            x.delta.defined() ? x.delta.detach().requires_grad_(true) : torch::Tensor()};
+  }
+
+  // The backward of a layer's graph from its output stream `out`, given the gradient of each part
+  // (a part left undefined by the layer takes none).
+  static void backward_stream(const model::residual_stream& out, const model::residual_stream& grad) {
+    if (out.delta.defined()) {
+      torch::autograd::backward({out.base, out.delta}, {grad.base, grad.delta});
+    } else {
+      out.base.backward(grad.base);
+    }
   }
 
   torch::Tensor all_reduce_sum(std::vector<double> values) {

@@ -11,7 +11,13 @@
 #include <mutex>
 #include <stdexcept>
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
+
+#ifdef COHORT_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "core/model/adamw.hpp"
 #include "core/model/torch_compat.hpp"
@@ -127,6 +133,31 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
   return zo;
 }
 
+host_read::host_read(const torch::Tensor& t) {
+#ifdef COHORT_WITH_CUDA
+  if (t.is_cuda()) {
+    host_ = torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
+    host_.copy_(t, /*non_blocking=*/true);
+    auto copied = std::make_shared<at::cuda::CUDAEvent>();
+    copied->record(c10::cuda::getCurrentCUDAStream(t.device().index()));
+    copied_ = std::move(copied);
+    return;
+  }
+#endif
+  host_ = t.cpu();
+}
+
+torch::Tensor host_read::get() {
+#ifdef COHORT_WITH_CUDA
+  if (copied_) std::static_pointer_cast<at::cuda::CUDAEvent>(copied_)->synchronize();
+#endif
+  return host_;
+}
+
+void wait_for_device(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
 torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
                              const std::atomic<bool>* cancelled, std::vector<double> values) {
   auto t = torch::tensor(values, torch::kDouble);
@@ -168,9 +199,11 @@ step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec,
   ao.eps = train.eps;
   ao.weight_decay = train.weight_decay;
   const auto update_started = std::chrono::steady_clock::now();
+  host_read pending(torch::stack({loss, squares}));
   optimizer.step(ao, coef);
-  // The step's one host read of the device, its update already queued.
-  const auto figures = torch::stack({loss, squares}).cpu();
+  // The step's one host read of the device: it waits for the figures, not for the update queued
+  // after them, which runs while the host goes through the run loop to the next step.
+  const auto figures = pending.get();
 
   step_result r;
   r.step = step_index + 1;
@@ -216,6 +249,7 @@ void engine_state::request_checkpoint(bool preempted) {
 }
 
 checkpoint_part engine_state::checkpoint() {
+  wait_for_device(device);  // the last update (finish_step does not wait for it), before any thread reads
   checkpoint_part part;
   part.tensors = shard_tensors(*optimizer, group.rank());
   // The sampler's position is the step after the last one done (the loader may stand a step

@@ -60,6 +60,24 @@ model::hf_files open_model_files(const config::job_spec& spec, int rank);
 // model.pad_vocab_to_multiple_of, which must stay as they were to resume).
 void check_checkpoint_vocab(const std::string& dir, const ckpt::manifest& m, std::int64_t vocab);
 
+// A tensor's values on their way to the host. On a GPU: an asynchronous copy into pinned memory
+// and an event after it, so that get() waits for the copy and not for work queued after it (the
+// update after a step's figures). Elsewhere get() is the tensor on the host at once.
+class host_read {
+ public:
+  explicit host_read(const torch::Tensor& t);
+  torch::Tensor get();  // the values on the host (waits for the copy)
+
+ private:
+  torch::Tensor host_;
+  std::shared_ptr<void> copied_;  // the CUDA event recorded after the copy, when on a GPU
+};
+
+// Waits on the host for everything queued on `device` (nothing on the CPU): finish_step returns
+// before its update has run there, so what reads the optimizer's state from the host or from
+// another thread (a checkpoint) waits for it first.
+void wait_for_device(const torch::Device& device);
+
 // `values` summed over the group's ranks (one fp64 all-reduce on `device`), on the host; a rank
 // alone gets its own values without a collective.
 torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
@@ -75,7 +93,8 @@ void add_loss(torch::Tensor& total, const torch::Tensor& sum);
 // all-reduce (label tokens, tokens, checkpoint requested, preempted); `local_loss` this rank's
 // summed loss, 0-dim on any device (add_loss). The result's samples are `samples`, its seconds
 // counted from `started`. On a GPU the clipping coefficient is computed there and the host reads
-// the loss and the norm once, after the update is queued: one wait per step at a single rank.
+// the loss and the norm once (host_read), their copy queued before the update: one wait per step
+// at a single rank, and it returns while the update still runs on the device.
 step_result finish_step(zero_optimizer& optimizer, const config::job_spec& spec, comm::process_group& group,
                         const torch::Device& device, const std::atomic<bool>* cancelled, std::int64_t step_index,
                         std::int64_t total_steps, const torch::Tensor& local_loss, const torch::Tensor& counts,

@@ -156,17 +156,28 @@ torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
   auto flat = torch::empty({parts() * u.shard}, on_device);
   // Every gradient there, of the buffer's dtype, one after another: one concatenation (a launch
   // or two where a copy each left the GPU waiting between a unit's hundreds of small copies).
+  // Compute-dtype gradients into an fp32 buffer likewise, through one widening launch where the
+  // kernels run.
   std::vector<torch::Tensor> pieces;
   std::int64_t end = 0;
+  const auto first = u.slots.empty() ? torch::Tensor() : u.slots.front().param.grad();
+  const bool widen = dtype == torch::kFloat && first.defined() && first.scalar_type() != dtype &&
+                     model::fused_kernels_available(first);
   for (const auto& s : u.slots) {
     const torch::Tensor& g = s.param.grad();
-    if (!g.defined() || g.scalar_type() != dtype || s.offset != end) break;
+    if (!g.defined() || g.scalar_type() != (widen ? first.scalar_type() : dtype) || s.offset != end ||
+        (widen && !g.is_contiguous()))
+      break;
     pieces.push_back(g.detach().reshape({-1}));
     end += s.numel;
   }
   if (pieces.size() == u.slots.size() && !pieces.empty()) {
     auto whole = flat.narrow(0, 0, end);
-    at::cat_out(whole, pieces, 0);
+    if (widen) {
+      model::fused_widen_into(pieces, whole);
+    } else {
+      at::cat_out(whole, pieces, 0);
+    }
   } else {
     for (const auto& s : u.slots) {
       auto place = flat.narrow(0, s.offset, s.numel);
@@ -286,6 +297,7 @@ void zero_optimizer::complete(const std::shared_ptr<comm::work>& w) {
 }
 
 void zero_optimizer::synchronize() {
+  finish_pending_reduction();
   auto works = std::move(unchecked_);
   unchecked_.clear();
   in_flight_.clear();  // all waited for below
@@ -457,13 +469,17 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
     }
     add_to_grad(u, flat.narrow(0, part() * u.shard, u.shard));
   } else {
+    finish_pending_reduction();  // the one before, long done: its wait costs the device nothing
     auto mine = torch::empty({u.shard}, flat.options());
     auto w = group_.reduce_scatter(flat, mine, comm::reduce_op::sum);
     track(w);
-    complete(w);
     if (!options_.offload_param) {
-      add_to_grad(u, mine);
-    } else if (options_.sum_grads_on_device && (!last || u.device_grad_sum.defined())) {
+      pending_reduction_ = pending_reduction{index, mine, w};
+      clear_param_grads(u);
+      return;
+    }
+    complete(w);
+    if (options_.sum_grads_on_device && (!last || u.device_grad_sum.defined())) {
       // Summed on the device; the last micro-batch's sum goes to the host as a first reduction's
       // shard does (the same additions in the same order as on the host, so the same sum).
       u.device_grad_sum = u.device_grad_sum.defined() ? u.device_grad_sum.add_(mine) : mine;
@@ -482,7 +498,19 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
       add_to_host_grad(index, mine);
     }
   }
+  clear_param_grads(u);
+}
+
+void zero_optimizer::clear_param_grads(unit& u) {
   for (auto& s : u.slots) s.param.mutable_grad() = torch::Tensor();
+}
+
+void zero_optimizer::finish_pending_reduction() {
+  if (!pending_reduction_) return;
+  auto p = std::move(*pending_reduction_);
+  pending_reduction_.reset();
+  complete(p.work);
+  add_to_grad(units_[p.unit], p.shard);
 }
 
 void zero_optimizer::add_to_host_grad(std::size_t index, const torch::Tensor& shard) {

@@ -398,6 +398,38 @@ TEST_CASE("the sum-of-squares kernel gives the fp64 sum of squares, the same val
   CHECK(fused_square_sum(xs).item<double>() == together);
 }
 
+TEST_CASE("the widening kernel writes each tensor's fp32 values one after another, vectorised or not",
+          "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(11);
+  for (const auto type : {torch::kBFloat16, torch::kHalf}) {
+    INFO("dtype " << c10::toString(type));
+    // 16-byte groups (4096; past one block's stretch: 3 << 16), odd sizes that put the next one
+    // off a 16-byte boundary (7, 1001), empty, and a view that starts off one (the 8 after 3).
+    const auto storage = torch::randn({11}, torch::kCUDA).to(type);
+    const std::vector<torch::Tensor> xs{torch::randn({4096}, torch::kCUDA).to(type),
+                                        torch::randn({7}, torch::kCUDA).to(type),
+                                        torch::randn({std::int64_t{3} << 16}, torch::kCUDA).to(type),
+                                        torch::zeros({0}, torch::kCUDA).to(type),
+                                        storage.narrow(0, 3, 8),
+                                        torch::randn({1001}, torch::kCUDA).to(type)};
+    std::int64_t total = 0;
+    for (const auto& x : xs) total += x.numel();
+    auto out = torch::full({total + 5}, -1.0f, torch::kCUDA);
+    fused_widen_into(xs, out);
+    std::vector<torch::Tensor> wide;
+    for (const auto& x : xs) wide.push_back(x.to(torch::kFloat));
+    CHECK(torch::equal(out.narrow(0, 0, total), torch::cat(wide)));
+    CHECK(torch::equal(out.narrow(0, total, 5),
+                       torch::full({5}, -1.0f, torch::kCUDA)));  // past them: untouched
+  }
+  auto small = torch::zeros({4}, torch::kCUDA);
+  CHECK_THROWS_WITH(fused_widen_into({torch::zeros({8}, torch::kCUDA).to(torch::kBFloat16)}, small),
+                    Catch::Contains("smaller"));
+  CHECK_THROWS_WITH(fused_widen_into({torch::zeros({4}, torch::kCUDA)}, small),
+                    Catch::Contains("bf16 or fp16"));
+}
+
 TEST_CASE("the norm kernels give ATen's RMSNorm and LayerNorm after the residual add, and their "
           "gradients, vectorised or not", "[core][model][.gpu]") {
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
