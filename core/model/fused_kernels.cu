@@ -1093,8 +1093,6 @@ __global__ void __launch_bounds__(32 * norm_param_rows)
 #pragma unroll
   for (int k = 0; k < Vec; ++k) dw[k] = db[k] = 0.0f;
   if (c < cols) {
-    // Unrolled so that several rows' loads are in flight at once (the sums keep their order).
-#pragma unroll 4
     for (std::int64_t row = begin + threadIdx.y; row < end; row += norm_param_rows) {
       auto d = load<T, Vec>(dy + row * cols + c);
       if (Gelu) {

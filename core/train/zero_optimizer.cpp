@@ -149,9 +149,13 @@ bool zero_optimizer::grads_in_compute_dtype() const {
   return group_.size() == 1 && options_.stage <= 1 && kernel_update();
 }
 
+torch::ScalarType zero_optimizer::flat_dtype() const {
+  return grads_in_compute_dtype() ? options_.compute_dtype : torch::kFloat;
+}
+
 torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
   // One buffer, each gradient converted straight into its place (no fp32 copies to concatenate).
-  const auto dtype = grads_in_compute_dtype() ? options_.compute_dtype : torch::kFloat;
+  const auto dtype = flat_dtype();
   const auto on_device = torch::TensorOptions().dtype(dtype).device(options_.device);
   auto flat = torch::empty({parts() * u.shard}, on_device);
   // Every gradient there, of the buffer's dtype, one after another: one concatenation (a launch
@@ -373,12 +377,16 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   wait_updated(u);  // its weights' copy is the last update's
   pending_gather p;
   p.unit = u;
-  p.shard = gather_shard(u);
+  // Without offload_param on a GPU the shard's cast to the compute dtype is part of the fill, on
+  // the gathers' stream, off the compute stream.
+  const bool cast_in_fill = !options_.offload_param && options_.device.is_cuda() && un.numel > 0;
+  if (!cast_in_fill) p.shard = gather_shard(u);
   allocate_full(un);
   un.gathered = true;
   if (un.numel == 0) return p;  // nothing to gather (unit 0 of a LoRA model)
   p.join = fill_on_uploads(
       [&] {
+        if (cast_in_fill) p.shard = gather_shard(u);
         if (parts() == 1) {
           torch::NoGradGuard no_grad;
           un.full.copy_(p.shard);
@@ -394,7 +402,7 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
 std::function<void()> zero_optimizer::fill_on_uploads(const std::function<void()>& fill,
                                                       const torch::Tensor& buffer) {
 #ifdef COHORT_WITH_CUDA
-  if (options_.offload_param && options_.device.is_cuda()) {
+  if (options_.device.is_cuda()) {
     const auto device = options_.device.index();
     const auto filled = after_compute_on(upload_stream_, device, buffer, fill);
     return [filled, device] { filled->block(c10::cuda::getCurrentCUDAStream(device)); };
@@ -403,6 +411,24 @@ std::function<void()> zero_optimizer::fill_on_uploads(const std::function<void()
   (void)buffer;
   fill();
   return {};
+}
+
+void zero_optimizer::on_reduce_stream(const unit& u, const std::function<void()>& reduce) {
+#ifdef COHORT_WITH_CUDA
+  if (options_.device.is_cuda()) {
+    const auto device = options_.device.index();
+    const auto side = stream_in(reduce_stream_, device);
+    // The weights' gradients, read there, go back to the allocator when the unit's reduction
+    // returns: none of their blocks is handed to the compute stream before this stream is past them.
+    for (const auto& s : u.slots)
+      if (s.param.grad().defined())
+        c10::cuda::CUDACachingAllocator::recordStream(s.param.grad().storage().data_ptr(), side);
+    after_compute_on(reduce_stream_, device, u.master, reduce);
+    return;
+  }
+#endif
+  (void)u;
+  reduce();
 }
 
 void zero_optimizer::prefetch(std::size_t u) {
@@ -460,6 +486,16 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
   throttle();
   wait_updated(index);        // offload_param: the last update read the gradient shard this writes
   if (device_squares_.size() != units_.size()) device_squares_.assign(units_.size(), torch::Tensor());
+  if (options_.stage >= 2 && !options_.offload_param) {
+    finish_pending_reduction();  // the one before, long done: its wait costs the device nothing
+    auto mine = torch::empty({u.shard}, torch::TensorOptions().dtype(flat_dtype()).device(options_.device));
+    std::shared_ptr<comm::work> w;
+    on_reduce_stream(u, [&] { w = group_.reduce_scatter(flat_grads(u), mine, comm::reduce_op::sum); });
+    track(w);
+    pending_reduction_ = pending_reduction{index, mine, w};
+    clear_param_grads(u);
+    return;
+  }
   auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
     if (group_.size() > 1) {  // alone, the sum over ranks is this rank's gradient
@@ -469,15 +505,9 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
     }
     add_to_grad(u, flat.narrow(0, part() * u.shard, u.shard));
   } else {
-    finish_pending_reduction();  // the one before, long done: its wait costs the device nothing
     auto mine = torch::empty({u.shard}, flat.options());
     auto w = group_.reduce_scatter(flat, mine, comm::reduce_op::sum);
     track(w);
-    if (!options_.offload_param) {
-      pending_reduction_ = pending_reduction{index, mine, w};
-      clear_param_grads(u);
-      return;
-    }
     complete(w);
     if (options_.sum_grads_on_device && (!last || u.device_grad_sum.defined())) {
       // Summed on the device; the last micro-batch's sum goes to the host as a first reduction's
