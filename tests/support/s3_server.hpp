@@ -1,22 +1,23 @@
 // A real S3-compatible server for tests: the npm package s3rver (scripts/install-deps --tests installs it
-// into tests/support/s3rver), started on a free port of 127.0.0.1 with its data in a temp dir and
-// one bucket (s3_environment puts its credentials in the AWS variables). The constructor returns
-// once the server answers a signed listing of that bucket; the destructor SIGKILLs and reaps it.
+// into tests/support/s3rver), started on 127.0.0.1 with its data in a temp dir and one bucket
+// (s3_environment puts its credentials in the AWS variables). It listens on a port the system
+// picks when it binds (-p 0) and names in its log: a port found free first and passed to it
+// could be taken by a test running beside it before it binds. The constructor returns once the
+// server answers a signed listing of that bucket; the destructor SIGKILLs and reaps it.
 // s3rver checks the access key but not SigV4 signatures (test_sigv4.cpp checks those against
 // AWS's examples). Tests that need it start with COHORT_NEED_S3_SERVER(), which skips the test,
 // saying why, when s3rver is not installed.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -54,9 +55,10 @@ class s3_server {
   static constexpr const char* secret_key = "S3RVER";
 
   explicit s3_server(std::string bucket = "cohort-test") : dir_("s3rver"), bucket_(std::move(bucket)) {
-    port_ = free_port();
     start();
-    wait_ready(std::chrono::steady_clock::now() + std::chrono::seconds(60));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    port_ = wait_for_port(deadline);
+    wait_ready(deadline);
   }
   ~s3_server() { kill(); }
   s3_server(const s3_server&) = delete;
@@ -82,22 +84,10 @@ class s3_server {
   }
 
  private:
-  static int free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("s3_server: cannot find a free port on 127.0.0.1");
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
   void start() {
     const std::string data = dir_.path("data");
     std::filesystem::create_directories(data);
-    std::vector<std::string> args{s3rver_path(), "-d", data, "-a", "127.0.0.1", "-p", std::to_string(port_),
+    std::vector<std::string> args{s3rver_path(),        "-d",   data, "-a", "127.0.0.1", "-p", "0",
                                   "--configure-bucket", bucket_};
     const std::string log = log_path();
     pid_t pid = ::fork();
@@ -115,6 +105,30 @@ class s3_server {
       ::_exit(127);
     }
     pid_ = pid;
+  }
+  // The port of s3rver's "S3rver listening on 127.0.0.1:PORT" line, which it writes once it
+  // listens (its bucket made); polls the log until it is there. Throws, naming the log, when the
+  // server exits first or the deadline passes.
+  int wait_for_port(std::chrono::steady_clock::time_point deadline) {
+    const std::string marker = "S3rver listening on ";
+    for (;;) {
+      std::ifstream log(log_path());
+      std::string line;
+      while (std::getline(log, line)) {
+        const auto at = line.find(marker);
+        const auto colon = line.rfind(':');
+        if (at != std::string::npos && colon != std::string::npos && colon > at)
+          return std::stoi(line.substr(colon + 1));
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("s3rver exited before it listened; see " + log_path());
+      }
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("s3rver did not say its port in time (its log: " + log_path() + ")");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // between reads of the log
+    }
   }
   // Polls with a signed listing of the bucket until it succeeds (the server is up and has made
   // the bucket); throws, naming the log, when the server exits or the deadline passes.
