@@ -214,16 +214,18 @@ c10::cuda::CUDAStream stream_in(std::optional<c10::Stream>& slot, c10::DeviceInd
 }
 
 // Runs `work` with the stream in `slot` current, after that stream waits for what `device`'s
-// compute (current) stream has queued so far, `used`'s memory kept from reuse until the stream is
-// past it. Returns the event recorded on the stream after `work`.
+// compute (current) stream has queued so far, the memory of each defined tensor of `used` kept
+// from reuse until the stream is past it. Returns the event recorded on the stream after `work`.
 std::shared_ptr<at::cuda::CUDAEvent> after_compute_on(std::optional<c10::Stream>& slot,
-                                                      c10::DeviceIndex device, const torch::Tensor& used,
+                                                      c10::DeviceIndex device,
+                                                      const std::vector<torch::Tensor>& used,
                                                       const std::function<void()>& work) {
   const auto side = stream_in(slot, device);
   at::cuda::CUDAEvent queued;
   queued.record(c10::cuda::getCurrentCUDAStream(device));
   queued.block(side);
-  c10::cuda::CUDACachingAllocator::recordStream(used.storage().data_ptr(), side);
+  for (const auto& t : used)
+    if (t.defined()) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), side);
   {
     const c10::cuda::CUDAStreamGuard on_side(side);
     work();
@@ -404,7 +406,7 @@ std::function<void()> zero_optimizer::fill_on_uploads(const std::function<void()
 #ifdef COHORT_WITH_CUDA
   if (options_.device.is_cuda()) {
     const auto device = options_.device.index();
-    const auto filled = after_compute_on(upload_stream_, device, buffer, fill);
+    const auto filled = after_compute_on(upload_stream_, device, {buffer}, fill);
     return [filled, device] { filled->block(c10::cuda::getCurrentCUDAStream(device)); };
   }
 #endif
@@ -416,14 +418,11 @@ std::function<void()> zero_optimizer::fill_on_uploads(const std::function<void()
 void zero_optimizer::on_reduce_stream(const unit& u, const std::function<void()>& reduce) {
 #ifdef COHORT_WITH_CUDA
   if (options_.device.is_cuda()) {
-    const auto device = options_.device.index();
-    const auto side = stream_in(reduce_stream_, device);
     // The weights' gradients, read there, go back to the allocator when the unit's reduction
     // returns: none of their blocks is handed to the compute stream before this stream is past them.
-    for (const auto& s : u.slots)
-      if (s.param.grad().defined())
-        c10::cuda::CUDACachingAllocator::recordStream(s.param.grad().storage().data_ptr(), side);
-    after_compute_on(reduce_stream_, device, u.master, reduce);
+    std::vector<torch::Tensor> grads;
+    for (const auto& s : u.slots) grads.push_back(s.param.grad());
+    after_compute_on(reduce_stream_, options_.device.index(), grads, reduce);
     return;
   }
 #endif
@@ -558,7 +557,7 @@ void zero_optimizer::add_to_host_grad(std::size_t index, const torch::Tensor& sh
 std::function<void()> zero_optimizer::copy_to_host(torch::Tensor to, const torch::Tensor& from) {
 #ifdef COHORT_WITH_CUDA
   if (from.is_cuda()) {
-    const auto copied = after_compute_on(grad_copy_stream_, from.device().index(), from,
+    const auto copied = after_compute_on(grad_copy_stream_, from.device().index(), {from},
                                          [&] { to.copy_(from, /*non_blocking=*/true); });
     return [copied] { copied->synchronize(); };
   }
