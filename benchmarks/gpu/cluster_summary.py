@@ -13,6 +13,17 @@ import sys
 GIB = 1024 ** 3
 
 
+def wall_tokens_per_s(rows, after_step):
+    """Tokens/s over wall time (the job's, all ranks): the median over the metrics lines of steps
+    past `after_step` of a step's tokens over the time since the line before it (its `time`), so
+    the run loop's work between steps counts, which `step_s` leaves out, and a profiled step's
+    trace writing does not (a median). 0 without `time` in the lines."""
+    timed = [r for r in rows if "time" in r]
+    walls = [b["tokens_per_s"] * b["step_s"] / (b["time"] - a["time"])
+             for a, b in zip(timed, timed[1:]) if b["step"] > after_step and b["time"] > a["time"]]
+    return statistics.median(walls) if walls else 0
+
+
 def main():
     label, metrics_path, log_path, plan_path = sys.argv[1:5]
     rows = [json.loads(l) for l in open(metrics_path) if l.strip().startswith("{")]
