@@ -243,6 +243,11 @@ void check_cross_fields(const job_spec& spec) {
     throw spec_error("zero.delayed_param_update",
                      "got true without zero.offload_param \"cpu\"; the update is delayed only on the host, "
                      "beside the next step (allowed otherwise: false)");
+  if (spec.zero.layers_kept_gathered > 0 && spec.zero.stage != 3)
+    throw spec_error("zero.layers_kept_gathered",
+                     "got " + std::to_string(spec.zero.layers_kept_gathered) + " with zero.stage " +
+                         std::to_string(spec.zero.stage) +
+                         "; only stage 3 gathers layers (allowed otherwise: 0, the default)");
   refuse_steps_after_the_last(spec, spec.run.hold_before_steps, "run.hold_before_steps", "hold");
   refuse_steps_after_the_last(spec, spec.run.profile_steps, "run.profile_steps", "profile");
   if (spec.train.eval_every > 0 && spec.data.eval.empty())

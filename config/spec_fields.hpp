@@ -236,7 +236,8 @@ auto zero_fields(Spec& z) {
           .set_by_deepspeed("`zero_optimization.offload_optimizer.device`"),
       field_of("offload_param", z.offload_param, offload_names)
           .set_by_deepspeed("`zero_optimization.offload_param.device`"),
-      field_of("delayed_param_update", z.delayed_param_update, flag_rule{}));
+      field_of("delayed_param_update", z.delayed_param_update, flag_rule{}),
+      field_of("layers_kept_gathered", z.layers_kept_gathered, integer_rule{0}));
 }
 
 template <class Spec>

@@ -28,6 +28,7 @@
 #include "core/model/model_error.hpp"
 #include "core/model/vocab_resize.hpp"
 #include "core/model/weight_source.hpp"
+#include "core/train/device_memory.hpp"
 #include "core/train/engine_checkpoint.hpp"
 #include "core/train/engine_common.hpp"
 #include "core/train/job_preflight.hpp"
@@ -224,6 +225,9 @@ struct causal_lm_engine::impl : engine_state {
   // Stages 2-3 on the layer-by-layer paths reduce-scatter each layer's gradients right after its
   // backward (so a rank never holds all of them); otherwise they are reduced once per step.
   bool layers_reduced_in_backward = false;
+  // Stage 3: the last this many layers keep their gathered weights from their forward to their
+  // backward (memory_estimate::layers_kept_gathered); the others are gathered again for it.
+  std::size_t layers_kept_gathered = 1;
   bool last_micro_batch = true;  // the step's micro-batch being computed is its last
   bool save_rng = false;
   vocab_plan vocab;  // the model's vocabulary, grown for added tokens
@@ -354,7 +358,8 @@ struct causal_lm_engine::impl : engine_state {
     if (net->has_lora())
       shape.lora_layer_parameters =
           lora_layer_parameters(net->config(), spec.model.lora.r, spec.model.lora.target_modules);
-    const auto plan = estimate_memory(spec, shape);
+    const auto plan = estimate_memory(spec, shape, device.is_cuda() ? gpu_total_bytes(device.index()) : 0);
+    layers_kept_gathered = static_cast<std::size_t>(std::max<std::int64_t>(1, plan.layers_kept_gathered));
     zo.sum_grads_on_device = plan.grads_summed_on_device;
     zo.param_shard_units_kept_on_device =
         test_host_param_gathers() ? 0 : plan.param_shard_units_kept_on_device;
@@ -528,9 +533,10 @@ struct causal_lm_engine::impl : engine_state {
     const auto& ctx = context_of(b.ids.size(1));
     if (kept_graphs) return forward_backward_kept(b, scale, ctx);
     // Layer by layer: a forward without autograd keeps each layer's input, then each layer is
-    // recomputed with autograd just before its backward (with the weights of its unit gathered).
-    // With dropout the generator's state before each piece is kept, so the recomputation drops
-    // what the first pass dropped, and the state after the first pass is restored at the end.
+    // recomputed with autograd just before its backward (with the weights of its unit gathered;
+    // the last layers_kept_gathered layers stay gathered from the forward). With dropout the generator's
+    // state before each piece is kept, so the recomputation drops what the first pass dropped, and the state
+    // after the first pass is restored at the end.
     const auto& layers = net->layers();
     std::vector<torch::Tensor> inputs, rng_states;  // rng_states: before embed, before layer l
     auto generator = at::globalContext().defaultGenerator(device);
@@ -547,11 +553,12 @@ struct causal_lm_engine::impl : engine_state {
         if (save_rng) rng_states.push_back(generator.get_state());
         auto layer = layers[l];
         x = layer->forward(x, ctx);
-        optimizer->release(unit);
+        if (l + layers_kept_gathered < layers.size()) optimizer->release(unit);  // else kept for the backward
       }
       inputs.push_back(x);
       if (save_rng) rng_after_forward = generator.get_state();
     }
+    prefetch_below_kept(layers.size());
     auto last = inputs.back().detach().requires_grad_(true);
     auto sum = head_loss(last, b);
     (sum * scale).backward();
@@ -592,9 +599,9 @@ struct causal_lm_engine::impl : engine_state {
   // the last add pending (model::residual_stream), as the whole pass does: the next layer's norm
   // adds it in its kernel. Backward, last layer first: gather the layer's unit again (refilling
   // the weights its graph refers to), prefetch the one below, run the layer's backward from its
-  // kept output, reduce-scatter its gradients, release it. The last layer stays gathered from its
-  // forward to its backward, and the head's forward and backward overlap the gather of the layer
-  // below it.
+  // kept output, reduce-scatter its gradients, release it. The last layers_kept_gathered layers
+  // (at least the last) stay gathered from their forward to their backward, and the head's
+  // forward and backward overlap the gather of the layer below them.
   torch::Tensor forward_backward_kept(const batch_tensors& b, double scale, const model::attention_context& ctx) {
     const auto& layers = net->layers();
     const std::size_t count = layers.size();
@@ -609,9 +616,10 @@ struct causal_lm_engine::impl : engine_state {
       auto layer = layers[l];
       outputs[l] = layer->forward(inputs[l], ctx);
       x = outputs[l];
-      if (l + 1 < count) optimizer->release(unit);  // the graph keeps the tensors, not the bytes
+      if (l + layers_kept_gathered < count)
+        optimizer->release(unit);  // the graph keeps the tensors, not the bytes
     }
-    if (count >= 2) optimizer->prefetch(zero_optimizer::layer_unit(static_cast<std::int64_t>(count) - 2));
+    prefetch_below_kept(count);
     auto last = x.sum().detach().requires_grad_(true);  // the last add's gradient is last's to both
     auto sum = head_loss(last, b);
     (sum * scale).backward();
@@ -629,6 +637,14 @@ struct causal_lm_engine::impl : engine_state {
     }
     if (embedded.requires_grad()) embedded.backward(grad.base);  // LoRA: the embeddings may be frozen
     return sum;
+  }
+
+  // After the forward of `count` layers: the gather of the highest layer not kept gathered starts,
+  // to overlap the head's forward and backward and the kept layers' backward.
+  void prefetch_below_kept(std::size_t count) {
+    if (count > layers_kept_gathered)
+      optimizer->prefetch(
+          zero_optimizer::layer_unit(static_cast<std::int64_t>(count - layers_kept_gathered) - 1));
   }
 
   // x's tensors detached from the graph that made them, each a new root requiring its gradient.

@@ -51,16 +51,30 @@ std::int64_t requested_gpu_memory_limit() {
   return static_cast<std::int64_t>(gpu_memory_limit_bytes({{config::gpu_memory_limit_variable, value}}));
 }
 
-std::int64_t apply_gpu_memory_limit(int device) {
-  const std::int64_t limit = requested_gpu_memory_limit();
-  if (limit == 0) return 0;
+std::int64_t gpu_total_bytes(int device) {
 #ifdef COHORT_WITH_CUDA
   std::size_t free_bytes = 0, total_bytes = 0;
   int previous = 0;
   if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess ||
       cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess || cudaSetDevice(previous) != cudaSuccess)
-    throw std::runtime_error(std::string(config::gpu_memory_limit_variable) + ": cannot read the memory of CUDA device " +
-                             std::to_string(device));
+    throw std::runtime_error("cannot read the memory of CUDA device " + std::to_string(device));
+  return static_cast<std::int64_t>(total_bytes);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
+std::int64_t apply_gpu_memory_limit(int device) {
+  const std::int64_t limit = requested_gpu_memory_limit();
+  if (limit == 0) return 0;
+#ifdef COHORT_WITH_CUDA
+  std::int64_t total_bytes = 0;
+  try {
+    total_bytes = gpu_total_bytes(device);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(config::gpu_memory_limit_variable) + ": " + e.what());
+  }
   if (static_cast<double>(limit) > static_cast<double>(total_bytes))
     throw std::invalid_argument(std::string(config::gpu_memory_limit_variable) + ": " + gib_text(static_cast<double>(limit)) +
                                 " is more than CUDA device " + std::to_string(device) + " has (" +

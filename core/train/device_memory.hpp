@@ -19,6 +19,10 @@ std::int64_t requested_gpu_memory_limit();
 // the cap exceeds the card, runtime_error on a build without CUDA when a cap is set.
 std::int64_t apply_gpu_memory_limit(int device);
 
+// The memory of CUDA device `device` (visible index) in bytes; 0 on a build without CUDA. Throws
+// runtime_error when CUDA cannot read it.
+std::int64_t gpu_total_bytes(int device);
+
 struct memory_peaks {
   std::int64_t gpu_allocated = 0;  // peak bytes in tensors on the device (0 on CPU)
   std::int64_t gpu_reserved = 0;   // peak bytes the caching allocator held from the driver

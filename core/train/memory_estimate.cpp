@@ -166,7 +166,7 @@ units_within first_units_within(const std::vector<double>& unit_bytes, double ro
 
 }  // namespace
 
-memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m) {
+memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m, double gpu_bytes) {
   const int stage = spec.zero.stage;
   const std::int64_t w = stage == 0 ? 1 : std::max(1, spec.scaling.num_workers);
   const double p = bytes_of(spec.train.dtype);
@@ -290,6 +290,25 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
             std::to_string(unit_shards.size()) + " units kept between updates",
         kept.bytes, true);
     r.device_bytes += kept.bytes;
+  }
+  if (gathered_per_layer) {
+    const double layer_bytes = p * um;
+    const double usable = gpu ? usable_gpu_bytes(cap, gpu_bytes) : 0;
+    std::int64_t kept = spec.zero.layers_kept_gathered;
+    if (kept == 0) {
+      kept = 1;
+      if (usable > 0 && !offload_param && layer_bytes > 0) {
+        const double room = (1 - kept_shards_cap_margin) * usable - r.device_bytes;
+        if (room > 0) kept += static_cast<std::int64_t>(std::floor(room / layer_bytes));
+      }
+    }
+    e.layers_kept_gathered = std::min<std::int64_t>(kept, m.num_layers);
+    const double more =
+        layer_bytes * static_cast<double>(std::max<std::int64_t>(0, e.layers_kept_gathered - 1));
+    add("gathered weights of " + std::to_string(e.layers_kept_gathered - 1) +
+            " more layers kept from forward to backward (zero.layers_kept_gathered)",
+        more, true);
+    (gpu ? r.device_bytes : r.steady_host_bytes) += more;
   }
   // Loading, a rank reads its fp32 shard a unit at a time: it stays in host memory on a CPU and
   // with offload (beside one parameter tensor as read), and goes to the GPU unit by unit otherwise.

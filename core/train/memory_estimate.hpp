@@ -163,11 +163,22 @@ struct memory_estimate {
   // job's cap less kept_shards_cap_margin of it; 0 without a cap. The other units' gathers copy
   // their shards from the host. The engine asks this plan.
   std::int64_t param_shard_units_kept_on_device = 0;
+  // Stage 3: how many layers, the last ones first, keep their gathered weights from their
+  // forward to their backward (zero.layers_kept_gathered; the engine asks this plan). The spec's
+  // count when it sets one; else 1 (the last layer: the head's forward and backward run between
+  // its two uses) and, without offload_param and where the rank's usable GPU bytes are known
+  // (estimate_memory's gpu_bytes, else the job's cap), as many more as fit after everything
+  // above within all but kept_shards_cap_margin of them. Each beyond the first is counted on the
+  // device: the plan's gathered weights already hold two layers at the backward's start (the
+  // last, kept, and the one below, prefetched). 0 below stage 3.
+  std::int64_t layers_kept_gathered = 0;
   double rank0_extra_host_bytes = 0;   // rank 0's export staging buffer (largest fp32 tensor)
   std::string setting;                 // "ZeRO-3, bf16, offload_param cpu" and the like
 };
 
-memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& model);
+// gpu_bytes: what the rank may use of its GPU where known (usable_gpu_bytes of the job's cap and
+// the device's size, which only the engine knows); 0: the job's cap alone, if any.
+memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& model, double gpu_bytes = 0);
 
 // COHORT_GPU_MEMORY_LIMIT_GB from a job's runtime_env.env_vars: the GPU memory a rank may use, in
 // bytes; 0 when absent. Throws std::invalid_argument naming the variable when it is not a number

@@ -179,6 +179,10 @@ TEST_CASE("rules across fields are checked", "[config]") {
              "zero.stage 2", "needs zero.stage 3"});
   check_bad({R"({"zero": {"stage": 3, "offload_optimizer": "cpu", "delayed_param_update": true}})",
              "zero.delayed_param_update", "got true", "zero.offload_param \"cpu\""});
+  check_bad({R"({"zero": {"stage": 2, "layers_kept_gathered": 4}})", "zero.layers_kept_gathered",
+             "got 4 with zero.stage 2", "only stage 3"});
+  check_bad({R"({"zero": {"stage": 3, "layers_kept_gathered": -1}})", "zero.layers_kept_gathered", "-1",
+             "an integer >= 0"});
   check_bad({R"({"model": {"hf_dir": "a", "config": "b"}})", "model", "both", "hf_dir"});
   check_bad({R"({"model": {"hf_dir": "a", "init_seed": 1}})", "model.init_seed", "only applies",
              "config"});

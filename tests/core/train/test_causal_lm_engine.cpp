@@ -309,6 +309,42 @@ TEST_CASE("ZeRO-3 frees each layer's gathered weights after its forward: a step 
   for (auto peak : whole[0].gathered_peaks) CHECK(peak == 0);
 }
 
+TEST_CASE(
+    "ZeRO-3 keeps the last zero.layers_kept_gathered layers gathered from their forward to "
+    "their backward: the same weights, and the step's peak holds those layers",
+    "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  const int world = 2, layers = 4;
+  auto spec = deep_job(data, world, 3, layers);
+  spec.train.max_steps = 3;
+  const auto shape = core::train::shape_of(
+      core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
+  const auto unit0 = test::gathered_unit_bytes(shape.outer_parameters, world);
+  const auto layer = test::gathered_unit_bytes(shape.layer_parameters, world);
+  for (bool checkpointing : {false, true}) {
+    INFO((checkpointing ? "with" : "without") << " activation checkpointing");
+    spec.train.activation_checkpointing = checkpointing;
+    spec.zero.layers_kept_gathered = 1;
+    const auto one = test::run_job(spec);
+    // k kept: by the backward's start the k layers and the one below them, prefetched; all kept,
+    // every layer and nothing more.
+    for (int k : {2, layers}) {
+      INFO(k << " layers kept");
+      spec.zero.layers_kept_gathered = k;
+      const auto out = test::run_job(spec);
+      for (std::size_t r = 0; r < out.size(); ++r) {
+        CHECK(out[r].weights == one[r].weights);
+        REQUIRE(out[r].steps.size() == one[r].steps.size());
+        for (std::size_t i = 0; i < out[r].steps.size(); ++i)
+          CHECK(out[r].steps[i].loss == one[r].steps[i].loss);
+        REQUIRE(out[r].gathered_peaks.size() == 3);
+        for (auto peak : out[r].gathered_peaks) CHECK(peak == unit0 + std::min(k + 1, layers) * layer);
+      }
+    }
+  }
+}
+
 TEST_CASE("the fused compute path trains as the plain one at stage 0 and under ZeRO-3 with and "
           "without recomputation, and keeps the real vocabulary in the weights", "[core][train]") {
   temp_dir tmp;

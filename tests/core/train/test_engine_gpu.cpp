@@ -117,8 +117,10 @@ TEST_CASE("on two GPUs over NCCL every ZeRO stage trains as on the CPU: fp32 clo
   CHECK(worst_weight_gap(off[0].weights, cpu[0].weights) <= 1e-3);
 }
 
-TEST_CASE("on two GPUs ZeRO-3 trains alike with and without recomputation and holds unit 0 and two "
-          "layers gathered at most", "[core][train][.gpu]") {
+TEST_CASE(
+    "on two GPUs ZeRO-3 trains alike with and without recomputation and holds unit 0 and two "
+    "layers gathered at most, or every layer where the plan keeps them all from forward to backward",
+    "[core][train][.gpu]") {
   require_two_gpus();
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
@@ -130,9 +132,14 @@ TEST_CASE("on two GPUs ZeRO-3 trains alike with and without recomputation and ho
     INFO(config::to_string(dtype));
     spec.train.dtype = dtype;
     spec.train.activation_checkpointing = false;
+    spec.zero.layers_kept_gathered = 1;
     const auto kept = test::run_job(spec);
     spec.train.activation_checkpointing = true;
     const auto recomputed = test::run_job(spec);
+    // Left to the plan, a GPU of this size keeps all 4 layers of the tiny model gathered.
+    spec.train.activation_checkpointing = false;
+    spec.zero.layers_kept_gathered = 0;
+    const auto planned = test::run_job(spec);
     CHECK(kept[1].weights == kept[0].weights);
     if (dtype == config::precision::fp32) {
       CHECK(worst_loss_gap(kept[0], recomputed[0]) <= 1e-4);
@@ -146,5 +153,10 @@ TEST_CASE("on two GPUs ZeRO-3 trains alike with and without recomputation and ho
                           2 * test::gathered_unit_bytes(shape.layer_parameters, 2, p);
     for (const auto& rank : kept)
       for (auto peak : rank.gathered_peaks) CHECK(peak == expected);
+    const auto all = test::gathered_unit_bytes(shape.outer_parameters, 2, p) +
+                     4 * test::gathered_unit_bytes(shape.layer_parameters, 2, p);
+    for (const auto& rank : planned)
+      for (auto peak : rank.gathered_peaks) CHECK(peak == all);
+    CHECK(worst_loss_gap(planned[0], kept[0]) <= (dtype == config::precision::fp32 ? 1e-4 : 0.02));
   }
 }

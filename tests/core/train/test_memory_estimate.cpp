@@ -335,6 +335,53 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "at stage 3 the plan keeps as many more layers gathered from forward to backward as the "
+    "rank's GPU has room for, and counts a number the job sets",
+    "[core][train][memory]") {
+  const auto shape = core::train::shape_of(tinyllama());                   // 22 layers
+  const double layer = 2.0 * static_cast<double>(shape.layer_parameters);  // one bf16 layer, gathered
+  auto spec = job(true, 3, 2, bf16);
+  const auto unknown = estimate_memory(spec, shape);  // no cap, the GPU's size not given
+  CHECK(unknown.layers_kept_gathered == 1);
+  const double before = unknown.per_rank.device_bytes;
+  const auto kept = [&](const memory_estimate& e) {
+    return item(e,
+                "gathered weights of " + std::to_string(e.layers_kept_gathered - 1) +
+                    " more layers kept from forward to backward (zero.layers_kept_gathered)",
+                true);
+  };
+  CHECK(kept(unknown) == 0);
+  // Room for three and a half more layers under nine tenths of the GPU: three more.
+  const double gpu = (before + 3.5 * layer) / (1 - core::train::kept_shards_cap_margin);
+  const auto roomy = estimate_memory(spec, shape, gpu);
+  CHECK(roomy.layers_kept_gathered == 4);
+  CHECK(kept(roomy) == 3 * layer);
+  CHECK(roomy.per_rank.device_bytes == before + 3 * layer);
+  CHECK(estimate_memory(spec, shape, before).layers_kept_gathered == 1);       // no room: the last alone
+  CHECK(estimate_memory(spec, shape, 1000 * gib).layers_kept_gathered == 22);  // never more than all
+  // The job's cap bounds what the GPU's size would allow.
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", gpu / gib);
+  spec.runtime_env.env_vars[cohort::config::gpu_memory_limit_variable] = text;
+  CHECK(estimate_memory(spec, shape, 1000 * gib).layers_kept_gathered == 4);
+  CHECK(estimate_memory(spec, shape).layers_kept_gathered == 4);
+  spec.runtime_env.env_vars.clear();
+  // A set number is kept whatever the room, and counted.
+  spec.zero.layers_kept_gathered = 6;
+  const auto set = estimate_memory(spec, shape);
+  CHECK(set.layers_kept_gathered == 6);
+  CHECK(set.per_rank.device_bytes == before + 5 * layer);
+  spec.zero.layers_kept_gathered = 40;
+  CHECK(estimate_memory(spec, shape).layers_kept_gathered == 22);
+  // offload_param leaves the room to the shards kept between updates: the last layer alone.
+  spec.zero.layers_kept_gathered = 0;
+  spec.zero.offload_param = cpu;
+  CHECK(estimate_memory(spec, shape, 1000 * gib).layers_kept_gathered == 1);
+  // Below stage 3 whole weights: nothing is gathered.
+  CHECK(estimate_memory(job(true, 2, 2, bf16), shape, 1000 * gib).layers_kept_gathered == 0);
+}
+
 TEST_CASE("the peak holds the larger of the gradient shard and the activations, never both",
           "[core][train][memory]") {
   const auto shape = core::train::shape_of(small_llama());
