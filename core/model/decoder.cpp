@@ -15,6 +15,7 @@
 #include "core/model/fused_ops.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
+#include "core/model/weight_grad_sink.hpp"
 
 namespace cohort::core::model {
 namespace {
@@ -265,14 +266,23 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
       if (ctx->needs_input_grad(at)) out[at] = dh.t().mm(x2);
       if (ctx->needs_input_grad(at + 1)) out[at + 1] = g2.t().mm(h);
     }
+    const auto stacked = stacked_rows(weights);
     if (ctx->needs_input_grad(0)) {
-      auto gx = g.matmul(stacked_rows(weights));  // (..., in)
+      auto gx = g.matmul(stacked);  // (..., in)
       if (dh.defined()) gx.view({-1, gx.size(-1)}).addmm_(dh, saved[1 + n]);
       out[0] = gx;
     }
-    bool any_weight = false;
-    for (std::size_t i = 0; i < n; ++i) any_weight = any_weight || ctx->needs_input_grad(1 + i);
-    if (any_weight) {
+    bool any_weight = false, every_weight = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      any_weight = any_weight || ctx->needs_input_grad(1 + i);
+      every_weight = every_weight && ctx->needs_input_grad(1 + i);
+    }
+    // The weights' gradient straight into an optimizer's fp32 buffer where one holds them all
+    // (weight_grad_sink.hpp), none then for autograd; else returned, one per weight.
+    auto target = every_weight ? weight_grad_target_of(stacked) : weight_grad_target{};
+    if (target.grad.defined()) {
+      compat::matmul_into(target.grad, g2.t(), x2, target.accumulate);
+    } else if (any_weight) {
       const auto gw = g2.t().mm(x2).split_with_sizes(rows, 0);
       for (std::size_t i = 0; i < n; ++i) out[1 + i] = gw[i];
     }
@@ -315,7 +325,7 @@ class chunked_head_loss_function : public torch::autograd::Function<chunked_head
         loss += fused_cross_entropy(logits, tc, wanted);
         if (!wanted) continue;
         if (want_x) gx.slice(0, start, end).copy_(logits.mm(weight));
-        if (want_w) compat::add_matmul(gw, logits.t(), xc);  // fp32 accumulation in the GEMM
+        if (want_w) compat::matmul_into(gw, logits.t(), xc, /*accumulate=*/true);  // fp32 in the GEMM
         if (want_b) gb.add_(logits.to(torch::kFloat).sum(0));
         continue;
       }
@@ -440,6 +450,8 @@ torch::Tensor projection_impl::forward(const torch::Tensor& x) {
           x, {like(weight, x)},
           bias.defined() ? std::vector<torch::Tensor>{like(bias, x)} : std::vector<torch::Tensor>{}, lora);
   }
+  if (!conv1d && !bias.defined() && weight.requires_grad() && fused_for(path, x))
+    return with_adapter(concat_linear(x, {like(weight, x)}, {}, {}), x);  // see weight_grad_sink.hpp
   if (!conv1d) return with_adapter(torch::linear(x, like(weight, x), like(bias, x)), x);
   if (bias.defined() && fused_for(path, x) && fused_kernels_available(x)) {
     // The bias added by the GEMM itself, its gradient summed by cohort's kernel.

@@ -106,18 +106,31 @@ inline void fused_adamw(const std::vector<at::Tensor>& params, const std::vector
 #endif
 }
 
-// acc += a · b for fp32 acc (m, n) and a (m, k), b (k, n) of one dtype. With bf16/fp16 a and b on
-// CUDA (libtorch 2.9 and later) one GEMM accumulates into acc in fp32; elsewhere the product is
-// formed in a's dtype and then added.
-inline void add_matmul(at::Tensor& acc, const at::Tensor& a, const at::Tensor& b) {
+// out = a · b, or out += a · b with `accumulate`, for out (m, n) and a (m, k), b (k, n) of one
+// dtype, out of theirs or fp32. An fp32 out from bf16/fp16 a and b on CUDA (libtorch 2.9 and
+// later) is the GEMM's own output, in fp32 as it accumulates; elsewhere the product is formed in
+// a's dtype, then copied or added.
+inline void matmul_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate) {
+  if (out.scalar_type() == a.scalar_type() && !accumulate) {
+    at::mm_out(out, a, b);
+    return;
+  }
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
-  if (acc.is_cuda() && acc.scalar_type() == at::kFloat &&
+  if (out.is_cuda() && out.scalar_type() == at::kFloat &&
       (a.scalar_type() == at::kBFloat16 || a.scalar_type() == at::kHalf)) {
-    at::addmm_out(acc, acc, a, b, at::kFloat);
+    if (accumulate) {
+      at::addmm_out(out, out, a, b, at::kFloat);
+    } else {
+      at::mm_out(out, a, b, at::kFloat);
+    }
     return;
   }
 #endif
-  acc.add_(a.mm(b));
+  if (accumulate) {
+    out.add_(a.mm(b));
+  } else {
+    out.copy_(a.mm(b));
+  }
 }
 
 }  // namespace cohort::core::model::compat

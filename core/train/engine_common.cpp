@@ -130,6 +130,7 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
   zo.overlap_host_update = !test_sequential_host_update();
   zo.delayed_update = spec.zero.delayed_param_update && zo.overlap_host_update;
   zo.delay_after = spec.train.warmup_steps;
+  zo.weight_grads_in_buffer = !test_weight_grads_through_autograd();
   return zo;
 }
 

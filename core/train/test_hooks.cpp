@@ -46,6 +46,10 @@ bool test_sequential_host_update() { return test_flag_set(test_sequential_host_u
 
 bool test_host_param_gathers() { return test_flag_set(test_host_param_gathers_variable); }
 
+bool test_weight_grads_through_autograd() {
+  return test_flag_set(test_weight_grads_through_autograd_variable);
+}
+
 std::optional<std::uint64_t> test_disk_free_bytes() {
   const char* free = std::getenv(test_disk_free_variable);
   if (free == nullptr) return std::nullopt;

@@ -35,6 +35,13 @@ bool test_sequential_host_update();
 inline constexpr const char* test_host_param_gathers_variable = "COHORT_TEST_HOST_PARAM_GATHERS";
 bool test_host_param_gathers();
 
+// With COHORT_TEST_WEIGHT_GRADS_THROUGH_AUTOGRAD=1 in the worker process's environment, ZeRO-3's
+// weight gradients all go through .grad (zero_options::weight_grads_in_buffer false): the
+// baseline of a measurement.
+inline constexpr const char* test_weight_grads_through_autograd_variable =
+    "COHORT_TEST_WEIGHT_GRADS_THROUGH_AUTOGRAD";
+bool test_weight_grads_through_autograd();
+
 // With COHORT_TEST_DISK_FREE_BYTES=N in the worker process's environment, a checkpoint save takes
 // the file system of the run's directory to have N bytes free (checkpointer), so that a test can
 // have a full disk without filling one. nullopt without it.

@@ -97,6 +97,47 @@ zero_optimizer::zero_optimizer(const std::vector<model::hf_parameter>& params,
   gathered_peak_bytes_ = gathered_bytes_;
   if (options_.offload_param && options_.overlap_host_update)
     updates_ = std::make_unique<unit_update_thread>();
+  if (options_.weight_grads_in_buffer && options_.stage == 3 && !options_.offload_param) {
+    sink_ = std::make_unique<grad_sink>(*this);  // last: nothing after it throws
+    model::add_weight_grad_sink(sink_.get());
+  }
+}
+
+zero_optimizer::~zero_optimizer() {
+  if (sink_) model::remove_weight_grad_sink(sink_.get());
+}
+
+model::weight_grad_target zero_optimizer::sink_target(const torch::Tensor& weights) {
+  if (weights.dim() != 2 || !weights.is_contiguous() || weights.scalar_type() != options_.compute_dtype ||
+      weights.device() != options_.device)
+    return {};
+  const auto* at = static_cast<const char*>(weights.data_ptr());
+  for (auto& u : units_) {
+    const auto* base = static_cast<const char*>(u.full.data_ptr());  // null while released
+    const auto size = static_cast<std::ptrdiff_t>(u.full.element_size());
+    if (base == nullptr || u.numel == 0 || at < base || at >= base + u.numel * size) continue;
+    const std::int64_t begin = (at - base) / size, end = begin + weights.numel();
+    // The slots the range covers, whole: [first, last).
+    std::size_t first = 0;
+    while (first < u.slots.size() && u.slots[first].offset < begin) ++first;
+    if (first == u.slots.size() || u.slots[first].offset != begin) return {};
+    std::size_t last = first;
+    while (last < u.slots.size() && u.slots[last].offset + u.slots[last].numel <= end) ++last;
+    if (last == first || u.slots[last - 1].offset + u.slots[last - 1].numel != end) return {};
+    if (!u.sunk.defined()) {
+      u.sunk = torch::empty({parts() * u.shard},
+                            torch::TensorOptions().dtype(torch::kFloat).device(options_.device));
+      u.written.assign(u.slots.size(), false);
+    }
+    bool any = false;
+    for (std::size_t i = first; i < last; ++i) any = any || u.written[i];
+    for (std::size_t i = first; i < last; ++i) {
+      if (any && !u.written[i]) u.sunk.narrow(0, u.slots[i].offset, u.slots[i].numel).zero_();
+      u.written[i] = true;
+    }
+    return {u.sunk.narrow(0, begin, end - begin).view(weights.sizes()), any};
+  }
+  return {};
 }
 
 namespace {
@@ -153,7 +194,25 @@ torch::ScalarType zero_optimizer::flat_dtype() const {
   return grads_in_compute_dtype() ? options_.compute_dtype : torch::kFloat;
 }
 
-torch::Tensor zero_optimizer::flat_grads(const unit& u) const {
+torch::Tensor zero_optimizer::flat_grads(unit& u) {
+  if (u.sunk.defined()) {  // the GEMMs' gradients are there; the other slots' come from .grad
+    auto flat = std::move(u.sunk);
+    u.sunk = torch::Tensor();
+    for (std::size_t i = 0; i < u.slots.size(); ++i) {
+      if (u.written[i]) continue;
+      const auto& s = u.slots[i];
+      auto place = flat.narrow(0, s.offset, s.numel);
+      const torch::Tensor& g = s.param.grad();
+      if (g.defined()) {
+        place.copy_(g.detach().reshape({-1}));
+      } else {
+        place.zero_();
+      }
+    }
+    u.written.assign(u.slots.size(), false);
+    flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding
+    return flat;
+  }
   // One buffer, each gradient converted straight into its place (no fp32 copies to concatenate).
   const auto dtype = flat_dtype();
   const auto on_device = torch::TensorOptions().dtype(dtype).device(options_.device);
@@ -420,7 +479,7 @@ void zero_optimizer::on_reduce_stream(const unit& u, const std::function<void()>
   if (options_.device.is_cuda()) {
     // The weights' gradients, read there, go back to the allocator when the unit's reduction
     // returns: none of their blocks is handed to the compute stream before this stream is past them.
-    std::vector<torch::Tensor> grads;
+    std::vector<torch::Tensor> grads{u.sunk};  // made on the compute stream, read by this one
     for (const auto& s : u.slots) grads.push_back(s.param.grad());
     after_compute_on(reduce_stream_, options_.device.index(), grads, reduce);
     return;
@@ -470,6 +529,7 @@ void zero_optimizer::zero_grad_shards() {
   deferred_adds_.clear();  // a step cut short: its later micro-batches' sums are not wanted
   device_squares_.assign(units_.size(), torch::Tensor());
   for (auto& u : units_) {
+    u.sunk = torch::Tensor();  // a step cut short: what its GEMMs wrote is not wanted
     if (options_.offload_param) {
       u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
     } else {

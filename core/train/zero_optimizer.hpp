@@ -54,6 +54,7 @@
 #include "core/comm/process_group.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
+#include "core/model/weight_grad_sink.hpp"
 #include "core/model/weight_source.hpp"
 #include "core/train/unit_update_thread.hpp"
 
@@ -100,6 +101,12 @@ struct zero_options {
   // an update copies from the host either way. The same weights either way. Negative:
   // invalid_argument.
   std::int64_t param_shard_units_kept_on_device = 0;
+  // Stage 3 without offload_param: the fused path's GEMMs write the weights' gradients straight
+  // into the unit's fp32 reduction buffer (model::weight_grad_sink; the optimizer is one while it
+  // lives), so that a layer's reduction widens only what autograd accumulated (the norms'
+  // weights). false: every gradient goes through .grad. The same sums up to the GEMMs' rounding
+  // (fp32 where they rounded to the compute dtype).
+  bool weight_grads_in_buffer = true;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -115,6 +122,9 @@ class zero_optimizer {
   // below stage 3 or a negative param_shard_units_kept_on_device, and what `initial` throws.
   zero_optimizer(const std::vector<model::hf_parameter>& params, const model::weight_source& initial,
                  comm::process_group& group, const zero_options& options, wait_function wait);
+  ~zero_optimizer();
+  zero_optimizer(const zero_optimizer&) = delete;  // registered as a sink by its address
+  zero_optimizer& operator=(const zero_optimizer&) = delete;
 
   std::size_t unit_count() const { return units_.size(); }
   static std::size_t layer_unit(std::int64_t layer) { return static_cast<std::size_t>(layer + 1); }
@@ -245,7 +255,29 @@ class zero_optimizer {
     // (the whole weights), refilled after each update.
     torch::Tensor full;
     bool gathered = false;  // stage 3: full holds the unit's weights (or a prefetch fills it)
+    // weight_grads_in_buffer: (parts * shard) fp32 on the device, the unit's next reduction's
+    // buffer, from the first gradient a GEMM writes into it (sink_target) to that reduction;
+    // written[i]: slot i's part holds a gradient of this reduction.
+    torch::Tensor sunk;
+    std::vector<bool> written;
   };
+  // weight_grads_in_buffer: the model::weight_grad_sink the optimizer registers while it lives.
+  class grad_sink final : public model::weight_grad_sink {
+   public:
+    explicit grad_sink(zero_optimizer& owner) : owner_(owner) {}
+    model::weight_grad_target target_of(const torch::Tensor& weights) override {
+      return owner_.sink_target(weights);
+    }
+
+   private:
+    zero_optimizer& owner_;
+  };
+  // The part of its unit's reduction buffer that takes the gradient of `weights` (adjacent whole
+  // slots of a gathered unit's buffer, viewed as one 2-D tensor), allocated at the unit's first;
+  // accumulate when those slots' parts hold a gradient already (slots of the range that do not
+  // are zeroed first). Undefined for weights that are not this optimizer's.
+  model::weight_grad_target sink_target(const torch::Tensor& weights);
+  std::unique_ptr<grad_sink> sink_;
   // The compute-dtype shard a gather of unit u reads: for a unit kept on the device
   // (kept_on_device), host_weights' copy there, made again only after host_weights changed; with
   // offload_param otherwise host_weights copied up (on CUDA on the upload stream, see
@@ -291,7 +323,9 @@ class zero_optimizer {
   bool grads_in_compute_dtype() const;
   // (parts * shard) on the device, fp32 (or the compute dtype, grads_in_compute_dtype): the
   // gradients accumulated in unit u's weights.
-  torch::Tensor flat_grads(const unit& u) const;
+  // With weight_grads_in_buffer the unit's buffer the GEMMs wrote (unit::sunk), its other slots
+  // filled, handed over.
+  torch::Tensor flat_grads(unit& u);
   torch::ScalarType flat_dtype() const;  // flat_grads' dtype
   // Device gradient shards: `part` (shard) becomes u.grad at the step's first reduction (a copy
   // if it views a bigger buffer), and is added to it after.

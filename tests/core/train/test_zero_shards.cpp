@@ -507,3 +507,83 @@ TEST_CASE(
     }
   }
 }
+
+namespace {
+
+struct sunk_run {
+  std::vector<float> weights;       // full_weights() after the steps
+  std::vector<double> norms;        // each step's gradient norm
+  std::set<std::string> with_grad;  // the parameters whose .grad a backward left defined
+};
+
+// Two steps of ZeRO-3 on `world` ranks over the tiny Llama on the fused path (fp32, CPU): every
+// unit gathered, the model's loss of a batch of each rank's own, backward, each unit reduced,
+// AdamW.
+std::vector<sunk_run> run_fused_stage3(int world, bool grads_in_buffer) {
+  const auto initial = core::model::seeded_init(
+      tiny_config(), core::model::make_placeholder_decoder(tiny_config())->hf_parameters(), 5);
+  auto store = std::make_shared<core::comm::memory_store>();
+  const auto prefix = test::unique_prefix("zero-sunk");
+  auto results = test::run_ranks<sunk_run>(world, [&](int rank) {
+    auto group = core::comm::make_process_group(test::gloo_options(store, rank, world, prefix));
+    auto net = core::model::make_placeholder_decoder(tiny_config());
+    net->set_compute_path(core::model::compute_path::fused);
+    core::train::zero_options o;
+    o.stage = 3;
+    o.weight_grads_in_buffer = grads_in_buffer;
+    core::train::zero_optimizer opt(
+        net->hf_parameters(), *initial, *group, o,
+        [](const std::shared_ptr<core::comm::work>& w) { w->wait(std::chrono::seconds(20)); });
+    core::model::adamw_options ao;
+    ao.lr = 0.01;
+    sunk_run run;
+    for (int step = 0; step < 2; ++step) {
+      opt.zero_grad_shards();
+      for (std::size_t u = 0; u < opt.unit_count(); ++u) opt.gather(u);
+      const auto ids = (torch::arange(32, torch::kLong).view({2, 16}) * (7 + rank + 3 * step)) % 300;
+      net->forward(ids, ids).loss.backward();
+      for (const auto& p : net->hf_parameters())
+        if (p.tensor.grad().defined()) run.with_grad.insert(p.name);
+      for (std::size_t u = 0; u < opt.unit_count(); ++u) opt.reduce_grads(u);
+      opt.synchronize();
+      const double norm = std::sqrt(opt.grad_square_sum().item<double>());
+      run.norms.push_back(norm);
+      opt.step(ao, 1.0);
+    }
+    const auto full = opt.full_weights();
+    run.weights.assign(full.data_ptr<float>(), full.data_ptr<float>() + full.numel());
+    return run;
+  });
+  return test::values_of(results);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "at stage 3 the fused path's GEMMs write their weights' gradients into the optimizer's fp32 "
+    "buffer: their .grad stays empty, and the gradients and updates are those through autograd",
+    "[core][train]") {
+  const auto through_autograd = run_fused_stage3(2, false);
+  const auto in_buffer = run_fused_stage3(2, true);
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const auto& a = through_autograd[rank];
+    const auto& b = in_buffer[rank];
+    // Through autograd every weight of the layers gets a .grad; in the buffer only the norms'
+    // (outside the GEMMs) and those outside the layers (embeddings, final norm, head).
+    for (const auto* name : {"model.layers.0.self_attn.q_proj.weight", "model.layers.1.mlp.down_proj.weight",
+                             "model.layers.1.self_attn.o_proj.weight", "model.layers.0.mlp.up_proj.weight"}) {
+      CHECK(a.with_grad.count(name) == 1);
+      CHECK(b.with_grad.count(name) == 0);
+    }
+    for (const auto* name :
+         {"model.layers.0.input_layernorm.weight", "model.layers.1.post_attention_layernorm.weight",
+          "lm_head.weight", "model.embed_tokens.weight"}) {
+      CHECK(a.with_grad.count(name) == 1);
+      CHECK(b.with_grad.count(name) == 1);
+    }
+    REQUIRE(b.norms.size() == a.norms.size());
+    for (std::size_t s = 0; s < a.norms.size(); ++s) CHECK(b.norms[s] == a.norms[s]);
+    CHECK(b.weights == a.weights);
+  }
+}
