@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include <torch/cuda.h>
@@ -16,6 +17,7 @@
 
 #ifdef COHORT_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -163,6 +165,14 @@ torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& de
                              const std::atomic<bool>* cancelled, std::vector<double> values) {
   auto t = torch::tensor(values, torch::kDouble);
   if (group.size() == 1) return t;  // a rank alone: its own values, and the device never waited for
+#ifdef COHORT_WITH_CUDA
+  // The copies on a stream of their own, so that the host waits for the collective alone (the
+  // group's stream runs it after the collectives issued before it), not for all the compute stream
+  // has queued: at a step's start that is the previous step's update, and the host would queue
+  // nothing of the step while it ran.
+  std::optional<c10::cuda::CUDAStreamGuard> aside;
+  if (device.is_cuda()) aside.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
+#endif
   t = t.to(device);
   wait_for(group.all_reduce(t, comm::reduce_op::sum), group, cancelled);
   return t.cpu();

@@ -79,7 +79,8 @@ class host_read {
 void wait_for_device(const torch::Device& device);
 
 // `values` summed over the group's ranks (one fp64 all-reduce on `device`), on the host; a rank
-// alone gets its own values without a collective.
+// alone gets its own values without a collective. On CUDA the host waits for that collective
+// only, not for the work queued on the compute stream.
 torch::Tensor all_reduce_sum(comm::process_group& group, const torch::Device& device,
                              const std::atomic<bool>* cancelled, std::vector<double> values);
 

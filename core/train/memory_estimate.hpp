@@ -11,13 +11,18 @@
 //   - fp32 gradient shard accumulator (4·S): on the GPU; in host RAM with offload_param.
 //   - compute weights: stages 0-2 the whole model on the GPU (p·n); stage 3 only the gathered
 //     units, unit 0 for the whole step plus the current layer and the prefetched next (p·(U0 +
-//     2·UM), UM the largest layer: UL for a decoder); with offload_param also a pinned
-//     compute-dtype copy of the shard in host RAM (p·S).
+//     2·UM), UM the largest layer: UL for a decoder; (K − 1)·p·UM more for the K last layers
+//     kept gathered from their forward to their backward, layers_kept_gathered); with
+//     offload_param also a pinned compute-dtype copy of the shard in host RAM (p·S).
 //   - compute-dtype gradients (.grad) until reduced: the whole model (p·n) at stages 0-1 and at
 //     stage 2 without activation checkpointing (reduced once per step); unit 0 plus one layer
 //     (p·(U0 + UM)) where layers are reduced right after their backward (stage 3, stage 2 with
 //     activation checkpointing). Stage 3 frees a layer's gathered weights between its forward
-//     and its backward, so its graph's references to them cost nothing.
+//     and its backward (but for the K last), so its graph's references to them cost nothing. On
+//     the fused path a stage-3 layer's GEMMs write their weights' gradients into its fp32
+//     reduction buffer from its backward's start (zero_options::weight_grads_in_buffer), and
+//     only its norms' go through .grad; the plan counts them as before (the 7B shape on 2 GPUs
+//     peaked at 58.2 GiB that way, 58.4 through .grad).
 //   - the reduction buffer: one unit's gradients flattened to fp32 (4·max(U0, UM)), plus the
 //     reduce-scatter output shard at stages 2-3 (4·ceil(max/w)).
 //   - host staging of one unit's fp32 gradient shard (4·ceil(max/w)) with either offload.
