@@ -78,6 +78,7 @@ model_shape shape_of(const model::t5_config& c) {
   s.parameters = s.outer_parameters + in_blocks;
   s.largest_tensor = std::max(c.vocab_size * d, std::max(d * inner, d * ffn));
   s.largest_layer_parameters = c.num_decoder_layers > 0 ? decoder_block : encoder_block;
+  s.seq2seq = true;
   return s;
 }
 
@@ -291,14 +292,14 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
         kept.bytes, true);
     r.device_bytes += kept.bytes;
   }
-  if (gathered_per_layer) {
+  if (gathered_per_layer && !m.seq2seq) {
     const double layer_bytes = p * um;
     const double usable = gpu ? usable_gpu_bytes(cap, gpu_bytes) : 0;
     std::int64_t kept = spec.zero.layers_kept_gathered;
     if (kept == 0) {
       kept = 1;
       if (usable > 0 && !offload_param && layer_bytes > 0) {
-        const double room = (1 - kept_shards_cap_margin) * usable - r.device_bytes;
+        const double room = usable / kept_layers_reserve_factor - r.device_bytes;
         if (room > 0) kept += static_cast<std::int64_t>(std::floor(room / layer_bytes));
       }
     }

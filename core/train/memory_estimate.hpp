@@ -95,6 +95,12 @@ inline constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 // allocated 18.3 and reserved 22.2. The shards only save copies from the host: not worth the risk
 // of running out of memory for.
 inline constexpr double kept_shards_cap_margin = 0.1;
+// ZeRO-3: the plan keeps more layers gathered from their forward to their backward
+// (memory_estimate::layers_kept_gathered) only while this many times the planned GPU bytes fit
+// the rank's GPU: the caching allocator reserves more than it hands out, and more than the cap's
+// margin above allows for: 73.2 GiB reserved for a 58.9 GiB peak (the 7B shape on 2 H200s, 3
+// layers kept), 32.3 for 30.5 (the 1.1B, every layer kept).
+inline constexpr double kept_layers_reserve_factor = 1.25;
 // Host RAM of a rank's process beside its tensors: the mapped libraries (libtorch, CUDA, NCCL),
 // the CUDA context's host side and the data loader. Fitted to the host peaks of GPU jobs whose
 // state lives on the GPU (1.3-1.4 GiB with one unit loaded; BENCHMARKS.md).
@@ -122,6 +128,7 @@ struct model_shape {
   // The largest of units 1..L (a T5's decoder block); 0: every layer has layer_parameters.
   std::int64_t largest_layer_parameters = 0;
   bool fused_path = false;  // runs train.compute_path's fused path on GPUs (decoders; not T5)
+  bool seq2seq = false;     // a T5: its engine gathers each block for each use (none kept)
 };
 
 model_shape shape_of(const model::model_config& config);
@@ -173,9 +180,9 @@ struct memory_estimate {
   // count when it sets one; else 1 (the last layer: the head's forward and backward run between
   // its two uses) and, without offload_param and where the rank's usable GPU bytes are known
   // (estimate_memory's gpu_bytes, else the job's cap), as many more as fit after everything
-  // above within all but kept_shards_cap_margin of them. Each beyond the first is counted on the
+  // above within them divided by kept_layers_reserve_factor. Each beyond the first is counted on the
   // device: the plan's gathered weights already hold two layers at the backward's start (the
-  // last, kept, and the one below, prefetched). 0 below stage 3.
+  // last, kept, and the one below, prefetched). 0 below stage 3 and for a T5.
   std::int64_t layers_kept_gathered = 0;
   double rank0_extra_host_bytes = 0;   // rank 0's export staging buffer (largest fp32 tensor)
   std::string setting;                 // "ZeRO-3, bf16, offload_param cpu" and the like

@@ -111,12 +111,14 @@ model::weight_grad_target zero_optimizer::sink_target(const torch::Tensor& weigh
   if (weights.dim() != 2 || !weights.is_contiguous() || weights.scalar_type() != options_.compute_dtype ||
       weights.device() != options_.device)
     return {};
-  const auto* at = static_cast<const char*>(weights.data_ptr());
+  // A unit's buffer keeps its storage object for good (gathers swap only its bytes), and so do
+  // the parameters that view it: which unit the weights are in is read from fields no other
+  // thread writes (the sinks of other ranks' optimizers in this process look too).
+  const auto* storage = weights.storage().unsafeGetStorageImpl();
   for (auto& u : units_) {
-    const auto* base = static_cast<const char*>(u.full.data_ptr());  // null while released
-    const auto size = static_cast<std::ptrdiff_t>(u.full.element_size());
-    if (base == nullptr || u.numel == 0 || at < base || at >= base + u.numel * size) continue;
-    const std::int64_t begin = (at - base) / size, end = begin + weights.numel();
+    if (u.numel == 0 || u.full.storage().unsafeGetStorageImpl() != storage) continue;
+    const std::int64_t begin = weights.storage_offset() - u.full.storage_offset(),
+                       end = begin + weights.numel();
     // The slots the range covers, whole: [first, last).
     std::size_t first = 0;
     while (first < u.slots.size() && u.slots[first].offset < begin) ++first;
@@ -194,21 +196,22 @@ torch::ScalarType zero_optimizer::flat_dtype() const {
   return grads_in_compute_dtype() ? options_.compute_dtype : torch::kFloat;
 }
 
+void zero_optimizer::put_grad(torch::Tensor& flat, const slot& s) {
+  auto place = flat.narrow(0, s.offset, s.numel);
+  const torch::Tensor& g = s.param.grad();
+  if (g.defined()) {
+    place.copy_(g.detach().reshape({-1}));
+  } else {
+    place.zero_();
+  }
+}
+
 torch::Tensor zero_optimizer::flat_grads(unit& u) {
   if (u.sunk.defined()) {  // the GEMMs' gradients are there; the other slots' come from .grad
     auto flat = std::move(u.sunk);
     u.sunk = torch::Tensor();
-    for (std::size_t i = 0; i < u.slots.size(); ++i) {
-      if (u.written[i]) continue;
-      const auto& s = u.slots[i];
-      auto place = flat.narrow(0, s.offset, s.numel);
-      const torch::Tensor& g = s.param.grad();
-      if (g.defined()) {
-        place.copy_(g.detach().reshape({-1}));
-      } else {
-        place.zero_();
-      }
-    }
+    for (std::size_t i = 0; i < u.slots.size(); ++i)
+      if (!u.written[i]) put_grad(flat, u.slots[i]);
     u.written.assign(u.slots.size(), false);
     flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding
     return flat;
@@ -242,15 +245,7 @@ torch::Tensor zero_optimizer::flat_grads(unit& u) {
       at::cat_out(whole, pieces, 0);
     }
   } else {
-    for (const auto& s : u.slots) {
-      auto place = flat.narrow(0, s.offset, s.numel);
-      const torch::Tensor& g = s.param.grad();
-      if (g.defined()) {
-        place.copy_(g.detach().reshape({-1}));
-      } else {
-        place.zero_();
-      }
-    }
+    for (const auto& s : u.slots) put_grad(flat, s);
   }
   flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding
   return flat;

@@ -326,6 +326,8 @@ class zero_optimizer {
   // With weight_grads_in_buffer the unit's buffer the GEMMs wrote (unit::sunk), its other slots
   // filled, handed over.
   torch::Tensor flat_grads(unit& u);
+  // Slot s's part of `flat`: its parameter's .grad (in flat's dtype), or zeros where it has none.
+  static void put_grad(torch::Tensor& flat, const slot& s);
   torch::ScalarType flat_dtype() const;  // flat_grads' dtype
   // Device gradient shards: `part` (shard) becomes u.grad at the step's first reduction (a copy
   // if it views a bigger buffer), and is added to it after.

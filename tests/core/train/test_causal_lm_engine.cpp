@@ -280,17 +280,32 @@ TEST_CASE("ZeRO-3 without recomputation trains as stage 0 and as ZeRO-3 with rec
   }
 }
 
+namespace {
+
+// A 3-step ZeRO-3 job of 4 layers on 2 ranks, and the bytes a rank holds of unit 0 and of one
+// layer gathered.
+struct gathered_job {
+  static constexpr int layers = 4;
+  config::job_spec spec;
+  std::int64_t unit0 = 0, layer = 0;
+  explicit gathered_job(const std::string& data) : spec(deep_job(data, 2, 3, layers)) {
+    spec.train.max_steps = 3;
+    const auto shape = core::train::shape_of(
+        core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
+    unit0 = test::gathered_unit_bytes(shape.outer_parameters, 2);
+    layer = test::gathered_unit_bytes(shape.layer_parameters, 2);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("ZeRO-3 frees each layer's gathered weights after its forward: a step never holds more "
           "than unit 0 and two layers", "[core][train]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
-  const int world = 2, layers = 4;
-  auto spec = deep_job(data, world, 3, layers);
-  spec.train.max_steps = 3;
-  const auto shape = core::train::shape_of(
-      core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
-  const auto unit0 = test::gathered_unit_bytes(shape.outer_parameters, world);
-  const auto layer = test::gathered_unit_bytes(shape.layer_parameters, world);
+  gathered_job job(data);
+  auto& spec = job.spec;
+  const auto unit0 = job.unit0, layer = job.layer;
   // Unit 0 for the whole step, the layer in use and the next one prefetched (forward) or the one
   // below (backward). Kept whole until its backward, every layer would be gathered by the end of
   // the forward: unit 0 + 4 layers.
@@ -315,13 +330,9 @@ TEST_CASE(
     "[core][train]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
-  const int world = 2, layers = 4;
-  auto spec = deep_job(data, world, 3, layers);
-  spec.train.max_steps = 3;
-  const auto shape = core::train::shape_of(
-      core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
-  const auto unit0 = test::gathered_unit_bytes(shape.outer_parameters, world);
-  const auto layer = test::gathered_unit_bytes(shape.layer_parameters, world);
+  gathered_job job(data);
+  auto& spec = job.spec;
+  const int layers = gathered_job::layers;
   for (bool checkpointing : {false, true}) {
     INFO((checkpointing ? "with" : "without") << " activation checkpointing");
     spec.train.activation_checkpointing = checkpointing;
@@ -339,7 +350,8 @@ TEST_CASE(
         for (std::size_t i = 0; i < out[r].steps.size(); ++i)
           CHECK(out[r].steps[i].loss == one[r].steps[i].loss);
         REQUIRE(out[r].gathered_peaks.size() == 3);
-        for (auto peak : out[r].gathered_peaks) CHECK(peak == unit0 + std::min(k + 1, layers) * layer);
+        for (auto peak : out[r].gathered_peaks)
+          CHECK(peak == job.unit0 + std::min(k + 1, layers) * job.layer);
       }
     }
   }

@@ -352,8 +352,8 @@ TEST_CASE(
                 true);
   };
   CHECK(kept(unknown) == 0);
-  // Room for three and a half more layers under nine tenths of the GPU: three more.
-  const double gpu = (before + 3.5 * layer) / (1 - core::train::kept_shards_cap_margin);
+  // Room for three and a half more layers with the allocator's reserve allowed for: three more.
+  const double gpu = (before + 3.5 * layer) * core::train::kept_layers_reserve_factor;
   const auto roomy = estimate_memory(spec, shape, gpu);
   CHECK(roomy.layers_kept_gathered == 4);
   CHECK(kept(roomy) == 3 * layer);
@@ -378,6 +378,10 @@ TEST_CASE(
   spec.zero.layers_kept_gathered = 0;
   spec.zero.offload_param = cpu;
   CHECK(estimate_memory(spec, shape, 1000 * gib).layers_kept_gathered == 1);
+  // A T5's engine gathers each block for each use.
+  auto t5_shape = shape;
+  t5_shape.seq2seq = true;
+  CHECK(estimate_memory(spec, t5_shape, 1000 * gib).layers_kept_gathered == 0);
   // Below stage 3 whole weights: nothing is gathered.
   CHECK(estimate_memory(job(true, 2, 2, bf16), shape, 1000 * gib).layers_kept_gathered == 0);
 }
