@@ -1,3 +1,4 @@
+// The registry of weight-gradient sinks (weight_grad_sink.hpp): a mutex over a list.
 #include "core/model/weight_grad_sink.hpp"
 
 #include <algorithm>

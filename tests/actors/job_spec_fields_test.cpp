@@ -83,6 +83,7 @@ job_spec every_field_set(bool fine_tune) {
   s.zero.offload_optimizer = config::offload_device::cpu;
   s.zero.offload_param = config::offload_device::cpu;
   s.zero.delayed_param_update = true;
+  s.zero.layers_kept_gathered = 5;
   auto& r = s.run;
   r.storage_path = "s3://bucket/runs";
   r.s3_endpoint = "http://127.0.0.1:9000";
