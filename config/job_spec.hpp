@@ -158,7 +158,7 @@ struct zero_spec {
   // Stage 3: how many layers, the last ones first, keep their gathered weights from their forward
   // to their backward instead of gathering them again for it (FSDP2's reshard_after_forward off
   // for those blocks). 0: as many as the memory plan leaves room for on the rank's GPU (at least
-  // the last layer without activation checkpointing; see memory_estimate::layers_kept_gathered).
+  // the last layer; see memory_estimate::layers_kept_gathered).
   std::int64_t layers_kept_gathered = 0;
 };
 

@@ -534,9 +534,9 @@ struct causal_lm_engine::impl : engine_state {
     if (kept_graphs) return forward_backward_kept(b, scale, ctx);
     // Layer by layer: a forward without autograd keeps each layer's input, then each layer is
     // recomputed with autograd just before its backward (with the weights of its unit gathered;
-    // the last layers_kept_gathered layers stay gathered from the forward). With dropout the generator's
-    // state before each piece is kept, so the recomputation drops what the first pass dropped, and the state
-    // after the first pass is restored at the end.
+    // the last layers_kept_gathered layers stay gathered from the forward). With dropout the
+    // generator's state before each piece is kept, so the recomputation drops what the first pass
+    // dropped, and the state after the first pass is restored at the end.
     const auto& layers = net->layers();
     std::vector<torch::Tensor> inputs, rng_states;  // rng_states: before embed, before layer l
     auto generator = at::globalContext().defaultGenerator(device);
