@@ -207,15 +207,21 @@ void zero_optimizer::put_grad(torch::Tensor& flat, const slot& s) {
 }
 
 torch::Tensor zero_optimizer::flat_grads(unit& u) {
-  if (u.sunk.defined()) {  // the GEMMs' gradients are there; the other slots' come from .grad
-    auto flat = std::move(u.sunk);
-    u.sunk = torch::Tensor();
-    for (std::size_t i = 0; i < u.slots.size(); ++i)
-      if (!u.written[i]) put_grad(flat, u.slots[i]);
-    u.written.assign(u.slots.size(), false);
-    flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding
-    return flat;
-  }
+  auto flat = u.sunk.defined() ? sunk_grads(u) : param_grads(u);
+  flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding
+  return flat;
+}
+
+torch::Tensor zero_optimizer::sunk_grads(unit& u) {
+  auto flat = std::move(u.sunk);  // the GEMMs' gradients are there; the other slots' come from .grad
+  u.sunk = torch::Tensor();
+  for (std::size_t i = 0; i < u.slots.size(); ++i)
+    if (!u.written[i]) put_grad(flat, u.slots[i]);
+  u.written.assign(u.slots.size(), false);
+  return flat;
+}
+
+torch::Tensor zero_optimizer::param_grads(const unit& u) const {
   // One buffer, each gradient converted straight into its place (no fp32 copies to concatenate).
   const auto dtype = flat_dtype();
   const auto on_device = torch::TensorOptions().dtype(dtype).device(options_.device);
@@ -247,7 +253,6 @@ torch::Tensor zero_optimizer::flat_grads(unit& u) {
   } else {
     for (const auto& s : u.slots) put_grad(flat, s);
   }
-  flat.narrow(0, u.numel, parts() * u.shard - u.numel).zero_();  // the padding
   return flat;
 }
 

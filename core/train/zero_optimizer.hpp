@@ -324,8 +324,11 @@ class zero_optimizer {
   // (parts * shard) on the device, fp32 (or the compute dtype, grads_in_compute_dtype): the
   // gradients accumulated in unit u's weights.
   // With weight_grads_in_buffer the unit's buffer the GEMMs wrote (unit::sunk), its other slots
-  // filled, handed over.
+  // filled, handed over (sunk_grads); else a new buffer of the weights' .grad (param_grads). The
+  // padding past the unit's elements is zeroed either way.
   torch::Tensor flat_grads(unit& u);
+  torch::Tensor sunk_grads(unit& u);
+  torch::Tensor param_grads(const unit& u) const;
   // Slot s's part of `flat`: its parameter's .grad (in flat's dtype), or zeros where it has none.
   static void put_grad(torch::Tensor& flat, const slot& s);
   torch::ScalarType flat_dtype() const;  // flat_grads' dtype
