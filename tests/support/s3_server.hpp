@@ -106,6 +106,13 @@ class s3_server {
     }
     pid_ = pid;
   }
+  // Reaps the server and throws, naming its log, when it has exited before `what`.
+  void throw_if_exited(const std::string& what) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return;
+    pid_ = -1;
+    throw std::runtime_error("s3rver exited before " + what + "; see " + log_path());
+  }
   // The port of s3rver's "S3rver listening on 127.0.0.1:PORT" line, which it writes once it
   // listens (its bucket made); polls the log until it is there. Throws, naming the log, when the
   // server exits first or the deadline passes.
@@ -120,11 +127,7 @@ class s3_server {
         if (at != std::string::npos && colon != std::string::npos && colon > at)
           return std::stoi(line.substr(colon + 1));
       }
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("s3rver exited before it listened; see " + log_path());
-      }
+      throw_if_exited("it listened");
       if (std::chrono::steady_clock::now() > deadline)
         throw std::runtime_error("s3rver did not say its port in time (its log: " + log_path() + ")");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // between reads of the log
@@ -142,11 +145,7 @@ class s3_server {
         probe.list_objects(bucket_, "");
         return;
       } catch (const core::storage::s3_error& e) {
-        int status = 0;
-        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-          pid_ = -1;
-          throw std::runtime_error("s3rver exited before answering; see " + log_path());
-        }
+        throw_if_exited("answering");
         if (std::chrono::steady_clock::now() > deadline)
           throw std::runtime_error(std::string("s3rver did not answer in time: ") + e.what() + " (its log: " +
                                    log_path() + ")");
