@@ -63,27 +63,6 @@ __device__ __forceinline__ void store(T* p, const packed<T, Vec>& v) {
   *reinterpret_cast<packed<T, Vec>*>(p) = v;
 }
 
-constexpr int rotary_most_threads = 1024;
-
-// Vec floats from p in shared memory: 16-byte loads where Vec is a multiple of 4 (p then 16-byte
-// aligned), so that a warp's consecutive groups read without bank conflicts.
-template <int Vec>
-__device__ __forceinline__ void load_table(const float* p, float (&out)[Vec]) {
-  if constexpr (Vec % 4 == 0) {
-#pragma unroll
-    for (int k = 0; k < Vec; k += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(p + k);
-      out[k] = v.x;
-      out[k + 1] = v.y;
-      out[k + 2] = v.z;
-      out[k + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) out[k] = p[k];
-  }
-}
-
 // column_parts on the device: the address of (row, col).
 template <typename T>
 struct parts_of {
@@ -97,53 +76,80 @@ struct parts_of {
   }
 };
 
-// One block per row (striding over rows): the row's cos/sin rows go to shared memory once (every
-// head reads them), then each thread takes groups of Vec columns of the row and writes only its
-// own: a rotated column j of a head reads its partner p = j ± half as well (a second load, mostly
-// from L1), v's columns are copied. Every load and store of a warp covers one contiguous stretch
-// of a part's row. Index math in 32 bits within a row. Dynamic shared memory: 2 head_dim floats.
-//   forward:  y_j = x_j cos_j - x_p sin_j (j < half),  y_j = x_j cos_j + x_p sin_j (j >= half)
-//   backward: g_j cos_j + g_p sin_p (j < half),        g_j cos_j - g_p sin_p (j >= half)
-template <typename T, int Vec, bool Backward>
-__global__ void __launch_bounds__(rotary_most_threads)
-    rotary_half_kernel(const parts_of<const T> in, const parts_of<T> out, const float* __restrict__ cos,
-                       const float* __restrict__ sin, std::int64_t rows, int cols, int rot_heads,
-                       int head_dim, std::int64_t seq_len) {
-  extern __shared__ float table[];  // cos row, then sin row
-  const int half = head_dim / 2;
-  const int rot_cols = rot_heads * head_dim;
-  const int groups = cols / Vec;
-  const float* c_row = table;
-  const float* s_row = table + head_dim;
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const std::int64_t t = row % seq_len;
-    __syncthreads();  // the previous row's readers are done with the table
-    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-      table[i] = cos[t * head_dim + i];
-      table[head_dim + i] = sin[t * head_dim + i];
-    }
-    __syncthreads();
-    for (int g = threadIdx.x; g < groups; g += blockDim.x) {
-      const int col = g * Vec;
-      const T* x = in.at(row, col);
-      const auto own = load<T, Vec>(x);
-      if (col >= rot_cols) {  // v
-        store<T, Vec>(out.at(row, col), own);
-        continue;
-      }
-      const int j = col % head_dim;
-      const bool low = j < half;
-      const int p = low ? j + half : j - half;
-      const auto other = load<T, Vec>(x - j + p);  // the same head: the same part
-      float c[Vec], sn[Vec];
-      load_table<Vec>(c_row + j, c);
-      load_table<Vec>(s_row + (Backward ? p : j), sn);  // the backward takes the partner's sin
-      const float sign = low == Backward ? 1.0f : -1.0f;  // forward: -, +; backward: +, -
-      packed<T, Vec> r;
+// Vec fp32 table entries from p (16-byte loads where Vec is a multiple of 4: p is then 16-byte
+// aligned), through the read-only cache: a position's cos/sin row is read by every head of it.
+template <int Vec>
+__device__ __forceinline__ void load_table(const float* __restrict__ p, float (&out)[Vec]) {
+  if constexpr (Vec % 4 == 0) {
 #pragma unroll
-      for (int k = 0; k < Vec; ++k) r.v[k] = from_float<T>(to_float(own.v[k]) * c[k] + sign * to_float(other.v[k]) * sn[k]);
-      store<T, Vec>(out.at(row, col), r);
+    for (int k = 0; k < Vec; k += 4) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(p + k));
+      out[k] = v.x;
+      out[k + 1] = v.y;
+      out[k + 2] = v.z;
+      out[k + 3] = v.w;
     }
+  } else {
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) out[k] = __ldg(p + k);
+  }
+}
+
+// One item per thread, striding over rows * items_per_row: an item is either a pair of Vec
+// columns of one head, lo = head * head_dim + j (j < half) and hi = lo + half, or Vec columns of
+// v, copied. A pair reads both halves once and writes both, so every element is loaded once and
+// stored once; a warp's lo loads, hi loads and v copies each cover contiguous stretches of a
+// part's row. The cos/sin rows come through the read-only cache (no shared memory, no barrier).
+// Index math within a row in 32 bits.
+//   forward:  y_lo = x_lo c_lo - x_hi s_lo,   y_hi = x_hi c_hi + x_lo s_hi
+//   backward: g_lo c_lo + g_hi s_hi,          g_hi c_hi - g_lo s_lo
+template <typename T, int Vec, bool Backward>
+__global__ void rotary_half_kernel(const parts_of<const T> in, const parts_of<T> out,
+                                   const float* __restrict__ cos, const float* __restrict__ sin,
+                                   std::int64_t rows, int rot_heads, int head_dim, int copy_groups,
+                                   std::int64_t seq_len) {
+  const int half = head_dim / 2;
+  const int pairs_per_head = half / Vec;
+  const int pair_items = rot_heads * pairs_per_head;
+  const int items_per_row = pair_items + copy_groups;
+  const std::int64_t total = rows * items_per_row;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / items_per_row;
+    const int item = static_cast<int>(i - row * items_per_row);
+    if (item >= pair_items) {  // v
+      const int col = rot_heads * head_dim + (item - pair_items) * Vec;
+      store<T, Vec>(out.at(row, col), load<T, Vec>(in.at(row, col)));
+      continue;
+    }
+    const int head = item / pairs_per_head;
+    const int j = (item - head * pairs_per_head) * Vec;
+    const int lo = head * head_dim + j;
+    const T* x = in.at(row, lo);  // hi lies in the same head, so the same part
+    const auto x_lo = load<T, Vec>(x);
+    const auto x_hi = load<T, Vec>(x + half);
+    const float* table_row_c = cos + (row % seq_len) * head_dim;
+    const float* table_row_s = sin + (row % seq_len) * head_dim;
+    float c_lo[Vec], c_hi[Vec], s_lo[Vec], s_hi[Vec];
+    load_table<Vec>(table_row_c + j, c_lo);
+    load_table<Vec>(table_row_c + j + half, c_hi);
+    load_table<Vec>(table_row_s + j, s_lo);
+    load_table<Vec>(table_row_s + j + half, s_hi);
+    packed<T, Vec> y_lo, y_hi;
+#pragma unroll
+    for (int k = 0; k < Vec; ++k) {
+      const float a = to_float(x_lo.v[k]), b = to_float(x_hi.v[k]);
+      if (Backward) {
+        y_lo.v[k] = from_float<T>(a * c_lo[k] + b * s_hi[k]);
+        y_hi.v[k] = from_float<T>(b * c_hi[k] - a * s_lo[k]);
+      } else {
+        y_lo.v[k] = from_float<T>(a * c_lo[k] - b * s_lo[k]);
+        y_hi.v[k] = from_float<T>(b * c_hi[k] + a * s_hi[k]);
+      }
+    }
+    T* y = out.at(row, lo);
+    store<T, Vec>(y, y_lo);
+    store<T, Vec>(y + half, y_hi);
   }
 }
 
@@ -151,17 +157,15 @@ template <typename T, int Vec>
 void launch_rotary_kernel(direction dir, const parts_of<const T>& x, const parts_of<T>& y, const float* cos,
                           const float* sin, std::int64_t rows, std::int64_t cols, std::int64_t rot_heads,
                           std::int64_t head_dim, std::int64_t seq_len, cudaStream_t stream) {
-  constexpr std::int64_t most_blocks = 1 << 20;
-  const unsigned int blocks = static_cast<unsigned int>(rows < most_blocks ? rows : most_blocks);
-  const std::int64_t groups = cols / Vec;
-  const unsigned int threads = static_cast<unsigned int>(
-      groups >= rotary_most_threads ? rotary_most_threads : (groups + 31) / 32 * 32);
-  const int c = static_cast<int>(cols), h = static_cast<int>(rot_heads), d = static_cast<int>(head_dim);
-  const std::size_t shared = 2 * static_cast<std::size_t>(head_dim) * sizeof(float);
+  const int h = static_cast<int>(rot_heads), d = static_cast<int>(head_dim);
+  const int copy_groups = static_cast<int>((cols - rot_heads * head_dim) / Vec);
+  const unsigned int blocks = blocks_for(rows * (rot_heads * (head_dim / 2 / Vec) + copy_groups));
   if (dir == direction::backward) {
-    rotary_half_kernel<T, Vec, true><<<blocks, threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
+    rotary_half_kernel<T, Vec, true>
+        <<<blocks, threads_per_block, 0, stream>>>(x, y, cos, sin, rows, h, d, copy_groups, seq_len);
   } else {
-    rotary_half_kernel<T, Vec, false><<<blocks, threads, shared, stream>>>(x, y, cos, sin, rows, c, h, d, seq_len);
+    rotary_half_kernel<T, Vec, false>
+        <<<blocks, threads_per_block, 0, stream>>>(x, y, cos, sin, rows, h, d, copy_groups, seq_len);
   }
 }
 
@@ -189,7 +193,7 @@ int launch_rotary(direction dir, const column_parts& in, const column_parts& out
   constexpr int vec = 16 / sizeof(T);
   const std::int64_t cols = in.cols[0] + in.cols[1] + in.cols[2];
   if (rows == 0 || cols == 0) return 0;
-  // 32-bit index math in a row; the cos/sin rows in the default 48 KiB of shared memory.
+  // 32-bit index math in a row.
   if (cols > 2147483647LL || head_dim > 4096 || head_dim % 2 != 0 || rot_cols % head_dim != 0 ||
       rot_cols > cols)
     return static_cast<int>(cudaErrorInvalidValue);
@@ -197,8 +201,9 @@ int launch_rotary(direction dir, const column_parts& in, const column_parts& out
   parts_of<T> y{};
   if (!typed_parts(in, cols, rot_cols, head_dim, x) || !typed_parts(out, cols, rot_cols, head_dim, y))
     return static_cast<int>(cudaErrorInvalidValue);
-  // 16-byte accesses when every group of vec pairs and every v group start 16-byte aligned.
-  bool vectorised = (head_dim / 2) % vec == 0;
+  // 16-byte accesses when every group of vec pairs, every v group and the tables' groups of vec
+  // start 16-byte aligned.
+  bool vectorised = (head_dim / 2) % vec == 0 && aligned16(cos) && aligned16(sin);
   for (int i = 0; i < 3; ++i)
     vectorised = vectorised && in.cols[i] % vec == 0 && out.cols[i] % vec == 0 &&
                  aligned_to(in.part[i], 16) && aligned_to(out.part[i], 16);
@@ -952,17 +957,25 @@ __global__ void __launch_bounds__(norm_max_threads)
   }
 }
 
+// A barrier of this slot's threads alone: named barrier 1 + slot (0 is __syncthreads'), so that
+// a block's slots go through their rows without waiting for one another's loads.
+__device__ __forceinline__ void slot_barrier(int slot, int slot_threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(slot + 1), "r"(slot_threads) : "memory");
+}
+
 // The sums of a and b over the threads of this thread's slot (slot_threads consecutive threads,
-// whole warps), the same values in each of them. shared: 64 floats of the caller's.
-__device__ __forceinline__ float2 slot_sums(float a, float b, int slot, int slot_warps, float* shared) {
+// whole warps, at most 15 slots), the same values in each of them. shared: 64 floats of the
+// caller's, each slot using its own warps' entries.
+__device__ __forceinline__ float2 slot_sums(float a, float b, int slot, int slot_threads, float* shared) {
   a = warp_sum(a);
   b = warp_sum(b);
-  __syncthreads();  // the previous call's readers are done with shared
+  slot_barrier(slot, slot_threads);  // the slot's previous readers are done with its entries
   if (threadIdx.x % 32 == 0) {
     shared[threadIdx.x / 32] = a;
     shared[32 + threadIdx.x / 32] = b;
   }
-  __syncthreads();
+  slot_barrier(slot, slot_threads);
+  const int slot_warps = slot_threads / 32;
   float2 total = make_float2(0.0f, 0.0f);
   for (int w = slot * slot_warps; w < (slot + 1) * slot_warps; ++w) {
     total.x += shared[w];
@@ -1041,7 +1054,7 @@ __global__ void __launch_bounds__(norm_max_threads)
 #pragma unroll
       for (int k = 0; k < Vec; ++k) d[k] = xhat[k] = 0.0f;
     }
-    const float2 total = slot_sums(g_total, gx_total, slot, slot_threads / 32, shared);
+    const float2 total = slot_sums(g_total, gx_total, slot, slot_threads, shared);
     if (!here) continue;
     const float g_mean = Layer ? total.x * inv_cols : 0.0f, gx_mean = total.y * inv_cols;
     const float r = rstd[row];
@@ -1072,6 +1085,20 @@ __device__ __forceinline__ float gelu_tanh_grad(float x) {
   return 0.5f * right + left * (1.0f - t * t) * beta * (1.0f + 3.0f * kappa * x_sq);
 }
 
+// GELU's backward of one group: grad_in = dy gelu_tanh'(h), rounded to T, stored; its values
+// added to db.
+template <typename T, int Vec>
+__device__ __forceinline__ void gelu_backward_group(const packed<T, Vec>& dy, const packed<T, Vec>& h,
+                                                    T* grad_in, float (&db)[Vec]) {
+  packed<T, Vec> d;
+#pragma unroll
+  for (int k = 0; k < Vec; ++k) {
+    d.v[k] = from_float<T>(to_float(dy.v[k]) * gelu_tanh_grad(to_float(h.v[k])));
+    db[k] += to_float(d.v[k]);
+  }
+  store<T, Vec>(grad_in, d);
+}
+
 // The weight's and bias's gradients, first as partial sums: block (x, y) takes columns
 // [32 Vec x, 32 Vec (x + 1)) of the rows of chunk y; its threads of one threadIdx.y take every
 // norm_param_rows-th row; the rows of threads are then added in order. partials (chunks, 2, cols):
@@ -1092,16 +1119,24 @@ __global__ void __launch_bounds__(32 * norm_param_rows)
   float dw[Vec], db[Vec];
 #pragma unroll
   for (int k = 0; k < Vec; ++k) dw[k] = db[k] = 0.0f;
-  if (c < cols) {
-    for (std::int64_t row = begin + threadIdx.y; row < end; row += norm_param_rows) {
-      auto d = load<T, Vec>(dy + row * cols + c);
-      if (Gelu) {
-        const auto v = load<T, Vec>(h + row * cols + c);
-#pragma unroll
-        for (int k = 0; k < Vec; ++k)
-          d.v[k] = from_float<T>(to_float(d.v[k]) * gelu_tanh_grad(to_float(v.v[k])));
-        store<T, Vec>(grad_in + row * cols + c, d);
+  if constexpr (Gelu) {
+    // Two of the thread's rows at a time, in its order: both rows' loads go out before either's
+    // arithmetic (GELU's tanh) and stores.
+    for (std::int64_t row = begin + threadIdx.y; c < cols && row < end; row += 2 * norm_param_rows) {
+      const std::int64_t next = row + norm_param_rows;
+      const auto d0 = load<T, Vec>(dy + row * cols + c);
+      const auto v0 = load<T, Vec>(h + row * cols + c);
+      packed<T, Vec> d1{}, v1{};
+      if (next < end) {
+        d1 = load<T, Vec>(dy + next * cols + c);
+        v1 = load<T, Vec>(h + next * cols + c);
       }
+      gelu_backward_group<T, Vec>(d0, v0, grad_in + row * cols + c, db);
+      if (next < end) gelu_backward_group<T, Vec>(d1, v1, grad_in + next * cols + c, db);
+    }
+  } else if (c < cols) {
+    for (std::int64_t row = begin + threadIdx.y; row < end; row += norm_param_rows) {
+      const auto d = load<T, Vec>(dy + row * cols + c);
       if (Weight) {
         const float m = Layer ? mean[row] : 0.0f, r = rstd[row];
         const auto v = load<T, Vec>(h + row * cols + c);

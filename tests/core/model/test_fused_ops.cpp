@@ -190,8 +190,9 @@ TEST_CASE("the rotary kernel gives transformers' rotary on q and k and copies v,
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
   REQUIRE(fused_kernels_available(torch::zeros({1}, torch::kCUDA)));
   torch::manual_seed(3);
+  // The last: rows enough for hundreds of blocks (600 rows of 8 q and 2 k heads of 128).
   for (const rotary_case& c : {rotary_case{2, 7, 4, 2, 8}, rotary_case{1, 33, 8, 8, 64},
-                               rotary_case{3, 5, 6, 1, 128}}) {
+                               rotary_case{3, 5, 6, 1, 128}, rotary_case{2, 300, 8, 2, 128}}) {
     check_rotary(torch::kFloat, c, 1e-6);
     check_rotary(torch::kBFloat16, c, 1e-2);
     check_rotary(torch::kHalf, c, 2e-3);
