@@ -126,10 +126,23 @@ test_cluster::~test_cluster() {
 }
 
 void test_cluster::start_head(const std::vector<std::string>& extra_args) {
-  // The first head takes any free port (no window in which another process could take a port
-  // picked for it); a restarted head binds the same one again.
-  head_ = start_other_head(port_, extra_args);
-  port_ = served_port(head_->wait_for_line("serving on", std::chrono::seconds(30)));
+  // A restarted head binds the port again. The first binds the port picked up front; where another
+  // process took it since (it was free only a moment), the head gave the lease back and exited,
+  // and one on a newly picked port takes over. (A head on port 0 would name ":0" in the store
+  // until it bound.)
+  for (int attempt = 1;; ++attempt) {
+    head_ = start_other_head(port_, extra_args);
+    try {
+      port_ = served_port(head_->wait_for_line("serving on", std::chrono::seconds(30)));
+      head_served_ = true;
+      return;
+    } catch (const std::runtime_error&) {
+      const bool taken =
+          head_->ended() && head_->output().find("Address already in use") != std::string::npos;
+      if (head_served_ || !taken || attempt == 3) throw;
+      port_ = free_port();
+    }
+  }
 }
 
 std::unique_ptr<running_process> test_cluster::start_other_head(int port,

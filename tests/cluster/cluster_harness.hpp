@@ -58,8 +58,9 @@ class test_cluster {
   ~test_cluster();
 
   // Starts (or restarts, on the same store and port) the head; extra_args: more cluster-head
-  // options, e.g. {"--storage-root", DIR}. The first start takes any free port; address() names
-  // it from then on.
+  // options, e.g. {"--storage-root", DIR}. The first start binds the port picked when the cluster
+  // was made, or a new one where another process took that one since; address() names it from
+  // then on.
   void start_head(const std::vector<std::string>& extra_args = {});
   // Starts another cluster-head on the same store serving on `port`, without waiting for it
   // (a standby until the head's lease expires). `place`: a command prefix it runs under (e.g.
@@ -115,6 +116,7 @@ class test_cluster {
   temp_dir dir_{"cohort-cluster"};
   std::string bin_;
   int port_ = 0;
+  bool head_served_ = false;  // a head of this cluster has served on port_
   std::string etcd_location_;
   std::string address_override_;
   std::function<std::vector<std::string>()> client_place_;

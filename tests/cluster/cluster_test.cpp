@@ -106,6 +106,34 @@ void release(test_cluster& c, const std::string& id) {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// A plain TCP socket listening on 127.0.0.1:port (0: any free port), which keeps any other
+// process from binding that port while it is open; fd is -1 where the port could not be had.
+struct listening_socket {
+  int fd = -1;
+  int port = 0;
+  explicit listening_socket(int wanted) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(wanted));
+    socklen_t len = sizeof addr;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      close();
+      return;
+    }
+    port = ntohs(addr.sin_port);
+  }
+  void close() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  ~listening_socket() { close(); }
+  listening_socket(const listening_socket&) = delete;
+  listening_socket& operator=(const listening_socket&) = delete;
+};
+
 // The cluster most cases start from: a head and one node, "n1", with 2 CPUs. The case's body names
 // it `c`, as it names a test_cluster of its own.
 struct head_and_one_node {
@@ -1096,21 +1124,13 @@ TEST_CASE("a head that takes the lease but cannot bind its port says so, gives t
           "and exits 1",
           "[cluster]") {
   test_cluster c;
-  // The port, held by a plain listening socket.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(fd, 1) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  const auto port = std::to_string(ntohs(addr.sin_port));
+  listening_socket held(0);  // the port, held by a plain listening socket
+  REQUIRE(held.fd >= 0);
+  const auto port = std::to_string(held.port);
   // A long lease: one it kept would hold a second head off for 10 minutes.
   const auto blocked =
       c.run("cluster-head", {"--store", c.store(), "--port", port, "--lease-ttl", "600"});
-  ::close(fd);
+  held.close();
   INFO(blocked.out << blocked.err);
   CHECK(blocked.exit_code == 1);
   CHECK_THAT(blocked.err, Catch::Contains("cannot serve on 127.0.0.1:" + port) &&
@@ -1122,6 +1142,22 @@ TEST_CASE("a head that takes the lease but cannot bind its port says so, gives t
   CHECK(record->expired_at(cohort::core::store::system_clock_ms()));
   c.start_head();  // takes the lease at once: no standby wait
   CHECK_THAT(c.head().output(), !Catch::Contains("standby") && Catch::Contains("epoch 2"));
+}
+
+TEST_CASE(
+    "a cluster's first head starts on another port where another process took the one "
+    "picked for it",
+    "[cluster]") {
+  test_cluster c;
+  const std::string picked = c.address();
+  // Held here, or taken by someone else since it was picked: either way no head can bind it.
+  listening_socket held(std::stoi(picked.substr(picked.rfind(':') + 1)));
+  c.start_head();
+  CHECK(c.address() != picked);
+  CHECK_THAT(c.head().output(), Catch::Contains("serving on " + c.address()) && Catch::Contains("epoch 2"));
+  c.start_worker("n1", 1);  // joins at the address the head serves on
+  const auto listed = json::parse(c.submit({"list", "--json"}).out);
+  CHECK(listed["nodes"].size() == 1);
 }
 
 TEST_CASE("a cluster-worker whose key does not authenticate, or that gets no answer, exits 1 "
