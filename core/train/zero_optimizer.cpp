@@ -545,49 +545,61 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
   throttle();
   wait_updated(index);        // offload_param: the last update read the gradient shard this writes
   if (device_squares_.size() != units_.size()) device_squares_.assign(units_.size(), torch::Tensor());
-  if (options_.stage >= 2 && !options_.offload_param) {
-    finish_pending_reduction();  // the one before, long done: its wait costs the device nothing
-    auto mine = torch::empty({u.shard}, torch::TensorOptions().dtype(flat_dtype()).device(options_.device));
-    std::shared_ptr<comm::work> w;
-    on_reduce_stream(u, [&] { w = group_.reduce_scatter(flat_grads(u), mine, comm::reduce_op::sum); });
-    track(w);
-    pending_reduction_ = pending_reduction{index, mine, w};
-    clear_param_grads(u);
-    return;
-  }
-  auto flat = flat_grads(u);  // (parts * shard)
   if (options_.stage <= 1) {
-    if (group_.size() > 1) {  // alone, the sum over ranks is this rank's gradient
-      auto w = group_.all_reduce(flat, comm::reduce_op::sum);
-      track(w);
-      complete(w);
-    }
-    add_to_grad(u, flat.narrow(0, part() * u.shard, u.shard));
+    all_reduce_into_grad(u);
+  } else if (!options_.offload_param) {
+    reduce_scatter_pending(index);
   } else {
-    auto mine = torch::empty({u.shard}, flat.options());
-    auto w = group_.reduce_scatter(flat, mine, comm::reduce_op::sum);
-    track(w);
-    complete(w);
-    if (options_.sum_grads_on_device && (!last || u.device_grad_sum.defined())) {
-      // Summed on the device; the last micro-batch's sum goes to the host as a first reduction's
-      // shard does (the same additions in the same order as on the host, so the same sum).
-      u.device_grad_sum = u.device_grad_sum.defined() ? u.device_grad_sum.add_(mine) : mine;
-      if (last) {
-        device_squares_[index] = square_sum(u.device_grad_sum);
-        copy_to_host(u.grad, u.device_grad_sum);
-        u.grad_pending = false;
-        u.device_grad_sum = torch::Tensor();  // its block is kept until the copy is done
-      }
-    } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
-      if (last) device_squares_[index] = square_sum(mine);
-      copy_to_host(u.grad, mine);
-      u.grad_pending = false;
-    } else {  // a later micro-batch: added on the host (see deferred_add), and so is its square
-      device_squares_[index] = torch::Tensor();
-      add_to_host_grad(index, mine);
-    }
+    reduce_scatter_to_host(index, last);
   }
   clear_param_grads(u);
+}
+
+void zero_optimizer::all_reduce_into_grad(unit& u) {
+  auto flat = flat_grads(u);  // (parts * shard)
+  if (group_.size() > 1) {    // alone, the sum over ranks is this rank's gradient
+    auto w = group_.all_reduce(flat, comm::reduce_op::sum);
+    track(w);
+    complete(w);
+  }
+  add_to_grad(u, flat.narrow(0, part() * u.shard, u.shard));
+}
+
+void zero_optimizer::reduce_scatter_pending(std::size_t index) {
+  auto& u = units_[index];
+  finish_pending_reduction();  // the one before, long done: its wait costs the device nothing
+  auto mine = torch::empty({u.shard}, torch::TensorOptions().dtype(flat_dtype()).device(options_.device));
+  std::shared_ptr<comm::work> w;
+  on_reduce_stream(u, [&] { w = group_.reduce_scatter(flat_grads(u), mine, comm::reduce_op::sum); });
+  track(w);
+  pending_reduction_ = pending_reduction{index, mine, w};
+}
+
+void zero_optimizer::reduce_scatter_to_host(std::size_t index, bool last) {
+  auto& u = units_[index];
+  auto flat = flat_grads(u);  // (parts * shard)
+  auto mine = torch::empty({u.shard}, flat.options());
+  auto w = group_.reduce_scatter(flat, mine, comm::reduce_op::sum);
+  track(w);
+  complete(w);
+  if (options_.sum_grads_on_device && (!last || u.device_grad_sum.defined())) {
+    // Summed on the device; the last micro-batch's sum goes to the host as a first reduction's
+    // shard does (the same additions in the same order as on the host, so the same sum).
+    u.device_grad_sum = u.device_grad_sum.defined() ? u.device_grad_sum.add_(mine) : mine;
+    if (last) {
+      device_squares_[index] = square_sum(u.device_grad_sum);
+      copy_to_host(u.grad, u.device_grad_sum);
+      u.grad_pending = false;
+      u.device_grad_sum = torch::Tensor();  // its block is kept until the copy is done
+    }
+  } else if (u.grad_pending) {  // the step's first reduction: an asynchronous copy to the host
+    if (last) device_squares_[index] = square_sum(mine);
+    copy_to_host(u.grad, mine);
+    u.grad_pending = false;
+  } else {  // a later micro-batch: added on the host (see deferred_add), and so is its square
+    device_squares_[index] = torch::Tensor();
+    add_to_host_grad(index, mine);
+  }
 }
 
 void zero_optimizer::clear_param_grads(unit& u) {

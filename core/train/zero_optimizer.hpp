@@ -418,6 +418,15 @@ class zero_optimizer {
   void finish_pending_reduction();
   void clear_param_grads(unit& u);  // the weights' .grad, reduced
 
+  // reduce_grads' three ways, by stage and offload_param:
+  // stages 0-1: the whole flat gradient all-reduced, this rank's part added into the shard;
+  void all_reduce_into_grad(unit& u);
+  // stages 2-3 on the device: reduce-scattered on the reduce stream, left pending (above);
+  void reduce_scatter_pending(std::size_t index);
+  // stages 2-3 with offload_param: reduce-scattered, then to the host's gradient shard, summed on
+  // the device first where sum_grads_on_device (`last`: the step's last micro-batch).
+  void reduce_scatter_to_host(std::size_t index, bool last);
+
   // offload_param, a step's later micro-batches whose sum stays off the device: the reduced
   // shard is copied into one of two pinned staging buffers without waiting, and added into the
   // unit's host gradient once that buffer is needed again or the step's gradients are read
