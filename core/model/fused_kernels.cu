@@ -128,13 +128,12 @@ __global__ void rotary_half_kernel(const parts_of<const T> in, const parts_of<T>
     const T* x = in.at(row, lo);  // hi lies in the same head, so the same part
     const auto x_lo = load<T, Vec>(x);
     const auto x_hi = load<T, Vec>(x + half);
-    const float* table_row_c = cos + (row % seq_len) * head_dim;
-    const float* table_row_s = sin + (row % seq_len) * head_dim;
+    const std::int64_t table_row = (row % seq_len) * head_dim;  // the row's position's cos/sin
     float c_lo[Vec], c_hi[Vec], s_lo[Vec], s_hi[Vec];
-    load_table<Vec>(table_row_c + j, c_lo);
-    load_table<Vec>(table_row_c + j + half, c_hi);
-    load_table<Vec>(table_row_s + j, s_lo);
-    load_table<Vec>(table_row_s + j + half, s_hi);
+    load_table<Vec>(cos + table_row + j, c_lo);
+    load_table<Vec>(cos + table_row + j + half, c_hi);
+    load_table<Vec>(sin + table_row + j, s_lo);
+    load_table<Vec>(sin + table_row + j + half, s_hi);
     packed<T, Vec> y_lo, y_hi;
 #pragma unroll
     for (int k = 0; k < Vec; ++k) {
