@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
 #include "core/model/weight_grad_sink.hpp"
+#include "core/model/weight_source.hpp"
 
 namespace cohort::core::model {
 namespace {
@@ -57,8 +59,8 @@ torch::Tensor like(const torch::Tensor& w, const torch::Tensor& x) {
 }
 
 // The fused path's grouped adapters of `projections` (their columns in order), for concat_linear:
-// every A stacked, the B's block-diagonal. Undefined when it does not apply: a projection without
-// an adapter, scales that differ, or dropout in training (peft's modules each draw their own mask).
+// every A stacked, each B. Undefined when it does not apply: a projection without an adapter,
+// scales that differ, or dropout in training (peft's modules each draw their own mask).
 grouped_lora lora_group(const std::vector<const projection_impl*>& projections) {
   std::vector<torch::Tensor> as, bs;
   double scaling = 0;
@@ -69,8 +71,24 @@ grouped_lora lora_group(const std::vector<const projection_impl*>& projections) 
     as.push_back(p->lora_a);
     bs.push_back(p->lora_b);
   }
-  return {as.size() == 1 ? as[0] : torch::cat(as, 0), bs.size() == 1 ? bs[0] : torch::block_diag(bs),
-          scaling};
+  return {as.size() == 1 ? as[0] : torch::cat(as, 0), std::move(bs), scaling, {}};
+}
+
+// grouped_lora::room of `projections`' weights as concat_linear gets them (`weights`): their rows
+// and the columns to their right, where each has room (load_frozen laid them out) and they are
+// the parameters themselves (x's dtype); else undefined.
+torch::Tensor lora_room_of(const std::vector<const projection_impl*>& projections,
+                           const std::vector<torch::Tensor>& weights, const grouped_lora& lora) {
+  for (std::size_t i = 0; i < projections.size(); ++i) {
+    if (!projections[i]->lora_room || !weights[i].is_same(projections[i]->weight)) return {};
+  }
+  const auto stride = adjacent_row_stride(weights);
+  const auto& first = weights.front();
+  if (stride < first.size(1) + lora.a.size(0)) return {};
+  std::int64_t rows = 0;
+  for (const auto& w : weights) rows += w.size(0);
+  torch::NoGradGuard no_grad;
+  return first.detach().as_strided({rows, stride}, {stride, 1}, first.storage_offset());
 }
 
 // One GEMM of several projections' base weights (and biases, where they have them) for x,
@@ -85,7 +103,8 @@ torch::Tensor fused_projections(std::initializer_list<projection> projections, c
     if (biased) biases.push_back(like(p->bias, x));
     modules.push_back(p.get());
   }
-  const auto lora = lora_group(modules);
+  auto lora = lora_group(modules);
+  if (lora.defined()) lora.room = lora_room_of(modules, weights, lora);
   const auto fused = concat_linear(x, weights, biases, lora);
   if (lora.defined()) return fused;
   std::vector<torch::Tensor> deltas;
@@ -173,22 +192,30 @@ const char* compute_path_name(compute_path path) {
   return "automatic";
 }
 
-torch::Tensor stacked_rows(const std::vector<torch::Tensor>& weights) {
+std::int64_t adjacent_row_stride(const std::vector<torch::Tensor>& weights) {
   const auto& first = weights.at(0);
-  bool adjacent = first.dim() == 2 && first.is_contiguous();
-  std::int64_t rows = first.dim() == 2 ? first.size(0) : 0;
-  for (std::size_t i = 1; adjacent && i < weights.size(); ++i) {
+  if (first.dim() != 2 || first.stride(1) != 1 || first.stride(0) < first.size(1)) return 0;
+  const std::int64_t stride = first.stride(0);
+  for (std::size_t i = 1; i < weights.size(); ++i) {
     const auto& w = weights[i];
     const auto& before = weights[i - 1];
-    adjacent = w.dim() == 2 && w.is_contiguous() && w.scalar_type() == first.scalar_type() &&
-               w.size(1) == first.size(1) && w.device() == first.device() &&
-               w.storage().is_alias_of(first.storage()) &&
-               w.storage_offset() == before.storage_offset() + before.numel();
-    rows += w.size(0);
+    const bool adjacent = w.dim() == 2 && w.stride(1) == 1 && w.stride(0) == stride &&
+                          w.scalar_type() == first.scalar_type() && w.size(1) == first.size(1) &&
+                          w.device() == first.device() && w.storage().is_alias_of(first.storage()) &&
+                          w.storage_offset() == before.storage_offset() + before.size(0) * stride;
+    if (!adjacent) return 0;
   }
-  if (!adjacent) return torch::cat(weights, 0);
+  return stride;
+}
+
+torch::Tensor stacked_rows(const std::vector<torch::Tensor>& weights) {
+  const auto stride = adjacent_row_stride(weights);
+  if (stride == 0) return torch::cat(weights, 0);
+  const auto& first = weights.front();
+  std::int64_t rows = 0;
+  for (const auto& w : weights) rows += w.size(0);
   torch::NoGradGuard no_grad;  // a view for the GEMMs of concat_linear, which make the gradients
-  return first.detach().as_strided({rows, first.size(1)}, {first.size(1), 1}, first.storage_offset());
+  return first.detach().as_strided({rows, first.size(1)}, {stride, 1}, first.storage_offset());
 }
 
 compute_path parse_compute_path(const std::string& name, const std::string& field) {
@@ -201,41 +228,92 @@ compute_path parse_compute_path(const std::string& name, const std::string& fiel
 
 namespace {
 
-// concat_linear's autograd. The weights, biases and adapters (a, b) come as lists (libtorch 1.13
-// takes no undefined tensor as an input); the backward concatenates the weights again instead of
-// keeping their copy, and returns the gradients of x, each weight, each bias, a and b, in that
-// order, and none for the scaling.
+// out = m1 m2 · scale, the scale inside the GEMM (beta 0: out's values are not read).
+void scaled_mm_into(torch::Tensor out, const torch::Tensor& m1, const torch::Tensor& m2, double scale) {
+  at::addmm_out(out, out, m1, m2, /*beta=*/0, /*alpha=*/scale);
+}
+
+// y (N, Σ out) = x wᵀ + bias, into y.
+void base_gemm_into(torch::Tensor& y, const torch::Tensor& bias, const torch::Tensor& x,
+                    const torch::Tensor& w) {
+  if (bias.defined()) {
+    at::addmm_out(y, bias, x, w.t());
+  } else {
+    at::mm_out(y, x, w.t());
+  }
+}
+
+// Each B (out_i, r_i) into the room's columns past `in`: rows of weight i, columns of adapter i
+// (the block-diagonal; the rest stays zero). Writing the room is no change to the weights' values:
+// below autograd's in-place tracking, so that no saved weight counts as modified.
+void write_room(const torch::Tensor& room, std::int64_t in, const std::vector<torch::Tensor>& bs) {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  std::int64_t row = 0, column = in;
+  for (const auto& b : bs) {
+    room.narrow(0, row, b.size(0)).narrow(1, column, b.size(1)).copy_(b);
+    row += b.size(0);
+    column += b.size(1);
+  }
+}
+
+// concat_linear's autograd. The weights, biases, adapters (a then each b) and room come as lists
+// (libtorch 1.13 takes no undefined tensor as an input); the backward concatenates the weights
+// again instead of keeping their copy, and returns the gradients of x, each weight, each bias, a
+// and each b, in that order, and none for the room and the scaling.
 class concat_linear_function : public torch::autograd::Function<concat_linear_function> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                torch::TensorList weights, torch::TensorList biases, torch::TensorList lora,
-                               double scaling) {
-    torch::autograd::variable_list keep{x};
-    keep.insert(keep.end(), weights.begin(), weights.end());
+                               torch::TensorList room, double scaling) {
     ctx->saved_data["biased"] = !biases.empty();
     ctx->saved_data["weights"] = static_cast<std::int64_t>(weights.size());
     ctx->saved_data["scaling"] = scaling;
     const auto w = stacked_rows(weights.vec());
     const auto bias = biases.empty() ? torch::Tensor() : torch::cat(biases, 0);
     if (lora.empty()) {
+      torch::autograd::variable_list keep{x};
+      keep.insert(keep.end(), weights.begin(), weights.end());
       ctx->save_for_backward(keep);
       return torch::linear(x, w, bias);
     }
-    // The base GEMM into an output of its own (not a view, so that the adapters' addmm writes it in
-    // place), then y += (x aᵀ · s) bᵀ: the values of linear, then addmm onto its output.
-    const auto x2 = x.reshape({-1, x.size(-1)});
+    // The base GEMM into an output of its own (not a view, so that the adapters' GEMMs write it
+    // in place): the values of linear, with the adapters' term.
+    const auto in = x.size(-1);
+    const auto x2 = x.reshape({-1, in});
+    const auto& a = lora[0];
+    const std::vector<torch::Tensor> bs(lora.begin() + 1, lora.end());
+    const auto ranks = a.size(0);
     auto sizes = x.sizes().vec();
     sizes.back() = w.size(0);
     auto y = torch::empty(sizes, x.options());
     auto y2 = y.view({-1, w.size(0)});
-    if (bias.defined()) {
-      at::addmm_out(y2, bias, x2, w.t());
+    torch::Tensor kept_x = x;
+    const auto h = torch::empty({x2.size(0), ranks}, x.options());
+    scaled_mm_into(h, x2, a.t(), scaling);
+    if (!room.empty()) {
+      // [x | h | 0] as wide as the room's rows (one copy), then one GEMM with [W | B's | 0]ᵀ.
+      const auto width = room[0].size(1);
+      std::vector<torch::Tensor> parts{x2, h};
+      if (width > in + ranks) parts.push_back(torch::zeros({x2.size(0), width - in - ranks}, x.options()));
+      const auto xh = torch::cat(parts, 1);
+      kept_x = xh.narrow(1, 0, in);
+      write_room(room[0], in, bs);
+      base_gemm_into(y2, bias, xh, room[0]);
+      ctx->saved_data["room"] = room[0];
     } else {
-      at::mm_out(y2, x2, w.t());
+      base_gemm_into(y2, bias, x2, w);
+      std::int64_t row = 0, column = 0;
+      for (const auto& b : bs) {
+        y2.narrow(1, row, b.size(0)).addmm_(h.narrow(1, column, b.size(1)), b.t());
+        row += b.size(0);
+        column += b.size(1);
+      }
     }
-    const auto h = torch::mm(x2, lora[0].t()) * scaling;  // (N, Σ r)
-    y2.addmm_(h, lora[1].t());
-    keep.insert(keep.end(), {lora[0], lora[1], h});
+    torch::autograd::variable_list keep{kept_x};
+    keep.insert(keep.end(), weights.begin(), weights.end());
+    keep.push_back(a);
+    keep.insert(keep.end(), bs.begin(), bs.end());
+    keep.push_back(h);
     ctx->save_for_backward(keep);
     return y;
   }
@@ -248,24 +326,19 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.begin() + 1 + n);
     const bool biased = ctx->saved_data["biased"].toBool();
     const bool adapted = saved.size() > 1 + n;
+    const bool roomy = ctx->saved_data.count("room") > 0;
     std::vector<std::int64_t> rows;
     for (const auto& w : weights) rows.push_back(w.size(0));
     const auto& g = grads[0];  // (..., sum out_i)
     const auto g2 = g.reshape({-1, g.size(-1)});
     const auto x2 = x.reshape({-1, x.size(-1)});
-    // x, the weights, biases and adapters, and the scaling (no gradient).
-    torch::autograd::variable_list out(1 + n + (biased ? n : 0) + (adapted ? 2 : 0) + 1);
-    // The adapters: with h = x aᵀ s, dh = g b; da = s dhᵀ x, db = gᵀ h, and x gets s dh a.
+    // x, the weights, biases, a and the b's, the room and the scaling (no gradient for the last two).
+    const std::size_t adapter_grads = adapted ? 1 + n : 0;
+    torch::autograd::variable_list out(1 + n + (biased ? n : 0) + adapter_grads + (roomy ? 1 : 0) + 1);
+    // The adapters: with h = x aᵀ s, dh = g b (each weight's columns by their b) · s; da = dhᵀ x,
+    // db_i = g_iᵀ h_i, and x gets dh a.
     torch::Tensor dh;
-    if (adapted) {
-      const auto& a = saved[1 + n];
-      const auto& b = saved[2 + n];
-      const auto& h = saved[3 + n];
-      const std::size_t at = 1 + n + (biased ? n : 0);
-      dh = g2.mm(b) * ctx->saved_data["scaling"].toDouble();  // (N, Σ r)
-      if (ctx->needs_input_grad(at)) out[at] = dh.t().mm(x2);
-      if (ctx->needs_input_grad(at + 1)) out[at + 1] = g2.t().mm(h);
-    }
+    if (adapted) dh = adapter_grads_into(ctx, out, saved, n, biased, g2, x2);
     const auto stacked = stacked_rows(weights);
     if (ctx->needs_input_grad(0)) {
       auto gx = g.matmul(stacked);  // (..., in)
@@ -291,6 +364,36 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
       for (std::size_t i = 0; i < n; ++i) out[1 + n + i] = gb[i];
     }
     return out;
+  }
+
+ private:
+  // The adapters' gradients into `out` (a's, then each b's); returns dh (N, Σ r), scaled.
+  static torch::Tensor adapter_grads_into(torch::autograd::AutogradContext* ctx,
+                                          torch::autograd::variable_list& out,
+                                          const torch::autograd::variable_list& saved, std::size_t n,
+                                          bool biased, const torch::Tensor& g2, const torch::Tensor& x2) {
+    const auto& a = saved[1 + n];
+    const std::vector<torch::Tensor> bs(saved.begin() + 2 + n, saved.begin() + 2 + 2 * n);
+    const auto& h = saved[2 + 2 * n];
+    const double scaling = ctx->saved_data["scaling"].toDouble();
+    const std::size_t at = 1 + n + (biased ? n : 0);
+    const bool roomy = ctx->saved_data.count("room") > 0;
+    auto dh = torch::empty({g2.size(0), a.size(0)}, g2.options());
+    if (roomy) {  // the B's block-diagonal lies in the room: one GEMM
+      const auto room = ctx->saved_data["room"].toTensor();
+      scaled_mm_into(dh, g2, room.narrow(1, x2.size(1), a.size(0)), scaling);
+    }
+    std::int64_t row = 0, column = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& b = bs[i];
+      const auto g_i = g2.narrow(1, row, b.size(0));
+      if (!roomy) scaled_mm_into(dh.narrow(1, column, b.size(1)), g_i, b, scaling);
+      if (ctx->needs_input_grad(at + 1 + i)) out[at + 1 + i] = g_i.t().mm(h.narrow(1, column, b.size(1)));
+      row += b.size(0);
+      column += b.size(1);
+    }
+    if (ctx->needs_input_grad(at)) out[at] = dh.t().mm(x2);
+    return dh;
   }
 };
 
@@ -384,10 +487,14 @@ torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Ten
     throw model_error(model_errc::bad_input, "concat_linear takes one weight or more and as many "
                                              "biases or none");
   }
-  std::vector<torch::Tensor> adapters;
-  if (lora.defined()) adapters = {lora.a, lora.b};
+  std::vector<torch::Tensor> adapters, room;
+  if (lora.defined()) {
+    adapters.push_back(lora.a);
+    adapters.insert(adapters.end(), lora.b.begin(), lora.b.end());
+    if (lora.room.defined()) room.push_back(lora.room);
+  }
   return concat_linear_function::apply(x, torch::TensorList(weights), torch::TensorList(biases),
-                                       torch::TensorList(adapters), lora.scaling);
+                                       torch::TensorList(adapters), torch::TensorList(room), lora.scaling);
 }
 
 torch::Tensor chunked_lm_head_loss(const torch::Tensor& x, const torch::Tensor& weight,
@@ -473,7 +580,7 @@ torch::Tensor projection_impl::with_adapter(const torch::Tensor& y, const torch:
     const auto lora = lora_group({this});
     if (lora.defined()) {
       const auto h = torch::linear(x, lora.a) * lora.scaling;
-      return torch::addmm(y.reshape({-1, y.size(-1)}), h.reshape({-1, h.size(-1)}), lora.b.t())
+      return torch::addmm(y.reshape({-1, y.size(-1)}), h.reshape({-1, h.size(-1)}), lora.b[0].t())
           .view(y.sizes());
     }
   }
@@ -790,6 +897,103 @@ void decoder_impl::add_lora(const lora_config& config, torch::ScalarType dtype) 
   }
   lora_ = config;
   activation_dtype_ = dtype;
+}
+
+namespace {
+
+// The projections of `layer` that the fused path computes as one GEMM (fused_projections: q, k,
+// v; gate, up) whose adapters it groups there: each frozen, with an adapter, of one scale and
+// one input width.
+std::vector<std::vector<projection>> lora_room_groups(const decoder_layer& layer) {
+  std::vector<std::vector<projection>> candidates, groups;
+  const auto& attn = layer->attn;
+  if (!attn->qkv && attn->q) candidates.push_back({attn->q, attn->k, attn->v});
+  const auto& ffn = layer->ffn;
+  if (ffn->gate && !ffn->up->conv1d) candidates.push_back({ffn->gate, ffn->up});
+  for (auto& group : candidates) {
+    bool fits = true;
+    for (const auto& p : group) {
+      fits = fits && p->lora_a.defined() && !p->conv1d && !p->weight.requires_grad() &&
+             p->lora_scaling == group.front()->lora_scaling && p->in_features == group.front()->in_features;
+    }
+    if (fits) groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+// Where load_frozen puts a weight in its layer's buffer: from `offset`, contiguous (row_stride
+// 0) or its rows `row_stride` apart (a room group's block).
+struct frozen_place {
+  std::int64_t offset = 0, row_stride = 0;
+};
+
+constexpr std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
+
+// The places of `params` (a layer's frozen weights) in hf_parameters() order, each room group's
+// members together (from a multiple of 8 elements, 16 bytes in bf16, at a row stride of a
+// multiple of 64), and the buffer's element count.
+std::pair<std::map<const c10::TensorImpl*, frozen_place>, std::int64_t> frozen_places(
+    const std::vector<hf_parameter>& params, const std::vector<std::vector<projection>>& groups) {
+  std::map<const c10::TensorImpl*, std::size_t> group_of;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (const auto& p : groups[g]) group_of[p->weight.unsafeGetTensorImpl()] = g;
+  std::map<const c10::TensorImpl*, frozen_place> places;
+  std::int64_t at = 0;
+  for (const auto& p : params) {
+    const auto* impl = p.tensor.unsafeGetTensorImpl();
+    if (places.count(impl) > 0) continue;  // a room group's member placed with its group
+    const auto group = group_of.find(impl);
+    if (group == group_of.end()) {
+      places[impl] = {at, 0};
+      at += p.tensor.numel();
+      continue;
+    }
+    const auto& members = groups[group->second];
+    std::int64_t ranks = 0;
+    for (const auto& m : members) ranks += m->lora_a.size(0);
+    // Whole tiles of 64 in the GEMMs' inner dimension, rows 128 bytes apart in bf16.
+    const std::int64_t stride = round_up(members.front()->in_features + ranks, 64);
+    at = round_up(at, 8);
+    for (const auto& m : members) {
+      places[m->weight.unsafeGetTensorImpl()] = {at, stride};
+      at += m->out_features * stride;
+    }
+  }
+  return {std::move(places), at};
+}
+
+}  // namespace
+
+void decoder_impl::load_frozen(const weight_source& source, torch::ScalarType dtype,
+                               const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  std::map<std::int64_t, std::vector<hf_parameter>> layers;
+  for (const auto& p : hf_params_)
+    if (!p.tensor.requires_grad()) layers[p.layer].push_back(p);
+  for (const auto& [layer, params] : layers) {
+    const auto groups = layer >= 0 ? lora_room_groups(layers_.at(static_cast<std::size_t>(layer)))
+                                   : std::vector<std::vector<projection>>{};
+    const auto [places, numel] = frozen_places(params, groups);
+    // Zeros: a room's columns past the B's block-diagonal stay so.
+    const auto buffer = torch::zeros({numel}, torch::TensorOptions().dtype(dtype).device(device));
+    for (const auto& p : params) {
+      const auto place = places.at(p.tensor.unsafeGetTensorImpl());
+      torch::Tensor param = p.tensor;  // shares the parameter's implementation (a tied head too)
+      if (place.row_stride == 0) {
+        auto value = buffer.narrow(0, place.offset, p.tensor.numel()).view(p.tensor.sizes());
+        fill_parameter(source, p.name, value);
+        param.set_data(value);
+        continue;
+      }
+      auto value = buffer.as_strided(p.tensor.sizes(), {place.row_stride, 1}, place.offset);
+      auto read = torch::empty(p.tensor.sizes(), buffer.options());  // fill_parameter's contiguous copy
+      fill_parameter(source, p.name, read);
+      value.copy_(read);
+      param.set_data(value);
+    }
+    for (const auto& group : groups)
+      for (auto member : group) member->lora_room = true;
+  }
 }
 
 const torch::Tensor& decoder_impl::hf_tensor(const std::string& name) const {

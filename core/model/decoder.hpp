@@ -17,6 +17,8 @@
 
 namespace cohort::core::model {
 
+class weight_source;  // weight_source.hpp
+
 // How a forward computes, never what: both paths compute transformers' formulas, the fused one
 // in fewer, bigger kernels. plain: one GEMM per Hugging Face weight, RMSNorm written out, the LM
 // head over the vocabulary as it is, the loss from (B, T, V) fp32 logits. fused: one GEMM for q,
@@ -111,6 +113,9 @@ class projection_impl : public torch::nn::Module {
   std::int64_t in_features, out_features;
   torch::Tensor lora_a, lora_b;  // (r, in), (out, r); undefined without an adapter
   double lora_scaling = 0, lora_dropout = 0;
+  // The weight's rows lie in its group's block with the group's LoRA room to their right
+  // (decoder_impl::load_frozen; grouped_lora::room); false: no room.
+  bool lora_room = false;
 };
 TORCH_MODULE_IMPL(projection, projection_impl);
 
@@ -276,6 +281,13 @@ class decoder_impl : public torch::nn::Module {
   // where it is used). Throws model_error (bad_input) for targets the family does not have
   // (check_lora_config) and when the model has adapters already.
   void add_lora(const lora_config& config, torch::ScalarType dtype);
+  // LoRA: loads every frozen weight (requires_grad false) from `source` onto `device` in `dtype`,
+  // each layer's in one buffer in hf_parameters() order, so that the fused path's q/k/v and
+  // gate/up GEMMs read their rows in place (stacked_rows). A group of them whose adapters the
+  // fused path groups (each with an adapter, one scale) lies in a block of its own whose rows
+  // have the room for the group's B's to their right (lora_room, grouped_lora::room): the base map
+  // and the adapters' term are then one GEMM. Weights that train are left alone.
+  void load_frozen(const weight_source& source, torch::ScalarType dtype, const torch::Device& device);
   // The adapters, in layer order, each module's A then B, named lora_a_name / lora_b_name of the
   // module's Hugging Face name (layer = its layer); empty without LoRA.
   const std::vector<hf_parameter>& lora_parameters() const { return lora_params_; }
@@ -371,24 +383,35 @@ torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& l
 // unit released between a layer's forward and its backward holds no copy of them.
 //
 // `lora`, when defined, adds LoRA adapters of those weights inside the same call (the fused path's
-// grouped adapters): h = x aᵀ · scaling, y += h bᵀ in place on the GEMM's output, and the backward
+// grouped adapters), each weight's output columns seeing their own adapter: h = x aᵀ · scaling
+// (the scale inside the GEMM), and y += h_i b_iᵀ. With `room` the base map and the adapters' term
+// are one GEMM, [x | h | 0] times the rows [W | B's block-diagonal | 0]ᵀ: x is copied once beside
+// h, and each B into the room, instead of the output (wider than x for q/k/v and gate/up) read
+// and written again. Without it each y_i += h_i b_iᵀ in place on the GEMM's output. The backward
 // adds h's share of x's gradient into the same buffer. No output-sized delta or gradient is made
 // apart, added or copied.
 struct grouped_lora {
-  torch::Tensor a;  // (Σ r, in): every adapter's A stacked
-  torch::Tensor b;  // (Σ out_i, Σ r): the B's block-diagonal, each output column seeing its own adapter
+  torch::Tensor a;               // (Σ r, in): every adapter's A stacked
+  std::vector<torch::Tensor> b;  // each weight's B (out_i, r_i), in the weights' order
   double scaling = 0;
+  // (Σ out_i, row stride ≥ in + Σ r), undefined without room: a view of the weights' rows
+  // (stacked_rows) and the columns to their right up to the row stride; the call fills the first
+  // Σ r of those with the B's block-diagonal (the rest of them stays zero). Only where those
+  // columns are the weights' own (lora_room).
+  torch::Tensor room;
   bool defined() const { return a.defined(); }
 };
 torch::Tensor concat_linear(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
                             const std::vector<torch::Tensor>& biases, const grouped_lora& lora = {});
 
 // The rows of `weights` (each (rows_i, cols), one dtype and cols) stacked: (sum rows_i, cols). A
-// view without a copy when each lies right after the one before in one storage, contiguous (as
-// ZeRO-3's unit buffer keeps a layer's q, k, v and its gate, up: concat_linear then reads the
-// weights in place); torch::cat otherwise. Not differentiable itself (concat_linear's own
-// backward uses it).
+// view without a copy when each lies right after the one before in one storage at one row stride
+// (as ZeRO-3's unit buffer keeps a layer's q, k, v and its gate, up, contiguous, and a LoRA base
+// with room: concat_linear then reads the weights in place); torch::cat otherwise. Not
+// differentiable itself (concat_linear's own backward uses it).
 torch::Tensor stacked_rows(const std::vector<torch::Tensor>& weights);
+// The row stride of stacked_rows' view of `weights`; 0 where it would copy them.
+std::int64_t adjacent_row_stride(const std::vector<torch::Tensor>& weights);
 
 // The summed cross-entropy of logits x W^T + b (fp32 log-softmax) against targets, for
 // `chunk_rows` rows of x at a time: a chunk's logits are computed in x's dtype (bf16 in mixed

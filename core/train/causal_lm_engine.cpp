@@ -149,33 +149,6 @@ model::lora_config lora_config_of(const config::model_spec& m) {
   return c;
 }
 
-// LoRA: every rank holds the whole frozen base in `dtype` on `device`, read tensor by tensor from
-// `base` (the Hugging Face directory; no fp32 copy of the model, no optimizer state, no
-// sharding). Weights that train (requires_grad: a grown vocabulary's) are left to the optimizer.
-void load_frozen_base(const model::weight_source& base, model::decoder& net, torch::ScalarType dtype,
-                      const torch::Device& device) {
-  torch::NoGradGuard no_grad;
-  // Each layer's frozen weights lie in one buffer, one after another in hf_parameters() order (as a
-  // ZeRO unit lays out a layer it trains): the fused path's q/k/v and gate/up GEMMs then read them
-  // in place (model::stacked_rows) instead of concatenating them in every forward and backward.
-  std::map<std::int64_t, std::vector<model::hf_parameter>> layers;
-  for (const auto& p : net->hf_parameters())
-    if (!p.tensor.requires_grad()) layers[p.layer].push_back(p);
-  for (const auto& [layer, params] : layers) {
-    std::int64_t numel = 0;
-    for (const auto& p : params) numel += p.tensor.numel();
-    const auto buffer = torch::empty({numel}, torch::TensorOptions().dtype(dtype).device(device));
-    std::int64_t at = 0;
-    for (const auto& p : params) {
-      auto value = buffer.narrow(0, at, p.tensor.numel()).view(p.tensor.sizes());
-      model::fill_parameter(base, p.name, value);
-      torch::Tensor param = p.tensor;  // shares the parameter's implementation (a tied head too)
-      param.set_data(value);
-      at += p.tensor.numel();
-    }
-  }
-}
-
 struct batch_tensors {
   torch::Tensor ids;     // (B, T) int64; a reward model's: B/2 chosen rows, then B/2 rejected
   torch::Tensor labels;  // (B, T) int64, -100 where not a label
@@ -384,7 +357,9 @@ struct causal_lm_engine::impl : engine_state {
     }
     // The base directory, opened once: the frozen weights, and a grown vocabulary's initial rows.
     const auto base = model::open_resized_hf_weights(model_files, net->hf_parameters(), vocab.model_vocab);
-    load_frozen_base(*base, net, dtype_of(spec.model.lora.base_dtype.value_or(spec.train.dtype)), device);
+    // Every rank holds the whole frozen base in the base's dtype on its device (no fp32 copy of the
+    // model, no optimizer state, no sharding), read tensor by tensor.
+    net->load_frozen(*base, dtype_of(spec.model.lora.base_dtype.value_or(spec.train.dtype)), device);
     const auto& adapters = net->lora_parameters();
     trained.insert(trained.end(), adapters.begin(), adapters.end());
     const vocab_and_adapters initial(vocab.grown() ? base.get() : nullptr, model::lora_init(adapters, spec.train.seed));

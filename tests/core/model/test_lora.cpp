@@ -1,6 +1,7 @@
 // LoRA adapters on the decoder: a zero B leaves the base's logits as they are, only the adapters
 // get gradients, both compute paths apply them per original module, a frozen bf16 base runs under
 // fp32 adapters, and targets the family does not have are refused by name.
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include "core/model/decoder.hpp"
@@ -100,6 +101,119 @@ TEST_CASE("the fused compute path applies LoRA per original module as the plain 
   CHECK((base->forward(ids).logits - plain).abs().max().item<double>() > 1e-3);
 }
 
+namespace {
+
+// "" where b is a up to 1e-4 of a's largest magnitude, plus 1e-5 (allclose's bounds, the relative
+// one over the whole tensor: GEMMs that sum in another order on a GPU move entries that nearly
+// cancel by more than their own size would suggest); else the figures.
+std::string far_apart(const torch::Tensor& a, const torch::Tensor& b) {
+  const double difference = (a - b).abs().max().item<double>();
+  const double scale = a.abs().max().item<double>();
+  if (difference <= 1e-4 * scale + 1e-5) return "";
+  return "largest difference " + std::to_string(difference) + ", largest magnitude " + std::to_string(scale);
+}
+
+// A model of `json`'s family twice, the same weights and adapters: its frozen base filled weight by
+// weight on the plain path, and loaded by load_frozen (with room) on the fused path, on `device`
+// in fp32. Checks the room's layout and that both give the same logits and adapter gradients,
+// twice, B moved between the two as an optimizer step moves it.
+void check_room_against_plain(const nlohmann::json& json, const torch::Device& device) {
+  const auto config = parse_config(json, "family config");
+  INFO(family_name(config.fam));
+  std::vector<decoder> models;
+  for (int i = 0; i < 2; ++i) {
+    decoder model(config, torch::TensorOptions(), /*initialize=*/false);
+    model->add_lora(lora_of(lora_module_names(config.fam)), torch::kFloat);
+    const auto base = seeded_init(config, model->hf_parameters(), 7);
+    if (i == 0) {
+      for (const auto& p : model->hf_parameters()) {
+        auto t = p.tensor;
+        fill_parameter(*base, p.name, t);
+      }
+      model->to(device);
+    } else {
+      model->to(device);
+      model->load_frozen(*base, torch::kFloat, device);
+    }
+    init_adapters(*model, 9, true);
+    if (i == 1) {
+      torch::NoGradGuard no_grad;  // B drawn once
+      for (std::size_t k = 0; k < model->lora_parameters().size(); ++k)
+        model->lora_parameters()[k].tensor.copy_(models[0]->lora_parameters()[k].tensor);
+    }
+    model->set_compute_path(i == 0 ? compute_path::plain : compute_path::fused);
+    model->eval();  // no dropout masks to differ
+    models.push_back(model);
+  }
+  torch::manual_seed(4);
+  {
+    torch::NoGradGuard no_grad;  // biases that are not zero, the same in both
+    for (std::size_t i = 0; i < models[0]->hf_parameters().size(); ++i) {
+      const auto& p = models[0]->hf_parameters()[i];
+      if (p.name.size() < 5 || p.name.substr(p.name.size() - 4) != "bias") continue;
+      const auto noise = torch::randn_like(p.tensor);
+      p.tensor.add_(noise);
+      models[1]->hf_parameters()[i].tensor.add_(noise);
+    }
+  }
+  // The layout: q, k, v's rows (hidden 16 + 3 adapters of rank 4, rounded up to 64) apart, k's
+  // right after q's; gate, up's alike. GPT-2's Conv1D c_attn has no room.
+  const auto& attn = models[1]->layers()[0]->attn;
+  const bool separate_qkv = !attn->qkv;
+  CHECK(separate_qkv == (config.fam != family::gpt2));
+  if (separate_qkv) {
+    CHECK(attn->q->lora_room);
+    CHECK(attn->q->weight.stride(0) == 64);
+    CHECK(attn->k->weight.data_ptr<float>() ==
+          attn->q->weight.data_ptr<float>() + attn->q->out_features * 64);
+    CHECK(torch::equal(attn->v->weight, models[0]->layers()[0]->attn->v->weight));
+  }
+  const auto& ffn = models[1]->layers()[1]->ffn;
+  if (ffn->gate) CHECK(ffn->up->weight.stride(0) == 64);
+  const auto ids = torch::randint(0, 40, {2, 8}, torch::kInt64).to(device);
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    std::vector<torch::Tensor> logits;
+    for (auto& model : models) logits.push_back(model->forward(ids).logits);
+    CHECK(far_apart(logits[0], logits[1]) == "");
+    const auto g = torch::randn_like(logits[0]);
+    for (auto& l : logits) l.backward(g);
+    const auto& adapters = models[0]->lora_parameters();
+    for (std::size_t i = 0; i < adapters.size(); ++i) {
+      INFO(adapters[i].name);
+      const auto& other = models[1]->lora_parameters()[i].tensor;
+      CHECK(far_apart(adapters[i].tensor.grad(), other.grad()) == "");
+    }
+    // B moves, as an optimizer step moves it: the next forward writes the new B into the room.
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < adapters.size(); ++i) {
+      const auto noise = torch::randn_like(adapters[i].tensor) * 0.25;
+      for (auto& model : models) {
+        auto t = model->lora_parameters()[i].tensor;
+        t.mutable_grad() = torch::Tensor();
+        if (adapters[i].name.find("lora_B") != std::string::npos) t.add_(noise);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a frozen base loaded with room for its adapters gives the plain path's logits and adapter "
+    "gradients on the fused path, after B moves too",
+    "[core][model][lora]") {
+  for (const auto& json : cohort::test::family_configs()) check_room_against_plain(json, torch::kCPU);
+}
+
+TEST_CASE(
+    "on a GPU, a frozen base with room for its adapters gives the plain path's logits and "
+    "adapter gradients (the GEMMs' strided operands and outputs)",
+    "[core][model][lora][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  for (const auto& json : cohort::test::family_configs()) check_room_against_plain(json, torch::kCUDA);
+}
+
 TEST_CASE("LoRA names its adapters after the module, A (r, in) and B (out, r), GPT-2's c_proj twice",
           "[core][model][lora]") {
   auto llama = load_hf_model(cohort::test::shared_fixture("tiny-llama"), {torch::kFloat});
@@ -154,7 +268,7 @@ TEST_CASE("LoRA on GPT-2's Conv1D weights equals the merged weight W + sÂ·(BA)áµ
 }
 
 TEST_CASE(
-    "the fused path's grouped adapters (one A GEMM, B block-diagonal inside the add) give "
+    "the fused path's grouped adapters (one A GEMM, each B added onto its own columns) give "
     "the plain path's loss and adapter gradients, with every target and with some",
     "[core][model][lora]") {
   for (const auto& targets :

@@ -46,8 +46,10 @@ double max_difference(const std::vector<float>& a, const std::vector<float>& b) 
 
 }  // namespace
 
-TEST_CASE("LoRA adapters trained under ZeRO 0, 1, 2 and 3 agree, and the first step is the base's",
-          "[core][train][lora]") {
+TEST_CASE(
+    "LoRA adapters trained under ZeRO 0, 1, 2 and 3 and on the fused path agree, and the first step is the "
+    "base's",
+    "[core][train][lora]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
   const auto base = test::run_job(lora_job(data, 2, 0));
@@ -71,6 +73,13 @@ TEST_CASE("LoRA adapters trained under ZeRO 0, 1, 2 and 3 agree, and the first s
       CHECK(max_difference(out[0].weights, base[0].weights) <= 1e-5);
     }
   }
+  // The fused path (the frozen base loaded with room for q/k/v's and gate/up's adapters, which
+  // share their base GEMM) trains alike.
+  auto fused = lora_job(data, 2, 0);
+  fused.train.path = config::compute_path::fused;
+  const auto out = test::run_job(fused);
+  for (std::size_t k = 0; k < steps.size(); ++k) CHECK(relative(out[0].steps[k].loss, steps[k].loss) <= 1e-5);
+  CHECK(max_difference(out[0].weights, base[0].weights) <= 1e-5);
 }
 
 TEST_CASE("LoRA with dropout trains alike under ZeRO-3 with and without layer recomputation",
