@@ -328,9 +328,11 @@ struct causal_lm_engine::impl : engine_state {
   void make_optimizer() {
     zero_options zo = zero_options_of(spec, device);
     auto shape = shape_of(net->config());
-    if (net->has_lora())
-      shape.lora_layer_parameters =
-          lora_layer_parameters(net->config(), spec.model.lora.r, spec.model.lora.target_modules);
+    if (net->has_lora()) {
+      const auto& lora = spec.model.lora;
+      shape.lora_layer_parameters = lora_layer_parameters(net->config(), lora.r, lora.target_modules);
+      shape.lora_room_layer_elements = lora_room_elements(net->config(), lora.r, lora.target_modules);
+    }
     const auto plan = estimate_memory(spec, shape, device.is_cuda() ? gpu_total_bytes(device.index()) : 0);
     layers_kept_gathered = static_cast<std::size_t>(std::max<std::int64_t>(1, plan.layers_kept_gathered));
     zo.sum_grads_on_device = plan.grads_summed_on_device;

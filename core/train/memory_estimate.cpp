@@ -105,6 +105,24 @@ std::int64_t lora_layer_parameters(const model::model_config& c, std::int64_t r,
   return n;
 }
 
+std::int64_t lora_room_elements(const model::model_config& c, std::int64_t r,
+                                const std::vector<std::string>& targets) {
+  if (c.conv1d) return 0;
+  const auto names = model::lora_module_names(c.fam);  // q, k, v, o, [gate,] up, down
+  const auto adapted = [&](std::size_t i) {
+    return std::find(targets.begin(), targets.end(), names[i]) != targets.end();
+  };
+  const std::int64_t d = c.hidden_size, ffn = c.intermediate_size;
+  const std::int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
+  const auto room = [&](std::int64_t rows, std::int64_t ranks) {
+    return rows * ((d + ranks + 63) / 64 * 64 - d);
+  };
+  std::int64_t n = 0;
+  if (adapted(0) && adapted(1) && adapted(2)) n += room(q_out + 2 * kv_out, 3 * r);
+  if (c.gated_mlp && adapted(4) && adapted(5)) n += room(2 * ffn, 2 * r);
+  return n;
+}
+
 model_shape read_model_shape(const config::model_spec& m, const std::string& s3_endpoint) {
   try {
     if (!m.hf_dir.empty()) {
@@ -113,8 +131,10 @@ model_shape read_model_shape(const config::model_spec& m, const std::string& s3_
       if (model::is_t5(json)) return shape_of(model::parse_t5_config(json, file));
       const auto config = model::parse_config(json, file);
       auto s = shape_of(config);
-      if (m.lora.enabled)
+      if (m.lora.enabled) {
         s.lora_layer_parameters = lora_layer_parameters(config, m.lora.r, m.lora.target_modules);
+        s.lora_room_layer_elements = lora_room_elements(config, m.lora.r, m.lora.target_modules);
+      }
       return s;
     }
     if (!m.config_file.empty()) return shape_of(model::read_config(m.config_file));
@@ -204,7 +224,8 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   };
   if (lora) {
     const auto base = spec.model.lora.base_dtype.value_or(spec.train.dtype);
-    add("frozen base weights", bytes_of(base) * static_cast<double>(m.parameters), true);
+    const double room = static_cast<double>(m.num_layers) * static_cast<double>(m.lora_room_layer_elements);
+    add("frozen base weights", bytes_of(base) * (static_cast<double>(m.parameters) + room), true);
   }
   add("fp32 master shard", 4 * shard, !offload_opt);
   add("AdamW moments", 8 * shard, !offload_opt);

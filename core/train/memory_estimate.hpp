@@ -125,6 +125,9 @@ struct model_shape {
   std::int64_t largest_tensor = 0;    // elements of the largest single parameter tensor
   // model.lora: the adapters' elements of one layer (r · (in + out) per adapted linear map).
   std::int64_t lora_layer_parameters = 0;
+  // model.lora: the elements one layer's frozen base holds beside q/k/v's and gate/up's rows for
+  // their adapters (lora_room_elements).
+  std::int64_t lora_room_layer_elements = 0;
   // The largest of units 1..L (a T5's decoder block); 0: every layer has layer_parameters.
   std::int64_t largest_layer_parameters = 0;
   bool fused_path = false;  // runs train.compute_path's fused path on GPUs (decoders; not T5)
@@ -140,6 +143,11 @@ model_shape shape_of(const model::t5_config& config);
 // The adapters' elements of one layer for LoRA of rank r on `targets` (peft's module names).
 std::int64_t lora_layer_parameters(const model::model_config& config, std::int64_t r,
                                    const std::vector<std::string>& targets);
+// The room one layer's frozen base holds for LoRA of rank r on `targets` (decoder_impl::load_frozen):
+// where q, k and v (and gate and up) all have adapters, their rows are in + Σ r rounded up to 64
+// apart instead of in. 0 for GPT-2's Conv1D weights.
+std::int64_t lora_room_elements(const model::model_config& config, std::int64_t r,
+                                const std::vector<std::string>& targets);
 // The model's shape from the spec's model section (hf_dir's config.json, fetched alone from S3 as
 // `s3_endpoint` and the environment say when hf_dir is there; a config file or the inline config).
 // Throws std::invalid_argument naming the field and the problem.

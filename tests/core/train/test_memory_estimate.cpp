@@ -511,6 +511,27 @@ TEST_CASE("LoRA on a 7B base counts the frozen bf16 base whole and only the adap
   CHECK(wide.per_rank.device_bytes - e.per_rank.device_bytes == Approx(2.0 * 6'738'415'616));
 }
 
+TEST_CASE(
+    "LoRA on all of q, k, v (and of gate, up) counts the room the frozen base keeps beside their "
+    "rows for the adapters",
+    "[core][train][memory]") {
+  const std::vector<std::string> all = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                        "gate_proj", "up_proj", "down_proj"};
+  // Rows 4096 + 3 · 16 and 4096 + 2 · 16, both rounded up to 4160: 64 more columns each.
+  CHECK(core::train::lora_room_elements(llama_7b(), 16, all) == (12288 + 22016) * 64);
+  CHECK(core::train::lora_room_elements(llama_7b(), 48, {"gate_proj", "up_proj"}) == 22016 * 128);
+  CHECK(core::train::lora_room_elements(llama_7b(), 16, {"q_proj", "v_proj"}) == 0);  // k has none
+  auto shape = core::train::shape_of(llama_7b());
+  shape.lora_layer_parameters = core::train::lora_layer_parameters(llama_7b(), 16, all);
+  shape.lora_room_layer_elements = core::train::lora_room_elements(llama_7b(), 16, all);
+  auto spec = job(true, 0, 1, bf16);
+  spec.model.lora.enabled = true;
+  spec.model.lora.r = 16;
+  spec.model.lora.target_modules = all;
+  const auto e = estimate_memory(spec, shape);
+  CHECK(item(e, "frozen base weights", true) == 2.0 * (6'738'415'616 + 32.0 * (12288 + 22016) * 64));
+}
+
 TEST_CASE("on GPUs the fused path's plan lies at or up to 12% above the peaks measured on H200s",
           "[core][train][memory]") {
   // The allocator's peaks of cohort's engine in bf16 (engine_bench: fp32 master and moments, the
