@@ -930,8 +930,8 @@ struct frozen_place {
 constexpr std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
 
 // The places of `params` (a layer's frozen weights) in hf_parameters() order, each room group's
-// members together (from a multiple of 8 elements, 16 bytes in bf16, at a row stride of a
-// multiple of 64), and the buffer's element count.
+// members together (from a multiple of 8 elements, 16 bytes in bf16, at lora_room_row_stride),
+// and the buffer's element count.
 std::pair<std::map<const c10::TensorImpl*, frozen_place>, std::int64_t> frozen_places(
     const std::vector<hf_parameter>& params, const std::vector<std::vector<projection>>& groups) {
   std::map<const c10::TensorImpl*, std::size_t> group_of;
@@ -951,8 +951,7 @@ std::pair<std::map<const c10::TensorImpl*, frozen_place>, std::int64_t> frozen_p
     const auto& members = groups[group->second];
     std::int64_t ranks = 0;
     for (const auto& m : members) ranks += m->lora_a.size(0);
-    // Whole tiles of 64 in the GEMMs' inner dimension, rows 128 bytes apart in bf16.
-    const std::int64_t stride = round_up(members.front()->in_features + ranks, 64);
+    const std::int64_t stride = lora_room_row_stride(members.front()->in_features, ranks);
     at = round_up(at, 8);
     for (const auto& m : members) {
       places[m->weight.unsafeGetTensorImpl()] = {at, stride};

@@ -24,6 +24,13 @@ struct lora_config {
   double scaling() const { return alpha / static_cast<double>(r); }
 };
 
+// The row stride, in elements, of a group of frozen weights that keeps its adapters' B's beside
+// its rows (decoder_impl::load_frozen): `in` + the group's summed ranks, rounded up to whole
+// tiles of 64 of the GEMMs' inner dimension.
+constexpr std::int64_t lora_room_row_stride(std::int64_t in, std::int64_t ranks) {
+  return (in + ranks + 63) / 64 * 64;
+}
+
 // The module names peft gives a family's per-layer linear maps (what target_modules may name).
 std::vector<std::string> lora_module_names(family f);
 // Throws model_error (bad_input) naming model.lora.target_modules, the family and its names when

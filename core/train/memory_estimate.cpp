@@ -115,7 +115,7 @@ std::int64_t lora_room_elements(const model::model_config& c, std::int64_t r,
   const std::int64_t d = c.hidden_size, ffn = c.intermediate_size;
   const std::int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
   const auto room = [&](std::int64_t rows, std::int64_t ranks) {
-    return rows * ((d + ranks + 63) / 64 * 64 - d);
+    return rows * (model::lora_room_row_stride(d, ranks) - d);
   };
   std::int64_t n = 0;
   if (adapted(0) && adapted(1) && adapted(2)) n += room(q_out + 2 * kv_out, 3 * r);

@@ -144,7 +144,7 @@ model_shape shape_of(const model::t5_config& config);
 std::int64_t lora_layer_parameters(const model::model_config& config, std::int64_t r,
                                    const std::vector<std::string>& targets);
 // The room one layer's frozen base holds for LoRA of rank r on `targets` (decoder_impl::load_frozen):
-// where q, k and v (and gate and up) all have adapters, their rows are in + Σ r rounded up to 64
+// where q, k and v (and gate and up) all have adapters, their rows are model::lora_room_row_stride
 // apart instead of in. 0 for GPT-2's Conv1D weights.
 std::int64_t lora_room_elements(const model::model_config& config, std::int64_t r,
                                 const std::vector<std::string>& targets);
