@@ -310,29 +310,33 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// The sum of v over the block (blockDim.x a multiple of 32), the same value in every thread: the
-// warps' sums added in warp order. shared: 32 floats of the caller's.
-__device__ __forceinline__ float block_all_sum(float v, float* shared) {
-  v = warp_sum(v);
+struct plus_op {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct max_op {  // NaN is passed over (fmaxf)
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// v reduced by `op` over the block (blockDim.x a multiple of 32), the same value in every thread:
+// each warp's by shuffles, then the warps' in warp order from `identity`. shared: 32 floats of
+// the caller's.
+template <class Op>
+__device__ __forceinline__ float block_all_reduce(float v, float* shared, float identity, Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   __syncthreads();  // the previous call's readers are done with shared
   if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
   __syncthreads();
-  float total = 0.0f;
-  for (unsigned int w = 0; w < blockDim.x / 32; ++w) total += shared[w];
-  return total;
+  float all = identity;
+  for (unsigned int w = 0; w < blockDim.x / 32; ++w) all = op(all, shared[w]);
+  return all;
 }
 
-// The max of v over the block (blockDim.x a multiple of 32), the same value in every thread; NaN
-// is passed over (fmaxf). shared: 32 floats of the caller's.
+__device__ __forceinline__ float block_all_sum(float v, float* shared) {
+  return block_all_reduce(v, shared, 0.0f, plus_op{});
+}
 __device__ __forceinline__ float block_all_max(float v, float* shared) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  __syncthreads();  // the previous call's readers are done with shared
-  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
-  __syncthreads();
-  float most = -INFINITY;
-  for (unsigned int w = 0; w < blockDim.x / 32; ++w) most = fmaxf(most, shared[w]);
-  return most;
+  return block_all_reduce(v, shared, -INFINITY, max_op{});
 }
 
 // ---- The LM head's cross-entropy ----
@@ -1397,6 +1401,18 @@ void launch_column_partials(const T* x, const T* h, T* grad_in, float* scratch, 
       x, h, nullptr, nullptr, scratch, rows, cols, per_chunk, grad_in);
 }
 
+// launch_column_partials, vectorised where the columns and pointers allow.
+template <typename T, bool Gelu>
+void launch_column_partials_of(const T* x, const T* h, T* grad_in, float* scratch, std::int64_t rows,
+                               std::int64_t cols, cudaStream_t stream) {
+  constexpr int vec = 16 / sizeof(T);
+  if (cols % vec == 0 && aligned16(x) && (!Gelu || (aligned16(h) && aligned16(grad_in)))) {
+    launch_column_partials<T, vec, Gelu>(x, h, grad_in, scratch, rows, cols, stream);
+  } else {
+    launch_column_partials<T, 1, Gelu>(x, h, grad_in, scratch, rows, cols, stream);
+  }
+}
+
 // out = the column sums of x, or with h (and grad_in) of GELU's backward of x at h.
 template <typename T>
 int launch_column_sum(const void* x, const void* h, void* grad_in, void* out, float* scratch,
@@ -1407,18 +1423,13 @@ int launch_column_sum(const void* x, const void* h, void* grad_in, void* out, fl
     cudaMemsetAsync(o, 0, static_cast<std::size_t>(cols) * sizeof(T), stream);
     return static_cast<int>(cudaGetLastError());
   }
-  constexpr int vec = 16 / sizeof(T);
   const T* xt = static_cast<const T*>(x);
   const T* ht = static_cast<const T*>(h);
   T* gi = static_cast<T*>(grad_in);
-  const bool vectorised =
-      cols % vec == 0 && aligned16(xt) && (ht == nullptr || (aligned16(ht) && aligned16(gi)));
   if (ht != nullptr) {
-    vectorised ? launch_column_partials<T, vec, true>(xt, ht, gi, scratch, rows, cols, stream)
-               : launch_column_partials<T, 1, true>(xt, ht, gi, scratch, rows, cols, stream);
+    launch_column_partials_of<T, true>(xt, ht, gi, scratch, rows, cols, stream);
   } else {
-    vectorised ? launch_column_partials<T, vec, false>(xt, nullptr, nullptr, scratch, rows, cols, stream)
-               : launch_column_partials<T, 1, false>(xt, nullptr, nullptr, scratch, rows, cols, stream);
+    launch_column_partials_of<T, false>(xt, nullptr, nullptr, scratch, rows, cols, stream);
   }
   norm_param_sum_kernel<T>
       <<<static_cast<unsigned int>((cols + 31) / 32), dim3(32, norm_param_rows), 0, stream>>>(
