@@ -10,6 +10,7 @@
 
 #include "core/model/hf_files.hpp"
 #include "core/model/lora_config.hpp"
+#include "core/train/shard_keep_order.hpp"
 
 namespace cohort::core::train {
 
@@ -303,9 +304,11 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   }
   if (gpu && offload_param && cap > 0) {
     // What room is left under the cap, less its margin, keeps compute-dtype shards between
-    // updates: each layer's in order, then unit 0's (gathered once a step: it gains the least).
-    std::vector<double> unit_shards(static_cast<std::size_t>(m.num_layers), p * ceil_div(per_layer, w));
-    unit_shards.push_back(p * ceil_div(outer, w));
+    // updates, the units in shard_keep_position's order.
+    const auto units = static_cast<std::size_t>(m.num_layers) + 1;
+    std::vector<double> unit_shards(units);
+    for (std::size_t u = 0; u < units; ++u)
+      unit_shards[shard_keep_position(u, units)] = p * ceil_div(u == 0 ? outer : per_layer, w);
     const auto kept = first_units_within(unit_shards, (1 - kept_shards_cap_margin) * cap - r.device_bytes);
     e.param_shard_units_kept_on_device = kept.count;
     add("compute-dtype parameter shards of " + std::to_string(kept.count) + " of " +

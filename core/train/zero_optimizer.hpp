@@ -56,6 +56,7 @@
 #include "core/model/decoder.hpp"
 #include "core/model/weight_grad_sink.hpp"
 #include "core/model/weight_source.hpp"
+#include "core/train/shard_keep_order.hpp"
 #include "core/train/unit_update_thread.hpp"
 
 namespace cohort::core::train {
@@ -91,8 +92,8 @@ struct zero_options {
   // pinned staging buffers and added there one reduction later (see deferred_add), so the host
   // waits only for copies the device has long finished. The same sums either way.
   bool sum_grads_on_device = false;
-  // offload_param: the first n units of this count n in the order layers first, unit 0 last
-  // (units 1..n; n from unit_count() on: every unit) copy their compute-dtype shard to the device
+  // offload_param: the first n units of this count n in shard_keep_position's order, layers first,
+  // unit 0 last (units 1..n; n from unit_count() on: every unit) copy their compute-dtype shard to the device
   // at their first gather after each update and keep it there, so that the step's later gathers of
   // the unit (the backward's recomputation, every later micro-batch's) read it from device memory
   // instead of the host (2 bytes an element of those units' shards on the device for good). The
@@ -284,11 +285,10 @@ class zero_optimizer {
   // fill_on_uploads); else device_shard.
   torch::Tensor gather_shard(std::size_t u);
   // offload_param: whether unit u keeps its compute-dtype shard on the device between updates
-  // (see zero_options::param_shard_units_kept_on_device: the layers' units 1..n, unit 0 with all).
+  // (zero_options::param_shard_units_kept_on_device, in shard_keep_position's order).
   bool kept_on_device(std::size_t u) const {
-    const std::int64_t n = options_.param_shard_units_kept_on_device;
-    const auto i = static_cast<std::int64_t>(u);
-    return options_.offload_param && (u == 0 ? n >= static_cast<std::int64_t>(units_.size()) : i <= n);
+    const auto place = static_cast<std::int64_t>(shard_keep_position(u, units_.size()));
+    return options_.offload_param && place < options_.param_shard_units_kept_on_device;
   }
   // On CUDA a gather's shard (with offload_param its copy up from the host, else its cast to the
   // compute dtype) and the collective that fills the unit's buffer from it run on a stream of
