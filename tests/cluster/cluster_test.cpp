@@ -38,6 +38,7 @@
 #include "tests/support/fake_metadata_server.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/json_lines.hpp"
+#include "tests/support/tcp_listener.hpp"
 
 using namespace std::chrono_literals;
 using cohort::test::lr_job;
@@ -105,34 +106,6 @@ void release(test_cluster& c, const std::string& id) {
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-// A plain TCP socket listening on 127.0.0.1:port (0: any free port), which keeps any other
-// process from binding that port while it is open; fd is -1 where the port could not be had.
-struct listening_socket {
-  int fd = -1;
-  int port = 0;
-  explicit listening_socket(int wanted) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(wanted));
-    socklen_t len = sizeof addr;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      close();
-      return;
-    }
-    port = ntohs(addr.sin_port);
-  }
-  void close() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  ~listening_socket() { close(); }
-  listening_socket(const listening_socket&) = delete;
-  listening_socket& operator=(const listening_socket&) = delete;
-};
 
 // The cluster most cases start from: a head and one node, "n1", with 2 CPUs. The case's body names
 // it `c`, as it names a test_cluster of its own.
@@ -1124,9 +1097,9 @@ TEST_CASE("a head that takes the lease but cannot bind its port says so, gives t
           "and exits 1",
           "[cluster]") {
   test_cluster c;
-  listening_socket held(0);  // the port, held by a plain listening socket
-  REQUIRE(held.fd >= 0);
-  const auto port = std::to_string(held.port);
+  cohort::test::tcp_listener held("127.0.0.1", 0);  // the port, held by a plain listening socket
+  REQUIRE(held.bound());
+  const auto port = std::to_string(held.port());
   // A long lease: one it kept would hold a second head off for 10 minutes.
   const auto blocked =
       c.run("cluster-head", {"--store", c.store(), "--port", port, "--lease-ttl", "600"});
@@ -1151,7 +1124,7 @@ TEST_CASE(
   test_cluster c;
   const std::string picked = c.address();
   // Held here, or taken by someone else since it was picked: either way no head can bind it.
-  listening_socket held(std::stoi(picked.substr(picked.rfind(':') + 1)));
+  cohort::test::tcp_listener held("127.0.0.1", std::stoi(picked.substr(picked.rfind(':') + 1)));
   c.start_head();
   CHECK(c.address() != picked);
   CHECK_THAT(c.head().output(), Catch::Contains("serving on " + c.address()) && Catch::Contains("epoch 2"));

@@ -18,6 +18,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/tcp_listener.hpp"
+
 using cohort::test::host_rig;
 using cohort::test::running_process;
 using namespace std::chrono_literals;
@@ -42,16 +44,12 @@ sockaddr_in ipv4(const std::string& address, int port) {
   return a;
 }
 
-// A TCP listener on address:port of the calling thread's namespace.
-socket_fd listen_on(const std::string& address, int port) {
-  socket_fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const int one = 1;
-  ::setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  auto a = ipv4(address, port);
-  if (::bind(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(s.fd, 16) != 0)
-    throw std::runtime_error("cannot listen on " + address + ":" + std::to_string(port) + ": " +
-                             std::strerror(errno));
-  return s;
+// A TCP listener on address:port of the calling thread's namespace; throws where it cannot bind.
+cohort::test::tcp_listener listen_on(const std::string& address, int port) {
+  cohort::test::tcp_listener l(address, port, /*reuse_address=*/true);
+  if (!l.bound())
+    throw std::runtime_error("cannot listen on " + address + ":" + std::to_string(port) + ": " + l.error());
+  return l;
 }
 
 // Whether a TCP connection to address:port from the calling thread's namespace is established
