@@ -251,31 +251,50 @@ std::string step_profiler::path_stem(const std::string& run_dir, int rank, std::
 }
 
 std::string step_profiler::before_step(std::int64_t step) {
-  const auto at = std::find(steps_.begin(), steps_.end(), step);
-  if (recorder_.recording() || at == steps_.end() || (at != steps_.begin() && *(at - 1) == step - 1))
+  if (recorder_.recording()) {
+    if (step == first_) window_from_ns_ = unix_ns_now();  // the stretch starts: so does the window
     return "";
+  }
+  const auto stretch_at = [&](std::int64_t first) {  // the stretch that starts at `first`, if one does
+    const auto at = std::find(steps_.begin(), steps_.end(), first);
+    return at != steps_.end() && (at == steps_.begin() || *(at - 1) != first - 1) ? at : steps_.end();
+  };
+  // A stretch that starts at the next step starts recording now, so that the profiler's own
+  // start-up falls in this step; one that starts here (the run's first step here, a resumed run's
+  // or one whose early start another rank's profiler refused) starts now.
+  auto at = stretch_at(step + 1);
+  const bool early = at != steps_.end();
+  if (!early) at = stretch_at(step);
+  if (at == steps_.end()) return "";
   auto last = at;
   while (last + 1 != steps_.end() && *(last + 1) == *last + 1) ++last;
   if (!recorder_.start(cuda_))
-    return "rank " + std::to_string(rank_) + " cannot profile steps " + std::to_string(step) + "-" +
+    return "rank " + std::to_string(rank_) + " cannot profile steps " + std::to_string(*at) + "-" +
            std::to_string(*last) + ": another rank of this process is profiling (run.profile_steps)";
-  first_ = step;
+  first_ = *at;
   last_ = *last;
+  window_from_ns_ = early ? 0 : unix_ns_now();
   return "";
 }
 
 std::string step_profiler::after_step(std::int64_t step) {
   if (!recorder_.recording() || step != last_) return "";
-  const auto r = recorder_.stop();
+  auto r = recorder_.stop();
+  // The stretch's spans only: those of the step it started in end before the window.
+  const auto from_ns = std::max(r.from_ns, window_from_ns_);
+  r.spans.erase(std::remove_if(r.spans.begin(), r.spans.end(),
+                               [&](const profiled_span& s) { return s.end_ns <= from_ns; }),
+                r.spans.end());
+  for (auto& s : r.spans) s.start_ns = std::max(s.start_ns, from_ns);
   const std::string device_name = cuda_ ? "GPU" : "CPU";
-  const auto summary = summarize_profile(r.spans, r.from_ns, r.to_ns, first_, last_);
+  const auto summary = summarize_profile(r.spans, from_ns, r.to_ns, first_, last_);
   const auto stem = path_stem(run_dir_, rank_, first_, last_);
   std::error_code ec;
   std::filesystem::create_directories(run_dir_ + "/profile", ec);
   if (ec)
     throw std::runtime_error("run.profile_steps: cannot create " + run_dir_ + "/profile: " + ec.message());
   write_json(stem + ".json", to_json(summary));
-  write_json(stem + ".trace.json", chrome_trace(r.spans, r.from_ns, device_name));
+  write_json(stem + ".trace.json", chrome_trace(r.spans, from_ns, device_name));
   return "rank " + std::to_string(rank_) + " profiled steps " + std::to_string(first_) + "-" +
          std::to_string(last_) + ": " + describe(summary, device_name) + "; " +
          std::filesystem::path(stem).filename().string() + ".json";

@@ -7,7 +7,9 @@
 //                                              chrome://tracing)
 // and one log line. A step profiled is timed as usual; the summary's window is the host's time
 // from the first step's start to the last one's end, so the device's idle time counts whatever
-// kept it waiting (the host's update, data, logging, launches).
+// kept it waiting (the host's update, data, logging, launches). The recording starts a step
+// before the stretch where there is one, so that what starting the profiler costs falls outside
+// the window; that step's spans are not reported.
 //
 // libtorch's profiler is one per process: with ranks as threads of one process (the actor tests)
 // the first rank to start profiles and the others say they cannot. Used by the rank's thread only.
@@ -92,7 +94,9 @@ class step_profiler {
   // a GPU (profile its kernels and copies) or on the CPU (its torch operators).
   step_profiler(std::vector<std::int64_t> steps, std::string run_dir, int rank, bool cuda);
 
-  // Before 1-based step `step` runs: starts recording when a stretch of listed steps begins there.
+  // Before 1-based step `step` runs: starts recording when a stretch of listed steps begins at the
+  // next step (the profiler's start-up then falls in this step, which is not reported), or begins
+  // here and was not started a step early; opens the stretch's window when it begins here.
   // Returns a line to log when the profiler cannot start ("" otherwise).
   std::string before_step(std::int64_t step);
   // After step `step` ran (its device work finished, as a step's loss is read): when it ends the
@@ -110,6 +114,7 @@ class step_profiler {
   bool cuda_;
   device_recorder recorder_;
   std::int64_t first_ = 0, last_ = 0;  // the stretch being recorded
+  std::int64_t window_from_ns_ = 0;    // its first step's start; 0 before it
 };
 
 }  // namespace cohort::core::train

@@ -121,6 +121,40 @@ TEST_CASE(
   CHECK(files == 4);
 }
 
+TEST_CASE(
+    "a stretch's recording starts a step before it, and that step's operators are in neither its "
+    "summary nor its trace",
+    "[core][train]") {
+  temp_dir tmp;
+  const auto a = torch::ones({8, 8});
+  core::train::step_profiler profiler({3}, tmp.path("a"), 0, false);
+  CHECK(profiler.before_step(1) == "");
+  CHECK(profiler.after_step(1) == "");
+  CHECK(profiler.before_step(2) == "");  // recording from here
+  core::train::step_profiler other({2}, tmp.path("b"), 1, false);
+  CHECK(other.before_step(2) ==
+        "rank 1 cannot profile steps 2-2: another rank of this process is profiling (run.profile_steps)");
+  torch::mm(a, a);  // step 2's work
+  CHECK(profiler.after_step(2) == "");
+  CHECK(profiler.before_step(3) == "");
+  torch::add(a, a);  // step 3's
+  CHECK(profiler.after_step(3).rfind("rank 0 profiled steps 3-3: the CPU was busy", 0) == 0);
+  const auto stem = core::train::step_profiler::path_stem(tmp.path("a"), 0, 3, 3);
+  const auto summary = nlohmann::json::parse(test::read_file(stem + ".json"));
+  const auto named = [](const nlohmann::json& items, const std::string& part) {
+    return std::any_of(items.begin(), items.end(), [&](const nlohmann::json& o) {
+      return o.contains("name") && o["name"].get<std::string>().find(part) != std::string::npos;
+    });
+  };
+  CHECK(named(summary["operations"], "add"));
+  CHECK_FALSE(named(summary["operations"], "mm"));
+  const auto trace = nlohmann::json::parse(test::read_file(stem + ".trace.json"))["traceEvents"];
+  CHECK(named(trace, "add"));
+  CHECK_FALSE(named(trace, "mm"));
+  for (const auto& e : trace)
+    if (e.contains("ts")) CHECK(e["ts"].get<double>() >= 0);
+}
+
 TEST_CASE("a second profiler of one process says it cannot profile while the first records",
           "[core][train]") {
   temp_dir tmp;
