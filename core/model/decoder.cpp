@@ -969,9 +969,12 @@ void decoder_impl::load_frozen(const weight_source& source, torch::ScalarType dt
   std::map<std::int64_t, std::vector<hf_parameter>> layers;
   for (const auto& p : hf_params_)
     if (!p.tensor.requires_grad()) layers[p.layer].push_back(p);
+  // A base held in another dtype than the activations is converted for each call (like()): its
+  // weights are not the GEMM's operands, and no room would be used.
+  const bool roomy = !activation_dtype_ || *activation_dtype_ == dtype;
   for (const auto& [layer, params] : layers) {
-    const auto groups = layer >= 0 ? lora_room_groups(layers_.at(static_cast<std::size_t>(layer)))
-                                   : std::vector<std::vector<projection>>{};
+    const auto groups = roomy && layer >= 0 ? lora_room_groups(layers_.at(static_cast<std::size_t>(layer)))
+                                            : std::vector<std::vector<projection>>{};
     const auto [places, numel] = frozen_places(params, groups);
     // Zeros: a room's columns past the B's block-diagonal stay so.
     const auto buffer = torch::zeros({numel}, torch::TensorOptions().dtype(dtype).device(device));

@@ -286,7 +286,8 @@ class decoder_impl : public torch::nn::Module {
   // gate/up GEMMs read their rows in place (stacked_rows). A group of them whose adapters the
   // fused path groups (each with an adapter, one scale) lies in a block of its own whose rows
   // have the room for the group's B's to their right (lora_room, grouped_lora::room): the base map
-  // and the adapters' term are then one GEMM. Weights that train are left alone.
+  // and the adapters' term are then one GEMM. Not where `dtype` is not the activations' (each call
+  // converts such a base). Weights that train are left alone.
   void load_frozen(const weight_source& source, torch::ScalarType dtype, const torch::Device& device);
   // The adapters, in layer order, each module's A then B, named lora_a_name / lora_b_name of the
   // module's Hugging Face name (layer = its layer); empty without LoRA.

@@ -225,7 +225,10 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   };
   if (lora) {
     const auto base = spec.model.lora.base_dtype.value_or(spec.train.dtype);
-    const double room = static_cast<double>(m.num_layers) * static_cast<double>(m.lora_room_layer_elements);
+    // The room beside q/k/v's and gate/up's rows, where the base is held in the activations' dtype.
+    const double room = base == spec.train.dtype ? static_cast<double>(m.num_layers) *
+                                                       static_cast<double>(m.lora_room_layer_elements)
+                                                 : 0.0;
     add("frozen base weights", bytes_of(base) * (static_cast<double>(m.parameters) + room), true);
   }
   add("fp32 master shard", 4 * shard, !offload_opt);

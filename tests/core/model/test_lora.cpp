@@ -206,6 +206,18 @@ TEST_CASE(
   for (const auto& json : cohort::test::family_configs()) check_room_against_plain(json, torch::kCPU);
 }
 
+TEST_CASE("a frozen base held in another dtype than the activations is laid out without room",
+          "[core][model][lora]") {
+  const auto config = parse_config(cohort::test::family_configs()[1], "family config");
+  decoder model(config, torch::TensorOptions(), /*initialize=*/false);
+  model->add_lora(lora_of(lora_module_names(config.fam)), torch::kFloat);
+  model->load_frozen(*seeded_init(config, model->hf_parameters(), 7), torch::kBFloat16, torch::kCPU);
+  const auto& q = model->layers()[0]->attn->q;
+  CHECK_FALSE(q->lora_room);
+  CHECK(q->weight.is_contiguous());
+  CHECK(q->weight.scalar_type() == torch::kBFloat16);
+}
+
 TEST_CASE(
     "on a GPU, a frozen base with room for its adapters gives the plain path's logits and "
     "adapter gradients (the GEMMs' strided operands and outputs)",

@@ -513,7 +513,7 @@ TEST_CASE("LoRA on a 7B base counts the frozen bf16 base whole and only the adap
 
 TEST_CASE(
     "LoRA on all of q, k, v (and of gate, up) counts the room the frozen base keeps beside their "
-    "rows for the adapters",
+    "rows for the adapters, where the base is held in the activations' dtype",
     "[core][train][memory]") {
   const std::vector<std::string> all = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                         "gate_proj", "up_proj", "down_proj"};
@@ -530,6 +530,9 @@ TEST_CASE(
   spec.model.lora.target_modules = all;
   const auto e = estimate_memory(spec, shape);
   CHECK(item(e, "frozen base weights", true) == 2.0 * (6'738'415'616 + 32.0 * (12288 + 22016) * 64));
+  // A base held in another dtype than the activations is converted for each call: no room.
+  spec.model.lora.base_dtype = fp32;
+  CHECK(item(estimate_memory(spec, shape), "frozen base weights", true) == 4.0 * 6'738'415'616);
 }
 
 TEST_CASE("on GPUs the fused path's plan lies at or up to 12% above the peaks measured on H200s",
