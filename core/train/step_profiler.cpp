@@ -260,17 +260,19 @@ std::string step_profiler::before_step(std::int64_t step) {
     return at != steps_.end() && (at == steps_.begin() || *(at - 1) != first - 1) ? at : steps_.end();
   };
   // A stretch that starts at the next step starts recording now, so that the profiler's own
-  // start-up falls in this step; one that starts here (the run's first step here, a resumed run's
-  // or one whose early start another rank's profiler refused) starts now.
+  // start-up falls in this step; one that starts here (the run's first step here, or a resumed
+  // run's) starts now. A stretch another rank's profiler kept from starting is not tried again.
   auto at = stretch_at(step + 1);
   const bool early = at != steps_.end();
   if (!early) at = stretch_at(step);
-  if (at == steps_.end()) return "";
+  if (at == steps_.end() || *at == refused_) return "";  // a refused stretch is said once
   auto last = at;
   while (last + 1 != steps_.end() && *(last + 1) == *last + 1) ++last;
-  if (!recorder_.start(cuda_))
+  if (!recorder_.start(cuda_)) {
+    refused_ = *at;
     return "rank " + std::to_string(rank_) + " cannot profile steps " + std::to_string(*at) + "-" +
            std::to_string(*last) + ": another rank of this process is profiling (run.profile_steps)";
+  }
   first_ = *at;
   last_ = *last;
   window_from_ns_ = early ? 0 : unix_ns_now();

@@ -97,7 +97,7 @@ class step_profiler {
   // Before 1-based step `step` runs: starts recording when a stretch of listed steps begins at the
   // next step (the profiler's start-up then falls in this step, which is not reported), or begins
   // here and was not started a step early; opens the stretch's window when it begins here.
-  // Returns a line to log when the profiler cannot start ("" otherwise).
+  // Returns a line to log when the profiler cannot start, once a stretch ("" otherwise).
   std::string before_step(std::int64_t step);
   // After step `step` ran (its device work finished, as a step's loss is read): when it ends the
   // stretch being recorded, stops, writes the stretch's two files and returns its log line; else "".
@@ -115,6 +115,7 @@ class step_profiler {
   device_recorder recorder_;
   std::int64_t first_ = 0, last_ = 0;  // the stretch being recorded
   std::int64_t window_from_ns_ = 0;    // its first step's start; 0 before it
+  std::int64_t refused_ = 0;           // the first step of the stretch last refused a recording
 };
 
 }  // namespace cohort::core::train

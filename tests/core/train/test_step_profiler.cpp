@@ -122,8 +122,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a stretch's recording starts a step before it, and that step's operators are in neither its "
-    "summary nor its trace",
+    "a stretch's recording starts a step before it, that step's operators are in neither its "
+    "summary nor its trace, and another rank's profiler refused then says so once",
     "[core][train]") {
   temp_dir tmp;
   const auto a = torch::ones({8, 8});
@@ -131,12 +131,13 @@ TEST_CASE(
   CHECK(profiler.before_step(1) == "");
   CHECK(profiler.after_step(1) == "");
   CHECK(profiler.before_step(2) == "");  // recording from here
-  core::train::step_profiler other({2}, tmp.path("b"), 1, false);
+  core::train::step_profiler other({3}, tmp.path("b"), 1, false);
   CHECK(other.before_step(2) ==
-        "rank 1 cannot profile steps 2-2: another rank of this process is profiling (run.profile_steps)");
+        "rank 1 cannot profile steps 3-3: another rank of this process is profiling (run.profile_steps)");
   torch::mm(a, a);  // step 2's work
   CHECK(profiler.after_step(2) == "");
   CHECK(profiler.before_step(3) == "");
+  CHECK(other.before_step(3) == "");  // said once
   torch::add(a, a);  // step 3's
   CHECK(profiler.after_step(3).rfind("rank 0 profiled steps 3-3: the CPU was busy", 0) == 0);
   const auto stem = core::train::step_profiler::path_stem(tmp.path("a"), 0, 3, 3);
