@@ -243,17 +243,26 @@ void base_gemm_into(torch::Tensor& y, const torch::Tensor& bias, const torch::Te
   }
 }
 
+// Calls f(i, b, row, column) for each adapter's B (out_i, r_i) in order: `row` the first of its
+// weight's output rows, `column` the first of its adapter's columns of h (the ranks side by side).
+template <class F>
+void for_each_b(const std::vector<torch::Tensor>& bs, F&& f) {
+  std::int64_t row = 0, column = 0;
+  for (std::size_t i = 0; i < bs.size(); ++i) {
+    f(i, bs[i], row, column);
+    row += bs[i].size(0);
+    column += bs[i].size(1);
+  }
+}
+
 // Each B (out_i, r_i) into the room's columns past `in`: rows of weight i, columns of adapter i
 // (the block-diagonal; the rest stays zero). Writing the room is no change to the weights' values:
 // below autograd's in-place tracking, so that no saved weight counts as modified.
 void write_room(const torch::Tensor& room, std::int64_t in, const std::vector<torch::Tensor>& bs) {
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  std::int64_t row = 0, column = in;
-  for (const auto& b : bs) {
-    room.narrow(0, row, b.size(0)).narrow(1, column, b.size(1)).copy_(b);
-    row += b.size(0);
-    column += b.size(1);
-  }
+  for_each_b(bs, [&](std::size_t, const torch::Tensor& b, std::int64_t row, std::int64_t column) {
+    room.narrow(0, row, b.size(0)).narrow(1, in + column, b.size(1)).copy_(b);
+  });
 }
 
 // concat_linear's autograd. The weights, biases, adapters (a then each b) and room come as lists
@@ -302,12 +311,9 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
       ctx->saved_data["room"] = room[0];
     } else {
       base_gemm_into(y2, bias, x2, w);
-      std::int64_t row = 0, column = 0;
-      for (const auto& b : bs) {
+      for_each_b(bs, [&](std::size_t, const torch::Tensor& b, std::int64_t row, std::int64_t column) {
         y2.narrow(1, row, b.size(0)).addmm_(h.narrow(1, column, b.size(1)), b.t());
-        row += b.size(0);
-        column += b.size(1);
-      }
+      });
     }
     torch::autograd::variable_list keep{kept_x};
     keep.insert(keep.end(), weights.begin(), weights.end());
@@ -326,7 +332,8 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     const std::vector<torch::Tensor> weights(saved.begin() + 1, saved.begin() + 1 + n);
     const bool biased = ctx->saved_data["biased"].toBool();
     const bool adapted = saved.size() > 1 + n;
-    const bool roomy = ctx->saved_data.count("room") > 0;
+    const auto room =
+        ctx->saved_data.count("room") > 0 ? ctx->saved_data["room"].toTensor() : torch::Tensor();
     std::vector<std::int64_t> rows;
     for (const auto& w : weights) rows.push_back(w.size(0));
     const auto& g = grads[0];  // (..., sum out_i)
@@ -334,11 +341,12 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     const auto x2 = x.reshape({-1, x.size(-1)});
     // x, the weights, biases, a and the b's, the room and the scaling (no gradient for the last two).
     const std::size_t adapter_grads = adapted ? 1 + n : 0;
-    torch::autograd::variable_list out(1 + n + (biased ? n : 0) + adapter_grads + (roomy ? 1 : 0) + 1);
+    torch::autograd::variable_list out(1 + n + (biased ? n : 0) + adapter_grads + (room.defined() ? 1 : 0) +
+                                       1);
     // The adapters: with h = x aᵀ s, dh = g b (each weight's columns by their b) · s; da = dhᵀ x,
     // db_i = g_iᵀ h_i, and x gets dh a.
     torch::Tensor dh;
-    if (adapted) dh = adapter_grads_into(ctx, out, saved, n, biased, g2, x2);
+    if (adapted) dh = adapter_grads_into(ctx, out, saved, n, biased, room, g2, x2);
     const auto stacked = stacked_rows(weights);
     if (ctx->needs_input_grad(0)) {
       auto gx = g.matmul(stacked);  // (..., in)
@@ -367,31 +375,26 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
   }
 
  private:
-  // The adapters' gradients into `out` (a's, then each b's); returns dh (N, Σ r), scaled.
+  // The adapters' gradients into `out` (a's, then each b's); returns dh (N, Σ r), scaled. `room`:
+  // the forward's room, undefined without one.
   static torch::Tensor adapter_grads_into(torch::autograd::AutogradContext* ctx,
                                           torch::autograd::variable_list& out,
                                           const torch::autograd::variable_list& saved, std::size_t n,
-                                          bool biased, const torch::Tensor& g2, const torch::Tensor& x2) {
+                                          bool biased, const torch::Tensor& room, const torch::Tensor& g2,
+                                          const torch::Tensor& x2) {
     const auto& a = saved[1 + n];
     const std::vector<torch::Tensor> bs(saved.begin() + 2 + n, saved.begin() + 2 + 2 * n);
     const auto& h = saved[2 + 2 * n];
     const double scaling = ctx->saved_data["scaling"].toDouble();
     const std::size_t at = 1 + n + (biased ? n : 0);
-    const bool roomy = ctx->saved_data.count("room") > 0;
     auto dh = torch::empty({g2.size(0), a.size(0)}, g2.options());
-    if (roomy) {  // the B's block-diagonal lies in the room: one GEMM
-      const auto room = ctx->saved_data["room"].toTensor();
-      scaled_mm_into(dh, g2, room.narrow(1, x2.size(1), a.size(0)), scaling);
-    }
-    std::int64_t row = 0, column = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto& b = bs[i];
+    // The B's block-diagonal lies in the room: one GEMM; else each B's columns apart.
+    if (room.defined()) scaled_mm_into(dh, g2, room.narrow(1, x2.size(1), a.size(0)), scaling);
+    for_each_b(bs, [&](std::size_t i, const torch::Tensor& b, std::int64_t row, std::int64_t column) {
       const auto g_i = g2.narrow(1, row, b.size(0));
-      if (!roomy) scaled_mm_into(dh.narrow(1, column, b.size(1)), g_i, b, scaling);
+      if (!room.defined()) scaled_mm_into(dh.narrow(1, column, b.size(1)), g_i, b, scaling);
       if (ctx->needs_input_grad(at + 1 + i)) out[at + 1 + i] = g_i.t().mm(h.narrow(1, column, b.size(1)));
-      row += b.size(0);
-      column += b.size(1);
-    }
+    });
     if (ctx->needs_input_grad(at)) out[at] = dh.t().mm(x2);
     return dh;
   }
