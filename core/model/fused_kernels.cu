@@ -304,12 +304,6 @@ int launch_swiglu_backward(const void* grad_out, const void* gate_up, void* grad
 
 // ---- Block reductions ----
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 struct plus_op {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
@@ -317,13 +311,22 @@ struct max_op {  // NaN is passed over (fmaxf)
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
+// v reduced by `op` over the warp by shuffles, the same value in every lane.
+template <class Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, plus_op{}); }
+
 // v reduced by `op` over the block (blockDim.x a multiple of 32), the same value in every thread:
 // each warp's by shuffles, then the warps' in warp order from `identity`. shared: 32 floats of
 // the caller's.
 template <class Op>
 __device__ __forceinline__ float block_all_reduce(float v, float* shared, float identity, Op op) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  v = warp_reduce(v, op);
   __syncthreads();  // the previous call's readers are done with shared
   if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
   __syncthreads();
