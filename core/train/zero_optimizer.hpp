@@ -92,15 +92,15 @@ struct zero_options {
   // pinned staging buffers and added there one reduction later (see deferred_add), so the host
   // waits only for copies the device has long finished. The same sums either way.
   bool sum_grads_on_device = false;
-  // offload_param: the first n units of this count n in shard_keep_position's order, layers first,
-  // unit 0 last (units 1..n; n from unit_count() on: every unit) copy their compute-dtype shard to the device
-  // at their first gather after each update and keep it there, so that the step's later gathers of
-  // the unit (the backward's recomputation, every later micro-batch's) read it from device memory
-  // instead of the host (2 bytes an element of those units' shards on the device for good). The
-  // other units' gathers copy it from the host every time; 0: every unit's do. Unit 0 comes last
-  // because the engine gathers it once a step and holds it through the step: its one gather after
-  // an update copies from the host either way. The same weights either way. Negative:
-  // invalid_argument.
+  // offload_param: the first n units of this count n in shard_keep_position's order, layers
+  // first, unit 0 last (units 1..n; n from unit_count() on: every unit) copy their compute-dtype
+  // shard to the device at their first gather after each update and keep it there, so that the
+  // step's later gathers of the unit (the backward's recomputation, every later micro-batch's)
+  // read it from device memory instead of the host (2 bytes an element of those units' shards on
+  // the device for good). The other units' gathers copy it from the host every time; 0: every
+  // unit's do. Unit 0 comes last because the engine gathers it once a step and holds it through
+  // the step: its one gather after an update copies from the host either way. The same weights
+  // either way. Negative: invalid_argument.
   std::int64_t param_shard_units_kept_on_device = 0;
   // Stage 3 without offload_param: the fused path's GEMMs write the weights' gradients straight
   // into the unit's fp32 reduction buffer (model::weight_grad_sink; the optimizer is one while it
