@@ -439,15 +439,24 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   pending_gather p;
   p.unit = u;
   // Without offload_param on a GPU the shard's cast to the compute dtype is part of the fill, on
-  // the gathers' stream, off the compute stream.
+  // the gathers' stream, off the compute stream. Over NCCL it casts into this rank's own part of
+  // the buffer and the all-gather runs in place: no separate shard, and no copy of it into the
+  // buffer inside the collective (1.8% of the 7B shape's step on 2 GPUs).
   const bool cast_in_fill = !options_.offload_param && options_.device.is_cuda() && un.numel > 0;
+  const bool in_place = cast_in_fill && parts() > 1 && group_.backend() == comm::backend_kind::nccl;
   if (!cast_in_fill) p.shard = gather_shard(u);
   allocate_full(un);
   un.gathered = true;
   if (un.numel == 0) return p;  // nothing to gather (unit 0 of a LoRA model)
   p.join = fill_on_uploads(
       [&] {
-        if (cast_in_fill) p.shard = gather_shard(u);
+        if (in_place) {
+          torch::NoGradGuard no_grad;
+          p.shard = un.full.narrow(0, part() * un.shard, un.shard);
+          p.shard.copy_(un.master);
+        } else if (cast_in_fill) {
+          p.shard = gather_shard(u);
+        }
         if (parts() == 1) {
           torch::NoGradGuard no_grad;
           un.full.copy_(p.shard);
