@@ -231,10 +231,14 @@ bool device_recorder::start(bool cuda) {
   return true;
 }
 
+std::int64_t device_recorder::settled_now() const {
+  if (cuda_) torch::cuda::synchronize();
+  return unix_ns_now();
+}
+
 device_recorder::recorded device_recorder::stop() {
   if (!recording_) throw std::logic_error("device_recorder::stop without a recording");
-  if (cuda_) torch::cuda::synchronize();
-  const std::int64_t to_ns = unix_ns_now();
+  const std::int64_t to_ns = settled_now();
   const auto result = prof::disableProfiler();
   recording_ = false;
   profiler_taken = false;
@@ -252,7 +256,8 @@ std::string step_profiler::path_stem(const std::string& run_dir, int rank, std::
 
 std::string step_profiler::before_step(std::int64_t step) {
   if (recorder_.recording()) {
-    if (step == first_) window_from_ns_ = unix_ns_now();  // the stretch starts: so does the window
+    // The stretch starts: so does the window, once the step before has left the device.
+    if (step == first_) window_from_ns_ = recorder_.settled_now();
     return "";
   }
   const auto stretch_at = [&](std::int64_t first) {  // the stretch that starts at `first`, if one does

@@ -7,9 +7,12 @@
 //                                              chrome://tracing)
 // and one log line. A step profiled is timed as usual; the summary's window is the host's time
 // from the first step's start to the last one's end, so the device's idle time counts whatever
-// kept it waiting (the host's update, data, logging, launches). The recording starts a step
-// before the stretch where there is one, so that what starting the profiler costs falls outside
-// the window; that step's spans are not reported.
+// kept it waiting (the host's update, data, logging, launches). Both ends wait for the device's
+// queued work first: the window holds the stretch's work alone, not the tail of the step before
+// (a GPU runs a step's update after the host has moved on; counted, it made every "per step"
+// figure a part of a step too large). The recording starts a step before the stretch where there
+// is one, so that what starting the profiler costs falls outside the window; that step's spans
+// are not reported.
 //
 // libtorch's profiler is one per process: with ranks as threads of one process (the actor tests)
 // the first rank to start profiles and the others say they cannot. Used by the rank's thread only.
@@ -80,6 +83,9 @@ class device_recorder {
   };
   recorded stop();  // start() must have returned true
   bool recording() const { return recording_; }
+  // Waits for the device's queued work (a GPU's; nothing on a CPU) and returns the host's clock
+  // then (Unix ns): the edge of a window that holds nothing queued before it.
+  std::int64_t settled_now() const;
 
  private:
   bool recording_ = false;
