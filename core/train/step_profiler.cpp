@@ -268,8 +268,7 @@ std::string step_profiler::before_step(std::int64_t step) {
   // start-up falls in this step; one that starts here (the run's first step here, or a resumed
   // run's) starts now. A stretch another rank's profiler kept from starting is not tried again.
   auto at = stretch_at(step + 1);
-  const bool early = at != steps_.end();
-  if (!early) at = stretch_at(step);
+  if (at == steps_.end()) at = stretch_at(step);
   if (at == steps_.end() || *at == refused_) return "";  // a refused stretch is said once
   auto last = at;
   while (last + 1 != steps_.end() && *(last + 1) == *last + 1) ++last;
@@ -280,7 +279,7 @@ std::string step_profiler::before_step(std::int64_t step) {
   }
   first_ = *at;
   last_ = *last;
-  window_from_ns_ = early ? 0 : unix_ns_now();
+  window_from_ns_ = 0;  // early: set as the stretch's first step starts; else the recording's start
   return "";
 }
 

@@ -120,7 +120,7 @@ class step_profiler {
   bool cuda_;
   device_recorder recorder_;
   std::int64_t first_ = 0, last_ = 0;  // the stretch being recorded
-  std::int64_t window_from_ns_ = 0;    // its first step's start; 0 before it
+  std::int64_t window_from_ns_ = 0;    // its first step's start when recorded a step early; else 0
   std::int64_t refused_ = 0;           // the first step of the stretch last refused a recording
 };
 
