@@ -14,6 +14,7 @@
 #include <torch/utils.h>
 
 #include "core/model/fused_ops.hpp"
+#include "core/model/gemm.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
 #include "core/model/weight_grad_sink.hpp"
@@ -236,11 +237,7 @@ void scaled_mm_into(torch::Tensor out, const torch::Tensor& m1, const torch::Ten
 // y (N, Σ out) = x wᵀ + bias, into y.
 void base_gemm_into(torch::Tensor& y, const torch::Tensor& bias, const torch::Tensor& x,
                     const torch::Tensor& w) {
-  if (bias.defined()) {
-    at::addmm_out(y, bias, x, w.t());
-  } else {
-    at::mm_out(y, x, w.t());
-  }
+  gemm::mm_into(y, x, w.t(), false, bias);
 }
 
 // Calls f(i, b, row, column) for each adapter's B (out_i, r_i) in order: `row` the first of its
@@ -283,7 +280,7 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
       torch::autograd::variable_list keep{x};
       keep.insert(keep.end(), weights.begin(), weights.end());
       ctx->save_for_backward(keep);
-      return torch::linear(x, w, bias);
+      return gemm::linear(x, w, bias);
     }
     // The base GEMM into an output of its own (not a view, so that the adapters' GEMMs write it
     // in place): the values of linear, with the adapters' term.
@@ -349,7 +346,9 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     if (adapted) dh = adapter_grads_into(ctx, out, saved, n, biased, room, g2, x2);
     const auto stacked = stacked_rows(weights);
     if (ctx->needs_input_grad(0)) {
-      auto gx = g.matmul(stacked);  // (..., in)
+      auto in_sizes = g.sizes().vec();
+      in_sizes.back() = stacked.size(1);
+      auto gx = gemm::mm(g2, stacked).view(in_sizes);  // (..., in)
       if (dh.defined()) gx.view({-1, gx.size(-1)}).addmm_(dh, saved[1 + n]);
       out[0] = gx;
     }
@@ -362,9 +361,9 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     // (weight_grad_sink.hpp), none then for autograd; else returned, one per weight.
     auto target = every_weight ? weight_grad_target_of(stacked) : weight_grad_target{};
     if (target.grad.defined()) {
-      compat::matmul_into(target.grad, g2.t(), x2, target.accumulate);
+      gemm::mm_into(target.grad, g2.t(), x2, target.accumulate);
     } else if (any_weight) {
-      const auto gw = g2.t().mm(x2).split_with_sizes(rows, 0);
+      const auto gw = gemm::mm(g2.t(), x2).split_with_sizes(rows, 0);
       for (std::size_t i = 0; i < n; ++i) out[1 + i] = gw[i];
     }
     if (biased) {
@@ -424,14 +423,14 @@ class chunked_head_loss_function : public torch::autograd::Function<chunked_head
       const auto xc = x.slice(0, start, end);                          // (n, C)
       const auto tc = targets.slice(0, start, end);                     // (n)
       const bool wanted = want_x || want_w || want_b;
-      auto logits = torch::linear(xc, weight, bias);                    // (n, V') in x's dtype
+      auto logits = gemm::linear(xc, weight, bias);  // (n, V') in x's dtype
       if (fused_kernels_available(logits)) {
         // One kernel: the rows' losses, and the gradient written over the logits (fp32 math,
         // rounded once to x's dtype, as the cast below rounds it), deterministic.
         loss += fused_cross_entropy(logits, tc, wanted);
         if (!wanted) continue;
-        if (want_x) gx.slice(0, start, end).copy_(logits.mm(weight));
-        if (want_w) compat::matmul_into(gw, logits.t(), xc, /*accumulate=*/true);  // fp32 in the GEMM
+        if (want_x) gemm::mm_into(gx.slice(0, start, end), logits, weight);
+        if (want_w) gemm::mm_into(gw, logits.t(), xc, /*accumulate=*/true);  // fp32 in the GEMM
         if (want_b) gb.add_(logits.to(torch::kFloat).sum(0));
         continue;
       }

@@ -20,6 +20,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "core/model/fused_kernels.hpp"
+#include "core/model/gemm.hpp"
 #endif
 
 namespace cohort::core::model {
@@ -232,7 +233,9 @@ class biased_matmul_function : public torch::autograd::Function<biased_matmul_fu
     ctx->save_for_backward({x, weight});
     auto sizes = x.sizes().vec();
     sizes.back() = weight.size(1);
-    return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(sizes);
+    auto y = torch::empty(sizes, x.options());
+    gemm::mm_into(y.view({-1, weight.size(1)}), x.reshape({-1, x.size(-1)}), weight, false, bias);
+    return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -241,8 +244,8 @@ class biased_matmul_function : public torch::autograd::Function<biased_matmul_fu
     const auto g = aligned_contiguous(grads[0]);
     const auto g2 = g.view({-1, g.size(-1)});  // (rows, out)
     torch::Tensor grad_x, grad_weight, grad_bias;
-    if (ctx->needs_input_grad(0)) grad_x = g2.mm(weight.t()).view(x.sizes());
-    if (ctx->needs_input_grad(1)) grad_weight = x.reshape({-1, x.size(-1)}).t().mm(g2);
+    if (ctx->needs_input_grad(0)) grad_x = gemm::mm(g2, weight.t()).view(x.sizes());
+    if (ctx->needs_input_grad(1)) grad_weight = gemm::mm(x.reshape({-1, x.size(-1)}).t(), g2);
     if (ctx->needs_input_grad(2)) {
       const std::int64_t rows = g2.size(0), cols = g2.size(1);
       grad_bias = torch::empty({cols}, g.options());
@@ -261,7 +264,9 @@ class biased_gelu_function : public torch::autograd::Function<biased_gelu_functi
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias, bool conv1d) {
     const auto x2 = x.reshape({-1, x.size(-1)});
-    const auto pre = torch::addmm(bias, x2, conv1d ? weight : weight.t());  // GELU's input
+    const auto& w = conv1d ? weight : weight.t();
+    const auto pre = torch::empty({x2.size(0), w.size(1)}, x.options());  // GELU's input
+    gemm::mm_into(pre, x2, w, false, bias);
     ctx->save_for_backward({x, weight, pre});
     ctx->saved_data["conv1d"] = conv1d;
     auto sizes = x.sizes().vec();
@@ -285,8 +290,9 @@ class biased_gelu_function : public torch::autograd::Function<biased_gelu_functi
                  "fused_biased_gelu backward");
     const auto x2 = x.reshape({-1, x.size(-1)});
     torch::Tensor grad_x, grad_weight;
-    if (ctx->needs_input_grad(0)) grad_x = grad_pre.mm(conv1d ? weight.t() : weight).view(x.sizes());
-    if (ctx->needs_input_grad(1)) grad_weight = conv1d ? x2.t().mm(grad_pre) : grad_pre.t().mm(x2);
+    if (ctx->needs_input_grad(0)) grad_x = gemm::mm(grad_pre, conv1d ? weight.t() : weight).view(x.sizes());
+    if (ctx->needs_input_grad(1))
+      grad_weight = conv1d ? gemm::mm(x2.t(), grad_pre) : gemm::mm(grad_pre.t(), x2);
     return {grad_x, grad_weight, grad_bias, torch::Tensor()};
   }
 };

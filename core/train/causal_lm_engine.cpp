@@ -22,6 +22,7 @@
 #include "core/data/batch_loader.hpp"
 #include "core/model/adamw.hpp"
 #include "core/model/decoder.hpp"
+#include "core/model/gemm.hpp"
 #include "core/model/hf_io.hpp"
 #include "core/model/lora_config.hpp"
 #include "core/model/model_config.hpp"
@@ -235,6 +236,8 @@ struct causal_lm_engine::impl : engine_state {
                                   " needs a directory written by `cohort-data build`");
     auto config = model_config_of(spec.model, model_files);
     seed_rank(train, group.rank());
+    // Timed GEMM picks pay alone on a GPU, not beside ZeRO's collectives (model/gemm.hpp).
+    model::gemm::set_timed_picks(group.size() == 1);
     open_data(data_verified);
     vocab = plan_vocab(spec, config.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
     config.vocab_size = vocab.vocab;

@@ -20,6 +20,7 @@
 #include "core/ckpt/layout.hpp"
 #include "core/comm/comm_error.hpp"
 #include "core/data/format.hpp"
+#include "core/model/gemm.hpp"
 #include "core/model/model_error.hpp"
 #include "core/train/causal_lm_engine.hpp"
 #include "core/train/checkpointer.hpp"
@@ -468,6 +469,9 @@ class rank_run {
       log("rank " + std::to_string(ctx_.rank) + " memory after step " + std::to_string(last.step) + ": " +
           describe(read_memory_peaks(device_)));
       if (ctx_.rank == 0) log_if_any(engine_->step_graph_status());
+      if (const auto t = core::model::gemm::tuning(); t.timed > 0)
+        log("rank " + std::to_string(ctx_.rank) + " GEMMs: " + std::to_string(t.timed) + " shapes timed, " +
+            std::to_string(t.replaced) + " of them on another algorithm than cuBLASLt's heuristic first");
     }
     pause_between_steps(ctx_);
   }

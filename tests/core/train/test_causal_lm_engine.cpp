@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/model/gemm.hpp"
 #include "core/model/model_config.hpp"
 #include "core/train/memory_estimate.hpp"
 #include "tests/core/train/engine_fixture.hpp"
@@ -190,6 +191,19 @@ TEST_CASE("on a CPU a job says nothing about CUDA graphs and trains as before", 
   CHECK(run[0].steps.size() == 3);
   CHECK_FALSE(run[0].graphed);
   CHECK(run[0].graph_status.empty());
+}
+
+TEST_CASE("a job of one rank turns timed GEMM picks on, a job of two ranks turns them off", "[core][train]") {
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  auto spec = test::tiny_job(data, 1, 0, false);
+  spec.train.max_steps = 1;
+  test::run_job(spec);
+  CHECK(core::model::gemm::timed_picks());
+  spec = test::tiny_job(data, 2, 3, false);
+  spec.train.max_steps = 1;
+  test::run_job(spec);
+  CHECK_FALSE(core::model::gemm::timed_picks());
 }
 
 TEST_CASE("a malformed inline model config is refused, naming model.config", "[core][train]") {

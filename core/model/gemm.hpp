@@ -1,0 +1,59 @@
+// The fused path's GEMMs, each shape's cuBLASLt algorithm picked by timing its candidates.
+//
+// cuBLAS picks a kernel for a GEMM from a heuristic. A GPU that runs at its power limit (an H200
+// training step does, at about 1.5 GHz of its 1.98) can be faster with another of cuBLASLt's
+// candidates: at the 1.1B shape, run alone for seconds, the LM head's chunks, the gate/up
+// projection's forward and the down projection's input gradient ran 4-8% faster so. Through the
+// product the timed picks made GPT-2 124M's step on one GPU 2% faster, left the 1.1B's on one GPU
+// as it was, and made ZeRO-3 on 2 GPUs (where NCCL's kernels share the multiprocessors with the
+// GEMMs, which the timing alone does not see) 0.6-1% slower at the 7B shape.
+//
+// The contract:
+//  - mm_into / mm / linear compute what at::mm_out / at::mm / at::linear compute, within the
+//    rounding of another summation order; a CUDA product of bf16 or fp16 operands can be written
+//    to an fp32 `out` (accumulated in fp32 in the GEMM), as compat::matmul_into does.
+//  - Timed picks are off unless set_timed_picks(true): the training engines turn them on for a
+//    job of one rank, off for more. Off, ATen computes every product, as before.
+//  - With them on, on CUDA, with bf16 or fp16 operands whose rows or columns are contiguous, the
+//    product goes through cuBLASLt. The first product of a shape (the operands' sizes, strides, types and
+//    alignments, accumulation, bias) on a device times up to 8 of cuBLASLt's candidates, run in
+//    turns after a warm-up so that each meets the same clock, and keeps for the process the
+//    heuristic's first unless another ran at least 2% faster (the fastest then). That first call
+//    waits for the device, about 0.1 s; later ones do not. While a CUDA graph is being captured,
+//    a shape not yet timed takes the heuristic's first and is timed later.
+//  - Elsewhere (the CPU, fp32 operands, other strides), and in deterministic runs
+//    (at::globalContext().deterministicAlgorithms(), where a pick by timing could differ from
+//    process to process), ATen computes it.
+//  - COHORT_TEST_GEMM_THROUGH_ATEN=1 in the environment sends every product to ATen (for
+//    comparisons of speed).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace cohort::core::model::gemm {
+
+// out (M, N) = a (M, K) · b (K, N) [+ bias (N), broadcast over rows] [+ out when accumulate].
+// out has a's dtype, or fp32 for bf16/fp16 operands on CUDA. No bias with accumulate. cuBLASLt
+// takes it where out's rows are contiguous and a bias is contiguous in out's dtype.
+void mm_into(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+             bool accumulate = false, const torch::Tensor& bias = {});
+
+// a (M, K) · b (K, N) as a new (M, N) tensor in a's dtype.
+torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b);
+
+// x (..., in) · weightᵀ [+ bias], weight (out, in): (..., out) in x's dtype, as torch::linear.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
+
+// Whether products on CUDA go through cuBLASLt with timed picks (above), for the whole process.
+void set_timed_picks(bool on);
+bool timed_picks();
+
+// Shapes timed so far in this process (over every device), and of them those given another
+// algorithm than the heuristic's first: for tests and logs.
+struct tuning_counts {
+  int timed = 0;
+  int replaced = 0;
+};
+tuning_counts tuning();
+
+}  // namespace cohort::core::model::gemm
