@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,14 +24,6 @@ namespace {
 
 std::atomic<int> shapes_timed{0}, shapes_replaced{0};
 std::atomic<bool> timed_picks_on{false};
-
-bool through_aten_by_request() {
-  static const bool set = [] {
-    const char* v = std::getenv("COHORT_TEST_GEMM_THROUGH_ATEN");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return set;
-}
 
 void check_operands(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, bool accumulate,
                     const torch::Tensor& bias) {
@@ -354,7 +345,7 @@ void mm_into(const torch::Tensor& out, const torch::Tensor& a, const torch::Tens
              const torch::Tensor& bias) {
   check_operands(out, a, b, accumulate, bias);
 #ifdef COHORT_WITH_CUDA
-  if (timed_picks_on.load() && !through_aten_by_request() && !at::globalContext().deterministicAlgorithms()) {
+  if (timed_picks_on.load() && !at::globalContext().deterministicAlgorithms()) {
     if (const auto l = describe(out, a, b, accumulate, bias); l && cublaslt_mm_into(*l, out)) return;
   }
 #endif

@@ -6,14 +6,14 @@
 // projection's forward and the down projection's input gradient ran 4-8% faster so. Through the
 // product the timed picks made GPT-2 124M's step on one GPU 2% faster, left the 1.1B's on one GPU
 // as it was, and made ZeRO-3 on 2 GPUs (where NCCL's kernels share the multiprocessors with the
-// GEMMs, which the timing alone does not see) 0.6-1% slower at the 7B shape.
+// GEMMs, which the timing alone does not see) 0.6-1.1% slower at the 7B shape.
 //
 // The contract:
 //  - mm_into / mm / linear compute what at::mm_out / at::mm / at::linear compute, within the
 //    rounding of another summation order; a CUDA product of bf16 or fp16 operands can be written
 //    to an fp32 `out` (accumulated in fp32 in the GEMM), as compat::matmul_into does.
-//  - Timed picks are off unless set_timed_picks(true): the training engines turn them on for a
-//    job of one rank, off for more. Off, ATen computes every product, as before.
+//  - Timed picks are off unless set_timed_picks(true): the causal-LM training engine turns them
+//    on for a job of one rank, off for more. Off, ATen computes every product, as before.
 //  - With them on, on CUDA, with bf16 or fp16 operands whose rows or columns are contiguous, the
 //    product goes through cuBLASLt. The first product of a shape (the operands' sizes, strides, types and
 //    alignments, accumulation, bias) on a device times up to 8 of cuBLASLt's candidates, run in
@@ -24,8 +24,6 @@
 //  - Elsewhere (the CPU, fp32 operands, other strides), and in deterministic runs
 //    (at::globalContext().deterministicAlgorithms(), where a pick by timing could differ from
 //    process to process), ATen computes it.
-//  - COHORT_TEST_GEMM_THROUGH_ATEN=1 in the environment sends every product to ATen (for
-//    comparisons of speed).
 #pragma once
 
 #include <torch/torch.h>

@@ -237,7 +237,7 @@ struct causal_lm_engine::impl : engine_state {
     auto config = model_config_of(spec.model, model_files);
     seed_rank(train, group.rank());
     // Timed GEMM picks pay alone on a GPU, not beside ZeRO's collectives (model/gemm.hpp).
-    model::gemm::set_timed_picks(group.size() == 1);
+    model::gemm::set_timed_picks(group.size() == 1 && !test_gemm_through_aten());
     open_data(data_verified);
     vocab = plan_vocab(spec, config.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
     config.vocab_size = vocab.vocab;

@@ -42,6 +42,11 @@ inline constexpr const char* test_weight_grads_through_autograd_variable =
     "COHORT_TEST_WEIGHT_GRADS_THROUGH_AUTOGRAD";
 bool test_weight_grads_through_autograd();
 
+// With COHORT_TEST_GEMM_THROUGH_ATEN=1 in the worker process's environment, a job of one rank
+// keeps ATen's GEMMs (model::gemm::set_timed_picks(false)): the baseline of a measurement.
+inline constexpr const char* test_gemm_through_aten_variable = "COHORT_TEST_GEMM_THROUGH_ATEN";
+bool test_gemm_through_aten();
+
 // With COHORT_TEST_DISK_FREE_BYTES=N in the worker process's environment, a checkpoint save takes
 // the file system of the run's directory to have N bytes free (checkpointer), so that a test can
 // have a full disk without filling one. nullopt without it.
