@@ -6,6 +6,7 @@ runs between the calls.
 """
 import torch, torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
+from attention_backends import timeit
 torch.manual_seed(0)
 B, H, KV, T, D = 8, 32, 4, 2048, 64
 dev, bf = "cuda", torch.bfloat16
@@ -13,14 +14,6 @@ def mk(h): return torch.randn(B, T, h, D, device=dev, dtype=bf).transpose(1, 2).
 q, k, v = mk(H), mk(KV), mk(KV)
 go_bhsd = torch.randn(B, H, T, D, device=dev, dtype=bf)
 go_bshd = torch.randn(B, T, H, D, device=dev, dtype=bf).transpose(1, 2)
-def timeit(fn, n=20):
-    for _ in range(3): fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(n): fn()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e) / n
 def fb(go):
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     torch.autograd.backward(y, go, inputs=[q, k, v])
