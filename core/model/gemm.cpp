@@ -5,10 +5,13 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/model/torch_compat.hpp"
@@ -85,10 +88,10 @@ std::optional<cudaDataType_t> cuda_type(torch::ScalarType t) {
   }
 }
 
-std::int64_t alignment(const void* p) {
+std::uint32_t alignment(const void* p) {
   const auto v = reinterpret_cast<std::uintptr_t>(p);
-  std::int64_t a = 256;
-  while (a > 1 && v % static_cast<std::uintptr_t>(a) != 0) a /= 2;
+  std::uint32_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
   return a;
 }
 
@@ -96,12 +99,10 @@ std::int64_t alignment(const void* p) {
 struct plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
   plan() = default;
   plan(const plan&) = delete;
   plan& operator=(const plan&) = delete;
   ~plan() {
-    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
     if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
     if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
     if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
@@ -119,6 +120,7 @@ struct launch {
   void* out_ptr;
   const void* bias_ptr;
   float beta;
+  std::uint32_t first_aligned, second_aligned, out_aligned;  // bytes (alignment())
   std::vector<std::int64_t> key;  // the shape as the cache knows it
 };
 
@@ -146,6 +148,9 @@ std::optional<launch> describe(const torch::Tensor& out, const torch::Tensor& a,
            out.data_ptr(),
            bias.defined() ? bias.data_ptr() : nullptr,
            accumulate ? 1.0f : 0.0f,
+           alignment(b.data_ptr()),
+           alignment(a.data_ptr()),
+           alignment(out.data_ptr()),
            {}};
   l.key = {out.get_device(),
            first->op,
@@ -160,9 +165,9 @@ std::optional<launch> describe(const torch::Tensor& out, const torch::Tensor& a,
            l.out_type,
            accumulate ? 1 : 0,
            bias.defined() ? 1 : 0,
-           alignment(l.first_ptr),
-           alignment(l.second_ptr),
-           alignment(l.out_ptr),
+           l.first_aligned,
+           l.second_aligned,
+           l.out_aligned,
            bias.defined() ? alignment(l.bias_ptr) : 0};
   return l;
 }
@@ -188,24 +193,6 @@ void make_plan(plan& p, const launch& l) {
   const auto n = l.first.op == CUBLAS_OP_N ? l.first.rows : l.first.cols;
   const auto m = l.second.op == CUBLAS_OP_N ? l.second.cols : l.second.rows;
   check(cublasLtMatrixLayoutCreate(&p.c, l.out_type, n, m, l.ldc), "layout of out");
-  check(cublasLtMatmulPreferenceCreate(&p.pref), "preference");
-  const std::size_t workspace = at::cuda::getCUDABlasLtWorkspaceSize();
-  check(cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                             sizeof(workspace)),
-        "workspace");
-  const std::uint32_t aligned[] = {static_cast<std::uint32_t>(alignment(l.first_ptr)),
-                                   static_cast<std::uint32_t>(alignment(l.second_ptr)),
-                                   static_cast<std::uint32_t>(alignment(l.out_ptr))};
-  check(cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aligned[0],
-                                             sizeof(aligned[0])),
-        "alignment");
-  check(cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &aligned[1],
-                                             sizeof(aligned[1])),
-        "alignment");
-  for (auto which :
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-    check(cublasLtMatmulPreferenceSetAttribute(p.pref, which, &aligned[2], sizeof(aligned[2])), "alignment");
-  }
 }
 
 cublasStatus_t run(const plan& p, const launch& l, const cublasLtMatmulAlgo_t& algo, void* out_ptr,
@@ -293,6 +280,37 @@ std::map<std::vector<std::int64_t>, cublasLtMatmulAlgo_t>& chosen() {
   return map;
 }
 
+// Up to 8 of cuBLASLt's algorithms for p, the heuristic's first first, for torch's workspace and
+// l's alignments.
+std::vector<cublasLtMatmulAlgo_t> candidates_for(const plan& p, const launch& l) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                        decltype(&cublasLtMatmulPreferenceDestroy)>
+      owned(pref, &cublasLtMatmulPreferenceDestroy);
+  const std::size_t workspace = at::cuda::getCUDABlasLtWorkspaceSize();
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                             sizeof(workspace)),
+        "workspace");
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> aligned[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, l.first_aligned},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, l.second_aligned},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, l.out_aligned},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, l.out_aligned}};
+  for (const auto& [which, bytes] : aligned)
+    check(cublasLtMatmulPreferenceSetAttribute(pref, which, &bytes, sizeof(bytes)), "alignment");
+  constexpr int most = 8;
+  cublasLtMatmulHeuristicResult_t results[most] = {};
+  int found = 0;
+  check(cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), p.op, p.a, p.b, p.c, p.c, pref,
+                                       most, results, &found),
+        "heuristic");
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(results[i].algo);
+  return candidates;
+}
+
 // False where cuBLASLt offers no algorithm for it (ATen then computes it).
 bool cublaslt_mm_into(const launch& l, const torch::Tensor& out) {
   const c10::cuda::CUDAGuard guard(out.device());
@@ -306,15 +324,7 @@ bool cublaslt_mm_into(const launch& l, const torch::Tensor& out) {
     if (it != chosen().end()) algo = it->second;
   }
   if (!algo) {
-    constexpr int most = 8;
-    cublasLtMatmulHeuristicResult_t results[most] = {};
-    int found = 0;
-    check(cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), p.op, p.a, p.b, p.c, p.c,
-                                         p.pref, most, results, &found),
-          "heuristic");
-    std::vector<cublasLtMatmulAlgo_t> candidates;
-    for (int i = 0; i < found; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(results[i].algo);
+    const auto candidates = candidates_for(p, l);
     if (candidates.empty()) return false;
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     cudaStreamIsCapturing(stream, &capture);
