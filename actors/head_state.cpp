@@ -390,6 +390,11 @@ double node_memory(const res::node_inventory& node) {
 }
 
 std::string gpu_advice(const config::job_spec& spec) {
+  if (spec.train.deterministic && !spec.train.activation_checkpointing)
+    return "train.deterministic computes attention by torch's math path, which keeps every layer's "
+           "attention probabilities (micro_batch_size x heads x seq_len^2 in fp32 a layer): try "
+           "train.activation_checkpointing: true (one layer's at a time), a smaller "
+           "train.micro_batch_size or train.seq_len, or train.deterministic false";
   if (spec.zero.stage < 3) return "try zero.stage 3 with zero.offload_param: \"cpu\" or more workers";
   if (spec.zero.offload_param != config::offload_device::cpu)
     return "try zero.offload_param: \"cpu\" or more workers";

@@ -267,9 +267,16 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   const double kv = static_cast<double>(m.kv_hidden > 0 ? m.kv_hidden : m.hidden_size);
   const double layer_working = fused ? t * (p * (7 * d + 2 * kv + (m.gated_mlp ? 3 : 2) * ffn) + 8)
                                      : t * (p * (9 * d + (m.gated_mlp ? 4 : 2) * ffn) + 16 * d);
-  const double scores = gpu ? 0
-                            : static_cast<double>(spec.train.micro_batch_size) * m.num_heads *
-                                  spec.train.seq_len * spec.train.seq_len * (4 + p);
+  // Attention's T² terms, in elements B·H·T² a layer: none where it is fused (GPUs); the CPU's
+  // explicit path saves its scores and fp32 probabilities. train.deterministic on GPUs takes
+  // torch's math path, which computes in fp32 and saves the probabilities (4 bytes each), and
+  // holds 16 bytes an element more at its peak (fitted to the one peak measured: the 1.1B at
+  // 8 × 2048 on an H200, 132.4 GiB at its first step).
+  const double bht2 = static_cast<double>(spec.train.micro_batch_size) * m.num_heads * spec.train.seq_len *
+                      spec.train.seq_len;
+  const bool math_attention = gpu && spec.train.deterministic;
+  const double scores = !gpu ? bht2 * (4 + p) : math_attention ? 4 * bht2 : 0;
+  const double attention_peak = math_attention ? 16 * bht2 : 0;
   const double chunk = spec.train.loss_chunk_tokens > 0
                            ? std::min(t, static_cast<double>(spec.train.loss_chunk_tokens))
                            : t;
@@ -278,8 +285,10 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   // Recomputing, the layer inputs stay for the whole backward; the head's logits and one layer's
   // recomputation are never alive at once. Otherwise every layer's working set is saved until the
   // loss has been computed from the logits.
-  r.activation_bytes = recompute ? (L + 1) * p * d * t + std::max(2 * p * d * t + layer_working + scores, logits)
-                                 : L * (layer_working + scores) + p * d * t + logits;
+  r.activation_bytes =
+      recompute
+          ? (L + 1) * p * d * t + std::max(2 * p * d * t + layer_working + scores + attention_peak, logits)
+          : L * (layer_working + scores) + p * d * t + std::max(logits, attention_peak);
   add("activations", r.activation_bytes, true);
   // The gradient shard is made by a step's reductions and freed by its update: after the backward
   // (stages 0-2), or layer by layer as the backward frees each layer's activations (stage 3, stage

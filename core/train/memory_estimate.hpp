@@ -45,6 +45,10 @@
 //     temporaries). The logits are t·V·(p + 4 + 4): the compute-dtype logits, their fp32 copy
 //     for the loss and its fp32 gradient. On the GPU attention is fused (at::scaled_dot_product_
 //     attention: no T² term); on CPUs the explicit path keeps B·H·T²·(4 + p) per layer saved.
+//     With train.deterministic a GPU takes torch's math path, which computes in fp32: 4·B·H·T²
+//     per layer saved (the probabilities) and 16·B·H·T² more at its peak (in place of the logits
+//     where those are larger; fitted to the one peak measured, the 1.1B Llama at 8 × 2048 on an
+//     H200: 4 GiB a layer, 132.4 GiB in all at its first step, before AdamW's moments exist).
 //     The fused compute path (a decoder on a GPU, train.compute_path automatic or fused) keeps
 //     less: per token of a layer, in the compute dtype, the two norms' inputs and outputs (4·d),
 //     the fused q/k/v projection (d + 2·kv, kv = the key/value heads' width) that attention

@@ -542,6 +542,32 @@ TEST_CASE("a job whose ranks exceed every node's GPU memory fails with the numbe
   CHECK(head.available("g1").at("GPU") == Approx(4));  // nothing reserved
 }
 
+TEST_CASE(
+    "a deterministic job whose attention probabilities exceed the GPUs fails naming train.deterministic, "
+    "and is placed recomputing its layers",
+    "[actors]") {
+  // Both offloads fit 24 GiB (the case below); torch's math path would keep 32 layers of
+  // 32 x 2048² fp32 probabilities (16 GiB) more.
+  auto spec = nlohmann::json::parse(llama_7b_job("exact", true));
+  spec["train"]["deterministic"] = true;
+  head_state head;
+  head.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 256e9}}}, gib24));
+  const auto id = submit_json(head, spec.dump());
+  CHECK(head.schedule().empty());
+  const auto* r = head.find(id);
+  CHECK(r->state == job_state::failed);
+  INFO(r->reason);
+  CHECK_THAT(r->reason, Catch::Contains("exceeds every node's GPU memory (largest: 24.0 GiB)") &&
+                            Catch::Contains("train.deterministic computes attention by torch's math path") &&
+                            Catch::Contains("train.activation_checkpointing: true"));
+  spec["name"] = "exact-recomputed";
+  spec["train"]["activation_checkpointing"] = true;
+  head_state recomputing;
+  recomputing.add_node(gpu_memory_node({"g1", {{"CPU", 16}, {"GPU", 4}, {"memory", 256e9}}}, gib24));
+  submit_json(recomputing, spec.dump());
+  CHECK(recomputing.schedule().size() == 1);
+}
+
 TEST_CASE("the same job with both offloads is placed on a 24 GiB node and one with unknown GPU memory",
           "[actors]") {
   const auto gpu_memory = GENERATE(gib24, std::int64_t{0});

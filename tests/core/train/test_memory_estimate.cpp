@@ -423,6 +423,43 @@ TEST_CASE("a CPU job keeps everything in host RAM and counts the attention score
             process + core::train::cpu_process_host_bytes);
 }
 
+TEST_CASE(
+    "with train.deterministic a GPU plan counts the math path's fp32 attention probabilities, "
+    "and lies at or up to 12% above the 1.1B's peak measured on an H200",
+    "[core][train][memory]") {
+  const auto shape = core::train::shape_of(small_llama());
+  auto spec = job(true, 2, 2, fp32);
+  const auto fused = estimate_memory(spec, shape);
+  spec.train.deterministic = true;
+  const auto math = estimate_memory(spec, shape);
+  // B·H·T² = 2·2·64 = 256 per layer: 4 bytes each saved in both layers; the peak's 16 bytes each
+  // (4096) stay below the logits (16·100·12 = 19200), which they replace at the peak.
+  CHECK(math.per_rank.activation_bytes == fused.per_rank.activation_bytes + 2 * 4 * 256);
+  // Recomputing: one layer's probabilities and its peak, beside the layer inputs.
+  spec.train.activation_checkpointing = true;
+  const auto recomputed = estimate_memory(spec, shape);
+  spec.train.deterministic = false;
+  CHECK(recomputed.per_rank.activation_bytes ==
+        estimate_memory(spec, shape).per_rank.activation_bytes + 20 * 256);
+  // The 1.1B on one H200, bf16, 8 × 2048, deterministic: the allocator's peak of the job's first
+  // step was 132.4 GiB (2026-11-30, BENCHMARKS.md; 35.0 without train.deterministic), before the
+  // first update made AdamW's fp32 moments (8 bytes a parameter), which later steps hold too.
+  auto big = job(true, 0, 1, bf16);
+  big.train.path = config::compute_path::automatic;
+  big.train.micro_batch_size = 8;
+  big.train.seq_len = 2048;
+  big.train.deterministic = true;
+  const auto tiny_llama = core::train::shape_of(tinyllama());
+  const auto e = estimate_memory(big, tiny_llama);
+  const double plan_gib = (e.per_rank.device_bytes - core::train::cuda_context_bytes) / gib;
+  const double steady_gib = 132.4 + 8.0 * static_cast<double>(tiny_llama.parameters) / gib;
+  INFO("plan " << plan_gib << " GiB, measured 132.4 GiB + the moments: " << steady_gib << " GiB");
+  CHECK(plan_gib >= steady_gib);
+  CHECK(plan_gib <= 1.12 * steady_gib);
+  // More than an H200 holds (139.8 GiB): the head refuses the job before it starts.
+  CHECK(e.per_rank.device_bytes / gib > 139.8);
+}
+
 TEST_CASE("a 7B model on 4 ranks fits 24 GiB GPUs with both offloads and activation "
           "checkpointing and not without",
           "[core][train][memory]") {
