@@ -424,8 +424,8 @@ TEST_CASE("a CPU job keeps everything in host RAM and counts the attention score
 }
 
 TEST_CASE(
-    "with train.deterministic a GPU plan counts the math path's fp32 attention probabilities, "
-    "and lies at or up to 12% above the 1.1B's peak measured on an H200",
+    "with train.deterministic a GPU plan counts the math path's fp32 attention probabilities, and "
+    "lies at or up to 12% above the 1.1B's first-step peak on an H200 with AdamW's moments added",
     "[core][train][memory]") {
   const auto shape = core::train::shape_of(small_llama());
   auto spec = job(true, 2, 2, fp32);
