@@ -231,11 +231,7 @@ class biased_matmul_function : public torch::autograd::Function<biased_matmul_fu
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias) {
     ctx->save_for_backward({x, weight});
-    auto sizes = x.sizes().vec();
-    sizes.back() = weight.size(1);
-    auto y = torch::empty(sizes, x.options());
-    gemm::mm_into(y.view({-1, weight.size(1)}), x.reshape({-1, x.size(-1)}), weight, false, bias);
-    return y;
+    return gemm::linear(x, weight.t(), bias);  // weight is (in, out)
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -264,9 +260,7 @@ class biased_gelu_function : public torch::autograd::Function<biased_gelu_functi
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias, bool conv1d) {
     const auto x2 = x.reshape({-1, x.size(-1)});
-    const auto& w = conv1d ? weight : weight.t();
-    const auto pre = torch::empty({x2.size(0), w.size(1)}, x.options());  // GELU's input
-    gemm::mm_into(pre, x2, w, false, bias);
+    const auto pre = gemm::linear(x2, conv1d ? weight.t() : weight, bias);  // GELU's input
     ctx->save_for_backward({x, weight, pre});
     ctx->saved_data["conv1d"] = conv1d;
     auto sizes = x.sizes().vec();
