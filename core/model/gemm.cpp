@@ -195,12 +195,21 @@ void make_plan(plan& p, const launch& l) {
   check(cublasLtMatrixLayoutCreate(&p.c, l.out_type, n, m, l.ldc), "layout of out");
 }
 
-cublasStatus_t run(const plan& p, const launch& l, const cublasLtMatmulAlgo_t& algo, void* out_ptr,
-                   cudaStream_t stream) {
+// One of cuBLASLt's algorithms for a product, and whether it is given torch's workspace. Given
+// one, most of the algorithms an H200 is offered take 4 bytes of it for a counter that cuBLASLt
+// zeroes with a memset before each product (in a captured step graph, a node and about 2 µs of
+// idle apiece); run without a workspace the same algorithm is another kernel, with no counter.
+struct candidate {
+  cublasLtMatmulAlgo_t algo;
+  bool workspace;
+};
+
+cublasStatus_t run(const plan& p, const launch& l, const candidate& c, void* out_ptr, cudaStream_t stream) {
   const float alpha = 1.0f;
   return cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), p.op, &alpha, l.first_ptr, p.a, l.second_ptr,
-                        p.b, &l.beta, out_ptr, p.c, out_ptr, p.c, &algo, at::cuda::getCUDABlasLtWorkspace(),
-                        at::cuda::getCUDABlasLtWorkspaceSize(), stream);
+                        p.b, &l.beta, out_ptr, p.c, out_ptr, p.c, &c.algo,
+                        c.workspace ? at::cuda::getCUDABlasLtWorkspace() : nullptr,
+                        c.workspace ? at::cuda::getCUDABlasLtWorkspaceSize() : 0, stream);
 }
 
 // Event pairs around runs on one stream, read once the last has passed.
@@ -236,7 +245,7 @@ class stopwatch {
 // first, then rounds in which each candidate runs about 1 ms; a candidate's figure is the median
 // of its rounds. The first (the heuristic's) stays unless another's figure is 2% below its own.
 // With beta 1 the runs write a scratch copy of out, not out.
-std::size_t fastest(const plan& p, const launch& l, const std::vector<cublasLtMatmulAlgo_t>& candidates,
+std::size_t fastest(const plan& p, const launch& l, const std::vector<candidate>& candidates,
                     const torch::Tensor& out, cudaStream_t stream) {
   const auto scratch = l.beta != 0.0f ? at::empty_strided(out.sizes(), out.strides(), out.options()) : out;
   void* target = scratch.data_ptr();
@@ -275,20 +284,19 @@ std::size_t fastest(const plan& p, const launch& l, const std::vector<cublasLtMa
 }
 
 std::mutex chosen_mutex;
-std::map<std::vector<std::int64_t>, cublasLtMatmulAlgo_t>& chosen() {
-  static std::map<std::vector<std::int64_t>, cublasLtMatmulAlgo_t> map;
+std::map<std::vector<std::int64_t>, candidate>& chosen() {
+  static std::map<std::vector<std::int64_t>, candidate> map;
   return map;
 }
 
-// Up to 8 of cuBLASLt's algorithms for p, the heuristic's first first, for torch's workspace and
-// l's alignments.
-std::vector<cublasLtMatmulAlgo_t> candidates_for(const plan& p, const launch& l) {
+// Up to 8 of cuBLASLt's algorithms for p and l's alignments, with `workspace` bytes at most: the
+// heuristic's first first.
+std::vector<cublasLtMatmulAlgo_t> heuristic(const plan& p, const launch& l, std::size_t workspace) {
   cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), "preference");
   const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
                         decltype(&cublasLtMatmulPreferenceDestroy)>
       owned(pref, &cublasLtMatmulPreferenceDestroy);
-  const std::size_t workspace = at::cuda::getCUDABlasLtWorkspaceSize();
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                              sizeof(workspace)),
         "workspace");
@@ -305,10 +313,22 @@ std::vector<cublasLtMatmulAlgo_t> candidates_for(const plan& p, const launch& l)
   check(cublasLtMatmulAlgoGetHeuristic(at::cuda::getCurrentCUDABlasLtHandle(), p.op, p.a, p.b, p.c, p.c, pref,
                                        most, results, &found),
         "heuristic");
-  std::vector<cublasLtMatmulAlgo_t> candidates;
+  std::vector<cublasLtMatmulAlgo_t> algos;
   for (int i = 0; i < found; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(results[i].algo);
-  return candidates;
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) algos.push_back(results[i].algo);
+  return algos;
+}
+
+// The candidates for p: those offered for no workspace, run without one (the heuristic's first
+// of them first), then those offered for torch's workspace, run with it. An algorithm offered both
+// ways runs as two kernels: without a workspace it schedules its tiles statically, with one it
+// hands them out through a counter there (the memset above) -- less idle after each product,
+// against a better balance inside a large one.
+std::vector<candidate> candidates_for(const plan& p, const launch& l) {
+  std::vector<candidate> out;
+  for (const auto& a : heuristic(p, l, 0)) out.push_back({a, false});
+  for (const auto& a : heuristic(p, l, at::cuda::getCUDABlasLtWorkspaceSize())) out.push_back({a, true});
+  return out;
 }
 
 // False where cuBLASLt offers no algorithm for it (ATen then computes it).
@@ -317,7 +337,7 @@ bool cublaslt_mm_into(const launch& l, const torch::Tensor& out) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(out.get_device()).stream();
   plan p;
   make_plan(p, l);
-  std::optional<cublasLtMatmulAlgo_t> algo;
+  std::optional<candidate> algo;
   {
     std::lock_guard<std::mutex> lock(chosen_mutex);
     const auto it = chosen().find(l.key);

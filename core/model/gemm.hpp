@@ -16,11 +16,14 @@
 //    on for a job of one rank, off for more. Off, ATen computes every product, as before.
 //  - With them on, on CUDA, with bf16 or fp16 operands whose rows or columns are contiguous, the
 //    product goes through cuBLASLt. The first product of a shape (the operands' sizes, strides, types and
-//    alignments, accumulation, bias) on a device times up to 8 of cuBLASLt's candidates, run in
-//    turns after a warm-up so that each meets the same clock, and keeps for the process the
-//    heuristic's first unless another ran at least 2% faster (the fastest then). That first call
-//    waits for the device, about 0.1 s; later ones do not. While a CUDA graph is being captured,
-//    a shape not yet timed takes the heuristic's first and is timed later.
+//    alignments, accumulation, bias) on a device times cuBLASLt's candidates (up to 8 offered for
+//    no workspace, run without one, and up to 8 offered for torch's, run with it), in turns after
+//    a warm-up so that each meets the same clock, and keeps for the process the heuristic's first
+//    for no workspace unless another ran at least 2% faster (the fastest then). Given a
+//    workspace, most algorithms take a counter in it that cuBLASLt zeroes with a memset before
+//    every product (a graph node and about 2 µs of idle); without one they schedule statically. That first
+//    call waits for the device, about 0.2 s; later ones do not. While a CUDA graph is being captured, a shape
+//    not yet timed takes the heuristic's first and is timed later.
 //  - Elsewhere (the CPU, fp32 operands, other strides), and in deterministic runs
 //    (at::globalContext().deterministicAlgorithms(), where a pick by timing could differ from
 //    process to process), ATen computes it.
