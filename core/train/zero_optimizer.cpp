@@ -535,6 +535,7 @@ void zero_optimizer::zero_grad_shards() {
   device_squares_.assign(units_.size(), torch::Tensor());
   for (auto& u : units_) {
     u.sunk = torch::Tensor();  // a step cut short: what its GEMMs wrote is not wanted
+    u.grad_parts.clear();
     if (options_.offload_param) {
       u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
     } else {
@@ -560,7 +561,27 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
   clear_param_grads(u);
 }
 
+bool zero_optimizer::kept_as_parts(const unit& u) const {
+  if (group_.size() != 1 || !grads_in_compute_dtype() || u.grad.defined() || !u.grad_parts.empty() ||
+      u.sunk.defined())
+    return false;
+  std::int64_t end = 0;
+  for (const auto& s : u.slots) {
+    const torch::Tensor& g = s.param.grad();
+    if (!g.defined() || g.scalar_type() != options_.compute_dtype || !g.is_contiguous() ||
+        g.device() != options_.device || g.numel() != s.numel || s.offset != end ||
+        !model::fused_kernels_available(g))
+      return false;
+    end += s.numel;
+  }
+  return !u.slots.empty();
+}
+
 void zero_optimizer::all_reduce_into_grad(unit& u) {
+  if (kept_as_parts(u)) {  // one reduction a step, alone: the sum is the .grad as it is
+    for (const auto& s : u.slots) u.grad_parts.push_back(s.param.grad().detach().view({-1}));
+    return;
+  }
   auto flat = flat_grads(u);  // (parts * shard)
   if (group_.size() > 1) {    // alone, the sum over ranks is this rank's gradient
     auto w = group_.all_reduce(flat, comm::reduce_op::sum);
@@ -698,6 +719,7 @@ torch::Tensor zero_optimizer::grad_square_sum() const {
   auto sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(options_.device));
   std::vector<torch::Tensor> kernel_grads;  // summed by one kernel each and one for them all
   for (const auto& u : units_) {
+    kernel_grads.insert(kernel_grads.end(), u.grad_parts.begin(), u.grad_parts.end());
     if (!u.grad.defined()) continue;  // nothing reduced into it this step: zero
     if (model::fused_kernels_available(u.grad)) {
       kernel_grads.push_back(u.grad);
@@ -723,23 +745,29 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
     const auto device_coef = coef_on_device ? clip_coef.to(opt_device_) : torch::Tensor();
     const bool copy = options_.stage < 3 && options_.compute_dtype != torch::kFloat;
     std::vector<model::fused_adamw_target> together;
+    std::deque<model::adamw_state> slot_states;  // grad_parts' targets' (pointers stay valid)
     for (auto& u : units_) {
       if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
         ++u.adam.step;
         continue;
       }
-      auto shard = !copy        ? torch::Tensor()
+      auto shard = !copy          ? torch::Tensor()
                    : parts() == 1 ? u.full
                                   : torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype));
-      model::fused_adamw_target target{u.master, grad_or_zeros(u), &u.adam, shard};
       if (parts() == 1) {
-        together.push_back(std::move(target));
+        add_update_targets(u, together, slot_states, shard);
         continue;
       }
-      model::fused_adamw_step({std::move(target)}, options, coef_value, device_coef);
+      model::fused_adamw_step({{u.master, grad_or_zeros(u), &u.adam, shard}}, options, coef_value,
+                              device_coef);
       if (options_.stage < 3) fill_full(u, copy ? shard : u.master);
     }
     model::fused_adamw_step(together, options, coef_value, device_coef);
+    for (auto& u : units_) {  // the slots' states stepped once each, as the unit
+      if (u.grad_parts.empty()) continue;
+      ++u.adam.step;
+      u.grad_parts.clear();
+    }
     if (parts() == 1 && options_.stage < 3)
       for (auto& u : units_) fill_full(u, copy ? u.full : u.master);  // u.full: written in place
   } else if (opt_device_.is_cuda()) {
@@ -779,6 +807,27 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   if (!options_.offload_param)
     for (auto& u : units_) u.grad = torch::Tensor();
   synchronize();
+}
+
+void zero_optimizer::add_update_targets(unit& u, std::vector<model::fused_adamw_target>& targets,
+                                        std::deque<model::adamw_state>& states, const torch::Tensor& copy) {
+  if (u.grad_parts.empty()) {
+    targets.push_back({u.master, grad_or_zeros(u), &u.adam, copy});
+    return;
+  }
+  if (!u.adam.exp_avg.defined()) {  // the unit's moments, which the slots' states view
+    u.adam.exp_avg = torch::zeros_like(u.master);
+    u.adam.exp_avg_sq = torch::zeros_like(u.master);
+  }
+  // The padding past the slots (zero weights, moments and gradients) stays zero, as the update of
+  // a zero gradient leaves it.
+  for (std::size_t i = 0; i < u.slots.size(); ++i) {
+    const auto& s = u.slots[i];
+    const auto part = [&](const torch::Tensor& t) { return t.narrow(0, s.offset, s.numel); };
+    states.push_back({part(u.adam.exp_avg), part(u.adam.exp_avg_sq), u.adam.step});
+    targets.push_back(
+        {part(u.master), u.grad_parts[i], &states.back(), copy.defined() ? part(copy) : torch::Tensor()});
+  }
 }
 
 void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options, double coef,
