@@ -21,9 +21,10 @@
 //    a warm-up so that each meets the same clock, and keeps for the process the heuristic's first
 //    for no workspace unless another ran at least 2% faster (the fastest then). Given a
 //    workspace, most algorithms take a counter in it that cuBLASLt zeroes with a memset before
-//    every product (a graph node and about 2 µs of idle); without one they schedule statically. That first
-//    call waits for the device, about 0.2 s; later ones do not. While a CUDA graph is being captured, a shape
-//    not yet timed takes the heuristic's first and is timed later.
+//    every product (a graph node and about 2 µs of idle); without one they schedule statically.
+//    That first call waits for the device, about 0.2 s; later ones do not. While a CUDA graph is
+//    being captured, a shape not yet timed takes the heuristic's first for no workspace and is
+//    timed later.
 //  - Elsewhere (the CPU, fp32 operands, other strides), and in deterministic runs
 //    (at::globalContext().deterministicAlgorithms(), where a pick by timing could differ from
 //    process to process), ATen computes it.
