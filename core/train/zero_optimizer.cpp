@@ -562,8 +562,7 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
 }
 
 bool zero_optimizer::kept_as_parts(const unit& u) const {
-  if (group_.size() != 1 || !grads_in_compute_dtype() || u.grad.defined() || !u.grad_parts.empty() ||
-      u.sunk.defined())
+  if (group_.size() != 1 || !grads_in_compute_dtype() || u.grad.defined() || !u.grad_parts.empty())
     return false;
   std::int64_t end = 0;
   for (const auto& s : u.slots) {
@@ -763,11 +762,6 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
       if (options_.stage < 3) fill_full(u, copy ? shard : u.master);
     }
     model::fused_adamw_step(together, options, coef_value, device_coef);
-    for (auto& u : units_) {  // the slots' states stepped once each, as the unit
-      if (u.grad_parts.empty()) continue;
-      ++u.adam.step;
-      u.grad_parts.clear();
-    }
     if (parts() == 1 && options_.stage < 3)
       for (auto& u : units_) fill_full(u, copy ? u.full : u.master);  // u.full: written in place
   } else if (opt_device_.is_cuda()) {
@@ -804,8 +798,12 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   }
   // The gradient shards go until the next step's reductions (FSDP2's zero_grad(set_to_none)):
   // at the peak of a step, the start of its backward, most of them do not exist yet.
-  if (!options_.offload_param)
-    for (auto& u : units_) u.grad = torch::Tensor();
+  if (!options_.offload_param) {
+    for (auto& u : units_) {
+      u.grad = torch::Tensor();
+      u.grad_parts.clear();
+    }
+  }
   synchronize();
 }
 
@@ -828,6 +826,7 @@ void zero_optimizer::add_update_targets(unit& u, std::vector<model::fused_adamw_
     targets.push_back(
         {part(u.master), u.grad_parts[i], &states.back(), copy.defined() ? part(copy) : torch::Tensor()});
   }
+  ++u.adam.step;  // the update steps each slot's copy of the count once: the unit's step
 }
 
 void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options, double coef,

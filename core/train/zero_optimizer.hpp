@@ -434,7 +434,8 @@ class zero_optimizer {
   void all_reduce_into_grad(unit& u);
   bool kept_as_parts(const unit& u) const;
   // The kernel update's targets for u: the unit whole, or one a slot with u.grad_parts (their
-  // AdamW states, in `states`, views of the unit's moments; step() then counts the unit's step).
+  // AdamW states, in `states`, views of the unit's moments and copies of its step count, which
+  // is counted here).
   void add_update_targets(unit& u, std::vector<model::fused_adamw_target>& targets,
                           std::deque<model::adamw_state>& states, const torch::Tensor& copy);
   // stages 2-3 on the device: reduce-scattered on the reduce stream, left pending (above);
