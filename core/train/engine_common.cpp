@@ -133,6 +133,7 @@ zero_options zero_options_of(const config::job_spec& spec, const torch::Device& 
   zo.delayed_update = spec.zero.delayed_param_update && zo.overlap_host_update;
   zo.delay_after = spec.train.warmup_steps;
   zo.weight_grads_in_buffer = !test_weight_grads_through_autograd();
+  zo.update_at_next_gather = !test_update_at_step_end();
   return zo;
 }
 
@@ -260,6 +261,7 @@ void engine_state::request_checkpoint(bool preempted) {
 }
 
 checkpoint_part engine_state::checkpoint() {
+  optimizer->finish_left_updates();
   wait_for_device(device);  // the last update (finish_step does not wait for it), before any thread reads
   checkpoint_part part;
   part.tensors = shard_tensors(*optimizer, group.rank());

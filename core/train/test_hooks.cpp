@@ -52,6 +52,8 @@ bool test_weight_grads_through_autograd() {
 
 bool test_gemm_through_aten() { return test_flag_set(test_gemm_through_aten_variable); }
 
+bool test_update_at_step_end() { return test_flag_set(test_update_at_step_end_variable); }
+
 std::optional<std::uint64_t> test_disk_free_bytes() {
   const char* free = std::getenv(test_disk_free_variable);
   if (free == nullptr) return std::nullopt;

@@ -47,6 +47,12 @@ bool test_weight_grads_through_autograd();
 inline constexpr const char* test_gemm_through_aten_variable = "COHORT_TEST_GEMM_THROUGH_ATEN";
 bool test_gemm_through_aten();
 
+// With COHORT_TEST_UPDATE_AT_STEP_END=1 in the worker process's environment, ZeRO-3 on several
+// GPUs updates every unit inside the step (zero_options::update_at_next_gather false), as before
+// the update moved to the next step's gathers: the baseline of a measurement.
+inline constexpr const char* test_update_at_step_end_variable = "COHORT_TEST_UPDATE_AT_STEP_END";
+bool test_update_at_step_end();
+
 // With COHORT_TEST_DISK_FREE_BYTES=N in the worker process's environment, a checkpoint save takes
 // the file system of the run's directory to have N bytes free (checkpointer), so that a test can
 // have a full disk without filling one. nullopt without it.

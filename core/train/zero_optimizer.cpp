@@ -2,7 +2,6 @@
 #include "core/train/zero_optimizer.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <new>
 #include <stdexcept>
 
@@ -442,17 +441,28 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
   // rank's part of the buffer, on the gathers' stream, off the compute stream, and the all-gather
   // runs in place (with one part that part is the buffer): no separate shard, and no copy of it
   // into the buffer (1.8% of the 7B shape's step on 2 GPUs).
+  // A unit's update left to this gather (zero_options::update_at_next_gather) is that cast: it
+  // writes the updated shard there in the same pass.
   const bool cast_in_fill = !options_.offload_param && options_.device.is_cuda() && un.numel > 0;
-  if (!cast_in_fill) p.shard = gather_shard(u);
+  if (!cast_in_fill) {
+    finish_left_update(un);
+    p.shard = gather_shard(u);
+  }
   allocate_full(un);
   un.gathered = true;
   if (un.numel == 0) return p;  // nothing to gather (unit 0 of a LoRA model)
+  std::vector<torch::Tensor> used{un.full};
+  if (un.update_pending) used.insert(used.end(), {un.grad, left_update_->device_coef});
   p.join = fill_on_uploads(
       [&] {
         torch::NoGradGuard no_grad;
         if (cast_in_fill) {
           p.shard = un.full.narrow(0, part() * un.shard, un.shard);
-          p.shard.copy_(un.master);
+          if (un.update_pending) {
+            finish_left_update(un, p.shard);
+          } else {
+            p.shard.copy_(un.master);
+          }
         }
         if (parts() > 1) {
           p.work = group_.all_gather(p.shard, un.full);
@@ -460,21 +470,21 @@ zero_optimizer::pending_gather zero_optimizer::start_gather(std::size_t u) {
           un.full.copy_(p.shard);
         }
       },
-      un.full);
+      used);
   if (p.work) track(p.work);
   return p;
 }
 
 std::function<void()> zero_optimizer::fill_on_uploads(const std::function<void()>& fill,
-                                                      const torch::Tensor& buffer) {
+                                                      const std::vector<torch::Tensor>& used) {
 #ifdef COHORT_WITH_CUDA
   if (options_.device.is_cuda()) {
     const auto device = options_.device.index();
-    const auto filled = after_compute_on(upload_stream_, device, {buffer}, fill);
+    const auto filled = after_compute_on(upload_stream_, device, used, fill);
     return [filled, device] { filled->block(c10::cuda::getCurrentCUDAStream(device)); };
   }
 #endif
-  (void)buffer;
+  (void)used;
   fill();
   return {};
 }
@@ -536,6 +546,7 @@ void zero_optimizer::zero_grad_shards() {
   for (auto& u : units_) {
     u.sunk = torch::Tensor();  // a step cut short: what its GEMMs wrote is not wanted
     u.grad_parts.clear();
+    if (u.update_pending) continue;  // its gradient shard is the last step's, for its update
     if (options_.offload_param) {
       u.grad_pending = true;  // the first reduction overwrites it (see reduce_grads)
     } else {
@@ -550,6 +561,7 @@ void zero_optimizer::reduce_grads(std::size_t index, bool last) {
   if (u.numel == 0) return;  // nothing trains there (unit 0 of a LoRA model)
   throttle();
   wait_updated(index);        // offload_param: the last update read the gradient shard this writes
+  finish_left_update(u);      // the last step's update reads the gradient shard this writes
   if (device_squares_.size() != units_.size()) device_squares_.assign(units_.size(), torch::Tensor());
   if (options_.stage <= 1) {
     all_reduce_into_grad(u);
@@ -719,7 +731,8 @@ torch::Tensor zero_optimizer::grad_square_sum() const {
   std::vector<torch::Tensor> kernel_grads;  // summed by one kernel each and one for them all
   for (const auto& u : units_) {
     kernel_grads.insert(kernel_grads.end(), u.grad_parts.begin(), u.grad_parts.end());
-    if (!u.grad.defined()) continue;  // nothing reduced into it this step: zero
+    // Nothing reduced into it this step: zero (with an update pending, `grad` is the last step's).
+    if (!u.grad.defined() || u.update_pending) continue;
     if (model::fused_kernels_available(u.grad)) {
       kernel_grads.push_back(u.grad);
     } else {
@@ -736,7 +749,20 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   const bool coef_on_device = clip_coef.defined() && !clip_coef.is_cpu() && opt_device_.is_cuda();
   const double coef_value = clip_coef.defined() && !coef_on_device ? clip_coef.item<double>() : 1.0;
   release_all();  // stage 3: what is still gathered would be stale after the update
-  if (kernel_update()) {
+  finish_left_updates();  // of units this step did not gather (their gradient shards are the last step's)
+  if (leaves_update()) {  // to each unit's next gather (zero_options::update_at_next_gather)
+    left_update_ =
+        left_update{options, coef_value, coef_on_device ? clip_coef.to(opt_device_) : torch::Tensor()};
+    for (auto& u : units_) {
+      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
+        ++u.adam.step;
+        continue;
+      }
+      u.update_pending = true;
+      ++units_left_;
+    }
+    if (units_left_ == 0) left_update_.reset();
+  } else if (kernel_update()) {
     // The AdamW kernel on the units' shards: the clipping scale applied as the gradient is read,
     // and for stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
     // With one part (stage 0, or one rank) one launch for every unit, writing straight into their
@@ -800,11 +826,31 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   // at the peak of a step, the start of its backward, most of them do not exist yet.
   if (!options_.offload_param) {
     for (auto& u : units_) {
-      u.grad = torch::Tensor();
+      if (!u.update_pending) u.grad = torch::Tensor();  // else when its update is done
       u.grad_parts.clear();
     }
   }
   synchronize();
+}
+
+bool zero_optimizer::leaves_update() const {
+  return options_.update_at_next_gather && options_.stage == 3 && parts() > 1 && !options_.offload_param &&
+         options_.device.is_cuda() && kernel_update();
+}
+
+void zero_optimizer::finish_left_update(unit& u, const torch::Tensor& copy) {
+  if (!u.update_pending) return;
+  torch::NoGradGuard no_grad;
+  const auto& left = *left_update_;
+  model::fused_adamw_step({{u.master, grad_or_zeros(u), &u.adam, copy}}, left.options, left.coef,
+                          left.device_coef);
+  u.grad = torch::Tensor();  // its block is kept from reuse until the stream that read it is past it
+  u.update_pending = false;
+  if (--units_left_ == 0) left_update_.reset();
+}
+
+void zero_optimizer::finish_left_updates() {
+  for (auto& u : units_) finish_left_update(u);
 }
 
 void zero_optimizer::add_update_targets(unit& u, std::vector<model::fused_adamw_target>& targets,
@@ -880,6 +926,7 @@ void zero_optimizer::settle_delayed() {
 }
 
 torch::Tensor zero_optimizer::full_weights() {
+  finish_left_updates();
   settle_delayed();
   wait_all_updated();
   std::vector<torch::Tensor> fulls;
@@ -907,6 +954,7 @@ std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) 
 
 void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
+  finish_left_updates();
   settle_delayed();
   wait_all_updated();
   if (options_.offload_param) {

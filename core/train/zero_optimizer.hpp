@@ -112,6 +112,15 @@ struct zero_options {
   // weights). false: every gradient goes through .grad. The same sums up to the GEMMs' rounding
   // (fp32 where they rounded to the compute dtype).
   bool weight_grads_in_buffer = true;
+  // Stage 3 on several ranks with the update on the GPU (cohort's AdamW kernel, no offload):
+  // step() queues no update; each unit's runs at its next gather (the next forward's, normally),
+  // on the gathers' stream, and writes the compute-dtype shard that the all-gather reads in the
+  // same pass (no cast of its own). The update then overlaps the forward's compute of the layers
+  // before instead of holding the end of the step. Whatever reads a unit's master, moments or
+  // gradient shard first (master(), adam(), full_weights(), refresh_weights(), a reduction into
+  // it, the next step()) runs its update first, on the compute stream. The same kernel on the same
+  // inputs: bitwise the same weights. false: every unit updated inside step().
+  bool update_at_next_gather = true;
 };
 
 // Waits for one collective (cancellation-aware; see run_control.hpp).
@@ -187,6 +196,7 @@ class zero_optimizer {
   // adam(), full_weights() and refresh_weights() wait for the units they read. The update of
   // each unit is the same computation on the same inputs as without overlap: bitwise the same
   // weights.
+  // With update_at_next_gather (see zero_options) the update is only recorded here.
   void step(const model::adamw_options& options, const torch::Tensor& clip_coef);
   // With delayed_update (see zero_options) the update of a step is read by the step after next;
   // master(), adam(), full_weights() and refresh_weights() wait for it and end the delay.
@@ -220,6 +230,9 @@ class zero_optimizer {
     settle(u);
     return units_.at(u).adam;
   }
+  // update_at_next_gather: queues, on the compute stream, every update step() left to a gather
+  // (master() and adam() do it for their unit): before a device wait that others' reads rely on.
+  void finish_left_updates();
   // After the masters were overwritten (a restore): brings the model's weights up to date
   // (stages 0-2, a collective; stage 3 gathers on demand anyway).
   void refresh_weights();
@@ -248,6 +261,8 @@ class zero_optimizer {
     // of the unit's gradients (1.2 ms of copies a step at the 1.1B shape on one H200).
     std::vector<torch::Tensor> grad_parts;
     bool grad_pending = false;  // offload_param: no gradient reduced into `grad` yet this step
+    // update_at_next_gather: step() left this unit's update (of `grad`) to its next gather.
+    bool update_pending = false;
     // offload_param with sum_grads_on_device: the micro-batches' sum so far of this step, on the
     // device, until the last reduction sends it to `grad`.
     torch::Tensor device_grad_sum;
@@ -300,16 +315,18 @@ class zero_optimizer {
     return options_.offload_param && place < options_.param_shard_units_kept_on_device;
   }
   // On CUDA a gather's shard (with offload_param its copy up from the host, else its cast to the
-  // compute dtype) and the collective that fills the unit's buffer from it run on a stream of
-  // their own (the upload stream), so that the next unit's, which the engine prefetches before
-  // it queues this unit's layer, overlaps that layer instead of queuing before it on the compute
-  // stream (the cast: 9.7 ms a step of the 7B shape on 2 GPUs). fill_on_uploads(fill, buffer) runs
-  // `fill` (the all-gather into `buffer`, or the copy into it on one rank) with the upload stream
-  // current, after that stream waits for what the compute stream has queued so far (`buffer` may
-  // be a block that queued work still reads), keeps `buffer` from reuse until the stream is past
-  // it, and returns what orders the compute stream after the fill. Anywhere else it runs `fill`
-  // and returns an empty function.
-  std::function<void()> fill_on_uploads(const std::function<void()>& fill, const torch::Tensor& buffer);
+  // compute dtype, or the unit's left update writing it) and the collective that fills the
+  // unit's buffer from it run on a stream of their own (the upload stream), so that the next
+  // unit's, which the engine prefetches before it queues this unit's layer, overlaps that layer
+  // instead of queuing before it on the compute stream (the cast: 9.7 ms a step of the 7B shape on
+  // 2 GPUs). fill_on_uploads(fill, used) runs `fill` (the all-gather into the unit's buffer, or the
+  // copy into it on one rank) with the upload stream current, after that stream waits for what the
+  // compute stream has queued so far (the buffer may be a block that queued work still reads),
+  // keeps each tensor of `used` (the buffer first) from reuse until the stream is past it, and
+  // returns what orders the compute stream after the fill. Anywhere else it runs `fill` and
+  // returns an empty function.
+  std::function<void()> fill_on_uploads(const std::function<void()>& fill,
+                                        const std::vector<torch::Tensor>& used);
   std::optional<c10::Stream> upload_stream_;
   // Stages 2-3 without offload_param on CUDA: a unit's gradients go into its reduce-scatter's
   // buffer (flat_grads, the widening to fp32) and the reduce-scatter is issued on a stream of
@@ -396,14 +413,27 @@ class zero_optimizer {
     if (updates_ && !delayed_in_flight_) updates_->wait_all();
   }
   // Before master(u) or adam(u) is read or written: the end of a delayed update's delay
-  // (settle_delayed), else wait_updated(u).
+  // (settle_delayed), else wait_updated(u); and the update left to unit u's next gather.
   void settle(std::size_t u) {
     if (delayed_in_flight_) {
       settle_delayed();
     } else {
       wait_updated(u);
     }
+    finish_left_update(units_.at(u));
   }
+  // update_at_next_gather: the update step() left to the units' next gathers (zero_options).
+  struct left_update {
+    model::adamw_options options;
+    double coef = 1.0;          // the clipping coefficient, where the host knows it
+    torch::Tensor device_coef;  // else on the device (0-dim fp64), undefined for coef
+  };
+  std::optional<left_update> left_update_;
+  std::size_t units_left_ = 0;  // units whose update_pending is set
+  bool leaves_update() const;   // whether step() leaves the update to the gathers
+  // Unit u's left update on the current stream, the updated shard rounded into `copy` where
+  // defined; its gradient shard goes. Nothing where none is pending.
+  void finish_left_update(unit& u, const torch::Tensor& copy = {});
   // Waits for the delayed update in flight and gives its weights to the next step (each unit's
   // weights' copy from its spare). Nothing without one.
   void settle_delayed();

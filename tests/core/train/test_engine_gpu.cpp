@@ -4,11 +4,13 @@
 // run eagerly.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/model/model_config.hpp"
 #include "core/train/memory_estimate.hpp"
+#include "core/train/test_hooks.hpp"
 #include "tests/core/train/engine_fixture.hpp"
 
 #include "tests/support/catch_torch.hpp"
@@ -42,6 +44,53 @@ void require_two_gpus() {
   if (core::train::causal_lm_engine::cuda_device_for(1) != 1)
     FAIL("these tests need 2 CUDA devices; this machine has fewer");
 }
+
+// A run read from outside between steps: every weight after step 3 (a collective), and this
+// rank's checkpoint tensors after step 4 as the checkpointer reads them.
+struct read_midway {
+  std::vector<core::train::step_result> steps;
+  std::vector<float> weights_after_3, weights;
+  std::vector<std::vector<char>> saved_after_4;
+};
+
+std::vector<read_midway> run_read_midway(const config::job_spec& spec) {
+  const int world = spec.scaling.num_workers;
+  auto store = std::make_shared<core::comm::memory_store>();
+  const auto prefix = test::unique_prefix("midway");
+  auto results = test::run_ranks<read_midway>(world, [&](int rank) {
+    auto options = test::gloo_options(store, rank, world, prefix);
+    options.backend = core::comm::backend_kind::nccl;
+    options.cuda_device = core::train::causal_lm_engine::cuda_device_for(rank);
+    auto group = core::comm::make_process_group(options);
+    core::train::causal_lm_engine engine(spec, *group);
+    read_midway out;
+    while (engine.steps_done() < engine.total_steps()) {
+      out.steps.push_back(engine.train_step());
+      if (engine.steps_done() == 3) out.weights_after_3 = engine.full_weights();
+      if (engine.steps_done() != 4) continue;
+      for (const auto& t : engine.checkpoint().tensors) {
+        std::vector<char> bytes(t.nbytes);
+        if (t.data != nullptr) {
+          std::copy_n(static_cast<const char*>(t.data), t.nbytes, bytes.begin());
+        } else {
+          t.read(0, bytes.data(), t.nbytes);
+        }
+        out.saved_after_4.push_back(std::move(bytes));
+      }
+    }
+    out.weights = engine.full_weights();
+    return out;
+  });
+  return test::values_of(results);
+}
+
+// Sets COHORT_TEST_UPDATE_AT_STEP_END=1 while it lives.
+struct update_at_step_end {
+  update_at_step_end() { ::setenv(core::train::test_update_at_step_end_variable, "1", 1); }
+  ~update_at_step_end() { ::unsetenv(core::train::test_update_at_step_end_variable); }
+  update_at_step_end(const update_at_step_end&) = delete;
+  update_at_step_end& operator=(const update_at_step_end&) = delete;
+};
 
 }  // namespace
 
@@ -181,4 +230,38 @@ TEST_CASE(
       for (auto peak : rank.gathered_peaks) CHECK(peak == all);
     CHECK(worst_loss_gap(planned[0], kept[0]) <= (dtype == config::precision::fp32 ? 1e-4 : 0.02));
   }
+}
+
+TEST_CASE(
+    "on two GPUs ZeRO-3 that leaves each unit's update to its next gather trains bit for bit as "
+    "updating at the step's end, read between steps as a checkpoint and an export read it",
+    "[core][train][.gpu]") {
+  require_two_gpus();
+  temp_dir tmp;
+  const auto data = test::make_tiny_dataset(tmp.path("data"));
+  auto spec = test::with_layers(test::tiny_job(data, 2, 3, false), 4);
+  spec.scaling.use_gpu = true;
+  spec.train.dtype = config::precision::bf16;
+  spec.train.grad_accum = 2;
+  spec.zero.layers_kept_gathered = 1;  // the other layers gathered again for their backward
+  const auto left = run_read_midway(spec);
+  std::vector<read_midway> at_end;
+  {
+    const update_at_step_end hook;
+    at_end = run_read_midway(spec);
+  }
+  for (std::size_t r = 0; r < left.size(); ++r) {
+    INFO("rank " << r);
+    REQUIRE(left[r].steps.size() == at_end[r].steps.size());
+    for (std::size_t k = 0; k < left[r].steps.size(); ++k) {
+      INFO("step " << k + 1);
+      CHECK(left[r].steps[k].loss == at_end[r].steps[k].loss);
+      CHECK(left[r].steps[k].grad_norm == at_end[r].steps[k].grad_norm);
+    }
+    CHECK(left[r].weights_after_3 == at_end[r].weights_after_3);
+    CHECK(left[r].saved_after_4 == at_end[r].saved_after_4);
+    CHECK(left[r].weights == at_end[r].weights);
+  }
+  CHECK_FALSE(left[0].saved_after_4.empty());
+  CHECK(left[0].steps.back().loss < left[0].steps.front().loss - 0.5);
 }
