@@ -45,6 +45,13 @@ void require_two_gpus() {
     FAIL("these tests need 2 CUDA devices; this machine has fewer");
 }
 
+// The tiny job with 4 layers, ZeRO-3 on two GPUs.
+config::job_spec four_layers_zero3_on_two_gpus(const std::string& data) {
+  auto spec = test::with_layers(test::tiny_job(data, 2, 3, false), 4);
+  spec.scaling.use_gpu = true;
+  return spec;
+}
+
 // A run read from outside between steps: every weight after step 3 (a collective), and this
 // rank's checkpoint tensors after step 4 as the checkpointer reads them.
 struct read_midway {
@@ -194,9 +201,7 @@ TEST_CASE(
     "[core][train][.gpu]") {
   require_two_gpus();
   temp_dir tmp;
-  const auto data = test::make_tiny_dataset(tmp.path("data"));
-  auto spec = test::with_layers(test::tiny_job(data, 2, 3, false), 4);
-  spec.scaling.use_gpu = true;
+  auto spec = four_layers_zero3_on_two_gpus(test::make_tiny_dataset(tmp.path("data")));
   const auto shape = core::train::shape_of(
       core::model::parse_config(nlohmann::json::parse(spec.model.inline_config_json), "test"));
   for (auto dtype : {config::precision::fp32, config::precision::bf16}) {
@@ -238,9 +243,7 @@ TEST_CASE(
     "[core][train][.gpu]") {
   require_two_gpus();
   temp_dir tmp;
-  const auto data = test::make_tiny_dataset(tmp.path("data"));
-  auto spec = test::with_layers(test::tiny_job(data, 2, 3, false), 4);
-  spec.scaling.use_gpu = true;
+  auto spec = four_layers_zero3_on_two_gpus(test::make_tiny_dataset(tmp.path("data")));
   spec.train.dtype = config::precision::bf16;
   spec.train.grad_accum = 2;
   spec.zero.layers_kept_gathered = 1;  // the other layers gathered again for their backward
