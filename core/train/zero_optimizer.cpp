@@ -2,6 +2,7 @@
 #include "core/train/zero_optimizer.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <new>
 #include <stdexcept>
 
