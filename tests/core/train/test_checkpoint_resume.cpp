@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -54,6 +56,17 @@ std::vector<double> losses(const std::string& run_dir) {
     out.push_back(line["loss"].get<double>());
   }
   return out;
+}
+
+// Returns once run_dir holds the committed checkpoint of `step` (the caller checks), or after two
+// minutes.
+void wait_committed(const std::string& run_dir, std::uint64_t step) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const auto& c : core::ckpt::list_checkpoints(run_dir))
+      if (c.step == step) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 std::string final_checkpoint(const std::string& run_dir) {
@@ -710,8 +723,20 @@ TEST_CASE(
     temp_dir tmp;
     auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
     spec.run.checkpoint.async = async;
-    test::run_until_step(spec, tmp.path("run"), 5);
-    REQUIRE(core::ckpt::list_checkpoints(tmp.path("run")).back().step == 4);
+    // Killed at step 5 once step 4's checkpoint is committed: an asynchronous one commits on a
+    // thread of its own, on a loaded machine after step 5, and a kill abandons a commit in flight.
+    std::atomic<bool> cancelled{false};
+    test::run_options first;
+    first.cancelled = &cancelled;
+    first.on_report = [&](const core::train::step_report& r) {
+      if (r.step != 5) return;
+      wait_committed(tmp.path("run"), 4);
+      cancelled = true;
+    };
+    test::run_workload(spec, tmp.path("run"), first);
+    const auto committed = core::ckpt::list_checkpoints(tmp.path("run"));
+    REQUIRE_FALSE(committed.empty());
+    REQUIRE(committed.back().step == 4);
     struct full_disk {  // the run's file system seen with 1 byte free, for this scope
       full_disk() { ::setenv(core::train::test_disk_free_variable, "1", 1); }
       ~full_disk() { ::unsetenv(core::train::test_disk_free_variable); }
