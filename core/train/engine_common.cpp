@@ -261,14 +261,16 @@ void engine_state::request_checkpoint(bool preempted) {
 }
 
 checkpoint_part engine_state::checkpoint() {
-  optimizer->finish_left_updates();
-  wait_for_device(device);  // the last update (finish_step does not wait for it), before any thread reads
   checkpoint_part part;
   part.tensors = shard_tensors(*optimizer, group.rank());
   // The sampler's position is the step after the last one done (the loader may stand a step
   // further, its next step's batches read ahead).
   part.state = rank_state_of(*optimizer,
                              {steps_done, total_steps, steps_done, spec.train.seed, global_batch()}, device);
+  // Before any thread reads the state: the last update (finish_step does not wait for it), and
+  // what reading the state queued (an update the optimizer left to a gather, see
+  // zero_options::update_at_next_gather).
+  wait_for_device(device);
   return part;
 }
 

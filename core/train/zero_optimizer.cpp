@@ -760,9 +760,7 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
         continue;
       }
       u.update_pending = true;
-      ++units_left_;
     }
-    if (units_left_ == 0) left_update_.reset();
   } else if (kernel_update()) {
     // The AdamW kernel on the units' shards: the clipping scale applied as the gradient is read,
     // and for stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
@@ -847,7 +845,6 @@ void zero_optimizer::finish_left_update(unit& u, const torch::Tensor& copy) {
                           left.device_coef);
   u.grad = torch::Tensor();  // its block is kept from reuse until the stream that read it is past it
   u.update_pending = false;
-  if (--units_left_ == 0) left_update_.reset();
 }
 
 void zero_optimizer::finish_left_updates() {
@@ -927,9 +924,7 @@ void zero_optimizer::settle_delayed() {
 }
 
 torch::Tensor zero_optimizer::full_weights() {
-  finish_left_updates();
-  settle_delayed();
-  wait_all_updated();
+  settle_all();
   std::vector<torch::Tensor> fulls;
   for (auto& u : units_) fulls.push_back(gather_full(u, torch::kFloat).to(torch::kCPU));
   synchronize();
@@ -955,9 +950,7 @@ std::pair<std::int64_t, std::int64_t> zero_optimizer::kept_range(std::size_t u) 
 
 void zero_optimizer::refresh_weights() {
   torch::NoGradGuard no_grad;
-  finish_left_updates();
-  settle_delayed();
-  wait_all_updated();
+  settle_all();
   if (options_.offload_param) {
     host_weights_changing();
     for (auto& u : units_) {

@@ -230,9 +230,6 @@ class zero_optimizer {
     settle(u);
     return units_.at(u).adam;
   }
-  // update_at_next_gather: queues, on the compute stream, every update step() left to a gather
-  // (master() and adam() do it for their unit): before a device wait that others' reads rely on.
-  void finish_left_updates();
   // After the masters were overwritten (a restore): brings the model's weights up to date
   // (stages 0-2, a collective; stage 3 gathers on demand anyway).
   void refresh_weights();
@@ -422,18 +419,25 @@ class zero_optimizer {
     }
     finish_left_update(units_.at(u));
   }
-  // update_at_next_gather: the update step() left to the units' next gathers (zero_options).
+  // Before every unit's master and moments are read or written: settle() for all of them.
+  void settle_all() {
+    finish_left_updates();
+    settle_delayed();
+    wait_all_updated();
+  }
+  // update_at_next_gather: the update the last step() left to the units' next gathers
+  // (zero_options), which every unit whose update_pending is set reads.
   struct left_update {
     model::adamw_options options;
     double coef = 1.0;          // the clipping coefficient, where the host knows it
     torch::Tensor device_coef;  // else on the device (0-dim fp64), undefined for coef
   };
   std::optional<left_update> left_update_;
-  std::size_t units_left_ = 0;  // units whose update_pending is set
-  bool leaves_update() const;   // whether step() leaves the update to the gathers
+  bool leaves_update() const;  // whether step() leaves the update to the gathers
   // Unit u's left update on the current stream, the updated shard rounded into `copy` where
   // defined; its gradient shard goes. Nothing where none is pending.
   void finish_left_update(unit& u, const torch::Tensor& copy = {});
+  void finish_left_updates();  // every unit's, on the compute stream
   // Waits for the delayed update in flight and gives its weights to the next step (each unit's
   // weights' copy from its spare). Nothing without one.
   void settle_delayed();
