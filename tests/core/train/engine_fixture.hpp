@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,13 +86,16 @@ struct run_output {
   std::string graph_status;                  // engine.step_graph_status() after the last step
 };
 
-// Runs `spec` on spec.scaling.num_workers ranks (with scaling.use_gpu: NCCL, rank r on GPU
-// r % devices, as a worker would); throws the first rank's error.
-inline std::vector<run_output> run_job(const config::job_spec& spec) {
+// Runs body(engine) on an engine of `spec` on each of spec.scaling.num_workers ranks (with
+// scaling.use_gpu: NCCL, rank r on GPU r % devices, as a worker would): each rank's value; throws
+// the first rank's error.
+template <typename R>
+std::vector<R> run_engines(const config::job_spec& spec,
+                           const std::function<R(core::train::causal_lm_engine&)>& body) {
   const int world = spec.scaling.num_workers;
   auto store = std::make_shared<core::comm::memory_store>();
   const auto prefix = unique_prefix("engine");
-  auto results = run_ranks<run_output>(world, [&](int rank) {
+  auto results = run_ranks<R>(world, [&](int rank) {
     auto options = gloo_options(store, rank, world, prefix);
     if (spec.scaling.use_gpu) {
       options.backend = core::comm::backend_kind::nccl;
@@ -99,6 +103,14 @@ inline std::vector<run_output> run_job(const config::job_spec& spec) {
     }
     auto group = core::comm::make_process_group(options);
     core::train::causal_lm_engine engine(spec, *group);
+    return body(engine);
+  });
+  return values_of(results);
+}
+
+// Runs `spec` to its end (run_engines).
+inline std::vector<run_output> run_job(const config::job_spec& spec) {
+  return run_engines<run_output>(spec, [](core::train::causal_lm_engine& engine) {
     run_output out;
     while (engine.steps_done() < engine.total_steps()) {
       out.steps.push_back(engine.train_step());
@@ -109,7 +121,6 @@ inline std::vector<run_output> run_job(const config::job_spec& spec) {
     out.weights = engine.full_weights();
     return out;
   });
-  return values_of(results);
 }
 
 }  // namespace cohort::test

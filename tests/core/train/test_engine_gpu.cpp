@@ -61,15 +61,7 @@ struct read_midway {
 };
 
 std::vector<read_midway> run_read_midway(const config::job_spec& spec) {
-  const int world = spec.scaling.num_workers;
-  auto store = std::make_shared<core::comm::memory_store>();
-  const auto prefix = test::unique_prefix("midway");
-  auto results = test::run_ranks<read_midway>(world, [&](int rank) {
-    auto options = test::gloo_options(store, rank, world, prefix);
-    options.backend = core::comm::backend_kind::nccl;
-    options.cuda_device = core::train::causal_lm_engine::cuda_device_for(rank);
-    auto group = core::comm::make_process_group(options);
-    core::train::causal_lm_engine engine(spec, *group);
+  return test::run_engines<read_midway>(spec, [](core::train::causal_lm_engine& engine) {
     read_midway out;
     while (engine.steps_done() < engine.total_steps()) {
       out.steps.push_back(engine.train_step());
@@ -88,7 +80,6 @@ std::vector<read_midway> run_read_midway(const config::job_spec& spec) {
     out.weights = engine.full_weights();
     return out;
   });
-  return test::values_of(results);
 }
 
 // Sets COHORT_TEST_UPDATE_AT_STEP_END=1 while it lives.
