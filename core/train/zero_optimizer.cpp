@@ -754,13 +754,8 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
   if (leaves_update()) {  // to each unit's next gather (zero_options::update_at_next_gather)
     left_update_ =
         left_update{options, coef_value, coef_on_device ? clip_coef.to(opt_device_) : torch::Tensor()};
-    for (auto& u : units_) {
-      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
-        ++u.adam.step;
-        continue;
-      }
-      u.update_pending = true;
-    }
+    for (auto& u : units_)
+      if (u.numel > 0) u.update_pending = true;
   } else if (kernel_update()) {
     // The AdamW kernel on the units' shards: the clipping scale applied as the gradient is read,
     // and for stages 0-2 the compute-dtype shard that the gather reads written in the same pass.
@@ -771,10 +766,7 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
     std::vector<model::fused_adamw_target> together;
     std::deque<model::adamw_state> slot_states;  // grad_parts' targets' (pointers stay valid)
     for (auto& u : units_) {
-      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
-        ++u.adam.step;
-        continue;
-      }
+      if (u.numel == 0) continue;  // see count_empty_steps()
       auto shard = !copy          ? torch::Tensor()
                    : parts() == 1 ? u.full
                                   : torch::empty({u.shard}, u.master.options().dtype(options_.compute_dtype));
@@ -794,10 +786,7 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
     std::vector<torch::Tensor> masters, grads;
     std::vector<model::adamw_state*> states;
     for (auto& u : units_) {
-      if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
-        ++u.adam.step;
-        continue;
-      }
+      if (u.numel == 0) continue;  // see count_empty_steps()
       auto grad = grad_or_zeros(u);
       if (coef_on_device) {
         grad.mul_(clip_coef.to(grad.device()));
@@ -821,6 +810,7 @@ void zero_optimizer::step(const model::adamw_options& options, const torch::Tens
       if (options_.stage < 3 && u.numel > 0) fill_full(u, device_shard(u, options_.compute_dtype));
     }
   }
+  count_empty_steps();
   // The gradient shards go until the next step's reductions (FSDP2's zero_grad(set_to_none)):
   // at the peak of a step, the start of its backward, most of them do not exist yet.
   if (!options_.offload_param) {
@@ -845,6 +835,11 @@ void zero_optimizer::finish_left_update(unit& u, const torch::Tensor& copy) {
                           left.device_coef);
   u.grad = torch::Tensor();  // its block is kept from reuse until the stream that read it is past it
   u.update_pending = false;
+}
+
+void zero_optimizer::count_empty_steps() {
+  for (auto& u : units_)
+    if (u.numel == 0) ++u.adam.step;
 }
 
 void zero_optimizer::finish_left_updates() {
@@ -876,10 +871,7 @@ void zero_optimizer::add_update_targets(unit& u, std::vector<model::fused_adamw_
 void zero_optimizer::update_on_host(unit& u, const model::adamw_options& options, double coef,
                                     const torch::Tensor& grad, const torch::Tensor& copy) {
   torch::NoGradGuard no_grad;
-  if (u.numel == 0) {  // its step count stays that of the others (checkpoints read unit 0's)
-    ++u.adam.step;
-    return;
-  }
+  if (u.numel == 0) return;  // see count_empty_steps()
   // One pass over the shard on the host, clipping included. With offload_optimizer the gradient
   // shard comes to the host first (and step() sends the new weights back to the device); with
   // offload_param the pass also writes the compute-dtype copy that the next gathers read.

@@ -438,6 +438,10 @@ class zero_optimizer {
   // defined; its gradient shard goes. Nothing where none is pending.
   void finish_left_update(unit& u, const torch::Tensor& copy = {});
   void finish_left_updates();  // every unit's, on the compute stream
+  // An empty unit (unit 0 of a LoRA model, its embeddings frozen) has nothing to update, but its
+  // step count follows the others' (checkpoints read unit 0's): step() adds one for it at its end,
+  // whichever update ran, on the calling thread (the host update's thread never touches it).
+  void count_empty_steps();
   // Waits for the delayed update in flight and gives its weights to the next step (each unit's
   // weights' copy from its spare). Nothing without one.
   void settle_delayed();
