@@ -4,10 +4,12 @@
 // run eagerly.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "core/ckpt/async_writer.hpp"
 #include "core/model/model_config.hpp"
 #include "core/train/memory_estimate.hpp"
 #include "core/train/test_hooks.hpp"
@@ -57,7 +59,7 @@ config::job_spec four_layers_zero3_on_two_gpus(const std::string& data) {
 struct read_midway {
   std::vector<core::train::step_result> steps;
   std::vector<float> weights_after_3, weights;
-  std::vector<std::vector<char>> saved_after_4;
+  std::vector<std::vector<std::uint8_t>> saved_after_4;
 };
 
 std::vector<read_midway> run_read_midway(const config::job_spec& spec) {
@@ -67,15 +69,8 @@ std::vector<read_midway> run_read_midway(const config::job_spec& spec) {
       out.steps.push_back(engine.train_step());
       if (engine.steps_done() == 3) out.weights_after_3 = engine.full_weights();
       if (engine.steps_done() != 4) continue;
-      for (const auto& t : engine.checkpoint().tensors) {
-        std::vector<char> bytes(t.nbytes);
-        if (t.data != nullptr) {
-          std::copy_n(static_cast<const char*>(t.data), t.nbytes, bytes.begin());
-        } else {
-          t.read(0, bytes.data(), t.nbytes);
-        }
-        out.saved_after_4.push_back(std::move(bytes));
-      }
+      for (auto& t : core::ckpt::stage_tensors(engine.checkpoint().tensors))
+        out.saved_after_4.push_back(std::move(t.bytes));
     }
     out.weights = engine.full_weights();
     return out;
