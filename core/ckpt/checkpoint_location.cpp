@@ -34,8 +34,11 @@ class local_location final : public checkpoint_location {
       throw ckpt_error(ckpt_errc::io, "cannot move rejected checkpoint " + r.path + " aside to " + aside);
     return "moved to " + aside;
   }
-  std::string fetch(std::uint64_t step) override { return step_dir(run_dir_, step); }
-  void publish(const std::string&, const rank_report&) override {}  // written in place
+  std::string fetch(std::uint64_t step, const transfer_progress&) override {
+    return step_dir(run_dir_, step);
+  }
+  // The files are written in place.
+  void publish(const std::string&, const rank_report&, const transfer_progress&) override {}
   manifest commit(const std::string& dir, std::uint64_t step, int world_size,
                   const std::vector<rank_report>& reports, const nlohmann::json& metrics,
                   const nlohmann::json& extra, const attempt_token* token) override {
@@ -47,7 +50,9 @@ class local_location final : public checkpoint_location {
   retention_result retain(const retention_policy& policy) override {
     return apply_retention(run_dir_, policy);
   }
-  std::string publish_export(const std::string& dir, const std::string&) override { return dir; }
+  std::string publish_export(const std::string& dir, const std::string&, const transfer_progress&) override {
+    return dir;
+  }
 
  private:
   std::string run_dir_;
@@ -74,17 +79,18 @@ class s3_location final : public checkpoint_location {
     uncommit_checkpoint_s3(run_, *step);
     return "its COMMITTED removed";
   }
-  std::string fetch(std::uint64_t step) override {
+  std::string fetch(std::uint64_t step, const transfer_progress& progress) override {
     const std::string dir = step_dir(cache_dir_, step);
-    download_checkpoint_s3(run_, step, dir);
+    download_checkpoint_s3(run_, step, dir, progress);
     const auto v = verify_checkpoint(dir);
     if (!v.ok())
       throw ckpt_error(ckpt_errc::bad_manifest, "checkpoint " + step_name(step) + " downloaded to " + dir +
                                                     " does not verify: " + v.problems.front());
     return dir;
   }
-  void publish(const std::string& dir, const rank_report& report) override {
-    upload_rank_files(run_, dir, report);
+  void publish(const std::string& dir, const rank_report& report,
+               const transfer_progress& progress) override {
+    upload_rank_files(run_, dir, report, s3_default_part_size, {}, progress);
     for (const auto& f : report.files) std::filesystem::remove(std::filesystem::path(dir) / f.name);
   }
   manifest commit(const std::string&, std::uint64_t step, int world_size,
@@ -96,12 +102,9 @@ class s3_location final : public checkpoint_location {
   retention_result retain(const retention_policy& policy) override {
     return apply_retention_s3(run_, policy);
   }
-  std::string publish_export(const std::string& dir, const std::string& name) override {
-    for (const auto& f : std::filesystem::directory_iterator(dir))
-      if (f.is_regular_file())
-        client_->upload_file(run_.url.bucket, run_.url.key(name + "/" + f.path().filename().string()),
-                             f.path().string(), s3_default_part_size);
-    return run_.url.text() + "/" + name + " (and " + dir + ")";
+  std::string publish_export(const std::string& dir, const std::string& name,
+                             const transfer_progress& progress) override {
+    return upload_directory_s3(run_, dir, name, progress) + " (and " + dir + ")";
   }
 
  private:

@@ -52,12 +52,13 @@ class checkpoint_location {
   virtual std::string set_aside(const rejected_checkpoint& r) = 0;
   // Committed step `step` as a local directory this rank reads: on disk the step's own directory;
   // from S3 a copy downloaded into this rank's cache and verified (ckpt_error naming the step when
-  // it does not verify).
-  virtual std::string fetch(std::uint64_t step) = 0;
+  // it does not verify). `progress` (may be empty) counts the bytes downloaded.
+  virtual std::string fetch(std::uint64_t step, const transfer_progress& progress) = 0;
 
   // Makes the files `report` lists in the local step directory `dir` part of the location (in S3:
-  // uploaded, then removed locally).
-  virtual void publish(const std::string& dir, const rank_report& report) = 0;
+  // uploaded, then removed locally). `progress` (may be empty) counts the bytes uploaded.
+  virtual void publish(const std::string& dir, const rank_report& report,
+                       const transfer_progress& progress) = 0;
   // The committer's commit of step `step` (commit_checkpoint / commit_checkpoint_s3), `dir` being
   // its local step directory. Returns the manifest.
   virtual manifest commit(const std::string& dir, std::uint64_t step, int world_size,
@@ -70,9 +71,10 @@ class checkpoint_location {
   virtual retention_result retain(const retention_policy& policy) = 0;
 
   // A Hugging Face export written into `dir`, the run's directory `name` (model/, adapter/), made
-  // the run's: on disk it already is; to S3 its files are uploaded to <run>/<name>/. Returns where
-  // a user finds it, for the log.
-  virtual std::string publish_export(const std::string& dir, const std::string& name) = 0;
+  // the run's: on disk it already is; to S3 its files are uploaded to <run>/<name>/, `progress`
+  // (may be empty) counting their bytes. Returns where a user finds it, for the log.
+  virtual std::string publish_export(const std::string& dir, const std::string& name,
+                                     const transfer_progress& progress) = 0;
 };
 
 // The checkpoints of the run directory `run_dir` (<run_dir>/checkpoints/step-<N>).

@@ -34,6 +34,25 @@ auto s3_call(F&& f) -> decltype(f()) {
   }
 }
 
+// A transfer's bytes counted as they move and reported to `progress` (which may be empty); a
+// retried request's bytes count again, up to the total.
+class transfer_count {
+ public:
+  transfer_count(const transfer_progress& progress, std::uint64_t total)
+      : progress_(progress), total_(total) {
+    if (progress_) progress_(0, total_);
+  }
+  void add(std::uint64_t n) {
+    done_ = std::min(total_, done_ + n);
+    if (progress_) progress_(done_, total_);
+  }
+
+ private:
+  const transfer_progress& progress_;
+  std::uint64_t total_;
+  std::uint64_t done_ = 0;
+};
+
 void delete_keys(const s3_run& run, std::vector<std::string> keys) {
   // COMMITTED first: a step half deleted is uncommitted, never committed but partial.
   std::stable_partition(keys.begin(), keys.end(), [](const std::string& k) {
@@ -69,18 +88,43 @@ std::string s3_step_url(const s3_run& run, std::uint64_t step) {
 }
 
 void upload_rank_files(const s3_run& run, const std::string& local_step_dir, const rank_report& report,
-                       std::uint64_t part_size, const std::function<void(const std::string&, int)>& after_part) {
+                       std::uint64_t part_size,
+                       const std::function<void(const std::string&, int)>& after_part,
+                       const transfer_progress& progress) {
   check_rank_files(local_step_dir, report.step, report);
   const auto& s3 = client_of(run);
+  std::uint64_t total = 0;
+  for (const auto& f : report.files) total += f.size;
+  transfer_count moved(progress, total);
   for (const auto& f : report.files) {
     const std::string key = step_key(run, report.step) + f.name;
     s3_call([&] {
       s3.upload_file(run.url.bucket, key, (fs::path(local_step_dir) / f.name).string(), part_size,
-                     [&](int part) {
+                     [&](int part, std::uint64_t bytes) {
+                       moved.add(bytes);
                        if (after_part) after_part(f.name, part);
                      });
     });
   }
+}
+
+std::string upload_directory_s3(const s3_run& run, const std::string& dir, const std::string& name,
+                                const transfer_progress& progress, std::uint64_t part_size) {
+  const auto& s3 = client_of(run);
+  std::vector<fs::path> files;
+  std::uint64_t total = 0;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.is_regular_file()) {
+      files.push_back(f.path());
+      total += f.file_size();
+    }
+  transfer_count moved(progress, total);
+  for (const auto& f : files)
+    s3_call([&] {
+      s3.upload_file(run.url.bucket, run.url.key(name + "/" + f.filename().string()), f.string(), part_size,
+                     [&](int, std::uint64_t bytes) { moved.add(bytes); });
+    });
+  return run.url.text() + "/" + name;
 }
 
 manifest commit_checkpoint_s3(const s3_run& run, std::uint64_t step, int world_size,
@@ -132,7 +176,8 @@ std::vector<checkpoint_info> scan_checkpoints_s3(const s3_run& run) {
   return out;
 }
 
-void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::string& local_dir) {
+void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::string& local_dir,
+                            const transfer_progress& progress) {
   const auto& s3 = client_of(run);
   const std::string prefix = step_key(run, step);
   const auto objects = s3_call([&] { return s3.list_objects(run.url.bucket, prefix); });
@@ -145,13 +190,23 @@ void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::st
   fs::remove_all(local_dir, ec);
   fs::create_directories(local_dir, ec);
   if (ec) throw ckpt_error(ckpt_errc::io, local_dir + ": cannot create: " + ec.message());
-  auto fetch = [&](const std::string& key) {
-    const std::string name = key.substr(prefix.size());
-    if (name.empty() || name.find('/') != std::string::npos) return;  // only the step's own files
-    s3_call([&] { s3.get_to_file(run.url.bucket, key, (fs::path(local_dir) / name).string()); });
+  // Only the step's own files, COMMITTED last.
+  const auto own = [&](const storage::s3_object_info& o) {
+    const std::string name = o.key.substr(prefix.size());
+    return !name.empty() && name.find('/') == std::string::npos;
+  };
+  std::uint64_t total = 0;
+  for (const auto& o : objects)
+    if (own(o)) total += o.size;
+  transfer_count moved(progress, total);
+  const auto fetch = [&](const std::string& key) {
+    s3_call([&] {
+      s3.get_to_file(run.url.bucket, key, (fs::path(local_dir) / key.substr(prefix.size())).string(),
+                     [&](std::uint64_t n) { moved.add(n); });
+    });
   };
   for (const auto& o : objects)
-    if (o.key != prefix + committed_name) fetch(o.key);
+    if (own(o) && o.key != prefix + committed_name) fetch(o.key);
   fetch(prefix + committed_name);
 }
 

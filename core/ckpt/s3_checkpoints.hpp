@@ -48,10 +48,12 @@ std::string s3_step_url(const s3_run& run, std::uint64_t step);
 // that they are what the report says (check_rank_files: the committer trusts the report for the
 // layout). Files larger than `part_size` go as multipart uploads; `after_part(file, n)`
 // (optional) runs after part n of a file was acknowledged: a test throws from it to stand for a
-// crash mid-upload. Throws ckpt_error(io) naming the object.
+// crash mid-upload. `progress` (optional) counts the acknowledged bytes of every file. Throws
+// ckpt_error(io) naming the object.
 void upload_rank_files(const s3_run& run, const std::string& local_step_dir, const rank_report& report,
                        std::uint64_t part_size = s3_default_part_size,
-                       const std::function<void(const std::string&, int)>& after_part = {});
+                       const std::function<void(const std::string&, int)>& after_part = {},
+                       const transfer_progress& progress = {});
 
 // The committer: merge_reports with every reported object checked by HEAD (present, reported
 // size), then manifest.json, then COMMITTED, with the attempt claim (token, optional) checked
@@ -66,8 +68,17 @@ manifest commit_checkpoint_s3(const s3_run& run, std::uint64_t step, int world_s
 std::vector<checkpoint_info> scan_checkpoints_s3(const s3_run& run);
 
 // Replaces `local_dir` with a copy of step `step`'s objects, COMMITTED written last (a copy cut
-// off has none). Throws ckpt_error(not_committed) for a step without COMMITTED.
-void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::string& local_dir);
+// off has none). Throws ckpt_error(not_committed) for a step without COMMITTED. `progress`
+// (optional) counts the bytes written into the copy, of the listed objects' sizes.
+void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::string& local_dir,
+                            const transfer_progress& progress = {});
+
+// Uploads the regular files of the local directory `dir` to PREFIX/<name>/ (an export made the
+// run's), each as upload_file does with `part_size`; `progress` (optional) counts the acknowledged
+// bytes. Returns the URL of PREFIX/<name>.
+std::string upload_directory_s3(const s3_run& run, const std::string& dir, const std::string& name,
+                                const transfer_progress& progress = {},
+                                std::uint64_t part_size = s3_default_part_size);
 
 // latest_valid for S3: newest first, a step without COMMITTED is rejected as never completed; a
 // committed one is downloaded to <cache_run_dir>/checkpoints/step-<N> and verified there. The

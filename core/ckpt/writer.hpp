@@ -50,6 +50,12 @@ struct write_options {
   std::size_t chunk_bytes = std::size_t{64} << 20;
   std::function<void(std::uint64_t)> on_bytes{};
 };
+
+// A transfer's progress as it moves bytes (an upload of a rank's files, a download of a step, an
+// export's upload): `done` of `total` bytes so far in that transfer, first (0, total), last
+// (total, total). Transfers that move nothing (a location on disk) do not call it.
+using transfer_progress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
 // The tensor bytes a shard of `tensors` holds.
 std::uint64_t shard_bytes(const std::vector<shard_tensor>& tensors);
 

@@ -179,10 +179,13 @@ s3_client::s3_client(s3_config config) : config_(std::move(config)) {
   }
 }
 
-s3_client::answer s3_client::send(const std::string& method, const std::string& bucket, const std::string& key,
-                                  std::vector<std::pair<std::string, std::string>> query, const std::string& body,
+s3_client::answer s3_client::send(const std::string& method, const std::string& bucket,
+                                  const std::string& key,
+                                  std::vector<std::pair<std::string, std::string>> query,
+                                  const std::string& body,
                                   const std::vector<std::pair<std::string, std::string>>& extra_headers,
-                                  const std::string& sink_path) const {
+                                  const std::string& sink_path,
+                                  const std::function<void(std::uint64_t)>& sink_bytes) const {
   const std::string host = path_style_ ? host_ : bucket + "." + host_;
   const std::string path = path_style_ ? "/" + bucket + (key.empty() ? "" : "/" + key) : "/" + key;
   const std::string where = method + " s3://" + bucket + (key.empty() ? "" : "/" + key);
@@ -236,6 +239,7 @@ s3_client::answer s3_client::send(const std::string& method, const std::string& 
         if (out.status / 100 == 2) {
           sink.write(data, static_cast<std::streamsize>(n));
           sink_ok = static_cast<bool>(sink);
+          if (sink_ok && sink_bytes) sink_bytes(n);
         } else {
           out.body.append(data, n);
         }
@@ -302,8 +306,9 @@ std::string s3_client::get_range(const std::string& bucket, const std::string& k
   return std::move(a.body);
 }
 
-void s3_client::get_to_file(const std::string& bucket, const std::string& key, const std::string& path) const {
-  send("GET", bucket, key, {}, "", {}, path);
+void s3_client::get_to_file(const std::string& bucket, const std::string& key, const std::string& path,
+                            const std::function<void(std::uint64_t)>& on_bytes) const {
+  send("GET", bucket, key, {}, "", {}, path, on_bytes);
 }
 
 std::string s3_client::get_to_file_checked(const std::string& bucket, const std::string& key,
@@ -420,7 +425,8 @@ void s3_client::abort_multipart_upload(const std::string& bucket, const std::str
 }
 
 void s3_client::upload_file(const std::string& bucket, const std::string& key, const std::string& path,
-                            std::uint64_t part_size, const std::function<void(int)>& after_part) const {
+                            std::uint64_t part_size,
+                            const std::function<void(int, std::uint64_t)>& after_part) const {
   if (part_size < min_part_size)
     throw std::invalid_argument("upload_file: part_size must be at least 5 MiB (S3's minimum), got " +
                                 std::to_string(part_size));
@@ -437,7 +443,7 @@ void s3_client::upload_file(const std::string& bucket, const std::string& key, c
   };
   if (size <= part_size) {
     put_object(bucket, key, read_part(size));
-    if (after_part) after_part(1);
+    if (after_part) after_part(1, size);
     return;
   }
   const std::string upload_id = create_multipart_upload(bucket, key);
@@ -447,7 +453,7 @@ void s3_client::upload_file(const std::string& bucket, const std::string& key, c
       const std::uint64_t n = std::min(part_size, size - done);
       parts.push_back(upload_part(bucket, key, upload_id, static_cast<int>(parts.size()) + 1, read_part(n)));
       done += n;
-      if (after_part) after_part(parts.back().number);
+      if (after_part) after_part(parts.back().number, n);
     }
     complete_multipart_upload(bucket, key, upload_id, parts);
   } catch (...) {

@@ -94,7 +94,10 @@ class s3_client {
   std::string get_range(const std::string& bucket, const std::string& key, std::uint64_t first,
                         std::uint64_t length, const std::string& etag = "") const;
   // Streams the object into `path` (created or truncated; written again from the start on a retry).
-  void get_to_file(const std::string& bucket, const std::string& key, const std::string& path) const;
+  // `on_bytes(n)` (optional) runs after each n bytes reach the file, a retry's bytes counted again:
+  // a transfer's progress, for a heartbeat.
+  void get_to_file(const std::string& bucket, const std::string& key, const std::string& path,
+                   const std::function<void(std::uint64_t)>& on_bytes = {}) const;
   // get_to_file into a file of this process's own (PATH.part-PID-THREAD), renamed onto `path` only
   // once `accept(part)` returns "": a reader of the old copy (another process sharing the
   // directory) keeps reading it intact. Returns "" when the copy is in place, else what `accept`
@@ -120,17 +123,20 @@ class s3_client {
   // Uploads `path` as one object: a single PUT when it fits one part, else a multipart upload of
   // `part_size`-byte parts (at least 5 MiB, S3's minimum), each acknowledged before the next and
   // the upload completed after the last; on any error the upload is aborted (best effort) and the
-  // error rethrown, so no object appears. `after_part(n)` (optional) runs after part n was
-  // acknowledged: a test throws from it to stand for a crash mid-upload.
+  // error rethrown, so no object appears. `after_part(n, bytes)` (optional) runs after part n, of
+  // `bytes` bytes, was acknowledged (a single PUT is part 1): the upload's progress, and a test
+  // throws from it to stand for a crash mid-upload.
   void upload_file(const std::string& bucket, const std::string& key, const std::string& path,
-                   std::uint64_t part_size, const std::function<void(int)>& after_part = {}) const;
+                   std::uint64_t part_size,
+                   const std::function<void(int part, std::uint64_t bytes)>& after_part = {}) const;
 
  private:
   struct answer;
   answer send(const std::string& method, const std::string& bucket, const std::string& key,
               std::vector<std::pair<std::string, std::string>> query, const std::string& body,
               const std::vector<std::pair<std::string, std::string>>& extra_headers,
-              const std::string& sink_path = "") const;
+              const std::string& sink_path = "",
+              const std::function<void(std::uint64_t)>& sink_bytes = {}) const;
 
   s3_config config_;
   bool tls_ = true;

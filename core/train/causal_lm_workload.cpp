@@ -82,19 +82,17 @@ struct hf_written {
   std::uint64_t adapter_tensors = 0;  // 0: not a LoRA checkpoint
 };
 
-// The committed checkpoint in `source` (of step `step`) as a Hugging Face directory `out` (LoRA:
-// the base with the adapters merged in) and, for LoRA, the adapters in peft's layout in
-// `adapter`. The bytes written go to `activity` (when given) as the export's progress.
+// The committed checkpoint in `source` as a Hugging Face directory `out` (LoRA: the base with the
+// adapters merged in) and, for LoRA, the adapters in peft's layout in `adapter`. The bytes written
+// go to `activity` (when given) as the export's progress, on top of what it counts already
+// (count_after).
 hf_written write_hf(const std::string& source, const std::string& out, const std::string& adapter,
-                    std::int64_t step, rank_activity* activity) {
+                    rank_activity* activity) {
   ckpt::hf_export_options options;
   // This rank committed the checkpoint, each file digested as it was written (and a download from
   // S3 is verified before): reading it all again first would only cost time.
   options.verify = false;
-  if (activity) {
-    activity->start_write(step, 0);
-    options.progress = [activity](std::uint64_t done, std::uint64_t total) { activity->set_bytes(done, total); };
-  }
+  options.progress = count_after(activity);
   hf_written out_stats;
   out_stats.stats = ckpt::export_hf(source, out, options);
   if (ckpt::is_lora_checkpoint(source)) out_stats.adapter_tensors = ckpt::export_peft(source, adapter).tensors;
@@ -104,7 +102,8 @@ hf_written write_hf(const std::string& source, const std::string& out, const std
 // Rank 0, at the end: the final checkpoint as a Hugging Face directory in <run>/model (LoRA: the
 // base with the adapters merged in) and, for LoRA, the adapters in peft's layout in <run>/adapter.
 // With the run in S3 the checkpoint is downloaded (and verified) first and the exports uploaded to
-// <remote run>/model/ (and adapter/) after.
+// <remote run>/model/ (and adapter/) after. The activity counts the bytes of all three, so that a
+// long download or upload is progress to the hang detector as the write is.
 void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   if (final_step <= 0) return;
   const auto step = static_cast<std::uint64_t>(final_step);
@@ -112,12 +111,14 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   const std::string adapter = ctx.run_dir + "/adapter";
   const std::string cache = ctx.run_dir + "/s3-cache/export";  // a checkpoint in S3, downloaded
   const auto checkpoints = open_checkpoints(ctx, cache);
-  const std::string source = checkpoints->fetch(step);
+  if (ctx.activity) ctx.activity->start_write(final_step, 0);
+  const std::string source = checkpoints->fetch(step, count_after(ctx.activity));
   test_pause_point("export-" + ckpt::step_dir_name(step), ctx.cancelled);
-  const auto written = write_hf(source, out, adapter, final_step, ctx.activity);
+  const auto written = write_hf(source, out, adapter, ctx.activity);
   const bool lora = written.adapter_tensors > 0;
-  const std::string where = checkpoints->publish_export(out, "model");
-  const std::string adapter_where = lora ? checkpoints->publish_export(adapter, "adapter") : "";
+  const std::string where = checkpoints->publish_export(out, "model", count_after(ctx.activity));
+  const std::string adapter_where =
+      lora ? checkpoints->publish_export(adapter, "adapter", count_after(ctx.activity)) : "";
   std::filesystem::remove_all(cache);
   if (!ctx.log) return;
   for (const auto& w : written.stats.warnings) ctx.log("export: " + w);
@@ -164,8 +165,8 @@ void export_every(const worker_context& ctx, checkpointer& checkpoints, std::int
     const std::string out = root + "/" + ckpt::step_dir_name(step), partial = out + ".partial";
     std::filesystem::remove_all(partial);
     const bool waited_for = ctx.activity != nullptr && ctx.activity->read().phase == rank_phase::exporting;
-    const auto written = write_hf(dir, partial, partial + "/adapter", static_cast<std::int64_t>(step),
-                                  waited_for ? ctx.activity : nullptr);
+    if (waited_for) ctx.activity->start_write(static_cast<std::int64_t>(step), 0);
+    const auto written = write_hf(dir, partial, partial + "/adapter", waited_for ? ctx.activity : nullptr);
     auto logged = metrics;
     logged["step"] = step;
     ckpt::write_file_durable(partial + "/trainer_state.json",

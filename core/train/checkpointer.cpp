@@ -179,7 +179,7 @@ std::optional<resume_point> checkpointer::choose_resume() {
   } else {
     // Rank 0 verified the copy it chose from; each other rank reads one of its own.
     r.dir = ctx_.rank == 0 ? choice["dir"].get<std::string>()
-                           : location_->fetch(choice["step"].get<std::uint64_t>());
+                           : location_->fetch(choice["step"].get<std::uint64_t>(), {});
     r.manifest = ckpt::read_manifest(r.dir);
     std::uint64_t read = 0;  // rank 0 read every file to verify them; a rank reads its own shard
     for (const auto& f : r.manifest.files)
@@ -485,7 +485,8 @@ void checkpointer::publish_and_commit(const ckpt::rank_report& report, const nlo
                                       std::uint64_t bytes_written) {
   const std::string step_name = ckpt::step_dir_name(report.step);
   const auto dir = ckpt::step_dir(ctx_.run_dir, report.step);
-  location_->publish(dir, report);
+  // The upload (S3) counts on top of the write: a long one is progress to the hang detector too.
+  location_->publish(dir, report, count_after(ctx_.activity));
   auto published = ckpt::rank_report_to_json(report);
   published["save_seconds"] = seconds;  // for rank 0's record of the slowest save
   published["save_bytes"] = bytes_written;

@@ -1,14 +1,16 @@
 // What a rank is doing besides its steps, as its heartbeats tell the trainer: saving a checkpoint
-// (with the bytes written so far), waiting for its commit, exporting the final model, or done with
-// its run. The trainer's hang detector judges a saving or exporting rank by whether its bytes
-// advance (run.failure.checkpoint_timeout_s) instead of by its step, never names a rank that is
-// done, and `submit status` shows the phase ("saving checkpoint step 20: 41.0 of 79.0 GB").
+// (with the bytes moved so far: written, and uploaded where the run is in S3), waiting for its
+// commit, exporting the final model (downloaded, written, uploaded), or done with its run. The
+// trainer's hang detector judges a saving or exporting rank by whether its bytes advance
+// (run.failure.checkpoint_timeout_s) instead of by its step, never names a rank that is done, and
+// `submit status` shows the phase ("saving checkpoint step 20: 41.0 of 79.0 GB").
 // Torch-free: cohort-worker's heartbeat thread and the actors read it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace cohort::core::train {
@@ -65,6 +67,18 @@ class rank_activity {
   std::atomic<std::uint64_t> bytes_done_{0};
   std::atomic<std::uint64_t> bytes_total_{0};
 };
+
+// The progress callback of a transfer that follows what `a` counts so far, counted on top of it:
+// a shard's upload to S3 after its write (the save's bytes are then written and uploaded ones),
+// an export's download, write and upload one after another. The total grows by the transfer's
+// when it starts. Empty for a null activity.
+inline std::function<void(std::uint64_t, std::uint64_t)> count_after(rank_activity* a) {
+  if (a == nullptr) return {};
+  const auto before = a->read();
+  return [a, before](std::uint64_t done, std::uint64_t total) {
+    a->set_bytes(before.bytes_done + done, before.bytes_total + total);
+  };
+}
 
 // "saving checkpoint step 20: 41.0 of 79.0 GB" (the bytes as given: the trainer sums its ranks');
 // "" while training or finished.

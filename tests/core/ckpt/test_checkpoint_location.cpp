@@ -4,9 +4,13 @@
 // the committer commits; what a rank reads back is a verified local directory.
 #include "tests/support/catch_torch.hpp"
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/ckpt/checkpoint_location.hpp"
 #include "core/ckpt/ckpt_error.hpp"
@@ -41,7 +45,7 @@ struct place {
     std::vector<rank_report> reports;
     for (int r = 0; r < world; ++r) {
       reports.push_back(write_fake_rank(staging(r, step), step, world, r));
-      location->publish(staging(r, step), reports.back());
+      location->publish(staging(r, step), reports.back(), {});
     }
     if (commit) location->commit(staging(0, step), step, world, reports, metrics, {}, token);
   }
@@ -94,6 +98,31 @@ void for_each_place(const std::function<void(place*)>& check) {
   }
 }
 
+// Every (done, total) a transfer reported.
+struct progress_log {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  transfer_progress callback() {
+    return [this](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+  }
+  // From (0, total) to (total, total), never back, the total the same throughout.
+  void check_whole(std::uint64_t total) const {
+    REQUIRE_FALSE(calls.empty());
+    CHECK(calls.front() == std::make_pair(std::uint64_t{0}, total));
+    CHECK(calls.back() == std::make_pair(total, total));
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      CHECK(calls[i].second == total);
+      if (i > 0) CHECK(calls[i].first >= calls[i - 1].first);
+    }
+  }
+};
+
+std::uint64_t bytes_under(const std::string& dir) {
+  std::uint64_t n = 0;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.is_regular_file()) n += f.file_size();
+  return n;
+}
+
 std::vector<std::uint64_t> steps_of(const std::vector<checkpoint_info>& list) {
   std::vector<std::uint64_t> steps;
   for (const auto& c : list) steps.push_back(c.step);
@@ -116,7 +145,7 @@ TEST_CASE("a location lists its committed checkpoints and gives each rank a veri
     REQUIRE(latest.rejected.size() == 1);
     CHECK_FALSE(latest.rejected[0].committed);
     CHECK_THAT(latest.rejected[0].path, Catch::Contains(step_dir_name(6)));
-    const std::string copy = p->location->fetch(2);
+    const std::string copy = p->location->fetch(2, {});
     CHECK(verify_checkpoint(copy).ok());
     CHECK(read_manifest(copy).step == 2);
     CHECK_THAT(p->location->step_name(4),
@@ -188,12 +217,43 @@ TEST_CASE("a location makes an export written on this machine the run's", "[core
     const std::string dir = p->tmp.path("run/model");
     fs::create_directories(dir);
     cohort::test::write_file(dir + "/config.json", "{}");
-    const std::string where = p->location->publish_export(dir, "model");
+    const std::string where = p->location->publish_export(dir, "model", {});
     CHECK_THAT(where, Catch::Contains(dir));
     if (p->server) {
       const storage::s3_client c(p->server->config());
       CHECK(c.get_object(p->server->bucket(), "runs/job/model/config.json") == "{}");
       CHECK_THAT(where, Catch::StartsWith("s3://" + p->server->bucket() + "/runs/job/model"));
     }
+  });
+}
+
+TEST_CASE(
+    "a location in S3 counts the bytes its uploads and downloads move as they move, one on disk moves none",
+    "[core][ckpt][s3]") {
+  for_each_place([](place* p) {
+    const rank_report report = write_fake_rank(p->staging(0, 2), 2, 1, 0);
+    std::uint64_t files = 0;
+    for (const auto& f : report.files) files += f.size;
+    progress_log uploaded, downloaded, exported;
+    p->location->publish(p->staging(0, 2), report, uploaded.callback());
+    p->location->commit(p->staging(0, 2), 2, 1, {report}, nlohmann::json::object(), {}, nullptr);
+    const std::string copy = p->location->fetch(2, downloaded.callback());
+    // An export whose weights go up in three parts (8 MiB each at most), its config in one.
+    const std::string dir = p->tmp.path("run/model");
+    fs::create_directories(dir);
+    const std::uint64_t weights = (std::uint64_t{20} << 20) + 3;
+    cohort::test::write_file(dir + "/config.json", "{}");
+    cohort::test::write_file(dir + "/model.safetensors", std::string(weights, 'w'));
+    p->location->publish_export(dir, "model", exported.callback());
+    if (!p->server) {
+      CHECK(uploaded.calls.empty());
+      CHECK(downloaded.calls.empty());
+      CHECK(exported.calls.empty());
+      return;
+    }
+    uploaded.check_whole(files);
+    downloaded.check_whole(bytes_under(copy));
+    exported.check_whole(weights + 2);
+    CHECK(exported.calls.size() == 5);  // the start, the weights' three parts, the config
   });
 }

@@ -4,6 +4,8 @@
 
 #include <fstream>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "core/storage/s3_client.hpp"
 #include "tests/support/files.hpp"
@@ -50,8 +52,10 @@ TEST_CASE("objects put to an S3 server come back whole, by range, by HEAD and in
   CHECK(s3.list_objects(b, "list/").size() == 6);
 
   cohort::test::temp_dir dir;
-  s3.get_to_file(b, "runs/a b+c/obj.bin", dir.path("copy.bin"));
+  std::uint64_t received = 0;
+  s3.get_to_file(b, "runs/a b+c/obj.bin", dir.path("copy.bin"), [&](std::uint64_t n) { received += n; });
   CHECK(cohort::test::read_file(dir.path("copy.bin")) == bytes);
+  CHECK(received == bytes.size());
 }
 
 TEST_CASE("an S3 error names the operation, bucket and key, the status and S3's code") {
@@ -74,7 +78,7 @@ TEST_CASE("an S3 error names the operation, bucket and key, the status and S3's 
   CHECK_FALSE(s3.head_object(server.bucket(), "k"));
 }
 
-TEST_CASE("a file larger than a part goes up as a multipart upload, each part acknowledged") {
+TEST_CASE("a file larger than a part goes up as a multipart upload, each part acknowledged with its bytes") {
   COHORT_NEED_S3_SERVER();
   cohort::test::s3_server server;
   const s3_client s3(server.config());
@@ -82,9 +86,15 @@ TEST_CASE("a file larger than a part goes up as a multipart upload, each part ac
   const std::uint64_t part = 5ull << 20;
   const std::string bytes = random_bytes(2 * part + 12345, 2);
   const std::string path = dir.write("big.bin", bytes);
-  std::vector<int> acknowledged;
-  s3.upload_file(server.bucket(), "big/obj", path, part, [&](int n) { acknowledged.push_back(n); });
-  CHECK(acknowledged == std::vector<int>{1, 2, 3});
+  std::vector<std::pair<int, std::uint64_t>> acknowledged;
+  s3.upload_file(server.bucket(), "big/obj", path, part,
+                 [&](int n, std::uint64_t bytes) { acknowledged.emplace_back(n, bytes); });
+  CHECK(acknowledged == std::vector<std::pair<int, std::uint64_t>>{{1, part}, {2, part}, {3, 12345}});
+  acknowledged.clear();
+  const std::string small = dir.write("small.bin", "tiny");
+  s3.upload_file(server.bucket(), "small/obj", small, part,
+                 [&](int n, std::uint64_t bytes) { acknowledged.emplace_back(n, bytes); });
+  CHECK(acknowledged == std::vector<std::pair<int, std::uint64_t>>{{1, 4}});
   CHECK(s3.head_object(server.bucket(), "big/obj")->size == bytes.size());
   CHECK(s3.get_object(server.bucket(), "big/obj") == bytes);
   CHECK(s3.get_range(server.bucket(), "big/obj", part - 5, 10) == bytes.substr(part - 5, 10));
@@ -98,7 +108,7 @@ TEST_CASE("a multipart upload cut off after a part leaves no object behind") {
   const std::uint64_t part = 5ull << 20;
   const std::string path = dir.write("big.bin", random_bytes(2 * part + 1, 3));
   CHECK_THROWS_WITH(s3.upload_file(server.bucket(), "cut/obj", path, part,
-                                   [](int n) {
+                                   [](int n, std::uint64_t) {
                                      if (n == 2) throw std::runtime_error("killed after part 2");
                                    }),
                     "killed after part 2");

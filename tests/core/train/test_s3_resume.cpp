@@ -21,6 +21,20 @@
 using namespace cohort;
 using cohort::test::temp_dir;
 
+namespace {
+
+// The run of `spec` kept in the test server's bucket: run.storage_path and its endpoint set; the
+// options give run_workload the run's S3 prefix.
+test::run_options in_s3(config::job_spec& spec, const test::s3_server& server) {
+  spec.run.storage_path = "s3://" + server.bucket() + "/runs";
+  spec.run.s3_endpoint = server.endpoint();
+  test::run_options o;
+  o.remote_run = spec.run.storage_path + "/" + spec.name;
+  return o;
+}
+
+}  // namespace
+
 TEST_CASE("a run checkpointing to S3, stopped and started again, resumes from S3 bitwise equal to a straight run",
           "[core][train][ckpt][s3]") {
   COHORT_NEED_S3_SERVER();
@@ -33,10 +47,7 @@ TEST_CASE("a run checkpointing to S3, stopped and started again, resumes from S3
   spec.run.checkpoint.num_to_keep = 2;
   for (const auto& r : test::run_workload(spec, tmp.path("straight"))) REQUIRE(r.error_text() == "");
 
-  spec.run.storage_path = "s3://" + server.bucket() + "/runs";
-  spec.run.s3_endpoint = server.endpoint();
-  test::run_options o;
-  o.remote_run = spec.run.storage_path + "/" + spec.name;
+  test::run_options o = in_s3(spec, server);
   const core::storage::s3_client client(server.config());
   const core::ckpt::s3_run run{&client, core::storage::parse_s3_url(o.remote_run, "test")};
 
@@ -142,13 +153,13 @@ class scoped_env {
   std::optional<std::string> old_;
 };
 
-// The data section of a safetensors file: its size less the 8-byte length and the header.
-std::uint64_t data_section_bytes(const std::string& path) {
-  const std::string bytes = test::read_file(path);
+// The data section of a safetensors file's bytes: their size less the 8-byte length and the header.
+std::uint64_t data_section_size(const std::string& bytes) {
   std::uint64_t header = 0;
   for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[i]);
   return bytes.size() - 8 - header;
 }
+std::uint64_t data_section_bytes(const std::string& path) { return data_section_size(test::read_file(path)); }
 
 }  // namespace
 
@@ -210,4 +221,41 @@ TEST_CASE(
   }
   CHECK(headers == 2 * 2);
   CHECK(data_bytes == data_section_bytes(fixture + "/model.safetensors"));
+}
+
+TEST_CASE(
+    "a run in S3 counts each rank's upload in its save's bytes, and the step's download, the export's "
+    "write and its upload in rank 0's export, so that a long transfer is progress to the hang detector",
+    "[core][train][ckpt][s3]") {
+  COHORT_NEED_S3_SERVER();
+  test::s3_server server;
+  test::s3_environment credentials;
+  temp_dir tmp;
+  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
+  spec.train.max_steps = 2;
+  test::run_options o = in_s3(spec, server);
+  core::train::rank_activity activities[2];
+  o.activities = activities;
+  for (const auto& r : test::run_workload(spec, tmp.path("local"), o)) REQUIRE(r.error_text() == "");
+
+  const core::storage::s3_client client(server.config());
+  const auto url = core::storage::parse_s3_url(o.remote_run, "test");
+  const auto bytes_under = [&](const std::string& prefix) {
+    std::uint64_t n = 0;
+    for (const auto& obj : client.list_objects(server.bucket(), prefix)) n += obj.size;
+    return n;
+  };
+  const std::string step = url.key("checkpoints/" + core::ckpt::step_dir_name(2)) + "/";
+  // Rank 1's final save: its shard's tensors written, then its two files uploaded.
+  const auto one = activities[1].read();
+  const std::uint64_t tensors =
+      data_section_size(client.get_object(server.bucket(), step + core::ckpt::rank_shard_name(1)));
+  CHECK(one.step == 2);
+  CHECK(one.bytes_total == tensors + bytes_under(step + "rank-00001."));
+  CHECK(one.bytes_done == one.bytes_total);
+  // Rank 0 exported after its save: the step downloaded, the model written, then uploaded.
+  const auto zero = activities[0].read();
+  CHECK(zero.step == 2);
+  CHECK(zero.bytes_total > bytes_under(step) + bytes_under(url.key("model") + "/"));
+  CHECK(zero.bytes_done == zero.bytes_total);
 }

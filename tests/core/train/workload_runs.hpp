@@ -39,6 +39,9 @@ struct run_options {
   // preemption), shared by every rank; null: the run's own, never signalled.
   core::train::run_signals* signals = nullptr;
   std::function<void(const core::train::step_report&)> on_report;  // rank 0's reports
+  // One per rank (world_size of them), given to the ranks as a worker process gives its heartbeat
+  // thread's: what each saves, commits and exports, with the bytes moved. Null: none.
+  core::train::rank_activity* activities = nullptr;
   // Called on rank 0's thread after each of its reports, with the attempt's store (and its
   // secret), before on_report: to play a client of the store in the middle of a run.
   std::function<void(core::comm::tcp_store_server&, const std::string& secret,
@@ -67,6 +70,7 @@ inline std::vector<rank_result<rank_run>> run_workload(const config::job_spec& s
     ctx.remote_run = options.remote_run;
     ctx.cancelled = options.cancelled ? options.cancelled : &signals->cancelled;
     ctx.signals = signals;
+    if (options.activities != nullptr) ctx.activity = &options.activities[rank];
     rank_run out;
     ctx.report = [&](const core::train::step_report& r) {
       out.reports.push_back(r);
