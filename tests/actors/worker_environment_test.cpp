@@ -11,6 +11,7 @@
 
 #include "actors/worker_process_link.hpp"
 #include "tests/actors/job_specs.hpp"
+#include "tests/support/scoped_env.hpp"
 
 using namespace cohort::actors;
 
@@ -49,9 +50,10 @@ TEST_CASE("the store secret reaches a worker process in its private setup file, 
     CHECK(value.find(setup.store_secret) == std::string::npos);
   }
   worker_setup_file file(setup);
-  ::setenv(worker_setup_file_variable, file.path().c_str(), 1);
-  const auto back = read_worker_setup();
-  ::unsetenv(worker_setup_file_variable);
+  const auto back = [&] {
+    const cohort::test::scoped_env pointed(worker_setup_file_variable, file.path());
+    return read_worker_setup();
+  }();
   CHECK(back.store_secret == setup.store_secret);
   CHECK(worker_context_for(back).store_secret == std::string(32, '\xcc'));
   auto bad = setup;
@@ -98,9 +100,10 @@ TEST_CASE("a setup file of a spec larger than an environment variable holds is p
     struct stat st {};
     REQUIRE(::stat(path.c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0600);
-    ::setenv(worker_setup_file_variable, path.c_str(), 1);
-    const auto back = read_worker_setup();
-    ::unsetenv(worker_setup_file_variable);
+    const auto back = [&] {
+      const cohort::test::scoped_env pointed(worker_setup_file_variable, path);
+      return read_worker_setup();
+    }();
     CHECK(cohort::config::to_json_text(back.spec) == cohort::config::to_json_text(setup.spec));
     CHECK(back.gpus == std::vector<std::int32_t>{1});
     CHECK(::access(path.c_str(), F_OK) != 0);  // the worker removed it once read

@@ -9,6 +9,7 @@
 #include "net/zap_handler.hpp"
 #include "tests/net/example_messages.hpp"
 #include "tests/net/net_fixture.hpp"
+#include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort::net;
@@ -87,15 +88,16 @@ TEST_CASE("bad credentials files are refused with a message naming the file and 
 TEST_CASE("credentials come from the flag, else from COHORT_CREDENTIALS", "[net][security]") {
   temp_dir store;
   auto secrets = ensure_cluster_credentials(store.path());
-  ::unsetenv("COHORT_CREDENTIALS");
-  CHECK_THROWS_WITH(load_credentials_from(""), Catch::Contains("pass --credentials FILE"));
-  CHECK(load_credentials_from(secrets.credentials_file.string()).client.public_key
-        == secrets.credentials.client.public_key);
-  ::setenv("COHORT_CREDENTIALS", secrets.credentials_file.c_str(), 1);
+  {
+    const cohort::test::scoped_env unset("COHORT_CREDENTIALS", nullptr);
+    CHECK_THROWS_WITH(load_credentials_from(""), Catch::Contains("pass --credentials FILE"));
+    CHECK(load_credentials_from(secrets.credentials_file.string()).client.public_key ==
+          secrets.credentials.client.public_key);
+  }
+  const cohort::test::scoped_env set("COHORT_CREDENTIALS", secrets.credentials_file.string());
   CHECK(load_credentials_from("").server_public_key == secrets.server.public_key);
   CHECK_THROWS_WITH(load_credentials_from((store.path() / "nope.json").string()),
                     Catch::Contains("does not exist"));
-  ::unsetenv("COHORT_CREDENTIALS");
 }
 
 TEST_CASE("a store whose server key went missing is refused rather than silently re-keyed",

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/storage/s3_client.hpp"
+#include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #ifndef COHORT_S3RVER_BIN
@@ -161,19 +162,14 @@ class s3_server {
 };
 
 // The server's credentials in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for one scope, for code
-// that reads the AWS environment (a job's workers, cohort-ckpt); unset again after.
+// that reads the AWS environment (a job's workers, cohort-ckpt); what was there is put back after.
 class s3_environment {
  public:
-  s3_environment() {
-    ::setenv("AWS_ACCESS_KEY_ID", s3_server::access_key, 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", s3_server::secret_key, 1);
-  }
-  ~s3_environment() {
-    ::unsetenv("AWS_ACCESS_KEY_ID");
-    ::unsetenv("AWS_SECRET_ACCESS_KEY");
-  }
-  s3_environment(const s3_environment&) = delete;
-  s3_environment& operator=(const s3_environment&) = delete;
+  s3_environment() = default;
+
+ private:
+  scoped_env id_{"AWS_ACCESS_KEY_ID", s3_server::access_key};
+  scoped_env secret_{"AWS_SECRET_ACCESS_KEY", s3_server::secret_key};
 };
 
 }  // namespace cohort::test

@@ -9,6 +9,7 @@
 #include "core/ckpt/layout.hpp"
 #include "core/ckpt/replica.hpp"
 #include "tests/core/ckpt/fake_checkpoint.hpp"
+#include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace ckpt = cohort::core::ckpt;
@@ -126,9 +127,11 @@ TEST_CASE("a node's replica directory is per node, job and run, under COHORT_REP
   CHECK_THAT(a, Catch::StartsWith("/r/n1/job-1-"));
   CHECK(a != ckpt::replica_dir("/r", "n1", "job-1", "/runs/b"));
   CHECK(a != ckpt::replica_dir("/r", "n2", "job-1", "/runs/a"));
-  ::setenv("COHORT_REPLICA_DIR", "/somewhere", 1);
-  CHECK(ckpt::replica_root() == "/somewhere");
-  ::unsetenv("COHORT_REPLICA_DIR");
+  {
+    const cohort::test::scoped_env root("COHORT_REPLICA_DIR", "/somewhere");
+    CHECK(ckpt::replica_root() == "/somewhere");
+  }
+  const cohort::test::scoped_env unset("COHORT_REPLICA_DIR", nullptr);
   if (fs::is_directory("/dev/shm")) CHECK(ckpt::replica_root() == "/dev/shm/cohort-replicas");  // host memory
 }
 

@@ -4,8 +4,11 @@
 
 #include <cstdlib>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "core/resources/gpu_discovery.hpp"
+#include "tests/support/scoped_env.hpp"
 
 using namespace cohort::core::resources;
 
@@ -20,22 +23,15 @@ std::vector<gpu_device> two_h100() {
 using env_vars = std::map<std::string, std::optional<std::string>>;
 
 // Sets (or unsets) environment variables for one test and puts the old values back.
-class scoped_env {
+class scoped_envs {
  public:
-  explicit scoped_env(const env_vars& vars) {
-    for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name.c_str());
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      REQUIRE((value ? ::setenv(name.c_str(), value->c_str(), 1) : ::unsetenv(name.c_str())) == 0);
-    }
-  }
-  ~scoped_env() {
-    for (const auto& [name, old] : saved_)
-      old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str());
+  explicit scoped_envs(const env_vars& vars) {
+    for (const auto& [name, value] : vars)
+      held_.push_back(std::make_unique<cohort::test::scoped_env>(name, value ? value->c_str() : nullptr));
   }
 
  private:
-  std::map<std::string, std::optional<std::string>> saved_;
+  std::vector<std::unique_ptr<cohort::test::scoped_env>> held_;
 };
 
 const std::string two_fake_gpus =
@@ -119,8 +115,8 @@ TEST_CASE("a build without CUDA offers no GPUs and says so", "[core]") {
 }
 
 TEST_CASE("NVML's devices are read with their model, UUID, bus id and memory", "[core]") {
-  scoped_env env(env_vars{{"FAKE_NVML_DEVICES", two_fake_gpus}, {"FAKE_NVML_FAIL", ""},
-                  {"CUDA_VISIBLE_DEVICES", std::nullopt}});
+  scoped_envs env(env_vars{
+      {"FAKE_NVML_DEVICES", two_fake_gpus}, {"FAKE_NVML_FAIL", ""}, {"CUDA_VISIBLE_DEVICES", std::nullopt}});
   auto found = discover_gpus(COHORT_FAKE_NVML);
   INFO(found.note);
   REQUIRE(found.devices.size() == 2);
@@ -133,24 +129,26 @@ TEST_CASE("NVML's devices are read with their model, UUID, bus id and memory", "
 }
 
 TEST_CASE("discovery honours the process's CUDA_VISIBLE_DEVICES", "[core]") {
-  scoped_env env(env_vars{{"FAKE_NVML_DEVICES", two_fake_gpus}, {"FAKE_NVML_FAIL", ""},
-                  {"CUDA_VISIBLE_DEVICES", "GPU-bbbb2222-0000"}});
+  scoped_envs env(env_vars{{"FAKE_NVML_DEVICES", two_fake_gpus},
+                           {"FAKE_NVML_FAIL", ""},
+                           {"CUDA_VISIBLE_DEVICES", "GPU-bbbb2222-0000"}});
   auto found = discover_gpus(COHORT_FAKE_NVML);
   REQUIRE(found.devices.size() == 1);
   CHECK(found.devices[0].uuid == "GPU-bbbb2222-0000");
-  scoped_env none(env_vars{{"CUDA_VISIBLE_DEVICES", ""}});
+  scoped_envs none(env_vars{{"CUDA_VISIBLE_DEVICES", ""}});
   auto hidden = discover_gpus(COHORT_FAKE_NVML);
   CHECK(hidden.devices.empty());
   CHECK(hidden.note == "CUDA_VISIBLE_DEVICES=\"\" names none of the 2 GPUs");
 }
 
 TEST_CASE("an NVML that fails gives zero GPUs and names the call and the error", "[core]") {
-  scoped_env init(env_vars{{"FAKE_NVML_DEVICES", two_fake_gpus}, {"FAKE_NVML_FAIL", "init"},
-                   {"CUDA_VISIBLE_DEVICES", std::nullopt}});
+  scoped_envs init(env_vars{{"FAKE_NVML_DEVICES", two_fake_gpus},
+                            {"FAKE_NVML_FAIL", "init"},
+                            {"CUDA_VISIBLE_DEVICES", std::nullopt}});
   auto no_driver = discover_gpus(COHORT_FAKE_NVML);
   CHECK(no_driver.devices.empty());
   CHECK(no_driver.note == "nvmlInit_v2 failed: Driver Not Loaded (NVML code 9)");
-  scoped_env memory(env_vars{{"FAKE_NVML_FAIL", "memory"}});
+  scoped_envs memory(env_vars{{"FAKE_NVML_FAIL", "memory"}});
   auto broken = discover_gpus(COHORT_FAKE_NVML);
   CHECK(broken.devices.empty());
   CHECK(broken.note == "nvmlDeviceGetMemoryInfo (GPU 0) failed: Unknown Error (NVML code 999)");

@@ -5,6 +5,7 @@
 
 #include "core/storage/s3_client.hpp"
 #include "core/storage/sigv4.hpp"
+#include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort::core::storage;
@@ -14,26 +15,7 @@ namespace {
 const std::string empty_sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 const s3_credentials s3_example{"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""};
 
-// Sets an environment variable for one scope and puts the old value back.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+using cohort::test::scoped_env;
 
 }  // namespace
 

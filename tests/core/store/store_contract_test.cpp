@@ -17,6 +17,7 @@
 #include "tests/core/store/store_test_support.hpp"
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/files.hpp"
+#include "tests/support/scoped_env.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace store = cohort::core::store;
@@ -241,25 +242,7 @@ TEST_CASE("Every store backend gives store objects on several threads distinct j
 
 namespace {
 
-// Sets an environment variable for one scope and restores what was there.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using cohort::test::scoped_env;
 
 // What opening the store at `location` and listing its jobs is refused with (store_error
 // invalid).

@@ -31,6 +31,7 @@
 #include "core/comm/tcp_store_wire.hpp"
 #include "core/train/checkpoint_request.hpp"
 #include "core/train/test_hooks.hpp"
+#include "tests/support/scoped_env.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
@@ -446,12 +447,6 @@ TEST_CASE("a checkpoint resumes under another ZeRO stage or offload setting", "[
 
 namespace {
 
-// COHORT_REPLICA_DIR set to `dir` while it lives: where the ranks' nodes keep their replicas.
-struct replica_root_set {
-  explicit replica_root_set(const std::string& dir) { ::setenv("COHORT_REPLICA_DIR", dir.c_str(), 1); }
-  ~replica_root_set() { ::unsetenv("COHORT_REPLICA_DIR"); }
-};
-
 // What node "node-<rank>" keeps of the run in `run_dir` under the replica root `root`.
 std::string node_memory(const std::string& root, int rank, const std::string& run_dir) {
   return core::ckpt::replica_dir(root, "node-" + std::to_string(rank), "job-1", run_dir);
@@ -481,7 +476,7 @@ TEST_CASE(
     "to a restart from storage",
     "[core][train][ckpt]") {
   temp_dir tmp;
-  const replica_root_set memory(tmp.path("memory"));
+  const test::scoped_env memory("COHORT_REPLICA_DIR", tmp.path("memory"));
   const auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
   run_until(spec, tmp.path("storage"), 6);
   test::run_options again;
@@ -516,7 +511,7 @@ TEST_CASE(
     "[core][train][ckpt]") {
   temp_dir tmp;
   const std::string memory = tmp.path("memory"), run = tmp.path("resumed");
-  const replica_root_set root(memory);
+  const test::scoped_env root("COHORT_REPLICA_DIR", memory);
   const auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
   require_ok(test::run_workload(spec, tmp.path("straight")));
   const auto step4 = [&](int node) {
@@ -554,15 +549,6 @@ TEST_CASE(
 
 namespace {
 
-// COHORT_TEST_PAUSE_DIR set to `dir` while it lives: where pause points (test_hooks.hpp) look.
-struct pause_dir_set {
-  explicit pause_dir_set(const std::string& dir) {
-    std::filesystem::create_directories(dir);
-    ::setenv(core::train::test_pause_dir_variable, dir.c_str(), 1);
-  }
-  ~pause_dir_set() { ::unsetenv(core::train::test_pause_dir_variable); }
-};
-
 // `spec` with peer replicas every `every` steps.
 config::job_spec replicated_every(config::job_spec spec, int every) {
   spec.run.checkpoint.replicate = true;
@@ -586,7 +572,7 @@ TEST_CASE(
     "[core][train][ckpt][replicas]") {
   temp_dir tmp;
   const std::string memory = tmp.path("memory"), run = tmp.path("resumed");
-  const replica_root_set root(memory);
+  const test::scoped_env root("COHORT_REPLICA_DIR", memory);
   const auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
   require_ok(test::run_workload(spec, tmp.path("straight")));
 
@@ -633,8 +619,9 @@ TEST_CASE(
     "[core][train][ckpt][replicas]") {
   temp_dir tmp;
   const std::string memory = tmp.path("memory"), pauses = tmp.path("pauses"), run = tmp.path("resumed");
-  const replica_root_set root(memory);
-  const pause_dir_set paused(pauses);
+  const test::scoped_env root("COHORT_REPLICA_DIR", memory);
+  std::filesystem::create_directories(pauses);
+  const test::scoped_env paused(core::train::test_pause_dir_variable, pauses);  // where pause points look
   auto spec = resumable_job(test::make_tiny_dataset(tmp.path("data")), 2, 1);
   require_ok(test::run_workload(spec, tmp.path("straight")));
   test::run_options nodes;
@@ -737,10 +724,8 @@ TEST_CASE(
     const auto committed = core::ckpt::list_checkpoints(tmp.path("run"));
     REQUIRE_FALSE(committed.empty());
     REQUIRE(committed.back().step == 4);
-    struct full_disk {  // the run's file system seen with 1 byte free, for this scope
-      full_disk() { ::setenv(core::train::test_disk_free_variable, "1", 1); }
-      ~full_disk() { ::unsetenv(core::train::test_disk_free_variable); }
-    } full;
+    // The run's file system seen with 1 byte free, for this scope.
+    const test::scoped_env full(core::train::test_disk_free_variable, "1");
     test::run_options again;
     again.attempt = 1;
     for (const auto& r : test::run_workload(spec, tmp.path("run"), again)) {

@@ -14,6 +14,7 @@
 #include "core/train/memory_estimate.hpp"
 #include "core/train/test_hooks.hpp"
 #include "tests/core/train/engine_fixture.hpp"
+#include "tests/support/scoped_env.hpp"
 
 #include "tests/support/catch_torch.hpp"
 
@@ -76,14 +77,6 @@ std::vector<read_midway> run_read_midway(const config::job_spec& spec) {
     return out;
   });
 }
-
-// Sets COHORT_TEST_UPDATE_AT_STEP_END=1 while it lives.
-struct update_at_step_end {
-  update_at_step_end() { ::setenv(core::train::test_update_at_step_end_variable, "1", 1); }
-  ~update_at_step_end() { ::unsetenv(core::train::test_update_at_step_end_variable); }
-  update_at_step_end(const update_at_step_end&) = delete;
-  update_at_step_end& operator=(const update_at_step_end&) = delete;
-};
 
 }  // namespace
 
@@ -236,7 +229,7 @@ TEST_CASE(
   const auto left = run_read_midway(spec);
   std::vector<read_midway> at_end;
   {
-    const update_at_step_end hook;
+    const test::scoped_env hook(core::train::test_update_at_step_end_variable, "1");
     at_end = run_read_midway(spec);
   }
   for (std::size_t r = 0; r < left.size(); ++r) {

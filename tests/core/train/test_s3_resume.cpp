@@ -17,6 +17,7 @@
 #include "core/train/memory_estimate.hpp"
 #include "tests/support/s3_fault_proxy.hpp"
 #include "tests/support/s3_server.hpp"
+#include "tests/support/scoped_env.hpp"
 
 using namespace cohort;
 using cohort::test::temp_dir;
@@ -132,27 +133,6 @@ TEST_CASE("a run whose data.train is in S3 streams it through its cache and trai
 
 namespace {
 
-// Sets an environment variable for the scope, restoring the old value (or its absence) after.
-class scoped_env {
- public:
-  scoped_env(std::string name, const std::string& value) : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str())) old_ = old;
-    ::setenv(name_.c_str(), value.c_str(), 1);
-  }
-  ~scoped_env() {
-    if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
-
 // The data section of a safetensors file's bytes: their size less the 8-byte length and the header.
 std::uint64_t data_section_size(const std::string& bytes) {
   std::uint64_t header = 0;
@@ -172,7 +152,7 @@ TEST_CASE(
   test::s3_environment credentials;
   temp_dir tmp;
   std::filesystem::create_directories(tmp.path("tmp"));
-  const scoped_env tmpdir("TMPDIR", tmp.path("tmp"));  // where the ranks copy the model's small files
+  const test::scoped_env tmpdir("TMPDIR", tmp.path("tmp"));  // where the ranks copy the model's small files
   const std::string fixture = test::shared_file("fixtures/hf/tiny-llama");
   auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 3, false);
   spec.model = {};
