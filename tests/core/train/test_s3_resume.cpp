@@ -231,7 +231,8 @@ TEST_CASE(
   const std::uint64_t tensors =
       data_section_size(client.get_object(server.bucket(), step + core::ckpt::rank_shard_name(1)));
   CHECK(one.step == 2);
-  CHECK(one.bytes_total == tensors + bytes_under(step + "rank-00001."));
+  CHECK(one.bytes_total == tensors + bytes_under(step + core::ckpt::rank_shard_name(1)) +
+                               bytes_under(step + core::ckpt::rank_state_name(1)));
   CHECK(one.bytes_done == one.bytes_total);
   // Rank 0 exported after its save: the step downloaded, the model written, then uploaded.
   const auto zero = activities[0].read();
