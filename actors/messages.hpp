@@ -16,8 +16,8 @@
 //   trainer → worker kill_hung_worker, worker_command (checkpoint, release, preempt, stop);
 //                    the worker actor of a process passes each on as a codec frame on the
 //                    process's command link (fd 4), whose reader thread sets its run_signals
-//   worker process → its worker actor   process_progress, process_heartbeat, process_finished
-//                    as codec frames on fd 3 (worker_process_link.hpp), turned into the
+//   worker process → its worker actor   process_progress, process_heartbeat, process_log,
+//                    process_finished as codec frames on fd 3 (worker_process_link.hpp), turned into the
 //                    messages above (the link's messages: worker_link_messages, below); each
 //                    direction of that link opens with link_hello, its protocol version
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
@@ -504,6 +504,14 @@ struct process_heartbeat {
   double collective_wait_s = -1;
   heartbeat_activity activity{};
 };
+// A line the process's workload logged (worker_context::log); passed on as log_line. On the link,
+// not stdout, so that it reaches the trainer before any report the process sends after it: a
+// rank that logs why and then reports is heard in that order, even when the report ends the
+// attempt.
+struct process_log {
+  static constexpr std::uint32_t wire_id = 74;
+  std::string line;
+};
 // The process's own account of how its run ended, written just before it exits; the actor
 // reports it in worker_finished once the process has ended.
 struct process_finished {
@@ -847,6 +855,11 @@ typename Inspector::result_type inspect(Inspector& f, process_heartbeat& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_log& x) {
+  return f(caf::meta::type_name("process_log"), x.line);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_finished& x) {
   return f(caf::meta::type_name("process_finished"), x.ok, x.reason, x.kind);
 }
@@ -905,7 +918,7 @@ typename Inspector::result_type inspect(Inspector& f, node_draining& x) {
 }
 
 // The worker process link's messages, both ways (worker_process_link.hpp).
-using worker_link_messages = net::wire_types<link_hello, worker_command, process_progress,
-                                             process_heartbeat, process_finished>;
+using worker_link_messages = net::wire_types<link_hello, worker_command, process_progress, process_heartbeat,
+                                             process_finished, process_log>;
 
 }  // namespace cohort::actors

@@ -41,7 +41,8 @@ static_assert(!registered<kill_worker_drill>(types{}) && !registered<kill_traine
 static_assert(net::agreeing_wire_ids(types{}, worker_link_messages{}),
               "a worker link message reuses the wire id of another wire message");
 static_assert(!registered<link_hello>(types{}) && !registered<process_progress>(types{}) &&
-                  !registered<process_heartbeat>(types{}) && !registered<process_finished>(types{}),
+                  !registered<process_heartbeat>(types{}) && !registered<process_finished>(types{}) &&
+                  !registered<process_log>(types{}),
               "what a worker process tells its node must not be a wire message");
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The node-side actor of a worker that runs in its own OS process (cluster-worker). It starts
-// the process, relays its output and what it reports on its link (progress, heartbeats, its final
-// word) to the trainer, passes the trainer's commands (worker_command, stop_attempt) on to the
-// process as frames on its command link, and reports how it ended — including a crash, kill -9
-// or a broken link (a malformed frame, another version), each of which takes only this worker.
+// the process, relays its output and what it reports on its link (progress, heartbeats, the
+// workload's lines, its final word) to the trainer, passes the trainer's commands (worker_command,
+// stop_attempt) on to the process as frames on its command link, and reports how it ended — including a
+// crash, kill -9 or a broken link (a malformed frame, another version), each of which takes only this worker.
 // A job that names scaling.resources_per_worker.memory has its process held to it: the actor
 // reads the process's resident memory every memory_watch_every and kills a process past the
 // limit, reporting the limit and what it held.
@@ -89,22 +89,27 @@ std::string gib_text(double bytes) {
   return text;
 }
 
-// A line of the process's output: to the trainer, and kept for a crash report (the last lines
-// before a fatal signal's marker, and the native stack trace after it).
+// A line of the job's log from the process: to the trainer, and kept among the last lines for a
+// crash report.
+void pass_on_line(wp_ptr self, const std::string& line) {
+  auto& st = self->state;
+  st.last_lines.push_back(line);
+  if (st.last_lines.size() > crash_report_lines) st.last_lines.pop_front();
+  self->send(st.trainer, log_line{st.setup.job_id, st.setup.rank, st.setup.node, st.pid, line});
+}
+
+// A line of the process's plain output: passed on; from a fatal signal's marker on, the native
+// stack trace, kept for the crash report apart from the last lines.
 void on_output(wp_ptr self, const child_output& out) {
   auto& st = self->state;
   if (out.line.rfind(fatal_marker, 0) == 0) st.in_trace = true;
-  if (st.in_trace) {
-    if (st.stack_trace.size() < crash_trace_lines && out.line != trace_end)
-      st.stack_trace.push_back(out.line);
-  } else {
-    st.last_lines.push_back(out.line);
-    if (st.last_lines.size() > crash_report_lines) st.last_lines.pop_front();
-  }
+  if (!st.in_trace) return pass_on_line(self, out.line);
+  if (st.stack_trace.size() < crash_trace_lines && out.line != trace_end) st.stack_trace.push_back(out.line);
   self->send(st.trainer, log_line{st.setup.job_id, st.setup.rank, st.setup.node, st.pid, out.line});
 }
 
-// What the process reports on its link: progress and heartbeats on to the trainer, its own account
+// What the process reports on its link: progress, heartbeats and its logged lines on to the
+// trainer (in the order written), its own account
 // of how it ended kept. A process that does not speak the link's protocol (or not this version of
 // it) fails (retryable, as a crash), and nothing it says from there on is believed.
 void on_report_bytes(wp_ptr self, const child_report_bytes& in) {
@@ -116,6 +121,8 @@ void on_report_bytes(wp_ptr self, const child_report_bytes& in) {
       self->send(st.trainer, stamped(st.setup, *p));
     } else if (const auto* beat = std::get_if<process_heartbeat>(&message)) {
       self->send(st.trainer, stamped(st.setup, *beat));
+    } else if (const auto* logged = std::get_if<process_log>(&message)) {
+      pass_on_line(self, logged->line);
     } else if (const auto* end = std::get_if<process_finished>(&message)) {
       st.finished_ok = end->ok;
       st.failure = end->reason;

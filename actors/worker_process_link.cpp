@@ -169,14 +169,19 @@ std::string framed(const T& message) {
   return out + frame;
 }
 
+// The largest prefix of `text` of at most `max` bytes that ends at a UTF-8 character's boundary
+// (its size; `max` when no character crosses it).
+std::size_t utf8_cut(const std::string& text, std::size_t max) {
+  if (text.size() <= max) return text.size();
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return cut > 0 ? cut : max;  // not UTF-8 at all: cut anywhere rather than loop
+}
+
 // A reason (an exception's text, say) is cut to what the link's codec carries in a string.
 process_finished within_limits(process_finished end) {
   const std::size_t max = link_codec().limits().max_string_bytes;
-  if (end.reason.size() > max) {
-    std::size_t cut = max - 3;
-    while (cut > 0 && (static_cast<unsigned char>(end.reason[cut]) & 0xc0) == 0x80) --cut;  // UTF-8
-    end.reason = end.reason.substr(0, cut) + "...";
-  }
+  if (end.reason.size() > max) end.reason = end.reason.substr(0, utf8_cut(end.reason, max - 3)) + "...";
   return end;
 }
 
@@ -200,6 +205,24 @@ std::string link_frame(const worker_command& command) { return framed(command); 
 std::string link_frame(const process_progress& progress) { return framed(progress); }
 std::string link_frame(const process_heartbeat& beat) { return framed(beat); }
 std::string link_frame(const process_finished& end) { return framed(within_limits(end)); }
+
+std::string link_frames(const process_log& text) {
+  const std::size_t max = link_codec().limits().max_string_bytes;
+  std::string out;
+  std::size_t at = 0;
+  for (bool more = true; more;) {
+    const std::size_t end = text.line.find('\n', at);
+    more = end != std::string::npos;
+    std::string line = text.line.substr(at, more ? end - at : std::string::npos);
+    at = end + 1;
+    for (bool first = true; first || !line.empty(); first = false) {
+      const std::size_t cut = utf8_cut(line, max);
+      out += framed(process_log{line.substr(0, cut)});
+      line.erase(0, cut);
+    }
+  }
+  return out;
+}
 
 namespace detail {
 
@@ -277,6 +300,8 @@ process_frame_reader::result process_frame_reader::feed(const char* data, std::s
       out.messages.emplace_back(m.get_as<process_progress>(0));
     else if (m.match_element<process_heartbeat>(0))
       out.messages.emplace_back(m.get_as<process_heartbeat>(0));
+    else if (m.match_element<process_log>(0))
+      out.messages.emplace_back(m.get_as<process_log>(0));
     else if (m.match_element<process_finished>(0))
       out.messages.emplace_back(m.get_as<process_finished>(0));
     else

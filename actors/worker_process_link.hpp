@@ -7,14 +7,16 @@
 // the link's own codec (worker_link_messages, actors/messages.hpp). Each end opens its direction
 // with link_hello{worker_link_version}; a reader refuses a direction that opens otherwise:
 //   worker → node on file descriptor 3: process_progress, process_heartbeat (for the trainer's
-//     hang detector) and process_finished (its final word). The node's worker actor reassembles
+//     hang detector), process_log (the workload's own lines, in order with its reports) and
+//     process_finished (its final word). The node's worker actor reassembles
 //     them from the bytes as they come; a malformed frame or another version fails that worker
 //     (its process is killed and the trainer told why), never the node or the trainer.
 //   node → worker on file descriptor 4: the trainer's commands (worker_command: checkpoint,
 //     release, preempt, stop), which a reader thread of the worker applies to its run_signals;
 //     a worker whose node speaks another version fails before it runs anything.
-// Plain output on stdout/stderr becomes the job's log. The worker process links no actor: only
-// CAF's message type, for the codec.
+// Plain output on stdout/stderr (the libraries', a crash's trace) becomes the job's log too, but
+// read on its own pipe: it may reach the trainer after a report written later. The worker process links no
+// actor: only CAF's message type, for the codec.
 #pragma once
 
 #include <condition_variable>
@@ -40,7 +42,7 @@ inline constexpr const char* worker_setup_file_variable = "COHORT_WORKER_SETUP_F
 inline constexpr const char* worker_setup_variable = "COHORT_WORKER_SETUP";
 // The version of the link's protocol (link_hello): raised whenever a message of
 // worker_link_messages changes meaning or fields.
-inline constexpr std::uint32_t worker_link_version = 4;
+inline constexpr std::uint32_t worker_link_version = 5;
 inline constexpr int worker_report_fd = 3;    // worker → node: process_* frames
 inline constexpr int worker_command_fd = 4;   // node → worker: worker_command frames
 
@@ -100,6 +102,10 @@ std::string link_frame(const worker_command& command);
 std::string link_frame(const process_progress& progress);
 std::string link_frame(const process_heartbeat& beat);
 std::string link_frame(const process_finished& end);
+// The bytes of one or more process_log frames: `text` split at its newlines (as a pipe's reader
+// splits plain output) and each line cut, at a UTF-8 boundary, into pieces the link's codec
+// carries in one string (16 KiB). Nothing of the text is lost; an empty text is one empty line.
+std::string link_frames(const process_log& text);
 
 namespace detail {
 
@@ -147,7 +153,7 @@ class command_frame_reader {
 };
 
 // One message from a worker process.
-using process_message = std::variant<process_progress, process_heartbeat, process_finished>;
+using process_message = std::variant<process_progress, process_heartbeat, process_log, process_finished>;
 
 // Reassembles a worker process's messages from the bytes its node reads off fd 3, in any pieces.
 // Not thread-safe: one per reader.

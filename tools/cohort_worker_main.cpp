@@ -1,9 +1,10 @@
 // cohort-worker: one worker of a job, in a process of its own, started by a cluster-worker or by
 // cohort-local for `submit --local` (never by hand). It reads its setup, the job's parsed spec
 // included, from the file named by COHORT_WORKER_SETUP_FILE (removing it) or from
-// COHORT_WORKER_SETUP, runs the job's workload, reports progress and its final word as codec
-// frames on fd 3 (worker_process_link.hpp; a failure of the job's own input at setup as bad
-// input), and writes its output on stdout (the job's log).
+// COHORT_WORKER_SETUP, runs the job's workload, reports progress, the workload's log lines and
+// its final word as codec frames on fd 3 (worker_process_link.hpp; a failure of the job's own
+// input at setup as bad input), and writes its other output on stdout and stderr (the job's
+// log too).
 // Its first line names the GPUs it got (CUDA_VISIBLE_DEVICES, as NVML sees them) and which of the
 // job's runtime_env.env_vars it has; a worker whose bundle has GPUs but that sees none fails.
 // Each direction of its link opens with link_hello: it writes its own first on fd 3, and a
@@ -14,9 +15,10 @@
 // Exit: 0 done or stopped, 1 failed, 2 bad setup.
 // A thread heartbeats on fd 3 (process_heartbeat: the step reached, how long the rank has
 // waited in a collective, and its activity besides steps: rank_activity.hpp) every
-// heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang detector. SIGSEGV, SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker:
-// fatal signal …" and a native stack trace (backtrace_symbols_fd) to stderr, which the node keeps
-// for the crash report, then end the process with the same signal.
+// heartbeat_interval_s(run.failure.hang_timeout_s) for the trainer's hang detector. SIGSEGV,
+// SIGABRT, SIGBUS, SIGFPE and SIGILL write "cohort-worker: fatal signal …" and a native stack
+// trace (backtrace_symbols_fd) to stderr, which the node keeps for the crash report, then end the
+// process with the same signal.
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -114,10 +116,8 @@ void install_crash_handlers() {
 
 std::mutex report_mutex;  // the heartbeat thread and the workload both write frames on fd 3
 
-// One message to the node, its frame written whole.
-template <class T>
-void report(const T& message) {
-  const std::string frame = actors::link_frame(message);
+// Bytes of whole frames to the node, written whole.
+void write_frames(const std::string& frame) {
   std::lock_guard<std::mutex> lock(report_mutex);
   const char* p = frame.data();
   std::size_t left = frame.size();
@@ -129,6 +129,15 @@ void report(const T& message) {
     left -= static_cast<std::size_t>(n);
   }
 }
+
+// One message to the node.
+template <class T>
+void report(const T& message) {
+  write_frames(actors::link_frame(message));
+}
+
+// A logged text to the node: its lines, each a frame.
+void report_lines(const actors::process_log& text) { write_frames(actors::link_frames(text)); }
 
 void report_finished(bool ok, const std::string& reason,
                      actors::failure_kind kind = actors::failure_kind::retryable) {
@@ -329,6 +338,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   ctx.report = [&](const core::train::step_report& r) { report(actors::progress_of(r)); };
-  ctx.log = [](const std::string& line) { std::cout << line << std::endl; };
+  // The workload's lines go on the link, in order with its reports; a worker started by hand
+  // (no link) writes them on stdout.
+  if (commands)
+    ctx.log = [](const std::string& line) { report_lines(actors::process_log{line}); };
+  else
+    ctx.log = [](const std::string& line) { std::cout << line << std::endl; };
   return run_rank(setup, ctx);
 }

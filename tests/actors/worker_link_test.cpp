@@ -1,6 +1,6 @@
 // The link between a node and its worker process, both ways: worker_command frames down,
 // reassembled from any pieces and applied to run_signals by the worker's reader thread; the
-// process's progress, heartbeats and final word up, reassembled by the node's worker actor and
+// process's progress, heartbeats, logged lines and final word up, reassembled by the node's worker actor and
 // passed on to the trainer stamped with the process's rank; a malformed frame in either
 // direction breaks the link with a reason, and up it fails that worker alone.
 #include <sys/socket.h>
@@ -377,6 +377,8 @@ struct worker_process_run {
   caf::actor_system sys{cfg};
   std::vector<progress_report> progress;
   std::vector<rank_heartbeat> heartbeats;
+  // Lines and progress in the order the trainer got them: "line: TEXT" and "step N".
+  std::vector<std::string> lines_and_steps;
   std::optional<worker_finished> finished;
   std::string node_wrote;  // the first bytes the process read from fd 4: the node's hello
 
@@ -405,9 +407,15 @@ struct worker_process_run {
     bool done = false;
     trainer->receive_while([&] { return !done; })(
         [&](const worker_started& s) { CHECK(s.rank == 1); },
-        [&](const progress_report& p) { progress.push_back(p); },
+        [&](const progress_report& p) {
+          progress.push_back(p);
+          lines_and_steps.push_back("step " + std::to_string(p.step));
+        },
         [&](const rank_heartbeat& h) { heartbeats.push_back(h); },
-        [&](const log_line&) {},
+        [&](const log_line& l) {
+          CHECK(l.rank == 1);
+          lines_and_steps.push_back("line: " + l.text);
+        },
         [&](const worker_finished& f) {
           finished = f;
           done = true;
@@ -470,6 +478,52 @@ TEST_CASE("a worker process's frames reach the trainer as progress and heartbeat
   CHECK(run.heartbeats[1].rank == 1);
   CHECK(run.heartbeats[1].step == 1);
   CHECK(run.heartbeats[1].collective_wait_s == 2.5);
+}
+
+TEST_CASE(
+    "a line the workload logged reaches the trainer before the report its process wrote "
+    "after it",
+    "[actors][link]") {
+  // As rank 0 that declines an emergency checkpoint: it logs why, then reports (and the report
+  // ends the attempt).
+  worker_process_run run(hello + link_frames(process_log{"preempted: no emergency checkpoint"}) +
+                             link_frame(progress(1)) + link_frames(process_log{"after step 1"}) +
+                             link_frame(process_finished{true, "", failure_kind::retryable}),
+                         "exit 0");
+  REQUIRE(run.finished);
+  CHECK(run.finished->ok);
+  CHECK(run.lines_and_steps ==
+        std::vector<std::string>{"line: preempted: no emergency checkpoint", "step 1", "line: after step 1"});
+}
+
+TEST_CASE(
+    "a logged text goes on the link as its lines, each cut where a frame's string ends, and "
+    "nothing of it is lost",
+    "[actors][link]") {
+  // 20,000 two-byte characters (40,000 bytes): more than two of the link's 16 KiB strings.
+  std::string long_line;
+  for (int i = 0; i < 20000; ++i) long_line += "\xc3\xa9";  // é
+  const std::string text = "first\n" + long_line + "\n\nlast";
+  const std::string bytes = hello + link_frames(process_log{text});
+  process_frame_reader reader;
+  auto r = reader.feed(bytes.data(), bytes.size());
+  REQUIRE_FALSE(r.error);
+  std::vector<std::string> got;
+  for (const auto& m : r.messages) got.push_back(std::get<process_log>(m).line);
+  REQUIRE(got.size() == 6);  // first, three pieces of the long line, an empty line, last
+  CHECK(got[0] == "first");
+  CHECK(got[1] + got[2] + got[3] == long_line);
+  for (std::size_t i = 1; i <= 3; ++i) {
+    CHECK(got[i].size() <= 16u * 1024);
+    CHECK(got[i].size() % 2 == 0);  // cut between characters, never inside one
+  }
+  CHECK(got[4].empty());
+  CHECK(got[5] == "last");
+  const std::string empty = hello + link_frames(process_log{""});
+  process_frame_reader empty_reader;
+  auto one = empty_reader.feed(empty.data(), empty.size());
+  REQUIRE(one.messages.size() == 1);
+  CHECK(std::get<process_log>(one.messages[0]).line.empty());
 }
 
 TEST_CASE("a malformed frame from a worker process fails that worker with the reason and kills its "
