@@ -8,6 +8,7 @@
 
 #include "core/ckpt/ckpt_error.hpp"
 #include "core/ckpt/layout.hpp"
+#include "core/ckpt/replica.hpp"
 #include "core/ckpt/s3_checkpoints.hpp"
 
 namespace cohort::core::ckpt {
@@ -34,7 +35,8 @@ class local_location final : public checkpoint_location {
       throw ckpt_error(ckpt_errc::io, "cannot move rejected checkpoint " + r.path + " aside to " + aside);
     return "moved to " + aside;
   }
-  std::string fetch(std::uint64_t step, const transfer_progress&) override {
+  std::string fetch(std::uint64_t step, const std::optional<resuming_rank>&,
+                    const transfer_progress&) override {
     return step_dir(run_dir_, step);
   }
   // The files are written in place.
@@ -79,13 +81,26 @@ class s3_location final : public checkpoint_location {
     uncommit_checkpoint_s3(run_, *step);
     return "its COMMITTED removed";
   }
-  std::string fetch(std::uint64_t step, const transfer_progress& progress) override {
+  std::string fetch(std::uint64_t step, const std::optional<resuming_rank>& resuming,
+                    const transfer_progress& progress) override {
     const std::string dir = step_dir(cache_dir_, step);
-    download_checkpoint_s3(run_, step, dir, progress);
+    const auto failed = [&](const std::string& why) {
+      return ckpt_error(ckpt_errc::bad_manifest, "checkpoint " + step_name(step) + " downloaded to " + dir +
+                                                     " does not verify: " + why);
+    };
+    if (resuming) {
+      download_checkpoint_s3(run_, step, dir, progress,
+                             [&](const manifest& m, const file_record& f) { return resuming->reads(m, f); });
+      const manifest m = read_manifest(dir);
+      if (m.world_size == resuming->world_size) {  // its own files only
+        if (const auto bad = mismatched_files(dir, m, resuming->rank); !bad.empty()) throw failed(bad);
+        return dir;
+      }
+    } else {
+      download_checkpoint_s3(run_, step, dir, progress);
+    }
     const auto v = verify_checkpoint(dir);
-    if (!v.ok())
-      throw ckpt_error(ckpt_errc::bad_manifest, "checkpoint " + step_name(step) + " downloaded to " + dir +
-                                                    " does not verify: " + v.problems.front());
+    if (!v.ok()) throw failed(v.problems.front());
     return dir;
   }
   void publish(const std::string& dir, const rank_report& report,

@@ -28,6 +28,18 @@
 
 namespace cohort::core::ckpt {
 
+// A rank that resumes from a committed step: rank `rank` of a group of `world_size`. With the
+// step's own world size it reads only its own shard and state (the sharding is the same);
+// with another it reads pieces of every rank's (a reshard).
+struct resuming_rank {
+  int rank = 0;
+  int world_size = 1;
+  // Whether this rank reads file `f` of step `m`.
+  bool reads(const manifest& m, const file_record& f) const {
+    return m.world_size != world_size || f.rank == rank;
+  }
+};
+
 class checkpoint_location {
  public:
   virtual ~checkpoint_location() = default;
@@ -51,9 +63,12 @@ class checkpoint_location {
   // that retention removes it) and says what it did, for the log.
   virtual std::string set_aside(const rejected_checkpoint& r) = 0;
   // Committed step `step` as a local directory this rank reads: on disk the step's own directory;
-  // from S3 a copy downloaded into this rank's cache and verified (ckpt_error naming the step when
-  // it does not verify). `progress` (may be empty) counts the bytes downloaded.
-  virtual std::string fetch(std::uint64_t step, const transfer_progress& progress) = 0;
+  // from S3 a copy downloaded into this rank's cache and checked (ckpt_error naming the step when
+  // it does not verify): the whole step, verified (verify_checkpoint); for `resuming`, only the
+  // files that rank reads, with the manifest and COMMITTED, each checked against the manifest's
+  // size and XXH64. `progress` (may be empty) counts the bytes downloaded.
+  virtual std::string fetch(std::uint64_t step, const std::optional<resuming_rank>& resuming,
+                            const transfer_progress& progress) = 0;
 
   // Makes the files `report` lists in the local step directory `dir` part of the location (in S3:
   // uploaded, then removed locally). `progress` (may be empty) counts the bytes uploaded.

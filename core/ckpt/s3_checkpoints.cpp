@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "core/ckpt/ckpt_error.hpp"
@@ -176,8 +178,23 @@ std::vector<checkpoint_info> scan_checkpoints_s3(const s3_run& run) {
   return out;
 }
 
+namespace {
+
+// Step `step`'s manifest.json as downloaded into `dir`, parsed; read_manifest checks it against
+// COMMITTED once that is there too.
+manifest downloaded_manifest(const s3_run& run, std::uint64_t step, const std::string& dir) {
+  const std::string where = s3_step_url(run, step) + "/" + manifest_name;
+  std::ifstream in(fs::path(dir) / manifest_name, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw ckpt_error(ckpt_errc::bad_manifest, where + ": not JSON");
+  return manifest_from_json(j, where);
+}
+
+}  // namespace
+
 void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::string& local_dir,
-                            const transfer_progress& progress) {
+                            const transfer_progress& progress, const wanted_file& wanted) {
   const auto& s3 = client_of(run);
   const std::string prefix = step_key(run, step);
   const auto objects = s3_call([&] { return s3.list_objects(run.url.bucket, prefix); });
@@ -190,24 +207,43 @@ void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::st
   fs::remove_all(local_dir, ec);
   fs::create_directories(local_dir, ec);
   if (ec) throw ckpt_error(ckpt_errc::io, local_dir + ": cannot create: " + ec.message());
-  // Only the step's own files, COMMITTED last.
-  const auto own = [&](const storage::s3_object_info& o) {
+  // The step's own files (the manifest first when only some are wanted: it names them), COMMITTED
+  // last.
+  std::map<std::string, std::uint64_t> sizes;
+  for (const auto& o : objects) {
     const std::string name = o.key.substr(prefix.size());
-    return !name.empty() && name.find('/') == std::string::npos;
-  };
-  std::uint64_t total = 0;
-  for (const auto& o : objects)
-    if (own(o)) total += o.size;
-  transfer_count moved(progress, total);
-  const auto fetch = [&](const std::string& key) {
+    if (!name.empty() && name.find('/') == std::string::npos) sizes[name] = o.size;
+  }
+  const auto fetch = [&](const std::string& name, transfer_count* moved) {
     s3_call([&] {
-      s3.get_to_file(run.url.bucket, key, (fs::path(local_dir) / key.substr(prefix.size())).string(),
-                     [&](std::uint64_t n) { moved.add(n); });
+      s3.get_to_file(run.url.bucket, prefix + name, (fs::path(local_dir) / name).string(),
+                     [&](std::uint64_t n) {
+                       if (moved) moved->add(n);
+                     });
     });
   };
-  for (const auto& o : objects)
-    if (own(o) && o.key != prefix + committed_name) fetch(o.key);
-  fetch(prefix + committed_name);
+  std::vector<std::string> names;
+  std::uint64_t total = sizes[committed_name];
+  if (wanted) {
+    fetch(manifest_name, nullptr);
+    const manifest m = downloaded_manifest(run, step, local_dir);
+    total += sizes[manifest_name];
+    for (const auto& f : m.files)
+      if (wanted(m, f)) {
+        names.push_back(f.name);
+        total += f.size;
+      }
+  } else {
+    for (const auto& [name, size] : sizes)
+      if (name != committed_name) {
+        names.push_back(name);
+        total += size;
+      }
+  }
+  transfer_count moved(progress, total);
+  if (wanted) moved.add(sizes[manifest_name]);
+  for (const auto& name : names) fetch(name, &moved);
+  fetch(committed_name, &moved);
 }
 
 latest_result latest_valid_s3(const s3_run& run, const std::string& cache_run_dir) {

@@ -10,7 +10,8 @@
 // - readers treat a step without COMMITTED as not a checkpoint. A committed one is read by
 //   downloading it into a local cache directory (download_checkpoint_s3, COMMITTED last) and
 //   verifying the copy there (verify_checkpoint: every file's size and XXH64, the layouts);
-//   load_rank_shard and export_hf then read the copy.
+//   load_rank_shard and export_hf then read the copy. A rank that resumes with the step's own
+//   world size downloads only its own files and checks those (checkpoint_location::fetch).
 // - retention deletes a committed step's COMMITTED first, then its other objects, so a step is
 //   never committed but partial.
 // Every function may be called from any thread (the client is thread-safe); errors are
@@ -67,11 +68,15 @@ manifest commit_checkpoint_s3(const s3_run& run, std::uint64_t step, int world_s
 // Every step under PREFIX/checkpoints/, committed or not, sorted by step (path: s3_step_url).
 std::vector<checkpoint_info> scan_checkpoints_s3(const s3_run& run);
 
+// Which of a committed step's files a reader wants, given the step's manifest.
+using wanted_file = std::function<bool(const manifest& m, const file_record& f)>;
+
 // Replaces `local_dir` with a copy of step `step`'s objects, COMMITTED written last (a copy cut
-// off has none). Throws ckpt_error(not_committed) for a step without COMMITTED. `progress`
-// (optional) counts the bytes written into the copy, of the listed objects' sizes.
+// off has none); with `wanted`, only manifest.json (downloaded first), the files of its list that
+// `wanted` takes, and COMMITTED. Throws ckpt_error(not_committed) for a step without COMMITTED.
+// `progress` (optional) counts the bytes written into the copy, of the objects' sizes.
 void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::string& local_dir,
-                            const transfer_progress& progress = {});
+                            const transfer_progress& progress = {}, const wanted_file& wanted = {});
 
 // Uploads the regular files of the local directory `dir` to PREFIX/<name>/ (an export made the
 // run's), each as upload_file does with `part_size`; `progress` (optional) counts the acknowledged

@@ -112,7 +112,7 @@ void export_final_model(const worker_context& ctx, std::int64_t final_step) {
   const std::string cache = ctx.run_dir + "/s3-cache/export";  // a checkpoint in S3, downloaded
   const auto checkpoints = open_checkpoints(ctx, cache);
   if (ctx.activity) ctx.activity->start_write(final_step, 0);
-  const std::string source = checkpoints->fetch(step, count_after(ctx.activity));
+  const std::string source = checkpoints->fetch(step, std::nullopt, count_after(ctx.activity));
   test_pause_point("export-" + ckpt::step_dir_name(step), ctx.cancelled);
   const auto written = write_hf(source, out, adapter, ctx.activity);
   const bool lora = written.adapter_tensors > 0;

@@ -177,9 +177,11 @@ std::optional<resume_point> checkpointer::choose_resume() {
   if (choice.contains("peer")) {
     r = restore_from_peers(choice);
   } else {
-    // Rank 0 verified the copy it chose from; each other rank reads one of its own.
+    // Rank 0 verified the copy it chose from; each other rank fetches what it reads (from S3:
+    // with the step's world size its own files, checked) into a copy of its own.
     r.dir = ctx_.rank == 0 ? choice["dir"].get<std::string>()
-                           : location_->fetch(choice["step"].get<std::uint64_t>(), {});
+                           : location_->fetch(choice["step"].get<std::uint64_t>(),
+                                              ckpt::resuming_rank{ctx_.rank, ctx_.world_size}, {});
     r.manifest = ckpt::read_manifest(r.dir);
     std::uint64_t read = 0;  // rank 0 read every file to verify them; a rank reads its own shard
     for (const auto& f : r.manifest.files)

@@ -1,9 +1,11 @@
 // The checkpoint_location contract, every case run on both places checkpoints are kept: a run
 // directory on disk and a run in S3 (a real s3rver). Ranks write their files into local step
 // directories (on disk: the run's own; for S3: a staging directory per node), publish them, and
-// the committer commits; what a rank reads back is a verified local directory.
+// the committer commits; what a rank reads back is a verified local directory (from S3, for a
+// rank that resumes with the step's world size, its own files only, checked).
 #include "tests/support/catch_torch.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -145,13 +147,54 @@ TEST_CASE("a location lists its committed checkpoints and gives each rank a veri
     REQUIRE(latest.rejected.size() == 1);
     CHECK_FALSE(latest.rejected[0].committed);
     CHECK_THAT(latest.rejected[0].path, Catch::Contains(step_dir_name(6)));
-    const std::string copy = p->location->fetch(2, {});
+    const std::string copy = p->location->fetch(2, std::nullopt, {});
     CHECK(verify_checkpoint(copy).ok());
     CHECK(read_manifest(copy).step == 2);
     CHECK_THAT(p->location->step_name(4),
                Catch::Contains(p->location->where()) && Catch::EndsWith(step_dir_name(4)));
     // Right after a commit only a run on disk has the step's files on this machine.
     CHECK(p->location->local_copy(4).has_value() == (p->name == "on disk"));
+  });
+}
+
+TEST_CASE(
+    "a rank that resumes from S3 with the step's world size downloads only its own files and "
+    "checks them; with another world size, every file",
+    "[core][ckpt][s3]") {
+  for_each_place([](place* p) {
+    p->save(2);
+    const auto names = [](const std::string& dir) {
+      std::vector<std::string> out;
+      for (const auto& f : fs::directory_iterator(dir)) out.push_back(f.path().filename().string());
+      std::sort(out.begin(), out.end());
+      return out;
+    };
+    const auto all = names(p->location->fetch(2, std::nullopt, {}));
+    REQUIRE(all.size() == 2 * world + 2);  // each rank's shard and state, the manifest, COMMITTED
+    progress_log downloaded;
+    const std::string own = p->location->fetch(2, resuming_rank{1, world}, downloaded.callback());
+    CHECK(read_manifest(own).step == 2);
+    if (!p->server) {  // on disk: the step's own directory, nothing moved
+      CHECK(names(own) == all);
+      CHECK(downloaded.calls.empty());
+      return;
+    }
+    CHECK(names(own) ==
+          std::vector<std::string>{committed_name, manifest_name, rank_state_name(1), rank_shard_name(1)});
+    downloaded.check_whole(bytes_under(own));
+    // Four ranks resume from two: each reads pieces of both ranks' shards.
+    CHECK(names(p->location->fetch(2, resuming_rank{3, 4}, {})) == all);
+    // Rank 1's shard damaged in S3: rank 1's download says so; rank 0's does not read it.
+    p->damage(2);
+    try {
+      p->location->fetch(2, resuming_rank{1, world}, {});
+      FAIL("a damaged shard was taken");
+    } catch (const ckpt_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains(step_dir_name(2)) && Catch::Contains("does not verify") &&
+                               Catch::Contains(rank_shard_name(1)) && Catch::Contains("another checksum"));
+    }
+    CHECK(names(p->location->fetch(2, resuming_rank{0, world}, {})) ==
+          std::vector<std::string>{committed_name, manifest_name, rank_state_name(0), rank_shard_name(0)});
   });
 }
 
@@ -237,7 +280,7 @@ TEST_CASE(
     progress_log uploaded, downloaded, exported;
     p->location->publish(p->staging(0, 2), report, uploaded.callback());
     p->location->commit(p->staging(0, 2), 2, 1, {report}, nlohmann::json::object(), {}, nullptr);
-    const std::string copy = p->location->fetch(2, downloaded.callback());
+    const std::string copy = p->location->fetch(2, std::nullopt, downloaded.callback());
     // An export whose weights go up in three parts (8 MiB each at most), its config in one.
     const std::string dir = p->tmp.path("run/model");
     fs::create_directories(dir);

@@ -1,6 +1,7 @@
 // causal_lm runs against S3 (a real s3rver on 127.0.0.1): with run.storage_path in S3 the ranks,
 // each with a local directory of its own, checkpoint there, and a run stopped and started again
-// resumes from S3 bitwise equal to a straight run, its final export uploaded too; with data.train
+// resumes from S3 bitwise equal to a straight run (each rank but rank 0 downloading only its own
+// files), its final export uploaded too; with data.train
 // in S3 a run streams its shards and trains exactly as from local disk; with model.hf_dir in S3
 // the ranks read their slices of the weights by range and train exactly as from local disk.
 #include "tests/core/train/engine_fixture.hpp"
@@ -8,6 +9,7 @@
 
 #include "tests/support/catch_torch.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -75,6 +77,21 @@ TEST_CASE("a run checkpointing to S3, stopped and started again, resumes from S3
   for (const auto& r : results) REQUIRE(r.error_text() == "");
   CHECK(test::contains_line(results[0].value->log, "resuming from", o.remote_run + "/checkpoints/step-00000004"));
   CHECK(results[0].value->reports.front().step == 5);
+  // Rank 0 downloaded the whole of step 4 to verify it; rank 1, resuming with the step's world
+  // size, only its own files, with the manifest and COMMITTED.
+  const auto cached = [&](int rank) {
+    const std::string r = std::to_string(rank);
+    std::vector<std::string> names;
+    for (const auto& f : std::filesystem::directory_iterator(
+             core::ckpt::step_dir(tmp.path("local/node-" + r + "/s3-cache/rank-" + r), 4)))
+      names.push_back(f.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  CHECK(cached(0).size() == 6);
+  CHECK(cached(1) == std::vector<std::string>{core::ckpt::committed_name, core::ckpt::manifest_name,
+                                              core::ckpt::rank_state_name(1),
+                                              core::ckpt::rank_shard_name(1)});
 
   std::vector<std::uint64_t> steps;
   for (const auto& c : core::ckpt::scan_checkpoints_s3(run)) {
