@@ -1,19 +1,23 @@
 // The S3 client: URL and environment parsing, signed HTTP requests with retries, S3's XML answers.
 #include "core/storage/s3_client.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <httplib.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 
 namespace cohort::core::storage {
@@ -424,37 +428,142 @@ void s3_client::abort_multipart_upload(const std::string& bucket, const std::str
   send("DELETE", bucket, key, {{"uploadId", upload_id}}, "", {});
 }
 
+std::uint64_t multipart_part_size(std::uint64_t size, std::uint64_t wanted) {
+  const std::uint64_t needed = (size + max_upload_parts - 1) / max_upload_parts;
+  if (needed <= wanted) return wanted;
+  const std::uint64_t mib = 1ull << 20;
+  return (needed + mib - 1) / mib * mib;
+}
+
+namespace {
+
+// A file being read for an upload, one part at a time from any thread (pread).
+class upload_source {
+ public:
+  upload_source(const std::string& path, std::string what) : what_(std::move(what)) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0) {
+      if (fd_ >= 0) ::close(fd_);
+      throw s3_error(what_ + ": cannot read " + path, 0, "LocalReadError");
+    }
+    size_ = static_cast<std::uint64_t>(st.st_size);
+    path_ = path;
+  }
+  ~upload_source() { ::close(fd_); }
+  upload_source(const upload_source&) = delete;
+  upload_source& operator=(const upload_source&) = delete;
+
+  std::uint64_t size() const { return size_; }
+  std::string read(std::uint64_t offset, std::uint64_t n) const {
+    std::string buf(n, '\0');
+    for (std::uint64_t done = 0; done < n;) {
+      const ssize_t k = ::pread(fd_, buf.data() + done, n - done, static_cast<off_t>(offset + done));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) throw s3_error(what_ + ": cannot read " + path_, 0, "LocalReadError");
+      done += static_cast<std::uint64_t>(k);
+    }
+    return buf;
+  }
+
+ private:
+  std::string what_;
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+// The parts of one multipart upload, up to upload_streams of them in flight at once. Each thread
+// takes the next part, reads it and uploads it; the acknowledgements are told in part order
+// (after_part, one call at a time, for the parts done from the first on). The first error (a
+// part's upload or read, or after_part's) stops the taking of parts, and is rethrown once every
+// thread has stopped.
+class part_uploads {
+ public:
+  part_uploads(const upload_source& file, std::uint64_t part_size,
+               const std::function<void(int, std::uint64_t)>& after_part)
+      : file_(file), part_size_(part_size), after_part_(after_part) {
+    const auto count = static_cast<std::size_t>((file.size() + part_size - 1) / part_size);
+    parts_.resize(count);
+    done_.assign(count, false);
+  }
+
+  std::vector<s3_part> run(const std::function<s3_part(int number, const std::string& bytes)>& upload) {
+    std::vector<std::thread> threads;
+    const std::size_t streams = std::min<std::size_t>(upload_streams, parts_.size());
+    for (std::size_t t = 0; t < streams; ++t) threads.emplace_back([&] { work(upload); });
+    for (auto& t : threads) t.join();
+    if (error_) std::rethrow_exception(error_);
+    return parts_;
+  }
+
+ private:
+  void work(const std::function<s3_part(int, const std::string&)>& upload) {
+    for (;;) {
+      std::size_t i = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (error_ || next_ == parts_.size()) return;
+        i = next_++;
+      }
+      try {
+        const std::uint64_t offset = i * part_size_;
+        const std::uint64_t n = std::min(part_size_, file_.size() - offset);
+        s3_part part = upload(static_cast<int>(i) + 1, file_.read(offset, n));
+        std::lock_guard<std::mutex> lock(mutex_);
+        parts_[i] = std::move(part);
+        done_[i] = true;
+        tell_in_order();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        return;
+      }
+    }
+  }
+
+  // Under mutex_: after_part for each part acknowledged, in order.
+  void tell_in_order() {
+    while (told_ < parts_.size() && done_[told_]) {
+      const std::uint64_t offset = told_ * part_size_;
+      ++told_;
+      if (after_part_) after_part_(static_cast<int>(told_), std::min(part_size_, file_.size() - offset));
+    }
+  }
+
+  const upload_source& file_;
+  const std::uint64_t part_size_;
+  const std::function<void(int, std::uint64_t)>& after_part_;
+  std::mutex mutex_;  // guards the members below
+  std::vector<s3_part> parts_;
+  std::vector<bool> done_;
+  std::size_t next_ = 0;  // the next part to take
+  std::size_t told_ = 0;  // parts told to after_part
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
 void s3_client::upload_file(const std::string& bucket, const std::string& key, const std::string& path,
                             std::uint64_t part_size,
                             const std::function<void(int, std::uint64_t)>& after_part) const {
   if (part_size < min_part_size)
     throw std::invalid_argument("upload_file: part_size must be at least 5 MiB (S3's minimum), got " +
                                 std::to_string(part_size));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw s3_error("PUT s3://" + bucket + "/" + key + ": cannot read " + path, 0, "LocalReadError");
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  auto read_part = [&](std::uint64_t n) {
-    std::string buf(n, '\0');
-    if (!in.read(buf.data(), static_cast<std::streamsize>(n)))
-      throw s3_error("PUT s3://" + bucket + "/" + key + ": cannot read " + path, 0, "LocalReadError");
-    return buf;
-  };
+  const upload_source file(path, "PUT s3://" + bucket + "/" + key);
+  const std::uint64_t size = file.size();
+  part_size = multipart_part_size(size, part_size);
   if (size <= part_size) {
-    put_object(bucket, key, read_part(size));
+    put_object(bucket, key, file.read(0, size));
     if (after_part) after_part(1, size);
     return;
   }
   const std::string upload_id = create_multipart_upload(bucket, key);
   try {
-    std::vector<s3_part> parts;
-    for (std::uint64_t done = 0; done < size;) {
-      const std::uint64_t n = std::min(part_size, size - done);
-      parts.push_back(upload_part(bucket, key, upload_id, static_cast<int>(parts.size()) + 1, read_part(n)));
-      done += n;
-      if (after_part) after_part(parts.back().number, n);
-    }
+    part_uploads uploads(file, part_size, after_part);
+    const auto parts = uploads.run([&](int number, const std::string& bytes) {
+      return upload_part(bucket, key, upload_id, number, bytes);
+    });
     complete_multipart_upload(bucket, key, upload_id, parts);
   } catch (...) {
     try {

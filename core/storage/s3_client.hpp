@@ -28,6 +28,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -80,6 +81,16 @@ struct s3_part {
   std::string etag;  // as the server answered it
 };
 
+// S3's limit on the parts of one multipart upload.
+inline constexpr std::uint64_t max_upload_parts = 10000;
+// The parts of one upload in flight at once (the AWS CLI's default is 10): one connection each.
+inline constexpr std::size_t upload_streams = 8;
+
+// The part size of a multipart upload of `size` bytes: `wanted`, or the smallest whole number of
+// MiB that keeps the upload within max_upload_parts parts (8 MiB parts carry at most about 78 GiB:
+// a 7B model's fp32 weights and Adam moments on one rank are that much).
+std::uint64_t multipart_part_size(std::uint64_t size, std::uint64_t wanted);
+
 class s3_client {
  public:
   explicit s3_client(s3_config config);  // throws std::invalid_argument for a bad endpoint
@@ -121,11 +132,13 @@ class s3_client {
   void abort_multipart_upload(const std::string& bucket, const std::string& key, const std::string& upload_id) const;
 
   // Uploads `path` as one object: a single PUT when it fits one part, else a multipart upload of
-  // `part_size`-byte parts (at least 5 MiB, S3's minimum), each acknowledged before the next and
-  // the upload completed after the last; on any error the upload is aborted (best effort) and the
-  // error rethrown, so no object appears. `after_part(n, bytes)` (optional) runs after part n, of
-  // `bytes` bytes, was acknowledged (a single PUT is part 1): the upload's progress, and a test
-  // throws from it to stand for a crash mid-upload.
+  // multipart_part_size(size, part_size)-byte parts (`part_size` at least 5 MiB, S3's minimum),
+  // upload_streams of them in flight at once, the upload completed once every part was
+  // acknowledged; on any error no further part is sent, the upload is aborted (best effort) and
+  // the first error rethrown, so no object appears. `after_part(n, bytes)` (optional) runs once
+  // parts 1..n were all acknowledged, for each n in order and one call at a time, from any of
+  // the upload's threads (a single PUT is part 1): the upload's progress, and a test throws from
+  // it to stand for a crash mid-upload.
   void upload_file(const std::string& bucket, const std::string& key, const std::string& path,
                    std::uint64_t part_size,
                    const std::function<void(int part, std::uint64_t bytes)>& after_part = {}) const;

@@ -1,6 +1,7 @@
 // An HTTP proxy between an S3 client and the test S3 server (s3_server.hpp) that records what
 // passes and injects faults: requests whose request line contains a given text can be answered
-// "500 InternalError" without reaching the server, a given number of times. The S3 client opens
+// "500 InternalError" without reaching the server, a given number of times, or held until a given
+// number of them are there at once (which shows a client sends them together). The S3 client opens
 // one connection per request and asks the server to close it (Connection: close), so the proxy
 // handles one request per connection, each on a thread of its own, relaying the server's whole
 // answer once the server closed. Its destructor stops accepting and joins every thread.
@@ -14,6 +15,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
@@ -47,7 +50,11 @@ class s3_fault_proxy {
     acceptor_ = std::thread([this] { accept_loop(); });
   }
   ~s3_fault_proxy() {
-    stopping_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      together_.notify_all();  // held requests go on
+    }
     ::shutdown(listener_, SHUT_RDWR);  // wakes accept()
     acceptor_.join();
     ::close(listener_);
@@ -70,6 +77,19 @@ class s3_fault_proxy {
     fail_text_ = std::move(text);
   }
   int failures_served() const { return failures_served_; }
+  // The next requests whose request line contains `text` are held until `count` of them are there
+  // at once, then all go on. Each waits at most `limit`: a client that sends them one at a time
+  // still gets answers, late, and held_together() stays false.
+  void hold_until_together(int count, std::string text, std::chrono::seconds limit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hold_count_ = count;
+    hold_text_ = std::move(text);
+    hold_limit_ = limit;
+  }
+  bool held_together() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return held_together_;
+  }
   // The requests that reached the server since the last clear(), in the order they were answered.
   std::vector<exchange> exchanges() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -139,10 +159,25 @@ class s3_fault_proxy {
     return true;
   }
 
+  // hold_until_together: waits while fewer than hold_count_ requests like `request_line` are
+  // here (at most hold_limit_); the one that makes the count wakes the others.
+  void hold(const std::string& request_line) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (hold_count_ <= 0 || held_together_ || request_line.find(hold_text_) == std::string::npos) return;
+    if (++held_ >= hold_count_) {
+      held_together_ = true;
+      together_.notify_all();
+      return;
+    }
+    together_.wait_for(lock, hold_limit_, [this] { return held_together_ || stopping_.load(); });
+    if (!held_together_) --held_;  // it went on alone: no longer here
+  }
+
   void serve(int client) {
     std::string request, head;
     if (read_request(client, request, head)) {
       const std::string line = head.substr(0, head.find("\r\n"));
+      hold(line);
       if (take_fault(line)) {
         const std::string body =
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InternalError</Code>"
@@ -198,6 +233,12 @@ class s3_fault_proxy {
   mutable std::mutex mutex_;
   std::vector<std::thread> connections_;
   std::vector<exchange> exchanges_;
+  std::condition_variable together_;  // hold_until_together's
+  int hold_count_ = 0;
+  std::string hold_text_;
+  std::chrono::seconds hold_limit_{0};
+  int held_ = 0;  // requests held now
+  bool held_together_ = false;
   int fail_count_ = 0;
   std::string fail_text_;
   std::atomic<int> failures_served_{0};

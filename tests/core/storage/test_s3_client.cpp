@@ -1,5 +1,6 @@
 // The S3 client against a real S3-compatible server (s3rver) on 127.0.0.1: objects, ranges,
-// paginated listings, signature errors and multipart uploads, including one cut off mid-way.
+// paginated listings, signature errors and multipart uploads (several parts at once, larger parts
+// for a file past S3's 10,000), including one cut off mid-way.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include "core/storage/s3_client.hpp"
 #include "tests/support/files.hpp"
+#include "tests/support/s3_fault_proxy.hpp"
 #include "tests/support/s3_server.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -98,6 +100,42 @@ TEST_CASE("a file larger than a part goes up as a multipart upload, each part ac
   CHECK(s3.head_object(server.bucket(), "big/obj")->size == bytes.size());
   CHECK(s3.get_object(server.bucket(), "big/obj") == bytes);
   CHECK(s3.get_range(server.bucket(), "big/obj", part - 5, 10) == bytes.substr(part - 5, 10));
+}
+
+TEST_CASE("a multipart upload sends several parts at once and still tells them in part order") {
+  COHORT_NEED_S3_SERVER();
+  cohort::test::s3_server server;
+  cohort::test::s3_fault_proxy proxy{server.port()};
+  auto config = server.config();
+  config.endpoint = proxy.endpoint();
+  const s3_client s3(config);
+  cohort::test::temp_dir dir;
+  const std::uint64_t part = 5ull << 20;
+  const std::string bytes = random_bytes(5 * part + 7, 4);
+  const std::string path = dir.write("big.bin", bytes);
+  // Parts 1-4 (at least) are held at the proxy until four are there at once: sent one at a
+  // time, each would get through only after the 60 s, and the check below would fail.
+  proxy.hold_until_together(4, "partNumber=", std::chrono::seconds(60));
+  std::vector<std::pair<int, std::uint64_t>> acknowledged;
+  s3.upload_file(server.bucket(), "parallel/obj", path, part,
+                 [&](int n, std::uint64_t bytes) { acknowledged.emplace_back(n, bytes); });
+  CHECK(proxy.held_together());
+  CHECK(acknowledged == std::vector<std::pair<int, std::uint64_t>>{
+                            {1, part}, {2, part}, {3, part}, {4, part}, {5, part}, {6, 7}});
+  CHECK(s3.get_object(server.bucket(), "parallel/obj") == bytes);
+}
+
+TEST_CASE("an upload larger than 10,000 parts of the asked size carry takes larger parts, in whole MiB") {
+  const std::uint64_t mib = 1ull << 20, part = 8 * mib;
+  CHECK(multipart_part_size(0, part) == part);
+  CHECK(multipart_part_size(max_upload_parts * part, part) == part);  // 78 GiB: exactly fits
+  const std::uint64_t more = max_upload_parts * part + 1;
+  CHECK(multipart_part_size(more, part) == 9 * mib);
+  const std::uint64_t shard_13b = 13000000000ull * 12;  // fp32 weights and Adam moments of 13B
+  const std::uint64_t size = multipart_part_size(shard_13b, part);
+  CHECK(size % mib == 0);
+  CHECK((shard_13b + size - 1) / size <= max_upload_parts);
+  CHECK((shard_13b + (size - mib) - 1) / (size - mib) > max_upload_parts);  // the smallest that fits
 }
 
 TEST_CASE("a multipart upload cut off after a part leaves no object behind") {
