@@ -17,9 +17,10 @@
 //                    the worker actor of a process passes each on as a codec frame on the
 //                    process's command link (fd 4), whose reader thread sets its run_signals
 //   worker process → its worker actor   process_progress, process_heartbeat, process_log,
-//                    process_finished as codec frames on fd 3 (worker_process_link.hpp), turned into the
-//                    messages above (the link's messages: worker_link_messages, below); each
-//                    direction of that link opens with link_hello, its protocol version
+//                    process_finished as codec frames on fd 3 (worker_process_link.hpp), turned
+//                    into the messages above (the link's messages: worker_link_messages,
+//                    below); each direction of that link opens with link_hello, its protocol
+//                    version
 //   trainer → head   attempt_running, progress_report, log_line, attempt_outcome
 //   head → trainer, trainer → worker   stop_attempt
 //   head → trainer   checkpoint_attempt, release_attempt, preempt_attempt, log_ack, outcome_ack

@@ -1,8 +1,9 @@
 // The node-side actor of a worker that runs in its own OS process (cluster-worker). It starts
 // the process, relays its output and what it reports on its link (progress, heartbeats, the
-// workload's lines, its final word) to the trainer, passes the trainer's commands (worker_command,
-// stop_attempt) on to the process as frames on its command link, and reports how it ended — including a
-// crash, kill -9 or a broken link (a malformed frame, another version), each of which takes only this worker.
+// workload's lines, its final word) to the trainer, passes the trainer's commands
+// (worker_command, stop_attempt) on to the process as frames on its command link, and reports how
+// it ended — including a crash, kill -9 or a broken link (a malformed frame, another version),
+// each of which takes only this worker.
 // A job that names scaling.resources_per_worker.memory has its process held to it: the actor
 // reads the process's resident memory every memory_watch_every and kills a process past the
 // limit, reporting the limit and what it held.
@@ -109,9 +110,9 @@ void on_output(wp_ptr self, const child_output& out) {
 }
 
 // What the process reports on its link: progress, heartbeats and its logged lines on to the
-// trainer (in the order written), its own account
-// of how it ended kept. A process that does not speak the link's protocol (or not this version of
-// it) fails (retryable, as a crash), and nothing it says from there on is believed.
+// trainer (in the order written), its own account of how it ended kept. A process that does not
+// speak the link's protocol (or not this version of it) fails (retryable, as a crash), and
+// nothing it says from there on is believed.
 void on_report_bytes(wp_ptr self, const child_report_bytes& in) {
   auto& st = self->state;
   if (st.link_error) return;

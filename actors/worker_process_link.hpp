@@ -8,15 +8,15 @@
 // with link_hello{worker_link_version}; a reader refuses a direction that opens otherwise:
 //   worker → node on file descriptor 3: process_progress, process_heartbeat (for the trainer's
 //     hang detector), process_log (the workload's own lines, in order with its reports) and
-//     process_finished (its final word). The node's worker actor reassembles
-//     them from the bytes as they come; a malformed frame or another version fails that worker
-//     (its process is killed and the trainer told why), never the node or the trainer.
+//     process_finished (its final word). The node's worker actor reassembles them from the bytes
+//     as they come; a malformed frame or another version fails that worker (its process is
+//     killed and the trainer told why), never the node or the trainer.
 //   node → worker on file descriptor 4: the trainer's commands (worker_command: checkpoint,
 //     release, preempt, stop), which a reader thread of the worker applies to its run_signals;
 //     a worker whose node speaks another version fails before it runs anything.
 // Plain output on stdout/stderr (the libraries', a crash's trace) becomes the job's log too, but
-// read on its own pipe: it may reach the trainer after a report written later. The worker process links no
-// actor: only CAF's message type, for the codec.
+// is read on its own pipe: it may reach the trainer after a report written later. The worker
+// process links no actor: only CAF's message type, for the codec.
 #pragma once
 
 #include <condition_variable>

@@ -491,7 +491,12 @@ class part_uploads {
   std::vector<s3_part> run(const std::function<s3_part(int number, const std::string& bytes)>& upload) {
     std::vector<std::thread> threads;
     const std::size_t streams = std::min<std::size_t>(upload_streams, parts_.size());
-    for (std::size_t t = 0; t < streams; ++t) threads.emplace_back([&] { work(upload); });
+    try {
+      for (std::size_t t = 0; t < streams; ++t) threads.emplace_back([&] { work(upload); });
+    } catch (...) {  // no thread to be had: the ones started stop, and the upload fails
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
     for (auto& t : threads) t.join();
     if (error_) std::rethrow_exception(error_);
     return parts_;
@@ -522,9 +527,9 @@ class part_uploads {
     }
   }
 
-  // Under mutex_: after_part for each part acknowledged, in order.
+  // Under mutex_: after_part for each part acknowledged, in order; none after an error.
   void tell_in_order() {
-    while (told_ < parts_.size() && done_[told_]) {
+    while (!error_ && told_ < parts_.size() && done_[told_]) {
       const std::uint64_t offset = told_ * part_size_;
       ++told_;
       if (after_part_) after_part_(static_cast<int>(told_), std::min(part_size_, file_.size() - offset));
