@@ -209,39 +209,46 @@ void download_checkpoint_s3(const s3_run& run, std::uint64_t step, const std::st
   if (ec) throw ckpt_error(ckpt_errc::io, local_dir + ": cannot create: " + ec.message());
   // The step's own files (the manifest first when only some are wanted: it names them), COMMITTED
   // last.
-  std::map<std::string, std::uint64_t> sizes;
+  std::map<std::string, storage::s3_object_info> listed;
   for (const auto& o : objects) {
     const std::string name = o.key.substr(prefix.size());
-    if (!name.empty() && name.find('/') == std::string::npos) sizes[name] = o.size;
+    if (!name.empty() && name.find('/') == std::string::npos) listed[name] = o;
   }
+  const auto size_of = [&](const std::string& name) {
+    const auto it = listed.find(name);
+    return it == listed.end() ? std::uint64_t{0} : it->second.size;
+  };
+  // A large file in ranges, several at once (of the version listed).
   const auto fetch = [&](const std::string& name, transfer_count* moved) {
+    storage::s3_object_info object{prefix + name, 0, ""};
+    if (const auto it = listed.find(name); it != listed.end()) object = it->second;
     s3_call([&] {
-      s3.get_to_file(run.url.bucket, prefix + name, (fs::path(local_dir) / name).string(),
-                     [&](std::uint64_t n) {
-                       if (moved) moved->add(n);
-                     });
+      s3.get_to_file_in_ranges(run.url.bucket, object, (fs::path(local_dir) / name).string(),
+                               [&](std::uint64_t n) {
+                                 if (moved) moved->add(n);
+                               });
     });
   };
   std::vector<std::string> names;
-  std::uint64_t total = sizes[committed_name];
+  std::uint64_t total = size_of(committed_name);
   if (wanted) {
     fetch(manifest_name, nullptr);
     const manifest m = downloaded_manifest(run, step, local_dir);
-    total += sizes[manifest_name];
+    total += size_of(manifest_name);
     for (const auto& f : m.files)
       if (wanted(m, f)) {
         names.push_back(f.name);
         total += f.size;
       }
   } else {
-    for (const auto& [name, size] : sizes)
+    for (const auto& [name, object] : listed)
       if (name != committed_name) {
         names.push_back(name);
-        total += size;
+        total += object.size;
       }
   }
   transfer_count moved(progress, total);
-  if (wanted) moved.add(sizes[manifest_name]);
+  if (wanted) moved.add(size_of(manifest_name));
   for (const auto& name : names) fetch(name, &moved);
   fetch(committed_name, &moved);
 }

@@ -473,81 +473,121 @@ class upload_source {
   std::uint64_t size_ = 0;
 };
 
-// The parts of one multipart upload, up to upload_streams of them in flight at once. Each thread
-// takes the next part, reads it and uploads it; the acknowledgements are told in part order
-// (after_part, one call at a time, for the parts done from the first on). The first error (a
-// part's upload or read, or after_part's) stops the taking of parts, and is rethrown once every
-// thread has stopped.
-class part_uploads {
+// A file being written by ranges from any thread (pwrite), created or truncated.
+class download_target {
  public:
-  part_uploads(const upload_source& file, std::uint64_t part_size,
-               const std::function<void(int, std::uint64_t)>& after_part)
-      : file_(file), part_size_(part_size), after_part_(after_part) {
-    const auto count = static_cast<std::size_t>((file.size() + part_size - 1) / part_size);
-    parts_.resize(count);
-    done_.assign(count, false);
+  download_target(const std::string& path, std::string what) : what_(std::move(what)), path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw s3_error(what_ + ": cannot write " + path + ": " + std::strerror(errno), 0, "LocalWriteError");
   }
+  ~download_target() { ::close(fd_); }
+  download_target(const download_target&) = delete;
+  download_target& operator=(const download_target&) = delete;
 
-  std::vector<s3_part> run(const std::function<s3_part(int number, const std::string& bytes)>& upload) {
-    std::vector<std::thread> threads;
-    const std::size_t streams = std::min<std::size_t>(upload_streams, parts_.size());
-    try {
-      for (std::size_t t = 0; t < streams; ++t) threads.emplace_back([&] { work(upload); });
-    } catch (...) {  // no thread to be had: the ones started stop, and the upload fails
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
+  void write(std::uint64_t offset, const std::string& bytes) const {
+    for (std::size_t done = 0; done < bytes.size();) {
+      const ssize_t k =
+          ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0)
+        throw s3_error(what_ + ": cannot write " + path_ + ": " + std::strerror(errno), 0, "LocalWriteError");
+      done += static_cast<std::size_t>(k);
     }
-    for (auto& t : threads) t.join();
-    if (error_) std::rethrow_exception(error_);
-    return parts_;
   }
 
  private:
-  void work(const std::function<s3_part(int, const std::string&)>& upload) {
+  std::string what_;
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Runs work(i) for each part i of `count`, up to `streams` at once, each on a thread of its
+// own; told(i) runs once parts 0..i are all done, for each i in order and one call at a time.
+// The first error (of a work or a told) stops the taking of parts, no told runs after it, and it
+// is rethrown once every thread has stopped.
+class parallel_parts {
+ public:
+  parallel_parts(std::size_t count, std::function<void(std::size_t)> work,
+                 std::function<void(std::size_t)> told)
+      : work_(std::move(work)), told_fn_(std::move(told)), done_(count, false) {}
+
+  void run(std::size_t streams) {
+    std::vector<std::thread> threads;
+    try {
+      for (std::size_t t = 0; t < std::min(streams, done_.size()); ++t)
+        threads.emplace_back([this] { take_parts(); });
+    } catch (...) {  // no thread to be had: the ones started stop, and the transfer fails
+      fail(std::current_exception());
+    }
+    for (auto& t : threads) t.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void take_parts() {
     for (;;) {
       std::size_t i = 0;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (error_ || next_ == parts_.size()) return;
+        if (error_ || next_ == done_.size()) return;
         i = next_++;
       }
       try {
-        const std::uint64_t offset = i * part_size_;
-        const std::uint64_t n = std::min(part_size_, file_.size() - offset);
-        s3_part part = upload(static_cast<int>(i) + 1, file_.read(offset, n));
+        work_(i);
         std::lock_guard<std::mutex> lock(mutex_);
-        parts_[i] = std::move(part);
         done_[i] = true;
-        tell_in_order();
+        while (!error_ && told_ < done_.size() && done_[told_]) told_fn_(told_++);
       } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!error_) error_ = std::current_exception();
+        fail(std::current_exception());
         return;
       }
     }
   }
 
-  // Under mutex_: after_part for each part acknowledged, in order; none after an error.
-  void tell_in_order() {
-    while (!error_ && told_ < parts_.size() && done_[told_]) {
-      const std::uint64_t offset = told_ * part_size_;
-      ++told_;
-      if (after_part_) after_part_(static_cast<int>(told_), std::min(part_size_, file_.size() - offset));
-    }
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::move(e);
   }
 
-  const upload_source& file_;
-  const std::uint64_t part_size_;
-  const std::function<void(int, std::uint64_t)>& after_part_;
+  const std::function<void(std::size_t)> work_;
+  const std::function<void(std::size_t)> told_fn_;
   std::mutex mutex_;  // guards the members below
-  std::vector<s3_part> parts_;
   std::vector<bool> done_;
   std::size_t next_ = 0;  // the next part to take
-  std::size_t told_ = 0;  // parts told to after_part
+  std::size_t told_ = 0;  // parts told
   std::exception_ptr error_;
 };
 
+// Part i of `size` bytes cut in `part_size` pieces: its offset and length.
+std::pair<std::uint64_t, std::uint64_t> part_of(std::size_t i, std::uint64_t size, std::uint64_t part_size) {
+  const std::uint64_t offset = i * part_size;
+  return {offset, std::min(part_size, size - offset)};
+}
+
+std::size_t parts_in(std::uint64_t size, std::uint64_t part_size) {
+  return static_cast<std::size_t>((size + part_size - 1) / part_size);
+}
+
 }  // namespace
+
+void s3_client::get_to_file_in_ranges(const std::string& bucket, const s3_object_info& object,
+                                      const std::string& path,
+                                      const std::function<void(std::uint64_t)>& on_bytes,
+                                      std::uint64_t range_bytes) const {
+  if (object.size <= range_bytes) return get_to_file(bucket, object.key, path, on_bytes);
+  const download_target file(path, "GET s3://" + bucket + "/" + object.key);
+  parallel_parts gets(
+      parts_in(object.size, range_bytes),
+      [&](std::size_t i) {
+        const auto [offset, n] = part_of(i, object.size, range_bytes);
+        file.write(offset, get_range(bucket, object.key, offset, n, object.etag));
+      },
+      [&](std::size_t i) {
+        if (on_bytes) on_bytes(part_of(i, object.size, range_bytes).second);
+      });
+  gets.run(download_streams);
+}
 
 void s3_client::upload_file(const std::string& bucket, const std::string& key, const std::string& path,
                             std::uint64_t part_size,
@@ -565,10 +605,17 @@ void s3_client::upload_file(const std::string& bucket, const std::string& key, c
   }
   const std::string upload_id = create_multipart_upload(bucket, key);
   try {
-    part_uploads uploads(file, part_size, after_part);
-    const auto parts = uploads.run([&](int number, const std::string& bytes) {
-      return upload_part(bucket, key, upload_id, number, bytes);
-    });
+    std::vector<s3_part> parts(parts_in(size, part_size));
+    parallel_parts uploads(
+        parts.size(),
+        [&](std::size_t i) {
+          const auto [offset, n] = part_of(i, size, part_size);
+          parts[i] = upload_part(bucket, key, upload_id, static_cast<int>(i) + 1, file.read(offset, n));
+        },
+        [&](std::size_t i) {
+          if (after_part) after_part(static_cast<int>(i) + 1, part_of(i, size, part_size).second);
+        });
+    uploads.run(upload_streams);
     complete_multipart_upload(bucket, key, upload_id, parts);
   } catch (...) {
     try {

@@ -1,6 +1,7 @@
 // A client of S3 and S3-compatible servers: PUT, GET (whole or a byte range, into memory or a
-// file), HEAD, LIST (v2, every page), DELETE, and multipart uploads (create, upload part,
-// complete, abort), signed with SigV4.
+// file; a large object into a file in ranges, several at once), HEAD, LIST (v2, every page),
+// DELETE, and multipart uploads (create, upload part, complete, abort; a file's parts several at
+// once), signed with SigV4.
 //
 // Contract:
 // - Threads: an s3_client is immutable once built; every call opens its own connection, so any
@@ -83,8 +84,11 @@ struct s3_part {
 
 // S3's limit on the parts of one multipart upload.
 inline constexpr std::uint64_t max_upload_parts = 10000;
-// The parts of one upload in flight at once (the AWS CLI's default is 10): one connection each.
+// The parts of one upload, or the ranges of one download, in flight at once (the AWS CLI's
+// default is 10): one connection each.
 inline constexpr std::size_t upload_streams = 8;
+inline constexpr std::size_t download_streams = 8;
+inline constexpr std::uint64_t download_range_bytes = 16ull << 20;
 
 // The part size of a multipart upload of `size` bytes: `wanted`, or the smallest whole number of
 // MiB that keeps the upload within max_upload_parts parts (8 MiB parts carry at most about 78 GiB:
@@ -109,6 +113,16 @@ class s3_client {
   // a transfer's progress, for a heartbeat.
   void get_to_file(const std::string& bucket, const std::string& key, const std::string& path,
                    const std::function<void(std::uint64_t)>& on_bytes = {}) const;
+  // `object` (its key, size and ETag, as a listing gave them) into `path` (created or truncated):
+  // an object larger than `range_bytes` in ranges of that size, download_streams of them at once,
+  // each written at its offset and all of one version of the object (If-Match its ETag: one
+  // uploaded since fails the download with 412 PreconditionFailed); a smaller one as get_to_file
+  // does. `on_bytes(n)` (optional) runs as each range reaches the file, in order, one call at a
+  // time. On an error no further range is asked for and the first error is thrown; the file is
+  // left partial (the checkpoint download writes COMMITTED last for that).
+  void get_to_file_in_ranges(const std::string& bucket, const s3_object_info& object, const std::string& path,
+                             const std::function<void(std::uint64_t)>& on_bytes = {},
+                             std::uint64_t range_bytes = download_range_bytes) const;
   // get_to_file into a file of this process's own (PATH.part-PID-THREAD), renamed onto `path` only
   // once `accept(part)` returns "": a reader of the old copy (another process sharing the
   // directory) keeps reading it intact. Returns "" when the copy is in place, else what `accept`

@@ -1,6 +1,7 @@
 // The S3 client against a real S3-compatible server (s3rver) on 127.0.0.1: objects, ranges,
-// paginated listings, signature errors and multipart uploads (several parts at once, larger parts
-// for a file past S3's 10,000), including one cut off mid-way.
+// paginated listings, downloads in ranges several at once, signature errors and multipart uploads
+// (several parts at once, larger parts for a file past S3's 10,000), including one cut off
+// mid-way.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -24,6 +25,19 @@ std::string random_bytes(std::size_t n, unsigned seed) {
   for (auto& c : out) c = static_cast<char>(gen() & 0xff);
   return out;
 }
+
+// The test server, and a client that reaches it through a fault proxy.
+struct proxied_server {
+  cohort::test::s3_server server;
+  cohort::test::s3_fault_proxy proxy{server.port()};
+  const s3_client s3{through(proxy, server)};
+
+  static s3_config through(const cohort::test::s3_fault_proxy& proxy, const cohort::test::s3_server& server) {
+    auto config = server.config();
+    config.endpoint = proxy.endpoint();
+    return config;
+  }
+};
 
 }  // namespace
 
@@ -104,11 +118,8 @@ TEST_CASE("a file larger than a part goes up as a multipart upload, each part ac
 
 TEST_CASE("a multipart upload sends several parts at once and still tells them in part order") {
   COHORT_NEED_S3_SERVER();
-  cohort::test::s3_server server;
-  cohort::test::s3_fault_proxy proxy{server.port()};
-  auto config = server.config();
-  config.endpoint = proxy.endpoint();
-  const s3_client s3(config);
+  proxied_server rig;
+  auto& [server, proxy, s3] = rig;
   cohort::test::temp_dir dir;
   const std::uint64_t part = 5ull << 20;
   const std::string bytes = random_bytes(5 * part + 7, 4);
@@ -123,6 +134,48 @@ TEST_CASE("a multipart upload sends several parts at once and still tells them i
   CHECK(acknowledged == std::vector<std::pair<int, std::uint64_t>>{
                             {1, part}, {2, part}, {3, part}, {4, part}, {5, part}, {6, 7}});
   CHECK(s3.get_object(server.bucket(), "parallel/obj") == bytes);
+}
+
+TEST_CASE("a large object comes down in ranges, several at once, into one file; a smaller one whole") {
+  COHORT_NEED_S3_SERVER();
+  proxied_server rig;
+  auto& [server, proxy, s3] = rig;
+  cohort::test::temp_dir dir;
+  const std::uint64_t range = 1ull << 20;
+  const std::string bytes = random_bytes(6 * range + 99, 5);
+  s3.put_object(server.bucket(), "ranges/obj", bytes);
+  const auto listed = s3.list_objects(server.bucket(), "ranges/");
+  REQUIRE(listed.size() == 1);
+  // Ranges 1-4 (at least) are held at the proxy until four are there at once.
+  proxy.hold_until_together(4, "GET /", std::chrono::seconds(60));
+  std::vector<std::uint64_t> told;
+  const std::string path = dir.path("obj");
+  s3.get_to_file_in_ranges(
+      server.bucket(), listed[0], path, [&](std::uint64_t n) { told.push_back(n); }, range);
+  CHECK(proxy.held_together());
+  CHECK(cohort::test::read_file(path) == bytes);
+  CHECK(told == std::vector<std::uint64_t>{range, range, range, range, range, range, 99});
+  std::size_t ranged = 0;
+  for (const auto& e : proxy.exchanges()) ranged += e.range.empty() ? 0 : 1;
+  CHECK(ranged == 7);
+  // Smaller than a range: one GET, no range.
+  proxy.clear();
+  s3.put_object(server.bucket(), "ranges/small", "tiny");
+  s3.get_to_file_in_ranges(server.bucket(), s3.list_objects(server.bucket(), "ranges/small")[0], path, {},
+                           range);
+  CHECK(cohort::test::read_file(path) == "tiny");
+  const auto small = proxy.exchanges();
+  REQUIRE(small.size() == 3);  // the PUT, the listing, then one GET
+  CHECK(small[2].request_line.rfind("GET /", 0) == 0);
+  CHECK(small[2].range.empty());
+  // The object replaced after it was listed: the ranges asked for the listed version fail.
+  s3.put_object(server.bucket(), "ranges/obj", random_bytes(6 * range + 99, 6));
+  try {
+    s3.get_to_file_in_ranges(server.bucket(), listed[0], path, {}, range);
+    FAIL("ranges of another version were taken");
+  } catch (const s3_error& e) {
+    CHECK(e.http_status() == 412);
+  }
 }
 
 TEST_CASE("an upload larger than 10,000 parts of the asked size carry takes larger parts, in whole MiB") {
