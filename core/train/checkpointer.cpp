@@ -179,13 +179,13 @@ std::optional<resume_point> checkpointer::choose_resume() {
   } else {
     // Rank 0 verified the copy it chose from; each other rank fetches what it reads (from S3:
     // with the step's world size its own files, checked) into a copy of its own.
+    const ckpt::resuming_rank me{ctx_.rank, ctx_.world_size};
     r.dir = ctx_.rank == 0 ? choice["dir"].get<std::string>()
-                           : location_->fetch(choice["step"].get<std::uint64_t>(),
-                                              ckpt::resuming_rank{ctx_.rank, ctx_.world_size}, {});
+                           : location_->fetch(choice["step"].get<std::uint64_t>(), me, {});
     r.manifest = ckpt::read_manifest(r.dir);
-    std::uint64_t read = 0;  // rank 0 read every file to verify them; a rank reads its own shard
+    std::uint64_t read = 0;  // rank 0 read every file to verify them; a rank reads what it restores
     for (const auto& f : r.manifest.files)
-      if (ctx_.rank == 0 || f.rank == ctx_.rank || r.manifest.world_size != ctx_.world_size) read += f.size;
+      if (ctx_.rank == 0 || me.reads(r.manifest, f)) read += f.size;
     log("rank " + std::to_string(ctx_.rank) + ": restoring step " + std::to_string(r.manifest.step) +
         " from storage: " + std::to_string(read) + " bytes of checkpoint files read from storage");
   }

@@ -36,15 +36,24 @@ test::run_options in_s3(config::job_spec& spec, const test::s3_server& server) {
   return o;
 }
 
+// The test server with its credentials in the environment, a temp dir, and the tiny job of two
+// workers on a data set in it.
+struct tiny_job_beside_server {
+  test::s3_server server;
+  test::s3_environment credentials;
+  temp_dir tmp;
+  config::job_spec spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
+};
+
 }  // namespace
 
 TEST_CASE("a run checkpointing to S3, stopped and started again, resumes from S3 bitwise equal to a straight run",
           "[core][train][ckpt][s3]") {
   COHORT_NEED_S3_SERVER();
-  test::s3_server server;
-  test::s3_environment credentials;
-  temp_dir tmp;
-  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
+  tiny_job_beside_server rig;
+  const auto& server = rig.server;
+  const auto& tmp = rig.tmp;
+  auto& spec = rig.spec;
   spec.train.max_steps = 12;
   spec.run.checkpoint.every_steps = 4;
   spec.run.checkpoint.num_to_keep = 2;
@@ -120,10 +129,10 @@ TEST_CASE("a run checkpointing to S3, stopped and started again, resumes from S3
 TEST_CASE("a run whose data.train is in S3 streams it through its cache and trains exactly as from local disk",
           "[core][train][data][s3]") {
   COHORT_NEED_S3_SERVER();
-  test::s3_server server;
-  test::s3_environment credentials;
-  temp_dir tmp;
-  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
+  tiny_job_beside_server rig;
+  const auto& server = rig.server;
+  const auto& tmp = rig.tmp;
+  auto& spec = rig.spec;
   spec.train.max_steps = 4;
   spec.train.log_every = 1;
   const auto local = test::run_workload(spec, tmp.path("local-data"));
@@ -225,10 +234,10 @@ TEST_CASE(
     "write and its upload in rank 0's export, so that a long transfer is progress to the hang detector",
     "[core][train][ckpt][s3]") {
   COHORT_NEED_S3_SERVER();
-  test::s3_server server;
-  test::s3_environment credentials;
-  temp_dir tmp;
-  auto spec = test::tiny_job(test::make_tiny_dataset(tmp.path("data")), 2, 1, false);
+  tiny_job_beside_server rig;
+  const auto& server = rig.server;
+  const auto& tmp = rig.tmp;
+  auto& spec = rig.spec;
   spec.train.max_steps = 2;
   test::run_options o = in_s3(spec, server);
   core::train::rank_activity activities[2];
