@@ -262,6 +262,47 @@ void write_room(const torch::Tensor& room, std::int64_t in, const std::vector<to
   });
 }
 
+// Where linear_grads_into puts its gradients: x's at out[x] (none when x < 0) and the weights'
+// at out[weights] on, as the autograd function's inputs are numbered.
+struct grad_slots {
+  int x = 0, weights = 1;
+};
+
+// The gradients of y = x Wᵀ, W the weights' rows stacked, from g = dy (..., Σ out_i) and x's rows
+// x2: x's (g W, plus dh a where the adapters give dh), and the weights' (gᵀ x) straight into an
+// optimizer's fp32 buffer where one holds them all (weight_grad_sink.hpp, none then for
+// autograd), else one per weight; each into its slot of `out`.
+void linear_grads_into(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list& out,
+                       const torch::Tensor& g, const torch::Tensor& x2,
+                       const std::vector<torch::Tensor>& weights, const torch::Tensor& dh,
+                       const torch::Tensor& a, grad_slots slots = {}) {
+  const auto n = weights.size();
+  const auto g2 = g.reshape({-1, g.size(-1)});
+  const auto stacked = stacked_rows(weights);
+  if (slots.x >= 0 && ctx->needs_input_grad(static_cast<std::size_t>(slots.x))) {
+    auto in_sizes = g.sizes().vec();
+    in_sizes.back() = stacked.size(1);
+    auto gx = gemm::mm(g2, stacked).view(in_sizes);  // (..., in)
+    if (dh.defined()) gx.view({-1, gx.size(-1)}).addmm_(dh, a);
+    out[static_cast<std::size_t>(slots.x)] = gx;
+  }
+  const auto first = static_cast<std::size_t>(slots.weights);
+  bool any_weight = false, every_weight = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    any_weight = any_weight || ctx->needs_input_grad(first + i);
+    every_weight = every_weight && ctx->needs_input_grad(first + i);
+  }
+  auto target = every_weight ? weight_grad_target_of(stacked) : weight_grad_target{};
+  if (target.grad.defined()) {
+    gemm::mm_into(target.grad, g2.t(), x2, target.accumulate);
+  } else if (any_weight) {
+    std::vector<std::int64_t> rows;
+    for (const auto& w : weights) rows.push_back(w.size(0));
+    const auto gw = gemm::mm(g2.t(), x2).split_with_sizes(rows, 0);
+    for (std::size_t i = 0; i < n; ++i) out[first + i] = gw[i];
+  }
+}
+
 // concat_linear's autograd. The weights, biases, adapters (a then each b) and room come as lists
 // (libtorch 1.13 takes no undefined tensor as an input); the backward concatenates the weights
 // again instead of keeping their copy, and returns the gradients of x, each weight, each bias, a
@@ -344,28 +385,7 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     // db_i = g_iᵀ h_i, and x gets dh a.
     torch::Tensor dh;
     if (adapted) dh = adapter_grads_into(ctx, out, saved, n, biased, room, g2, x2);
-    const auto stacked = stacked_rows(weights);
-    if (ctx->needs_input_grad(0)) {
-      auto in_sizes = g.sizes().vec();
-      in_sizes.back() = stacked.size(1);
-      auto gx = gemm::mm(g2, stacked).view(in_sizes);  // (..., in)
-      if (dh.defined()) gx.view({-1, gx.size(-1)}).addmm_(dh, saved[1 + n]);
-      out[0] = gx;
-    }
-    bool any_weight = false, every_weight = true;
-    for (std::size_t i = 0; i < n; ++i) {
-      any_weight = any_weight || ctx->needs_input_grad(1 + i);
-      every_weight = every_weight && ctx->needs_input_grad(1 + i);
-    }
-    // The weights' gradient straight into an optimizer's fp32 buffer where one holds them all
-    // (weight_grad_sink.hpp), none then for autograd; else returned, one per weight.
-    auto target = every_weight ? weight_grad_target_of(stacked) : weight_grad_target{};
-    if (target.grad.defined()) {
-      gemm::mm_into(target.grad, g2.t(), x2, target.accumulate);
-    } else if (any_weight) {
-      const auto gw = gemm::mm(g2.t(), x2).split_with_sizes(rows, 0);
-      for (std::size_t i = 0; i < n; ++i) out[1 + i] = gw[i];
-    }
+    linear_grads_into(ctx, out, g, x2, weights, dh, adapted ? saved[1 + n] : torch::Tensor());
     if (biased) {
       const auto gb = g2.sum(0).split_with_sizes(rows, 0);
       for (std::size_t i = 0; i < n; ++i) out[1 + n + i] = gb[i];
@@ -398,6 +418,46 @@ class concat_linear_function : public torch::autograd::Function<concat_linear_fu
     return dh;
   }
 };
+
+// A Llama MLP, down(silu(gate x) * up x), in cohort's own Hopper GEMM (hopper_gemm.hpp): the
+// forward's gate/up projection writes gate_up and h in one kernel (fused_linear_swiglu), then the
+// down projection's GEMM; the backward's down-projection input gradient computes SwiGLU's
+// backward in its epilogue (fused_swiglu_input_grad), then the weights' and x's gradients as
+// concat_linear's. Saves x, the weights, gate_up and h, as the separate ops would.
+class swiglu_mlp_function : public torch::autograd::Function<swiglu_mlp_function> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& gate, const torch::Tensor& up,
+                               const torch::Tensor& down) {
+    auto [gate_up, h] = fused_linear_swiglu(x, gate, up);
+    ctx->save_for_backward({x, gate, up, down, gate_up, h});
+    return gemm::linear(h, down);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &down = saved[3], &gate_up = saved[4], &h = saved[5];
+    torch::autograd::variable_list out(4);  // x, gate, up, down
+    const auto& g = grads[0];
+    const auto g_gate_up = fused_swiglu_input_grad(g, down, gate_up);
+    linear_grads_into(ctx, out, g, h.reshape({-1, h.size(-1)}), {down}, {}, {}, grad_slots{-1, 3});
+    linear_grads_into(ctx, out, g_gate_up, x.reshape({-1, x.size(-1)}), {saved[1], saved[2]}, {}, {});
+    return out;
+  }
+};
+
+// Whether the MLP runs as swiglu_mlp_function: where the GEMMs are cohort's to choose
+// (gemm::timed_picks: a training job of one rank, not a deterministic one), without adapters,
+// biases or dropout, and the build, device and shapes allow.
+bool swiglu_mlp_applies(const projection_impl& gate, const projection_impl& up, const projection_impl& down,
+                        const torch::Tensor& x) {
+  for (const auto* p : {&gate, &up, &down}) {
+    if (p->lora_a.defined() || p->bias.defined() || p->conv1d) return false;
+  }
+  return gemm::timed_picks() && !at::globalContext().deterministicAlgorithms() &&
+         fused_linear_swiglu_fits(x, gate.weight, up.weight) && fused_swiglu_input_grad_fits(x, down.weight);
+}
 
 // chunked_lm_head_loss's autograd: the forward computes the loss and, when `want_grads`, its
 // gradients; the backward scales those. The bias comes as a list of none or one. Targets of
@@ -737,9 +797,14 @@ mlp_impl::mlp_impl(const model_config& c, const torch::TensorOptions& options)
 torch::Tensor mlp_impl::forward(const torch::Tensor& x) {
   const bool train = is_training();
   torch::Tensor h;
+  const bool silu = activation_ == "silu" || activation_ == "swish";
+  const bool no_dropout = !train || (act_dropout_ == 0.0 && resid_dropout_ == 0.0);
+  if (gate && silu && no_dropout && fused_for(path, x) && swiglu_mlp_applies(*gate, *up, *down, x)) {
+    return swiglu_mlp_function::apply(x, gate->weight, up->weight, down->weight);
+  }
   if (gate && !up->conv1d && fused_for(path, x)) {  // one GEMM for gate and up
     auto gate_up = fused_projections({gate, up}, x);
-    if ((activation_ == "silu" || activation_ == "swish") && fused_kernels_available(x)) {
+    if (silu && fused_kernels_available(x)) {
       h = fused_swiglu(gate_up);  // one kernel each way; saves gate_up only
     } else {
       auto parts = gate_up.chunk(2, -1);

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/model/swiglu_math.cuh"
+
 namespace cohort::core::model::kernels {
 namespace {
 
@@ -216,8 +218,6 @@ int launch_rotary(direction dir, const column_parts& in, const column_parts& out
   return static_cast<int>(cudaGetLastError());
 }
 
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
-
 template <typename T, int Vec>
 __global__ void swiglu_forward_kernel(const T* __restrict__ gate_up, T* __restrict__ out,
                                       std::int64_t rows, std::int64_t inner) {
@@ -234,7 +234,7 @@ __global__ void swiglu_forward_kernel(const T* __restrict__ gate_up, T* __restri
 #pragma unroll
     for (int k = 0; k < Vec; ++k) {
       const float gf = to_float(g.v[k]);
-      y.v[k] = from_float<T>(gf * sigmoid(gf) * to_float(u.v[k]));
+      y.v[k] = from_float<T>(gf * swiglu_sigmoid(gf) * to_float(u.v[k]));
     }
     *reinterpret_cast<packed<T, Vec>*>(out + row * inner + col) = y;
   }
@@ -258,7 +258,7 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad_out, const T* 
 #pragma unroll
     for (int k = 0; k < Vec; ++k) {
       const float gf = to_float(g.v[k]), uf = to_float(u.v[k]), gof = to_float(go.v[k]);
-      const float s = sigmoid(gf);
+      const float s = swiglu_sigmoid(gf);
       dg.v[k] = from_float<T>(gof * uf * s * (1.0f + gf * (1.0f - s)));
       du.v[k] = from_float<T>(gof * gf * s);
     }

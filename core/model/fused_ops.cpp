@@ -21,6 +21,7 @@
 
 #include "core/model/fused_kernels.hpp"
 #include "core/model/gemm.hpp"
+#include "core/model/hopper_gemm.hpp"
 #endif
 
 namespace cohort::core::model {
@@ -141,15 +142,7 @@ class swiglu_function : public torch::autograd::Function<swiglu_function> {
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto gu = ctx->get_saved_variables()[0];
-    const c10::cuda::CUDAGuard guard(gu.device());
-    auto grad_out = grads[0].contiguous();
-    const std::int64_t inner = gu.size(-1) / 2, rows = gu.numel() / gu.size(-1);
-    auto grad = torch::empty_like(gu, torch::MemoryFormat::Contiguous);
-    check_launch(kernels::swiglu_backward(kernel_dtype(gu), grad_out.data_ptr(), gu.data_ptr(),
-                                          grad.data_ptr(), rows, inner, current_stream(gu)),
-                 "fused_swiglu backward");
-    return {grad};
+    return {fused_swiglu_backward(grads[0], ctx->get_saved_variables()[0])};
   }
 };
 
@@ -323,6 +316,108 @@ torch::Tensor fused_swiglu(const torch::Tensor& gate_up) {
     throw std::invalid_argument("fused_swiglu: the last dimension holds gate and up: even size expected");
   }
   return swiglu_function::apply(gate_up);
+}
+
+torch::Tensor fused_swiglu_backward(const torch::Tensor& grad_out, const torch::Tensor& gate_up) {
+  const c10::cuda::CUDAGuard guard(gate_up.device());
+  const auto go = grad_out.contiguous(), gu = gate_up.contiguous();
+  const std::int64_t inner = gu.size(-1) / 2, rows = gu.numel() / gu.size(-1);
+  auto grad = torch::empty_like(gu, torch::MemoryFormat::Contiguous);
+  check_launch(kernels::swiglu_backward(kernel_dtype(gu), go.data_ptr(), gu.data_ptr(), grad.data_ptr(), rows,
+                                        inner, current_stream(gu)),
+               "fused_swiglu backward");
+  return grad;
+}
+
+bool hopper_device(const torch::Tensor& x) {
+  if (!x.is_cuda()) return false;
+  const auto* props = at::cuda::getDeviceProperties(x.get_device());
+  return props->major == 9 && props->minor == 0;
+}
+
+namespace {
+
+// A bf16 CUDA tensor on x's device; as a weight, 2-D with contiguous columns and rows a multiple of
+// 8 elements apart (what hopper_gemm.hpp's tensor maps take).
+bool hopper_operand(const torch::Tensor& t, const torch::Tensor& x) {
+  return t.defined() && t.is_cuda() && t.scalar_type() == torch::kBFloat16 && t.device() == x.device();
+}
+bool hopper_weight(const torch::Tensor& w, const torch::Tensor& x) {
+  return hopper_operand(w, x) && w.dim() == 2 && w.stride(1) == 1 && w.stride(0) % 8 == 0;
+}
+
+}  // namespace
+
+bool fused_linear_swiglu_fits(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up) {
+#ifdef COHORT_WITH_HOPPER_GEMM
+  if (!hopper_operand(x, x) || x.dim() < 1 || !x.is_contiguous() || !hopper_weight(gate, x) ||
+      !hopper_weight(up, x) || gate.sizes() != up.sizes() || gate.size(1) != x.size(-1) ||
+      gate.stride(0) != up.stride(0))
+    return false;
+  const std::int64_t in = x.size(-1), rows = in == 0 ? 0 : x.numel() / in;
+  return kernels::hopper_gemm_fits(rows, 2 * gate.size(0), in) &&
+         kernels::hopper_gemm_available(x.get_device());
+#else
+  (void)x, (void)gate, (void)up;
+  return false;
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor& x, const torch::Tensor& gate,
+                                                            const torch::Tensor& up) {
+  if (!fused_linear_swiglu_fits(x, gate, up)) {
+    throw std::invalid_argument(
+        "fused_linear_swiglu: a contiguous bf16 x (rows a multiple of 128, in of 64) and bf16 gate and up "
+        "(inner a multiple of 128, in) on one device of compute capability 9.0, in a build with the Hopper "
+        "GEMM, expected");
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  const std::int64_t in = x.size(-1), rows = x.numel() / in, inner = gate.size(0);
+  auto sizes = x.sizes().vec();
+  sizes.back() = 2 * inner;
+  auto gate_up = torch::empty(sizes, x.options());
+  sizes.back() = inner;
+  auto h = torch::empty(sizes, x.options());
+  check_launch(
+      kernels::hopper_linear_swiglu(x.data_ptr(), gate.data_ptr(), up.data_ptr(), gate.stride(0),
+                                    gate_up.data_ptr(), h.data_ptr(), rows, inner, in, current_stream(x)),
+      "fused_linear_swiglu");
+  return {gate_up, h};
+}
+
+bool fused_swiglu_input_grad_fits(const torch::Tensor& x, const torch::Tensor& down) {
+#ifdef COHORT_WITH_HOPPER_GEMM
+  if (!hopper_operand(x, x) || x.dim() < 1 || !hopper_weight(down, x) || down.size(0) != x.size(-1))
+    return false;
+  const std::int64_t hidden = x.size(-1), rows = hidden == 0 ? 0 : x.numel() / hidden;
+  return kernels::hopper_gemm_fits(rows, down.size(1), hidden) &&
+         kernels::hopper_gemm_available(x.get_device());
+#else
+  (void)x, (void)down;
+  return false;
+#endif
+}
+
+torch::Tensor fused_swiglu_input_grad(const torch::Tensor& grad_y, const torch::Tensor& down,
+                                      const torch::Tensor& gate_up) {
+  const std::int64_t inner = down.dim() == 2 ? down.size(1) : 0;
+  if (!fused_swiglu_input_grad_fits(grad_y, down) || !hopper_operand(gate_up, grad_y) ||
+      gate_up.numel() != grad_y.numel() / grad_y.size(-1) * 2 * inner || gate_up.size(-1) != 2 * inner) {
+    throw std::invalid_argument(
+        "fused_swiglu_input_grad: a bf16 grad_y (rows a multiple of 128, hidden of 64), down (hidden, inner "
+        "a "
+        "multiple of 256) and gate_up (rows, 2 * inner) on one device of compute capability 9.0, in a build "
+        "with "
+        "the Hopper GEMM, expected");
+  }
+  const c10::cuda::CUDAGuard guard(grad_y.device());
+  const auto g = aligned_contiguous(grad_y), gu = aligned_contiguous(gate_up);
+  const std::int64_t hidden = g.size(-1), rows = g.numel() / hidden;
+  auto grad = torch::empty_like(gu, torch::MemoryFormat::Contiguous);
+  check_launch(kernels::hopper_swiglu_input_grad(g.data_ptr(), down.data_ptr(), down.stride(0), gu.data_ptr(),
+                                                 grad.data_ptr(), rows, inner, hidden, current_stream(g)),
+               "fused_swiglu_input_grad");
+  return grad;
 }
 
 torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& targets, bool want_grad) {
@@ -585,6 +680,30 @@ std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor&, const torch::T
 
 torch::Tensor fused_swiglu(const torch::Tensor&) {
   throw std::logic_error("fused_swiglu: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+torch::Tensor fused_swiglu_backward(const torch::Tensor&, const torch::Tensor&) {
+  throw std::logic_error(
+      "fused_swiglu_backward: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+bool hopper_device(const torch::Tensor&) { return false; }
+
+bool fused_linear_swiglu_fits(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
+  return false;
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor&, const torch::Tensor&,
+                                                            const torch::Tensor&) {
+  throw std::logic_error(
+      "fused_linear_swiglu: this build has no CUDA kernels (check fused_linear_swiglu_fits)");
+}
+
+bool fused_swiglu_input_grad_fits(const torch::Tensor&, const torch::Tensor&) { return false; }
+
+torch::Tensor fused_swiglu_input_grad(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
+  throw std::logic_error(
+      "fused_swiglu_input_grad: this build has no CUDA kernels (check fused_swiglu_input_grad_fits)");
 }
 
 torch::Tensor fused_biased_matmul(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
@@ -37,6 +38,37 @@ std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torc
 // silu(gate) * up from gate_up (..., 2 * inner), gate first: (..., inner). Saves gate_up only
 // for the backward. Differentiable in gate_up.
 torch::Tensor fused_swiglu(const torch::Tensor& gate_up);
+// SwiGLU's backward on its own: the gradient of gate_up (..., 2 * inner) from that of the output
+// (..., inner) and the forward's gate_up (fused_swiglu's backward kernel).
+torch::Tensor fused_swiglu_backward(const torch::Tensor& grad_out, const torch::Tensor& gate_up);
+
+// Whether x is a CUDA tensor on a device of compute capability 9.0 (H100, H200), the devices
+// cohort's own Hopper GEMM is built for, whether or not this build has it.
+bool hopper_device(const torch::Tensor& x);
+
+// Whether fused_linear_swiglu takes these: a build with cohort's own Hopper GEMM
+// (hopper_gemm.hpp), x a contiguous bf16 (..., in) on a device of compute capability 9.0, gate
+// and up bf16 (inner, in) on it with rows one stride apart (a multiple of 8, columns contiguous),
+// and whole tiles (rows of x a multiple of 128, in of 64, inner of 128).
+bool fused_linear_swiglu_fits(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up);
+
+// The gate/up projection of x and SwiGLU in one kernel, no autograd: {gate_up (..., 2 * inner),
+// gate's columns first, h (..., inner)}, h = silu(g) up of the bf16 g and up as fused_swiglu
+// computes it. Throws std::invalid_argument where fused_linear_swiglu_fits is false.
+std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor& x, const torch::Tensor& gate,
+                                                            const torch::Tensor& up);
+
+// Whether fused_swiglu_input_grad takes a gradient shaped as x (..., hidden) through down
+// (hidden, inner): fused_linear_swiglu_fits's conditions for x, down bf16 on x's device with
+// contiguous columns and rows a multiple of 8 apart, and inner a multiple of 256.
+bool fused_swiglu_input_grad_fits(const torch::Tensor& x, const torch::Tensor& down);
+
+// SwiGLU's backward inside the down projection's input-gradient GEMM, no autograd: d gate_up
+// (..., 2 * inner) from grad_y (..., hidden), down (hidden, inner) and the forward's gate_up,
+// as fused_swiglu_backward computes it from dh = grad_y down rounded to bf16 (dh is not
+// written). Throws std::invalid_argument where fused_swiglu_input_grad_fits is false.
+torch::Tensor fused_swiglu_input_grad(const torch::Tensor& grad_y, const torch::Tensor& down,
+                                      const torch::Tensor& gate_up);
 
 // x (..., in) @ weight (in, out) + bias (out), GPT-2's Conv1D, as one GEMM that adds the bias
 // (addmm); the backward's GEMMs as ATen's, the bias's gradient by kernels::column_sum (one pass,

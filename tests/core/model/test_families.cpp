@@ -5,6 +5,7 @@
 
 #include "core/model/decoder.hpp"
 #include "core/model/fused_ops.hpp"
+#include "core/model/gemm.hpp"
 #include "core/model/hf_io.hpp"
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
@@ -329,6 +330,43 @@ TEST_CASE("on a GPU the fused path with cohort's own kernels gives the plain pat
     }
   }
   CHECK(own_kernels >= 4);  // llama, mistral, qwen2, the odd llama: rotary and SwiGLU kernels
+}
+
+TEST_CASE(
+    "on an H100 or H200 a bf16 Llama whose GEMMs cohort picks runs its gate/up projection and "
+    "SwiGLU in its own GEMM, with the logits, loss and gradients of cuBLAS's GEMM and the SwiGLU kernel",
+    "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  if (!hopper_device(torch::empty({1}, torch::kCUDA))) {
+    WARN("not an H100 or H200: cohort's own GEMM is not offered here");
+    return;
+  }
+  const json j = {{"model_type", "llama"},    {"vocab_size", 256},        {"hidden_size", 512},
+                  {"num_hidden_layers", 2},   {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+                  {"intermediate_size", 1024}};
+  const auto cfg = parse_config(j, "test");
+  torch::manual_seed(8);
+  decoder model(cfg);
+  model->eval();
+  model->to(torch::kCUDA, torch::kBFloat16);
+  const auto ids = random_ids(cfg.vocab_size, 2, 128).to(torch::kCUDA);  // 256 rows: two tiles
+  const auto& mlp = model->layers()[0]->ffn;
+  REQUIRE(fused_linear_swiglu_fits(torch::empty({2, 128, 512}, mlp->gate->weight.options()),
+                                   mlp->gate->weight, mlp->up->weight));
+  const auto separate = run_pass(model, compute_path::fused, ids, ids);  // picks off: ATen's GEMMs
+  gemm::set_timed_picks(true);
+  const auto own = run_pass(model, compute_path::fused, ids, ids);
+  gemm::set_timed_picks(false);
+  const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max() / b.to(torch::kFloat).abs().max())
+        .item<double>();
+  };
+  CHECK(gap(own.logits, separate.logits) <= 2e-2);
+  CHECK(own.loss.item<double>() == Approx(separate.loss.item<double>()).epsilon(1e-2));
+  for (std::size_t i = 0; i < separate.grads.size(); ++i) {
+    INFO(model->hf_parameters()[i].name);
+    CHECK(gap(own.grads[i], separate.grads[i]) <= 3e-2);
+  }
 }
 
 TEST_CASE("the fused path's padded vocabulary never reaches weights, gradients, exports or "

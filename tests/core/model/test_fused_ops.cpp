@@ -213,6 +213,52 @@ TEST_CASE("the SwiGLU kernel gives silu(gate) * up and its gradients, vectorised
   CHECK(y.sizes() == torch::IntArrayRef({2, 3, 8}));
 }
 
+TEST_CASE(
+    "on an H100 or H200 the Hopper GEMM gives the gate/up projection and the SwiGLU kernel's h, "
+    "and SwiGLU's backward through the down projection, over more tiles than multiprocessors, from "
+    "weights with rows apart, the same bits every call",
+    "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(6);
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  // 40 x 8 tiles of 128 x (128 gate + 128 up) columns; k of 8 steps, more than the 3 stages.
+  const std::int64_t B = 2, T = 2560, in = 512, inner = 1024;
+  const auto x = torch::randn({B, T, in}, bf16);
+  const auto rows = torch::randn({2 * inner, in + 64}, bf16);  // each weight's rows in + 64 apart
+  const auto gate = rows.narrow(0, 0, inner).narrow(1, 0, in),
+             up = rows.narrow(0, inner, inner).narrow(1, 0, in);
+  if (!hopper_device(x)) {  // another GPU: the op is not offered
+    CHECK_FALSE(fused_linear_swiglu_fits(x, gate, up));
+    return;
+  }
+  REQUIRE(fused_linear_swiglu_fits(x, gate, up));
+  const auto [gate_up, h] = fused_linear_swiglu(x, gate, up);
+  CHECK(gate_up.sizes() == torch::IntArrayRef({B, T, 2 * inner}));
+  CHECK(h.sizes() == torch::IntArrayRef({B, T, inner}));
+  const auto expected = at::matmul(x.to(torch::kFloat), torch::cat({gate, up}, 0).to(torch::kFloat).t());
+  CHECK(gap(gate_up, expected) <= 1e-2);
+  CHECK(torch::equal(h, fused_swiglu(gate_up)));  // one formula: the SwiGLU kernel's bits
+  const auto [again, h_again] = fused_linear_swiglu(x, gate, up);
+  CHECK(torch::equal(again, gate_up));
+  CHECK(torch::equal(h_again, h));
+  // SwiGLU's backward inside the down projection's input-gradient GEMM (down: hidden x inner):
+  // what dh = grad_y down and the SwiGLU backward kernel give.
+  const auto down = torch::randn({in, inner}, bf16), grad_y = torch::randn({B, T, in}, bf16);
+  REQUIRE(fused_swiglu_input_grad_fits(grad_y, down));
+  const auto grad_gate_up = fused_swiglu_input_grad(grad_y, down, gate_up);
+  CHECK(grad_gate_up.sizes() == gate_up.sizes());
+  CHECK(gap(grad_gate_up, fused_swiglu_backward(at::matmul(grad_y, down), gate_up).to(torch::kFloat)) <=
+        2e-2);
+  CHECK(torch::equal(fused_swiglu_input_grad(grad_y, down, gate_up), grad_gate_up));
+  CHECK_FALSE(fused_swiglu_input_grad_fits(grad_y, down.narrow(1, 0, 1000)));  // inner not 256s
+  // What is not whole tiles, or not bf16, is refused, and the error names the op.
+  CHECK_FALSE(fused_linear_swiglu_fits(x.narrow(1, 0, 100).contiguous(), gate, up));
+  CHECK_FALSE(fused_linear_swiglu_fits(x, gate.narrow(0, 0, 1000), up.narrow(0, 0, 1000)));
+  CHECK_FALSE(fused_linear_swiglu_fits(x.to(torch::kFloat), gate, up));
+  CHECK_THROWS_WITH(fused_linear_swiglu(x.narrow(1, 0, 100).contiguous(), gate, up),
+                    Catch::Contains("fused_linear_swiglu") && Catch::Contains("multiple of 128"));
+}
+
 TEST_CASE("the cross-entropy kernel gives ATen's summed loss and its gradient over the logits, "
           "ignoring -100 rows and -inf padding columns", "[core][model][.gpu]") {
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");

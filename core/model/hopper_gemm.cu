@@ -1,0 +1,565 @@
+// cohort's own Hopper GEMM (hopper_gemm.hpp states its contract). Built for sm_90a only (wgmma,
+// setmaxnreg): core/model/CMakeLists.txt compiles this file on its own for that target.
+#include "core/model/hopper_gemm.hpp"
+
+#include <cuda.h>  // CUtensorMap and its encoder's type; the encoder is fetched from the driver
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "core/model/swiglu_math.cuh"
+
+namespace cohort::core::model::kernels {
+namespace {
+
+constexpr int block_m = 128, block_n = 256, block_k = 64, stages = 3;
+constexpr int a_stage_bytes = block_m * block_k * 2, b_stage_bytes = block_n * block_k * 2;
+constexpr int chunk_bytes = 64 * 64 * 2;       // a 64 x 64 piece of the output: one TMA store
+constexpr int staged_bytes = 4 * chunk_bytes;  // a consumer's 64 x 256 result
+constexpr int group_m = 16;                    // tiles along the rows that share the weights' tiles in L2
+constexpr int threads = 384;                   // warpgroup 0 loads and stores; 1 and 2 multiply
+// The stages, each consumer's staged result and its SwiGLU piece, then the barriers: full and
+// empty of each stage, staged and free of each consumer.
+constexpr int smem_bytes =
+    stages * (a_stage_bytes + b_stage_bytes) + 2 * (staged_bytes + chunk_bytes) + 1024 + (2 * stages + 4) * 8;
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void bar_expect(std::uint32_t bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_wait(std::uint32_t bar, int parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void tma_load(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar,
+                                         int inner, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, "
+      "%4}], "
+      "[%2];" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(inner), "r"(row)
+      : "memory");
+}
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, std::uint32_t src, int inner, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(src), "r"(inner), "r"(row)
+               : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_l2(const CUtensorMap* map, int inner, int row) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(inner), "r"(row)
+               : "memory");
+}
+__device__ __forceinline__ void store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Every store this thread committed has read its shared memory.
+__device__ __forceinline__ void stores_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+__device__ __forceinline__ void stores_done() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void async_proxy_fence() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// A K-major operand of rows of 64 bf16 (128 bytes) in TMA's 128-byte swizzle: 8-row atoms 1024
+// bytes apart.
+__device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+// An N-major operand: 64-column boxes of k-rows of 128 bytes, boxes 8 KiB apart (the leading
+// offset), 8-row atoms 1024 bytes apart (the stride offset), in the 128-byte swizzle.
+__device__ __forceinline__ std::uint64_t mn_major_desc(std::uint32_t addr) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (512ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// d (+)= a b over k = 16: a 64 x 16 K-major, b 16 x 256, K-major (trans_b 0) or N-major (1).
+template <int trans_b>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                 int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
+      "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
+      "%31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, "
+      "%51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, "
+      "%71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, "
+      "%91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, "
+      "%109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, "
+      "%126, %127}, %128, %129, p, 1, 1, 0, %131;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),
+        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
+        "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
+        "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),
+        "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]),
+        "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
+        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(trans_b));
+}
+
+__device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+// h of two packed bf16 gates and ups, as fused_kernels' swiglu_forward computes it.
+__device__ __forceinline__ std::uint32_t swiglu_pack(std::uint32_t g2, std::uint32_t u2) {
+  const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g2));
+  const float2 u = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u2));
+  return pack(g.x * swiglu_sigmoid(g.x) * u.x, g.y * swiglu_sigmoid(g.y) * u.y);
+}
+
+struct tile_at {
+  int m, n;
+};
+__device__ __forceinline__ tile_at tile_coords(int tile, int tiles_m, int tiles_n) {
+  const int per_group = group_m * tiles_n;
+  const int group = tile / per_group, first_m = group * group_m;
+  const int rows = min(tiles_m - first_m, group_m);
+  const int in_group = tile % per_group;
+  return {first_m + in_group % rows, in_group / rows};
+}
+
+// What a tile's result becomes: the product; SwiGLU's forward (the product is gate | up, and h
+// beside it); SwiGLU's backward (the product is dh, and d gate | d up are written from it and the
+// forward's gate | up).
+enum class epilogue { plain, swiglu, swiglu_backward };
+
+struct smem_layout {
+  std::uint32_t a, b, staged, extra, bars;
+  __device__ std::uint32_t full(int s) const { return bars + 8 * s; }
+  __device__ std::uint32_t empty(int s) const { return bars + 8 * (stages + s); }
+  __device__ std::uint32_t staged_bar(int c) const { return bars + 8 * (2 * stages + c); }
+  __device__ std::uint32_t free_bar(int c) const { return bars + 8 * (2 * stages + 2 + c); }
+};
+
+struct gemm_args {
+  int m, out_cols, k;
+  int inner;                     // SwiGLU's inner size
+  const __nv_bfloat16* gate_up;  // swiglu_backward: the forward's gate | up (m, 2 inner)
+};
+
+// The loads: one thread, every tile's k-steps into the stages as they come free. The weights'
+// tile is 256 rows of one weight (plain), 128 rows of gate and the same 128 of up (swiglu), or,
+// N-major (swiglu_backward: b is (k, n) row-major), four 64 x 64 boxes side by side in n.
+template <epilogue E>
+__device__ void load_tiles(const smem_layout& s, const CUtensorMap* map_a, const CUtensorMap* map_b0,
+                           const CUtensorMap* map_b1, int tiles_m, int tiles_n, int k_tiles) {
+  int stage = 0, phase = 0;
+  for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+    const tile_at at = tile_coords(tile, tiles_m, tiles_n);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      bar_wait(s.empty(stage), phase ^ 1);
+      bar_expect(s.full(stage), a_stage_bytes + b_stage_bytes);
+      const std::uint32_t sa = s.a + stage * a_stage_bytes, sb = s.b + stage * b_stage_bytes;
+      tma_load(sa, map_a, s.full(stage), kt * block_k, at.m * block_m);
+      if constexpr (E == epilogue::swiglu_backward) {
+        for (int q = 0; q < 4; ++q)
+          tma_load(sb + q * (block_k * 64 * 2), map_b0, s.full(stage), at.n * block_n + 64 * q, kt * block_k);
+      } else {
+        const int row_b0 = E == epilogue::swiglu ? at.n * (block_n / 2) : at.n * block_n;
+        const int row_b1 = E == epilogue::swiglu ? row_b0 : row_b0 + block_n / 2;
+        tma_load(sb, map_b0, s.full(stage), kt * block_k, row_b0);
+        tma_load(sb + b_stage_bytes / 2, map_b1, s.full(stage), kt * block_k, row_b1);
+      }
+      if (++stage == stages) stage = 0, phase ^= 1;
+    }
+  }
+}
+
+// Loads 16 bytes that no one writes during the kernel.
+__device__ __forceinline__ uint4 load_global(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 load_shared(std::uint32_t at) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(at));
+  return v;
+}
+__device__ __forceinline__ void store_shared(std::uint32_t at, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ float2 unpack(std::uint32_t v) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+}
+
+// SwiGLU's backward of two packed gradients, gates and ups, as fused_kernels' swiglu_backward:
+// d gate = dh u s (1 + g (1 - s)), d up = dh g s, s = sigmoid(g).
+__device__ __forceinline__ void swiglu_grad_pack(std::uint32_t dh2, std::uint32_t g2, std::uint32_t u2,
+                                                 std::uint32_t& dg2, std::uint32_t& du2) {
+  const float2 dh = unpack(dh2), g = unpack(g2), u = unpack(u2);
+  const float s0 = swiglu_sigmoid(g.x), s1 = swiglu_sigmoid(g.y);
+  dg2 = pack(dh.x * u.x * s0 * (1.0f + g.x * (1.0f - s0)), dh.y * u.y * s1 * (1.0f + g.y * (1.0f - s1)));
+  du2 = pack(dh.x * g.x * s0, dh.y * g.y * s1);
+}
+
+// The stores of consumer c (one warp): its staged pieces out by TMA. With swiglu, h is computed
+// from the staged g and u (same swizzled place in each piece) a piece at a time; with
+// swiglu_backward, each piece of dh becomes d gate in place and d up in the extra buffer, from the
+// forward's gate and up read from global memory at the place each 16 bytes of the piece hold.
+template <epilogue E>
+__device__ void store_tiles(const smem_layout& s, int c, const CUtensorMap* map_out, const CUtensorMap* map_h,
+                            int tiles_m, int tiles_n, const gemm_args& args) {
+  const int lane = threadIdx.x % 32;
+  const std::uint32_t region = s.staged + c * staged_bytes, extra = s.extra + c * chunk_bytes;
+  const int inner = args.inner;
+  int phase = 0;
+  for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+    const tile_at at = tile_coords(tile, tiles_m, tiles_n);
+    const int row = at.m * block_m + c * 64;
+    if (E == epilogue::swiglu_backward && lane == 0) {  // gate and up into L2 while the tile is multiplied
+      for (int q = 0; q < 4; ++q) {
+        tma_prefetch_l2(map_h, at.n * block_n + 64 * q, row);
+        tma_prefetch_l2(map_h, inner + at.n * block_n + 64 * q, row);
+      }
+    }
+    bar_wait(s.staged_bar(c), phase);
+    if constexpr (E != epilogue::swiglu_backward) {
+      if (lane == 0) {
+        for (int q = 0; q < 4; ++q) {
+          const int col = E == epilogue::swiglu ? (q / 2) * inner + at.n * (block_n / 2) + 64 * (q % 2)
+                                                : at.n * block_n + 64 * q;
+          tma_store(map_out, region + q * chunk_bytes, col, row);
+        }
+        store_commit();
+      }
+    }
+    if constexpr (E == epilogue::swiglu) {
+      for (int q = 0; q < 2; ++q) {
+        if (q == 1) {  // the first piece of h has left the buffer
+          if (lane == 0) stores_read();
+          __syncwarp();
+        }
+#pragma unroll 8
+        for (int u = lane; u < chunk_bytes / 16; u += 32) {
+          const uint4 gv = load_shared(region + q * chunk_bytes + u * 16);
+          const uint4 uv = load_shared(region + (2 + q) * chunk_bytes + u * 16);
+          store_shared(extra + u * 16, uint4{swiglu_pack(gv.x, uv.x), swiglu_pack(gv.y, uv.y),
+                                             swiglu_pack(gv.z, uv.z), swiglu_pack(gv.w, uv.w)});
+        }
+        async_proxy_fence();
+        __syncwarp();
+        if (lane == 0) {
+          tma_store(map_h, extra, at.n * (block_n / 2) + 64 * q, row);
+          store_commit();
+        }
+      }
+    }
+    if constexpr (E == epilogue::swiglu_backward) {
+      for (int q = 0; q < 4; ++q) {
+        if (q > 0) {  // the piece before has left the extra buffer
+          if (lane == 0) stores_read();
+          __syncwarp();
+        }
+        const int col0 = at.n * block_n + 64 * q;
+#pragma unroll 8
+        for (int u = lane; u < chunk_bytes / 16; u += 32) {
+          const int r = u / 8, logical = (u % 8) ^ (r % 8);  // the 128-byte swizzle
+          const std::size_t at_g = static_cast<std::size_t>(row + r) * (2 * inner) + col0 + 8 * logical;
+          const uint4 gv = load_global(args.gate_up + at_g), uv = load_global(args.gate_up + at_g + inner);
+          const std::uint32_t piece = region + q * chunk_bytes + u * 16;
+          const uint4 dh = load_shared(piece);
+          uint4 dg, du;
+          swiglu_grad_pack(dh.x, gv.x, uv.x, dg.x, du.x);
+          swiglu_grad_pack(dh.y, gv.y, uv.y, dg.y, du.y);
+          swiglu_grad_pack(dh.z, gv.z, uv.z, dg.z, du.z);
+          swiglu_grad_pack(dh.w, gv.w, uv.w, dg.w, du.w);
+          store_shared(piece, dg);
+          store_shared(extra + u * 16, du);
+        }
+        async_proxy_fence();
+        __syncwarp();
+        if (lane == 0) {
+          tma_store(map_out, region + q * chunk_bytes, col0, row);
+          tma_store(map_out, extra, inner + col0, row);
+          store_commit();
+        }
+      }
+    }
+    if (lane == 0) {  // every piece has left the staging region: the consumer may write again
+      stores_read();
+      bar_arrive(s.free_bar(c));
+    }
+    __syncwarp();
+    phase ^= 1;
+  }
+  if (lane == 0) stores_done();
+}
+
+// Consumer c: 64 rows of each tile, then its result staged for the store warp. Fragment j of the
+// accumulators holds columns 8j..8j+7 of rows r and r + 8 (i = 0, 1); piece q holds fragments
+// 8q..8q+7 in TMA's 128-byte swizzle, which this layout writes without bank conflicts. The
+// weights' operand is K-major, or N-major with trans_b: four 64-column boxes 8 KiB apart (the
+// descriptor's leading offset), k-rows of 128 bytes in 8-row atoms 1024 bytes apart.
+template <int trans_b>
+__device__ void multiply_tiles(const smem_layout& s, int c, int tiles_m, int tiles_n, int k_tiles) {
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const std::uint32_t region = s.staged + c * staged_bytes;
+  int stage = 0, phase = 0, out_phase = 0;
+  float d[128];
+  for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+    int prev_stage = -1;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      bar_wait(s.full(stage), phase);
+      const std::uint32_t sa = s.a + stage * a_stage_bytes + c * (64 * block_k * 2);
+      const std::uint32_t sb = s.b + stage * b_stage_bytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < block_k / 16; ++kk) {
+        const std::uint64_t desc_b = trans_b ? mn_major_desc(sb + kk * 16 * 128) : smem_desc(sb + kk * 32);
+        wgmma_m64n256k16<trans_b>(d, smem_desc(sa + kk * 32), desc_b, kt > 0 || kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the stage before this one is read: hand it back
+      if (prev_stage >= 0 && t == 0) bar_arrive(s.empty(prev_stage));
+      prev_stage = stage;
+      if (++stage == stages) stage = 0, phase ^= 1;
+    }
+    wgmma_wait<0>();
+    if (t == 0) bar_arrive(s.empty(prev_stage));
+    bar_wait(s.free_bar(c), out_phase ^ 1);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int r = warp * 16 + lane / 4 + 8 * i;
+          const std::uint32_t at = region + q * chunk_bytes + r * 128 + ((j ^ (r % 8)) * 16) + (lane % 4) * 4;
+          const std::uint32_t v = pack(d[4 * (8 * q + j) + 2 * i], d[4 * (8 * q + j) + 2 * i + 1]);
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(at), "r"(v) : "memory");
+        }
+      }
+    }
+    async_proxy_fence();
+    bar_arrive(s.staged_bar(c));
+    out_phase ^= 1;
+  }
+}
+
+// out = a b^T, or a b with swiglu_backward (b N-major); with swiglu, b0 holds gate's rows and
+// b1 up's, a tile takes 128 of each, and out is (m, 2 inner) with h (m, inner) beside it.
+template <epilogue E>
+__global__ void __launch_bounds__(threads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
+                const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_out,
+                const __grid_constant__ CUtensorMap map_h, const gemm_args args) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
+  smem_layout s;
+  s.a = base;
+  s.b = s.a + stages * a_stage_bytes;
+  s.staged = s.b + stages * b_stage_bytes;
+  s.extra = s.staged + 2 * staged_bytes;
+  s.bars = s.extra + 2 * chunk_bytes;
+  const int tiles_m = args.m / block_m, tiles_n = args.out_cols / block_n, k_tiles = args.k / block_k;
+  const int wg = threadIdx.x / 128, warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) {
+      bar_init(s.full(i), 1);
+      bar_init(s.empty(i), 2);
+    }
+    for (int c = 0; c < 2; ++c) {
+      bar_init(s.staged_bar(c), 128);
+      bar_init(s.free_bar(c), 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 136;");
+    if (threadIdx.x == 0) load_tiles<E>(s, &map_a, &map_b0, &map_b1, tiles_m, tiles_n, k_tiles);
+    if (warp == 1 || warp == 2) store_tiles<E>(s, warp - 1, &map_out, &map_h, tiles_m, tiles_n, args);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 184;");
+  multiply_tiles<E == epilogue::swiglu_backward ? 1 : 0>(s, wg - 1, tiles_m, tiles_n, k_tiles);
+}
+
+using encode_fn = decltype(&cuTensorMapEncodeTiled);
+
+// The driver's tensor-map encoder, fetched once (no link to libcuda).
+encode_fn encoder() {
+  static encode_fn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<encode_fn>(p);
+  }();
+  return fn;
+}
+
+// A row-major bf16 (rows, cols) tensor, rows `stride` elements apart, in boxes of box_rows x
+// box_cols in the 128-byte swizzle.
+bool tensor_map(CUtensorMap* map, const void* base, std::int64_t rows, std::int64_t cols, std::int64_t stride,
+                int box_rows, int box_cols) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  return encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                   elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Multiprocessors of the current device, and the kernels' shared memory allowed on it, once.
+int prepare_device() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  static std::mutex mutex;
+  static int sms[64] = {};
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (device >= 64) return 0;
+  if (sms[device] == 0) {
+    int count = 0;
+    const auto allow = [](auto kernel) {
+      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) ==
+             cudaSuccess;
+    };
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        !allow(gemm_kernel<epilogue::plain>) || !allow(gemm_kernel<epilogue::swiglu>) ||
+        !allow(gemm_kernel<epilogue::swiglu_backward>))
+      return 0;
+    sms[device] = count;
+  }
+  return sms[device];
+}
+
+// The operands of one launch: a (m, k) and, as tensor maps, the weights (b0, b1: their rows of k,
+// `b_rows` of them, `b_stride` apart; N-major: k rows of `b_cols`), out (m, out_cols) and h.
+struct launch_plan {
+  const void* a;
+  const void* b0;
+  const void* b1;
+  std::int64_t b_stride;
+  void* out;
+  void* h;
+  std::int64_t m, out_cols, k;
+};
+
+template <epilogue E>
+int launch(const launch_plan& p, const gemm_args& args, void* stream) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || !hopper_gemm_available(device)) return cudaErrorNotSupported;
+  if (!hopper_gemm_fits(p.m, p.out_cols, p.k) || !aligned16(p.a) || !aligned16(p.b0) || !aligned16(p.b1) ||
+      !aligned16(p.out) || (E == epilogue::swiglu && !aligned16(p.h)) ||
+      (E == epilogue::swiglu_backward && !aligned16(args.gate_up)) || p.b_stride % 8 != 0 ||
+      p.b_stride < (E == epilogue::swiglu_backward ? p.out_cols : p.k))
+    return cudaErrorInvalidValue;
+  const int sms = prepare_device();
+  if (sms == 0) return cudaErrorNotSupported;
+  // The product has out_cols columns; SwiGLU's backward writes d gate | d up, 2 inner of them.
+  const std::int64_t inner = args.inner, h_cols = E == epilogue::swiglu ? inner : p.out_cols;
+  const std::int64_t written = E == epilogue::swiglu_backward ? 2 * inner : p.out_cols;
+  CUtensorMap map_a, map_b0, map_b1, map_out, map_h;
+  bool ok = tensor_map(&map_a, p.a, p.m, p.k, p.k, block_m, block_k) &&
+            tensor_map(&map_out, p.out, p.m, written, written, 64, 64) &&
+            (E == epilogue::swiglu_backward  // map_h then reads the forward's gate | up
+                 ? tensor_map(&map_h, args.gate_up, p.m, 2 * inner, 2 * inner, 64, 64)
+                 : tensor_map(&map_h, E == epilogue::swiglu ? p.h : p.out, p.m, h_cols, h_cols, 64, 64));
+  if (E == epilogue::swiglu_backward) {  // b (k, n) row-major: boxes of 64 k-rows by 64 columns
+    ok = ok && tensor_map(&map_b0, p.b0, p.k, p.out_cols, p.b_stride, 64, 64);
+    map_b1 = map_b0;
+  } else {
+    const std::int64_t b_rows = E == epilogue::swiglu ? inner : p.out_cols;
+    ok = ok && tensor_map(&map_b0, p.b0, b_rows, p.k, p.b_stride, block_n / 2, block_k) &&
+         tensor_map(&map_b1, p.b1, b_rows, p.k, p.b_stride, block_n / 2, block_k);
+  }
+  if (!ok) return cudaErrorInvalidValue;
+  const std::int64_t tiles = p.m / block_m * (p.out_cols / block_n);
+  const int grid = static_cast<int>(tiles < sms ? tiles : sms);
+  gemm_kernel<E><<<grid, threads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(map_a, map_b0, map_b1,
+                                                                                   map_out, map_h, args);
+  return static_cast<int>(cudaGetLastError());
+}
+
+gemm_args args_of(std::int64_t m, std::int64_t out_cols, std::int64_t k, std::int64_t inner,
+                  const void* gate_up = nullptr) {
+  return {static_cast<int>(m), static_cast<int>(out_cols), static_cast<int>(k), static_cast<int>(inner),
+          static_cast<const __nv_bfloat16*>(gate_up)};
+}
+
+}  // namespace
+
+bool hopper_gemm_available(int device) {
+  int major = 0, minor = 0;
+  return encoder() != nullptr &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+         major == 9 && minor == 0;
+}
+
+bool hopper_gemm_fits(std::int64_t rows, std::int64_t cols, std::int64_t k) {
+  constexpr std::int64_t limit = std::int64_t{1} << 31;
+  return rows > 0 && cols > 0 && k > 0 && rows % block_m == 0 && cols % block_n == 0 && k % block_k == 0 &&
+         rows < limit && cols < limit && k < limit;
+}
+
+int hopper_linear(const void* x, const void* weight, std::int64_t weight_stride, void* out, std::int64_t rows,
+                  std::int64_t cols, std::int64_t k, void* stream) {
+  return launch<epilogue::plain>({x, weight, weight, weight_stride, out, nullptr, rows, cols, k},
+                                 args_of(rows, cols, k, 0), stream);
+}
+
+int hopper_linear_swiglu(const void* x, const void* gate, const void* up, std::int64_t weight_stride,
+                         void* gate_up, void* h, std::int64_t rows, std::int64_t inner, std::int64_t k,
+                         void* stream) {
+  return launch<epilogue::swiglu>({x, gate, up, weight_stride, gate_up, h, rows, 2 * inner, k},
+                                  args_of(rows, 2 * inner, k, inner), stream);
+}
+
+int hopper_swiglu_input_grad(const void* grad_y, const void* down, std::int64_t down_stride,
+                             const void* gate_up, void* grad_gate_up, std::int64_t rows, std::int64_t inner,
+                             std::int64_t hidden, void* stream) {
+  if (grad_gate_up == gate_up) return cudaErrorInvalidValue;
+  return launch<epilogue::swiglu_backward>(
+      {grad_y, down, down, down_stride, grad_gate_up, nullptr, rows, inner, hidden},
+      args_of(rows, inner, hidden, inner, gate_up), stream);
+}
+
+}  // namespace cohort::core::model::kernels

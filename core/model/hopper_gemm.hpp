@@ -1,0 +1,60 @@
+// cohort's own GEMM for Hopper (sm_90: H100, H200), with a Llama MLP's SwiGLU in its epilogue:
+//  - the gate/up projection writes gate | up and h = silu(gate) up in one kernel, where cuBLAS's
+//    GEMM and the SwiGLU kernel after it read gate | up back from memory;
+//  - the down projection's input gradient dh becomes d gate | d up in the same kernel, where
+//    cuBLAS's GEMM writes dh and the SwiGLU backward kernel reads it back with gate | up.
+// At the 1.1B shape (16,384 tokens, 2,048 hidden, 5,632 inner) on an H200, alone
+// (benchmarks/gpu/swiglu_gemm.cu): the GEMM alone at cuBLAS's rate (680-700 TFLOP/s), the forward
+// 1.13 ms against cuBLAS + SwiGLU's 1.28, the backward 0.85 ms against 1.01.
+//
+// The kernel: TMA loads of 128 x 64 (x) and 256 x 64 (weights) tiles into three stages of shared
+// memory, two consumer warpgroups each multiplying 64 rows of a 128 x 256 tile with wgmma
+// (m64n256k16, fp32 accumulators), a persistent grid of one block a multiprocessor, tiles in
+// groups of 16 along the rows for L2. A consumer writes its result to shared memory and goes on to
+// its next tile; a store warp of its own sends it out by TMA after the epilogue's work.
+//
+// Contract, for every launcher (torch-free, as fused_kernels.hpp):
+//  - bf16 operands and outputs, row-major: x (rows, k); the weights (cols, k), or (k, cols) for
+//    the down projection, with their rows `weight_stride` elements apart; outputs contiguous.
+//    Pointers 16-byte aligned, strides multiples of 8 elements. Accumulation in fp32, each
+//    output rounded once to bf16.
+//  - The shapes are whole tiles: rows % 128 == 0, k % 64 == 0, and the output's columns a
+//    multiple of 256 (with SwiGLU 2 inner: a tile is 128 columns of gate and the same of up);
+//    hopper_gemm_fits says so.
+//  - The launch is asynchronous on `stream` (a cudaStream_t as void*), allocates nothing, can be
+//    captured in a CUDA graph, and is deterministic: the same inputs give the same bits.
+//  - Returns a cudaError_t as an int (0 = success); cudaErrorNotSupported where this build has no
+//    kernel or the device is not compute capability 9.0.
+#pragma once
+
+#include <cstdint>
+
+namespace cohort::core::model::kernels {
+
+// Whether this build has the kernel and `device` runs it (compute capability 9.0).
+bool hopper_gemm_available(int device);
+
+// Whether rows x k by cols x k is whole tiles: for SwiGLU cols is 2 inner.
+bool hopper_gemm_fits(std::int64_t rows, std::int64_t cols, std::int64_t k);
+
+// out (rows, cols) = x weightᵀ.
+int hopper_linear(const void* x, const void* weight, std::int64_t weight_stride, void* out, std::int64_t rows,
+                  std::int64_t cols, std::int64_t k, void* stream);
+
+// gate_up (rows, 2 inner) = x [gate; up]ᵀ, gate's columns first, and h (rows, inner) =
+// silu(g) u of the bf16-rounded g and u (swiglu_math.cuh: the formula of fused_kernels'
+// swiglu_forward). gate and up (inner, k) each, their rows `weight_stride` apart.
+int hopper_linear_swiglu(const void* x, const void* gate, const void* up, std::int64_t weight_stride,
+                         void* gate_up, void* h, std::int64_t rows, std::int64_t inner, std::int64_t k,
+                         void* stream);
+
+// SwiGLU's backward through the down projection in one kernel: dh = grad_y down (the down
+// projection's input gradient, not written) and from it and the forward's gate_up (rows,
+// 2 inner), grad_gate_up (rows, 2 inner) = d gate | d up as fused_kernels' swiglu_backward
+// computes them from the bf16 dh. grad_y (rows, hidden); down (hidden, inner), its rows
+// `down_stride` apart. Needs inner % 256 == 0 (hopper_gemm_fits(rows, inner, hidden)).
+int hopper_swiglu_input_grad(const void* grad_y, const void* down, std::int64_t down_stride,
+                             const void* gate_up, void* grad_gate_up, std::int64_t rows, std::int64_t inner,
+                             std::int64_t hidden, void* stream);
+
+}  // namespace cohort::core::model::kernels
