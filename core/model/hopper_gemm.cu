@@ -14,16 +14,32 @@
 namespace cohort::core::model::kernels {
 namespace {
 
-constexpr int block_m = 128, block_n = 256, block_k = 64, stages = 3;
-constexpr int a_stage_bytes = block_m * block_k * 2, b_stage_bytes = block_n * block_k * 2;
+constexpr int block_m = 128, block_n = 256;
 constexpr int chunk_bytes = 64 * 64 * 2;       // a 64 x 64 piece of the output: one TMA store
 constexpr int staged_bytes = 4 * chunk_bytes;  // a consumer's 64 x 256 result
 constexpr int group_m = 16;                    // tiles along the rows that share the weights' tiles in L2
 constexpr int threads = 384;                   // warpgroup 0 loads and stores; 1 and 2 multiply
-// The stages, each consumer's staged result and its SwiGLU piece, then the barriers: full and
-// empty of each stage, staged and free of each consumer.
-constexpr int smem_bytes =
-    stages * (a_stage_bytes + b_stage_bytes) + 2 * (staged_bytes + chunk_bytes) + 1024 + (2 * stages + 4) * 8;
+
+// What a tile's result becomes: the product; SwiGLU's forward (the product is gate | up, and h
+// beside it); SwiGLU's backward (the product is dh, and d gate | d up are written from it and the
+// forward's gate | up).
+enum class epilogue { plain, swiglu, swiglu_backward };
+
+// The shared memory of each epilogue: the stages, each consumer's staged result, the epilogue's
+// own buffers, then the barriers. SwiGLU's backward reads gate | up by TMA into two buffers of a
+// piece each a consumer (32 KiB), which it makes room for with stages of 32 k-steps: four of them
+// hold as many k-steps in flight as three of 64 do.
+template <epilogue E>
+struct geometry {
+  static constexpr bool backward = E == epilogue::swiglu_backward;
+  static constexpr int block_k = backward ? 32 : 64, stages = backward ? 4 : 3;
+  static constexpr int a_bytes = block_m * block_k * 2, b_bytes = block_n * block_k * 2;
+  static constexpr int extra_bytes = backward ? 2 * 2 * 2 * chunk_bytes : 2 * chunk_bytes;
+  static constexpr int barriers = 2 * stages + 4 + (backward ? 4 : 0);
+  static constexpr int smem_bytes =
+      stages * (a_bytes + b_bytes) + 2 * staged_bytes + extra_bytes + 1024 + 8 * barriers;
+  static_assert(smem_bytes <= 232448, "an H100's or H200's shared memory a block");
+};
 
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
@@ -62,12 +78,6 @@ __device__ __forceinline__ void tma_store(const CUtensorMap* map, std::uint32_t 
                "r"(src), "r"(inner), "r"(row)
                : "memory");
 }
-__device__ __forceinline__ void tma_prefetch_l2(const CUtensorMap* map, int inner, int row) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                   reinterpret_cast<std::uint64_t>(map)),
-               "r"(inner), "r"(row)
-               : "memory");
-}
 __device__ __forceinline__ void store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Every store this thread committed has read its shared memory.
 __device__ __forceinline__ void stores_read() {
@@ -83,10 +93,15 @@ __device__ __forceinline__ void async_proxy_fence() {
 __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr) {
   return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
-// An N-major operand: 64-column boxes of k-rows of 128 bytes, boxes 8 KiB apart (the leading
-// offset), 8-row atoms 1024 bytes apart (the stride offset), in the 128-byte swizzle.
+// A K-major operand of rows of 32 bf16 (64 bytes) in the 64-byte swizzle: 8-row atoms 512 bytes
+// apart.
+__device__ __forceinline__ std::uint64_t sw64_desc(std::uint32_t addr) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (32ull << 32) | (2ull << 62);
+}
+// An N-major operand of 32 k-rows: 64-column boxes of k-rows of 128 bytes, boxes 4 KiB apart (the
+// leading offset), 8-row atoms 1024 bytes apart (the stride offset), in the 128-byte swizzle.
 __device__ __forceinline__ std::uint64_t mn_major_desc(std::uint32_t addr) {
-  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (512ull << 16) | (64ull << 32) | (1ull << 62);
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (256ull << 16) | (64ull << 32) | (1ull << 62);
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() {
@@ -153,17 +168,19 @@ __device__ __forceinline__ tile_at tile_coords(int tile, int tiles_m, int tiles_
   return {first_m + in_group % rows, in_group / rows};
 }
 
-// What a tile's result becomes: the product; SwiGLU's forward (the product is gate | up, and h
-// beside it); SwiGLU's backward (the product is dh, and d gate | d up are written from it and the
-// forward's gate | up).
-enum class epilogue { plain, swiglu, swiglu_backward };
-
+// Addresses in shared memory, for stages as many as `stages`.
 struct smem_layout {
   std::uint32_t a, b, staged, extra, bars;
+  int stages;
   __device__ std::uint32_t full(int s) const { return bars + 8 * s; }
   __device__ std::uint32_t empty(int s) const { return bars + 8 * (stages + s); }
   __device__ std::uint32_t staged_bar(int c) const { return bars + 8 * (2 * stages + c); }
   __device__ std::uint32_t free_bar(int c) const { return bars + 8 * (2 * stages + 2 + c); }
+  // SwiGLU's backward: buffer b of consumer c (gate's piece, then up's) and its barrier.
+  __device__ std::uint32_t gate_up_buffer(int c, int b) const {
+    return extra + (2 * c + b) * 2 * chunk_bytes;
+  }
+  __device__ std::uint32_t gate_up_bar(int c, int b) const { return bars + 8 * (2 * stages + 4 + 2 * c + b); }
 };
 
 struct gemm_args {
@@ -174,40 +191,34 @@ struct gemm_args {
 
 // The loads: one thread, every tile's k-steps into the stages as they come free. The weights'
 // tile is 256 rows of one weight (plain), 128 rows of gate and the same 128 of up (swiglu), or,
-// N-major (swiglu_backward: b is (k, n) row-major), four 64 x 64 boxes side by side in n.
+// N-major (swiglu_backward: b is (k, n) row-major), four 64-column boxes side by side in n.
 template <epilogue E>
 __device__ void load_tiles(const smem_layout& s, const CUtensorMap* map_a, const CUtensorMap* map_b0,
                            const CUtensorMap* map_b1, int tiles_m, int tiles_n, int k_tiles) {
+  using g = geometry<E>;
   int stage = 0, phase = 0;
   for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
     const tile_at at = tile_coords(tile, tiles_m, tiles_n);
     for (int kt = 0; kt < k_tiles; ++kt) {
       bar_wait(s.empty(stage), phase ^ 1);
-      bar_expect(s.full(stage), a_stage_bytes + b_stage_bytes);
-      const std::uint32_t sa = s.a + stage * a_stage_bytes, sb = s.b + stage * b_stage_bytes;
-      tma_load(sa, map_a, s.full(stage), kt * block_k, at.m * block_m);
-      if constexpr (E == epilogue::swiglu_backward) {
+      bar_expect(s.full(stage), g::a_bytes + g::b_bytes);
+      const std::uint32_t sa = s.a + stage * g::a_bytes, sb = s.b + stage * g::b_bytes;
+      tma_load(sa, map_a, s.full(stage), kt * g::block_k, at.m * block_m);
+      if constexpr (g::backward) {
         for (int q = 0; q < 4; ++q)
-          tma_load(sb + q * (block_k * 64 * 2), map_b0, s.full(stage), at.n * block_n + 64 * q, kt * block_k);
+          tma_load(sb + q * (g::block_k * 64 * 2), map_b0, s.full(stage), at.n * block_n + 64 * q,
+                   kt * g::block_k);
       } else {
         const int row_b0 = E == epilogue::swiglu ? at.n * (block_n / 2) : at.n * block_n;
         const int row_b1 = E == epilogue::swiglu ? row_b0 : row_b0 + block_n / 2;
-        tma_load(sb, map_b0, s.full(stage), kt * block_k, row_b0);
-        tma_load(sb + b_stage_bytes / 2, map_b1, s.full(stage), kt * block_k, row_b1);
+        tma_load(sb, map_b0, s.full(stage), kt * g::block_k, row_b0);
+        tma_load(sb + g::b_bytes / 2, map_b1, s.full(stage), kt * g::block_k, row_b1);
       }
-      if (++stage == stages) stage = 0, phase ^= 1;
+      if (++stage == g::stages) stage = 0, phase ^= 1;
     }
   }
 }
 
-// Loads 16 bytes that no one writes during the kernel.
-__device__ __forceinline__ uint4 load_global(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 __device__ __forceinline__ uint4 load_shared(std::uint32_t at) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
@@ -234,24 +245,30 @@ __device__ __forceinline__ void swiglu_grad_pack(std::uint32_t dh2, std::uint32_
 }
 
 // The stores of consumer c (one warp): its staged pieces out by TMA. With swiglu, h is computed
-// from the staged g and u (same swizzled place in each piece) a piece at a time; with
-// swiglu_backward, each piece of dh becomes d gate in place and d up in the extra buffer, from the
-// forward's gate and up read from global memory at the place each 16 bytes of the piece hold.
+// from the staged g and u (same swizzled place in each piece) a piece at a time. With
+// swiglu_backward, gate's and up's pieces come in by TMA, two pieces ahead (into two buffers),
+// and each piece of dh becomes d gate in its place and d up in up's.
 template <epilogue E>
 __device__ void store_tiles(const smem_layout& s, int c, const CUtensorMap* map_out, const CUtensorMap* map_h,
                             int tiles_m, int tiles_n, const gemm_args& args) {
   const int lane = threadIdx.x % 32;
   const std::uint32_t region = s.staged + c * staged_bytes, extra = s.extra + c * chunk_bytes;
   const int inner = args.inner;
-  int phase = 0;
+  int phase = 0, gate_up_phases = 0;  // a bit a buffer
+  // swiglu_backward: gate's and up's piece q of the tile at `at` into buffer q % 2 (map_h reads
+  // the forward's gate | up).
+  const auto load_gate_up = [&](const tile_at& at, int row, int q) {
+    const std::uint32_t buffer = s.gate_up_buffer(c, q % 2), bar = s.gate_up_bar(c, q % 2);
+    bar_expect(bar, 2 * chunk_bytes);
+    tma_load(buffer, map_h, bar, at.n * block_n + 64 * q, row);
+    tma_load(buffer + chunk_bytes, map_h, bar, inner + at.n * block_n + 64 * q, row);
+  };
   for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
     const tile_at at = tile_coords(tile, tiles_m, tiles_n);
     const int row = at.m * block_m + c * 64;
-    if (E == epilogue::swiglu_backward && lane == 0) {  // gate and up into L2 while the tile is multiplied
-      for (int q = 0; q < 4; ++q) {
-        tma_prefetch_l2(map_h, at.n * block_n + 64 * q, row);
-        tma_prefetch_l2(map_h, inner + at.n * block_n + 64 * q, row);
-      }
+    if (E == epilogue::swiglu_backward && lane == 0) {  // while the tile is multiplied
+      load_gate_up(at, row, 0);
+      load_gate_up(at, row, 1);
     }
     bar_wait(s.staged_bar(c), phase);
     if constexpr (E != epilogue::swiglu_backward) {
@@ -287,33 +304,36 @@ __device__ void store_tiles(const smem_layout& s, int c, const CUtensorMap* map_
     }
     if constexpr (E == epilogue::swiglu_backward) {
       for (int q = 0; q < 4; ++q) {
-        if (q > 0) {  // the piece before has left the extra buffer
-          if (lane == 0) stores_read();
-          __syncwarp();
-        }
-        const int col0 = at.n * block_n + 64 * q;
+        const int b = q % 2;
+        const std::uint32_t g_at = s.gate_up_buffer(c, b), u_at = g_at + chunk_bytes;
+        bar_wait(s.gate_up_bar(c, b), (gate_up_phases >> b) & 1);
+        gate_up_phases ^= 1 << b;
 #pragma unroll 8
         for (int u = lane; u < chunk_bytes / 16; u += 32) {
-          const int r = u / 8, logical = (u % 8) ^ (r % 8);  // the 128-byte swizzle
-          const std::size_t at_g = static_cast<std::size_t>(row + r) * (2 * inner) + col0 + 8 * logical;
-          const uint4 gv = load_global(args.gate_up + at_g), uv = load_global(args.gate_up + at_g + inner);
           const std::uint32_t piece = region + q * chunk_bytes + u * 16;
-          const uint4 dh = load_shared(piece);
+          const uint4 dh = load_shared(piece), gv = load_shared(g_at + u * 16),
+                      uv = load_shared(u_at + u * 16);
           uint4 dg, du;
           swiglu_grad_pack(dh.x, gv.x, uv.x, dg.x, du.x);
           swiglu_grad_pack(dh.y, gv.y, uv.y, dg.y, du.y);
           swiglu_grad_pack(dh.z, gv.z, uv.z, dg.z, du.z);
           swiglu_grad_pack(dh.w, gv.w, uv.w, dg.w, du.w);
           store_shared(piece, dg);
-          store_shared(extra + u * 16, du);
+          store_shared(u_at + u * 16, du);
         }
         async_proxy_fence();
         __syncwarp();
         if (lane == 0) {
+          const int col0 = at.n * block_n + 64 * q;
           tma_store(map_out, region + q * chunk_bytes, col0, row);
-          tma_store(map_out, extra, inner + col0, row);
+          tma_store(map_out, u_at, inner + col0, row);
           store_commit();
+          if (q < 2) {  // the buffer's d up has left it: piece q + 2 comes in
+            stores_read();
+            load_gate_up(at, row, q + 2);
+          }
         }
+        __syncwarp();
       }
     }
     if (lane == 0) {  // every piece has left the staging region: the consumer may write again
@@ -329,10 +349,13 @@ __device__ void store_tiles(const smem_layout& s, int c, const CUtensorMap* map_
 // Consumer c: 64 rows of each tile, then its result staged for the store warp. Fragment j of the
 // accumulators holds columns 8j..8j+7 of rows r and r + 8 (i = 0, 1); piece q holds fragments
 // 8q..8q+7 in TMA's 128-byte swizzle, which this layout writes without bank conflicts. The
-// weights' operand is K-major, or N-major with trans_b: four 64-column boxes 8 KiB apart (the
-// descriptor's leading offset), k-rows of 128 bytes in 8-row atoms 1024 bytes apart.
-template <int trans_b>
+// operands in shared memory: x K-major in rows of 128 bytes (64-byte rows in 512-byte atoms for
+// swiglu_backward's 32 k-steps); the weights K-major, or N-major for swiglu_backward: four
+// 64-column boxes side by side (the descriptor's leading offset), k-rows of 128 bytes in 8-row
+// atoms 1024 bytes apart.
+template <epilogue E>
 __device__ void multiply_tiles(const smem_layout& s, int c, int tiles_m, int tiles_n, int k_tiles) {
+  using g = geometry<E>;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const std::uint32_t region = s.staged + c * staged_bytes;
   int stage = 0, phase = 0, out_phase = 0;
@@ -341,19 +364,22 @@ __device__ void multiply_tiles(const smem_layout& s, int c, int tiles_m, int til
     int prev_stage = -1;
     for (int kt = 0; kt < k_tiles; ++kt) {
       bar_wait(s.full(stage), phase);
-      const std::uint32_t sa = s.a + stage * a_stage_bytes + c * (64 * block_k * 2);
-      const std::uint32_t sb = s.b + stage * b_stage_bytes;
+      const std::uint32_t sa = s.a + stage * g::a_bytes + c * (64 * g::block_k * 2);
+      const std::uint32_t sb = s.b + stage * g::b_bytes;
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < block_k / 16; ++kk) {
-        const std::uint64_t desc_b = trans_b ? mn_major_desc(sb + kk * 16 * 128) : smem_desc(sb + kk * 32);
-        wgmma_m64n256k16<trans_b>(d, smem_desc(sa + kk * 32), desc_b, kt > 0 || kk > 0);
+      for (int kk = 0; kk < g::block_k / 16; ++kk) {
+        if constexpr (g::backward)
+          wgmma_m64n256k16<1>(d, sw64_desc(sa + kk * 32), mn_major_desc(sb + kk * 16 * 128),
+                              kt > 0 || kk > 0);
+        else
+          wgmma_m64n256k16<0>(d, smem_desc(sa + kk * 32), smem_desc(sb + kk * 32), kt > 0 || kk > 0);
       }
       wgmma_commit();
       wgmma_wait<1>();  // the stage before this one is read: hand it back
       if (prev_stage >= 0 && t == 0) bar_arrive(s.empty(prev_stage));
       prev_stage = stage;
-      if (++stage == stages) stage = 0, phase ^= 1;
+      if (++stage == g::stages) stage = 0, phase ^= 1;
     }
     wgmma_wait<0>();
     if (t == 0) bar_arrive(s.empty(prev_stage));
@@ -384,24 +410,27 @@ __global__ void __launch_bounds__(threads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
                 const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_out,
                 const __grid_constant__ CUtensorMap map_h, const gemm_args args) {
+  using g = geometry<E>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
   smem_layout s;
+  s.stages = g::stages;
   s.a = base;
-  s.b = s.a + stages * a_stage_bytes;
-  s.staged = s.b + stages * b_stage_bytes;
+  s.b = s.a + g::stages * g::a_bytes;
+  s.staged = s.b + g::stages * g::b_bytes;
   s.extra = s.staged + 2 * staged_bytes;
-  s.bars = s.extra + 2 * chunk_bytes;
-  const int tiles_m = args.m / block_m, tiles_n = args.out_cols / block_n, k_tiles = args.k / block_k;
+  s.bars = s.extra + g::extra_bytes;
+  const int tiles_m = args.m / block_m, tiles_n = args.out_cols / block_n, k_tiles = args.k / g::block_k;
   const int wg = threadIdx.x / 128, warp = threadIdx.x / 32;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i) {
+    for (int i = 0; i < g::stages; ++i) {
       bar_init(s.full(i), 1);
       bar_init(s.empty(i), 2);
     }
     for (int c = 0; c < 2; ++c) {
       bar_init(s.staged_bar(c), 128);
       bar_init(s.free_bar(c), 1);
+      if (g::backward) bar_init(s.gate_up_bar(c, 0), 1), bar_init(s.gate_up_bar(c, 1), 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -413,7 +442,7 @@ __global__ void __launch_bounds__(threads, 1)
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 184;");
-  multiply_tiles<E == epilogue::swiglu_backward ? 1 : 0>(s, wg - 1, tiles_m, tiles_n, k_tiles);
+  multiply_tiles<E>(s, wg - 1, tiles_m, tiles_n, k_tiles);
 }
 
 using encode_fn = decltype(&cuTensorMapEncodeTiled);
@@ -433,16 +462,17 @@ encode_fn encoder() {
 }
 
 // A row-major bf16 (rows, cols) tensor, rows `stride` elements apart, in boxes of box_rows x
-// box_cols in the 128-byte swizzle.
+// box_cols in the swizzle of their rows' bytes (box_cols * 2: 128 or 64).
 bool tensor_map(CUtensorMap* map, const void* base, std::int64_t rows, std::int64_t cols, std::int64_t stride,
                 int box_rows, int box_cols) {
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 2};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem[2] = {1, 1};
+  const auto swizzle = box_cols * 2 == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
   return encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                   elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                   elem, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -457,13 +487,13 @@ int prepare_device() {
   if (device >= 64) return 0;
   if (sms[device] == 0) {
     int count = 0;
-    const auto allow = [](auto kernel) {
-      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) ==
-             cudaSuccess;
+    const auto allow = [](auto kernel, int bytes) {
+      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess;
     };
     if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        !allow(gemm_kernel<epilogue::plain>) || !allow(gemm_kernel<epilogue::swiglu>) ||
-        !allow(gemm_kernel<epilogue::swiglu_backward>))
+        !allow(gemm_kernel<epilogue::plain>, geometry<epilogue::plain>::smem_bytes) ||
+        !allow(gemm_kernel<epilogue::swiglu>, geometry<epilogue::swiglu>::smem_bytes) ||
+        !allow(gemm_kernel<epilogue::swiglu_backward>, geometry<epilogue::swiglu_backward>::smem_bytes))
       return 0;
     sms[device] = count;
   }
@@ -497,24 +527,25 @@ int launch(const launch_plan& p, const gemm_args& args, void* stream) {
   const std::int64_t inner = args.inner, h_cols = E == epilogue::swiglu ? inner : p.out_cols;
   const std::int64_t written = E == epilogue::swiglu_backward ? 2 * inner : p.out_cols;
   CUtensorMap map_a, map_b0, map_b1, map_out, map_h;
-  bool ok = tensor_map(&map_a, p.a, p.m, p.k, p.k, block_m, block_k) &&
+  using g = geometry<E>;
+  bool ok = tensor_map(&map_a, p.a, p.m, p.k, p.k, block_m, g::block_k) &&
             tensor_map(&map_out, p.out, p.m, written, written, 64, 64) &&
             (E == epilogue::swiglu_backward  // map_h then reads the forward's gate | up
                  ? tensor_map(&map_h, args.gate_up, p.m, 2 * inner, 2 * inner, 64, 64)
                  : tensor_map(&map_h, E == epilogue::swiglu ? p.h : p.out, p.m, h_cols, h_cols, 64, 64));
-  if (E == epilogue::swiglu_backward) {  // b (k, n) row-major: boxes of 64 k-rows by 64 columns
-    ok = ok && tensor_map(&map_b0, p.b0, p.k, p.out_cols, p.b_stride, 64, 64);
+  if (E == epilogue::swiglu_backward) {  // b (k, n) row-major: boxes of a stage's k-rows by 64 columns
+    ok = ok && tensor_map(&map_b0, p.b0, p.k, p.out_cols, p.b_stride, g::block_k, 64);
     map_b1 = map_b0;
   } else {
     const std::int64_t b_rows = E == epilogue::swiglu ? inner : p.out_cols;
-    ok = ok && tensor_map(&map_b0, p.b0, b_rows, p.k, p.b_stride, block_n / 2, block_k) &&
-         tensor_map(&map_b1, p.b1, b_rows, p.k, p.b_stride, block_n / 2, block_k);
+    ok = ok && tensor_map(&map_b0, p.b0, b_rows, p.k, p.b_stride, block_n / 2, g::block_k) &&
+         tensor_map(&map_b1, p.b1, b_rows, p.k, p.b_stride, block_n / 2, g::block_k);
   }
   if (!ok) return cudaErrorInvalidValue;
   const std::int64_t tiles = p.m / block_m * (p.out_cols / block_n);
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  gemm_kernel<E><<<grid, threads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(map_a, map_b0, map_b1,
-                                                                                   map_out, map_h, args);
+  gemm_kernel<E><<<grid, threads, g::smem_bytes, static_cast<cudaStream_t>(stream)>>>(map_a, map_b0, map_b1,
+                                                                                      map_out, map_h, args);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -536,7 +567,7 @@ bool hopper_gemm_available(int device) {
 
 bool hopper_gemm_fits(std::int64_t rows, std::int64_t cols, std::int64_t k) {
   constexpr std::int64_t limit = std::int64_t{1} << 31;
-  return rows > 0 && cols > 0 && k > 0 && rows % block_m == 0 && cols % block_n == 0 && k % block_k == 0 &&
+  return rows > 0 && cols > 0 && k > 0 && rows % block_m == 0 && cols % block_n == 0 && k % 64 == 0 &&
          rows < limit && cols < limit && k < limit;
 }
 
