@@ -404,11 +404,9 @@ torch::Tensor fused_swiglu_input_grad(const torch::Tensor& grad_y, const torch::
   if (!fused_swiglu_input_grad_fits(grad_y, down) || !hopper_operand(gate_up, grad_y) ||
       gate_up.numel() != grad_y.numel() / grad_y.size(-1) * 2 * inner || gate_up.size(-1) != 2 * inner) {
     throw std::invalid_argument(
-        "fused_swiglu_input_grad: a bf16 grad_y (rows a multiple of 128, hidden of 64), down (hidden, inner "
-        "a "
-        "multiple of 256) and gate_up (rows, 2 * inner) on one device of compute capability 9.0, in a build "
-        "with "
-        "the Hopper GEMM, expected");
+        "fused_swiglu_input_grad: a bf16 grad_y (rows a multiple of 128, hidden of 64), down (hidden, "
+        "inner a multiple of 256) and gate_up (rows, 2 * inner) on one device of compute capability 9.0, "
+        "in a build with the Hopper GEMM, expected");
   }
   const c10::cuda::CUDAGuard guard(grad_y.device());
   const auto g = aligned_contiguous(grad_y), gu = aligned_contiguous(gate_up);

@@ -27,8 +27,8 @@ enum class epilogue { plain, swiglu, swiglu_backward };
 
 // The shared memory of each epilogue: the stages, each consumer's staged result, the epilogue's
 // own buffers, then the barriers. SwiGLU's backward reads gate | up by TMA into two buffers of a
-// piece each a consumer (32 KiB), which it makes room for with stages of 32 k-steps: four of them
-// hold as many k-steps in flight as three of 64 do.
+// piece of each a consumer (64 KiB in all), which it makes room for with stages of 32 k-steps:
+// four of them (96 KiB) where the others have three of 64 (144 KiB).
 template <epilogue E>
 struct geometry {
   static constexpr bool backward = E == epilogue::swiglu_backward;
