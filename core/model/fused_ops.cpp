@@ -346,21 +346,24 @@ bool hopper_weight(const torch::Tensor& w, const torch::Tensor& x) {
   return hopper_operand(w, x) && w.dim() == 2 && w.stride(1) == 1 && w.stride(0) % 8 == 0;
 }
 
+// Whether x's rows (x: (..., k), at least 1-D) by `cols` output columns are whole tiles of the
+// Hopper GEMM, on a device that runs it; never in a build without the kernel.
+bool hopper_fits(const torch::Tensor& x, std::int64_t cols) {
+#ifdef COHORT_WITH_HOPPER_GEMM
+  const std::int64_t k = x.size(-1), rows = k == 0 ? 0 : x.numel() / k;
+  return kernels::hopper_gemm_fits(rows, cols, k) && kernels::hopper_gemm_available(x.get_device());
+#else
+  (void)x, (void)cols;
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool fused_linear_swiglu_fits(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up) {
-#ifdef COHORT_WITH_HOPPER_GEMM
-  if (!hopper_operand(x, x) || x.dim() < 1 || !x.is_contiguous() || !hopper_weight(gate, x) ||
-      !hopper_weight(up, x) || gate.sizes() != up.sizes() || gate.size(1) != x.size(-1) ||
-      gate.stride(0) != up.stride(0))
-    return false;
-  const std::int64_t in = x.size(-1), rows = in == 0 ? 0 : x.numel() / in;
-  return kernels::hopper_gemm_fits(rows, 2 * gate.size(0), in) &&
-         kernels::hopper_gemm_available(x.get_device());
-#else
-  (void)x, (void)gate, (void)up;
-  return false;
-#endif
+  return hopper_operand(x, x) && x.dim() >= 1 && x.is_contiguous() && hopper_weight(gate, x) &&
+         hopper_weight(up, x) && gate.sizes() == up.sizes() && gate.size(1) == x.size(-1) &&
+         gate.stride(0) == up.stride(0) && hopper_fits(x, 2 * gate.size(0));
 }
 
 std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor& x, const torch::Tensor& gate,
@@ -386,16 +389,8 @@ std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor&
 }
 
 bool fused_swiglu_input_grad_fits(const torch::Tensor& x, const torch::Tensor& down) {
-#ifdef COHORT_WITH_HOPPER_GEMM
-  if (!hopper_operand(x, x) || x.dim() < 1 || !hopper_weight(down, x) || down.size(0) != x.size(-1))
-    return false;
-  const std::int64_t hidden = x.size(-1), rows = hidden == 0 ? 0 : x.numel() / hidden;
-  return kernels::hopper_gemm_fits(rows, down.size(1), hidden) &&
-         kernels::hopper_gemm_available(x.get_device());
-#else
-  (void)x, (void)down;
-  return false;
-#endif
+  return hopper_operand(x, x) && x.dim() >= 1 && hopper_weight(down, x) && down.size(0) == x.size(-1) &&
+         hopper_fits(x, down.size(1));
 }
 
 torch::Tensor fused_swiglu_input_grad(const torch::Tensor& grad_y, const torch::Tensor& down,
