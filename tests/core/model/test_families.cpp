@@ -10,6 +10,7 @@
 #include "core/model/model_error.hpp"
 #include "core/model/torch_compat.hpp"
 #include "tests/core/model/model_test_support.hpp"
+#include "tests/core/model/relative_gap.hpp"
 #include "tests/support/temp_dir.hpp"
 
 #include "tests/support/catch_torch.hpp"
@@ -17,6 +18,7 @@
 using namespace cohort::core::model;
 using cohort::test::temp_dir;
 using cohort::test::family_configs;
+using cohort::test::relative_gap;
 using nlohmann::json;
 
 namespace {
@@ -357,15 +359,11 @@ TEST_CASE(
   gemm::set_timed_picks(true);
   const auto own = run_pass(model, compute_path::fused, ids, ids);
   gemm::set_timed_picks(false);
-  const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
-    return ((a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max() / b.to(torch::kFloat).abs().max())
-        .item<double>();
-  };
-  CHECK(gap(own.logits, separate.logits) <= 2e-2);
+  CHECK(relative_gap(own.logits, separate.logits) <= 2e-2);
   CHECK(own.loss.item<double>() == Approx(separate.loss.item<double>()).epsilon(1e-2));
   for (std::size_t i = 0; i < separate.grads.size(); ++i) {
     INFO(model->hf_parameters()[i].name);
-    CHECK(gap(own.grads[i], separate.grads[i]) <= 3e-2);
+    CHECK(relative_gap(own.grads[i], separate.grads[i]) <= 3e-2);
   }
 }
 

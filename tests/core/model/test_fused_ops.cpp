@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "core/model/fused_ops.hpp"
+#include "tests/core/model/relative_gap.hpp"
 
 #include "tests/support/catch_torch.hpp"
 
@@ -20,11 +21,7 @@ using namespace cohort::core::model;
 
 namespace {
 
-// The largest difference of `actual` (any float dtype) from `expected` (fp32), relative to the
-// largest value expected.
-double gap(const torch::Tensor& actual, const torch::Tensor& expected) {
-  return ((actual.to(torch::kFloat) - expected).abs().max() / expected.abs().max()).item<double>();
-}
+using cohort::test::relative_gap;
 
 // t's values in fp32 as a new leaf that records its gradient: the fp32 reference's input.
 torch::Tensor fp32_leaf(const torch::Tensor& t) { return t.detach().to(torch::kFloat).requires_grad_(true); }
@@ -38,10 +35,10 @@ double tolerance_for(torch::ScalarType type) {
 // gradients after ref.backward).
 void check_against_fp32(const torch::Tensor& y, const std::vector<torch::Tensor>& inputs,
                         const torch::Tensor& ref, const std::vector<torch::Tensor>& leaves, double tol) {
-  CHECK(gap(y.detach(), ref.detach()) <= tol);
+  CHECK(relative_gap(y.detach(), ref.detach()) <= tol);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     INFO("input " << i);
-    CHECK(gap(inputs[i].grad(), leaves[i].grad()) <= tol);
+    CHECK(relative_gap(inputs[i].grad(), leaves[i].grad()) <= tol);
   }
 }
 
@@ -87,8 +84,8 @@ void check_rotary(torch::ScalarType type, const rotary_case& c, double tol) {
   for (int i = 0; i < 3; ++i) CHECK(outs[i].is_contiguous());
   CHECK(outs[0].sizes() == torch::IntArrayRef({c.B, c.T, q_cols}));
   CHECK(outs[2].sizes() == torch::IntArrayRef({c.B, c.T, k_cols}));
-  CHECK(gap(out.detach(), ref.detach()) <= tol);
-  CHECK(gap(qkv.grad(), x.grad()) <= tol);
+  CHECK(relative_gap(out.detach(), ref.detach()) <= tol);
+  CHECK(relative_gap(qkv.grad(), x.grad()) <= tol);
   // v passes through untouched, both ways.
   CHECK(torch::equal(outs[2].detach(), qkv.detach().slice(-1, qk)));
   CHECK(torch::equal(qkv.grad().slice(-1, qk), grad_out.slice(-1, qk)));
@@ -113,8 +110,8 @@ void check_swiglu(torch::ScalarType type, std::int64_t rows, std::int64_t inner,
   auto ref = torch::silu(parts[0]) * parts[1];
   ref.backward(grad_out.to(torch::kFloat));
   CHECK(out.sizes() == torch::IntArrayRef({rows, inner}));
-  CHECK(gap(out.detach(), ref.detach()) <= tol);
-  CHECK(gap(gate_up.grad(), x.grad()) <= tol);
+  CHECK(relative_gap(out.detach(), ref.detach()) <= tol);
+  CHECK(relative_gap(gate_up.grad(), x.grad()) <= tol);
 }
 
 struct norm_case {
@@ -158,11 +155,11 @@ void check_norm(torch::ScalarType type, const norm_case& c, double tol) {
   if (c.residual) ref_loss = ref_loss + (h32 * gh.to(torch::kFloat)).sum();
   ref_loss.backward();
   CHECK(out[0].sizes() == x.sizes());
-  CHECK(gap(out[0].detach(), ref.detach()) <= tol);
-  CHECK(gap(x.grad(), h32.grad()) <= tol);
+  CHECK(relative_gap(out[0].detach(), ref.detach()) <= tol);
+  CHECK(relative_gap(x.grad(), h32.grad()) <= tol);
   if (c.residual) CHECK(torch::equal(r.grad(), x.grad()));  // both feed h through a sum
-  if (c.affine) CHECK(gap(w.grad(), w32.grad()) <= tol);
-  if (b.defined()) CHECK(gap(b.grad(), b32.grad()) <= tol);
+  if (c.affine) CHECK(relative_gap(w.grad(), w32.grad()) <= tol);
+  if (b.defined()) CHECK(relative_gap(b.grad(), b32.grad()) <= tol);
 }
 
 }  // namespace
@@ -236,7 +233,7 @@ TEST_CASE(
   CHECK(gate_up.sizes() == torch::IntArrayRef({B, T, 2 * inner}));
   CHECK(h.sizes() == torch::IntArrayRef({B, T, inner}));
   const auto expected = at::matmul(x.to(torch::kFloat), torch::cat({gate, up}, 0).to(torch::kFloat).t());
-  CHECK(gap(gate_up, expected) <= 1e-2);
+  CHECK(relative_gap(gate_up, expected) <= 1e-2);
   CHECK(torch::equal(h, fused_swiglu(gate_up)));  // one formula: the SwiGLU kernel's bits
   const auto [again, h_again] = fused_linear_swiglu(x, gate, up);
   CHECK(torch::equal(again, gate_up));
@@ -247,8 +244,8 @@ TEST_CASE(
   REQUIRE(fused_swiglu_input_grad_fits(grad_y, down));
   const auto grad_gate_up = fused_swiglu_input_grad(grad_y, down, gate_up);
   CHECK(grad_gate_up.sizes() == gate_up.sizes());
-  CHECK(gap(grad_gate_up, fused_swiglu_backward(at::matmul(grad_y, down), gate_up).to(torch::kFloat)) <=
-        2e-2);
+  CHECK(relative_gap(grad_gate_up,
+                     fused_swiglu_backward(at::matmul(grad_y, down), gate_up).to(torch::kFloat)) <= 2e-2);
   CHECK(torch::equal(fused_swiglu_input_grad(grad_y, down, gate_up), grad_gate_up));
   CHECK_FALSE(fused_swiglu_input_grad_fits(grad_y, down.narrow(1, 0, 1000)));  // inner not 256s
   // What is not whole tiles, or not bf16, is refused, and the error names the op.
@@ -333,9 +330,9 @@ TEST_CASE("the AdamW kernel gives adamw_step on the scaled gradient and writes t
           const auto gap = [](const torch::Tensor& a, const torch::Tensor& b) {
             return (a - b).abs().max().item<double>() / b.abs().max().item<double>();
           };
-          CHECK(gap(kernel_master, reference_master) <= 1e-6);
-          CHECK(gap(kernel_state.exp_avg, reference_state.exp_avg) <= 1e-6);
-          CHECK(gap(kernel_state.exp_avg_sq, reference_state.exp_avg_sq) <= 1e-6);
+          CHECK(relative_gap(kernel_master, reference_master) <= 1e-6);
+          CHECK(relative_gap(kernel_state.exp_avg, reference_state.exp_avg) <= 1e-6);
+          CHECK(relative_gap(kernel_state.exp_avg_sq, reference_state.exp_avg_sq) <= 1e-6);
           CHECK(torch::equal(copy, kernel_master.to(copy_type)));  // rounded once from the master
         }
       }
