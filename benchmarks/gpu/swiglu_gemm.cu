@@ -7,7 +7,8 @@
 // Checks the own kernel's g, u and h against cuBLAS's product and the SwiGLU kernel's h, the plain
 // GEMM against cuBLAS, and SwiGLU's backward through the down projection (dh = dy down, then d gate
 // and d up) against cuBLAS's dh and the SwiGLU backward kernel; then times each way sustained, in
-// turns (12 stretches of 40 runs each, the last 8 counted, medians).
+// turns (12 stretches of 40 runs each, the last 8 counted, medians), and dh's product alone by
+// cuBLAS and by the own plain GEMM (from a K-major weight of the same size).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <algorithm>
@@ -105,11 +106,20 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&dGU_own, (size_t)M * N * 2));
   fill_random<<<1024, 256>>>(dY, (size_t)M * H, 3);
   fill_random<<<1024, 256>>>(Wd, (size_t)H * inner, 4);
-  auto cublas_backward = [&] {
+  auto cublas_dh = [&] {
     CK(cublasGemmEx(bl, CUBLAS_OP_N, CUBLAS_OP_N, inner, M, H, &alpha, Wd, CUDA_R_16BF, inner, dY,
                     CUDA_R_16BF, H, &beta, dH, CUDA_R_16BF, inner, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  auto cublas_backward = [&] {
+    cublas_dh();
     CK(k::swiglu_backward(k::dtype::bf16, dH, C_ref, dGU_ref, M, inner, nullptr));
   };
+  // The own plain GEMM at dh's shape, from the down weight's transpose (K-major: another layout,
+  // the same product's size), to time the product without the backward's epilogue.
+  __nv_bfloat16* WdT;
+  CK(cudaMalloc(&WdT, (size_t)H * inner * 2));
+  fill_random<<<1024, 256>>>(WdT, (size_t)H * inner, 5);
+  auto own_dh = [&] { CK(k::hopper_linear(dY, WdT, H, dH, M, inner, H, nullptr)); };
   auto own_backward = [&] {
     CK(k::hopper_swiglu_input_grad(dY, Wd, inner, C_ref, dGU_own, M, inner, H, nullptr));
   };
@@ -134,14 +144,15 @@ int main(int argc, char** argv) {
     cudaEventElapsedTime(&ms, e0, e1);
     return ms * 1000 / 40;
   };
-  std::vector<double> t_gemm, t_ref, t_plain, t_fused, t_bref, t_bown;
+  std::vector<double> t_gemm, t_ref, t_plain, t_fused, t_bref, t_bown, t_bdh, t_odh;
   for (int s = 0; s < 12; ++s) {
     const double a = stretch(cublas_gemm), b = stretch(cublas_swiglu), c = stretch(own_plain),
                  d = stretch(own_swiglu);
     if (s >= 4) t_gemm.push_back(a), t_ref.push_back(b), t_plain.push_back(c), t_fused.push_back(d);
     if (!backward_fits) continue;
-    const double e = stretch(cublas_backward), f = stretch(own_backward);
-    if (s >= 4) t_bref.push_back(e), t_bown.push_back(f);
+    const double e = stretch(cublas_backward), f = stretch(own_backward), g = stretch(cublas_dh),
+                 h = stretch(own_dh);
+    if (s >= 4) t_bref.push_back(e), t_bown.push_back(f), t_bdh.push_back(g), t_odh.push_back(h);
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -160,6 +171,8 @@ int main(int argc, char** argv) {
     printf("cuBLAS dh + SwiGLU backward kernel: %8.1f us\n", median(t_bref));
     printf("own GEMM, SwiGLU backward inside:   %8.1f us  (%.3fx)\n", median(t_bown),
            median(t_bref) / median(t_bown));
+    printf("cuBLAS dh alone:                    %8.1f us\n", median(t_bdh));
+    printf("own GEMM alone at dh's shape:       %8.1f us\n", median(t_odh));
   }
   return 0;
 }

@@ -33,6 +33,11 @@ template <epilogue E>
 struct geometry {
   static constexpr bool backward = E == epilogue::swiglu_backward;
   static constexpr int block_k = backward ? 32 : 64, stages = backward ? 4 : 3;
+  // The store warps: one for each consumer (warps 1 and 2), or for SwiGLU's backward, whose
+  // epilogue's arithmetic one warp could not keep up with, the three after the loading warp for
+  // both consumers' results together (in the probe 676-678 us against 712-716 at the 1.1B shape).
+  // The forward's lighter epilogue ran slower shared (1,174-1,178 us against 1,148-1,164).
+  static constexpr int store_warps = backward ? 3 : 1, store_consumers = backward ? 2 : 1;
   static constexpr int a_bytes = block_m * block_k * 2, b_bytes = block_n * block_k * 2;
   static constexpr int extra_bytes = backward ? 2 * 2 * 2 * chunk_bytes : 2 * chunk_bytes;
   static constexpr int barriers = 2 * stages + 4 + (backward ? 4 : 0);
@@ -244,109 +249,161 @@ __device__ __forceinline__ void swiglu_grad_pack(std::uint32_t dh2, std::uint32_
   du2 = pack(dh.x * g.x * s0, dh.y * g.y * s1);
 }
 
-// The stores of consumer c (one warp): its staged pieces out by TMA. With swiglu, h is computed
-// from the staged g and u (same swizzled place in each piece) a piece at a time. With
-// swiglu_backward, gate's and up's pieces come in by TMA, two pieces ahead (into two buffers),
-// and each piece of dh becomes d gate in its place and d up in up's.
+constexpr int piece_units = chunk_bytes / 16;  // 16-byte units of a piece
+
+// The store warps of consumers `first` to first + consumers - 1: the epilogue's work on their
+// staged results, a tile at a time, shared out by 16-byte units over the warps, and the stores by
+// TMA (issued, and waited for, by the first thread: bulk groups are a thread's own).
 template <epilogue E>
-__device__ void store_tiles(const smem_layout& s, int c, const CUtensorMap* map_out, const CUtensorMap* map_h,
-                            int tiles_m, int tiles_n, const gemm_args& args) {
-  const int lane = threadIdx.x % 32;
-  const std::uint32_t region = s.staged + c * staged_bytes, extra = s.extra + c * chunk_bytes;
-  const int inner = args.inner;
-  int phase = 0, gate_up_phases = 0;  // a bit a buffer
-  // swiglu_backward: gate's and up's piece q of the tile at `at` into buffer q % 2 (map_h reads
-  // the forward's gate | up).
-  const auto load_gate_up = [&](const tile_at& at, int row, int q) {
-    const std::uint32_t buffer = s.gate_up_buffer(c, q % 2), bar = s.gate_up_bar(c, q % 2);
-    bar_expect(bar, 2 * chunk_bytes);
-    tma_load(buffer, map_h, bar, at.n * block_n + 64 * q, row);
-    tma_load(buffer + chunk_bytes, map_h, bar, inner + at.n * block_n + 64 * q, row);
-  };
-  for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
-    const tile_at at = tile_coords(tile, tiles_m, tiles_n);
-    const int row = at.m * block_m + c * 64;
-    if (E == epilogue::swiglu_backward && lane == 0) {  // while the tile is multiplied
-      load_gate_up(at, row, 0);
-      load_gate_up(at, row, 1);
+struct store_group {
+  static constexpr int warps = geometry<E>::store_warps, consumers = geometry<E>::store_consumers;
+  const smem_layout& s;
+  int first, index;  // the first consumer, and this thread's place in the group
+  int inner;
+  const CUtensorMap* map_out;
+  const CUtensorMap* map_h;  // swiglu: h; swiglu_backward: the forward's gate | up
+  int gate_up_phases = 0;    // swiglu_backward: a bit for each buffer
+
+  __device__ bool leader() const { return index == 0; }
+  __device__ std::uint32_t region(int c) const { return s.staged + c * staged_bytes; }
+  // Every thread of the group is here (named barrier 1 + first).
+  __device__ void sync() const {
+    if constexpr (warps == 1)
+      __syncwarp();
+    else
+      asm volatile("bar.sync %0, %1;" ::"r"(1 + first), "n"(32 * warps) : "memory");
+  }
+  // The group's writes to shared memory are seen by TMA; then the leader may store them.
+  __device__ void publish() const {
+    async_proxy_fence();
+    sync();
+  }
+
+  // The staged pieces as they are: plain, the product's 256 columns; swiglu, gate's 128 and up's.
+  __device__ void store_staged(const tile_at& at) const {
+    if (!leader()) return;
+    for (int c = first; c < first + consumers; ++c) {
+      for (int q = 0; q < 4; ++q) {
+        const int col = E == epilogue::swiglu ? (q / 2) * inner + at.n * (block_n / 2) + 64 * (q % 2)
+                                              : at.n * block_n + 64 * q;
+        tma_store(map_out, region(c) + q * chunk_bytes, col, at.m * block_m + c * 64);
+      }
     }
-    bar_wait(s.staged_bar(c), phase);
-    if constexpr (E != epilogue::swiglu_backward) {
-      if (lane == 0) {
-        for (int q = 0; q < 4; ++q) {
-          const int col = E == epilogue::swiglu ? (q / 2) * inner + at.n * (block_n / 2) + 64 * (q % 2)
-                                                : at.n * block_n + 64 * q;
-          tma_store(map_out, region + q * chunk_bytes, col, row);
-        }
+    store_commit();
+  }
+
+  // swiglu: h from the staged g and u (the same swizzled place in each piece), a piece at a time
+  // through each consumer's extra buffer.
+  __device__ void store_h(const tile_at& at) const {
+    for (int q = 0; q < 2; ++q) {
+      if (q == 1) {  // the first piece of h has left the buffers
+        if (leader()) stores_read();
+        sync();
+      }
+#pragma unroll 4
+      for (int v = index; v < consumers * piece_units; v += 32 * warps) {
+        const int c = first + v / piece_units, u = v % piece_units;
+        const uint4 gv = load_shared(region(c) + q * chunk_bytes + u * 16);
+        const uint4 uv = load_shared(region(c) + (2 + q) * chunk_bytes + u * 16);
+        store_shared(s.extra + c * chunk_bytes + u * 16,
+                     uint4{swiglu_pack(gv.x, uv.x), swiglu_pack(gv.y, uv.y), swiglu_pack(gv.z, uv.z),
+                           swiglu_pack(gv.w, uv.w)});
+      }
+      publish();
+      if (leader()) {
+        for (int c = first; c < first + consumers; ++c)
+          tma_store(map_h, s.extra + c * chunk_bytes, at.n * (block_n / 2) + 64 * q, at.m * block_m + c * 64);
         store_commit();
       }
     }
-    if constexpr (E == epilogue::swiglu) {
-      for (int q = 0; q < 2; ++q) {
-        if (q == 1) {  // the first piece of h has left the buffer
-          if (lane == 0) stores_read();
-          __syncwarp();
-        }
-#pragma unroll 8
-        for (int u = lane; u < chunk_bytes / 16; u += 32) {
-          const uint4 gv = load_shared(region + q * chunk_bytes + u * 16);
-          const uint4 uv = load_shared(region + (2 + q) * chunk_bytes + u * 16);
-          store_shared(extra + u * 16, uint4{swiglu_pack(gv.x, uv.x), swiglu_pack(gv.y, uv.y),
-                                             swiglu_pack(gv.z, uv.z), swiglu_pack(gv.w, uv.w)});
-        }
-        async_proxy_fence();
-        __syncwarp();
-        if (lane == 0) {
-          tma_store(map_h, extra, at.n * (block_n / 2) + 64 * q, row);
-          store_commit();
-        }
-      }
+  }
+
+  // swiglu_backward, the leader: gate's and up's piece q of the tile into each consumer's buffer
+  // q % 2.
+  __device__ void load_gate_up(const tile_at& at, int q) const {
+    for (int c = first; c < first + consumers; ++c) {
+      const std::uint32_t buffer = s.gate_up_buffer(c, q % 2), bar = s.gate_up_bar(c, q % 2);
+      const int row = at.m * block_m + c * 64;
+      bar_expect(bar, 2 * chunk_bytes);
+      tma_load(buffer, map_h, bar, at.n * block_n + 64 * q, row);
+      tma_load(buffer + chunk_bytes, map_h, bar, inner + at.n * block_n + 64 * q, row);
     }
-    if constexpr (E == epilogue::swiglu_backward) {
-      for (int q = 0; q < 4; ++q) {
-        const int b = q % 2;
-        const std::uint32_t g_at = s.gate_up_buffer(c, b), u_at = g_at + chunk_bytes;
+  }
+
+  // swiglu_backward: each staged piece of dh becomes d gate in its place and d up in up's; pieces
+  // 2 and 3 of gate and up come in as 0's and 1's d up leave.
+  __device__ void store_swiglu_grads(const tile_at& at) {
+    for (int q = 0; q < 4; ++q) {
+      const int b = q % 2;
+      for (int c = first; c < first + consumers; ++c)
         bar_wait(s.gate_up_bar(c, b), (gate_up_phases >> b) & 1);
-        gate_up_phases ^= 1 << b;
-#pragma unroll 8
-        for (int u = lane; u < chunk_bytes / 16; u += 32) {
-          const std::uint32_t piece = region + q * chunk_bytes + u * 16;
-          const uint4 dh = load_shared(piece), gv = load_shared(g_at + u * 16),
-                      uv = load_shared(u_at + u * 16);
-          uint4 dg, du;
-          swiglu_grad_pack(dh.x, gv.x, uv.x, dg.x, du.x);
-          swiglu_grad_pack(dh.y, gv.y, uv.y, dg.y, du.y);
-          swiglu_grad_pack(dh.z, gv.z, uv.z, dg.z, du.z);
-          swiglu_grad_pack(dh.w, gv.w, uv.w, dg.w, du.w);
-          store_shared(piece, dg);
-          store_shared(u_at + u * 16, du);
+      gate_up_phases ^= 1 << b;
+#pragma unroll 4
+      for (int v = index; v < consumers * piece_units; v += 32 * warps) {
+        const int c = first + v / piece_units, u = v % piece_units;
+        const std::uint32_t piece = region(c) + q * chunk_bytes + u * 16;
+        const std::uint32_t g_at = s.gate_up_buffer(c, b) + u * 16, u_at = g_at + chunk_bytes;
+        const uint4 dh = load_shared(piece), gv = load_shared(g_at), uv = load_shared(u_at);
+        uint4 dg, du;
+        swiglu_grad_pack(dh.x, gv.x, uv.x, dg.x, du.x);
+        swiglu_grad_pack(dh.y, gv.y, uv.y, dg.y, du.y);
+        swiglu_grad_pack(dh.z, gv.z, uv.z, dg.z, du.z);
+        swiglu_grad_pack(dh.w, gv.w, uv.w, dg.w, du.w);
+        store_shared(piece, dg);
+        store_shared(u_at, du);
+      }
+      publish();
+      if (leader()) {
+        const int col0 = at.n * block_n + 64 * q;
+        for (int c = first; c < first + consumers; ++c) {
+          const int row = at.m * block_m + c * 64;
+          tma_store(map_out, region(c) + q * chunk_bytes, col0, row);
+          tma_store(map_out, s.gate_up_buffer(c, b) + chunk_bytes, inner + col0, row);
         }
-        async_proxy_fence();
-        __syncwarp();
-        if (lane == 0) {
-          const int col0 = at.n * block_n + 64 * q;
-          tma_store(map_out, region + q * chunk_bytes, col0, row);
-          tma_store(map_out, u_at, inner + col0, row);
-          store_commit();
-          if (q < 2) {  // the buffer's d up has left it: piece q + 2 comes in
-            stores_read();
-            load_gate_up(at, row, q + 2);
-          }
+        store_commit();
+        if (q < 2) {  // the buffers' d up have left them: piece q + 2 comes in
+          stores_read();
+          load_gate_up(at, q + 2);
         }
-        __syncwarp();
       }
     }
-    if (lane == 0) {  // every piece has left the staging region: the consumer may write again
-      stores_read();
-      bar_arrive(s.free_bar(c));
+  }
+};
+
+// The stores, tile by tile, by a group of store warps: with swiglu_backward gate's and up's first
+// two pieces are on their way in while the tile is multiplied; once the consumers have staged
+// their results, the epilogue's work and stores; once the stores have read them, the staging
+// regions are the consumers' again.
+template <epilogue E>
+__device__ void store_tiles(const smem_layout& s, int first, int index, const CUtensorMap* map_out,
+                            const CUtensorMap* map_h, int tiles_m, int tiles_n, const gemm_args& args) {
+  store_group<E> w{s, first, index, args.inner, map_out, map_h};
+  constexpr int consumers = geometry<E>::store_consumers;
+  int phase = 0;
+  for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+    const tile_at at = tile_coords(tile, tiles_m, tiles_n);
+    if (E == epilogue::swiglu_backward && w.leader()) {
+      w.load_gate_up(at, 0);
+      w.load_gate_up(at, 1);
     }
-    __syncwarp();
+    for (int c = first; c < first + consumers; ++c) bar_wait(s.staged_bar(c), phase);
+    if constexpr (E == epilogue::swiglu_backward) {
+      w.store_swiglu_grads(at);
+    } else {
+      w.store_staged(at);
+      if constexpr (E == epilogue::swiglu) w.store_h(at);
+    }
+    if (w.leader()) {  // every piece has left the staging regions
+      stores_read();
+      for (int c = first; c < first + consumers; ++c) bar_arrive(s.free_bar(c));
+    }
+    w.sync();
     phase ^= 1;
   }
-  if (lane == 0) stores_done();
+  if (w.leader()) stores_done();
 }
 
-// Consumer c: 64 rows of each tile, then its result staged for the store warp. Fragment j of the
+// Consumer c: 64 rows of each tile, then its result staged for the store warps. Fragment j of the
 // accumulators holds columns 8j..8j+7 of rows r and r + 8 (i = 0, 1); piece q holds fragments
 // 8q..8q+7 in TMA's 128-byte swizzle, which this layout writes without bank conflicts. The
 // operands in shared memory: x K-major in rows of 128 bytes (64-byte rows in 512-byte atoms for
@@ -438,7 +495,11 @@ __global__ void __launch_bounds__(threads, 1)
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 136;");
     if (threadIdx.x == 0) load_tiles<E>(s, &map_a, &map_b0, &map_b1, tiles_m, tiles_n, k_tiles);
-    if (warp == 1 || warp == 2) store_tiles<E>(s, warp - 1, &map_out, &map_h, tiles_m, tiles_n, args);
+    if (warp >= 1 && warp <= 2 * g::store_warps / g::store_consumers) {  // the store warps
+      const int first = g::store_consumers == 2 ? 0 : warp - 1;
+      const int index = g::store_consumers == 2 ? threadIdx.x - 32 : threadIdx.x % 32;
+      store_tiles<E>(s, first, index, &map_out, &map_h, tiles_m, tiles_n, args);
+    }
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 184;");

@@ -5,15 +5,16 @@
 //    cuBLAS's GEMM writes dh and the SwiGLU backward kernel reads it back with gate | up.
 // At the 1.1B shape (16,384 tokens, 2,048 hidden, 5,632 inner) on an H200, alone
 // (benchmarks/gpu/swiglu_gemm.cu): the GEMM alone at cuBLAS's rate (680-700 TFLOP/s), the forward
-// 1.13-1.15 ms against cuBLAS + SwiGLU's 1.28-1.30, the backward 0.71 ms against 1.01. Through a
-// training job (swiglu_mlp_function, decoder.cpp) the step is 2.6% faster.
+// 1.13-1.15 ms against cuBLAS + SwiGLU's 1.28-1.30, the backward 0.68 ms against 1.02-1.03. Through
+// a training job (swiglu_mlp_function, decoder.cpp) the step is 2.6% faster.
 //
 // The kernel: TMA loads of x's and the weights' tiles into stages of shared memory, two consumer
 // warpgroups each multiplying 64 rows of a 128 x 256 tile with wgmma (m64n256k16, fp32
 // accumulators), a persistent grid of one block a multiprocessor, tiles in groups of 16 along the
-// rows for L2. A consumer writes its result to shared memory and goes on to its next tile; a store
-// warp of its own does the epilogue's work and sends the result out by TMA. Three stages of 64
-// k-steps; SwiGLU's backward, which reads gate | up in by TMA two pieces ahead, has four of 32.
+// rows for L2. A consumer writes its result to shared memory and goes on to its next tile; store
+// warps do the epilogue's work and send the result out by TMA: a warp for each consumer, or, for
+// SwiGLU's backward, three for both. Three stages of 64 k-steps; SwiGLU's backward, which reads
+// gate | up in by TMA two pieces ahead, has four of 32.
 //
 // Contract, for every launcher (torch-free, as fused_kernels.hpp):
 //  - bf16 operands and outputs, row-major: x (rows, k); the weights (cols, k), or (k, cols) for
