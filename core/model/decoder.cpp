@@ -447,15 +447,15 @@ class swiglu_mlp_function : public torch::autograd::Function<swiglu_mlp_function
   }
 };
 
-// Whether the MLP runs as swiglu_mlp_function: where the GEMMs are cohort's to choose
-// (gemm::timed_picks: a training job of one rank, not a deterministic one), without adapters,
-// biases or dropout, and the build, device and shapes allow.
+// Whether the MLP runs as swiglu_mlp_function: where the own GEMM is on (gemm::own_gemm: a training
+// job, not a deterministic one), without adapters, biases or dropout, and the build, device and
+// shapes allow.
 bool swiglu_mlp_applies(const projection_impl& gate, const projection_impl& up, const projection_impl& down,
                         const torch::Tensor& x) {
   for (const auto* p : {&gate, &up, &down}) {
     if (p->lora_a.defined() || p->bias.defined() || p->conv1d) return false;
   }
-  return gemm::timed_picks() && !at::globalContext().deterministicAlgorithms() &&
+  return gemm::own_gemm() && !at::globalContext().deterministicAlgorithms() &&
          fused_linear_swiglu_fits(x, gate.weight, up.weight) && fused_swiglu_input_grad_fits(x, down.weight);
 }
 

@@ -27,6 +27,7 @@ namespace {
 
 std::atomic<int> shapes_timed{0}, shapes_replaced{0};
 std::atomic<bool> timed_picks_on{false};
+std::atomic<bool> own_gemm_on{false};
 
 void check_operands(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, bool accumulate,
                     const torch::Tensor& bias) {
@@ -398,6 +399,9 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 
 void set_timed_picks(bool on) { timed_picks_on.store(on); }
 bool timed_picks() { return timed_picks_on.load(); }
+
+void set_own_gemm(bool on) { own_gemm_on.store(on); }
+bool own_gemm() { return own_gemm_on.load(); }
 
 tuning_counts tuning() { return {shapes_timed.load(), shapes_replaced.load()}; }
 

@@ -50,6 +50,13 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 void set_timed_picks(bool on);
 bool timed_picks();
 
+// Whether a Llama MLP on the fused path may run through cohort's own Hopper GEMM with SwiGLU in
+// its epilogues (hopper_gemm.hpp; swiglu_mlp_function in decoder.cpp), for the whole process. Off
+// unless set_own_gemm(true): the causal-LM training engine turns it on for its jobs, of one rank
+// or many. Deterministic runs never take it (its tiles are fixed, but it is not ATen's).
+void set_own_gemm(bool on);
+bool own_gemm();
+
 // Shapes timed so far in this process (over every device), and of them those given another
 // algorithm than the heuristic's first: for tests and logs.
 struct tuning_counts {

@@ -47,6 +47,12 @@ bool test_weight_grads_through_autograd();
 inline constexpr const char* test_gemm_through_aten_variable = "COHORT_TEST_GEMM_THROUGH_ATEN";
 bool test_gemm_through_aten();
 
+// With COHORT_TEST_NO_OWN_GEMM=1 in the worker process's environment, a training job keeps a Llama
+// MLP off cohort's own Hopper GEMM (model::gemm::set_own_gemm(false)): the baseline of a
+// measurement.
+inline constexpr const char* test_no_own_gemm_variable = "COHORT_TEST_NO_OWN_GEMM";
+bool test_no_own_gemm();
+
 // With COHORT_TEST_UPDATE_AT_STEP_END=1 in the worker process's environment, ZeRO-3 on several
 // GPUs updates every unit inside the step (zero_options::update_at_next_gather false), as before
 // the update moved to the next step's gathers: the baseline of a measurement.

@@ -335,8 +335,8 @@ TEST_CASE("on a GPU the fused path with cohort's own kernels gives the plain pat
 }
 
 TEST_CASE(
-    "on an H100 or H200 a bf16 Llama whose GEMMs cohort picks runs its gate/up projection and "
-    "SwiGLU in its own GEMM, with the logits, loss and gradients of cuBLAS's GEMM and the SwiGLU kernel",
+    "on an H100 or H200 a bf16 Llama with the own GEMM on runs its gate/up projection and SwiGLU in "
+    "its own GEMM, with the logits, loss and gradients of cuBLAS's GEMM and the SwiGLU kernel",
     "[core][model][.gpu]") {
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
   if (!hopper_device(torch::empty({1}, torch::kCUDA))) {
@@ -355,10 +355,10 @@ TEST_CASE(
   const auto& mlp = model->layers()[0]->ffn;
   REQUIRE(fused_linear_swiglu_fits(torch::empty({2, 128, 512}, mlp->gate->weight.options()),
                                    mlp->gate->weight, mlp->up->weight));
-  const auto separate = run_pass(model, compute_path::fused, ids, ids);  // picks off: ATen's GEMMs
-  gemm::set_timed_picks(true);
+  const auto separate = run_pass(model, compute_path::fused, ids, ids);  // ATen's GEMMs
+  gemm::set_own_gemm(true);
   const auto own = run_pass(model, compute_path::fused, ids, ids);
-  gemm::set_timed_picks(false);
+  gemm::set_own_gemm(false);
   CHECK(relative_gap(own.logits, separate.logits) <= 2e-2);
   CHECK(own.loss.item<double>() == Approx(separate.loss.item<double>()).epsilon(1e-2));
   for (std::size_t i = 0; i < separate.grads.size(); ++i) {

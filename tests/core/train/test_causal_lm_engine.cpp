@@ -193,17 +193,25 @@ TEST_CASE("on a CPU a job says nothing about CUDA graphs and trains as before", 
   CHECK(run[0].graph_status.empty());
 }
 
-TEST_CASE("a job of one rank turns timed GEMM picks on, a job of two ranks turns them off", "[core][train]") {
+TEST_CASE(
+    "a job of one rank turns timed GEMM picks on, a job of two ranks turns them off; both turn "
+    "the own GEMM on",
+    "[core][train]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
   auto spec = test::tiny_job(data, 1, 0, false);
   spec.train.max_steps = 1;
+  core::model::gemm::set_own_gemm(false);
   test::run_job(spec);
   CHECK(core::model::gemm::timed_picks());
+  CHECK(core::model::gemm::own_gemm());
   spec = test::tiny_job(data, 2, 3, false);
   spec.train.max_steps = 1;
+  core::model::gemm::set_own_gemm(false);
   test::run_job(spec);
   CHECK_FALSE(core::model::gemm::timed_picks());
+  CHECK(core::model::gemm::own_gemm());
+  core::model::gemm::set_own_gemm(false);
 }
 
 TEST_CASE("a malformed inline model config is refused, naming model.config", "[core][train]") {
