@@ -238,7 +238,7 @@ struct causal_lm_engine::impl : engine_state {
     seed_rank(train, group.rank());
     // Timed GEMM picks pay alone on a GPU, not beside ZeRO's collectives (model/gemm.hpp).
     model::gemm::set_timed_picks(group.size() == 1 && !test_gemm_through_aten());
-    model::gemm::set_own_gemm(!test_no_own_gemm());
+    model::gemm::set_own_gemm(!test_no_own_gemm() && !test_gemm_through_aten());
     open_data(data_verified);
     vocab = plan_vocab(spec, config.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
     config.vocab_size = vocab.vocab;

@@ -42,8 +42,8 @@ inline constexpr const char* test_weight_grads_through_autograd_variable =
     "COHORT_TEST_WEIGHT_GRADS_THROUGH_AUTOGRAD";
 bool test_weight_grads_through_autograd();
 
-// With COHORT_TEST_GEMM_THROUGH_ATEN=1 in the worker process's environment, a job of one rank
-// keeps ATen's GEMMs (model::gemm::set_timed_picks(false)): the baseline of a measurement.
+// With COHORT_TEST_GEMM_THROUGH_ATEN=1 in the worker process's environment, a job keeps ATen's
+// GEMMs (model::gemm::set_timed_picks(false), set_own_gemm(false)): the baseline of a measurement.
 inline constexpr const char* test_gemm_through_aten_variable = "COHORT_TEST_GEMM_THROUGH_ATEN";
 bool test_gemm_through_aten();
 
