@@ -190,8 +190,7 @@ struct smem_layout {
 
 struct gemm_args {
   int m, out_cols, k;
-  int inner;                     // SwiGLU's inner size
-  const __nv_bfloat16* gate_up;  // swiglu_backward: the forward's gate | up (m, 2 inner)
+  int inner;  // SwiGLU's inner size
 };
 
 // The loads: one thread, every tile's k-steps into the stages as they come free. The weights'
@@ -562,7 +561,8 @@ int prepare_device() {
 }
 
 // The operands of one launch: a (m, k) and, as tensor maps, the weights (b0, b1: their rows of k,
-// `b_rows` of them, `b_stride` apart; N-major: k rows of `b_cols`), out (m, out_cols) and h.
+// `b_rows` of them, `b_stride` apart; N-major: k rows of `b_cols`), out (m, out_cols), h (swiglu)
+// and the forward's gate | up (swiglu_backward).
 struct launch_plan {
   const void* a;
   const void* b0;
@@ -571,6 +571,7 @@ struct launch_plan {
   void* out;
   void* h;
   std::int64_t m, out_cols, k;
+  const void* gate_up = nullptr;
 };
 
 template <epilogue E>
@@ -579,7 +580,7 @@ int launch(const launch_plan& p, const gemm_args& args, void* stream) {
   if (cudaGetDevice(&device) != cudaSuccess || !hopper_gemm_available(device)) return cudaErrorNotSupported;
   if (!hopper_gemm_fits(p.m, p.out_cols, p.k) || !aligned16(p.a) || !aligned16(p.b0) || !aligned16(p.b1) ||
       !aligned16(p.out) || (E == epilogue::swiglu && !aligned16(p.h)) ||
-      (E == epilogue::swiglu_backward && !aligned16(args.gate_up)) || p.b_stride % 8 != 0 ||
+      (E == epilogue::swiglu_backward && !aligned16(p.gate_up)) || p.b_stride % 8 != 0 ||
       p.b_stride < (E == epilogue::swiglu_backward ? p.out_cols : p.k))
     return cudaErrorInvalidValue;
   const int sms = prepare_device();
@@ -592,7 +593,7 @@ int launch(const launch_plan& p, const gemm_args& args, void* stream) {
   bool ok = tensor_map(&map_a, p.a, p.m, p.k, p.k, block_m, g::block_k) &&
             tensor_map(&map_out, p.out, p.m, written, written, 64, 64) &&
             (E == epilogue::swiglu_backward  // map_h then reads the forward's gate | up
-                 ? tensor_map(&map_h, args.gate_up, p.m, 2 * inner, 2 * inner, 64, 64)
+                 ? tensor_map(&map_h, p.gate_up, p.m, 2 * inner, 2 * inner, 64, 64)
                  : tensor_map(&map_h, E == epilogue::swiglu ? p.h : p.out, p.m, h_cols, h_cols, 64, 64));
   if (E == epilogue::swiglu_backward) {  // b (k, n) row-major: boxes of a stage's k-rows by 64 columns
     ok = ok && tensor_map(&map_b0, p.b0, p.k, p.out_cols, p.b_stride, g::block_k, 64);
@@ -610,10 +611,8 @@ int launch(const launch_plan& p, const gemm_args& args, void* stream) {
   return static_cast<int>(cudaGetLastError());
 }
 
-gemm_args args_of(std::int64_t m, std::int64_t out_cols, std::int64_t k, std::int64_t inner,
-                  const void* gate_up = nullptr) {
-  return {static_cast<int>(m), static_cast<int>(out_cols), static_cast<int>(k), static_cast<int>(inner),
-          static_cast<const __nv_bfloat16*>(gate_up)};
+gemm_args args_of(std::int64_t m, std::int64_t out_cols, std::int64_t k, std::int64_t inner) {
+  return {static_cast<int>(m), static_cast<int>(out_cols), static_cast<int>(k), static_cast<int>(inner)};
 }
 
 }  // namespace
@@ -650,8 +649,8 @@ int hopper_swiglu_input_grad(const void* grad_y, const void* down, std::int64_t 
                              std::int64_t hidden, void* stream) {
   if (grad_gate_up == gate_up) return cudaErrorInvalidValue;
   return launch<epilogue::swiglu_backward>(
-      {grad_y, down, down, down_stride, grad_gate_up, nullptr, rows, inner, hidden},
-      args_of(rows, inner, hidden, inner, gate_up), stream);
+      {grad_y, down, down, down_stride, grad_gate_up, nullptr, rows, inner, hidden, gate_up},
+      args_of(rows, inner, hidden, inner), stream);
 }
 
 }  // namespace cohort::core::model::kernels
