@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -617,12 +619,22 @@ gemm_args args_of(std::int64_t m, std::int64_t out_cols, std::int64_t k, std::in
 
 }  // namespace
 
+// Asked once a device: the fits checks and every launch ask it, a few times a layer each step.
 bool hopper_gemm_available(int device) {
-  int major = 0, minor = 0;
-  return encoder() != nullptr &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-         major == 9 && minor == 0;
+  static std::array<std::atomic<int>, 64> known{};  // 0 not asked yet, 1 yes, -1 no
+  if (device < 0 || device >= static_cast<int>(known.size())) return false;
+  int answer = known[device].load(std::memory_order_relaxed);
+  if (answer == 0) {
+    int major = 0, minor = 0;
+    const bool yes =
+        encoder() != nullptr &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+        major == 9 && minor == 0;
+    answer = yes ? 1 : -1;
+    known[device].store(answer, std::memory_order_relaxed);
+  }
+  return answer > 0;
 }
 
 bool hopper_gemm_fits(std::int64_t rows, std::int64_t cols, std::int64_t k) {
