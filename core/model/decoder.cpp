@@ -459,6 +459,61 @@ bool swiglu_mlp_applies(const projection_impl& gate, const projection_impl& up, 
          fused_linear_swiglu_fits(x, gate.weight, up.weight) && fused_swiglu_input_grad_fits(x, down.weight);
 }
 
+// Attention's q/k/v projection and Llama's rotary in cohort's own Hopper GEMM (hopper_gemm.hpp):
+// the forward writes q and k turned, and v, apart in one kernel (fused_linear_rotary_qkv); the
+// backward turns their gradients back in one piece (fused_rotary_qkv_backward), then the weights'
+// and x's gradients as concat_linear's. Saves x, the weights and the tables, as the separate ops
+// would. Inputs: x, q's, k's and v's weights, their rows stacked (rotary_qkv_weight: no gradient),
+// cos and sin (none either).
+class rotary_qkv_function : public torch::autograd::Function<rotary_qkv_function> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                                                const torch::Tensor& wq, const torch::Tensor& wk,
+                                                const torch::Tensor& wv, const torch::Tensor& stacked,
+                                                const torch::Tensor& cos, const torch::Tensor& sin,
+                                                std::int64_t head_dim) {
+    ctx->save_for_backward({x, wq, wk, wv, cos, sin});
+    ctx->saved_data["head_dim"] = head_dim;
+    return fused_linear_rotary_qkv(x, stacked, cos, sin, wq.size(0), wk.size(0), head_dim);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    std::vector<torch::Tensor> parts;
+    for (int i = 0; i < 3; ++i) {
+      auto sizes = x.sizes().vec();
+      sizes.back() = saved[1 + i].size(0);
+      parts.push_back(grads[i].defined() ? grads[i] : torch::zeros(sizes, x.options()));
+    }
+    const auto g_qkv =
+        fused_rotary_qkv_backward(parts, saved[4], saved[5], ctx->saved_data["head_dim"].toInt());
+    torch::autograd::variable_list out(8);  // x, the weights, the stacked rows, cos, sin, head_dim
+    linear_grads_into(ctx, out, g_qkv, x.reshape({-1, x.size(-1)}), {saved[1], saved[2], saved[3]}, {}, {});
+    return out;
+  }
+};
+
+// q's, k's and v's weights stacked (stacked_rows) where the projection and Llama's rotary run as
+// rotary_qkv_function: where the own GEMM is on (gemm::own_gemm: a training job, not a
+// deterministic one), without adapters or biases, and the build, device and shapes allow; else
+// undefined.
+torch::Tensor rotary_qkv_weight(const projection_impl& q, const projection_impl& k, const projection_impl& v,
+                                const torch::Tensor& x, std::int64_t head_dim) {
+  for (const auto* p : {&q, &k, &v}) {
+    if (p->lora_a.defined() || p->bias.defined() || p->conv1d || p->weight.scalar_type() != torch::kBFloat16)
+      return {};
+  }
+  if (!gemm::own_gemm() || !gemm::own_gemm_rotary() || at::globalContext().deterministicAlgorithms() ||
+      !hopper_device(x))
+    return {};
+  auto stacked = stacked_rows({q.weight, k.weight, v.weight});
+  return fused_linear_rotary_qkv_fits(x, stacked, q.weight.size(0), k.weight.size(0), head_dim)
+             ? stacked
+             : torch::Tensor();
+}
+
 // chunked_lm_head_loss's autograd: the forward computes the loss and, when `want_grads`, its
 // gradients; the backward scales those. The bias comes as a list of none or one. Targets of
 // -100 count for nothing.
@@ -714,6 +769,29 @@ attention_impl::attention_impl(const model_config& c, std::int64_t layer,
   }
 }
 
+std::vector<torch::Tensor> attention_impl::fused_qkv(const torch::Tensor& x, const attention_context& ctx,
+                                                     bool& rotated) {
+  const bool llama_rotary = rotary_ == rotary_style::half && rotary_dim_ == head_dim_;
+  rotated = false;
+  if (llama_rotary) {
+    if (const auto stacked = rotary_qkv_weight(*q, *k, *v, x, head_dim_); stacked.defined()) {
+      rotated = true;
+      return rotary_qkv_function::apply(x, q->weight, k->weight, v->weight, stacked, ctx.cos, ctx.sin,
+                                        head_dim_);
+    }
+  }
+  // The adapters add to q, k, v before rotary.
+  const auto qkv_out = fused_projections({q, k, v}, x);
+  const std::int64_t q_cols = heads_ * head_dim_, kv_cols = kv_heads_ * head_dim_;
+  if (llama_rotary && fused_kernels_available(x)) {
+    // Rotary on q's and k's heads in one kernel each way, q, k and v apart after it (v copied
+    // through), so that their gradients come back together in the backward's one kernel.
+    rotated = true;
+    return fused_rotary_qkv(qkv_out, ctx.cos, ctx.sin, q_cols, kv_cols, head_dim_);
+  }
+  return qkv_out.split_with_sizes({q_cols, kv_cols, kv_cols}, -1);
+}
+
 torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_context& ctx) {
   const std::int64_t B = x.size(0), T = x.size(1);
   torch::Tensor qs, ks, vs;
@@ -723,20 +801,7 @@ torch::Tensor attention_impl::forward(const torch::Tensor& x, const attention_co
         {heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
     qs = parts[0], ks = parts[1], vs = parts[2];
   } else if (fused_for(path, x)) {
-    // One GEMM in place of three, both ways, with no sum of three input gradients; the adapters
-    // add to q, k, v before rotary.
-    auto qkv_out = fused_projections({q, k, v}, x);
-    std::vector<torch::Tensor> parts;
-    if (rotary_ == rotary_style::half && rotary_dim_ == head_dim_ && fused_kernels_available(x)) {
-      // Rotary on q's and k's heads in one kernel each way, q, k and v apart after it (v copied
-      // through), so that their gradients come back together in the backward's one kernel.
-      parts =
-          fused_rotary_qkv(qkv_out, ctx.cos, ctx.sin, heads_ * head_dim_, kv_heads_ * head_dim_, head_dim_);
-      rotated = true;
-    } else {
-      parts =
-          qkv_out.split_with_sizes({heads_ * head_dim_, kv_heads_ * head_dim_, kv_heads_ * head_dim_}, -1);
-    }
+    const auto parts = fused_qkv(x, ctx, rotated);
     qs = parts[0], ks = parts[1], vs = parts[2];
   } else {
     qs = q->forward(x), ks = k->forward(x), vs = v->forward(x);

@@ -148,6 +148,10 @@ class attention_impl : public torch::nn::Module {
   compute_path path = compute_path::automatic;  // decoder_impl::set_compute_path sets it
 
  private:
+  // The fused path's q, k and v of separate projections, apart: one GEMM, and Llama's rotary in
+  // one kernel after it or, with the own GEMM, inside it. `rotated` says whether rotary is applied.
+  std::vector<torch::Tensor> fused_qkv(const torch::Tensor& x, const attention_context& ctx, bool& rotated);
+
   std::int64_t layer_, heads_, kv_heads_, head_dim_, rotary_dim_, window_;
   rotary_style rotary_;
   double scale_, attn_dropout_, resid_dropout_;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/model/rotary_math.cuh"
 #include "core/model/swiglu_math.cuh"
 
 namespace cohort::core::model::kernels {
@@ -102,9 +103,7 @@ __device__ __forceinline__ void load_table(const float* __restrict__ p, float (&
 // v, copied. A pair reads both halves once and writes both, so every element is loaded once and
 // stored once; a warp's lo loads, hi loads and v copies each cover contiguous stretches of a
 // part's row. The cos/sin rows come through the read-only cache (no shared memory, no barrier).
-// Index math within a row in 32 bits.
-//   forward:  y_lo = x_lo c_lo - x_hi s_lo,   y_hi = x_hi c_hi + x_lo s_hi
-//   backward: g_lo c_lo + g_hi s_hi,          g_hi c_hi - g_lo s_lo
+// Index math within a row in 32 bits; the pair's arithmetic is rotary_math.cuh's.
 template <typename T, int Vec, bool Backward>
 __global__ void rotary_half_kernel(const parts_of<const T> in, const parts_of<T> out,
                                    const float* __restrict__ cos, const float* __restrict__ sin,
@@ -139,14 +138,15 @@ __global__ void rotary_half_kernel(const parts_of<const T> in, const parts_of<T>
     packed<T, Vec> y_lo, y_hi;
 #pragma unroll
     for (int k = 0; k < Vec; ++k) {
-      const float a = to_float(x_lo.v[k]), b = to_float(x_hi.v[k]);
-      if (Backward) {
-        y_lo.v[k] = from_float<T>(a * c_lo[k] + b * s_hi[k]);
-        y_hi.v[k] = from_float<T>(b * c_hi[k] - a * s_lo[k]);
-      } else {
-        y_lo.v[k] = from_float<T>(a * c_lo[k] - b * s_lo[k]);
-        y_hi.v[k] = from_float<T>(b * c_hi[k] + a * s_hi[k]);
-      }
+      float lo, hi;
+      if (Backward)
+        rotary_backward_pair(to_float(x_lo.v[k]), to_float(x_hi.v[k]), c_lo[k], c_hi[k], s_lo[k], s_hi[k], lo,
+                             hi);
+      else
+        rotary_forward_pair(to_float(x_lo.v[k]), to_float(x_hi.v[k]), c_lo[k], c_hi[k], s_lo[k], s_hi[k], lo,
+                            hi);
+      y_lo.v[k] = from_float<T>(lo);
+      y_hi.v[k] = from_float<T>(hi);
     }
     T* y = out.at(row, lo);
     store<T, Vec>(y, y_lo);

@@ -97,8 +97,16 @@ class rotary_function : public torch::autograd::Function<rotary_function> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto sizes = ctx->saved_data["sizes"].toIntVector();
-    const std::int64_t q_cols = ctx->saved_data["q_cols"].toInt(), k_cols = ctx->saved_data["k_cols"].toInt();
+    const auto grad = grad_of_qkv(grads, ctx->saved_data["sizes"].toIntVector(), saved[0], saved[1],
+                                  ctx->saved_data["q_cols"].toInt(), ctx->saved_data["k_cols"].toInt(),
+                                  ctx->saved_data["head_dim"].toInt());
+    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+  // qkv's gradient (sizes), one piece, from q's, k's and v's (an undefined one counts as zero).
+  static torch::Tensor grad_of_qkv(const variable_list& grads, const std::vector<std::int64_t>& sizes,
+                                   const torch::Tensor& cos, const torch::Tensor& sin, std::int64_t q_cols,
+                                   std::int64_t k_cols, std::int64_t head_dim) {
     const std::int64_t widths[3] = {q_cols, k_cols, sizes.back() - q_cols - k_cols};
     const auto& like = grads[0].defined() ? grads[0] : grads[1].defined() ? grads[1] : grads[2];
     const c10::cuda::CUDAGuard guard(like.device());
@@ -109,9 +117,9 @@ class rotary_function : public torch::autograd::Function<rotary_function> {
       parts.push_back(grads[i].defined() ? grads[i].contiguous() : torch::zeros(part_sizes, like.options()));
     }
     auto grad = torch::empty(sizes, like.options());
-    launch(kernels::direction::backward, grad, side_by_side(parts), side_by_side({grad}), saved[0], saved[1],
-           q_cols + k_cols, ctx->saved_data["head_dim"].toInt());
-    return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    launch(kernels::direction::backward, grad, side_by_side(parts), side_by_side({grad}), cos, sin,
+           q_cols + k_cols, head_dim);
+    return grad;
   }
 
  private:
@@ -151,6 +159,21 @@ class swiglu_function : public torch::autograd::Function<swiglu_function> {
 torch::Tensor aligned_contiguous(const torch::Tensor& t) {
   auto c = t.contiguous();
   return reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
+// cos and sin as the rotary kernels read them: (T, head_dim) fp32, contiguous and 16-byte aligned,
+// T being like's second-to-last size; what is not so is refused, naming `op`.
+std::pair<torch::Tensor, torch::Tensor> rotary_tables_for(const torch::Tensor& like, const torch::Tensor& cos,
+                                                          const torch::Tensor& sin, std::int64_t head_dim,
+                                                          const char* op) {
+  const std::int64_t T = like.size(-2);
+  if (cos.scalar_type() != torch::kFloat || sin.scalar_type() != torch::kFloat ||
+      cos.numel() != T * head_dim || sin.numel() != T * head_dim || cos.device() != like.device() ||
+      sin.device() != like.device()) {
+    throw std::invalid_argument(std::string(op) +
+                                ": fp32 (T, head_dim) cos and sin on the input's device expected");
+  }
+  return {aligned_contiguous(cos.reshape({T, head_dim})), aligned_contiguous(sin.reshape({T, head_dim}))};
 }
 
 // norm_forward/norm_backward as an autograd function of (x, residual, weight, bias): outputs y,
@@ -300,15 +323,23 @@ std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torc
         "fused_rotary_qkv: (.., T, cols) input with q_cols and k_cols multiples of an even "
         "head_dim, at most cols together, expected");
   }
-  const std::int64_t T = qkv.size(-2);
-  if (cos.scalar_type() != torch::kFloat || sin.scalar_type() != torch::kFloat ||
-      cos.numel() != T * head_dim || sin.numel() != T * head_dim || cos.device() != qkv.device() ||
-      sin.device() != qkv.device()) {
+  const auto [c, s] = rotary_tables_for(qkv, cos, sin, head_dim, "fused_rotary_qkv");
+  return rotary_function::apply(qkv.contiguous(), c, s, q_cols, k_cols, head_dim);
+}
+
+torch::Tensor fused_rotary_qkv_backward(const std::vector<torch::Tensor>& grads, const torch::Tensor& cos,
+                                        const torch::Tensor& sin, std::int64_t head_dim) {
+  if (grads.size() != 3 || !grads[0].defined() || !grads[1].defined() || !grads[2].defined() ||
+      grads[0].dim() < 2 || head_dim <= 0 || head_dim % 2 != 0 || grads[0].size(-1) % head_dim != 0 ||
+      grads[1].size(-1) % head_dim != 0) {
     throw std::invalid_argument(
-        "fused_rotary_qkv: fp32 (T, head_dim) cos and sin on the input's device expected");
+        "fused_rotary_qkv_backward: the gradients of q, k and v (.., T, cols), q's and k's cols multiples "
+        "of an even head_dim, expected");
   }
-  const auto table = [&](const torch::Tensor& t) { return t.reshape({T, head_dim}).contiguous(); };
-  return rotary_function::apply(qkv.contiguous(), table(cos), table(sin), q_cols, k_cols, head_dim);
+  const auto [c, s] = rotary_tables_for(grads[0], cos, sin, head_dim, "fused_rotary_qkv_backward");
+  auto sizes = grads[0].sizes().vec();
+  sizes.back() = grads[0].size(-1) + grads[1].size(-1) + grads[2].size(-1);
+  return rotary_function::grad_of_qkv(grads, sizes, c, s, grads[0].size(-1), grads[1].size(-1), head_dim);
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor& gate_up) {
@@ -411,6 +442,72 @@ torch::Tensor fused_swiglu_input_grad(const torch::Tensor& grad_y, const torch::
                                                  grad.data_ptr(), rows, inner, hidden, current_stream(g)),
                "fused_swiglu_input_grad");
   return grad;
+}
+
+torch::Tensor own_linear(const torch::Tensor& x, const torch::Tensor& weight) {
+  if (!hopper_operand(x, x) || x.dim() < 1 || !x.is_contiguous() || !hopper_weight(weight, x) ||
+      weight.size(1) != x.size(-1) || !hopper_fits(x, weight.size(0))) {
+    throw std::invalid_argument(
+        "own_linear: a contiguous bf16 x (rows a multiple of 128, in of 64) and a bf16 weight (out a "
+        "multiple "
+        "of 256, in) on one device of compute capability 9.0, in a build with the Hopper GEMM, expected");
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  const std::int64_t in = x.size(-1), rows = x.numel() / in, out_cols = weight.size(0);
+  auto sizes = x.sizes().vec();
+  sizes.back() = out_cols;
+  auto y = torch::empty(sizes, x.options());
+  check_launch(kernels::hopper_linear(x.data_ptr(), weight.data_ptr(), weight.stride(0), y.data_ptr(), rows,
+                                      out_cols, in, current_stream(x)),
+               "own_linear");
+  return y;
+}
+
+bool fused_linear_rotary_qkv_fits(const torch::Tensor& x, const torch::Tensor& weight, std::int64_t q_cols,
+                                  std::int64_t k_cols, std::int64_t head_dim) {
+  if (!hopper_operand(x, x) || x.dim() < 2 || !x.is_contiguous() || !hopper_weight(weight, x) ||
+      weight.size(1) != x.size(-1) || q_cols <= 0 || k_cols <= 0 || weight.size(0) <= q_cols + k_cols)
+    return false;
+#ifdef COHORT_WITH_HOPPER_GEMM
+  const std::int64_t in = x.size(-1), rows = in == 0 ? 0 : x.numel() / in;
+  const kernels::qkv_columns cols{q_cols, k_cols, weight.size(0) - q_cols - k_cols};
+  return kernels::hopper_rotary_fits(rows, cols, in, head_dim) &&
+         kernels::hopper_gemm_available(x.get_device());
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+
+std::vector<torch::Tensor> fused_linear_rotary_qkv(const torch::Tensor& x, const torch::Tensor& weight,
+                                                   const torch::Tensor& cos, const torch::Tensor& sin,
+                                                   std::int64_t q_cols, std::int64_t k_cols,
+                                                   std::int64_t head_dim) {
+  if (!fused_linear_rotary_qkv_fits(x, weight, q_cols, k_cols, head_dim)) {
+    throw std::invalid_argument(
+        "fused_linear_rotary_qkv: a contiguous bf16 x (.., T, in; rows a multiple of 128, in of 64) and a "
+        "bf16 "
+        "weight (q_cols + k_cols + v_cols, in) on one device of compute capability 9.0, heads of a multiple "
+        "of 16 dividing 256, each part's columns a multiple of 64 and all of them of 256, in a build with "
+        "the "
+        "Hopper GEMM, expected");
+  }
+  const auto [c, s] = rotary_tables_for(x, cos, sin, head_dim, "fused_linear_rotary_qkv");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const std::int64_t in = x.size(-1), rows = x.numel() / in;
+  const kernels::qkv_columns cols{q_cols, k_cols, weight.size(0) - q_cols - k_cols};
+  std::vector<torch::Tensor> outs;
+  for (const std::int64_t width : {cols.q, cols.k, cols.v}) {
+    auto sizes = x.sizes().vec();
+    sizes.back() = width;
+    outs.push_back(torch::empty(sizes, x.options()));
+  }
+  const kernels::qkv_outputs out{outs[0].data_ptr(), outs[1].data_ptr(), outs[2].data_ptr(), cols};
+  const kernels::rotary_tables tables{c.data_ptr<float>(), s.data_ptr<float>(), x.size(-2), head_dim};
+  check_launch(kernels::hopper_linear_rotary(x.data_ptr(), weight.data_ptr(), weight.stride(0), out, tables,
+                                             rows, in, current_stream(x)),
+               "fused_linear_rotary_qkv");
+  return outs;
 }
 
 torch::Tensor fused_cross_entropy(torch::Tensor& logits, const torch::Tensor& targets, bool want_grad) {
@@ -669,6 +766,28 @@ torch::Tensor fused_cross_entropy(torch::Tensor&, const torch::Tensor&, bool) {
 std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
                                             std::int64_t, std::int64_t, std::int64_t) {
   throw std::logic_error("fused_rotary_qkv: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+torch::Tensor fused_rotary_qkv_backward(const std::vector<torch::Tensor>&, const torch::Tensor&,
+                                        const torch::Tensor&, std::int64_t) {
+  throw std::logic_error(
+      "fused_rotary_qkv_backward: this build has no CUDA kernels (check fused_kernels_available)");
+}
+
+torch::Tensor own_linear(const torch::Tensor&, const torch::Tensor&) {
+  throw std::logic_error("own_linear: this build has no CUDA kernels (check hopper_device)");
+}
+
+bool fused_linear_rotary_qkv_fits(const torch::Tensor&, const torch::Tensor&, std::int64_t, std::int64_t,
+                                  std::int64_t) {
+  return false;
+}
+
+std::vector<torch::Tensor> fused_linear_rotary_qkv(const torch::Tensor&, const torch::Tensor&,
+                                                   const torch::Tensor&, const torch::Tensor&, std::int64_t,
+                                                   std::int64_t, std::int64_t) {
+  throw std::logic_error(
+      "fused_linear_rotary_qkv: this build has no CUDA kernels (check fused_linear_rotary_qkv_fits)");
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor&) {

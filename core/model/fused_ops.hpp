@@ -34,6 +34,10 @@ bool fused_kernels_available(const torch::Tensor& x);
 std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torch::Tensor& cos,
                                             const torch::Tensor& sin, std::int64_t q_cols,
                                             std::int64_t k_cols, std::int64_t head_dim);
+// fused_rotary_qkv's backward on its own: qkv's gradient (.., T, their columns together), one
+// piece, from q's, k's and v's (each defined, (.., T, its columns)).
+torch::Tensor fused_rotary_qkv_backward(const std::vector<torch::Tensor>& grads, const torch::Tensor& cos,
+                                        const torch::Tensor& sin, std::int64_t head_dim);
 
 // silu(gate) * up from gate_up (..., 2 * inner), gate first: (..., inner). Saves gate_up only
 // for the backward. Differentiable in gate_up.
@@ -57,6 +61,30 @@ bool fused_linear_swiglu_fits(const torch::Tensor& x, const torch::Tensor& gate,
 // computes it. Throws std::invalid_argument where fused_linear_swiglu_fits is false.
 std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor& x, const torch::Tensor& gate,
                                                             const torch::Tensor& up);
+
+// x (..., in) weightᵀ in cohort's own Hopper GEMM, no autograd: the product its fused launchers
+// build on, rounded once to bf16. Takes what fused_linear_rotary_qkv_fits takes of x and the weight
+// (whole tiles: the weight's rows a multiple of 256); throws std::invalid_argument otherwise.
+torch::Tensor own_linear(const torch::Tensor& x, const torch::Tensor& weight);
+
+// Whether fused_linear_rotary_qkv takes these: a build with cohort's own Hopper GEMM, x a
+// contiguous bf16 (.., T, in) on a device of compute capability 9.0, weight bf16 (q_cols + k_cols
+// + v_cols, in) on it with contiguous columns and rows a multiple of 8 apart (q's, k's and v's rows
+// stacked), heads of head_dim (a multiple of 16 dividing 256), q_cols and k_cols multiples of it,
+// each part's columns a multiple of 64 and all of them of 256, and whole tiles (rows of x a
+// multiple of 128, in of 64).
+bool fused_linear_rotary_qkv_fits(const torch::Tensor& x, const torch::Tensor& weight, std::int64_t q_cols,
+                                  std::int64_t k_cols, std::int64_t head_dim);
+
+// The q/k/v projection of x and rotary on q's and k's heads in one kernel, no autograd: {q, k, v}
+// as fused_rotary_qkv(x weightᵀ, cos, sin, q_cols, k_cols, head_dim) returns them, from the own
+// GEMM's bf16 product turned by the rotary kernel's formula (the same bits). Throws
+// std::invalid_argument where fused_linear_rotary_qkv_fits is false or cos/sin are not fp32
+// (T, head_dim) on x's device.
+std::vector<torch::Tensor> fused_linear_rotary_qkv(const torch::Tensor& x, const torch::Tensor& weight,
+                                                   const torch::Tensor& cos, const torch::Tensor& sin,
+                                                   std::int64_t q_cols, std::int64_t k_cols,
+                                                   std::int64_t head_dim);
 
 // Whether fused_swiglu_input_grad takes a gradient shaped as x (..., hidden) through down
 // (hidden, inner): fused_linear_swiglu_fits's conditions for x, down bf16 on x's device with

@@ -28,6 +28,7 @@ namespace {
 std::atomic<int> shapes_timed{0}, shapes_replaced{0};
 std::atomic<bool> timed_picks_on{false};
 std::atomic<bool> own_gemm_on{false};
+std::atomic<bool> own_gemm_rotary_on{true};
 
 void check_operands(const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, bool accumulate,
                     const torch::Tensor& bias) {
@@ -401,6 +402,8 @@ void set_timed_picks(bool on) { timed_picks_on.store(on); }
 bool timed_picks() { return timed_picks_on.load(); }
 
 void set_own_gemm(bool on) { own_gemm_on.store(on); }
+void set_own_gemm_rotary(bool on) { own_gemm_rotary_on.store(on); }
+bool own_gemm_rotary() { return own_gemm_rotary_on.load(); }
 bool own_gemm() { return own_gemm_on.load(); }
 
 tuning_counts tuning() { return {shapes_timed.load(), shapes_replaced.load()}; }

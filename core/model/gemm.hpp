@@ -56,6 +56,11 @@ bool timed_picks();
 // or many. Deterministic runs never take it (its tiles are fixed, but it is not ATen's).
 void set_own_gemm(bool on);
 bool own_gemm();
+// Whether, where the own GEMM is on, attention's q/k/v projection runs in it too, with Llama's
+// rotary in its epilogue (rotary_qkv_function in decoder.cpp), for the whole process. On unless
+// set_own_gemm_rotary(false): the baseline of a measurement.
+void set_own_gemm_rotary(bool on);
+bool own_gemm_rotary();
 
 // Shapes timed so far in this process (over every device), and of them those given another
 // algorithm than the heuristic's first: for tests and logs.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "core/model/rotary_math.cuh"
 #include "core/model/swiglu_math.cuh"
 
 namespace cohort::core::model::kernels {
@@ -24,8 +25,8 @@ constexpr int threads = 384;                   // warpgroup 0 loads and stores; 
 
 // What a tile's result becomes: the product; SwiGLU's forward (the product is gate | up, and h
 // beside it); SwiGLU's backward (the product is dh, and d gate | d up are written from it and the
-// forward's gate | up).
-enum class epilogue { plain, swiglu, swiglu_backward };
+// forward's gate | up); rotary (the product is q | k | v, written apart, q's and k's heads turned).
+enum class epilogue { plain, swiglu, swiglu_backward, rotary };
 
 // The shared memory of each epilogue: the stages, each consumer's staged result, the epilogue's
 // own buffers, then the barriers. SwiGLU's backward reads gate | up by TMA into two buffers of a
@@ -193,6 +194,11 @@ struct smem_layout {
 struct gemm_args {
   int m, out_cols, k;
   int inner;  // SwiGLU's inner size
+  // rotary: the product's first q_cols columns are q, the next rot_cols - q_cols k, the rest v;
+  // cos and sin (seq_len, head_dim) fp32, row r of the product at position r % seq_len.
+  int q_cols = 0, rot_cols = 0, head_dim = 0, seq_len = 0;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
 };
 
 // The loads: one thread, every tile's k-steps into the stages as they come free. The weights'
@@ -240,6 +246,34 @@ __device__ __forceinline__ float2 unpack(std::uint32_t v) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
 }
 
+// Where a consumer's staged result holds the 8 columns from `col` (a multiple of 8) of `row`: piece
+// col / 64, the row's 128 bytes, the 16-byte unit in TMA's 128-byte swizzle (as multiply_tiles
+// writes it).
+__device__ __forceinline__ std::uint32_t staged_at(std::uint32_t region, int row, int col) {
+  return region + (col / 64) * chunk_bytes + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16);
+}
+
+// 8 fp32 table entries from p (32-byte aligned), through the read-only cache.
+__device__ __forceinline__ void load_table8(const float* p, float (&out)[8]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(p)),
+               b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z,
+  out[7] = b.w;
+}
+
+// Rotary's forward on two packed pairs of bf16 (element e of lo with element e of hi), entries e
+// and e + 1 of the tables, as fused_kernels' rotary_half computes it.
+__device__ __forceinline__ void rotary_pack(std::uint32_t& lo2, std::uint32_t& hi2, const float (&c_lo)[8],
+                                            const float (&c_hi)[8], const float (&s_lo)[8],
+                                            const float (&s_hi)[8], int e) {
+  const float2 lo = unpack(lo2), hi = unpack(hi2);
+  float a0, b0, a1, b1;
+  rotary_forward_pair(lo.x, hi.x, c_lo[e], c_hi[e], s_lo[e], s_hi[e], a0, b0);
+  rotary_forward_pair(lo.y, hi.y, c_lo[e + 1], c_hi[e + 1], s_lo[e + 1], s_hi[e + 1], a1, b1);
+  lo2 = pack(a0, a1);
+  hi2 = pack(b0, b1);
+}
+
 // SwiGLU's backward of two packed gradients, gates and ups, as fused_kernels' swiglu_backward:
 // d gate = dh u s (1 + g (1 - s)), d up = dh g s, s = sigmoid(g).
 __device__ __forceinline__ void swiglu_grad_pack(std::uint32_t dh2, std::uint32_t g2, std::uint32_t u2,
@@ -260,10 +294,11 @@ struct store_group {
   static constexpr int warps = geometry<E>::store_warps, consumers = geometry<E>::store_consumers;
   const smem_layout& s;
   int first, index;  // the first consumer, and this thread's place in the group
-  int inner;
-  const CUtensorMap* map_out;
-  const CUtensorMap* map_h;  // swiglu: h; swiglu_backward: the forward's gate | up
-  int gate_up_phases = 0;    // swiglu_backward: a bit for each buffer
+  const gemm_args& args;
+  const CUtensorMap* map_out;  // rotary: q
+  const CUtensorMap* map_h;    // swiglu: h; swiglu_backward: the forward's gate | up; rotary: k
+  const CUtensorMap* map_v;    // rotary: v
+  int gate_up_phases = 0;      // swiglu_backward: a bit for each buffer
 
   __device__ bool leader() const { return index == 0; }
   __device__ std::uint32_t region(int c) const { return s.staged + c * staged_bytes; }
@@ -280,17 +315,63 @@ struct store_group {
     sync();
   }
 
-  // The staged pieces as they are: plain, the product's 256 columns; swiglu, gate's 128 and up's.
+  // rotary: the output that the product's column `col` lies in (q, k or v), col made its column there.
+  __device__ const CUtensorMap* part_map(int& col) const {
+    if (col < args.q_cols) return map_out;
+    col -= args.q_cols;
+    if (col < args.rot_cols - args.q_cols) return map_h;
+    col -= args.rot_cols - args.q_cols;
+    return map_v;
+  }
+
+  // The staged pieces as they are: plain, the product's 256 columns; swiglu, gate's 128 and up's;
+  // rotary, each 64 columns into q, k or v.
   __device__ void store_staged(const tile_at& at) const {
     if (!leader()) return;
     for (int c = first; c < first + consumers; ++c) {
       for (int q = 0; q < 4; ++q) {
-        const int col = E == epilogue::swiglu ? (q / 2) * inner + at.n * (block_n / 2) + 64 * (q % 2)
-                                              : at.n * block_n + 64 * q;
-        tma_store(map_out, region(c) + q * chunk_bytes, col, at.m * block_m + c * 64);
+        int col = E == epilogue::swiglu ? (q / 2) * args.inner + at.n * (block_n / 2) + 64 * (q % 2)
+                                        : at.n * block_n + 64 * q;
+        const CUtensorMap* map = E == epilogue::rotary ? part_map(col) : map_out;
+        tma_store(map, region(c) + q * chunk_bytes, col, at.m * block_m + c * 64);
       }
     }
     store_commit();
+  }
+
+  // rotary: q's and k's heads of the staged product turned in place. A thread takes 8 dimensions
+  // of the heads' first halves (j to j + 7, and their partners half further) in a row, reads that
+  // row's position's cos/sin for them once and turns them in every head of the tile that turns.
+  // The caller publishes.
+  __device__ void rotate_staged(const tile_at& at) const {
+    const int first_col = at.n * block_n;
+    if (first_col >= args.rot_cols) return;  // v
+    const int d = args.head_dim, half = d / 2, per_head = half / 8;
+    const int heads = min(block_n, args.rot_cols - first_col) / d;  // a tile may end in k and go on in v
+#pragma unroll 2
+    for (int item = index; item < consumers * 64 * per_head; item += 32 * warps) {
+      const int c = first + item / (64 * per_head), row = item % (64 * per_head) / per_head;
+      const int j = item % per_head * 8;
+      const std::int64_t position = (at.m * block_m + c * 64 + row) % args.seq_len;
+      const float* cos_at = args.cos + position * d + j;
+      const float* sin_at = args.sin + position * d + j;
+      float c_lo[8], c_hi[8], s_lo[8], s_hi[8];
+      load_table8(cos_at, c_lo);
+      load_table8(cos_at + half, c_hi);
+      load_table8(sin_at, s_lo);
+      load_table8(sin_at + half, s_hi);
+      for (int h = 0; h < heads; ++h) {
+        const std::uint32_t at_lo = staged_at(region(c), row, h * d + j),
+                            at_hi = staged_at(region(c), row, h * d + j + half);
+        uint4 x = load_shared(at_lo), y = load_shared(at_hi);
+        rotary_pack(x.x, y.x, c_lo, c_hi, s_lo, s_hi, 0);
+        rotary_pack(x.y, y.y, c_lo, c_hi, s_lo, s_hi, 2);
+        rotary_pack(x.z, y.z, c_lo, c_hi, s_lo, s_hi, 4);
+        rotary_pack(x.w, y.w, c_lo, c_hi, s_lo, s_hi, 6);
+        store_shared(at_lo, x);
+        store_shared(at_hi, y);
+      }
+    }
   }
 
   // swiglu: h from the staged g and u (the same swizzled place in each piece), a piece at a time
@@ -327,7 +408,7 @@ struct store_group {
       const int row = at.m * block_m + c * 64;
       bar_expect(bar, 2 * chunk_bytes);
       tma_load(buffer, map_h, bar, at.n * block_n + 64 * q, row);
-      tma_load(buffer + chunk_bytes, map_h, bar, inner + at.n * block_n + 64 * q, row);
+      tma_load(buffer + chunk_bytes, map_h, bar, args.inner + at.n * block_n + 64 * q, row);
     }
   }
 
@@ -359,7 +440,7 @@ struct store_group {
         for (int c = first; c < first + consumers; ++c) {
           const int row = at.m * block_m + c * 64;
           tma_store(map_out, region(c) + q * chunk_bytes, col0, row);
-          tma_store(map_out, s.gate_up_buffer(c, b) + chunk_bytes, inner + col0, row);
+          tma_store(map_out, s.gate_up_buffer(c, b) + chunk_bytes, args.inner + col0, row);
         }
         store_commit();
         if (q < 2) {  // the buffers' d up have left them: piece q + 2 comes in
@@ -377,8 +458,9 @@ struct store_group {
 // regions are the consumers' again.
 template <epilogue E>
 __device__ void store_tiles(const smem_layout& s, int first, int index, const CUtensorMap* map_out,
-                            const CUtensorMap* map_h, int tiles_m, int tiles_n, const gemm_args& args) {
-  store_group<E> w{s, first, index, args.inner, map_out, map_h};
+                            const CUtensorMap* map_h, const CUtensorMap* map_v, int tiles_m, int tiles_n,
+                            const gemm_args& args) {
+  store_group<E> w{s, first, index, args, map_out, map_h, map_v};
   constexpr int consumers = geometry<E>::store_consumers;
   int phase = 0;
   for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
@@ -391,6 +473,10 @@ __device__ void store_tiles(const smem_layout& s, int first, int index, const CU
     if constexpr (E == epilogue::swiglu_backward) {
       w.store_swiglu_grads(at);
     } else {
+      if constexpr (E == epilogue::rotary) {
+        w.rotate_staged(at);
+        w.publish();
+      }
       w.store_staged(at);
       if constexpr (E == epilogue::swiglu) w.store_h(at);
     }
@@ -467,7 +553,8 @@ template <epilogue E>
 __global__ void __launch_bounds__(threads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b0,
                 const __grid_constant__ CUtensorMap map_b1, const __grid_constant__ CUtensorMap map_out,
-                const __grid_constant__ CUtensorMap map_h, const gemm_args args) {
+                const __grid_constant__ CUtensorMap map_h, const __grid_constant__ CUtensorMap map_v,
+                const gemm_args args) {
   using g = geometry<E>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;
@@ -499,7 +586,7 @@ __global__ void __launch_bounds__(threads, 1)
     if (warp >= 1 && warp <= 2 * g::store_warps / g::store_consumers) {  // the store warps
       const int first = g::store_consumers == 2 ? 0 : warp - 1;
       const int index = g::store_consumers == 2 ? threadIdx.x - 32 : threadIdx.x % 32;
-      store_tiles<E>(s, first, index, &map_out, &map_h, tiles_m, tiles_n, args);
+      store_tiles<E>(s, first, index, &map_out, &map_h, &map_v, tiles_m, tiles_n, args);
     }
     return;
   }
@@ -555,7 +642,8 @@ int prepare_device() {
     if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         !allow(gemm_kernel<epilogue::plain>, geometry<epilogue::plain>::smem_bytes) ||
         !allow(gemm_kernel<epilogue::swiglu>, geometry<epilogue::swiglu>::smem_bytes) ||
-        !allow(gemm_kernel<epilogue::swiglu_backward>, geometry<epilogue::swiglu_backward>::smem_bytes))
+        !allow(gemm_kernel<epilogue::swiglu_backward>, geometry<epilogue::swiglu_backward>::smem_bytes) ||
+        !allow(gemm_kernel<epilogue::rotary>, geometry<epilogue::rotary>::smem_bytes))
       return 0;
     sms[device] = count;
   }
@@ -563,8 +651,8 @@ int prepare_device() {
 }
 
 // The operands of one launch: a (m, k) and, as tensor maps, the weights (b0, b1: their rows of k,
-// `b_rows` of them, `b_stride` apart; N-major: k rows of `b_cols`), out (m, out_cols), h (swiglu)
-// and the forward's gate | up (swiglu_backward).
+// `b_rows` of them, `b_stride` apart; N-major: k rows of `b_cols`), out (m, out_cols; rotary: q),
+// h (swiglu; rotary: k), the forward's gate | up (swiglu_backward) and v (rotary).
 struct launch_plan {
   const void* a;
   const void* b0;
@@ -574,42 +662,63 @@ struct launch_plan {
   void* h;
   std::int64_t m, out_cols, k;
   const void* gate_up = nullptr;
+  void* v = nullptr;
 };
+
+// The outputs' tensor maps: out (plain: the product; swiglu: gate | up; swiglu_backward: d gate |
+// d up; rotary: q), h (swiglu: h; swiglu_backward: the forward's gate | up, read; rotary: k) and
+// v (rotary: v; the others, out's map again, unused).
+template <epilogue E>
+bool output_maps(const launch_plan& p, const gemm_args& args, CUtensorMap& out, CUtensorMap& h,
+                 CUtensorMap& v) {
+  if constexpr (E == epilogue::rotary) {
+    const std::int64_t q_cols = args.q_cols, k_cols = args.rot_cols - args.q_cols,
+                       v_cols = p.out_cols - args.rot_cols;
+    return tensor_map(&out, p.out, p.m, q_cols, q_cols, 64, 64) &&
+           tensor_map(&h, p.h, p.m, k_cols, k_cols, 64, 64) &&
+           tensor_map(&v, p.v, p.m, v_cols, v_cols, 64, 64);
+  }
+  const std::int64_t inner = args.inner, written = E == epilogue::swiglu_backward ? 2 * inner : p.out_cols;
+  bool ok = tensor_map(&out, p.out, p.m, written, written, 64, 64);
+  if constexpr (E == epilogue::swiglu_backward)
+    ok = ok && tensor_map(&h, p.gate_up, p.m, 2 * inner, 2 * inner, 64, 64);
+  else if constexpr (E == epilogue::swiglu)
+    ok = ok && tensor_map(&h, p.h, p.m, inner, inner, 64, 64);
+  else
+    h = out;
+  v = out;
+  return ok;
+}
 
 template <epilogue E>
 int launch(const launch_plan& p, const gemm_args& args, void* stream) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || !hopper_gemm_available(device)) return cudaErrorNotSupported;
   if (!hopper_gemm_fits(p.m, p.out_cols, p.k) || !aligned16(p.a) || !aligned16(p.b0) || !aligned16(p.b1) ||
-      !aligned16(p.out) || (E == epilogue::swiglu && !aligned16(p.h)) ||
-      (E == epilogue::swiglu_backward && !aligned16(p.gate_up)) || p.b_stride % 8 != 0 ||
+      !aligned16(p.out) || ((E == epilogue::swiglu || E == epilogue::rotary) && !aligned16(p.h)) ||
+      (E == epilogue::swiglu_backward && !aligned16(p.gate_up)) ||
+      (E == epilogue::rotary && !aligned16(p.v)) || p.b_stride % 8 != 0 ||
       p.b_stride < (E == epilogue::swiglu_backward ? p.out_cols : p.k))
     return cudaErrorInvalidValue;
   const int sms = prepare_device();
   if (sms == 0) return cudaErrorNotSupported;
-  // The product has out_cols columns; SwiGLU's backward writes d gate | d up, 2 inner of them.
-  const std::int64_t inner = args.inner, h_cols = E == epilogue::swiglu ? inner : p.out_cols;
-  const std::int64_t written = E == epilogue::swiglu_backward ? 2 * inner : p.out_cols;
-  CUtensorMap map_a, map_b0, map_b1, map_out, map_h;
+  CUtensorMap map_a, map_b0, map_b1, map_out, map_h, map_v;
   using g = geometry<E>;
   bool ok = tensor_map(&map_a, p.a, p.m, p.k, p.k, block_m, g::block_k) &&
-            tensor_map(&map_out, p.out, p.m, written, written, 64, 64) &&
-            (E == epilogue::swiglu_backward  // map_h then reads the forward's gate | up
-                 ? tensor_map(&map_h, p.gate_up, p.m, 2 * inner, 2 * inner, 64, 64)
-                 : tensor_map(&map_h, E == epilogue::swiglu ? p.h : p.out, p.m, h_cols, h_cols, 64, 64));
+            output_maps<E>(p, args, map_out, map_h, map_v);
   if (E == epilogue::swiglu_backward) {  // b (k, n) row-major: boxes of a stage's k-rows by 64 columns
     ok = ok && tensor_map(&map_b0, p.b0, p.k, p.out_cols, p.b_stride, g::block_k, 64);
     map_b1 = map_b0;
   } else {
-    const std::int64_t b_rows = E == epilogue::swiglu ? inner : p.out_cols;
+    const std::int64_t b_rows = E == epilogue::swiglu ? args.inner : p.out_cols;
     ok = ok && tensor_map(&map_b0, p.b0, b_rows, p.k, p.b_stride, block_n / 2, g::block_k) &&
          tensor_map(&map_b1, p.b1, b_rows, p.k, p.b_stride, block_n / 2, g::block_k);
   }
   if (!ok) return cudaErrorInvalidValue;
   const std::int64_t tiles = p.m / block_m * (p.out_cols / block_n);
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  gemm_kernel<E><<<grid, threads, g::smem_bytes, static_cast<cudaStream_t>(stream)>>>(map_a, map_b0, map_b1,
-                                                                                      map_out, map_h, args);
+  gemm_kernel<E><<<grid, threads, g::smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+      map_a, map_b0, map_b1, map_out, map_h, map_v, args);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -663,6 +772,33 @@ int hopper_swiglu_input_grad(const void* grad_y, const void* down, std::int64_t 
   return launch<epilogue::swiglu_backward>(
       {grad_y, down, down, down_stride, grad_gate_up, nullptr, rows, inner, hidden, gate_up},
       args_of(rows, inner, hidden, inner), stream);
+}
+
+bool hopper_rotary_fits(std::int64_t rows, const qkv_columns& cols, std::int64_t k, std::int64_t head_dim) {
+  const std::int64_t d = head_dim;
+  return d >= 16 && d % 16 == 0 && block_n % d == 0 && cols.q > 0 && cols.k > 0 && cols.v > 0 &&
+         cols.q % d == 0 && cols.k % d == 0 && cols.q % 64 == 0 && cols.k % 64 == 0 && cols.v % 64 == 0 &&
+         hopper_gemm_fits(rows, cols.q + cols.k + cols.v, k);
+}
+
+int hopper_linear_rotary(const void* x, const void* weight, std::int64_t weight_stride,
+                         const qkv_outputs& out, const rotary_tables& tables, std::int64_t rows,
+                         std::int64_t k, void* stream) {
+  const qkv_columns& cols = out.cols;
+  if (!hopper_rotary_fits(rows, cols, k, tables.head_dim) || tables.seq_len <= 0 ||
+      tables.seq_len >= (std::int64_t{1} << 31) || !aligned16(tables.cos) || !aligned16(tables.sin))
+    return cudaErrorInvalidValue;
+  const std::int64_t all = cols.q + cols.k + cols.v;
+  gemm_args args = args_of(rows, all, k, 0);
+  args.q_cols = static_cast<int>(cols.q);
+  args.rot_cols = static_cast<int>(cols.q + cols.k);
+  args.head_dim = static_cast<int>(tables.head_dim);
+  args.seq_len = static_cast<int>(tables.seq_len);
+  args.cos = tables.cos;
+  args.sin = tables.sin;
+  launch_plan plan{x, weight, weight, weight_stride, out.q, out.k, rows, all, k};
+  plan.v = out.v;
+  return launch<epilogue::rotary>(plan, args, stream);
 }
 
 }  // namespace cohort::core::model::kernels

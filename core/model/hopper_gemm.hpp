@@ -1,13 +1,18 @@
-// cohort's own GEMM for Hopper (sm_90: H100, H200), with a Llama MLP's SwiGLU in its epilogue:
+// cohort's own GEMM for Hopper (sm_90: H100, H200), with a Llama MLP's SwiGLU and attention's
+// rotary embedding in its epilogues:
 //  - the gate/up projection writes gate | up and h = silu(gate) up in one kernel, where cuBLAS's
 //    GEMM and the SwiGLU kernel after it read gate | up back from memory;
 //  - the down projection's input gradient dh becomes d gate | d up in the same kernel, where
-//    cuBLAS's GEMM writes dh and the SwiGLU backward kernel reads it back with gate | up.
+//    cuBLAS's GEMM writes dh and the SwiGLU backward kernel reads it back with gate | up;
+//  - the q/k/v projection writes q and k turned by rotary, and v, apart, where cuBLAS's GEMM
+//    writes q | k | v and the rotary kernel reads it back.
 // At the 1.1B shape (16,384 tokens, 2,048 hidden, 5,632 inner) on an H200, alone
 // (benchmarks/gpu/swiglu_gemm.cu): the GEMM alone at cuBLAS's rate (680-700 TFLOP/s), the forward
 // 1.13-1.15 ms against cuBLAS + SwiGLU's 1.27-1.30, the backward 0.67 ms against 1.01-1.03. Through
 // a training job (swiglu_mlp_function, decoder.cpp) 2.5% more tokens/s on one GPU, 2.7-3.5% under
-// ZeRO-3 on two.
+// ZeRO-3 on two. The q/k/v projection with rotary (benchmarks/gpu/rotary_gemm.cu): 265-268 us
+// against the own GEMM and the rotary kernel's 308 (cuBLAS's and the rotary kernel's 316-319);
+// through a job (rotary_qkv_function) 0.5-0.8% more tokens/s on one GPU.
 //
 // The kernel: TMA loads of x's and the weights' tiles into stages of shared memory, two consumer
 // warpgroups each multiplying 64 rows of a 128 x 256 tile with wgmma (m64n256k16, fp32
@@ -60,5 +65,37 @@ int hopper_linear_swiglu(const void* x, const void* gate, const void* up, std::i
 int hopper_swiglu_input_grad(const void* grad_y, const void* down, std::int64_t down_stride,
                              const void* gate_up, void* grad_gate_up, std::int64_t rows, std::int64_t inner,
                              std::int64_t hidden, void* stream);
+
+// The columns of a q/k/v projection: q's heads, k's, v's.
+struct qkv_columns {
+  std::int64_t q = 0, k = 0, v = 0;
+};
+// Its outputs apart: q (rows, cols.q), k (rows, cols.k), v (rows, cols.v), each contiguous.
+struct qkv_outputs {
+  void* q = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  qkv_columns cols;
+};
+// Rotary's tables: cos and sin (seq_len, head_dim) fp32, row-major, 16-byte aligned; row r of x
+// is position r % seq_len (fused_kernels.hpp's rotary_half).
+struct rotary_tables {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  std::int64_t seq_len = 0, head_dim = 0;
+};
+
+// Whether the rotary launcher takes these: head_dim a multiple of 16 that divides 256, q's and
+// k's columns multiples of head_dim, each part's a multiple of 64, and the whole product
+// (rows x (q + k + v) by k) whole tiles.
+bool hopper_rotary_fits(std::int64_t rows, const qkv_columns& cols, std::int64_t k, std::int64_t head_dim);
+
+// The q/k/v projection with rotary in one kernel: the product x weightᵀ (weight: the q, k and v
+// rows stacked, (q + k + v, k), rows `weight_stride` apart), written apart into q, k and v, with
+// q's and k's heads turned as fused_kernels' rotary_half forward turns the bf16 product (the same
+// bits: rotary_math.cuh) and v as it is.
+int hopper_linear_rotary(const void* x, const void* weight, std::int64_t weight_stride,
+                         const qkv_outputs& out, const rotary_tables& tables, std::int64_t rows,
+                         std::int64_t k, void* stream);
 
 }  // namespace cohort::core::model::kernels

@@ -239,6 +239,7 @@ struct causal_lm_engine::impl : engine_state {
     // Timed GEMM picks pay alone on a GPU, not beside ZeRO's collectives (model/gemm.hpp).
     model::gemm::set_timed_picks(group.size() == 1 && !test_gemm_through_aten());
     model::gemm::set_own_gemm(!test_no_own_gemm() && !test_gemm_through_aten());
+    model::gemm::set_own_gemm_rotary(!test_no_own_rotary());
     open_data(data_verified);
     vocab = plan_vocab(spec, config.vocab_size, data->info(), eval_data ? &eval_data->info() : nullptr);
     config.vocab_size = vocab.vocab;

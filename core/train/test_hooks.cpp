@@ -52,6 +52,7 @@ bool test_weight_grads_through_autograd() {
 
 bool test_gemm_through_aten() { return test_flag_set(test_gemm_through_aten_variable); }
 bool test_no_own_gemm() { return test_flag_set(test_no_own_gemm_variable); }
+bool test_no_own_rotary() { return test_flag_set(test_no_own_rotary_variable); }
 
 bool test_update_at_step_end() { return test_flag_set(test_update_at_step_end_variable); }
 

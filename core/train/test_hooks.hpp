@@ -53,6 +53,12 @@ bool test_gemm_through_aten();
 inline constexpr const char* test_no_own_gemm_variable = "COHORT_TEST_NO_OWN_GEMM";
 bool test_no_own_gemm();
 
+// With COHORT_TEST_NO_OWN_ROTARY=1 in the worker process's environment, a training job keeps
+// attention's q/k/v projection and rotary off cohort's own Hopper GEMM
+// (model::gemm::set_own_gemm_rotary(false)), the MLP in it: the baseline of a measurement.
+inline constexpr const char* test_no_own_rotary_variable = "COHORT_TEST_NO_OWN_ROTARY";
+bool test_no_own_rotary();
+
 // With COHORT_TEST_UPDATE_AT_STEP_END=1 in the worker process's environment, ZeRO-3 on several
 // GPUs updates every unit inside the step (zero_options::update_at_next_gather false), as before
 // the update moved to the next step's gathers: the baseline of a measurement.

@@ -335,8 +335,9 @@ TEST_CASE("on a GPU the fused path with cohort's own kernels gives the plain pat
 }
 
 TEST_CASE(
-    "on an H100 or H200 a bf16 Llama with the own GEMM on runs its gate/up projection and SwiGLU in "
-    "its own GEMM, with the logits, loss and gradients of cuBLAS's GEMM and the SwiGLU kernel",
+    "on an H100 or H200 a bf16 Llama with the own GEMM on runs its gate/up projection and SwiGLU, and "
+    "its q/k/v projection and rotary, in its own GEMM, with the logits, loss and gradients of cuBLAS's "
+    "GEMM and the SwiGLU and rotary kernels",
     "[core][model][.gpu]") {
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
   if (!hopper_device(torch::empty({1}, torch::kCUDA))) {
@@ -353,8 +354,11 @@ TEST_CASE(
   model->to(torch::kCUDA, torch::kBFloat16);
   const auto ids = random_ids(cfg.vocab_size, 2, 128).to(torch::kCUDA);  // 256 rows: two tiles
   const auto& mlp = model->layers()[0]->ffn;
-  REQUIRE(fused_linear_swiglu_fits(torch::empty({2, 128, 512}, mlp->gate->weight.options()),
-                                   mlp->gate->weight, mlp->up->weight));
+  const auto x_like = torch::empty({2, 128, 512}, mlp->gate->weight.options());
+  REQUIRE(fused_linear_swiglu_fits(x_like, mlp->gate->weight, mlp->up->weight));
+  const auto& attn = model->layers()[0]->attn;
+  REQUIRE(fused_linear_rotary_qkv_fits(
+      x_like, stacked_rows({attn->q->weight, attn->k->weight, attn->v->weight}), 512, 256, 64));
   const auto separate = run_pass(model, compute_path::fused, ids, ids);  // ATen's GEMMs
   gemm::set_own_gemm(true);
   const auto own = run_pass(model, compute_path::fused, ids, ids);

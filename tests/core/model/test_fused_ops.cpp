@@ -256,6 +256,74 @@ TEST_CASE(
                     Catch::Contains("fused_linear_swiglu") && Catch::Contains("multiple of 128"));
 }
 
+namespace {
+
+// Llama's rotary tables at positions 0..T-1 (base 10000), each value rounded through bf16 as the
+// decoder's attention_context rounds them: {cos, sin}, (T, D) fp32 on the GPU.
+std::pair<torch::Tensor, torch::Tensor> llama_tables(std::int64_t T, std::int64_t D) {
+  const auto inv = torch::pow(10000.0, -torch::arange(0, D, 2, torch::kDouble) / static_cast<double>(D));
+  const auto angles = torch::outer(torch::arange(T, torch::kDouble), inv).repeat({1, 2});
+  const auto rounded = [](const torch::Tensor& t) {
+    return t.to(torch::kBFloat16).to(torch::kFloat).to(torch::kCUDA).contiguous();
+  };
+  return {rounded(angles.cos()), rounded(angles.sin())};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "on an H100 or H200 the Hopper GEMM with rotary gives q and k as the rotary kernel turns its own "
+    "product and v as it is, over more tiles than multiprocessors, heads of 64 and of 128, the same "
+    "bits every call",
+    "[core][model][.gpu]") {
+  if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");
+  torch::manual_seed(9);
+  const auto bf16 = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  struct shape {
+    std::int64_t B, T, in, heads, kv_heads, D;
+  };
+  // 40 x 4 tiles (k of 8 steps, more than the 3 stages); then tiles that hold k's head and v's.
+  for (const shape& c : {shape{2, 2560, 512, 8, 4, 64}, shape{3, 256, 256, 6, 1, 128}}) {
+    INFO("heads of " << c.D);
+    const std::int64_t q_cols = c.heads * c.D, kv_cols = c.kv_heads * c.D;
+    const auto x = torch::randn({c.B, c.T, c.in}, bf16);
+    const auto rows = torch::randn({q_cols + 2 * kv_cols, c.in + 64}, bf16);  // rows in + 64 apart
+    const auto weight = rows.narrow(1, 0, c.in);
+    const auto [cos, sin] = llama_tables(c.T, c.D);
+    if (!hopper_device(x)) {  // another GPU: the op is not offered
+      CHECK_FALSE(fused_linear_rotary_qkv_fits(x, weight, q_cols, kv_cols, c.D));
+      return;
+    }
+    REQUIRE(fused_linear_rotary_qkv_fits(x, weight, q_cols, kv_cols, c.D));
+    const auto parts = fused_linear_rotary_qkv(x, weight, cos, sin, q_cols, kv_cols, c.D);
+    REQUIRE(parts.size() == 3);
+    CHECK(parts[0].sizes() == torch::IntArrayRef({c.B, c.T, q_cols}));
+    CHECK(parts[1].sizes() == torch::IntArrayRef({c.B, c.T, kv_cols}));
+    CHECK(parts[2].sizes() == torch::IntArrayRef({c.B, c.T, kv_cols}));
+    const auto product = own_linear(x, weight);
+    CHECK(relative_gap(product, at::matmul(x.to(torch::kFloat), weight.to(torch::kFloat).t())) <= 1e-2);
+    const auto separate = fused_rotary_qkv(product, cos, sin, q_cols, kv_cols, c.D);
+    for (int i = 0; i < 3; ++i) {
+      INFO("part " << i);
+      CHECK(torch::equal(parts[i], separate[i]));  // one formula: the rotary kernel's bits
+    }
+    const auto again = fused_linear_rotary_qkv(x, weight, cos, sin, q_cols, kv_cols, c.D);
+    for (int i = 0; i < 3; ++i) CHECK(torch::equal(again[i], parts[i]));
+  }
+  // What is not whole tiles, heads it cannot pair in a tile, or not bf16, is refused, and the
+  // error names the op.
+  const auto x = torch::randn({2, 256, 512}, bf16);
+  const auto w = torch::randn({1024, 512}, bf16);
+  CHECK(fused_linear_rotary_qkv_fits(x, w, 512, 256, 64));
+  CHECK_FALSE(fused_linear_rotary_qkv_fits(x.narrow(1, 0, 100).contiguous(), w, 512, 256, 64));
+  CHECK_FALSE(fused_linear_rotary_qkv_fits(x, w.narrow(0, 0, 1000), 512, 256, 64));  // not 256s
+  CHECK_FALSE(fused_linear_rotary_qkv_fits(x, w, 480, 288, 96));                     // 96 divides no tile
+  CHECK_FALSE(fused_linear_rotary_qkv_fits(x.to(torch::kFloat), w, 512, 256, 64));
+  CHECK_THROWS_WITH(fused_linear_rotary_qkv(x.narrow(1, 0, 100).contiguous(), w, llama_tables(100, 64).first,
+                                            llama_tables(100, 64).second, 512, 256, 64),
+                    Catch::Contains("fused_linear_rotary_qkv") && Catch::Contains("multiple of 128"));
+}
+
 TEST_CASE("the cross-entropy kernel gives ATen's summed loss and its gradient over the logits, "
           "ignoring -100 rows and -inf padding columns", "[core][model][.gpu]") {
   if (!torch::cuda::is_available()) FAIL("this test needs a CUDA device");

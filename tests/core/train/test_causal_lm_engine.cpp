@@ -195,16 +195,18 @@ TEST_CASE("on a CPU a job says nothing about CUDA graphs and trains as before", 
 
 TEST_CASE(
     "a job of one rank turns timed GEMM picks on, a job of two ranks turns them off; both turn "
-    "the own GEMM on",
+    "the own GEMM on, rotary in it too",
     "[core][train]") {
   temp_dir tmp;
   const auto data = test::make_tiny_dataset(tmp.path("data"));
   auto spec = test::tiny_job(data, 1, 0, false);
   spec.train.max_steps = 1;
   core::model::gemm::set_own_gemm(false);
+  core::model::gemm::set_own_gemm_rotary(false);
   test::run_job(spec);
   CHECK(core::model::gemm::timed_picks());
   CHECK(core::model::gemm::own_gemm());
+  CHECK(core::model::gemm::own_gemm_rotary());
   spec = test::tiny_job(data, 2, 3, false);
   spec.train.max_steps = 1;
   core::model::gemm::set_own_gemm(false);
