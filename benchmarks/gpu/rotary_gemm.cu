@@ -62,15 +62,14 @@ int main(int argc, char** argv) {
            K, D);
     return 1;
   }
-  __nv_bfloat16 *A, *B, *C_ref, *C_own, *R_ref, *q, *kk, *v;
-  CK(cudaMalloc(&A, (size_t)M * K * 2));
-  CK(cudaMalloc(&B, (size_t)N * K * 2));
-  CK(cudaMalloc(&C_ref, (size_t)M * N * 2));
-  CK(cudaMalloc(&C_own, (size_t)M * N * 2));
-  CK(cudaMalloc(&R_ref, (size_t)M * N * 2));
-  CK(cudaMalloc(&q, (size_t)M * Q * 2));
-  CK(cudaMalloc(&kk, (size_t)M * KC * 2));
-  CK(cudaMalloc(&v, (size_t)M * V * 2));
+  __nv_bfloat16* A = bf16_buffer((size_t)M * K);
+  __nv_bfloat16* B = bf16_buffer((size_t)N * K);
+  __nv_bfloat16* C_ref = bf16_buffer((size_t)M * N);
+  __nv_bfloat16* C_own = bf16_buffer((size_t)M * N);
+  __nv_bfloat16* R_ref = bf16_buffer((size_t)M * N);
+  __nv_bfloat16* q = bf16_buffer((size_t)M * Q);
+  __nv_bfloat16* kk = bf16_buffer((size_t)M * KC);
+  __nv_bfloat16* v = bf16_buffer((size_t)M * V);
   fill_random<<<1024, 256>>>(A, (size_t)M * K, 1);
   fill_random<<<1024, 256>>>(B, (size_t)N * K, 2);
   // Llama's tables (base 10000), each value rounded through bf16 as the model's are.
@@ -87,11 +86,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(cos_d, cos_h.data(), cos_h.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(sin_d, sin_h.data(), sin_h.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaDeviceSynchronize());
-  cublasHandle_t bl;
-  CK(cublasCreate(&bl));
-  void* ws;
-  CK(cudaMalloc(&ws, 64 << 20));
-  CK(cublasSetWorkspace(bl, ws, 64 << 20));
+  cublasHandle_t bl = cublas_with_workspace();
   const float alpha = 1, beta = 0;
   k::column_parts whole_ref, whole_own, apart;
   whole_ref.part[0] = C_ref, whole_ref.cols[0] = N;
@@ -146,18 +141,7 @@ int main(int argc, char** argv) {
   }
   if (!ok) return 1;
 
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto stretch = [&](auto&& run) {
-    cudaEventRecord(e0);
-    for (int i = 0; i < 40; ++i) run();
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    return ms * 1000 / 40;
-  };
+  stretch_timer stretch;
   std::vector<double> t_gemm, t_ref, t_plain, t_plain_rot, t_fused;
   for (int s = 0; s < 12; ++s) {
     const double a = stretch(cublas_gemm), b = stretch(cublas_rotary), c = stretch(own_plain),
@@ -166,16 +150,12 @@ int main(int argc, char** argv) {
       t_gemm.push_back(a), t_ref.push_back(b), t_plain.push_back(c), t_plain_rot.push_back(d),
           t_fused.push_back(e);
   }
-  auto median = [](std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-  };
   printf("%ld x (%ld + %ld + %ld) x %ld, heads of %ld, %ld positions\n", M, Q, KC, V, K, D, T);
-  printf("cuBLAS GEMM alone:              %8.1f us\n", median(t_gemm));
-  printf("cuBLAS GEMM + rotary kernel:    %8.1f us\n", median(t_ref));
-  printf("own GEMM alone:                 %8.1f us\n", median(t_plain));
-  printf("own GEMM + rotary kernel:       %8.1f us\n", median(t_plain_rot));
-  printf("own GEMM, rotary inside:        %8.1f us  (%.3fx cuBLAS + rotary)\n", median(t_fused),
-         median(t_ref) / median(t_fused));
+  printf("cuBLAS GEMM alone:              %8.1f us\n", median_of(t_gemm));
+  printf("cuBLAS GEMM + rotary kernel:    %8.1f us\n", median_of(t_ref));
+  printf("own GEMM alone:                 %8.1f us\n", median_of(t_plain));
+  printf("own GEMM + rotary kernel:       %8.1f us\n", median_of(t_plain_rot));
+  printf("own GEMM, rotary inside:        %8.1f us  (%.3fx cuBLAS + rotary)\n", median_of(t_fused),
+         median_of(t_ref) / median_of(t_fused));
   return 0;
 }

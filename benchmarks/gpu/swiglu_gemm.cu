@@ -54,21 +54,16 @@ int main(int argc, char** argv) {
     printf("no Hopper GEMM for %ld x %ld x %ld on this device\n", M, N, K);
     return 1;
   }
-  __nv_bfloat16 *A, *B, *C_ref, *C_own, *H_ref, *H_own;
-  CK(cudaMalloc(&A, (size_t)M * K * 2));
-  CK(cudaMalloc(&B, (size_t)N * K * 2));
-  CK(cudaMalloc(&C_ref, (size_t)M * N * 2));
-  CK(cudaMalloc(&C_own, (size_t)M * N * 2));
-  CK(cudaMalloc(&H_ref, (size_t)M * inner * 2));
-  CK(cudaMalloc(&H_own, (size_t)M * inner * 2));
+  __nv_bfloat16* A = bf16_buffer((size_t)M * K);
+  __nv_bfloat16* B = bf16_buffer((size_t)N * K);
+  __nv_bfloat16* C_ref = bf16_buffer((size_t)M * N);
+  __nv_bfloat16* C_own = bf16_buffer((size_t)M * N);
+  __nv_bfloat16* H_ref = bf16_buffer((size_t)M * inner);
+  __nv_bfloat16* H_own = bf16_buffer((size_t)M * inner);
   fill_random<<<1024, 256>>>(A, (size_t)M * K, 1);
   fill_random<<<1024, 256>>>(B, (size_t)N * K, 2);
   CK(cudaDeviceSynchronize());
-  cublasHandle_t bl;
-  CK(cublasCreate(&bl));
-  void* ws;
-  CK(cudaMalloc(&ws, 64 << 20));
-  CK(cublasSetWorkspace(bl, ws, 64 << 20));
+  cublasHandle_t bl = cublas_with_workspace();
   const float alpha = 1, beta = 0;
   auto cublas_gemm = [&] {
     CK(cublasGemmEx(bl, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, K, A, CUDA_R_16BF, K,
@@ -98,12 +93,11 @@ int main(int argc, char** argv) {
 
   // SwiGLU's backward through the down projection: dY (M, H) with the down weight (H, inner).
   const long H = K;
-  __nv_bfloat16 *dY, *Wd, *dH, *dGU_ref, *dGU_own;
-  CK(cudaMalloc(&dY, (size_t)M * H * 2));
-  CK(cudaMalloc(&Wd, (size_t)H * inner * 2));
-  CK(cudaMalloc(&dH, (size_t)M * inner * 2));
-  CK(cudaMalloc(&dGU_ref, (size_t)M * N * 2));
-  CK(cudaMalloc(&dGU_own, (size_t)M * N * 2));
+  __nv_bfloat16* dY = bf16_buffer((size_t)M * H);
+  __nv_bfloat16* Wd = bf16_buffer((size_t)H * inner);
+  __nv_bfloat16* dH = bf16_buffer((size_t)M * inner);
+  __nv_bfloat16* dGU_ref = bf16_buffer((size_t)M * N);
+  __nv_bfloat16* dGU_own = bf16_buffer((size_t)M * N);
   fill_random<<<1024, 256>>>(dY, (size_t)M * H, 3);
   fill_random<<<1024, 256>>>(Wd, (size_t)H * inner, 4);
   auto cublas_dh = [&] {
@@ -116,8 +110,7 @@ int main(int argc, char** argv) {
   };
   // The own plain GEMM at dh's shape, from the down weight's transpose (K-major: another layout,
   // the same product's size), to time the product without the backward's epilogue.
-  __nv_bfloat16* WdT;
-  CK(cudaMalloc(&WdT, (size_t)H * inner * 2));
+  __nv_bfloat16* WdT = bf16_buffer((size_t)H * inner);
   fill_random<<<1024, 256>>>(WdT, (size_t)H * inner, 5);
   auto own_dh = [&] { CK(k::hopper_linear(dY, WdT, H, dH, M, inner, H, nullptr)); };
   auto own_backward = [&] {
@@ -132,18 +125,7 @@ int main(int argc, char** argv) {
     if (!compare(dGU_ref, dGU_own, (size_t)M * N, "own GEMM with SwiGLU's backward: d gate | d up")) return 1;
   }
 
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  auto stretch = [&](auto&& run) {
-    cudaEventRecord(e0);
-    for (int i = 0; i < 40; ++i) run();
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    return ms * 1000 / 40;
-  };
+  stretch_timer stretch;
   std::vector<double> t_gemm, t_ref, t_plain, t_fused, t_bref, t_bown, t_bdh, t_odh;
   for (int s = 0; s < 12; ++s) {
     const double a = stretch(cublas_gemm), b = stretch(cublas_swiglu), c = stretch(own_plain),
@@ -154,25 +136,21 @@ int main(int argc, char** argv) {
                  h = stretch(own_dh);
     if (s >= 4) t_bref.push_back(e), t_bown.push_back(f), t_bdh.push_back(g), t_odh.push_back(h);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   const double flop = 2.0 * M * N * (double)K;
   printf("%ld x %ld x %ld (rows x 2 inner x k)\n", M, N, K);
-  printf("cuBLAS GEMM alone:          %8.1f us  %6.1f TFLOP/s\n", median(t_gemm),
-         flop / median(t_gemm) / 1e6);
-  printf("cuBLAS GEMM + SwiGLU kernel:%8.1f us\n", median(t_ref));
-  printf("own GEMM alone:             %8.1f us  %6.1f TFLOP/s\n", median(t_plain),
-         flop / median(t_plain) / 1e6);
-  printf("own GEMM, SwiGLU inside:    %8.1f us  (%.3fx cuBLAS + SwiGLU)\n", median(t_fused),
-         median(t_ref) / median(t_fused));
+  printf("cuBLAS GEMM alone:          %8.1f us  %6.1f TFLOP/s\n", median_of(t_gemm),
+         flop / median_of(t_gemm) / 1e6);
+  printf("cuBLAS GEMM + SwiGLU kernel:%8.1f us\n", median_of(t_ref));
+  printf("own GEMM alone:             %8.1f us  %6.1f TFLOP/s\n", median_of(t_plain),
+         flop / median_of(t_plain) / 1e6);
+  printf("own GEMM, SwiGLU inside:    %8.1f us  (%.3fx cuBLAS + SwiGLU)\n", median_of(t_fused),
+         median_of(t_ref) / median_of(t_fused));
   if (backward_fits) {
-    printf("cuBLAS dh + SwiGLU backward kernel: %8.1f us\n", median(t_bref));
-    printf("own GEMM, SwiGLU backward inside:   %8.1f us  (%.3fx)\n", median(t_bown),
-           median(t_bref) / median(t_bown));
-    printf("cuBLAS dh alone:                    %8.1f us\n", median(t_bdh));
-    printf("own GEMM alone at dh's shape:       %8.1f us\n", median(t_odh));
+    printf("cuBLAS dh + SwiGLU backward kernel: %8.1f us\n", median_of(t_bref));
+    printf("own GEMM, SwiGLU backward inside:   %8.1f us  (%.3fx)\n", median_of(t_bown),
+           median_of(t_bref) / median_of(t_bown));
+    printf("cuBLAS dh alone:                    %8.1f us\n", median_of(t_bdh));
+    printf("own GEMM alone at dh's shape:       %8.1f us\n", median_of(t_odh));
   }
   return 0;
 }
