@@ -449,8 +449,8 @@ torch::Tensor own_linear(const torch::Tensor& x, const torch::Tensor& weight) {
       weight.size(1) != x.size(-1) || !hopper_fits(x, weight.size(0))) {
     throw std::invalid_argument(
         "own_linear: a contiguous bf16 x (rows a multiple of 128, in of 64) and a bf16 weight (out a "
-        "multiple "
-        "of 256, in) on one device of compute capability 9.0, in a build with the Hopper GEMM, expected");
+        "multiple of 256, in) on one device of compute capability 9.0, in a build with the Hopper GEMM, "
+        "expected");
   }
   const c10::cuda::CUDAGuard guard(x.device());
   const std::int64_t in = x.size(-1), rows = x.numel() / in, out_cols = weight.size(0);
@@ -485,12 +485,10 @@ std::vector<torch::Tensor> fused_linear_rotary_qkv(const torch::Tensor& x, const
                                                    std::int64_t head_dim) {
   if (!fused_linear_rotary_qkv_fits(x, weight, q_cols, k_cols, head_dim)) {
     throw std::invalid_argument(
-        "fused_linear_rotary_qkv: a contiguous bf16 x (.., T, in; rows a multiple of 128, in of 64) and a "
-        "bf16 "
-        "weight (q_cols + k_cols + v_cols, in) on one device of compute capability 9.0, heads of a multiple "
-        "of 16 dividing 256, each part's columns a multiple of 64 and all of them of 256, in a build with "
-        "the "
-        "Hopper GEMM, expected");
+        "fused_linear_rotary_qkv: a contiguous bf16 x (.., T, in; rows a multiple of 128, in of 64) and "
+        "a bf16 weight (q_cols + k_cols + v_cols, in) on one device of compute capability 9.0, heads of a "
+        "multiple of 16 dividing 256, each part's columns a multiple of 64 and all of them of 256, in a "
+        "build with the Hopper GEMM, expected");
   }
   const auto [c, s] = rotary_tables_for(x, cos, sin, head_dim, "fused_linear_rotary_qkv");
   const c10::cuda::CUDAGuard guard(x.device());
