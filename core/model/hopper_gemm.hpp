@@ -12,7 +12,8 @@
 // a training job (swiglu_mlp_function, decoder.cpp) 2.5% more tokens/s on one GPU, 2.7-3.5% under
 // ZeRO-3 on two. The q/k/v projection with rotary (benchmarks/gpu/rotary_gemm.cu): 265-268 us
 // against the own GEMM and the rotary kernel's 308 (cuBLAS's and the rotary kernel's 316-319);
-// through a job (rotary_qkv_function) 0.5-0.8% more tokens/s on one GPU.
+// through a job (rotary_qkv_function) on one GPU 0.5-0.8% more tokens/s on one machine, nothing
+// beyond the runs' spread on another.
 //
 // The kernel: TMA loads of x's and the weights' tiles into stages of shared memory, two consumer
 // warpgroups each multiplying 64 rows of a 128 x 256 tile with wgmma (m64n256k16, fp32
