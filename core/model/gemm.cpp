@@ -402,9 +402,9 @@ void set_timed_picks(bool on) { timed_picks_on.store(on); }
 bool timed_picks() { return timed_picks_on.load(); }
 
 void set_own_gemm(bool on) { own_gemm_on.store(on); }
+bool own_gemm() { return own_gemm_on.load(); }
 void set_own_gemm_rotary(bool on) { own_gemm_rotary_on.store(on); }
 bool own_gemm_rotary() { return own_gemm_rotary_on.load(); }
-bool own_gemm() { return own_gemm_on.load(); }
 
 tuning_counts tuning() { return {shapes_timed.load(), shapes_replaced.load()}; }
 

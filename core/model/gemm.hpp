@@ -51,9 +51,10 @@ void set_timed_picks(bool on);
 bool timed_picks();
 
 // Whether a Llama MLP on the fused path may run through cohort's own Hopper GEMM with SwiGLU in
-// its epilogues (hopper_gemm.hpp; swiglu_mlp_function in decoder.cpp), for the whole process. Off
-// unless set_own_gemm(true): the causal-LM training engine turns it on for its jobs, of one rank
-// or many. Deterministic runs never take it (its tiles are fixed, but it is not ATen's).
+// its epilogues (hopper_gemm.hpp; swiglu_mlp_function in decoder.cpp), and attention's q/k/v with
+// rotary (own_gemm_rotary below), for the whole process. Off unless set_own_gemm(true): the
+// causal-LM training engine turns it on for its jobs, of one rank or many. Deterministic runs
+// never take it (its tiles are fixed, but it is not ATen's).
 void set_own_gemm(bool on);
 bool own_gemm();
 // Whether, where the own GEMM is on, attention's q/k/v projection runs in it too, with Llama's
