@@ -247,8 +247,8 @@ __device__ __forceinline__ float2 unpack(std::uint32_t v) {
 }
 
 // Where a consumer's staged result holds the 8 columns from `col` (a multiple of 8) of `row`: piece
-// col / 64, the row's 128 bytes, the 16-byte unit in TMA's 128-byte swizzle (as multiply_tiles
-// writes it).
+// col / 64, the row's 128 bytes, the 16-byte unit in TMA's 128-byte swizzle (multiply_tiles writes
+// it there, rotate_staged turns it there).
 __device__ __forceinline__ std::uint32_t staged_at(std::uint32_t region, int row, int col) {
   return region + (col / 64) * chunk_bytes + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16);
 }
@@ -535,7 +535,7 @@ __device__ void multiply_tiles(const smem_layout& s, int c, int tiles_m, int til
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int r = warp * 16 + lane / 4 + 8 * i;
-          const std::uint32_t at = region + q * chunk_bytes + r * 128 + ((j ^ (r % 8)) * 16) + (lane % 4) * 4;
+          const std::uint32_t at = staged_at(region, r, 64 * q + 8 * j) + (lane % 4) * 4;
           const std::uint32_t v = pack(d[4 * (8 * q + j) + 2 * i], d[4 * (8 * q + j) + 2 * i + 1]);
           asm volatile("st.shared.b32 [%0], %1;" ::"r"(at), "r"(v) : "memory");
         }
