@@ -79,25 +79,6 @@ struct parts_of {
   }
 };
 
-// Vec fp32 table entries from p (16-byte loads where Vec is a multiple of 4: p is then 16-byte
-// aligned), through the read-only cache: a position's cos/sin row is read by every head of it.
-template <int Vec>
-__device__ __forceinline__ void load_table(const float* __restrict__ p, float (&out)[Vec]) {
-  if constexpr (Vec % 4 == 0) {
-#pragma unroll
-    for (int k = 0; k < Vec; k += 4) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(p + k));
-      out[k] = v.x;
-      out[k + 1] = v.y;
-      out[k + 2] = v.z;
-      out[k + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < Vec; ++k) out[k] = __ldg(p + k);
-  }
-}
-
 // One item per thread, striding over rows * items_per_row: an item is either a pair of Vec
 // columns of one head, lo = head * head_dim + j (j < half) and hi = lo + half, or Vec columns of
 // v, copied. A pair reads both halves once and writes both, so every element is loaded once and

@@ -253,14 +253,6 @@ __device__ __forceinline__ std::uint32_t staged_at(std::uint32_t region, int row
   return region + (col / 64) * chunk_bytes + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16);
 }
 
-// 8 fp32 table entries from p (32-byte aligned), through the read-only cache.
-__device__ __forceinline__ void load_table8(const float* p, float (&out)[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p)),
-               b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z,
-  out[7] = b.w;
-}
-
 // Rotary's forward on two packed pairs of bf16 (element e of lo with element e of hi), entries e
 // and e + 1 of the tables, as fused_kernels' rotary_half computes it.
 __device__ __forceinline__ void rotary_pack(std::uint32_t& lo2, std::uint32_t& hi2, const float (&c_lo)[8],
@@ -356,10 +348,10 @@ struct store_group {
       const float* cos_at = args.cos + position * d + j;
       const float* sin_at = args.sin + position * d + j;
       float c_lo[8], c_hi[8], s_lo[8], s_hi[8];
-      load_table8(cos_at, c_lo);
-      load_table8(cos_at + half, c_hi);
-      load_table8(sin_at, s_lo);
-      load_table8(sin_at + half, s_hi);
+      load_table<8>(cos_at, c_lo);
+      load_table<8>(cos_at + half, c_hi);
+      load_table<8>(sin_at, s_lo);
+      load_table<8>(sin_at + half, s_hi);
       for (int h = 0; h < heads; ++h) {
         const std::uint32_t at_lo = staged_at(region(c), row, h * d + j),
                             at_hi = staged_at(region(c), row, h * d + j + half);
