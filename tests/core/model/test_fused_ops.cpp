@@ -49,6 +49,15 @@ torch::Tensor rotary_reference(const torch::Tensor& x, const torch::Tensor& cos,
   return x * cos.view({1, T, 1, D}) + rotated * sin.view({1, T, 1, D});
 }
 
+// Llama's rotary tables at positions 0..T-1 (base 10000), each value rounded through `type` as the
+// decoder's attention_context rounds them: {cos, sin}, (T, D) fp32 on the GPU.
+std::pair<torch::Tensor, torch::Tensor> llama_tables(std::int64_t T, std::int64_t D, torch::ScalarType type) {
+  auto pos = torch::arange(T, torch::kFloat).unsqueeze(1);
+  auto inv = 1.0 / torch::pow(10000.0, torch::arange(0, D, 2, torch::kFloat) / D);
+  auto freqs = torch::cat({pos * inv, pos * inv}, -1).to(torch::kCUDA);  // (T, D)
+  return {freqs.cos().to(type).to(torch::kFloat), freqs.sin().to(type).to(torch::kFloat)};
+}
+
 struct rotary_case {
   std::int64_t B, T, heads, kv_heads, D;
 };
@@ -61,11 +70,7 @@ void check_rotary(torch::ScalarType type, const rotary_case& c, double tol) {
   const std::int64_t q_cols = c.heads * c.D, k_cols = c.kv_heads * c.D, qk = q_cols + k_cols,
                      cols = qk + k_cols;
   auto qkv = torch::randn({c.B, c.T, cols}, opts).requires_grad_(true);
-  auto pos = torch::arange(c.T, torch::kFloat).unsqueeze(1);
-  auto inv = 1.0 / torch::pow(10000.0, torch::arange(0, c.D, 2, torch::kFloat) / c.D);
-  auto freqs = torch::cat({pos * inv, pos * inv}, -1).to(torch::kCUDA);  // (T, D)
-  // The tables rounded through the activations' dtype, as attention_context holds them.
-  auto cos = freqs.cos().to(type).to(torch::kFloat), sin = freqs.sin().to(type).to(torch::kFloat);
+  const auto [cos, sin] = llama_tables(c.T, c.D, type);  // rounded through the activations' dtype
   const auto outs = fused_rotary_qkv(qkv, cos, sin, q_cols, k_cols, c.D);
   REQUIRE(outs.size() == 3U);
   auto out = torch::cat({outs[0], outs[1], outs[2]}, -1);
@@ -256,21 +261,6 @@ TEST_CASE(
                     Catch::Contains("fused_linear_swiglu") && Catch::Contains("multiple of 128"));
 }
 
-namespace {
-
-// Llama's rotary tables at positions 0..T-1 (base 10000), each value rounded through bf16 as the
-// decoder's attention_context rounds them: {cos, sin}, (T, D) fp32 on the GPU.
-std::pair<torch::Tensor, torch::Tensor> llama_tables(std::int64_t T, std::int64_t D) {
-  const auto inv = torch::pow(10000.0, -torch::arange(0, D, 2, torch::kDouble) / static_cast<double>(D));
-  const auto angles = torch::outer(torch::arange(T, torch::kDouble), inv).repeat({1, 2});
-  const auto rounded = [](const torch::Tensor& t) {
-    return t.to(torch::kBFloat16).to(torch::kFloat).to(torch::kCUDA).contiguous();
-  };
-  return {rounded(angles.cos()), rounded(angles.sin())};
-}
-
-}  // namespace
-
 TEST_CASE(
     "on an H100 or H200 the Hopper GEMM with rotary gives q and k as the rotary kernel turns its own "
     "product and v as it is, over more tiles than multiprocessors, heads of 64 and of 128, the same "
@@ -289,7 +279,7 @@ TEST_CASE(
     const auto x = torch::randn({c.B, c.T, c.in}, bf16);
     const auto rows = torch::randn({q_cols + 2 * kv_cols, c.in + 64}, bf16);  // rows in + 64 apart
     const auto weight = rows.narrow(1, 0, c.in);
-    const auto [cos, sin] = llama_tables(c.T, c.D);
+    const auto [cos, sin] = llama_tables(c.T, c.D, torch::kBFloat16);
     if (!hopper_device(x)) {  // another GPU: the op is not offered
       CHECK_FALSE(fused_linear_rotary_qkv_fits(x, weight, q_cols, kv_cols, c.D));
       return;
@@ -319,8 +309,8 @@ TEST_CASE(
   CHECK_FALSE(fused_linear_rotary_qkv_fits(x, w.narrow(0, 0, 1000), 512, 256, 64));  // not 256s
   CHECK_FALSE(fused_linear_rotary_qkv_fits(x, w, 480, 288, 96));                     // 96 divides no tile
   CHECK_FALSE(fused_linear_rotary_qkv_fits(x.to(torch::kFloat), w, 512, 256, 64));
-  CHECK_THROWS_WITH(fused_linear_rotary_qkv(x.narrow(1, 0, 100).contiguous(), w, llama_tables(100, 64).first,
-                                            llama_tables(100, 64).second, 512, 256, 64),
+  const auto [cos, sin] = llama_tables(100, 64, torch::kBFloat16);
+  CHECK_THROWS_WITH(fused_linear_rotary_qkv(x.narrow(1, 0, 100).contiguous(), w, cos, sin, 512, 256, 64),
                     Catch::Contains("fused_linear_rotary_qkv") && Catch::Contains("multiple of 128"));
 }
 
