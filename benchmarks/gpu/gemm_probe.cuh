@@ -47,6 +47,15 @@ inline cublasHandle_t cublas_with_workspace() {
   return handle;
 }
 
+// out (rows, cols) = x (rows, k) wᵀ, w (cols, k), all bf16 row-major, through cublasGemmEx with
+// the default algorithm (ATen's path for a linear).
+inline void cublas_linear(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                          __nv_bfloat16* out, long rows, long cols, long k) {
+  const float alpha = 1, beta = 0;
+  CK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, cols, rows, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
+                  &beta, out, CUDA_R_16BF, cols, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 // Microseconds a run of `run` (launches on the default stream), over 40 runs back to back.
 struct stretch_timer {
   cudaEvent_t start, stop;

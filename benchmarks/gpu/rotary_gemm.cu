@@ -87,17 +87,13 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(sin_d, sin_h.data(), sin_h.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaDeviceSynchronize());
   cublasHandle_t bl = cublas_with_workspace();
-  const float alpha = 1, beta = 0;
   k::column_parts whole_ref, whole_own, apart;
   whole_ref.part[0] = C_ref, whole_ref.cols[0] = N;
   whole_own.part[0] = C_own, whole_own.cols[0] = N;
   apart.part[0] = R_ref, apart.cols[0] = Q;  // the rotary kernel's q, k, v apart: three blocks of one buffer
   apart.part[1] = R_ref + (size_t)M * Q, apart.cols[1] = KC;
   apart.part[2] = R_ref + (size_t)M * (Q + KC), apart.cols[2] = V;
-  auto cublas_gemm = [&] {
-    CK(cublasGemmEx(bl, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, K, A, CUDA_R_16BF, K,
-                    &beta, C_ref, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  };
+  auto cublas_gemm = [&] { cublas_linear(bl, A, B, C_ref, M, N, K); };
   auto rotary_after = [&](const k::column_parts& in) {
     CK(k::rotary_half(k::direction::forward, k::dtype::bf16, in, apart, cos_d, sin_d, M, Q + KC, D, T,
                       nullptr));

@@ -65,10 +65,7 @@ int main(int argc, char** argv) {
   CK(cudaDeviceSynchronize());
   cublasHandle_t bl = cublas_with_workspace();
   const float alpha = 1, beta = 0;
-  auto cublas_gemm = [&] {
-    CK(cublasGemmEx(bl, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, K, A, CUDA_R_16BF, K,
-                    &beta, C_ref, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  };
+  auto cublas_gemm = [&] { cublas_linear(bl, A, B, C_ref, M, N, K); };
   auto cublas_swiglu = [&] {
     cublas_gemm();
     CK(k::swiglu_forward(k::dtype::bf16, C_ref, H_ref, M, inner, nullptr));
