@@ -58,6 +58,13 @@ void* current_stream(const torch::Tensor& x) {
   return static_cast<void*>(at::cuda::getCurrentCUDAStream(x.get_device()).stream());
 }
 
+// A new tensor shaped as `like` but for its last dimension, `cols`, of like's dtype and device.
+torch::Tensor empty_columns(const torch::Tensor& like, std::int64_t cols) {
+  auto sizes = like.sizes().vec();
+  sizes.back() = cols;
+  return torch::empty(sizes, like.options());
+}
+
 // Up to three contiguous tensors side by side in their last dimension as column_parts (one: a
 // tensor in one piece).
 kernels::column_parts side_by_side(const std::vector<torch::Tensor>& ts) {
@@ -81,11 +88,7 @@ class rotary_function : public torch::autograd::Function<rotary_function> {
     const c10::cuda::CUDAGuard guard(qkv.device());
     const std::int64_t v_cols = qkv.size(-1) - q_cols - k_cols;
     variable_list outs;
-    for (const std::int64_t width : {q_cols, k_cols, v_cols}) {
-      auto sizes = qkv.sizes().vec();
-      sizes.back() = width;
-      outs.push_back(torch::empty(sizes, qkv.options()));
-    }
+    for (const std::int64_t width : {q_cols, k_cols, v_cols}) outs.push_back(empty_columns(qkv, width));
     launch(kernels::direction::forward, qkv, side_by_side({qkv}), side_by_side(outs), cos, sin,
            q_cols + k_cols, head_dim);
     ctx->save_for_backward({cos, sin});
@@ -407,11 +410,7 @@ std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor&
   }
   const c10::cuda::CUDAGuard guard(x.device());
   const std::int64_t in = x.size(-1), rows = x.numel() / in, inner = gate.size(0);
-  auto sizes = x.sizes().vec();
-  sizes.back() = 2 * inner;
-  auto gate_up = torch::empty(sizes, x.options());
-  sizes.back() = inner;
-  auto h = torch::empty(sizes, x.options());
+  auto gate_up = empty_columns(x, 2 * inner), h = empty_columns(x, inner);
   check_launch(
       kernels::hopper_linear_swiglu(x.data_ptr(), gate.data_ptr(), up.data_ptr(), gate.stride(0),
                                     gate_up.data_ptr(), h.data_ptr(), rows, inner, in, current_stream(x)),
@@ -454,9 +453,7 @@ torch::Tensor own_linear(const torch::Tensor& x, const torch::Tensor& weight) {
   }
   const c10::cuda::CUDAGuard guard(x.device());
   const std::int64_t in = x.size(-1), rows = x.numel() / in, out_cols = weight.size(0);
-  auto sizes = x.sizes().vec();
-  sizes.back() = out_cols;
-  auto y = torch::empty(sizes, x.options());
+  auto y = empty_columns(x, out_cols);
   check_launch(kernels::hopper_linear(x.data_ptr(), weight.data_ptr(), weight.stride(0), y.data_ptr(), rows,
                                       out_cols, in, current_stream(x)),
                "own_linear");
@@ -495,11 +492,7 @@ std::vector<torch::Tensor> fused_linear_rotary_qkv(const torch::Tensor& x, const
   const std::int64_t in = x.size(-1), rows = x.numel() / in;
   const kernels::qkv_columns cols{q_cols, k_cols, weight.size(0) - q_cols - k_cols};
   std::vector<torch::Tensor> outs;
-  for (const std::int64_t width : {cols.q, cols.k, cols.v}) {
-    auto sizes = x.sizes().vec();
-    sizes.back() = width;
-    outs.push_back(torch::empty(sizes, x.options()));
-  }
+  for (const std::int64_t width : {cols.q, cols.k, cols.v}) outs.push_back(empty_columns(x, width));
   const kernels::qkv_outputs out{outs[0].data_ptr(), outs[1].data_ptr(), outs[2].data_ptr(), cols};
   const kernels::rotary_tables tables{c.data_ptr<float>(), s.data_ptr<float>(), x.size(-2), head_dim};
   check_launch(kernels::hopper_linear_rotary(x.data_ptr(), weight.data_ptr(), weight.stride(0), out, tables,
