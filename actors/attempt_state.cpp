@@ -79,6 +79,7 @@ void attempt_state::forward(log_line line, attempt_actions& out) {
     unacked_logs_.pop_front();
     ++dropped_logs_;
   }
+  line.kept_from = unacked_logs_.front().seq;
   out.to_head.push_back(std::move(line));
 }
 
@@ -210,7 +211,10 @@ attempt_actions attempt_state::on_reintroduce() {
                      std::to_string(max_unacked_log_bytes >> 20) + " MiB)"));
     dropped_logs_ = 0;
   }
-  for (const auto& line : unacked_logs_) out.to_head.push_back(line);
+  for (auto line : unacked_logs_) {
+    line.kept_from = unacked_logs_.front().seq;
+    out.to_head.push_back(std::move(line));
+  }
   if (outcome_) out.to_head.push_back(*outcome_);
   return out;
 }

@@ -10,7 +10,10 @@
 //   so an attempt that ends while no leader is reachable is not taken for lost;
 // - each output line is numbered and kept until a head acknowledges it (log_ack), at most
 //   max_unacked_log_bytes of text (the oldest dropped and counted, the count told to the next
-//   head); a reintroduced head gets every kept line again;
+//   head); a reintroduced head gets every kept line again. A line lost on a link that went down
+//   while a later one got through is sent again then too: a head acknowledges a number only
+//   when every line up to it is stored (log_sequence.hpp), and each line names the oldest one
+//   kept (log_line::kept_from), so a dropped line is not waited for;
 // - a worker that starts after commands were sent is told their totals (releases, checkpoint
 //   requests, and whether the attempt is preempted) when it starts;
 // - head commands (checkpoint, preempt, release, stop, and the acks) of an older epoch than the

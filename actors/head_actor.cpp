@@ -859,20 +859,22 @@ void on_progress(head_ptr self, const progress_report& report) {
 // False when the store writer would not take it.
 bool keep_log_line(head_ptr self, const log_line& line, const caf::actor& sender) {
   auto& st = self->state;
+  // Every line up to the acknowledged one is stored (or written before this one is).
+  const auto ack = log_ack{line.job_id, line.attempt, st.output.stored_lines().through_after(line)};
+  const bool numbered = line.seq > 0;
   if (st.store_writer) {
-    const auto ack = log_ack{line.job_id, line.attempt, line.seq};
     const bool handed =
         store_write(self, "record worker output", store_log_lines{0, line.job_id, {line}}, [=] {
-          if (ack.seq > 0 && sender) command(self, sender, ack);
+          if (numbered && sender) command(self, sender, ack);
         });
     if (!handed) return false;
     st.output.stored_lines().stored(line);  // a copy sent again meanwhile is not written twice
     return true;
   }
   st.output.keep_in_memory(line);
-  if (line.seq > 0) {
+  if (numbered) {
     st.output.stored_lines().stored(line);
-    if (sender) command(self, sender, log_ack{line.job_id, line.attempt, line.seq});
+    if (sender) command(self, sender, ack);
   }
   return true;
 }
@@ -881,8 +883,8 @@ void on_log_line(head_ptr self, const log_line& line) {
   auto& st = self->state;
   const auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   auto& stored = st.output.stored_lines();
-  if (!stored.is_new(line)) {  // sent again after a failover; kept already (or handed over)
-    const auto ack = log_ack{line.job_id, line.attempt, stored.highest(line.job_id, line.attempt)};
+  if (!stored.is_new(line)) {  // sent again (a failover, a lost link); kept already (or handed over)
+    const auto ack = log_ack{line.job_id, line.attempt, stored.through(line.job_id, line.attempt)};
     if (sender) after_store_writes(self, [=] { command(self, sender, ack); });
     return;
   }

@@ -246,9 +246,12 @@ struct log_line {
   // attempt's output (1, 2, …; 0: a line outside the sequence, stored as it comes). The trainer
   // keeps the unacknowledged lines (log_ack) and sends them again to every head that adopts it,
   // so what workers log while no leader is reachable reaches the next one; the head stores a
-  // line only once per (job, attempt, seq).
+  // line only once per (job, attempt, seq). kept_from: the oldest line the trainer still kept
+  // when it sent this one; the lines before it were acknowledged or dropped, and no head waits
+  // for them (log_sequence.hpp).
   std::int32_t attempt = -1;
   std::uint64_t seq = 0;
+  std::uint64_t kept_from = 0;
 };
 
 // What followers of a job receive: the record after a change, and optionally a line to show.
@@ -687,10 +690,10 @@ typename Inspector::result_type inspect(Inspector& f, log_line& x) {
   // The JSON view is a line of the store's logs.jsonl (the store adds its own "seq" and "ts"; the
   // trainer's number is "attempt_seq"); lines of earlier heads may lack any field.
   using net::field_or_default;
-  return f(caf::meta::type_name("log_line"), net::wire_only("job_id"), x.job_id,
-           field_or_default("rank"), x.rank, field_or_default("node"), x.node,
-           field_or_default("pid"), x.pid, field_or_default("line"), x.text,
-           field_or_default("attempt"), x.attempt, field_or_default("attempt_seq"), x.seq);
+  return f(caf::meta::type_name("log_line"), net::wire_only("job_id"), x.job_id, field_or_default("rank"),
+           x.rank, field_or_default("node"), x.node, field_or_default("pid"), x.pid, field_or_default("line"),
+           x.text, field_or_default("attempt"), x.attempt, field_or_default("attempt_seq"), x.seq,
+           field_or_default("kept_from"), x.kept_from);
 }
 
 template <class Inspector>

@@ -95,6 +95,7 @@ TEST_CASE("output lines are numbered, kept until acknowledged and sent again to 
     const auto sent = head_messages<log_line>(a.on_log(output(text)));
     REQUIRE(sent.size() == 1);
     CHECK(sent[0].attempt == 2);
+    CHECK(sent[0].kept_from == 1);
   }
   a.on_log_ack(log_ack{"job-7", 2, 2, 0});
   CHECK(a.unacked_lines() == 1);
@@ -102,6 +103,7 @@ TEST_CASE("output lines are numbered, kept until acknowledged and sent again to 
   REQUIRE(again.size() == 1);
   CHECK(again[0].text == "three");
   CHECK(again[0].seq == 3);
+  CHECK(again[0].kept_from == 3);
 }
 
 TEST_CASE("unacknowledged output is bounded: the oldest lines go, and the next head is told how many",
@@ -114,6 +116,7 @@ TEST_CASE("unacknowledged output is bounded: the oldest lines go, and the next h
   REQUIRE(again.size() == 4);
   CHECK_THAT(again[0].text, Catch::Contains("3 lines of output were dropped"));
   CHECK(again[1].seq == 4);
+  CHECK(again[3].kept_from == 4);  // a head waits for none of the dropped lines
   // Told once.
   CHECK(head_messages<log_line>(a.on_reintroduce()).size() == 3);
 }

@@ -130,7 +130,7 @@ TEST_CASE("every record of a JSON view survives a round trip through JSON text",
     CHECK(back.store_secret == s.store_secret);
   }
   SECTION("log_line, as a line of the store's logs (which adds keys of its own)") {
-    actors::log_line l{"job-1", 1, "n2", 77, "step 3 loss 2.0", 4, 9};
+    actors::log_line l{"job-1", 1, "n2", 77, "step 3 loss 2.0", 4, 9, 6};
     auto j = net::to_json_view(l);
     CHECK(j["line"] == "step 3 loss 2.0");
     CHECK(j["attempt_seq"] == 9);
@@ -144,10 +144,12 @@ TEST_CASE("every record of a JSON view survives a round trip through JSON text",
     CHECK(back.text == "step 3 loss 2.0");
     CHECK(back.attempt == 4);
     CHECK(back.seq == 9);
+    CHECK(back.kept_from == 6);
     const auto older = net::from_json_view<actors::log_line>(json{{"line", "unnumbered"}});
     CHECK(older.text == "unnumbered");
     CHECK(older.attempt == -1);
     CHECK(older.seq == 0);
+    CHECK(older.kept_from == 0);
   }
   SECTION("a NaN loss is written as null and read back as NaN") {
     auto r = full_record();
