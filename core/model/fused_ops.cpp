@@ -392,6 +392,20 @@ bool hopper_fits(const torch::Tensor& x, std::int64_t cols) {
 #endif
 }
 
+// Runs `launch`, a call of one of hopper_gemm.hpp's launchers, in a build that has the kernel.
+// Without it (nvcc before 12.5 builds none) every fits above says no, so no caller gets here, and
+// the launchers stay unreferenced: the lambda holding the call is never called, so its body is
+// never emitted, and the build links.
+template <class Launch>
+int hopper_launch(const Launch& launch) {
+#ifdef COHORT_WITH_HOPPER_GEMM
+  return launch();
+#else
+  (void)launch;
+  return static_cast<int>(cudaErrorNotSupported);
+#endif
+}
+
 }  // namespace
 
 bool fused_linear_swiglu_fits(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& up) {
@@ -411,10 +425,12 @@ std::pair<torch::Tensor, torch::Tensor> fused_linear_swiglu(const torch::Tensor&
   const c10::cuda::CUDAGuard guard(x.device());
   const std::int64_t in = x.size(-1), rows = x.numel() / in, inner = gate.size(0);
   auto gate_up = empty_columns(x, 2 * inner), h = empty_columns(x, inner);
-  check_launch(
-      kernels::hopper_linear_swiglu(x.data_ptr(), gate.data_ptr(), up.data_ptr(), gate.stride(0),
-                                    gate_up.data_ptr(), h.data_ptr(), rows, inner, in, current_stream(x)),
-      "fused_linear_swiglu");
+  check_launch(hopper_launch([&] {
+                 return kernels::hopper_linear_swiglu(x.data_ptr(), gate.data_ptr(), up.data_ptr(),
+                                                      gate.stride(0), gate_up.data_ptr(), h.data_ptr(), rows,
+                                                      inner, in, current_stream(x));
+               }),
+               "fused_linear_swiglu");
   return {gate_up, h};
 }
 
@@ -437,8 +453,11 @@ torch::Tensor fused_swiglu_input_grad(const torch::Tensor& grad_y, const torch::
   const auto g = aligned_contiguous(grad_y), gu = aligned_contiguous(gate_up);
   const std::int64_t hidden = g.size(-1), rows = g.numel() / hidden;
   auto grad = torch::empty_like(gu, torch::MemoryFormat::Contiguous);
-  check_launch(kernels::hopper_swiglu_input_grad(g.data_ptr(), down.data_ptr(), down.stride(0), gu.data_ptr(),
-                                                 grad.data_ptr(), rows, inner, hidden, current_stream(g)),
+  check_launch(hopper_launch([&] {
+                 return kernels::hopper_swiglu_input_grad(g.data_ptr(), down.data_ptr(), down.stride(0),
+                                                          gu.data_ptr(), grad.data_ptr(), rows, inner, hidden,
+                                                          current_stream(g));
+               }),
                "fused_swiglu_input_grad");
   return grad;
 }
@@ -454,8 +473,10 @@ torch::Tensor own_linear(const torch::Tensor& x, const torch::Tensor& weight) {
   const c10::cuda::CUDAGuard guard(x.device());
   const std::int64_t in = x.size(-1), rows = x.numel() / in, out_cols = weight.size(0);
   auto y = empty_columns(x, out_cols);
-  check_launch(kernels::hopper_linear(x.data_ptr(), weight.data_ptr(), weight.stride(0), y.data_ptr(), rows,
-                                      out_cols, in, current_stream(x)),
+  check_launch(hopper_launch([&] {
+                 return kernels::hopper_linear(x.data_ptr(), weight.data_ptr(), weight.stride(0),
+                                               y.data_ptr(), rows, out_cols, in, current_stream(x));
+               }),
                "own_linear");
   return y;
 }
@@ -495,8 +516,10 @@ std::vector<torch::Tensor> fused_linear_rotary_qkv(const torch::Tensor& x, const
   for (const std::int64_t width : {cols.q, cols.k, cols.v}) outs.push_back(empty_columns(x, width));
   const kernels::qkv_outputs out{outs[0].data_ptr(), outs[1].data_ptr(), outs[2].data_ptr(), cols};
   const kernels::rotary_tables tables{c.data_ptr<float>(), s.data_ptr<float>(), x.size(-2), head_dim};
-  check_launch(kernels::hopper_linear_rotary(x.data_ptr(), weight.data_ptr(), weight.stride(0), out, tables,
-                                             rows, in, current_stream(x)),
+  check_launch(hopper_launch([&] {
+                 return kernels::hopper_linear_rotary(x.data_ptr(), weight.data_ptr(), weight.stride(0), out,
+                                                      tables, rows, in, current_stream(x));
+               }),
                "fused_linear_rotary_qkv");
   return outs;
 }
