@@ -289,7 +289,11 @@ TEST_CASE("a worker host cut off from everyone loses its ranks after the heartbe
   const std::string zombie_prefix = "node=" + cut_node + " pid=" + std::to_string(zombie);
   const std::string refusal = "refused the commit of step-00000004 by attempt 1 of job " + id +
                               ": it is a zombie, attempt 2 has started since";
-  wait_for_logs_with(c, id, {zombie_prefix, refusal}, 120s);
+  try {
+    wait_for_logs_with(c, id, {zombie_prefix, refusal}, 120s);
+  } catch (const std::exception& e) {
+    FAIL(e.what() << "\nhead:\n" << c.head().output() << "\ncut node:\n" << c.node(cut_host).output());
+  }
   c.release(id);
   const auto done = c.wait_for(id, [](const json& s) { return s["state"] == "SUCCEEDED" || s["state"] == "FAILED"; }, 180s);
   const auto logs = c.submit({"logs", id}).out;
