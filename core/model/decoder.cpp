@@ -481,14 +481,9 @@ class rotary_qkv_function : public torch::autograd::Function<rotary_qkv_function
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
-    std::vector<torch::Tensor> parts;
-    for (int i = 0; i < 3; ++i) {
-      auto sizes = x.sizes().vec();
-      sizes.back() = saved[1 + i].size(0);
-      parts.push_back(grads[i].defined() ? grads[i] : torch::zeros(sizes, x.options()));
-    }
     const auto g_qkv =
-        fused_rotary_qkv_backward(parts, saved[4], saved[5], ctx->saved_data["head_dim"].toInt());
+        fused_rotary_qkv_backward(grads, saved[4], saved[5], saved[1].size(0), saved[2].size(0),
+                                  saved[3].size(0), ctx->saved_data["head_dim"].toInt());
     torch::autograd::variable_list out(8);  // x, the weights, the stacked rows, cos, sin, head_dim
     linear_grads_into(ctx, out, g_qkv, x.reshape({-1, x.size(-1)}), {saved[1], saved[2], saved[3]}, {}, {});
     return out;

@@ -331,18 +331,29 @@ std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torc
 }
 
 torch::Tensor fused_rotary_qkv_backward(const std::vector<torch::Tensor>& grads, const torch::Tensor& cos,
-                                        const torch::Tensor& sin, std::int64_t head_dim) {
-  if (grads.size() != 3 || !grads[0].defined() || !grads[1].defined() || !grads[2].defined() ||
-      grads[0].dim() < 2 || head_dim <= 0 || head_dim % 2 != 0 || grads[0].size(-1) % head_dim != 0 ||
-      grads[1].size(-1) % head_dim != 0) {
-    throw std::invalid_argument(
-        "fused_rotary_qkv_backward: the gradients of q, k and v (.., T, cols), q's and k's cols multiples "
-        "of an even head_dim, expected");
+                                        const torch::Tensor& sin, std::int64_t q_cols, std::int64_t k_cols,
+                                        std::int64_t v_cols, std::int64_t head_dim) {
+  const torch::Tensor* like = nullptr;
+  bool shaped = grads.size() == 3 && head_dim > 0 && head_dim % 2 == 0 && q_cols > 0 && k_cols > 0 &&
+                v_cols >= 0 && q_cols % head_dim == 0 && k_cols % head_dim == 0;
+  for (std::size_t i = 0; shaped && i < 3; ++i) {
+    if (!grads[i].defined()) continue;
+    if (like == nullptr) like = &grads[i];
+    const std::int64_t width = i == 0 ? q_cols : i == 1 ? k_cols : v_cols;
+    shaped = grads[i].dim() >= 2 && grads[i].size(-1) == width &&
+             grads[i].sizes().slice(0, grads[i].dim() - 1) == like->sizes().slice(0, like->dim() - 1) &&
+             grads[i].scalar_type() == like->scalar_type() && grads[i].device() == like->device();
   }
-  const auto [c, s] = rotary_tables_for(grads[0], cos, sin, head_dim, "fused_rotary_qkv_backward");
-  auto sizes = grads[0].sizes().vec();
-  sizes.back() = grads[0].size(-1) + grads[1].size(-1) + grads[2].size(-1);
-  return rotary_function::grad_of_qkv(grads, sizes, c, s, grads[0].size(-1), grads[1].size(-1), head_dim);
+  if (!shaped || like == nullptr) {
+    throw std::invalid_argument(
+        "fused_rotary_qkv_backward: the gradients of q, k and v (.., T, q_cols | k_cols | v_cols; an "
+        "undefined one counts as zero, at least one defined; one dtype and device), q_cols and k_cols "
+        "multiples of an even head_dim, expected");
+  }
+  const auto [c, s] = rotary_tables_for(*like, cos, sin, head_dim, "fused_rotary_qkv_backward");
+  auto sizes = like->sizes().vec();
+  sizes.back() = q_cols + k_cols + v_cols;
+  return rotary_function::grad_of_qkv(grads, sizes, c, s, q_cols, k_cols, head_dim);
 }
 
 torch::Tensor fused_swiglu(const torch::Tensor& gate_up) {
@@ -783,7 +794,8 @@ std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor&, const torch::T
 }
 
 torch::Tensor fused_rotary_qkv_backward(const std::vector<torch::Tensor>&, const torch::Tensor&,
-                                        const torch::Tensor&, std::int64_t) {
+                                        const torch::Tensor&, std::int64_t, std::int64_t, std::int64_t,
+                                        std::int64_t) {
   throw std::logic_error(
       "fused_rotary_qkv_backward: this build has no CUDA kernels (check fused_kernels_available)");
 }

@@ -34,10 +34,12 @@ bool fused_kernels_available(const torch::Tensor& x);
 std::vector<torch::Tensor> fused_rotary_qkv(const torch::Tensor& qkv, const torch::Tensor& cos,
                                             const torch::Tensor& sin, std::int64_t q_cols,
                                             std::int64_t k_cols, std::int64_t head_dim);
-// fused_rotary_qkv's backward on its own: qkv's gradient (.., T, their columns together), one
-// piece, from q's, k's and v's (each defined, (.., T, its columns)).
+// fused_rotary_qkv's backward on its own: qkv's gradient (.., T, q_cols + k_cols + v_cols), one
+// piece, from q's, k's and v's: each (.., T, its columns) of one dtype and device, or undefined
+// (it counts as zero; at least one defined).
 torch::Tensor fused_rotary_qkv_backward(const std::vector<torch::Tensor>& grads, const torch::Tensor& cos,
-                                        const torch::Tensor& sin, std::int64_t head_dim);
+                                        const torch::Tensor& sin, std::int64_t q_cols, std::int64_t k_cols,
+                                        std::int64_t v_cols, std::int64_t head_dim);
 
 // silu(gate) * up from gate_up (..., 2 * inner), gate first: (..., inner). Saves gate_up only
 // for the backward. Differentiable in gate_up.

@@ -100,6 +100,13 @@ void check_rotary(torch::ScalarType type, const rotary_case& c, double tol) {
   torch::autograd::backward({outs2[0], outs2[1]}, {grads[0], grads[1]});
   CHECK(torch::equal(again.grad().slice(-1, 0, qk), qkv.grad().slice(-1, 0, qk)));
   CHECK(again.grad().slice(-1, qk).abs().max().item<double>() == 0.0);
+  // The backward on its own takes the undefined one as zero too.
+  const auto alone =
+      fused_rotary_qkv_backward({grads[0], grads[1], torch::Tensor()}, cos, sin, q_cols, k_cols, k_cols, c.D);
+  CHECK(torch::equal(alone, again.grad()));
+  CHECK_THROWS_WITH(fused_rotary_qkv_backward({torch::Tensor(), torch::Tensor(), torch::Tensor()}, cos, sin,
+                                              q_cols, k_cols, k_cols, c.D),
+                    Catch::Contains("fused_rotary_qkv_backward") && Catch::Contains("at least one defined"));
 }
 
 void check_swiglu(torch::ScalarType type, std::int64_t rows, std::int64_t inner, double tol) {
