@@ -618,11 +618,8 @@ torch::Tensor device_table(const std::vector<Entry>& entries, torch::Device devi
   return host.to(device, /*non_blocking=*/true);
 }
 
-}  // namespace
-
-void fused_adamw_step(const std::vector<fused_adamw_target>& targets, const adamw_options& o,
-                      double grad_scale, const torch::Tensor& device_scale) {
-  if (targets.empty()) return;
+// fused_adamw_step's inputs as its header states them, or std::invalid_argument naming what is not.
+void check_adamw_targets(const std::vector<fused_adamw_target>& targets, const torch::Tensor& device_scale) {
   const auto device = targets.front().master.device();
   const auto same_place = [&](const torch::Tensor& t, const torch::Tensor& master) {
     return t.defined() && t.is_contiguous() && t.device() == device && t.numel() == master.numel();
@@ -650,8 +647,10 @@ void fused_adamw_step(const std::vector<fused_adamw_target>& targets, const adam
                                  device_scale.device() != device))
     throw std::invalid_argument(
         "fused_adamw_step: the device scale must be one fp64 element on the masters' device");
-  torch::NoGradGuard no_grad;
-  const c10::cuda::CUDAGuard guard(device);
+}
+
+kernels::adamw_scalars adamw_scalars_of(const adamw_options& o, double grad_scale,
+                                        const torch::Tensor& device_scale) {
   kernels::adamw_scalars s;
   s.lr = static_cast<float>(o.lr);
   s.beta1 = static_cast<float>(o.beta1);
@@ -662,12 +661,20 @@ void fused_adamw_step(const std::vector<fused_adamw_target>& targets, const adam
   s.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
   s.grad_scale = static_cast<float>(grad_scale);
   s.device_scale = device_scale.defined() ? device_scale.data_ptr<double>() : nullptr;
-  // One launch per kind: the gradient's dtype, and the copy's (none counts as fp32, null).
-  struct kind_tables {
-    kernels::dtype grad, copy;
-    std::vector<kernels::adamw_tensor> tensors;
-  };
-  std::vector<kind_tables> kinds;
+  return s;
+}
+
+// The tensors of one launch: those of one gradient dtype and one copy dtype (none counts as fp32).
+struct adamw_launch_table {
+  kernels::dtype grad, copy;
+  std::vector<kernels::adamw_tensor> tensors;
+};
+
+// Each target's state counted a step further (its moments made at its first) and its kernel
+// entry, with this step's bias corrections, in the table of its kind; empty tensors in none.
+std::vector<adamw_launch_table> adamw_tables_of(const std::vector<fused_adamw_target>& targets,
+                                                const adamw_options& o) {
+  std::vector<adamw_launch_table> kinds;
   for (const auto& t : targets) {
     adamw_state& state = *t.state;
     if (!state.exp_avg.defined()) {
@@ -688,13 +695,26 @@ void fused_adamw_step(const std::vector<fused_adamw_target>& targets, const adam
     if (k.n == 0) continue;
     const auto grad_type = kernel_dtype(t.grad);
     const auto copy_type = t.copy.defined() ? kernel_dtype(t.copy) : kernels::dtype::f32;
-    auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const kind_tables& c) {
+    auto kind = std::find_if(kinds.begin(), kinds.end(), [&](const adamw_launch_table& c) {
       return c.grad == grad_type && c.copy == copy_type;
     });
-    if (kind == kinds.end()) kind = kinds.insert(kinds.end(), kind_tables{grad_type, copy_type, {}});
+    if (kind == kinds.end()) kind = kinds.insert(kinds.end(), adamw_launch_table{grad_type, copy_type, {}});
     kind->tensors.push_back(k);
   }
-  for (auto& kind : kinds) {
+  return kinds;
+}
+
+}  // namespace
+
+void fused_adamw_step(const std::vector<fused_adamw_target>& targets, const adamw_options& o,
+                      double grad_scale, const torch::Tensor& device_scale) {
+  if (targets.empty()) return;
+  check_adamw_targets(targets, device_scale);
+  const auto device = targets.front().master.device();
+  torch::NoGradGuard no_grad;
+  const c10::cuda::CUDAGuard guard(device);
+  const auto s = adamw_scalars_of(o, grad_scale, device_scale);
+  for (auto& kind : adamw_tables_of(targets, o)) {  // one launch per kind
     if (kind.tensors.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
       throw std::invalid_argument("fused_adamw_step: too many tensors for one launch");
     const int count = static_cast<int>(kind.tensors.size());
