@@ -186,84 +186,112 @@ units_within first_units_within(const std::vector<double>& unit_bytes, double ro
   return fit;
 }
 
-}  // namespace
-
-memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m, double gpu_bytes) {
-  const int stage = spec.zero.stage;
-  const std::int64_t w = stage == 0 ? 1 : std::max(1, spec.scaling.num_workers);
-  const double p = bytes_of(spec.train.dtype);
-  const bool gpu = spec.scaling.use_gpu;
-  const bool offload_param = stage == 3 && spec.zero.offload_param == config::offload_device::cpu;
-  const bool offload_opt = offload_param || spec.zero.offload_optimizer == config::offload_device::cpu;
+// What the plan derives from the job and the model's shape before it counts anything.
+struct plan_terms {
+  int stage = 0;
+  std::int64_t w = 1;  // the ranks a shard is 1/w of (1 at stage 0)
+  double p = 4;        // bytes of the compute dtype
+  bool gpu = false, offload_param = false, offload_opt = false;
   // Layers are recomputed only with activation checkpointing; ZeRO-3 without it keeps every
   // layer's activations (only the gathered weights are freed between forward and backward).
-  const bool recompute = spec.train.activation_checkpointing;
-  const bool layers_reduced_in_backward = stage == 3 || (stage == 2 && recompute);
-  const bool gathered_per_layer = stage == 3;
+  bool recompute = false, layers_reduced_in_backward = false, gathered_per_layer = false;
+  bool lora = false;
+  std::int64_t outer = 0, per_layer = 0, unit_max = 0;  // trained parameters outside the layers, a layer's
+  double n = 0, u0 = 0, um = 0;                         // all trained; outer; the largest layer's
+  double shard = 0, unit_shard = 0;                     // a rank's shard of them all; of the largest unit
+};
+
+plan_terms plan_terms_of(const config::job_spec& spec, const model_shape& m) {
+  plan_terms t;
+  t.stage = spec.zero.stage;
+  t.w = t.stage == 0 ? 1 : std::max(1, spec.scaling.num_workers);
+  t.p = bytes_of(spec.train.dtype);
+  t.gpu = spec.scaling.use_gpu;
+  t.offload_param = t.stage == 3 && spec.zero.offload_param == config::offload_device::cpu;
+  t.offload_opt = t.offload_param || spec.zero.offload_optimizer == config::offload_device::cpu;
+  t.recompute = spec.train.activation_checkpointing;
+  t.layers_reduced_in_backward = t.stage == 3 || (t.stage == 2 && t.recompute);
+  t.gathered_per_layer = t.stage == 3;
   // What trains: the whole model, or with LoRA only the adapters (none outside the layers) and,
   // when the vocabulary may grow (model.added_tokens, pad_vocab_to_multiple_of), the weights
   // outside the layers (the embedding and head train whole then; the plan takes the config's
   // vocabulary, a few rows short of a grown one).
-  const bool lora = spec.model.lora.enabled;
+  t.lora = spec.model.lora.enabled;
   const bool vocab_trains = !spec.model.added_tokens.empty() || spec.model.pad_vocab_to_multiple_of > 1;
-  const std::int64_t outer = lora && !vocab_trains ? 0 : m.outer_parameters;
-  const std::int64_t per_layer = lora ? m.lora_layer_parameters : m.layer_parameters;
-  const double n = static_cast<double>(outer + m.num_layers * per_layer);
-  const double u0 = static_cast<double>(outer);
-  const std::int64_t largest_layer = lora ? per_layer : std::max(per_layer, m.largest_layer_parameters);
-  const double um = static_cast<double>(largest_layer);
-  const std::int64_t unit_max = std::max(outer, largest_layer);
-  const double shard = ceil_div(outer, w) + static_cast<double>(m.num_layers) * ceil_div(per_layer, w);
-  const double unit_shard = ceil_div(unit_max, w);
+  t.outer = t.lora && !vocab_trains ? 0 : m.outer_parameters;
+  t.per_layer = t.lora ? m.lora_layer_parameters : m.layer_parameters;
+  t.n = static_cast<double>(t.outer + m.num_layers * t.per_layer);
+  t.u0 = static_cast<double>(t.outer);
+  const std::int64_t largest_layer = t.lora ? t.per_layer : std::max(t.per_layer, m.largest_layer_parameters);
+  t.um = static_cast<double>(largest_layer);
+  t.unit_max = std::max(t.outer, largest_layer);
+  t.shard = ceil_div(t.outer, t.w) + static_cast<double>(m.num_layers) * ceil_div(t.per_layer, t.w);
+  t.unit_shard = ceil_div(t.unit_max, t.w);
+  return t;
+}
 
-  memory_estimate e;
-  e.model = m;
-  e.setting = setting_of(spec);
-  auto& r = e.per_rank;
-  const auto add = [&](const std::string& name, double bytes, bool on_device) {
-    if (bytes > 0) r.items.push_back({name, bytes, on_device && gpu});
-  };
-  if (lora) {
+// An item of the rank's memory, on the device only in a GPU job; nothing for no bytes.
+void add_item(rank_memory& r, const plan_terms& t, const std::string& name, double bytes, bool on_device) {
+  if (bytes > 0) r.items.push_back({name, bytes, on_device && t.gpu});
+}
+
+// The model's state: a LoRA job's frozen base, the optimizer's, the weights and gradients in
+// the compute dtype, the reduction and staging buffers.
+void add_state_items(rank_memory& r, const config::job_spec& spec, const model_shape& m,
+                     const plan_terms& t) {
+  if (t.lora) {
     const auto base = spec.model.lora.base_dtype.value_or(spec.train.dtype);
     // The room beside q/k/v's and gate/up's rows, where the base is held in the activations' dtype.
     const double room = base == spec.train.dtype ? static_cast<double>(m.num_layers) *
                                                        static_cast<double>(m.lora_room_layer_elements)
                                                  : 0.0;
-    add("frozen base weights", bytes_of(base) * (static_cast<double>(m.parameters) + room), true);
+    add_item(r, t, "frozen base weights", bytes_of(base) * (static_cast<double>(m.parameters) + room), true);
   }
-  add("fp32 master shard", 4 * shard, !offload_opt);
-  add("AdamW moments", 8 * shard, !offload_opt);
-  add("fp32 gradient shard", 4 * shard, !offload_param);
-  add(stage == 3 ? "gathered compute weights" : "compute weights",
-      gathered_per_layer ? p * (u0 + 2 * um) : p * n, true);
-  if (offload_param) add("pinned compute-dtype shard", p * shard, false);
-  if (offload_param && spec.zero.delayed_param_update)  // the pair the update in flight uses
-    add("delayed update's gradient and compute-dtype shards", (4 + p) * shard, false);
-  add("compute-dtype gradients", layers_reduced_in_backward ? p * (u0 + um) : p * n, true);
-  add("reduction buffer", 4 * static_cast<double>(unit_max) + (stage >= 2 ? 4 * unit_shard : 0),
-      true);
-  if (offload_opt) add("gradient shard staging", 4 * unit_shard, false);
+  add_item(r, t, "fp32 master shard", 4 * t.shard, !t.offload_opt);
+  add_item(r, t, "AdamW moments", 8 * t.shard, !t.offload_opt);
+  add_item(r, t, "fp32 gradient shard", 4 * t.shard, !t.offload_param);
+  add_item(r, t, t.stage == 3 ? "gathered compute weights" : "compute weights",
+           t.gathered_per_layer ? t.p * (t.u0 + 2 * t.um) : t.p * t.n, true);
+  if (t.offload_param) add_item(r, t, "pinned compute-dtype shard", t.p * t.shard, false);
+  if (t.offload_param && spec.zero.delayed_param_update)  // the pair the update in flight uses
+    add_item(r, t, "delayed update's gradient and compute-dtype shards", (4 + t.p) * t.shard, false);
+  add_item(r, t, "compute-dtype gradients", t.layers_reduced_in_backward ? t.p * (t.u0 + t.um) : t.p * t.n,
+           true);
+  add_item(r, t, "reduction buffer",
+           4 * static_cast<double>(t.unit_max) + (t.stage >= 2 ? 4 * t.unit_shard : 0), true);
+  if (t.offload_opt) add_item(r, t, "gradient shard staging", 4 * t.unit_shard, false);
+}
+
+// The host's besides the state: the checkpoint's buffer or copy, peer replicas, the process.
+void add_host_items(rank_memory& r, const config::job_spec& spec, const plan_terms& t) {
   // A save streams the shard from where it lies through one buffer; an asynchronous one copies it
   // whole into host memory when it fits run.checkpoint.staging_bytes.
   const auto& ckpt = spec.run.checkpoint;
-  const bool staged = ckpt.async && 12 * shard <= static_cast<double>(ckpt.staging_bytes);
-  add(staged ? "checkpoint host copy (run.checkpoint.async)" : "checkpoint write buffer",
-      staged ? 12 * shard : std::min(12 * shard, checkpoint_chunk_bytes), false);
+  const bool staged = ckpt.async && 12 * t.shard <= static_cast<double>(ckpt.staging_bytes);
+  add_item(r, t, staged ? "checkpoint host copy (run.checkpoint.async)" : "checkpoint write buffer",
+           staged ? 12 * t.shard : std::min(12 * t.shard, checkpoint_chunk_bytes), false);
   // Host memory on the node (tmpfs), counted against the rank that keeps it. Between the saves
   // (replicate_every) a step's replica is written beside the newest complete one, dropped after.
   if (ckpt.replicate && ckpt.replicate_every == 0)
-    add("peer replicas: own shard and a buddy's copy (run.checkpoint.replicate)", 24 * shard, false);
+    add_item(r, t, "peer replicas: own shard and a buddy's copy (run.checkpoint.replicate)", 24 * t.shard,
+             false);
   if (ckpt.replicate && ckpt.replicate_every > 0)
-    add("peer replicas: own shard and a buddy's copy of two steps, the newest complete one and the one "
-        "being written (run.checkpoint.replicate_every)",
-        48 * shard, false);
-  add(gpu ? "libraries, CUDA and NCCL host state, loader" : "libraries and loader",
-      gpu ? gpu_process_host_bytes : cpu_process_host_bytes, false);
+    add_item(r, t,
+             "peer replicas: own shard and a buddy's copy of two steps, the newest complete one and the one "
+             "being written (run.checkpoint.replicate_every)",
+             48 * t.shard, false);
+  add_item(r, t, t.gpu ? "libraries, CUDA and NCCL host state, loader" : "libraries and loader",
+           t.gpu ? gpu_process_host_bytes : cpu_process_host_bytes, false);
+}
 
+// One micro-batch's activations at their peak: the layers' working sets (saved, or recomputed one
+// at a time), attention's T² terms where they are kept, and the head's logits.
+double activation_bytes_of(const config::job_spec& spec, const model_shape& m, const plan_terms& pt) {
+  const double p = pt.p;
   const double t = static_cast<double>(spec.train.micro_batch_size) * spec.train.seq_len;
   const double d = static_cast<double>(m.hidden_size), L = static_cast<double>(m.num_layers);
   const double V = static_cast<double>(m.vocab_size), ffn = static_cast<double>(m.intermediate_size);
-  const bool fused = gpu && m.fused_path && spec.train.path != config::compute_path::plain;
+  const bool fused = pt.gpu && m.fused_path && spec.train.path != config::compute_path::plain;
   const double kv = static_cast<double>(m.kv_hidden > 0 ? m.kv_hidden : m.hidden_size);
   const double layer_working = fused ? t * (p * (7 * d + 2 * kv + (m.gated_mlp ? 3 : 2) * ffn) + 8)
                                      : t * (p * (9 * d + (m.gated_mlp ? 4 : 2) * ffn) + 16 * d);
@@ -274,8 +302,8 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   // 8 × 2048 on an H200, 132.4 GiB at its first step).
   const double bht2 = static_cast<double>(spec.train.micro_batch_size) * m.num_heads * spec.train.seq_len *
                       spec.train.seq_len;
-  const bool math_attention = gpu && spec.train.deterministic;
-  const double scores = !gpu ? bht2 * (4 + p) : math_attention ? 4 * bht2 : 0;
+  const bool math_attention = pt.gpu && spec.train.deterministic;
+  const double scores = !pt.gpu ? bht2 * (4 + p) : math_attention ? 4 * bht2 : 0;
   const double attention_peak = math_attention ? 16 * bht2 : 0;
   const double chunk = spec.train.loss_chunk_tokens > 0
                            ? std::min(t, static_cast<double>(spec.train.loss_chunk_tokens))
@@ -285,78 +313,117 @@ memory_estimate estimate_memory(const config::job_spec& spec, const model_shape&
   // Recomputing, the layer inputs stay for the whole backward; the head's logits and one layer's
   // recomputation are never alive at once. Otherwise every layer's working set is saved until the
   // loss has been computed from the logits.
-  r.activation_bytes =
-      recompute
-          ? (L + 1) * p * d * t + std::max(2 * p * d * t + layer_working + scores + attention_peak, logits)
-          : L * (layer_working + scores) + p * d * t + std::max(logits, attention_peak);
-  add("activations", r.activation_bytes, true);
-  // The gradient shard is made by a step's reductions and freed by its update: after the backward
-  // (stages 0-2), or layer by layer as the backward frees each layer's activations (stage 3, stage
-  // 2 recomputing). It and the activations are never alive whole at once; the peak holds the
-  // larger of the two.
-  if (!offload_param) {
-    const double overlap = std::min(4 * shard, r.activation_bytes);
-    if (overlap > 0) r.items.push_back({"gradient shard and activations not alive at once", -overlap, gpu});
-  }
-  if (gpu) add("CUDA context and allocator", cuda_context_bytes, true);
+  return pt.recompute
+             ? (L + 1) * p * d * t + std::max(2 * p * d * t + layer_working + scores + attention_peak, logits)
+             : L * (layer_working + scores) + p * d * t + std::max(logits, attention_peak);
+}
 
-  for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
-  const double cap = gpu_memory_limit_bytes(spec.runtime_env.env_vars);
-  if (gpu && offload_param && spec.train.grad_accum > 1) {
-    e.grads_summed_on_device = cap > 0 && r.device_bytes + 4 * shard <= cap;
+// With parameter offload, what depends on the GPU cap (after the items above are summed): the
+// micro-batches' gradient sum on the device or a second host staging buffer, and the
+// compute-dtype shards kept on the device between updates in the room left.
+void add_offload_items_under_cap(memory_estimate& e, const config::job_spec& spec, const model_shape& m,
+                                 const plan_terms& t, double cap) {
+  auto& r = e.per_rank;
+  if (t.gpu && t.offload_param && spec.train.grad_accum > 1) {
+    e.grads_summed_on_device = cap > 0 && r.device_bytes + 4 * t.shard <= cap;
     if (e.grads_summed_on_device) {
-      add("fp32 gradient shard summed over the micro-batches", 4 * shard, true);
-      r.device_bytes += 4 * shard;
+      add_item(r, t, "fp32 gradient shard summed over the micro-batches", 4 * t.shard, true);
+      r.device_bytes += 4 * t.shard;
     }
   }
-  if (offload_param && spec.train.grad_accum > 1 && !e.grads_summed_on_device) {
+  if (t.offload_param && spec.train.grad_accum > 1 && !e.grads_summed_on_device) {
     // The later micro-batches' shards come to the host through two staging buffers in turn.
-    add("second gradient shard staging buffer (micro-batches summed on the host)", 4 * unit_shard, false);
-    r.steady_host_bytes += 4 * unit_shard;
+    add_item(r, t, "second gradient shard staging buffer (micro-batches summed on the host)",
+             4 * t.unit_shard, false);
+    r.steady_host_bytes += 4 * t.unit_shard;
   }
-  if (gpu && offload_param && cap > 0) {
+  if (t.gpu && t.offload_param && cap > 0) {
     // What room is left under the cap, less its margin, keeps compute-dtype shards between
     // updates, the units in shard_keep_position's order.
     const auto units = static_cast<std::size_t>(m.num_layers) + 1;
     std::vector<double> unit_shards(units);
     for (std::size_t u = 0; u < units; ++u)
-      unit_shards[shard_keep_position(u, units)] = p * ceil_div(u == 0 ? outer : per_layer, w);
+      unit_shards[shard_keep_position(u, units)] = t.p * ceil_div(u == 0 ? t.outer : t.per_layer, t.w);
     const auto kept = first_units_within(unit_shards, (1 - kept_shards_cap_margin) * cap - r.device_bytes);
     e.param_shard_units_kept_on_device = kept.count;
-    add("compute-dtype parameter shards of " + std::to_string(kept.count) + " of " +
-            std::to_string(unit_shards.size()) + " units kept between updates",
-        kept.bytes, true);
+    add_item(r, t,
+             "compute-dtype parameter shards of " + std::to_string(kept.count) + " of " +
+                 std::to_string(unit_shards.size()) + " units kept between updates",
+             kept.bytes, true);
     r.device_bytes += kept.bytes;
   }
-  if (gathered_per_layer && !m.seq2seq) {
-    const double layer_bytes = p * um;
-    const double usable = gpu ? usable_gpu_bytes(cap, gpu_bytes) : 0;
-    std::int64_t kept = spec.zero.layers_kept_gathered;
-    if (kept == 0) {
-      kept = 1;
-      if (usable > 0 && !offload_param && layer_bytes > 0) {
-        const double room = usable / kept_layers_reserve_factor - r.device_bytes;
-        if (room > 0) kept += static_cast<std::int64_t>(std::floor(room / layer_bytes));
-      }
+}
+
+// ZeRO-3 of a decoder: the layers kept gathered from forward to backward (the job's choice, or as
+// many as the usable GPU memory has room for beyond the rest) and their bytes beyond the one the
+// gathered weights count.
+void add_layers_kept_gathered(memory_estimate& e, const config::job_spec& spec, const model_shape& m,
+                              const plan_terms& t, double cap, double gpu_bytes) {
+  if (!t.gathered_per_layer || m.seq2seq) return;
+  auto& r = e.per_rank;
+  const double layer_bytes = t.p * t.um;
+  const double usable = t.gpu ? usable_gpu_bytes(cap, gpu_bytes) : 0;
+  std::int64_t kept = spec.zero.layers_kept_gathered;
+  if (kept == 0) {
+    kept = 1;
+    if (usable > 0 && !t.offload_param && layer_bytes > 0) {
+      const double room = usable / kept_layers_reserve_factor - r.device_bytes;
+      if (room > 0) kept += static_cast<std::int64_t>(std::floor(room / layer_bytes));
     }
-    e.layers_kept_gathered = std::min<std::int64_t>(kept, m.num_layers);
-    const double more =
-        layer_bytes * static_cast<double>(std::max<std::int64_t>(0, e.layers_kept_gathered - 1));
-    add("gathered weights of " + std::to_string(e.layers_kept_gathered - 1) +
-            " more layers kept from forward to backward (zero.layers_kept_gathered)",
-        more, true);
-    (gpu ? r.device_bytes : r.steady_host_bytes) += more;
   }
-  // Loading, a rank reads its fp32 shard a unit at a time: it stays in host memory on a CPU and
-  // with offload (beside one parameter tensor as read), and goes to the GPU unit by unit otherwise.
-  const double process = gpu ? gpu_process_host_bytes : cpu_process_host_bytes;
+  e.layers_kept_gathered = std::min<std::int64_t>(kept, m.num_layers);
+  const double more =
+      layer_bytes * static_cast<double>(std::max<std::int64_t>(0, e.layers_kept_gathered - 1));
+  add_item(r, t,
+           "gathered weights of " + std::to_string(e.layers_kept_gathered - 1) +
+               " more layers kept from forward to backward (zero.layers_kept_gathered)",
+           more, true);
+  (t.gpu ? r.device_bytes : r.steady_host_bytes) += more;
+}
+
+// Host memory while loading and rank 0's export: loading, a rank reads its fp32 shard a unit at a
+// time: it stays in host memory on a CPU and with offload (beside one parameter tensor as read),
+// and goes to the GPU unit by unit otherwise. The merged LoRA export holds every adapter and one
+// base tensor as read and in fp32.
+void set_host_peaks(memory_estimate& e, const model_shape& m, const plan_terms& t) {
+  auto& r = e.per_rank;
+  const double process = t.gpu ? gpu_process_host_bytes : cpu_process_host_bytes;
   r.load_peak_host_bytes =
-      (!gpu || offload_opt) ? 4 * (stage == 0 ? n : shard) + 4 * static_cast<double>(m.largest_tensor) + process
-                            : 4 * (stage == 0 ? static_cast<double>(unit_max) : unit_shard) + process;
+      (!t.gpu || t.offload_opt)
+          ? 4 * (t.stage == 0 ? t.n : t.shard) + 4 * static_cast<double>(m.largest_tensor) + process
+          : 4 * (t.stage == 0 ? static_cast<double>(t.unit_max) : t.unit_shard) + process;
   r.host_bytes = std::max(r.steady_host_bytes, r.load_peak_host_bytes);
-  // The merged LoRA export holds every adapter and one base tensor as read and in fp32.
-  e.rank0_extra_host_bytes = lora ? 4 * n + 8 * static_cast<double>(m.largest_tensor)
-                                  : 4 * static_cast<double>(m.largest_tensor);
+  e.rank0_extra_host_bytes = t.lora ? 4 * t.n + 8 * static_cast<double>(m.largest_tensor)
+                                    : 4 * static_cast<double>(m.largest_tensor);
+}
+
+}  // namespace
+
+memory_estimate estimate_memory(const config::job_spec& spec, const model_shape& m, double gpu_bytes) {
+  const plan_terms t = plan_terms_of(spec, m);
+  memory_estimate e;
+  e.model = m;
+  e.setting = setting_of(spec);
+  auto& r = e.per_rank;
+  add_state_items(r, spec, m, t);
+  add_host_items(r, spec, t);
+  r.activation_bytes = activation_bytes_of(spec, m, t);
+  add_item(r, t, "activations", r.activation_bytes, true);
+  // The gradient shard is made by a step's reductions and freed by its update: after the backward
+  // (stages 0-2), or layer by layer as the backward frees each layer's activations (stage 3, stage
+  // 2 recomputing). It and the activations are never alive whole at once; the peak holds the
+  // larger of the two.
+  if (!t.offload_param) {
+    const double overlap = std::min(4 * t.shard, r.activation_bytes);
+    if (overlap > 0) r.items.push_back({"gradient shard and activations not alive at once", -overlap, t.gpu});
+  }
+  if (t.gpu) add_item(r, t, "CUDA context and allocator", cuda_context_bytes, true);
+
+  for (const auto& item : r.items) (item.on_device ? r.device_bytes : r.steady_host_bytes) += item.bytes;
+  const double cap = gpu_memory_limit_bytes(spec.runtime_env.env_vars);
+  add_offload_items_under_cap(e, spec, m, t, cap);
+  add_layers_kept_gathered(e, spec, m, t, cap, gpu_bytes);
+  set_host_peaks(e, m, t);
   return e;
 }
 
