@@ -518,6 +518,117 @@ void write_classifier(json& j, const model_config& c) {
   j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
 }
 
+// Rotary's base and scaling, in rope_parameters where the source keeps them there (newer
+// transformers), else as rope_theta and rope_scaling.
+void write_rope(json& j, const model_config& c) {
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    j["rope_parameters"]["rope_theta"] = c.rope_theta;
+    j["rope_parameters"]["rope_type"] = c.scaling.type;
+  } else {
+    j["rope_theta"] = c.rope_theta;
+  }
+  if (c.scaling.type == "default") return;
+  json s = {{"rope_type", c.scaling.type}, {"factor", c.scaling.factor}};
+  if (c.scaling.type == "llama3") {
+    s["low_freq_factor"] = c.scaling.low_freq_factor;
+    s["high_freq_factor"] = c.scaling.high_freq_factor;
+    s["original_max_position_embeddings"] = c.scaling.original_max_positions;
+  }
+  if (j.contains("rope_parameters")) {
+    j["rope_parameters"].update(s);
+  } else {
+    j["rope_scaling"] = s;
+  }
+}
+
+void write_pad(json& j, const model_config& c) {
+  j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
+}
+
+// GPT-2's and GPT-J's names.
+void write_gpt2_shape(json& j, const model_config& c) {
+  j["n_embd"] = c.hidden_size;
+  j["n_layer"] = c.num_layers;
+  j["n_head"] = c.num_heads;
+  j["n_positions"] = c.max_positions;
+  // null means 4 * n_embd; keep it null where the source had it so.
+  j["n_inner"] =
+      c.intermediate_size == 4 * c.hidden_size && (!j.contains("n_inner") || j["n_inner"].is_null())
+          ? json(nullptr)
+          : json(c.intermediate_size);
+  j["activation_function"] = c.activation;
+  j["layer_norm_epsilon"] = c.norm_eps;
+  j["embd_pdrop"] = c.embed_dropout;
+  j["attn_pdrop"] = c.attention_dropout;
+  j["resid_pdrop"] = c.residual_dropout;
+  if (c.fam == family::gptj) {
+    j["rotary_dim"] = c.rotary_dim;
+  } else {
+    j["scale_attn_weights"] = c.scale_attn_weights;
+    j["scale_attn_by_inverse_layer_idx"] = c.scale_attn_by_inverse_layer_idx;
+  }
+}
+
+// Mistral's and Qwen2's sliding windows: the window, which layers have one, and Qwen2's first.
+void write_sliding_window(json& j, const model_config& c) {
+  std::int64_t window = 0;
+  for (std::int64_t w : c.sliding_window) window = std::max(window, w);
+  j["sliding_window"] = window > 0 ? json(window) : json(nullptr);
+  if (c.fam == family::qwen2) j["use_sliding_window"] = window > 0;
+  if (window > 0 || j.contains("layer_types")) {
+    json types = json::array();
+    for (std::int64_t w : c.sliding_window) {
+      types.push_back(w > 0 ? "sliding_attention" : "full_attention");
+    }
+    j["layer_types"] = types;
+  }
+  if (c.fam == family::qwen2 && window > 0) {
+    std::int64_t first = c.num_layers;
+    for (std::int64_t i = c.num_layers - 1; i >= 0 && c.sliding_window[i] > 0; --i) first = i;
+    j["max_window_layers"] = first;
+  }
+}
+
+// Llama's, Mistral's and Qwen2's names.
+void write_llama_shape(json& j, const model_config& c) {
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = c.activation;
+  j["max_position_embeddings"] = c.max_positions;
+  j["rms_norm_eps"] = c.norm_eps;
+  write_rope(j, c);
+  write_pad(j, c);
+  j["attention_dropout"] = c.attention_dropout;
+  if (c.fam == family::llama) {
+    j["attention_bias"] = c.qkv_bias;
+    j["mlp_bias"] = c.mlp_bias;
+  } else {
+    write_sliding_window(j, c);
+  }
+}
+
+void write_opt_shape(json& j, const model_config& c) {
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["ffn_dim"] = c.intermediate_size;
+  j["max_position_embeddings"] = c.max_positions;
+  j["activation_function"] = c.activation;
+  j["do_layer_norm_before"] = c.norm_before;
+  j["_remove_final_layer_norm"] = c.norm_before && !c.final_norm;
+  j["word_embed_proj_dim"] = c.word_embed_proj_dim;
+  j["enable_bias"] = c.qkv_bias;
+  j["layer_norm_elementwise_affine"] = c.norm_affine;
+  j["dropout"] = c.residual_dropout;
+  j["attention_dropout"] = c.attention_dropout;
+  j["activation_dropout"] = c.activation_dropout;
+  write_pad(j, c);
+}
+
 }  // namespace
 
 json to_hf_json(const model_config& c) {
@@ -529,105 +640,18 @@ json to_hf_json(const model_config& c) {
   if (c.num_labels > 0) write_classifier(j, c);
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   write_dtype(j, c.dtype);
-  const auto set_rope = [&] {
-    if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
-      j["rope_parameters"]["rope_theta"] = c.rope_theta;
-      j["rope_parameters"]["rope_type"] = c.scaling.type;
-    } else {
-      j["rope_theta"] = c.rope_theta;
-    }
-    if (c.scaling.type == "default") return;
-    json s = {{"rope_type", c.scaling.type}, {"factor", c.scaling.factor}};
-    if (c.scaling.type == "llama3") {
-      s["low_freq_factor"] = c.scaling.low_freq_factor;
-      s["high_freq_factor"] = c.scaling.high_freq_factor;
-      s["original_max_position_embeddings"] = c.scaling.original_max_positions;
-    }
-    if (j.contains("rope_parameters")) {
-      j["rope_parameters"].update(s);
-    } else {
-      j["rope_scaling"] = s;
-    }
-  };
-  const auto pad = [&] {
-    j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
-  };
-  std::int64_t window = 0;
-  for (std::int64_t w : c.sliding_window) window = std::max(window, w);
   switch (c.fam) {
     case family::gpt2:
     case family::gptj:
-      j["n_embd"] = c.hidden_size;
-      j["n_layer"] = c.num_layers;
-      j["n_head"] = c.num_heads;
-      j["n_positions"] = c.max_positions;
-      // null means 4 * n_embd; keep it null where the source had it so.
-      j["n_inner"] = c.intermediate_size == 4 * c.hidden_size && (!j.contains("n_inner") || j["n_inner"].is_null())
-                         ? json(nullptr)
-                         : json(c.intermediate_size);
-      j["activation_function"] = c.activation;
-      j["layer_norm_epsilon"] = c.norm_eps;
-      j["embd_pdrop"] = c.embed_dropout;
-      j["attn_pdrop"] = c.attention_dropout;
-      j["resid_pdrop"] = c.residual_dropout;
-      if (c.fam == family::gptj) {
-        j["rotary_dim"] = c.rotary_dim;
-      } else {
-        j["scale_attn_weights"] = c.scale_attn_weights;
-        j["scale_attn_by_inverse_layer_idx"] = c.scale_attn_by_inverse_layer_idx;
-      }
+      write_gpt2_shape(j, c);
       break;
     case family::llama:
     case family::mistral:
     case family::qwen2:
-      j["hidden_size"] = c.hidden_size;
-      j["intermediate_size"] = c.intermediate_size;
-      j["num_hidden_layers"] = c.num_layers;
-      j["num_attention_heads"] = c.num_heads;
-      j["num_key_value_heads"] = c.num_kv_heads;
-      j["head_dim"] = c.head_dim;
-      j["hidden_act"] = c.activation;
-      j["max_position_embeddings"] = c.max_positions;
-      j["rms_norm_eps"] = c.norm_eps;
-      set_rope();
-      pad();
-      j["attention_dropout"] = c.attention_dropout;
-      if (c.fam == family::llama) {
-        j["attention_bias"] = c.qkv_bias;
-        j["mlp_bias"] = c.mlp_bias;
-      } else {
-        j["sliding_window"] = window > 0 ? json(window) : json(nullptr);
-        if (c.fam == family::qwen2) j["use_sliding_window"] = window > 0;
-        if (window > 0 || j.contains("layer_types")) {
-          json types = json::array();
-          for (std::int64_t w : c.sliding_window) {
-            types.push_back(w > 0 ? "sliding_attention" : "full_attention");
-          }
-          j["layer_types"] = types;
-        }
-        if (c.fam == family::qwen2 && window > 0) {
-          std::int64_t first = c.num_layers;
-          for (std::int64_t i = c.num_layers - 1; i >= 0 && c.sliding_window[i] > 0; --i) first = i;
-          j["max_window_layers"] = first;
-        }
-      }
+      write_llama_shape(j, c);
       break;
     case family::opt:
-      j["hidden_size"] = c.hidden_size;
-      j["num_hidden_layers"] = c.num_layers;
-      j["num_attention_heads"] = c.num_heads;
-      j["ffn_dim"] = c.intermediate_size;
-      j["max_position_embeddings"] = c.max_positions;
-      j["activation_function"] = c.activation;
-      j["do_layer_norm_before"] = c.norm_before;
-      j["_remove_final_layer_norm"] = c.norm_before && !c.final_norm;
-      j["word_embed_proj_dim"] = c.word_embed_proj_dim;
-      j["enable_bias"] = c.qkv_bias;
-      j["layer_norm_elementwise_affine"] = c.norm_affine;
-      j["dropout"] = c.residual_dropout;
-      j["attention_dropout"] = c.attention_dropout;
-      j["activation_dropout"] = c.activation_dropout;
-      pad();
+      write_opt_shape(j, c);
       break;
   }
   return j;
