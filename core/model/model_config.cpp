@@ -503,6 +503,11 @@ json to_hf_json(const t5_config& c) {
 
 namespace {
 
+// pad_token_id, null where the model has none.
+void write_pad(json& j, const model_config& c) {
+  j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
+}
+
 // A sequence classifier's keys as transformers writes them (PretrainedConfig's id2label and
 // label2id), num_labels, and the pad_token_id its score is read by.
 void write_classifier(json& j, const model_config& c) {
@@ -515,7 +520,7 @@ void write_classifier(json& j, const model_config& c) {
   j["id2label"] = id2label;
   j["label2id"] = label2id;
   j["num_labels"] = c.num_labels;
-  j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
+  write_pad(j, c);
 }
 
 // Rotary's base and scaling, in rope_parameters where the source keeps them there (newer
@@ -539,10 +544,6 @@ void write_rope(json& j, const model_config& c) {
   } else {
     j["rope_scaling"] = s;
   }
-}
-
-void write_pad(json& j, const model_config& c) {
-  j["pad_token_id"] = c.pad_token_id ? json(*c.pad_token_id) : json(nullptr);
 }
 
 // GPT-2's and GPT-J's names.
